@@ -1,0 +1,1 @@
+"""Command-line interface (Typer). Thin: each command calls one library function."""

@@ -1,0 +1,1 @@
+"""Data: manifests, fetch, format readers, preprocessing, embeddings, batching."""

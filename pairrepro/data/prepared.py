@@ -1,0 +1,115 @@
+"""The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
+
+A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
+
+* ``{split}.parquet``: the canonical pair table with token ids —
+  ``pair_id: str, group_id: str, left: str, right: str, label: int64,
+  left_ids: list<int32>, right_ids: list<int32>``.
+  Classification: ``label`` is the class index of the dataset's label map.
+  Ranking: ``group_id`` is the query; ``label`` is 1 for relevant candidates, else 0.
+* ``vocab.tsv``: ``token<TAB>train_count`` per line; line *i* is id *i*;
+  id 0 is ``<pad>``, id 1 is ``<unk>``.
+* ``stats.json``: pairs per split, label distribution, average lengths, vocab size,
+  malformed rows, tokenisation settings, source file sha256s.
+* ``DONE``: written last; a folder without it is incomplete and never read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pairrepro import io, paths
+from pairrepro.errors import DataError
+
+PAD, UNK = "<pad>", "<unk>"
+PAIR_COLUMNS = ["pair_id", "group_id", "left", "right", "label"]
+PREPARED_SCHEMA = pa.schema(
+    [
+        ("pair_id", pa.string()),
+        ("group_id", pa.string()),
+        ("left", pa.string()),
+        ("right", pa.string()),
+        ("label", pa.int64()),
+        ("left_ids", pa.list_(pa.int32())),
+        ("right_ids", pa.list_(pa.int32())),
+    ]
+)
+
+
+@dataclass
+class PreparedDataset:
+    """A prepared dataset variant; splits are read from parquet on first access."""
+
+    root: Path
+    vocab: list[str]
+    train_counts: list[int]
+    stats: dict[str, Any]
+    _splits: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @property
+    def split_names(self) -> list[str]:
+        return sorted(p.stem for p in self.root.glob("*.parquet"))
+
+    def split(self, name: str) -> pd.DataFrame:
+        """The pair table of split ``name`` (a :class:`DataError` names the splits present)."""
+        if name not in self._splits:
+            path = self.root / f"{name}.parquet"
+            if not path.is_file():
+                raise DataError(
+                    f"split {name!r} is not in {self.root}",
+                    hint=f"splits present: {', '.join(self.split_names) or '(none)'}",
+                )
+            self._splits[name] = pq.read_table(path).to_pandas()
+        return self._splits[name]
+
+
+def write_prepared(
+    root: Path,
+    splits: Mapping[str, pd.DataFrame],
+    vocab: list[str],
+    train_counts: list[int],
+    stats: Mapping[str, Any],
+) -> None:
+    """Write a prepared folder atomically file by file; ``DONE`` marks it complete."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "DONE").unlink(missing_ok=True)
+    for name, frame in splits.items():
+        table = pa.Table.from_pandas(frame[PREPARED_SCHEMA.names], schema=PREPARED_SCHEMA,
+                                     preserve_index=False)
+        with io.atomic_path(root / f"{name}.parquet") as tmp:
+            pq.write_table(table, tmp)
+    if vocab[:2] != [PAD, UNK]:
+        raise ValueError("vocab must start with <pad>, <unk>")
+    io.write_text(
+        root / "vocab.tsv",
+        "".join(f"{tok}\t{cnt}\n" for tok, cnt in zip(vocab, train_counts, strict=True)),
+    )
+    io.write_json(root / "stats.json", dict(stats))
+    io.write_text(root / "DONE", "")
+
+
+def load_prepared(dataset: str, variant: str | None = None, root: Path | None = None
+                  ) -> PreparedDataset:
+    """Open a prepared dataset; a clear :class:`DataError` says how to prepare it."""
+    folder = root or paths.prepared_dir(dataset, variant or None)
+    if not (folder / "DONE").is_file():
+        cmd = f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
+        raise DataError(f"dataset {dataset!r} is not prepared (no complete folder {folder})",
+                        hint=f"run: pairrepro fetch {dataset} && {cmd}")
+    vocab: list[str] = []
+    counts: list[int] = []
+    with open(folder / "vocab.tsv", encoding="utf-8") as handle:
+        for line in handle:
+            token, _, count = line.rstrip("\n").rpartition("\t")
+            vocab.append(token)
+            counts.append(int(count))
+    stats = json.loads((folder / "stats.json").read_text(encoding="utf-8"))
+    return PreparedDataset(root=folder, vocab=vocab, train_counts=counts, stats=stats)

@@ -1,0 +1,59 @@
+"""Errors that the CLI turns into a clear message and a documented exit code.
+
+Exit codes (stable, scripts may rely on them):
+    0 success · 1 unexpected failure · 2 bad usage or invalid recipe/config ·
+    3 data missing or malformed · 4 download failed (network, HTTP error) ·
+    5 checksum mismatch · 6 training failed (NaN loss, diverged) · 7 nothing could run
+"""
+
+from __future__ import annotations
+
+
+class PairreproError(Exception):
+    """Base class: a problem the user can fix. ``hint`` says what to do."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text}\n  hint: {self.hint}" if self.hint else text
+
+
+class ConfigError(PairreproError):
+    """Invalid recipe, override or command-line value."""
+
+    exit_code = 2
+
+
+class DataError(PairreproError):
+    """Dataset missing, not prepared, or malformed."""
+
+    exit_code = 3
+
+
+class DownloadError(PairreproError):
+    """A file could not be downloaded (no network, HTTP error)."""
+
+    exit_code = 4
+
+
+class ChecksumError(PairreproError):
+    """A file's sha256 does not match its manifest; the file was not kept."""
+
+    exit_code = 5
+
+
+class TrainingError(PairreproError):
+    """Training stopped (non-finite loss, divergence)."""
+
+    exit_code = 6
+
+
+class NothingToRunError(PairreproError):
+    """A make target or report found nothing it could run."""
+
+    exit_code = 7

@@ -1,0 +1,70 @@
+"""Atomic file writing and hashing: nothing half-written is ever read back."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
+
+    The temporary name starts with ``.`` and ends with ``.partial`` so no reader
+    globbing for the final name can pick it up.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(
+    path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
+    """Open a file for writing that appears under ``path`` only once fully written."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write text atomically."""
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON atomically (sorted keys, 2-space indent, trailing newline)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON file."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()

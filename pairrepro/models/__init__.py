@@ -1,0 +1,10 @@
+"""Models: tensors in, scores out. Each model module registers itself by name.
+
+See :mod:`pairrepro.models.base` for the contract every model follows and
+:mod:`pairrepro.models.registry` for how recipes find them.
+"""
+
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.registry import available_models, build_model, register_model
+
+__all__ = ["ModelContext", "PairModel", "available_models", "build_model", "register_model"]

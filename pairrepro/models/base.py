@@ -1,0 +1,72 @@
+"""The contract between the trainer and every model.
+
+A model receives token ids and boolean masks for the two texts of a pair and
+returns one row of ``num_outputs`` scores per pair:
+
+* classification: ``num_outputs = number of classes`` (logits);
+* pairwise ranking (hinge loss): ``num_outputs = 1`` (a relevance score);
+* pointwise ranking (two-class softmax, CSRAN): ``num_outputs = 2``.
+
+Padding positions (``mask == False``) must never change the output: the tests
+pad more and compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass
+class ModelContext:
+    """What a model needs to know about the data, filled in by the trainer.
+
+    Attributes:
+        vocab_size: number of rows of the embedding table (index 0 is padding, 1 is unknown).
+        embed_dim: word-embedding size.
+        num_outputs: scores per pair (see module docstring).
+        pretrained: optional ``[vocab_size, embed_dim]`` matrix to initialise embeddings.
+        trainable_embeddings: whether the embedding table is updated.
+        vocab: the token strings (index-aligned), for models that build character features.
+        padding_idx: index of the padding token.
+    """
+
+    vocab_size: int
+    embed_dim: int
+    num_outputs: int
+    pretrained: torch.Tensor | None = None
+    trainable_embeddings: bool = True
+    vocab: Sequence[str] | None = field(default=None, repr=False)
+    padding_idx: int = 0
+
+
+class PairModel(nn.Module):
+    """Base class of every sentence-pair model.
+
+    Subclasses implement :meth:`forward`. Non-neural scorers (BM25) set
+    ``needs_training = False`` and implement :meth:`fit_statistics`.
+    """
+
+    needs_training: bool = True
+
+    def __init__(self, ctx: ModelContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def fit_statistics(
+        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]]
+    ) -> None:
+        """Called once with the training pairs' token ids before training (default: no-op)."""
+
+    def forward(  # type: ignore[override]
+        self,
+        left: torch.Tensor,
+        left_mask: torch.Tensor,
+        right: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Score a batch: ``[B, n]`` / ``[B, m]`` ids and masks -> ``[B, num_outputs]``."""
+        raise NotImplementedError

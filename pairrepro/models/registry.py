@@ -1,0 +1,78 @@
+"""Model registry: recipes name a model; this module finds and builds it.
+
+Every module in this package is imported on first lookup, so a new model file
+only has to decorate its class with :func:`register_model`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+
+_REGISTRY: dict[str, type[PairModel]] = {}
+_IMPORTED = False
+M = TypeVar("M", bound=type[PairModel])
+
+
+def register_model(name: str) -> Callable[[M], M]:
+    """Class decorator: make a :class:`PairModel` available to recipes under ``name``."""
+
+    def decorator(cls: M) -> M:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"model name {name!r} registered twice")
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorator
+
+
+def _import_all() -> None:
+    global _IMPORTED
+    if _IMPORTED:
+        return
+    import pairrepro.models as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    _IMPORTED = True
+
+
+def available_models() -> dict[str, type[PairModel]]:
+    """All registered models by name."""
+    _import_all()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def model_hparams(name: str) -> dict[str, inspect.Parameter]:
+    """The keyword hyper-parameters a model's constructor accepts (beyond ``ctx``)."""
+    cls = get_model_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    return {k: p for k, p in params.items() if k not in ("self", "ctx")}
+
+
+def get_model_class(name: str) -> type[PairModel]:
+    """Look a model class up by name, with a helpful error listing the known names."""
+    models = available_models()
+    if name not in models:
+        raise ConfigError(
+            f"unknown model {name!r}", hint=f"known models: {', '.join(models) or '(none)'}"
+        )
+    return models[name]
+
+
+def build_model(name: str, ctx: ModelContext, hparams: Mapping[str, Any]) -> PairModel:
+    """Instantiate model ``name``; unknown hyper-parameters are a :class:`ConfigError`."""
+    allowed = model_hparams(name)
+    unknown = sorted(set(hparams) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"model {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}",
+            hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}",
+        )
+    return get_model_class(name)(ctx, **hparams)
