@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from pairrepro import __version__
-from pairrepro.cli import data_cmds, report_cmds, train_cmds
+from pairrepro.cli import data_cmds, embeddings_cmds, prepare_cmds, report_cmds, train_cmds
 from pairrepro.cli.common import STATE
 
 app = typer.Typer(
@@ -44,6 +44,8 @@ def main_options(
 
 
 data_cmds.register(app)
+prepare_cmds.register(app)
+embeddings_cmds.register(app)
 train_cmds.register(app)
 report_cmds.register(app)
 
