@@ -42,5 +42,23 @@ data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-snli (mirror
 	$(CLI) fetch $*
 	$(CLI) preprocess $*
 
+# Paper tables: fetch + preprocess + train (finished seeds skipped) + render; DRY=1 only plans.
+# The work is done by `pairrepro reproduce` (pairrepro/cli/report_cmds.py); exit 7 = nothing ran.
+PAPERS := clstm dflstm mvlstm csran cin
+REPRO_ARGS = --seeds $(SEEDS) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run)
+
+.PHONY: tables table2
+tables: $(STAMP)  ## every table of every paper (SEEDS=1,2,3 DEVICE=cuda DRY=1)
+	$(CLI) reproduce all $(REPRO_ARGS)
+
+table2: $(STAMP)  ## Table 2 of every paper (make table2 DRY=1 prints the plan)
+	$(CLI) reproduce all --table 2 $(REPRO_ARGS)
+
+define PAPER_TABLE_RULE
+$(1)-table%: $$(STAMP)  ## one table, e.g. make $(1)-table2
+	$$(CLI) reproduce $(1) --table $$* $$(REPRO_ARGS)
+endef
+$(foreach p,$(PAPERS),$(eval $(call PAPER_TABLE_RULE,$(p))))
+
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,9 +1,176 @@
-"""CLI commands of the data area (placeholder until its issue lands)."""
+"""CLI commands of the data area: ``pairrepro fetch`` and ``pairrepro datasets``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from pairrepro import paths
+from pairrepro.cli.common import STATE, console, emit_json, handle_errors, info, show_progress
+from pairrepro.data.fetch import FetchReport, fetch_dataset, fetch_status
+from pairrepro.data.manifests import Manifest, available_datasets, load_manifest
+
+FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
+
+Sources, in order: --from PATH, the mirror (--mirror DIR or $PAIRREPRO_MIRROR,
+laid out DIR/NAME/FILE), then the official and alternative URLs. Every file is
+checked against its sha256; downloads resume after a cut connection. A dataset
+only partly available is fetched as far as it goes and the missing splits are named.
+
+Examples:
+
+  pairrepro fetch synthetic                        (generated, no download)
+
+  pairrepro fetch snli --mirror ../shared/datasets
+
+  pairrepro fetch yahoo --from ~/Downloads/manner.xml.gz
+
+  pairrepro fetch trecqa --force
+"""
+
+DATASETS_HELP = """List every dataset: task, splits with expected sizes, licence,
+whether it is public, and what is fetched / prepared locally.
+
+Examples:
+
+  pairrepro datasets
+
+  pairrepro --json datasets
+"""
+
+
+def _short_licence(text: str, width: int = 22) -> str:
+    head = text.split(" (")[0].split(";")[0].split(". ")[0].strip()
+    return head if len(head) <= width else head[: width - 1] + "…"
+
+
+def _expected_splits(manifest: Manifest) -> dict[str, dict[str, int]]:
+    """Split -> expected counts of the default variant (file-level splits if none)."""
+    if manifest.variants:
+        variant = manifest.variant(None)
+        return {name: dict(split.expected) for name, split in variant.splits.items()}
+    splits: dict[str, dict[str, int]] = {}
+    for spec in manifest.files:
+        for split in spec.splits:
+            splits.setdefault(split, {})
+    return splits
+
+
+def _prepared_variants(manifest: Manifest) -> list[str]:
+    names = [*manifest.variants] or [""]
+    done = []
+    for variant in names:
+        folder = paths.prepared_dir(manifest.name, variant or None)
+        if (folder / "DONE").is_file():
+            done.append(variant or "(default)")
+    if manifest.variants and (paths.prepared_dir(manifest.name) / "DONE").is_file():
+        done.append("(default)")
+    return done
+
+
+def dataset_rows() -> list[dict[str, Any]]:
+    """One row per dataset, as printed by ``pairrepro datasets`` (and its --json)."""
+    rows = []
+    for name in available_datasets():
+        manifest = load_manifest(name)
+        status = fetch_status(name)
+        rows.append({
+            "name": name, "title": manifest.title, "task": manifest.task,
+            "splits": _expected_splits(manifest), "variants": list(manifest.variants),
+            "licence": manifest.licence, "public": manifest.public,
+            "homepage": manifest.homepage, "fetched": status["fetched"],
+            "splits_present": status["splits_present"],
+            "splits_missing": status["splits_missing"],
+            "prepared": _prepared_variants(manifest),
+        })
+    return rows
+
+
+def _format_splits(splits: dict[str, dict[str, int]]) -> str:
+    parts = []
+    for split, expected in splits.items():
+        if "pairs" in expected:
+            parts.append(f"{split} {expected['pairs']:,}")
+        elif expected:
+            key, value = next(iter(expected.items()))
+            parts.append(f"{split} {value:,} {key}")
+        else:
+            parts.append(split)
+    return "\n".join(parts) or "-"
+
+
+def _print_report(report: FetchReport) -> None:
+    for result in report.files:
+        if result.status == "fetched":
+            check = "sha256 ok" if result.verified else "sha256 recorded"
+            info(f"  [green]✓[/] {result.path}  ({check}; from {result.source})")
+        elif result.status == "present":
+            info(f"  [green]✓[/] {result.path}  (already here)")
+        elif result.status == "generated":
+            info(f"  [green]✓[/] {result.path}  (generated)")
+        elif result.status == "missing" and result.splits:
+            info(f"  [yellow]✗[/] {result.path}  ({result.error or 'not available'})")
+    for warning in report.warnings:
+        info(f"[yellow]warning:[/] {warning}")
+    if report.splits_missing:
+        info(f"[yellow]{report.dataset}: partly available[/]: splits present "
+             f"{', '.join(report.splits_present) or '-'}; missing "
+             f"{', '.join(report.splits_missing)} (later steps use the splits present; "
+             "give the missing files with --from PATH or --mirror DIR)")
+    else:
+        info(f"[green]{report.dataset}: complete[/] in {report.raw_dir}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
+
+    @app.command("fetch", help=FETCH_HELP)
+    @handle_errors
+    def fetch_cmd(
+        name: str = typer.Argument(..., help="Dataset name (see `pairrepro datasets`)."),
+        mirror: Path | None = typer.Option(
+            None, "--mirror", metavar="DIR",
+            help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR)."),
+        from_path: Path | None = typer.Option(
+            None, "--from", metavar="PATH",
+            help="A file or folder you obtained yourself (licence-gated data)."),
+        force: bool = typer.Option(False, "--force", help="Fetch again even if present."),
+    ) -> None:
+        info(f"fetching [bold]{name}[/] into {paths.raw_dir(name)}")
+        report = fetch_dataset(name, mirror=mirror, from_path=from_path, force=force,
+                               progress=show_progress())
+        if STATE.json:
+            emit_json(report.to_json())
+        else:
+            _print_report(report)
+
+    @app.command("datasets", help=DATASETS_HELP)
+    @handle_errors
+    def datasets_cmd() -> None:
+        rows = dataset_rows()
+        if STATE.json:
+            emit_json(rows)
+            return
+        table = Table(title="pairrepro datasets", show_lines=False)
+        for column in ("name", "task", "splits (pairs)"):  # short values: never wrapped
+            table.add_column(column, no_wrap=True)
+        for column in ("licence", "fetched", "prepared"):
+            table.add_column(column, overflow="fold", ratio=1)
+        for row in rows:
+            if not row["fetched"]:
+                fetched = "-"
+            elif row["splits_missing"]:
+                fetched = "partial, no\n" + "\n".join(row["splits_missing"])
+            else:
+                fetched = "yes"
+            task = "classif." if row["task"] == "classification" else row["task"]
+            licence = _short_licence(row["licence"])
+            if not row["public"]:
+                licence = f"[yellow]not public[/]: {licence}"
+            table.add_row(row["name"], task, _format_splits(row["splits"]), licence,
+                          fetched, ", ".join(row["prepared"]) or "-")
+        if not STATE.quiet:
+            console.print(table)

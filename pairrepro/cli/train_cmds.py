@@ -1,9 +1,232 @@
-"""CLI commands of the train area (placeholder until its issue lands)."""
+"""CLI commands of the train area: ``train``, ``eval`` and ``demo``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.table import Table
+
+from pairrepro import paths
+from pairrepro.cli.common import STATE, console, emit_json, handle_errors, info, show_progress
+from pairrepro.errors import ConfigError
+
+SPLIT_ORDER = ("train", "dev")
+
+
+def resolve_recipe(recipe: str) -> Path:
+    """A recipe path, or a bare name looked up in the recipes folder."""
+    path = Path(recipe)
+    if path.is_file():
+        return path
+    candidate = paths.recipes_dir() / (recipe if recipe.endswith(".toml") else f"{recipe}.toml")
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in paths.recipes_dir().glob("*.toml"))
+    raise ConfigError(f"recipe {recipe!r} not found",
+                      hint=f"give a path or one of: {', '.join(known) or '(no recipes)'}")
+
+
+def parse_seeds(text: str) -> list[int] | None:
+    """``"1,2,3"`` -> ``[1, 2, 3]``; empty -> None (the recipe's seeds)."""
+    if not text.strip():
+        return None
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r}: expected integers separated by commas, "
+                          "e.g. --seeds 1,2,3") from None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}" if abs(value) <= 1 else f"{value:g}"
+    return str(value)
+
+
+def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> Table:
+    """A rich table: one row per (run, split), one column per metric."""
+    names = list(dict.fromkeys(m for _, _, metrics in rows for m in metrics))
+    table = Table(title=title)
+    table.add_column("run")
+    table.add_column("split")
+    for name in names:
+        table.add_column(name, justify="right")
+    for run, split, metrics in rows:
+        table.add_row(run, split, *(_fmt(metrics.get(n, "")) for n in names))
+    return table
+
+
+def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, float]]]:
+    rows = []
+    for r in results:
+        splits = sorted(r.get("metrics", {}), key=lambda s: (s not in SPLIT_ORDER,
+                                                            SPLIT_ORDER.index(s)
+                                                            if s in SPLIT_ORDER else 0, s))
+        for split in splits:
+            rows.append((f"seed {r['seed']} (epoch {r.get('chosen_epoch')})", split,
+                         r["metrics"][split]))
+    return rows
+
+
+def _run_dirs(run: str, ensemble: bool) -> list[Path]:
+    """RUN may be a seed folder, a recipe's run folder, or a recipe name under runs/."""
+    path = Path(run)
+    if not path.exists():
+        path = paths.runs_dir() / run
+    if (path / "config.toml").is_file():
+        if ensemble:
+            raise ConfigError(f"--ensemble needs the recipe's run folder, not the seed folder "
+                              f"{path}", hint=f"pass {path.parent}")
+        return [path]
+    seeds = sorted((p for p in path.glob("seed-*") if (p / "config.toml").is_file()),
+                   key=lambda p: int(p.name.split("-")[1]) if p.name[5:].isdigit() else 0)
+    if not seeds:
+        raise ConfigError(f"{run}: no run found",
+                          hint="pass runs/<recipe>/seed-<n>, runs/<recipe> or a recipe name")
+    return seeds
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
+
+    @app.command("train")
+    @handle_errors
+    def train(
+        recipe: str = typer.Argument(..., help="Recipe file (recipes/<name>.toml) or name."),
+        set_: list[str] = typer.Option(
+            [], "--set", help="Override a recipe key: section.key=value (repeatable)."),
+        seeds: str = typer.Option("", "--seeds", help="Seeds to run, e.g. 1,2,3 "
+                                  "(default: the recipe's)."),
+        resume: bool = typer.Option(False, "--resume",
+                                    help="Continue an interrupted run from its last checkpoint."),
+        force: bool = typer.Option(False, "--force", help="Delete an existing run and retrain."),
+        device: str | None = typer.Option(None, "--device", help="cpu, cuda or cuda:N "
+                                          "(default: the recipe's, auto)."),
+        max_epochs: int | None = typer.Option(None, "--max-epochs", min=1,
+                                              help="Shortcut for --set train.epochs=N."),
+    ) -> None:
+        """Train a recipe into runs/<recipe>/seed-<n>/ and print its metrics.
+
+        Examples:
+
+          pairrepro train recipes/bilstm_max_synthetic.toml
+
+          pairrepro train recipes/mv_lstm_tensor.toml --seeds 1,2,3 --set model.hidden=100
+
+          pairrepro train bilstm_max_synthetic --resume      (after Ctrl-C)
+
+          torchrun --nproc-per-node 4 $(which pairrepro) train recipes/csran_snli.toml
+        """
+        from pairrepro.train.runner import train_recipe
+
+        overrides = list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
+        results = train_recipe(resolve_recipe(recipe), overrides, parse_seeds(seeds),
+                               resume=resume, device=device, quiet=not show_progress(),
+                               force=force)
+        if not results or "status" not in results[0]:
+            return  # a non-zero DDP rank: rank 0 reports
+        if STATE.json:
+            emit_json(results)
+        elif not STATE.quiet:
+            console.print(metrics_table(results[0]["recipe"], _result_rows(results)))
+        else:
+            for r in results:
+                metric = r["select_metric"]
+                tests = {k: v.get(metric) for k, v in r["metrics"].items()}
+                console.print(f"seed {r['seed']}: {metric} " +
+                              " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
+
+    @app.command("eval")
+    @handle_errors
+    def evaluate(
+        run: str = typer.Argument(..., help="runs/<recipe>/seed-<n>, runs/<recipe>, or a "
+                                  "recipe name under runs/."),
+        split: str = typer.Option("test", "--split", help="Split to score (train, dev, test, "
+                                  "test_5, ...)."),
+        checkpoint: str = typer.Option("best", "--checkpoint", help="best (chosen on dev) or "
+                                       "last."),
+        ensemble: bool = typer.Option(False, "--ensemble", help="Average the class "
+                                      "probabilities of every seed of the recipe."),
+    ) -> None:
+        """Re-score a run from its checkpoint and print the metrics (--json for scripts).
+
+        Examples:
+
+          pairrepro eval runs/bilstm_max_synthetic/seed-1
+
+          pairrepro eval runs/cin_snli --ensemble --split test
+
+          pairrepro --json eval bilstm_max_synthetic --split dev --checkpoint last
+        """
+        from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
+
+        dirs = _run_dirs(run, ensemble)
+        if ensemble:
+            rows = [(f"ensemble of {len(dirs)}", split,
+                     evaluate_ensemble(dirs, split, checkpoint))]
+        else:
+            rows = [(str(d), split, evaluate_run(d, split, checkpoint)) for d in dirs]
+        if STATE.json:
+            emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "metrics": m}
+                       for r, s, m in rows])
+        else:
+            console.print(metrics_table(f"{split} ({checkpoint} checkpoint)", rows))
+
+    @app.command("demo")
+    @handle_errors
+    def demo(
+        seed: int = typer.Option(1, "--seed", help="Training seed."),
+        epochs: int | None = typer.Option(None, "--epochs", min=1,
+                                          help="Override the recipe's epochs."),
+    ) -> None:
+        """Fetch the synthetic data, preprocess it, train BiLSTM-max and evaluate it.
+
+        Runs in a few minutes on a CPU and shows every stage of the pipeline. It retrains
+        runs/bilstm_max_synthetic/seed-<seed> (replacing an earlier demo run).
+
+        Example:
+
+          pairrepro demo
+        """
+        import pandas as pd
+
+        from pairrepro.data.fetch import fetch_dataset
+        from pairrepro.data.prepare import prepare_dataset
+        from pairrepro.train.evaluate import evaluate_run
+        from pairrepro.train.runner import run_dir_for, train_recipe
+
+        recipe = paths.recipes_dir() / "bilstm_max_synthetic.toml"
+        info("[bold]1/4[/] pairrepro fetch synthetic")
+        fetch_dataset("synthetic", progress=show_progress())
+        info("[bold]2/4[/] pairrepro preprocess synthetic --variant nli")
+        prepare_dataset("synthetic", "nli", progress=show_progress())
+        run_dir = run_dir_for(recipe.stem, seed)
+        info(f"[bold]3/4[/] pairrepro train {recipe.name} --seeds {seed} --force "
+             f"(writes {run_dir})")
+        overrides = [f"train.epochs={epochs}"] if epochs else []
+        (result,) = train_recipe(recipe, overrides, [seed], force=True,
+                                 quiet=not show_progress())
+        info(f"[bold]4/4[/] pairrepro eval {run_dir}")
+        test = evaluate_run(run_dir, "test", "best")
+        rows = []
+        for split in ("train", "dev", "test"):
+            labels = pd.read_parquet(run_dir / "predictions" / f"{split}.parquet")["label"]
+            majority = float(labels.value_counts(normalize=True).max())
+            accuracy = test["accuracy"] if split == "test" else result["metrics"][split][
+                "accuracy"]
+            rows.append({"split": split, "accuracy": accuracy, "majority_class": majority,
+                         "uniform_chance": 1 / 3})
+        if STATE.json:
+            emit_json({"run": str(run_dir), "chosen_epoch": result["chosen_epoch"],
+                       "results": rows})
+            return
+        table = Table(title=f"BiLSTM-max on synthetic NLI (seed {seed}, epoch "
+                            f"{result['chosen_epoch']} chosen on dev)")
+        for col in ("split", "accuracy", "majority class", "uniform chance"):
+            table.add_column(col, justify="left" if col == "split" else "right")
+        for row in rows:
+            table.add_row(row["split"], f"{row['accuracy']:.3f}", f"{row['majority_class']:.3f}",
+                          f"{row['uniform_chance']:.3f}")
+        console.print(table)

@@ -29,6 +29,8 @@ class FileSpec:
     archive: str = ""  # "" | "zip" | "tar" | "tar.gz"
     splits: list[str] = field(default_factory=list)
     note: str = ""
+    # For an archive: the paths (relative to raw/<name>/) it provides once extracted.
+    members: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -84,6 +84,9 @@ def write_prepared(
     for name, frame in splits.items():
         table = pa.Table.from_pandas(frame[PREPARED_SCHEMA.names], schema=PREPARED_SCHEMA,
                                      preserve_index=False)
+        # Arrow-backed (pd.ArrowDtype) columns store pandas metadata that to_pandas() cannot
+        # read back; the schema above says everything a reader needs.
+        table = table.replace_schema_metadata(None)
         with io.atomic_path(root / f"{name}.parquet") as tmp:
             pq.write_table(table, tmp)
     if vocab[:2] != [PAD, UNK]:

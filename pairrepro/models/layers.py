@@ -6,10 +6,13 @@ position influence a result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 
 NEG_INF = -1e30  # finite, so fully-masked rows give zeros after softmax instead of NaN
@@ -81,6 +84,99 @@ def kmax_pooling(x: torch.Tensor, k: int, dim: int = -1) -> torch.Tensor:
     return x.topk(k, dim=dim, sorted=True).values
 
 
+def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` largest real values along the last dim, descending: ``[..., T] -> [..., k]``.
+
+    ``mask`` (broadcastable to ``x``) is True on real cells; padded cells are never chosen.
+    The output always has ``k`` values (so its size never depends on the padded width): where
+    fewer than ``k`` cells are real, the missing values are 0.
+    """
+    mask = mask.expand_as(x)
+    if x.size(-1) < k:  # pad with masked cells so topk always has k candidates
+        extra = k - x.size(-1)
+        x = torch.cat([x, x.new_zeros(*x.shape[:-1], extra)], dim=-1)
+        mask = torch.cat([mask, mask.new_zeros(*mask.shape[:-1], extra)], dim=-1)
+    values, index = x.masked_fill(~mask, NEG_INF).topk(k, dim=-1, sorted=True)
+    return torch.where(mask.gather(-1, index), values, torch.zeros_like(values))
+
+
+def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """A length-preserving 1-D convolution over ``x [B, T, D]`` -> ``[B, T, F]``.
+
+    Padded positions are zeroed before the convolution (so a real position next to padding
+    sees the same zeros as the convolution's own zero padding) and after it (so bias terms
+    never appear on padding). ``conv`` must have an odd kernel and ``padding = kernel // 2``.
+    """
+    width = conv.kernel_size[0]
+    if width % 2 == 0 or conv.padding != (width // 2,):
+        raise ValueError(f"masked_conv1d needs an odd kernel with padding kernel//2, got "
+                         f"kernel {width}, padding {conv.padding}")
+    m = mask.unsqueeze(-1).to(x.dtype)
+    return conv((x * m).transpose(1, 2)).transpose(1, 2) * m
+
+
+def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size`` positions.
+
+    Returns ``(pooled [B, ceil(T / size), F], pooled_mask)``: a window is real when any of
+    its positions is, and its value is the max over its real positions only. A sequence of
+    length ``L`` gives ``ceil(L / size)`` real windows however much padding follows it.
+    """
+    batch, length, feats = x.shape
+    extra = -length % size
+    if extra:
+        x = torch.cat([x, x.new_zeros(batch, extra, feats)], dim=1)
+        mask = torch.cat([mask, mask.new_zeros(batch, extra)], dim=1)
+    windows = (length + extra) // size
+    pooled_mask = mask.view(batch, windows, size).any(dim=2)
+    pooled = (x.masked_fill(~mask.unsqueeze(-1), NEG_INF)
+              .view(batch, windows, size, feats).amax(dim=2))
+    return pooled * pooled_mask.unsqueeze(-1).to(x.dtype), pooled_mask
+
+
+class BilinearTensor(nn.Module):
+    """Neural tensor layer without its non-linearity (Socher et al. 2013; MV-LSTM, CNTN):
+    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b`` with ``c`` slices, ``-> R^c``.
+
+    ``linear=False`` drops ``W [u; v]`` (MV-LSTM's bilinear interaction is ``slices=1,
+    linear=False``: ``u^T M v + b``). :meth:`forward` scores aligned pairs ``[..., du]``,
+    ``[..., dv] -> [..., c]``; :meth:`pairwise` scores every position pair of two sequences,
+    ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``, without materialising ``n*m`` copies.
+    """
+
+    def __init__(self, u_dim: int, v_dim: int, slices: int = 1, linear: bool = True) -> None:
+        super().__init__()
+        # keeps u^T M v at the scale of |u| |v| / sqrt(du dv) (torch.nn.Bilinear's 1/sqrt(du)
+        # saturates a tanh/ReLU on wide inputs); recipes may re-initialise
+        bound = 1.0 / (u_dim * v_dim) ** 0.5
+        self.weight = nn.Parameter(torch.empty(slices, u_dim, v_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(slices))
+        self.linear_u: nn.Linear | None = None
+        self.linear_v: nn.Linear | None = None
+        if linear:  # W [u; v] = W_u u + W_v v, which broadcasts over position pairs
+            self.linear_u = nn.Linear(u_dim, slices, bias=False)
+            self.linear_v = nn.Linear(v_dim, slices, bias=False)
+
+    @property
+    def slices(self) -> int:
+        return self.weight.size(0)
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = torch.einsum("...i,cij,...j->...c", u, self.weight, v) + self.bias
+        if self.linear_u is not None and self.linear_v is not None:
+            out = out + self.linear_u(u) + self.linear_v(v)
+        return out
+
+    def pairwise(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        um = torch.einsum("bni,cij->bcnj", u, self.weight)  # [B, c, n, dv]
+        out = torch.matmul(um, v.unsqueeze(1).transpose(2, 3))  # [B, c, n, m]
+        out = out.permute(0, 2, 3, 1) + self.bias
+        if self.linear_u is not None and self.linear_v is not None:
+            out = out + self.linear_u(u).unsqueeze(2) + self.linear_v(v).unsqueeze(1)
+        return out
+
+
 def run_rnn(
     rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,6 +196,29 @@ def run_rnn(
     last = h_n.view(rnn.num_layers, dirs, x.size(0), rnn.hidden_size)[-1]
     last = last.transpose(0, 1).reshape(x.size(0), dirs * rnn.hidden_size)
     return out * mask.unsqueeze(-1).to(out.dtype), last
+
+
+def run_lstm_from(
+    lstm: nn.LSTM,
+    x: torch.Tensor,
+    mask: torch.Tensor,
+    state: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Run a one-layer, unidirectional, batch-first LSTM from ``state`` (conditional encoding).
+
+    Returns ``(outputs [B, T, H], (h, c))`` where ``h``/``c`` ``[B, H]`` are the states at
+    each sequence's true end; outputs at padded positions are zero. ``state`` is a pair
+    of ``[B, H]`` tensors (zeros when omitted), e.g. the premise's final states.
+    """
+    if lstm.num_layers != 1 or lstm.bidirectional:
+        raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    init = None if state is None else (state[0].unsqueeze(0).contiguous(),
+                                       state[1].unsqueeze(0).contiguous())
+    out, (h_n, c_n) = lstm(packed, init)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    return out * mask.unsqueeze(-1).to(out.dtype), (h_n[0], c_n[0])
 
 
 class MLP(nn.Module):
@@ -126,3 +245,143 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
+
+
+def soft_align(
+    scores: torch.Tensor,
+    a: torch.Tensor,
+    a_mask: torch.Tensor,
+    b: torch.Tensor,
+    b_mask: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Soft alignment in both directions (ESIM, DecAtt, CAFE, CSRAN), masked both ways.
+
+    ``scores`` is ``[B, n, m]`` (``a`` is ``[B, n, da]``, ``b`` ``[B, m, db]``). Returns
+    ``(b_aligned [B, n, db], a_aligned [B, m, da])``: ``b_aligned[i]`` is the softmax over the
+    real ``j`` of ``scores[i, j]`` applied to ``b``; ``a_aligned[j]`` the softmax over the real
+    ``i`` of ``scores[i, j]`` applied to ``a``.
+    """
+    row = masked_softmax(scores, b_mask.unsqueeze(1), dim=2)  # over j, for each i
+    col = masked_softmax(scores, a_mask.unsqueeze(2), dim=1)  # over i, for each j
+    return torch.bmm(row, b), torch.bmm(col.transpose(1, 2), a)
+
+
+class Highway(nn.Module):
+    """Highway layers ``y = g * relu(W_t x) + (1 - g) * carry(x)``, ``g = sigmoid(W_g x)``.
+
+    The first layer projects ``in_dim -> dim``; where the widths differ its carry path is a
+    linear projection (as in the CSRAN authors' code), otherwise the identity.
+    """
+
+    def __init__(self, in_dim: int, dim: int, layers: int = 1, dropout: float = 0.0) -> None:
+        super().__init__()
+        if layers < 1:
+            raise ValueError(f"Highway needs at least one layer, got {layers}")
+        self.transform = nn.ModuleList()
+        self.gate = nn.ModuleList()
+        self.carry = nn.ModuleList()
+        prev = in_dim
+        for _ in range(layers):
+            self.transform.append(nn.Linear(prev, dim))
+            self.gate.append(nn.Linear(prev, dim))
+            self.carry.append(nn.Identity() if prev == dim else nn.Linear(prev, dim))
+            prev = dim
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for transform, gate, carry in zip(self.transform, self.gate, self.carry, strict=True):
+            g = torch.sigmoid(gate(x))
+            x = self.dropout(g * torch.relu(transform(x)) + (1 - g) * carry(x))
+        return x
+
+
+class FactorizationMachine(nn.Module):
+    """Rendle's factorization machine ``R^n -> R`` (CAFE's compression of a feature vector).
+
+    ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, computed in ``O(n k)`` as
+    ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``.
+    """
+
+    def __init__(self, in_dim: int, factors: int = 32, init_std: float = 0.01) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_dim, 1)
+        # w0 and w start at zero, as in the CSRAN authors' code
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+        self.v = nn.Parameter(torch.randn(in_dim, factors) * init_std)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., n]`` -> ``[...]``."""
+        square_of_sum = (x @ self.v).pow(2)
+        sum_of_square = x.pow(2) @ self.v.pow(2)
+        pairwise = 0.5 * (square_of_sum - sum_of_square).sum(-1)
+        return self.linear(x).squeeze(-1) + pairwise
+
+
+def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
+                     ) -> tuple[torch.Tensor, int]:
+    """Character ids for every vocabulary entry: ``([len(vocab), max_word_len] int32, n_chars)``.
+
+    Char id 0 is padding; ids from 1 follow the sorted character set of the vocabulary. The
+    first ``specials`` entries (``<pad>``, ``<unk>``) get no characters, so their character
+    vector is zero. Words longer than ``max_word_len`` are cut.
+    """
+    chars = sorted({c for word in vocab[specials:] for c in word})
+    index = {c: i + 1 for i, c in enumerate(chars)}
+    table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
+    for row, word in enumerate(vocab):
+        if row < specials or not word:
+            continue
+        ids = [index[c] for c in word[:max_word_len]]
+        table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
+    return table, len(chars) + 1
+
+
+class CharEncoder(nn.Module):
+    """Character-based word vectors for word ids, built from the vocabulary strings.
+
+    ``kind="lstm"``: a Bi-LSTM over the characters, final states of both directions (CSRAN);
+    ``kind="cnn"``: a width-``width`` convolution with max pooling over characters (Kim 2014,
+    CIN). The character model runs once per distinct word of the batch, and the table of
+    character ids is a non-persistent buffer (rebuilt from the vocabulary, not checkpointed).
+    Character padding never reaches the output; the padding word maps to zeros.
+    """
+
+    def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
+                 max_word_len: int = 16, kind: str = "lstm", width: int = 5,
+                 padding_idx: int = 0) -> None:
+        super().__init__()
+        if vocab is None:
+            raise ConfigError(
+                "character features need the vocabulary strings (ModelContext.vocab is None)",
+                hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)",
+            )
+        if kind not in ("lstm", "cnn"):
+            raise ConfigError(f"char encoder kind {kind!r} is not 'lstm' or 'cnn'")
+        if kind == "lstm" and out_dim % 2:
+            raise ConfigError(f"char Bi-LSTM output size must be even, got {out_dim}")
+        table, n_chars = build_char_table(vocab, max_word_len, specials=padding_idx + 2)
+        self.register_buffer("char_table", table, persistent=False)
+        self.kind = kind
+        self.out_dim = out_dim
+        self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
+        self.rnn: nn.LSTM | None = None
+        self.conv: nn.Conv1d | None = None
+        if kind == "lstm":
+            self.rnn = nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
+        else:
+            self.conv = nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """``ids [B, T]`` -> ``[B, T, out_dim]``."""
+        unique, inverse = torch.unique(ids, return_inverse=True)
+        chars = self.char_table[unique].long()  # [U, L]
+        char_mask = chars != 0
+        x = self.embedding(chars)
+        if self.rnn is not None:
+            _, words = run_rnn(self.rnn, x, char_mask)
+        else:
+            assert self.conv is not None
+            words = masked_max(torch.relu(masked_conv1d(self.conv, x, char_mask)), char_mask)
+        words = words * char_mask.any(dim=1, keepdim=True).to(words.dtype)
+        return words[inverse]

@@ -1,0 +1,249 @@
+"""Batches for training and evaluation: length bucketing, padding, masks, ranking triples.
+
+Everything here is a pure function of its inputs and a seed, so the order of an
+epoch can be rebuilt exactly from ``(seed, epoch)`` and resumed from a position
+(the index of the next batch) after an interruption.
+
+* Pairs are encoded once (:class:`EncodedSplit`), truncated to ``max_len`` tokens.
+* :func:`bucket_batches` shuffles, then sorts by length inside large random chunks
+  (``chunk_batches`` batches each) so a batch holds pairs of similar length and padding
+  stays small, and finally shuffles the order of the batches.
+* Pairwise hinge training uses (query, positive, negative) triples: each positive is
+  paired with ``negatives`` negatives drawn from its own group (:func:`sample_triples`).
+  A batch of ``B`` triples is collated as ``2B`` pairs — positives first, then negatives —
+  so the model runs once per step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pairrepro.errors import DataError
+
+
+@dataclass
+class EncodedSplit:
+    """One split's pairs as arrays (token ids truncated to ``max_len`` when > 0)."""
+
+    pair_ids: list[str]
+    group_ids: list[str]
+    left: list[np.ndarray]
+    right: list[np.ndarray]
+    labels: np.ndarray
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, max_len: int = 0, name: str = "split"
+                   ) -> EncodedSplit:
+        """Encode a prepared pair table (columns of :data:`PREPARED_SCHEMA`)."""
+        missing = {"pair_id", "group_id", "label", "left_ids", "right_ids"} - set(frame.columns)
+        if missing:
+            raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
+                            hint="re-run pairrepro preprocess for this dataset")
+
+        def cut(seqs: pd.Series) -> list[np.ndarray]:
+            out = [np.asarray(s, dtype=np.int64) for s in seqs]
+            return [s[:max_len] for s in out] if max_len > 0 else out
+
+        return cls(
+            pair_ids=[str(p) for p in frame["pair_id"]],
+            group_ids=[str(g) for g in frame["group_id"]],
+            left=cut(frame["left_ids"]),
+            right=cut(frame["right_ids"]),
+            labels=frame["label"].to_numpy(dtype=np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def lengths(self) -> np.ndarray:
+        """Per-pair length used for bucketing (left + right tokens)."""
+        return np.array([len(a) + len(b) for a, b in zip(self.left, self.right, strict=True)],
+                        dtype=np.int64)
+
+    def subset(self, rows: np.ndarray) -> EncodedSplit:
+        """The pairs at ``rows`` (in that order)."""
+        return EncodedSplit(
+            pair_ids=[self.pair_ids[i] for i in rows],
+            group_ids=[self.group_ids[i] for i in rows],
+            left=[self.left[i] for i in rows],
+            right=[self.right[i] for i in rows],
+            labels=self.labels[rows],
+        )
+
+
+@dataclass
+class PairBatch:
+    """A padded batch. For hinge triples, rows ``[:num_triples]`` are (query, positive)
+    and rows ``[num_triples:]`` the matching (query, negative) pairs."""
+
+    left: torch.Tensor
+    left_mask: torch.Tensor
+    right: torch.Tensor
+    right_mask: torch.Tensor
+    labels: torch.Tensor
+    num_triples: int = 0
+
+    @property
+    def num_pairs(self) -> int:
+        """Training examples in the batch (triples count once)."""
+        return self.num_triples or int(self.left.size(0))
+
+    def to(self, device: torch.device | str) -> PairBatch:
+        """Move to ``device`` (non-blocking: host tensors are freshly allocated)."""
+        if torch.device(device).type == "cpu":
+            return self
+        kw = {"non_blocking": True}
+        return PairBatch(self.left.to(device, **kw), self.left_mask.to(device, **kw),
+                         self.right.to(device, **kw), self.right_mask.to(device, **kw),
+                         self.labels.to(device, **kw), self.num_triples)
+
+
+def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad to the longest sequence: ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask.
+
+    ``T`` is at least 1 so an empty text still yields a (fully masked) row.
+    """
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    width = max(1, int(lengths.max(initial=0)))
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = s
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def collate_pairs(split: EncodedSplit, rows: np.ndarray) -> PairBatch:
+    """Pad the pairs at ``rows``."""
+    left, left_mask = pad([split.left[i] for i in rows])
+    right, right_mask = pad([split.right[i] for i in rows])
+    return PairBatch(left, left_mask, right, right_mask, torch.from_numpy(split.labels[rows]))
+
+
+def collate_triples(split: EncodedSplit, triples: np.ndarray) -> PairBatch:
+    """Pad ``[B, 2]`` (positive row, negative row) triples as ``2B`` pairs sharing a width."""
+    rows = np.concatenate([triples[:, 0], triples[:, 1]])
+    batch = collate_pairs(split, rows)
+    batch.num_triples = len(triples)
+    return batch
+
+
+def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """Row indices of each group, groups in first-appearance order."""
+    codes, uniques = pd.factorize(pd.Series(list(group_ids)), sort=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    return {str(g): order[bounds[i]: bounds[i + 1]] for i, g in enumerate(uniques)}
+
+
+def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator) -> np.ndarray:
+    """``[T, 2]`` (positive row, negative row) pairs: every positive of a group with
+    ``negatives`` negatives of the same group, drawn without replacement when the group
+    has enough (with replacement otherwise). Groups lacking a positive or a negative
+    contribute nothing."""
+    if negatives < 1:
+        raise DataError(f"task.negatives must be >= 1 for the hinge loss, got {negatives}")
+    out: list[np.ndarray] = []
+    for rows in group_rows(split.group_ids).values():
+        labels = split.labels[rows]
+        pos, neg = rows[labels > 0], rows[labels <= 0]
+        if len(pos) == 0 or len(neg) == 0:
+            continue
+        for p in pos:
+            chosen = rng.choice(neg, size=negatives, replace=len(neg) < negatives)
+            out.append(np.stack([np.full(negatives, p), chosen], axis=1))
+    if not out:
+        raise DataError("no training group has both a positive and a negative candidate",
+                        hint="the hinge loss needs ranking groups with labels 1 and 0")
+    return np.concatenate(out).astype(np.int64)
+
+
+def bucket_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                   chunk_batches: int = 50) -> list[np.ndarray]:
+    """Shuffle items, sort by length within random chunks of ``chunk_batches`` batches,
+    cut into batches and shuffle the batch order. Returns index arrays into ``lengths``."""
+    n = len(lengths)
+    perm = rng.permutation(n)
+    chunk = batch_size * max(1, chunk_batches)
+    batches: list[np.ndarray] = []
+    for start in range(0, n, chunk):
+        idx = perm[start: start + chunk]
+        idx = idx[np.argsort(lengths[idx], kind="stable")]
+        batches += [idx[i: i + batch_size] for i in range(0, len(idx), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
+    """Deterministic batches for scoring: sorted by length (callers restore the order)."""
+    order = np.argsort(split.lengths(), kind="stable")
+    return [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
+    """The part of one global batch that ``rank`` processes (strided, as DistributedSampler).
+
+    A batch smaller than the world size gives ranks without rows its first row, so every
+    rank runs a step (DDP needs all ranks to join every gradient all-reduce).
+    """
+    if world_size <= 1:
+        return rows
+    part = rows[rank::world_size]
+    return part if len(part) else rows[:1]
+
+
+def subsample(split: EncodedSplit, max_pairs: int, seed: int, by_group: bool) -> EncodedSplit:
+    """A seeded subset of at most ``max_pairs`` pairs (whole groups when ``by_group``)."""
+    if max_pairs <= 0 or len(split) <= max_pairs:
+        return split
+    rng = np.random.default_rng([seed, 7919])
+    if not by_group:
+        return split.subset(np.sort(rng.choice(len(split), size=max_pairs, replace=False)))
+    groups = list(group_rows(split.group_ids).values())
+    chosen: list[np.ndarray] = []
+    total = 0
+    for g in rng.permutation(len(groups)):
+        if total + len(groups[g]) > max_pairs and chosen:
+            break
+        chosen.append(groups[g])
+        total += len(groups[g])
+    return split.subset(np.sort(np.concatenate(chosen)))
+
+
+class EpochPlan:
+    """The seeded order of one training epoch, resumable from any batch position.
+
+    ``items`` are pair rows (cross-entropy, pointwise) or ``[T, 2]`` triples (hinge);
+    ``batches`` index into ``items``.
+    """
+
+    def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
+                 loss: str, negatives: int = 1, chunk_batches: int = 50) -> None:
+        self.split = split
+        self.loss = loss
+        rng = np.random.default_rng([seed, epoch, 104729])
+        lengths = split.lengths()
+        if loss == "hinge":
+            self.items = sample_triples(split, negatives, rng)
+            item_lengths = lengths[self.items[:, 0]] + lengths[self.items[:, 1]]
+        else:
+            self.items = np.arange(len(split))
+            item_lengths = lengths
+        self.batches = bucket_batches(item_lengths, batch_size, rng, chunk_batches)
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    @property
+    def num_items(self) -> int:
+        return len(self.items)
+
+    def collate(self, position: int, rank: int = 0, world_size: int = 1) -> PairBatch:
+        """The batch at ``position`` (this rank's shard of it under DDP)."""
+        picked = self.items[shard(self.batches[position], rank, world_size)]
+        if self.loss == "hinge":
+            return collate_triples(self.split, picked)
+        return collate_pairs(self.split, picked)

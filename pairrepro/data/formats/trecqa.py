@@ -1,0 +1,178 @@
+"""TrecQA answer selection (Wang et al. 2007), from any of its three published layouts.
+
+Per-split option ``format``:
+
+* ``jacana_xml`` — the pseudo-XML ``*-less-than-40.manual-edit.xml`` files (jacana):
+  ``<QApairs id='..'>``, then ``<question>``, ``<positive>`` and ``<negative>`` blocks
+  whose first line is the tab-separated tokens (further lines: POS, deps, NER, unused).
+  HTML characters are not escaped there, so it is read line by line, not as XML.
+* ``jsonl`` — lexdecomp's ``{"question": .., "candidates": [{"sentence", "label"}]}``
+  per line, plain or gzipped (TRAIN-ALL: ``train-all.jsonl.gz``).
+* ``toks`` — castorini's token folders: ``a.toks`` (question), ``b.toks`` (answer),
+  ``sim.txt`` (label) and ``id.txt`` (question id), one pair per line.
+
+Option ``clean`` (variant-wide or per split): drop every question without at least one
+positive and one negative answer (the "clean" TrecQA of Rao et al. 2016: DEV 65, TEST 68
+questions). Questions without any candidate are always dropped and counted under
+:data:`EMPTY_GROUP_RULE` (5 of the 100 raw TEST questions).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats._common import (
+    EMPTY_GROUP_RULE,
+    PairCollector,
+    numbered_lines,
+    option,
+    raw_file,
+)
+from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.errors import ConfigError
+
+CLEAN_RULE = "clean: questions without both a positive and a negative answer"
+CLEAN_PAIRS_RULE = "clean: candidate pairs of those questions"
+FORMATS = ("jacana_xml", "jsonl", "toks")
+_QID = re.compile(r"""id=['"]([^'"]+)['"]""")
+
+
+@dataclass
+class _Question:
+    qid: str
+    text: str
+    candidates: list[tuple[str, int]] = field(default_factory=list)
+
+
+def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
+    """Read one TrecQA split into canonical ranking pairs (group = question)."""
+    fmt = option(split, variant, "format", "jacana_xml")
+    if fmt not in FORMATS:
+        raise ConfigError(f"trecqa split {split.name!r}: format {fmt!r} is not one of {FORMATS}")
+    clean = bool(option(split, variant, "clean", False))
+    out = PairCollector()
+    if fmt == "toks":
+        questions = _read_toks(raw_root, split, out)
+    else:
+        questions = (q for rel in split.files for q in
+                     (_read_jacana if fmt == "jacana_xml" else _read_jsonl)(raw_root, rel, out))
+    for q in questions:
+        if not q.candidates:
+            out.drop(EMPTY_GROUP_RULE)
+            continue
+        if clean:
+            labels = {label for _, label in q.candidates}
+            if labels != {0, 1}:
+                out.drop(CLEAN_RULE)
+                out.drop(CLEAN_PAIRS_RULE, len(q.candidates))
+                continue
+        for i, (answer, label) in enumerate(q.candidates):
+            out.add(f"{q.qid}-{i}", q.qid, q.text, answer, label)
+    return out.result()
+
+
+def _read_jacana(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Question]:
+    current: _Question | None = None
+    expect: str | None = None  # the block whose token line comes next
+    start = 0
+    for number, line in numbered_lines(raw_file(raw_root, rel)):
+        if expect is not None:
+            if current is None:
+                pass
+            elif not line or line.startswith("<"):
+                out.bad(rel, number, f"<{expect}> block has no token line")
+            elif expect == "question":
+                current.text = " ".join(line.split("\t"))
+            else:
+                current.candidates.append((" ".join(line.split("\t")), int(expect == "positive")))
+            expect = None
+            continue
+        if line.startswith("<QApairs"):
+            if current is not None:
+                out.bad(rel, start, "<QApairs> is not closed before the next one")
+                yield current
+            match = _QID.search(line)
+            if match is None:
+                out.bad(rel, number, "<QApairs> without an id")
+            qid = match.group(1) if match else f"line{number}"
+            current, start = _Question(qid, ""), number
+        elif line in ("<question>", "<positive>", "<negative>"):
+            if current is None:
+                out.bad(rel, number, f"{line} outside a <QApairs> block")
+            expect = line[1:-1]
+        elif line == "</QApairs>":
+            if current is None:
+                out.bad(rel, number, "</QApairs> without an opening tag")
+            elif not current.text:
+                out.bad(rel, start, f"question {current.qid!r} has no <question> text")
+            else:
+                yield current
+            current = None
+    if current is not None:
+        out.bad(rel, start, f"question {current.qid!r}: file ends before </QApairs>")
+
+
+def _read_jsonl(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Question]:
+    stem = Path(rel).name.split(".")[0]
+    for number, line in numbered_lines(raw_file(raw_root, rel)):
+        if not line.strip():
+            out.bad(rel, number, "empty line")
+            continue
+        try:
+            row = json.loads(line)
+            question = _Question(f"{stem}-q{number}", row["question"])
+            for cand in row["candidates"]:
+                label = cand["label"]
+                if label not in (0, 1):
+                    raise ValueError(f"candidate label {label!r} is not 0 or 1")
+                question.candidates.append((cand["sentence"], int(label)))
+        except json.JSONDecodeError as exc:
+            out.bad(rel, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        except KeyError as exc:
+            out.bad(rel, number, f"missing field {exc.args[0]!r}")
+            continue
+        except (TypeError, ValueError) as exc:
+            out.bad(rel, number, f"unexpected record: {exc}")
+            continue
+        yield question
+
+
+def _read_toks(raw_root: Path, split: SplitSpec, out: PairCollector) -> Iterator[_Question]:
+    by_name = {Path(rel).name: rel for rel in split.files}
+    missing = [n for n in ("a.toks", "b.toks", "sim.txt", "id.txt") if n not in by_name]
+    if missing:
+        raise ConfigError(f"trecqa split {split.name!r} (format toks): files lack {missing}")
+    streams = [numbered_lines(raw_file(raw_root, by_name[n]))
+               for n in ("a.toks", "b.toks", "sim.txt", "id.txt")]
+    sim_rel = by_name["sim.txt"]
+    current: _Question | None = None
+    sentinel = (0, None)
+    while True:
+        rows = [next(s, sentinel) for s in streams]
+        ended = [row[1] is None for row in rows]
+        if all(ended):
+            break
+        if any(ended):
+            short = [n for n, e in zip(("a.toks", "b.toks", "sim.txt", "id.txt"), ended,
+                                       strict=True) if e]
+            number = max(row[0] for row in rows) + 1
+            out.bad(sim_rel, number, f"{', '.join(short)} ended before the other files")
+            break
+        number = rows[0][0]
+        question, answer, sim, qid = (row[1] for row in rows)
+        if sim not in ("0", "1"):
+            out.bad(sim_rel, number, f"label {sim!r} is not 0 or 1")
+            continue
+        if current is None or current.qid != qid:
+            if current is not None:
+                yield current
+            current = _Question(qid, question)
+        current.candidates.append((answer, int(sim)))
+    if current is not None:
+        yield current

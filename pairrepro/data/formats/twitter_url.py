@@ -1,0 +1,88 @@
+"""Twitter URL paraphrase corpus (Lan et al. 2017), raw release or castorini's token copy.
+
+Per-split option ``format``:
+
+* ``raw`` — ``Twitter_URL_Corpus_{train,test}.txt``: ``sentence1<TAB>sentence2<TAB>(n,6)<TAB>url``
+  where ``n`` of 6 annotators judged the pair a paraphrase. Lan et al.'s rule (the
+  corpus README): ``n <= 2`` -> 0 (not paraphrase), ``n >= 4`` -> 1, ``n == 3`` discarded.
+  Blank lines (the release has 250) are counted as dropped; some lines carry an extra
+  empty field before the url, which is accepted. Gives 42,200 train / 9,334 test pairs.
+* ``toks`` — ``a.toks``/``b.toks``/``sim.txt`` (lower-cased, tokenised; label 0/1).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats._common import PairCollector, numbered_lines, option, raw_file
+from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.errors import ConfigError
+
+AMBIGUOUS_RULE = "label (3,6): annotators split, discarded by Lan et al."
+BLANK_RULE = "blank line"
+_VOTES = re.compile(r"\((\d),\s*(\d)\)")
+
+
+def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
+    """Read one split into canonical binary pairs (1 = paraphrase)."""
+    fmt = option(split, variant, "format", "raw")
+    if fmt == "raw":
+        return _read_raw(raw_root, split)
+    if fmt == "toks":
+        return _read_toks(raw_root, split)
+    raise ConfigError(f"twitter_url split {split.name!r}: format {fmt!r} is not 'raw' or 'toks'")
+
+
+def _read_raw(raw_root: Path, split: SplitSpec) -> ReaderResult:
+    out = PairCollector()
+    for rel in split.files:
+        stem = Path(rel).stem
+        for number, line in numbered_lines(raw_file(raw_root, rel)):
+            if not line.strip():
+                out.drop(BLANK_RULE)
+                continue
+            fields = line.split("\t")
+            # a few lines have an empty 4th field before the url: tolerate empty extras only
+            if len(fields) < 3 or (len(fields) > 4 and any(f for f in fields[3:-1])):
+                out.bad(rel, number, f"expected 4 tab-separated fields, found {len(fields)}")
+                continue
+            match = _VOTES.fullmatch(fields[2].strip())
+            if match is None:
+                out.bad(rel, number, f"label {fields[2]!r} is not of the form (n,6)")
+                continue
+            votes, total = int(match.group(1)), int(match.group(2))
+            if total != 6 or votes > 6:
+                out.bad(rel, number, f"label {fields[2]!r}: expected n out of 6 annotators")
+                continue
+            if votes == 3:
+                out.drop(AMBIGUOUS_RULE)
+                continue
+            pair_id = f"{stem}-{number}"
+            out.add(pair_id, pair_id, fields[0].strip(), fields[1].strip(), int(votes >= 4))
+    return out.result()
+
+
+def _read_toks(raw_root: Path, split: SplitSpec) -> ReaderResult:
+    out = PairCollector()
+    by_name = {Path(rel).name: rel for rel in split.files}
+    names = ("a.toks", "b.toks", "sim.txt")
+    if any(n not in by_name for n in names):
+        raise ConfigError(f"twitter_url split {split.name!r} (format toks) needs files {names}")
+    sim_rel = by_name["sim.txt"]
+    streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in names]
+    sentinel = (0, None)
+    while True:
+        (number, left), (_, right), (_, sim) = (next(s, sentinel) for s in streams)
+        if left is None and right is None and sim is None:
+            break
+        if left is None or right is None or sim is None:
+            out.bad(sim_rel, number or 0, "a.toks, b.toks and sim.txt differ in length")
+            break
+        if sim not in ("0", "1"):
+            out.bad(sim_rel, number, f"label {sim!r} is not 0 or 1")
+            continue
+        pair_id = f"{split.name}-{number}"
+        out.add(pair_id, pair_id, left, right, int(sim))
+    return out.result()

@@ -1,0 +1,93 @@
+"""Ubuntu Dialogue Corpus v1 (Lowe et al. 2015), the csv files of the official scripts.
+
+* train (``train.csv``): ``Context,Utterance,Label`` — one (context, response) pair per
+  row, label 1 (true response) or 0 (random response); each row is its own group.
+* valid/test (``valid.csv``, ``test.csv``): ``Context,Ground Truth Utterance,Distractor_0..8``
+  — one group per row: the true response (label 1) and 9 distractors (label 0), as used
+  for R10@k (and R2@1 with the first distractor).
+
+The text is already tokenised (``__eou__``/``__eot__`` mark utterance and turn ends).
+
+With split option ``format = "wu_txt"`` it reads the setup of Wu et al. 2016 / Xu et al.
+2016 (``ubuntu_data/{train,valid,test}.txt``): ``label<TAB>turn<TAB>...<TAB>response``,
+turns joined with `` __eot__ ``; option ``group_size`` (10 for valid/test: 1 positive and
+9 negatives on consecutive lines; 1 for train) forms the groups.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats._common import (
+    PairCollector,
+    numbered_lines,
+    open_text,
+    option,
+    raw_file,
+)
+from pairrepro.data.manifests import SplitSpec, VariantSpec
+
+TRAIN_HEADER = ["Context", "Utterance", "Label"]
+
+
+def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
+    """Read one split into canonical ranking pairs (group = context)."""
+    out = PairCollector()
+    if option(split, variant, "format", "csv") == "wu_txt":
+        _read_wu(raw_root, split, int(option(split, variant, "group_size", 1)), out)
+        return out.result()
+    csv.field_size_limit(1 << 24)  # some contexts are long
+    for rel in split.files:
+        stem = Path(rel).stem
+        with open_text(raw_file(raw_root, rel)) as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None) or []
+            if header == TRAIN_HEADER:
+                for fields in reader:
+                    number = reader.line_num
+                    if len(fields) != 3:
+                        out.bad(rel, number, f"expected 3 fields, found {len(fields)}")
+                        continue
+                    try:
+                        label = int(float(fields[2]))
+                    except ValueError:
+                        label = -1
+                    if label not in (0, 1):
+                        out.bad(rel, number, f"label {fields[2]!r} is not 0 or 1")
+                        continue
+                    group = f"{stem}-{number}"
+                    out.add(group, group, fields[0], fields[1], label)
+            elif header[:2] == ["Context", "Ground Truth Utterance"] and all(
+                    h.startswith("Distractor_") for h in header[2:]):
+                width = len(header)
+                for fields in reader:
+                    number = reader.line_num
+                    if len(fields) != width:
+                        out.bad(rel, number, f"expected {width} fields, found {len(fields)}")
+                        continue
+                    group = f"{stem}-{number}"
+                    for i, response in enumerate(fields[1:]):
+                        out.add(f"{group}-{i}", group, fields[0], response, int(i == 0))
+            else:
+                out.bad(rel, 1, f"unexpected header {header[:4]}: expected {TRAIN_HEADER} or "
+                                "Context,Ground Truth Utterance,Distractor_0..")
+    return out.result()
+
+
+def _read_wu(raw_root: Path, split: SplitSpec, group_size: int, out: PairCollector) -> None:
+    for rel in split.files:
+        stem = Path(rel).stem
+        index = 0
+        for number, line in numbered_lines(raw_file(raw_root, rel)):
+            fields = line.split("\t")
+            if len(fields) < 3 or fields[0] not in ("0", "1"):
+                out.bad(rel, number, "expected label<TAB>turn...<TAB>response with label 0/1")
+                continue
+            group = f"{stem}-{index // group_size}"
+            out.add(f"{stem}-{number}", group, " __eot__ ".join(fields[1:-1]), fields[-1],
+                    int(fields[0]))
+            index += 1
+        if index % group_size:
+            out.bad(rel, index, f"{index} pairs is not a multiple of the group size {group_size}")

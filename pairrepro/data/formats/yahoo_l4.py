@@ -1,0 +1,406 @@
+"""Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives.
+
+The L4 file is one XML document::
+
+    <ystfeed>
+      <document type="wisdom">
+        <uri>432470</uri>
+        <subject>How do I ...?</subject>      (the question)
+        <content>...</content>                (optional details)
+        <bestanswer>...</bestanswer>          (chosen by the asker: the positive)
+        <nbestanswers><answer_item>...</answer_item>...</nbestanswers>
+        <cat>...</cat> ...
+      </document>
+      ...
+
+The papers' constructions are variants of the manifest (``data_manifests/yahoo.toml``); their
+parameters are the variant's options:
+
+``lengths = [lo, hi]``
+    keep questions whose question and best answer both have lo..hi words (inclusive; words as
+    counted by :func:`pairrepro.data.negatives.analyze`).
+``question = "subject"`` | ``"subject+content"``
+    what the question text is.
+``retrieval_query = "best_answer"`` | ``"question"``
+    the BM25 query (the papers: "its best answer is used as a query").
+``answer_pool = "kept_best"`` | ``"all_best"`` | ``"all_answers"``
+    "the whole answer set" searched: best answers of the kept pairs (default: every candidate
+    then obeys the length filter), best answers of all questions, or every answer.
+``bm25 = {k1, b, top_k}``
+    Lucene BM25 parameters (defaults 1.2 / 0.75 / 1000).
+``split_ratios = {train = 8, dev = 1, test = 1}``
+    question-level random split; the first part takes the rounding remainder.
+``seed``
+    split and sampling seed.
+
+Each split of the variant says which part it draws from (``part``, default: its name) and how
+many negatives its lists have (``negatives``). Negatives are sampled once per question in random
+order and a list of n negatives takes the first n, so the 5-candidate test list is nested in the
+10-candidate one (P@1(5) and P@1(10) are measured on the same questions).
+
+Pairs: ``group_id`` = question uri, ``left`` = question, ``right`` = answer, ``pair_id`` =
+``"<question uri>:<answer id>"`` where the answer id is ``<uri>`` for the best answer of question
+``uri`` and ``<uri>.<k>`` for its k-th ``answer_item``. The positive comes first in each list.
+
+The sampled lists are written to ``<raw>/candidates/<variant>.tsv`` (split, group_id, pair_id,
+label, with the options as a JSON header line). When that file exists and its options equal the
+manifest's, the lists are read from it instead of being sampled again: put a shared file there
+to reuse someone's exact lists.
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pairrepro.data.formats import MalformedRow, ReaderResult
+from pairrepro.data.formats._common import find_raw_file
+from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
+from pairrepro.errors import ConfigError, DataError
+from pairrepro.io import atomic_open
+
+_BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_SPACE_RE = re.compile(r"\s+")
+_OPTION_KEYS = {"lengths", "question", "retrieval_query", "answer_pool", "bm25", "split_ratios",
+                "seed"}
+_SPLIT_KEYS = {"part", "negatives"}
+_FORMAT_VERSION = 1
+
+
+@dataclass
+class L4Question:
+    """One ``<document>``: ids and cleaned texts."""
+
+    uri: str
+    subject: str
+    content: str
+    best: str
+    answers: list[str] = field(default_factory=list)
+
+
+def clean_text(text: str | None) -> str:
+    """Undo L4's markup: ``<br />`` (stored escaped) to spaces, HTML entities, whitespace runs."""
+    if not text:
+        return ""
+    return _SPACE_RE.sub(" ", html.unescape(_BR_RE.sub(" ", text))).strip()
+
+
+def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
+    """Stream the documents of an L4 file (``.xml`` or ``.xml.gz``).
+
+    Documents without a ``<uri>`` are recorded in ``malformed`` (by document number); invalid
+    XML is a :class:`DataError` naming the line and column.
+    """
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
+    with opener(path, "rb") as handle:
+        try:
+            for _, elem in ET.iterparse(handle, events=("end",)):
+                if elem.tag != "document":
+                    continue
+                number += 1
+                uri = (elem.findtext("uri") or "").strip()
+                if not uri:
+                    malformed.append(MalformedRow(str(path), 0, f"document #{number}: no <uri>"))
+                else:
+                    items = elem.iterfind("nbestanswers/answer_item")
+                    answers = [clean_text(a.text) for a in items]
+                    yield L4Question(
+                        uri=uri,
+                        subject=clean_text(elem.findtext("subject")),
+                        content=clean_text(elem.findtext("content")),
+                        best=clean_text(elem.findtext("bestanswer")),
+                        answers=answers,
+                    )
+                elem.clear()  # keep memory flat on the 142k-document file
+        except ET.ParseError as exc:
+            line, column = exc.position
+            raise DataError(
+                f"{path}:{line}:{column}: not valid XML ({exc})",
+                hint="give the Webscope L4 manner.xml file as distributed (pairrepro fetch yahoo "
+                "--from FILE)",
+            ) from None
+    if number == 0:
+        raise DataError(f"{path}: no <document> elements: not a Webscope L4 file")
+
+
+@dataclass(frozen=True)
+class _Options:
+    lengths: tuple[int, int]
+    question: str
+    retrieval_query: str
+    answer_pool: str
+    bm25: BM25Params
+    split_ratios: dict[str, float]
+    seed: int
+    splits: dict[str, tuple[str, int]]  # split name -> (part, negatives)
+
+    def as_json(self) -> str:
+        data = {
+            "format": _FORMAT_VERSION,
+            "lengths": list(self.lengths),
+            "question": self.question,
+            "retrieval_query": self.retrieval_query,
+            "answer_pool": self.answer_pool,
+            "bm25": self.bm25.as_dict(),
+            "split_ratios": self.split_ratios,
+            "seed": self.seed,
+            "splits": {k: list(v) for k, v in self.splits.items()},
+        }
+        return json.dumps(data, sort_keys=True)
+
+
+def _choice(where: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    return str(value)
+
+
+def parse_options(variant: VariantSpec) -> _Options:
+    """Validate the variant's reader options (errors name the variant and the key)."""
+    where = f"yahoo variant {variant.name!r}"
+    opts = {k: v for k, v in variant.options.items() if k in _OPTION_KEYS}
+    lengths = opts.get("lengths", [5, 50])
+    if (not isinstance(lengths, list) or len(lengths) != 2
+            or not all(isinstance(x, int) for x in lengths) or lengths[0] > lengths[1]):
+        raise ConfigError(f"{where}: lengths must be [min, max] words, not {lengths!r}")
+    bm25_raw = dict(opts.get("bm25", {}))
+    unknown = set(bm25_raw) - {"k1", "b", "top_k", "method"}
+    if unknown:
+        raise ConfigError(f"{where}: bm25: unknown key {sorted(unknown)[0]!r}",
+                          hint="allowed: k1, b, top_k, method")
+    ratios = opts.get("split_ratios", {"train": 8, "dev": 1, "test": 1})
+    if not ratios or any(not isinstance(v, int | float) or v <= 0 for v in ratios.values()):
+        raise ConfigError(f"{where}: split_ratios must map parts to positive numbers")
+    splits = {}
+    for name, spec in variant.splits.items():
+        unknown = set(spec.options) - _SPLIT_KEYS - {"label_map", "label_aliases"}
+        if unknown:
+            raise ConfigError(f"{where}: splits.{name}: unknown key {sorted(unknown)[0]!r}",
+                              hint="allowed: files, expected, part, negatives")
+        part = spec.options.get("part", name)
+        if part not in ratios:
+            raise ConfigError(f"{where}: splits.{name}: part {part!r} is not in split_ratios",
+                              hint=f"parts: {', '.join(ratios)}")
+        negatives = spec.options.get("negatives", 4)
+        if not isinstance(negatives, int) or negatives < 1:
+            raise ConfigError(f"{where}: splits.{name}: negatives must be an integer >= 1")
+        splits[name] = (part, negatives)
+    if not splits:
+        raise ConfigError(f"{where}: no splits")
+    return _Options(
+        lengths=(lengths[0], lengths[1]),
+        question=_choice(f"{where}: question", opts.get("question", "subject"),
+                         ("subject", "subject+content")),
+        retrieval_query=_choice(f"{where}: retrieval_query",
+                                opts.get("retrieval_query", "best_answer"),
+                                ("best_answer", "question")),
+        answer_pool=_choice(f"{where}: answer_pool", opts.get("answer_pool", "kept_best"),
+                            ("kept_best", "all_best", "all_answers")),
+        bm25=BM25Params(**bm25_raw),
+        split_ratios={k: float(v) for k, v in ratios.items()},
+        seed=int(opts.get("seed", 1)),
+        splits=splits,
+    )
+
+
+def split_parts(
+    num: int, ratios: dict[str, float], rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """Random question-level split by ratio: indices per part; the first part gets the remainder."""
+    order = rng.permutation(num)
+    total = sum(ratios.values())
+    names = list(ratios)
+    sizes = {name: int(num * ratios[name] / total) for name in names[1:]}
+    sizes = {names[0]: num - sum(sizes.values()), **sizes}
+    out, start = {}, 0
+    for name in names:
+        out[name] = np.sort(order[start:start + sizes[name]])
+        start += sizes[name]
+    return out
+
+
+def _source_file(raw_root: Path, variant: VariantSpec) -> Path:
+    files = [f for spec in variant.splits.values() for f in spec.files]
+    for rel in dict.fromkeys(files or ["manner.xml.gz", "manner.xml"]):
+        if (path := find_raw_file(raw_root, rel)) is not None:
+            return path
+    raise DataError(
+        f"the Yahoo! Answers L4 file is not in {raw_root} (looked for {', '.join(files)})",
+        hint="request Webscope L4 (see the manifest's licence), then: pairrepro fetch yahoo "
+        "--from /path/to/manner.xml.gz",
+    )
+
+
+def candidates_path(raw_root: Path, variant: str) -> Path:
+    """Where the sampled lists of a variant are written (and reused from)."""
+    return raw_root / "candidates" / f"{variant}.tsv"
+
+
+def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult]:
+    """Build every split of a Yahoo variant: filter, split, BM25 negatives (or reuse lists)."""
+    opts = parse_options(variant)
+    source = _source_file(raw_root, variant)
+    malformed: list[MalformedRow] = []
+    dropped: dict[str, int] = {}
+
+    def drop(rule: str) -> None:
+        dropped[rule] = dropped.get(rule, 0) + 1
+
+    lo, hi = opts.lengths
+    kept: list[L4Question] = []
+    pool_texts: list[str] = []  # every answer text of the pool, its id in pool_ids
+    pool_ids: list[str] = []
+    seen: set[str] = set()
+    for doc in iter_l4(source, malformed):
+        if doc.uri in seen:
+            malformed.append(MalformedRow(str(source), 0, f"uri {doc.uri}: duplicate document"))
+            continue
+        seen.add(doc.uri)
+        question = doc.subject if opts.question == "subject" else f"{doc.subject} {doc.content}"
+        doc.subject = question.strip()
+        ok = True
+        if not doc.best:
+            drop("no best answer")
+            ok = False
+        elif not lo <= len(analyze(doc.subject)) <= hi:
+            drop(f"question length outside {lo}-{hi} words")
+            ok = False
+        elif not lo <= len(analyze(doc.best)) <= hi:
+            drop(f"best answer length outside {lo}-{hi} words")
+            ok = False
+        if ok:
+            kept.append(doc)
+        if doc.best and (ok or opts.answer_pool != "kept_best"):
+            pool_texts.append(doc.best)
+            pool_ids.append(doc.uri)
+        if opts.answer_pool == "all_answers":
+            for k, text in enumerate(doc.answers):
+                if text and text != doc.best:
+                    pool_texts.append(text)
+                    pool_ids.append(f"{doc.uri}.{k}")
+    if not kept:
+        raise DataError(f"{source}: no question passed the length filter {lo}-{hi}")
+
+    cand_file = candidates_path(raw_root, variant.name)
+    if cand_file.is_file():
+        lists = _load_candidates(cand_file, opts)
+    else:
+        lists = _sample_lists(kept, pool_texts, pool_ids, opts, dropped)
+        _write_candidates(cand_file, opts, lists)
+    questions = {doc.uri: doc for doc in kept}
+    answer_text = dict(zip(pool_ids, pool_texts, strict=True))
+    # Filtering happens before the split: its counts (and malformed documents) are reported
+    # once, with the first split, instead of being repeated for every split.
+    first = next(iter(lists))
+    split_rules = {rule for rule in dropped if rule.split(":")[0] in lists}
+    shared = {f"before the split: {rule}": n for rule, n in dropped.items()
+              if rule not in split_rules}
+    results = {}
+    for split, rows in lists.items():
+        records = []
+        for qid, aid, label in rows:
+            if qid not in questions or aid not in answer_text:
+                raise DataError(
+                    f"{cand_file}: question {qid!r} or answer {aid!r} is not in {source} "
+                    "after filtering",
+                    hint="the candidate lists were built from a different L4 file; delete "
+                    f"{cand_file} to sample new lists",
+                )
+            records.append((f"{qid}:{aid}", qid, questions[qid].subject, answer_text[aid], label))
+        pairs = pd.DataFrame(records, columns=["pair_id", "group_id", "left", "right", "label"])
+        pairs["label"] = pairs["label"].astype("int64")
+        own = {rule: n for rule, n in dropped.items() if rule.split(":")[0] == split}
+        results[split] = ReaderResult(
+            pairs=pairs,
+            malformed=list(malformed) if split == first else [],
+            dropped={**shared, **own} if split == first else own,
+        )
+    return results
+
+
+def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
+    """One split (the whole variant is built: the splits share one construction)."""
+    return read_variant(raw_root, variant)[split.name]
+
+
+def _sample_lists(
+    kept: list[L4Question],
+    pool_texts: list[str],
+    pool_ids: list[str],
+    opts: _Options,
+    dropped: dict[str, int],
+) -> dict[str, list[tuple[str, str, int]]]:
+    split_seed, sample_seed = np.random.SeedSequence(opts.seed).spawn(2)
+    parts = split_parts(len(kept), opts.split_ratios, np.random.default_rng(split_seed))
+    pool_index = {aid: i for i, aid in enumerate(pool_ids)}
+    positives = np.array([pool_index[doc.uri] for doc in kept])
+    queries = [analyze(doc.best if opts.retrieval_query == "best_answer" else doc.subject)
+               for doc in kept]
+    # One extra result so that removing the positive still leaves top_k candidates.
+    params = BM25Params(opts.bm25.k1, opts.bm25.b, opts.bm25.top_k + 1, opts.bm25.method)
+    found, _ = bm25_top_k(queries, [analyze(t) for t in pool_texts], params, n_threads=2)
+    found = found[:, : opts.bm25.top_k + 1]
+    # Keep at most top_k after removing the positive (it is not always in the list).
+    found = np.where(found == positives[:, None], -1, found)
+    valid_rank = np.cumsum(found >= 0, axis=1)
+    found = np.where(valid_rank > opts.bm25.top_k, -1, found)
+    text_keys, _ = pd.factorize(pd.Series(pool_texts).str.lower())
+    most = max(neg for _, neg in opts.splits.values())
+    negatives = sample_negatives(found, positives, most, sample_seed, text_keys)
+    lists: dict[str, list[tuple[str, str, int]]] = {}
+    for split, (part, num_neg) in opts.splits.items():
+        rows: list[tuple[str, str, int]] = []
+        for i in parts[part]:
+            negs = negatives[i, :num_neg]
+            if (negs < 0).any():
+                rule = f"{split}: fewer than {num_neg} BM25 results besides the positive"
+                dropped[rule] = dropped.get(rule, 0) + 1
+                continue
+            qid = kept[i].uri
+            rows.append((qid, qid, 1))
+            rows.extend((qid, pool_ids[j], 0) for j in negs)
+        lists[split] = rows
+    return lists
+
+
+def _write_candidates(
+    path: Path, opts: _Options, lists: dict[str, list[tuple[str, str, int]]]
+) -> None:
+    with atomic_open(path) as handle:
+        handle.write(f"# options: {opts.as_json()}\n")
+        handle.write("split\tgroup_id\tanswer_id\tlabel\n")
+        for split, rows in lists.items():
+            for qid, aid, label in rows:
+                handle.write(f"{split}\t{qid}\t{aid}\t{label}\n")
+
+
+def _load_candidates(path: Path, opts: _Options) -> dict[str, list[tuple[str, str, int]]]:
+    with open(path, encoding="utf-8") as handle:
+        header = handle.readline()
+        if not header.startswith("# options: "):
+            raise DataError(f"{path}:1: missing the '# options: {{...}}' header line")
+        if json.loads(header[len("# options: "):]) != json.loads(opts.as_json()):
+            raise DataError(
+                f"{path}: these lists were built with other options than the manifest's",
+                hint=f"delete {path} to sample new lists, or restore the options in its header",
+            )
+        handle.readline()
+        lists: dict[str, list[tuple[str, str, int]]] = {name: [] for name in opts.splits}
+        for number, line in enumerate(handle, 3):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 4 or fields[0] not in lists or fields[3] not in ("0", "1"):
+                raise DataError(f"{path}:{number}: expected split, group_id, answer_id, label")
+            lists[fields[0]].append((fields[1], fields[2], int(fields[3])))
+    return lists

@@ -1,0 +1,181 @@
+"""BM25 with Lucene's scoring, and seeded negative sampling from the top BM25 results.
+
+The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists by using each best
+answer as a Lucene query over the whole answer set and drawing random negatives from the top
+1,000 results. Lucene's ``BM25Similarity`` (Lucene >= 8, defaults k1 = 1.2, b = 0.75) scores a
+document d for a query q as::
+
+    score(q, d) = sum over query terms t (with repetition) of
+                  idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+(the ``(k1 + 1)`` numerator factor was dropped in Lucene 8; it does not change rankings).
+:func:`lucene_idf` and :func:`lucene_term_weight` are the one implementation of this formula in
+the project (the ``bm25`` model uses them); retrieval over a whole collection uses ``bm25s``
+with ``method="lucene"``, whose scores the tests check equal ours. One known difference from a
+real Lucene index: Lucene stores document lengths lossily (one byte, ``SmallFloat``); we use
+exact lengths, so scores can differ in the last digits and near-ties can swap.
+
+The analyzer approximates Lucene's ``StandardAnalyzer`` (no stop words since Lucene 8):
+lower-cased word tokens (Unicode ``\\w`` runs, apostrophes inside words kept).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pairrepro.errors import ConfigError
+
+LUCENE_K1 = 1.2
+LUCENE_B = 0.75
+_TOKEN_RE = re.compile(r"\w+(?:'\w+)*", re.UNICODE)
+
+
+def analyze(text: str) -> list[str]:
+    """Lower-cased word tokens (StandardAnalyzer-like; punctuation is not a token)."""
+    return _TOKEN_RE.findall(text.lower())
+
+
+def lucene_idf(doc_freq: np.ndarray, num_docs: int) -> np.ndarray:
+    """Lucene's BM25 idf, ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (always positive)."""
+    doc_freq = np.asarray(doc_freq, dtype=np.float64)
+    return np.log1p((num_docs - doc_freq + 0.5) / (doc_freq + 0.5))
+
+
+def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  # type: ignore[no-untyped-def]
+    """Lucene's BM25 term-frequency part ``tf / (tf + k1 * (1 - b + b * |d| / avgdl))``.
+
+    Works elementwise on numpy arrays and torch tensors alike (only arithmetic is used), so the
+    ``bm25`` model and the numpy code share this one definition.
+    """
+    return tf / (tf + k1 * (1.0 - b + b * doc_len / avg_doc_len))
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    """Retrieval and sampling parameters (recorded with every built variant)."""
+
+    k1: float = LUCENE_K1
+    b: float = LUCENE_B
+    top_k: int = 1000
+    method: str = "lucene"
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _check_params(params: BM25Params) -> None:
+    if params.method != "lucene":
+        raise ConfigError(f"bm25 method {params.method!r} is not supported (only 'lucene')")
+    if params.k1 < 0 or not 0 <= params.b <= 1 or params.top_k < 1:
+        raise ConfigError(
+            f"bm25 parameters out of range: k1={params.k1} (>= 0), b={params.b} (0..1), "
+            f"top_k={params.top_k} (>= 1)"
+        )
+
+
+def _to_ids(
+    docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool
+) -> list[list[int]]:
+    out = []
+    for doc in docs:
+        ids = []
+        for token in doc:
+            idx = vocab.get(token)
+            if idx is None and grow:
+                idx = vocab[token] = len(vocab)
+            if idx is not None:  # query words absent from the collection match nothing
+                ids.append(idx)
+        out.append(ids)
+    return out
+
+
+def bm25_top_k(
+    queries: Sequence[Sequence[str]],
+    corpus: Sequence[Sequence[str]],
+    params: BM25Params = BM25Params(),  # frozen: a safe default
+    n_threads: int = 0,
+    show_progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``params.top_k`` corpus indices and scores per query (Lucene BM25 via ``bm25s``).
+
+    Returns ``(indices, scores)``, each ``[len(queries), k]`` with ``k = min(top_k, len(corpus))``,
+    best first. As in Lucene, documents sharing no term with the query are not results: their
+    slots hold index ``-1`` (score 0).
+    """
+    import bm25s  # local: heavy import, only needed when building lists
+
+    _check_params(params)
+    if not corpus:
+        raise ConfigError("bm25_top_k: the corpus is empty")
+    vocab: dict[str, int] = {}
+    corpus_ids = _to_ids(corpus, vocab, grow=True)
+    query_ids = _to_ids(queries, vocab, grow=False)
+    retriever = bm25s.BM25(method="lucene", k1=params.k1, b=params.b)
+    retriever.index(bm25s.tokenization.Tokenized(ids=corpus_ids, vocab=vocab),
+                    show_progress=show_progress)
+    k = min(params.top_k, len(corpus))
+    indices = np.full((len(queries), k), -1, dtype=np.int64)
+    scores = np.zeros((len(queries), k), dtype=np.float32)
+    nonempty = [i for i, q in enumerate(query_ids) if q]
+    if nonempty:
+        found, found_scores = retriever.retrieve(
+            [query_ids[i] for i in nonempty],
+            k=k, sorted=True, show_progress=show_progress, n_threads=n_threads,
+        )
+        found = np.where(found_scores > 0, found, -1)
+        indices[nonempty] = found
+        scores[nonempty] = np.where(found_scores > 0, found_scores, 0)
+    return indices, scores
+
+
+def sample_negatives(
+    candidates: np.ndarray,
+    positives: np.ndarray,
+    num_negatives: int,
+    seed: int | np.random.SeedSequence,
+    exclude_same_text: np.ndarray | None = None,
+) -> np.ndarray:
+    """Draw ``num_negatives`` distinct random negatives per query from its retrieved list.
+
+    Args:
+        candidates: ``[Q, k]`` corpus indices per query (``-1`` = no result), e.g. from
+            :func:`bm25_top_k`.
+        positives: ``[Q]`` the corpus index of each query's positive; it is never a negative.
+        num_negatives: how many to draw (in random order, so a prefix of the list is itself a
+            uniform sample: the 5-candidate test lists use the first 4 of the 9).
+        seed: the sampling seed (lists are identical for the same inputs and seed).
+        exclude_same_text: optional ``[N]`` text key per corpus document; documents with the
+            positive's key (an identical answer posted twice) are excluded too.
+
+    Returns:
+        ``[Q, num_negatives]`` corpus indices; a query with fewer usable results than
+        ``num_negatives`` has its usable ones first and ``-1`` after them (the caller decides
+        how many it needs, drops the queries that fall short and counts them).
+    """
+    candidates = np.asarray(candidates)
+    positives = np.asarray(positives)
+    if candidates.ndim != 2 or len(candidates) != len(positives):
+        raise ConfigError("sample_negatives: candidates must be [Q, k] with one positive per query")
+    if num_negatives < 1:
+        raise ConfigError(f"sample_negatives: num_negatives must be >= 1, not {num_negatives}")
+    if candidates.shape[1] < num_negatives:
+        return np.full((len(candidates), num_negatives), -1, dtype=np.int64)
+    usable = (candidates >= 0) & (candidates != positives[:, None])
+    if exclude_same_text is not None:
+        keys = np.asarray(exclude_same_text)
+        cand_keys = np.where(candidates >= 0, keys[np.maximum(candidates, 0)], -1)
+        usable &= cand_keys != keys[positives][:, None]
+    # Random keys, unusable slots pushed to the end: the first n by key are a uniform sample
+    # without replacement of the usable ones (one vectorised argsort instead of a Python loop).
+    rng = np.random.default_rng(seed)
+    keys_random = rng.random(candidates.shape)
+    keys_random[~usable] = 2.0
+    picked = np.argsort(keys_random, axis=1, kind="stable")[:, :num_negatives]
+    out = np.take_along_axis(candidates, picked, axis=1)
+    out[np.take_along_axis(keys_random, picked, axis=1) > 1.0] = -1
+    return out

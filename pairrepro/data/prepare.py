@@ -1,0 +1,379 @@
+"""``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics.
+
+For one dataset variant this reads every split whose files are present in
+``raw/<name>/`` (missing splits are skipped and reported), checks the counts the
+manifest expects, tokenises, builds the vocabulary and writes the prepared folder
+through :func:`pairrepro.data.prepared.write_prepared`.
+
+Tokenisation (variant options, recorded in ``stats.json``):
+
+* ``tokenizer = "regex"`` (default) — :data:`TOKEN_PATTERN`: words, PTB-style clitics
+  (``n't``, ``'s``) and single punctuation marks; ``"whitespace"`` keeps the tokens of
+  sources published already tokenised (Quora BiMPM, TrecQA, TwitterURL, Ubuntu).
+* ``lowercase = true`` (default): every paper reproduced here lower-cases (CSRAN's code
+  uses ``use_lower 1``; the GloVe 6B vectors are lower-cased).
+
+Vocabulary: id 0 ``<pad>``, id 1 ``<unk>``, then every token seen in any split, ordered
+by its count in the train split (ties: count over all splits, then first appearance).
+Tokens absent from train are kept (with ``train_count`` 0) so that a recipe can still
+give them pretrained vectors; ``min_count`` in the recipe decides which become ``<unk>``.
+
+Expected counts (``expected`` of a manifest split; a mismatch is a :class:`DataError`):
+``pairs``, ``groups`` (distinct ``group_id``), ``positive`` (pairs with label 1),
+``labels`` (``{label name = count}``) and ``questions`` (groups plus the queries a reader
+dropped for having no candidate at all, as TrecQA's published question counts include them).
+
+Memory: lines are streamed by the readers; token ids go straight into flat ``int32``
+arrays (no per-pair Python lists), so what grows with the number of pairs is the
+output itself: the text columns and the id arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from array import array
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from pairrepro import __version__, io, paths
+from pairrepro.data.formats import ReaderResult, get_reader
+from pairrepro.data.formats._common import EMPTY_GROUP_RULE, find_raw_file
+from pairrepro.data.manifests import Manifest, VariantSpec, load_manifest
+from pairrepro.data.prepared import PAD, UNK, write_prepared
+from pairrepro.errors import ConfigError, DataError
+
+#: Words (with PTB-style ``n't`` split off), clitics ``'s 're 'll ...``, single symbols.
+TOKEN_PATTERN = r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]"
+TOKENIZERS = ("regex", "whitespace")
+# every ASCII character that is neither \w nor \s -> itself between spaces
+_SPACE_OUT_SYMBOLS = str.maketrans({
+    c: f" {c} " for c in map(chr, range(128)) if not re.fullmatch(r"[\w\s]", c)})
+MAX_MALFORMED_IN_STATS = 1000
+EXPECTED_KEYS = {"pairs", "groups", "questions", "positive", "labels"}
+
+
+@dataclasses.dataclass
+class Tokenizer:
+    """The tokenisation settings of a variant; ``split(text)`` gives its tokens."""
+
+    kind: str = "regex"
+    lowercase: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in TOKENIZERS:
+            raise ConfigError(f"tokenizer {self.kind!r} is not one of {TOKENIZERS}")
+        self._findall = re.compile(TOKEN_PATTERN).findall
+
+    def split(self, text: str) -> list[str]:
+        """The tokens of ``text`` (exactly ``re.findall(TOKEN_PATTERN, text)`` for regex)."""
+        if self.lowercase:
+            text = text.lower()
+        if self.kind == "whitespace":
+            return text.split()
+        # Fast path, same tokens: without an apostrophe the pattern reduces to
+        # \w+|[^\w\s], which for ASCII text is "space out every symbol, then split".
+        if "'" not in text and text.isascii():
+            return text.translate(_SPACE_OUT_SYMBOLS).split()
+        return self._findall(text)
+
+    def settings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tokenizer": self.kind, "lowercase": self.lowercase}
+        if self.kind == "regex":
+            out["pattern"] = TOKEN_PATTERN
+        else:
+            out["pattern"] = "str.split() (source is published tokenised)"
+        return out
+
+
+class _Encoder:
+    """Maps tokens to provisional ids (first appearance) into flat int32 arrays."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+        index: defaultdict[str, int] = defaultdict()
+        index.default_factory = index.__len__  # a new token gets the next id
+        self.index = index
+
+    def encode(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Flat provisional ids and per-text lengths of ``texts``."""
+        flat = array("i")
+        lengths = array("i")
+        extend, append, lookup, split = (flat.extend, lengths.append,
+                                         self.index.__getitem__, self.tokenizer.split)
+        for text in texts:
+            tokens = split(text)
+            append(len(tokens))
+            extend(map(lookup, tokens))
+        return np.frombuffer(flat, dtype=np.int32), np.frombuffer(lengths, dtype=np.int32)
+
+
+def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpec:
+    """The variant as readers see it: the manifest's ``label_map`` added to its options."""
+    options = dict(variant.options)
+    options.setdefault("label_map", list(manifest.label_map))
+    return dataclasses.replace(variant, options=options)
+
+
+def _split_availability(raw_root: Path, variant: VariantSpec
+                        ) -> tuple[list[str], dict[str, list[str]]]:
+    present, missing = [], {}
+    for name, split in variant.splits.items():
+        absent = [rel for rel in split.files if find_raw_file(raw_root, rel) is None]
+        if absent:
+            missing[name] = absent
+        else:
+            present.append(name)
+    return present, missing
+
+
+def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
+                    result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
+    unknown = sorted(set(expected) - EXPECTED_KEYS)
+    if unknown:
+        raise ConfigError(f"{name}: variants..splits.{split}.expected: unknown key {unknown[0]!r}",
+                          hint=f"allowed: {', '.join(sorted(EXPECTED_KEYS))}")
+    actual: dict[str, Any] = {
+        "pairs": summary["pairs"],
+        "groups": summary["groups"],
+        "questions": summary["groups"] + result.dropped.get(EMPTY_GROUP_RULE, 0),
+        "positive": int((frame["label"] == 1).sum()),
+        "labels": summary["labels"],
+    }
+    for key, want in expected.items():
+        got = actual[key]
+        if key == "labels":
+            got = {k: got.get(k, 0) for k in want}
+        if got != want:
+            raise DataError(
+                f"{name}: split {split!r}: expected {key} = {want}, found {got}",
+                hint="the raw files differ from the published release; re-fetch them "
+                     f"(pairrepro fetch {name} --force) or check the manifest's expected counts",
+            )
+
+
+def _source_hashes(raw_root: Path, files: Iterable[str]) -> dict[str, str]:
+    """sha256 of every raw file used: from ``.fetched.json`` when fetch recorded it."""
+    recorded: dict[str, str] = {}
+    fetched = raw_root / ".fetched.json"
+    if fetched.is_file():
+        try:
+            data = io.read_json(fetched)
+        except ValueError:
+            data = {}
+        entries = data.get("files", data) if isinstance(data, dict) else {}
+        if isinstance(entries, dict):
+            for path, value in entries.items():
+                sha = value.get("sha256") if isinstance(value, dict) else value
+                if isinstance(sha, str):
+                    recorded[path] = sha
+        elif isinstance(entries, list):
+            for entry in entries:
+                if isinstance(entry, dict) and "path" in entry and "sha256" in entry:
+                    recorded[entry["path"]] = entry["sha256"]
+    out = {}
+    for rel in sorted(set(files)):
+        path = find_raw_file(raw_root, rel)
+        if path is None:
+            continue
+        key = str(path.relative_to(raw_root))
+        out[key] = recorded.get(key) or io.sha256_file(path)
+    return out
+
+
+def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
+    if lengths.size == 0:
+        return 0.0, 0
+    return round(float(lengths.mean()), 3), int(lengths.max())
+
+
+def _ids_array(flat: np.ndarray, lengths: np.ndarray, remap: np.ndarray
+               ) -> pd.api.extensions.ExtensionArray:
+    """Final-id ``list<int32>`` column backed by Arrow (no per-pair Python objects)."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = remap[flat] if flat.size else np.zeros(0, dtype=np.int32)
+    arr = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.int32()))
+    arr = arr.cast(pa.list_(pa.int32()))
+    return pd.array(arr, dtype=pd.ArrowDtype(pa.list_(pa.int32())))
+
+
+class _Steps:
+    """A rich progress display of the preprocessing steps (or nothing)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.progress = None
+        if enabled:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                     TimeElapsedColumn(), transient=True)
+
+    def __enter__(self) -> Callable[[str], None]:
+        if self.progress is None:
+            return lambda _msg: None
+        self.progress.start()
+        task = self.progress.add_task("preprocess", total=None)
+        return lambda msg: self.progress.update(task, description=msg)  # type: ignore[union-attr]
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def prepared_root(name: str, variant: str) -> Path:
+    """Folder a variant is written to: ``prepared/<name>-<variant>``."""
+    return paths.prepared_dir(name, variant)
+
+
+def _link_default(name: str, variant: str) -> None:
+    """Make ``prepared/<name>`` point at the default variant's folder, so that
+    ``load_prepared(name)`` and ``load_prepared(name, default)`` find the same data."""
+    link = paths.prepared_dir(name)
+    if link.exists() and not link.is_symlink():
+        return  # a real folder from an older layout: leave it alone
+    tmp = link.with_name(f".{link.name}.link.partial")
+    tmp.unlink(missing_ok=True)
+    os.symlink(f"{name}-{variant}", tmp, target_is_directory=True)
+    os.replace(tmp, link)
+
+
+def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
+                    progress: bool = True) -> dict[str, Any]:
+    """Preprocess one dataset variant; return its statistics (also in ``stats.json``).
+
+    Raises :class:`DataError` when no raw data is present (saying which ``pairrepro fetch``
+    to run), when a split's counts differ from the manifest's ``expected``, or — with
+    ``strict`` — when any row is malformed (naming file and line).
+    """
+    started = time.perf_counter()
+    manifest = load_manifest(name)
+    spec = manifest.variant(variant)
+    label_map = list(spec.options.get("label_map") or manifest.label_map)
+    task = spec.options.get("task", manifest.task)
+    raw_root = paths.raw_dir(name)
+    present, missing = _split_availability(raw_root, spec)
+    if not present:
+        raise DataError(
+            f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
+            hint=f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
+        )
+    reader = get_reader(manifest.reader)
+    reader_variant = _variant_with_labels(manifest, spec)
+    tokenizer = Tokenizer(spec.options.get("tokenizer", "regex"),
+                          bool(spec.options.get("lowercase", True)))
+    vocab_split = spec.options.get("vocab_split", "train")
+
+    with _Steps(progress) as step:
+        results: dict[str, ReaderResult] = {}
+        if hasattr(reader, "read_variant"):
+            step(f"{name}: reading {', '.join(present)}")
+            results = {k: v for k, v in reader.read_variant(raw_root, reader_variant).items()
+                       if k in present}
+        else:
+            for split in present:
+                step(f"{name}: reading {split}")
+                results[split] = reader.read_split(raw_root, reader_variant.splits[split],
+                                                   reader_variant)
+
+        malformed: list[dict[str, Any]] = []
+        for split, result in results.items():
+            malformed.extend({"split": split, **dataclasses.asdict(row)}
+                             for row in result.malformed)
+        if strict and malformed:
+            first = malformed[0]
+            raise DataError(
+                f"{name}: {len(malformed)} malformed row(s); first: {first['file']} line "
+                f"{first['line']}: {first['reason']}",
+                hint="fix or re-fetch the file, or run without --strict to skip and report them",
+            )
+
+        encoder = _Encoder(tokenizer)
+        encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        summaries: dict[str, dict[str, Any]] = {}
+        for split, result in results.items():
+            step(f"{name}: tokenising {split} ({len(result.pairs):,} pairs)")
+            frame = result.pairs
+            left, left_len = encoder.encode(frame["left"])
+            right, right_len = encoder.encode(frame["right"])
+            encoded[split] = (left, left_len, right, right_len)
+            labels = frame["label"].to_numpy()
+            counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
+            avg_l, max_l = _length_stats(left_len)
+            avg_r, max_r = _length_stats(right_len)
+            summary = {
+                "pairs": len(frame),
+                "groups": int(frame["group_id"].nunique()),
+                "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
+                           for i, c in enumerate(counts)},
+                "avg_len_left": avg_l, "max_len_left": max_l,
+                "avg_len_right": avg_r, "max_len_right": max_r,
+                "empty_left": int((left_len == 0).sum()),
+                "empty_right": int((right_len == 0).sum()),
+                "dropped": dict(result.dropped),
+                "malformed": len(result.malformed),
+            }
+            _check_expected(name, split, spec.splits[split].expected, frame, result, label_map,
+                            summary)
+            summaries[split] = summary
+
+        step(f"{name}: building the vocabulary")
+        size = len(encoder.index)
+        train_counts = np.zeros(size, dtype=np.int64)
+        total_counts = np.zeros(size, dtype=np.int64)
+        for split, (left, _, right, _) in encoded.items():
+            counts = np.bincount(left, minlength=size) + np.bincount(right, minlength=size)
+            total_counts += counts
+            if split == vocab_split:
+                train_counts += counts
+        order = np.lexsort((np.arange(size), -total_counts, -train_counts))
+        remap = np.empty(size, dtype=np.int32)
+        remap[order] = np.arange(2, size + 2, dtype=np.int32)
+        tokens = list(encoder.index)
+        vocab = [PAD, UNK, *(tokens[i] for i in order)]
+        vocab_counts = [0, 0, *train_counts[order].tolist()]
+
+        step(f"{name}: writing")
+        frames = {}
+        for split, (left, left_len, right, right_len) in encoded.items():
+            frame = results[split].pairs
+            frame["left_ids"] = _ids_array(left, left_len, remap)
+            frame["right_ids"] = _ids_array(right, right_len, remap)
+            frames[split] = frame
+
+        used_files = [f for s in present for f in spec.splits[s].files]
+        stats: dict[str, Any] = {
+            "dataset": name,
+            "variant": spec.name,
+            "description": spec.description,
+            "task": task,
+            "label_map": label_map,
+            "splits": summaries,
+            "missing_splits": missing,
+            "vocab_size": len(vocab),
+            "vocab_split": vocab_split if vocab_split in results else None,
+            "train_vocab_size": int((train_counts > 0).sum()) + 2,
+            "tokenisation": tokenizer.settings(),
+            "malformed_count": len(malformed),
+            "malformed": malformed[:MAX_MALFORMED_IN_STATS],
+            "dropped": {split: dict(r.dropped) for split, r in results.items()},
+            "sources": _source_hashes(raw_root, used_files),
+            "reader": manifest.reader,
+            "pairrepro_version": __version__,
+        }
+        root = prepared_root(name, spec.name)
+        write_prepared(root, frames, vocab, vocab_counts, stats)
+        if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
+            _link_default(name, spec.name)
+    stats["prepared_dir"] = str(root)
+    stats["seconds"] = round(time.perf_counter() - started, 3)
+    return stats
+

@@ -1,0 +1,199 @@
+"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions).
+
+Ranking conventions (checked against pytrec_eval, the trec_eval C code, in the tests):
+
+* A query ("group") is ranked by score, highest first. **Ties** are broken as trec_eval does
+  (``form_res_rels.c``: score descending, then *docno descending* by ``strcmp``). With
+  ``pair_ids`` the pair id is the docno. Without them, the docno is the candidate's position
+  in the input, so tied candidates are ranked *later position first*; for lists stored with the
+  positive first (Ubuntu, our Yahoo lists) a model that outputs constants is therefore ranked
+  pessimistically instead of scoring perfectly. ``tie_share`` reports how many candidates tie
+  another one of their query, so a collapsed model is visible in every result.
+* A candidate is relevant when its label is > 0. AP is the mean precision at the ranks of the
+  relevant candidates; RR is 1 / rank of the first relevant one; P@1 is whether rank 1 is
+  relevant. Each is averaged over queries (macro average, as trec_eval's ``map``,
+  ``recip_rank`` and ``P_1``).
+* Queries with no relevant candidate are handled as ``no_positive`` says: ``"skip"`` leaves them
+  out and counts them in ``skipped_queries`` (the *clean* TrecQA convention, and trec_eval's
+  behaviour for queries missing from the qrels); ``"zero"`` counts them with AP = RR = P@1 = 0
+  (trec_eval's behaviour when such a query is in the qrels with only non-relevant judgements,
+  i.e. the *raw* TrecQA convention); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
+* Ubuntu metrics (Lowe et al. 2015) are added when every evaluated query has exactly 10
+  candidates and exactly one positive: ``r10_at_k`` = share of queries whose positive is in the
+  top k of the 10; ``r2_at_1`` = share whose positive is ranked above the *first negative in
+  input order* (the 1-in-2 setting), with the same tie rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pairrepro.errors import DataError
+
+NO_POSITIVE_MODES = ("skip", "zero", "error")
+
+
+def _check_lengths(**arrays: object) -> int:
+    lengths = {name: len(value) for name, value in arrays.items()}  # type: ignore[arg-type]
+    if len(set(lengths.values())) > 1:
+        raise DataError(f"metric inputs differ in length: {lengths}")
+    return next(iter(lengths.values()))
+
+
+def classification_metrics(
+    labels: np.ndarray, predictions: np.ndarray, num_classes: int
+) -> dict[str, float]:
+    """Accuracy, macro F1 and, for two classes, ``f1`` (the F1 of class 1).
+
+    Macro F1 averages the per-class F1 over all ``num_classes`` classes; a class that is neither
+    present nor predicted counts as F1 = 0 (scikit-learn's ``zero_division=0``).
+    """
+    labels = np.asarray(labels).astype(np.int64).ravel()
+    predictions = np.asarray(predictions).astype(np.int64).ravel()
+    n = _check_lengths(labels=labels, predictions=predictions)
+    if n == 0:
+        raise DataError("classification_metrics: no examples to score")
+    for name, values in (("labels", labels), ("predictions", predictions)):
+        if values.min() < 0 or values.max() >= num_classes:
+            raise DataError(
+                f"classification_metrics: {name} outside 0..{num_classes - 1} "
+                f"(min {values.min()}, max {values.max()})"
+            )
+    # Confusion counts in one bincount: row = gold, column = predicted.
+    confusion = np.bincount(labels * num_classes + predictions, minlength=num_classes**2)
+    confusion = confusion.reshape(num_classes, num_classes)
+    true_pos = np.diag(confusion).astype(np.float64)
+    denom = confusion.sum(axis=0) + confusion.sum(axis=1)  # predicted + gold = 2TP + FP + FN
+    f1 = np.divide(2 * true_pos, denom, out=np.zeros(num_classes), where=denom > 0)
+    result = {"accuracy": float(true_pos.sum() / n), "macro_f1": float(f1.mean())}
+    if num_classes == 2:
+        result["f1"] = float(f1[1])
+    return result
+
+
+def ranking_metrics(
+    group_ids: Sequence[str],
+    labels: np.ndarray,
+    scores: np.ndarray,
+    pair_ids: Sequence[str] | None = None,
+    no_positive: str = "skip",
+) -> dict[str, float]:
+    """MAP, MRR, P@1 (and Ubuntu R10@k / R2@1 where they apply) over query groups.
+
+    Args:
+        group_ids: the query of each candidate (candidates of a query need not be adjacent).
+        labels: relevance per candidate (> 0 = relevant).
+        scores: model score per candidate (higher = more relevant); NaN is an error.
+        pair_ids: docno of each candidate for trec_eval's tie rule (default: input position).
+        no_positive: ``"skip"``, ``"zero"`` or ``"error"`` for queries with no relevant
+            candidate (see the module docstring).
+
+    Returns:
+        ``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (queries averaged over),
+        ``skipped_queries``; plus ``r10_at_1``, ``r10_at_2``, ``r10_at_5``, ``r2_at_1`` when
+        every evaluated query has 10 candidates with one positive.
+    """
+    if no_positive not in NO_POSITIVE_MODES:
+        raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
+    labels = np.asarray(labels).ravel()
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    arrays: dict[str, object] = {"group_ids": group_ids, "labels": labels, "scores": scores}
+    if pair_ids is not None:
+        arrays["pair_ids"] = pair_ids
+    n = _check_lengths(**arrays)
+    if n == 0:
+        raise DataError("ranking_metrics: no candidates to score")
+    if not np.isfinite(scores).all():
+        bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise DataError(f"ranking_metrics: non-finite score at candidate {bad}: {scores[bad]}")
+
+    group_codes, group_names = pd.factorize(np.asarray(group_ids, dtype=object), sort=False)
+    num_groups = len(group_names)
+    relevant = labels > 0
+    if pair_ids is None:
+        docno_rank = np.arange(n)
+    else:
+        # Rank of each docno in string order; Python's code-point order equals strcmp on UTF-8.
+        _, docno_rank = np.unique(np.asarray(pair_ids, dtype=str), return_inverse=True)
+    # Sorted order: by group, then score descending, then docno descending (trec_eval).
+    order = np.lexsort((-docno_rank, -scores, group_codes))
+    sorted_groups = group_codes[order]
+    sorted_rel = relevant[order].astype(np.int64)
+    sizes = np.bincount(group_codes, minlength=num_groups)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    rank = np.arange(n) - starts[sorted_groups] + 1  # 1-based rank inside the query
+
+    num_rel = np.bincount(group_codes, weights=relevant, minlength=num_groups)
+    cum_rel = np.cumsum(sorted_rel)
+    cum_rel_in_group = cum_rel - (cum_rel[starts] - sorted_rel[starts])[sorted_groups]
+    precision_at_rel = np.where(sorted_rel == 1, cum_rel_in_group / rank, 0.0)
+    ap_sum = np.bincount(sorted_groups, weights=precision_at_rel, minlength=num_groups)
+    has_pos = num_rel > 0
+    ap = np.divide(ap_sum, num_rel, out=np.zeros(num_groups), where=has_pos)
+    # First relevant rank per query: minimum over relevant rows (n + 1 where none).
+    first_rel = np.full(num_groups, n + 1, dtype=np.int64)
+    rel_rows = sorted_rel == 1
+    np.minimum.at(first_rel, sorted_groups[rel_rows], rank[rel_rows])
+    rr = np.where(has_pos, 1.0 / first_rel, 0.0)
+    p1 = (first_rel == 1).astype(np.float64)
+
+    # Ties: a candidate tied with its neighbour in the sorted order of the same query.
+    same_group = sorted_groups[1:] == sorted_groups[:-1]
+    tie_pair = same_group & (scores[order][1:] == scores[order][:-1])
+    tied = np.zeros(n, dtype=bool)
+    tied[1:] |= tie_pair
+    tied[:-1] |= tie_pair
+
+    missing = int((~has_pos).sum())
+    if missing and no_positive == "error":
+        example = group_names[int(np.flatnonzero(~has_pos)[0])]
+        raise DataError(
+            f"ranking_metrics: {missing} queries have no relevant candidate (e.g. {example!r})",
+            hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)",
+        )
+    evaluated = has_pos if no_positive == "skip" else np.ones(num_groups, dtype=bool)
+    num_eval = int(evaluated.sum())
+    if num_eval == 0:
+        raise DataError("ranking_metrics: no query has a relevant candidate")
+    row_eval = evaluated[sorted_groups]
+    result = {
+        "map": float(ap[evaluated].mean()),
+        "mrr": float(rr[evaluated].mean()),
+        "p_at_1": float(p1[evaluated].mean()),
+        "tie_share": float(tied[row_eval].mean()),
+        "num_queries": float(num_eval),
+        "skipped_queries": float(missing if no_positive == "skip" else 0),
+    }
+    if (sizes[evaluated] == 10).all() and (num_rel[evaluated] == 1).all():
+        result.update(_ubuntu_metrics(group_codes, relevant, order, first_rel, evaluated, n))
+    return result
+
+
+def _ubuntu_metrics(
+    group_codes: np.ndarray,
+    relevant: np.ndarray,
+    order: np.ndarray,
+    first_rel: np.ndarray,
+    evaluated: np.ndarray,
+    n: int,
+) -> dict[str, float]:
+    """R10@1/2/5 and R2@1 for 1-positive-in-10 lists (Lowe et al. 2015)."""
+    pos_rank = first_rel[evaluated]
+    result = {f"r10_at_{k}": float((pos_rank <= k).mean()) for k in (1, 2, 5)}
+    # R2@1: the positive against the first negative in input order, compared by their
+    # positions in the tie-broken sorted order (so ties follow the same documented rule).
+    sorted_position = np.empty(n, dtype=np.int64)
+    sorted_position[order] = np.arange(n)
+    num_groups = len(first_rel)
+    first_neg = np.full(num_groups, n, dtype=np.int64)
+    neg_rows = np.flatnonzero(~relevant)
+    np.minimum.at(first_neg, group_codes[neg_rows], neg_rows)
+    pos_row = np.full(num_groups, n, dtype=np.int64)
+    pos_rows = np.flatnonzero(relevant)
+    np.minimum.at(pos_row, group_codes[pos_rows], pos_rows)
+    wins = sorted_position[pos_row[evaluated]] < sorted_position[first_neg[evaluated]]
+    result["r2_at_1"] = float(wins.mean())
+    return result

@@ -1,0 +1,89 @@
+"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula.
+
+The left text is the query, the right text the document. Document frequencies, the number of
+documents and the average document length come from the distinct right texts of the training
+pairs (:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection.
+The formula itself lives in :mod:`pairrepro.data.negatives` (one implementation, shared with
+the retrieval that builds the negatives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.registry import register_model
+
+UNK_ID = 1
+
+
+@register_model("bm25")
+class BM25(PairModel):
+    """Lucene BM25 score of the right text for the left text as query.
+
+    Args:
+        k1: term-frequency saturation (Lucene default 1.2).
+        b: length normalisation (Lucene default 0.75).
+        match_unknown: whether ``<unk>`` tokens match each other (off: all out-of-vocabulary
+            words share id 1, so matching them would be spurious).
+    """
+
+    needs_training = False
+
+    def __init__(self, ctx: ModelContext, k1: float = LUCENE_K1, b: float = LUCENE_B,
+                 match_unknown: bool = False) -> None:
+        super().__init__(ctx)
+        if ctx.num_outputs not in (1, 2):
+            raise ConfigError(f"bm25 is a ranking scorer: num_outputs must be 1 or 2, "
+                              f"not {ctx.num_outputs}")
+        if k1 < 0 or not 0 <= b <= 1:
+            raise ConfigError(f"bm25: k1 must be >= 0 and b in 0..1 (got k1={k1}, b={b})")
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.match_unknown = match_unknown
+        # Buffers, so the statistics are saved in checkpoints with the rest of the state.
+        self.register_buffer("idf", torch.zeros(ctx.vocab_size, dtype=torch.float64))
+        self.register_buffer("avg_doc_len", torch.ones((), dtype=torch.float64))
+        self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
+
+    def fit_statistics(
+        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]]
+    ) -> None:
+        """Document frequencies over the distinct training candidates (the right texts)."""
+        docs = {tuple(int(t) for t in doc if int(t) != self.ctx.padding_idx) for doc in right_ids}
+        if not docs:
+            raise ConfigError("bm25: fit_statistics got no training documents")
+        doc_freq = np.zeros(self.ctx.vocab_size, dtype=np.int64)
+        for doc in docs:
+            doc_freq[np.unique(np.asarray(doc, dtype=np.int64))] += 1
+        lengths = np.array([len(doc) for doc in docs], dtype=np.float64)
+        self.idf.copy_(torch.from_numpy(lucene_idf(doc_freq, len(docs))))
+        self.avg_doc_len.fill_(max(float(lengths.mean()), 1e-9))
+        self.fitted.fill_(True)
+
+    def forward(  # type: ignore[override]
+        self,
+        left: torch.Tensor,
+        left_mask: torch.Tensor,
+        right: torch.Tensor,
+        right_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Score ``[B]`` pairs -> ``[B, 1]`` (or ``[B, 2]`` = ``[0, score]`` for two outputs)."""
+        if not bool(self.fitted):
+            raise ConfigError("bm25: fit_statistics must be called before scoring")
+        query_ok = left_mask if self.match_unknown else left_mask & (left != UNK_ID)
+        # tf of every query token in its document: [B, n, m] equality, masked, summed over m.
+        same = (left.unsqueeze(2) == right.unsqueeze(1)) & right_mask.unsqueeze(1)
+        tf = same.sum(dim=2).to(torch.float64)
+        doc_len = right_mask.sum(dim=1, keepdim=True).to(torch.float64)
+        weight = lucene_term_weight(tf, doc_len, self.avg_doc_len, self.k1, self.b)
+        per_term = self.idf[left] * weight * query_ok
+        score = per_term.sum(dim=1, keepdim=True).to(torch.float32)
+        if self.ctx.num_outputs == 2:
+            return torch.cat([torch.zeros_like(score), score], dim=1)
+        return score

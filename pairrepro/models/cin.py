@@ -1,0 +1,215 @@
+"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018).
+Equations and readings: ``../shared/spec/cin.md``.
+
+Pipeline (embedding, encoder and each layer's parameters shared by the two texts)::
+
+    words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
+    -> N_x x CIN layer:
+         FGN:   U = ReLU(W_u X); z = k-max_t(U); W^j = ReLU(P diag(z^j) Q + B), j = 1..k;
+                W^(f) = [W^1; ..; W^k]  (a per-example conv filter, d_out x tau d_in)
+         intra: X_intra = ReLU(W_x^(f) (*) X)     inter: X_inter = ReLU(W_y^(f) (*) X)
+         fuse:  X <- ReLU(W_c [u; v; u - v; u * v; |u - v|] + W_x x + b_c)
+    -> max pooling over time -> m = [p; h; p - h; p * h; |p - h|] -> tanh MLP -> num_outputs
+
+Readings of what the paper leaves open (cin.md 3.8): inter filters come from the other
+sentence (Eqs. 12-13; Eqs. 24-25 are printed swapped); the dynamic convolution has no bias
+and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts and
+separate per layer; the fusion output width is ``dim`` (0 = the encoder width). Without the
+intra interaction (Table 5, "Remove intra-attention") the fusion sees only the inter vector
+``v`` (plus the residual ``W_x x``). Without the interaction layer ("Remove whole
+interaction") the encoder output goes straight to pooling. Exact match compares token ids
+(no stemmer or lemmatiser in the prepared data) and POS tags are not used (no tagger).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.layers import (
+    MLP,
+    CharEncoder,
+    WordEmbedding,
+    masked_kmax_pooling,
+    masked_max,
+    run_rnn,
+)
+from pairrepro.models.registry import register_model
+
+
+def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Convolve every example with its own filter, batched (no loop over the batch).
+
+    ``x [B, T, c_in]``, ``mask [B, T]``, ``weight [B, c_out, tau * c_in]`` whose columns are the
+    window ``[x_{i - tau//2}; ..; x_{i + tau//2}]`` (Eq. 8) -> ``[B, T, c_out]``. Padded positions
+    are zeroed first, so a window reaching past a sentence's end sees zeros exactly as the
+    convolution's own zero padding; outputs at padded positions are zero.
+    """
+    c_in = x.size(-1)
+    tau = weight.size(-1) // c_in
+    if tau * c_in != weight.size(-1) or tau % 2 == 0:
+        raise ValueError(f"filter width {weight.size(-1)} is not an odd multiple of {c_in}")
+    m = mask.unsqueeze(-1).to(x.dtype)
+    padded = F.pad(x * m, (0, 0, tau // 2, tau // 2))
+    windows = padded.unfold(1, tau, 1).transpose(2, 3).flatten(2)  # [B, T, tau * c_in]
+    return torch.bmm(windows, weight.transpose(1, 2)) * m
+
+
+class FilterGenerator(nn.Module):
+    """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter."""
+
+    def __init__(self, c_in: int, c_out: int, tau: int, kmax: int) -> None:
+        super().__init__()
+        if c_out % kmax:
+            raise ConfigError(
+                f"cin: the layer width {c_out} must be divisible by kmax = {kmax}",
+                hint="set [model] dim to a multiple of kmax, or change kmax",
+            )
+        self.kmax, self.tau, self.c_in = kmax, tau, c_in
+        self.w_u = nn.Linear(c_in, c_in, bias=False)
+        self.p = nn.Parameter(torch.empty(c_out // kmax, c_in))
+        self.q = nn.Parameter(torch.empty(c_in, tau * c_in))
+        self.b = nn.Parameter(torch.zeros(c_out // kmax, tau * c_in))
+        nn.init.xavier_uniform_(self.p)
+        nn.init.xavier_uniform_(self.q)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        u = torch.relu(self.w_u(x)).transpose(1, 2)  # [B, c_in, T]
+        # per feature, the k largest real values over time (0 where a sentence is shorter)
+        z = masked_kmax_pooling(u, mask.unsqueeze(1), self.kmax).transpose(1, 2)  # [B, k, c_in]
+        # P diag(z^j) Q == (P * z^j) Q: scale P's columns per slice, then one batched matmul
+        scaled = self.p.unsqueeze(0).unsqueeze(0) * z.unsqueeze(2)  # [B, k, c_out/k, c_in]
+        slices = torch.relu(torch.matmul(scaled, self.q) + self.b)  # [B, k, c_out/k, tau c_in]
+        return slices.flatten(1, 2)  # rows of slice j are output channels j*c_out/k ...
+
+
+class CINLayer(nn.Module):
+    """One convolutional interaction layer: FGN, intra/inter dynamic convolution, fusion."""
+
+    def __init__(self, c_in: int, c_out: int, tau: int, kmax: int, use_intra: bool,
+                 dropout: float) -> None:
+        super().__init__()
+        self.use_intra = use_intra
+        self.fgn = FilterGenerator(c_in, c_out, tau, kmax)
+        self.fuse = nn.Linear((5 if use_intra else 1) * c_out, c_out)
+        self.residual = nn.Linear(c_in, c_out, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def _fuse(self, x: torch.Tensor, mask: torch.Tensor, own: torch.Tensor,
+              other: torch.Tensor) -> torch.Tensor:
+        v = torch.relu(dynamic_conv1d(x, mask, other))
+        if self.use_intra:
+            u = torch.relu(dynamic_conv1d(x, mask, own))
+            features = torch.cat([u, v, u - v, u * v, (u - v).abs()], dim=-1)
+        else:
+            features = v
+        out = torch.relu(self.fuse(self.dropout(features)) + self.residual(x))
+        return out * mask.unsqueeze(-1).to(out.dtype)
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor,
+                y_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        wx, wy = self.fgn(x, x_mask), self.fgn(y, y_mask)
+        return self._fuse(x, x_mask, wx, wy), self._fuse(y, y_mask, wy, wx)
+
+
+def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
+                other_mask: torch.Tensor, unk_idx: int | None = 1) -> torch.Tensor:
+    """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``.
+
+    The unknown-word id never matches: two different rare words share it.
+    """
+    same = (ids.unsqueeze(2) == other.unsqueeze(1)) & other_mask.unsqueeze(1)
+    hit = same.any(dim=2) & mask
+    if unk_idx is not None:
+        hit &= ids != unk_idx
+    return hit.unsqueeze(-1).float()
+
+
+@register_model("cin")
+class CIN(PairModel):
+    """The CIN model of the module docstring.
+
+    Args:
+        hidden: encoder Bi-LSTM units per direction (not stated in the paper).
+        dim: width of every CIN layer's output (0 = the encoder width ``2 hidden + d_e``);
+            must be divisible by ``kmax``.
+        layers: stacked CIN layers N_x (the paper's case study: 2).
+        window: width tau of the generated filters (odd).
+        kmax: k of the FGN's k-max pooling = number of filter slices.
+        char_dim / char_filters / char_width / max_word_len: char CNN (Kim 2014) settings;
+            ``char_dim = 0`` turns character features off.
+        use_exact_match: append the exact-match feature to the word representation.
+        use_interaction: False = Table 5 "Remove whole interaction".
+        use_intra: False = Table 5 "Remove intra-attention".
+        aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
+        mlp_hidden: width of the tanh hidden layer of the classifier.
+        dropout: dropout after each fully connected, recurrent and convolutional layer.
+    """
+
+    def __init__(
+        self,
+        ctx: ModelContext,
+        hidden: int = 150,
+        dim: int = 300,
+        layers: int = 2,
+        window: int = 3,
+        kmax: int = 4,
+        char_dim: int = 0,
+        char_filters: int = 100,
+        char_width: int = 5,
+        max_word_len: int = 16,
+        use_exact_match: bool = True,
+        use_interaction: bool = True,
+        use_intra: bool = True,
+        aggr_lstm: bool = False,
+        mlp_hidden: int = 300,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__(ctx)
+        if window < 1 or window % 2 == 0:
+            raise ConfigError(f"cin: window must be a positive odd number, got {window}")
+        self.use_exact_match = use_exact_match
+        self.embed = WordEmbedding(ctx)
+        self.chars = (CharEncoder(ctx.vocab, char_dim, char_filters, max_word_len, "cnn",
+                                  char_width, ctx.padding_idx) if char_dim > 0 else None)
+        word_dim = (ctx.embed_dim + (char_filters if self.chars is not None else 0)
+                    + (1 if use_exact_match else 0))
+        self.encoder = nn.LSTM(word_dim, hidden, batch_first=True, bidirectional=True)
+        self.dropout = nn.Dropout(dropout)
+        width = 2 * hidden + word_dim
+        dim = dim or width
+        self.layers = nn.ModuleList()
+        for _ in range(layers if use_interaction else 0):
+            self.layers.append(CINLayer(width, dim, window, kmax, use_intra, dropout))
+            width = dim
+        self.aggregate = (nn.LSTM(width, hidden, batch_first=True, bidirectional=True)
+                          if aggr_lstm else None)
+        if self.aggregate is not None:
+            width = 2 * hidden
+        self.classifier = MLP(5 * width, [mlp_hidden], ctx.num_outputs, nn.Tanh, dropout)
+
+    def _encode(self, ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
+                other_mask: torch.Tensor) -> torch.Tensor:
+        parts = [self.embed(ids)]
+        if self.chars is not None:
+            parts.append(self.chars(ids))
+        if self.use_exact_match:
+            parts.append(exact_match(ids, mask, other, other_mask, self.ctx.padding_idx + 1))
+        e = self.dropout(torch.cat(parts, dim=-1))
+        h, _ = run_rnn(self.encoder, e, mask)
+        return torch.cat([self.dropout(h), e], dim=-1) * mask.unsqueeze(-1).to(e.dtype)
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        x = self._encode(left, left_mask, right, right_mask)
+        y = self._encode(right, right_mask, left, left_mask)
+        for layer in self.layers:
+            x, y = layer(x, left_mask, y, right_mask)
+        if self.aggregate is not None:
+            x, _ = run_rnn(self.aggregate, x, left_mask)
+            y, _ = run_rnn(self.aggregate, y, right_mask)
+        p, h = masked_max(x, left_mask), masked_max(y, right_mask)
+        return self.classifier(torch.cat([p, h, p - h, p * h, (p - h).abs()], dim=-1))

@@ -1,0 +1,198 @@
+"""Coupled-LSTMs (Liu et al., EMNLP 2016): LC-LSTMs and TC-LSTMs on the 2-D grid engine.
+
+Equations and the readings of their ambiguities are in ``../shared/spec/clstm.md`` §3:
+
+* **TC-LSTM** (eqs. 9-11): one cell per grid position with two forget gates,
+  ``A [x_i; y_j; h_{i,j-1}; h_{i-1,j}]``, output ``h_{i,j}`` (d).
+* **LC-LSTM** (eqs. 5-8): LSTM¹ along X reads ``x_i`` and ``[h¹; h²]_{i-1,j}``,
+  LSTM² along Y reads ``y_j`` and ``[h¹; h²]_{i,j-1}``; output ``[h¹; h²]`` (2d).
+* Four directions share their weights and are summed (eq. 13); blocks stack,
+  a TC block above the first reads the fused grid ``ĥ_{i,j}``, an LC block
+  feeds the X half of ``ĥ_{i,j}`` to LSTM¹ and the Y half to LSTM².
+* LSTM¹ and LSTM² of LC share one weight set. With e=100, d=50 and a 50-unit
+  fully connected layer these choices give exactly the θ_M column of Table 2
+  (weight matrices only, §3.8): 45K, 77.5K, 135K, 190K.
+* Dynamic max pooling to ``p × q``, a tanh fully connected layer, then a
+  linear output: ``num_outputs`` logits, or one score for ranking.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.grid import Memory, State, dynamic_pool, grid_mask, run_grid_directions
+from pairrepro.models.layers import WordEmbedding
+from pairrepro.models.registry import register_model
+
+
+class TCCell(nn.Module):
+    """Tightly coupled cell (eqs. 9-11); gate order ``[c~, o, i, f¹ (left), f² (up)]``."""
+
+    memory = 0
+    memory_up = 0
+    memory_left = 0
+
+    def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.first = first
+        self.state_sizes = (hidden, hidden)  # h, c
+        if first:  # A's columns for x_i and y_j
+            self.w_x = nn.Linear(in_dim, 5 * hidden, bias=False)
+            self.w_y = nn.Linear(in_dim, 5 * hidden, bias=False)
+        else:  # A's columns for the fused ĥ_{i,j} of the block below
+            self.w_g = nn.Linear(in_dim, 5 * hidden, bias=False)
+        self.u = nn.Linear(2 * hidden, 5 * hidden)  # columns for [h_{i,j-1}; h_{i-1,j}], and b
+
+    @property
+    def out_dim(self) -> int:
+        return self.hidden
+
+    def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
+                g: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if self.first:
+            assert x is not None and y is not None
+            return {"rows": self.w_x(x), "cols": self.w_y(y)}
+        assert g is not None
+        return {"grid": self.w_g(g)}
+
+    def step(self, inp: torch.Tensor, up: State, left: State,
+             mem_up: Memory | None, mem_left: Memory | None) -> State:
+        (h_up, c_up), (h_left, c_left) = up, left
+        gates = inp + self.u(torch.cat([h_left, h_up], dim=-1))
+        cand, o, i, f1, f2 = gates.chunk(5, dim=-1)
+        c = (torch.tanh(cand) * torch.sigmoid(i) + c_left * torch.sigmoid(f1)
+             + c_up * torch.sigmoid(f2))
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, c
+
+    def output(self, states: list[torch.Tensor]) -> torch.Tensor:
+        return states[0]
+
+    outputs = (0,)
+
+
+class LCCell(nn.Module):
+    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set.
+
+    State ``(h¹, c¹, h², c²)``; the per-cell input is ``[A_in x_i; A_in y_j]`` (8d).
+    """
+
+    memory = 0
+    memory_up = 0
+    memory_left = 0
+    outputs = (0, 2)
+
+    def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.first = first
+        self.state_sizes = (hidden, hidden, hidden, hidden)
+        self.w_in = nn.Linear(in_dim, 4 * hidden, bias=False)  # A's input columns
+        self.u = nn.Linear(2 * hidden, 4 * hidden)  # A's columns for H = [h¹; h²], and b
+
+    @property
+    def out_dim(self) -> int:
+        return 2 * self.hidden
+
+    def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
+                g: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if self.first:
+            assert x is not None and y is not None
+            px, py = self.w_in(x), self.w_in(y)
+            return {"rows": torch.cat([px, torch.zeros_like(px)], dim=-1),
+                    "cols": torch.cat([torch.zeros_like(py), py], dim=-1)}
+        assert g is not None
+        d = self.hidden
+        return {"grid": torch.cat([self.w_in(g[..., :d]), self.w_in(g[..., d:])], dim=-1)}
+
+    def _lstm(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cand, o, i, f = gates.chunk(4, dim=-1)
+        c = torch.tanh(cand) * torch.sigmoid(i) + c_prev * torch.sigmoid(f)
+        return torch.sigmoid(o) * torch.tanh(c), c
+
+    def step(self, inp: torch.Tensor, up: State, left: State,
+             mem_up: Memory | None, mem_left: Memory | None) -> State:
+        d4 = 4 * self.hidden
+        h1_up, c1_up, h2_up, _ = up
+        h1_left, _, h2_left, c2_left = left
+        h1, c1 = self._lstm(inp[..., :d4] + self.u(torch.cat([h1_up, h2_up], -1)), c1_up)
+        h2, c2 = self._lstm(inp[..., d4:] + self.u(torch.cat([h1_left, h2_left], -1)), c2_left)
+        return h1, c1, h2, c2
+
+    def output(self, states: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(states, dim=-1)
+
+
+class CoupledLSTM(PairModel):
+    """Stacked blocks of (one or four) C-LSTMs + aggregation, dynamic pooling, FC, output."""
+
+    cell_class: type[TCCell] | type[LCCell] = TCCell
+
+    def __init__(
+        self,
+        ctx: ModelContext,
+        hidden: int = 50,
+        directions: int = 4,
+        layers: int = 1,
+        pool_p: int = 1,
+        pool_q: int = 1,
+        fc_hidden: int = 50,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__(ctx)
+        if directions not in (1, 4):
+            raise ValueError(f"directions must be 1 or 4, got {directions}")
+        if layers < 1 or pool_p < 1 or pool_q < 1:
+            raise ValueError("layers, pool_p and pool_q must be at least 1")
+        self.directions = directions
+        self.pool_p, self.pool_q = pool_p, pool_q
+        self.embed = WordEmbedding(ctx)
+        cells = []
+        in_dim = ctx.embed_dim
+        for layer in range(layers):
+            cell = self.cell_class(in_dim, hidden, first=layer == 0)
+            cells.append(cell)
+            in_dim = hidden  # TC: the fused ĥ; LC: each LSTM's half of ĥ
+        self.blocks = nn.ModuleList(cells)
+        out_dim = cells[-1].out_dim
+        self.dropout = nn.Dropout(dropout)
+        self.fc = nn.Linear(pool_p * pool_q * out_dim, fc_hidden)
+        self.out = nn.Linear(fc_hidden, ctx.num_outputs)
+
+    def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                    right_mask: torch.Tensor) -> torch.Tensor:
+        """The top block's aggregated grid ``ĥ`` as ``[B, n, m, D]`` (zeros on padded cells)."""
+        x = self.dropout(self.embed(left))
+        y = self.dropout(self.embed(right))
+        cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
+        g: torch.Tensor | None = None
+        for cell in self.blocks:
+            inputs = cell.project(x, y, g)
+            states = run_grid_directions(cell, left_mask, right_mask, self.directions,
+                                         outputs=cell.outputs, **inputs)
+            g = cell.output(states).sum(dim=0) * cells  # eq. 13, padded cells zeroed
+        assert g is not None
+        return g
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        g = self.encode_grid(left, left_mask, right, right_mask)
+        pooled = dynamic_pool(g, left_mask, right_mask, self.pool_p, self.pool_q)
+        return self.out(self.dropout(torch.tanh(self.fc(pooled))))
+
+
+@register_model("tc_lstm")
+class TCLSTM(CoupledLSTM):
+    """Tightly coupled LSTMs (``directions`` = 1 for the single-direction rows)."""
+
+    cell_class = TCCell
+
+
+@register_model("lc_lstm")
+class LCLSTM(CoupledLSTM):
+    """Loosely coupled LSTMs (``directions`` = 1 for the single-direction rows)."""
+
+    cell_class = LCCell

@@ -1,0 +1,227 @@
+"""CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
+(Tay, Tuan, Hui, EMNLP 2018). Equations and readings: ``../shared/spec/csran.md``.
+
+Pipeline (parameters shared between the two texts)::
+
+    words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)
+    -> k x ( CAFE block (MAR, +6 features) -> Bi-LSTM layer )         H^(1..k), each 2h wide
+    -> co-stack residual affinity  s_ij = max_{p,q} a_{p,i} . b_{q,j}  (CSRA)
+    -> bidirectional alignment over the concatenated layers [H^(1); ..; H^(k)]  (kd wide)
+    -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
+    -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
+
+Choices where the paper is silent follow the authors' public code (marked [code] in the
+spec): a CAFE block before every stacked layer (also on the projected embeddings), the
+affinity as a max over all layer pairs (``affinity="max"``; Eq. 4 as printed, max over p of
+the sum over q, is ``affinity="max_sum"``), 2 highway output layers, and ``z`` with the
+difference and product terms (``compare_pooled``). Unlike the code, the alignment softmaxes
+really mask padding (the code's ``-1e-30`` constant masks nothing). POS-tag embeddings of the
+logged run are not used: prepared datasets carry no tags.
+
+Ablations (Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns with
+the plain top-layer affinity ``a_{k,i} . b_{k,j}`` and top-layer features only (the code's
+``NONE`` branch). The stack depth ``layers`` drives Figures 2-3.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.layers import (
+    MLP,
+    CharEncoder,
+    FactorizationMachine,
+    Highway,
+    WordEmbedding,
+    masked_softmax,
+    masked_sum,
+    run_rnn,
+    soft_align,
+)
+from pairrepro.models.registry import register_model
+
+AFFINITIES = ("max", "max_sum")
+
+
+class CAFEBlock(nn.Module):
+    """One Multi-level Attention Refinement block: ``[B, T, d] -> [B, T, d + 6]``.
+
+    Inter-attention (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
+    (``G(a_i) . G(a_j) / sqrt(d)``) each give an aligned vector; three factorization machines
+    per attention compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars. All parameters are
+    shared between the two texts.
+    """
+
+    def __init__(self, dim: int, fm_factors: int = 32) -> None:
+        super().__init__()
+        self.inter_proj = nn.Sequential(nn.Linear(dim, dim, bias=False), nn.ReLU())
+        self.intra_proj = nn.Sequential(nn.Linear(dim, dim, bias=False), nn.ReLU())
+        self.fms = nn.ModuleList(
+            FactorizationMachine(n, fm_factors) for n in (2 * dim, dim, dim, 2 * dim, dim, dim)
+        )
+        self.scale = 1.0 / math.sqrt(dim)
+
+    def _features(self, x: torch.Tensor, y: torch.Tensor, offset: int) -> list[torch.Tensor]:
+        cat, mul, sub = self.fms[offset: offset + 3]
+        return [cat(torch.cat([x, y], dim=-1)), mul(x * y), sub(x - y)]
+
+    def _intra(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        g = self.intra_proj(x)
+        scores = torch.bmm(g, g.transpose(1, 2)) * self.scale
+        return torch.bmm(masked_softmax(scores, mask.unsqueeze(1), dim=2), x)
+
+    def forward(self, a: torch.Tensor, a_mask: torch.Tensor, b: torch.Tensor,
+                b_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fa, fb = self.inter_proj(a), self.inter_proj(b)
+        b_aligned, a_aligned = soft_align(torch.bmm(fa, fb.transpose(1, 2)), a, a_mask,
+                                          b, b_mask)
+        out = []
+        for x, aligned, mask in ((a, b_aligned, a_mask), (b, a_aligned, b_mask)):
+            feats = self._features(x, aligned, 0) + self._features(x, self._intra(x, mask), 3)
+            out.append(torch.cat([x, torch.stack(feats, dim=-1)], dim=-1))
+        return out[0], out[1]
+
+
+def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> torch.Tensor:
+    """CSRA affinity from stacked outputs ``ha [B, k, n, d]``, ``hb [B, k, m, d]`` -> ``[B, n, m]``.
+
+    ``max``: ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code);
+    ``max_sum``: ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed).
+    """
+    if mode == "max":
+        pairs = torch.einsum("bpid,bqjd->bpqij", ha, hb)
+        return pairs.flatten(1, 2).amax(dim=1)
+    if mode == "max_sum":
+        return torch.einsum("bpid,bjd->bpij", ha, hb.sum(dim=1)).amax(dim=1)
+    raise ConfigError(f"unknown CSRA affinity {mode!r}", hint=f"choose one of {AFFINITIES}")
+
+
+@register_model("csran")
+class CSRAN(PairModel):
+    """CSRAN with MAR (CAFE) blocks and co-stack residual affinity; see the module docstring.
+
+    Args:
+        hidden: units per direction of each stacked Bi-LSTM ([code] 200); also the width of
+            the highway input projection.
+        layers: stacked Bi-LSTM layers k (paper: tuned in 2..5; 3 in the ablations).
+        char_dim / char_hidden / max_word_len: character embedding size, char Bi-LSTM output
+            (both directions) and characters kept per word ([code] 20 / 128 / 16);
+            ``char_dim = 0`` turns the character features off.
+        highway_layers: highway layers projecting the word representation to ``hidden``
+            (paper: optional, 2; [code] 1); 0 feeds the raw word representation.
+        use_mar / use_csra: the Table 8 ablation switches.
+        affinity: ``"max"`` (code) or ``"max_sum"`` (Eq. 4 as printed).
+        fm_factors: latent factors of each factorization machine ([code] 32).
+        aggr_layers / aggr_hidden: aggregation Bi-LSTM depth and size per direction
+            ([code] 2 / 200; 0 = ``hidden``).
+        compare_pooled: ``z = [za; zb; za - zb; za * zb]`` ([code]) instead of ``[za; zb]``.
+        out_layers / out_hidden: prediction layers and width ([code] 2 / 300).
+        output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
+        dropout: dropout rate ([code] keep probability 0.8, i.e. 0.2).
+    """
+
+    def __init__(
+        self,
+        ctx: ModelContext,
+        hidden: int = 200,
+        layers: int = 3,
+        char_dim: int = 20,
+        char_hidden: int = 128,
+        max_word_len: int = 16,
+        highway_layers: int = 1,
+        use_mar: bool = True,
+        use_csra: bool = True,
+        affinity: str = "max",
+        fm_factors: int = 32,
+        aggr_layers: int = 2,
+        aggr_hidden: int = 0,
+        compare_pooled: bool = True,
+        out_layers: int = 2,
+        out_hidden: int = 300,
+        output_highway: bool = True,
+        dropout: float = 0.2,
+    ) -> None:
+        super().__init__(ctx)
+        if layers < 1:
+            raise ConfigError(f"csran: layers must be >= 1, got {layers}")
+        if affinity not in AFFINITIES:
+            raise ConfigError(f"csran: unknown affinity {affinity!r}",
+                              hint=f"choose one of {AFFINITIES}")
+        self.use_mar, self.use_csra, self.affinity = use_mar, use_csra, affinity
+        self.compare_pooled = compare_pooled
+        self.embed = WordEmbedding(ctx)
+        self.chars = (CharEncoder(ctx.vocab, char_dim, char_hidden, max_word_len, "lstm",
+                                  padding_idx=ctx.padding_idx) if char_dim > 0 else None)
+        word_dim = ctx.embed_dim + (char_hidden if self.chars is not None else 0)
+        self.dropout = nn.Dropout(dropout)
+        self.project = (Highway(word_dim, hidden, highway_layers)
+                        if highway_layers > 0 else None)
+        dim = hidden if self.project is not None else word_dim
+        self.cafe = nn.ModuleList()
+        self.encoders = nn.ModuleList()
+        for _ in range(layers):
+            if use_mar:
+                self.cafe.append(CAFEBlock(dim, fm_factors))
+            extra = 6 if use_mar else 0
+            self.encoders.append(
+                nn.LSTM(dim + extra, hidden, batch_first=True, bidirectional=True))
+            dim = 2 * hidden
+        aligned_dim = 2 * hidden * (layers if use_csra else 1)
+        aggr_hidden = aggr_hidden or hidden
+        self.aggregate = nn.LSTM(4 * aligned_dim, aggr_hidden, num_layers=aggr_layers,
+                                 batch_first=True, bidirectional=True,
+                                 dropout=dropout if aggr_layers > 1 else 0.0)
+        pooled = 2 * aggr_hidden * (4 if compare_pooled else 2)
+        self.output: nn.Module
+        if output_highway and out_layers > 0:
+            self.output = nn.Sequential(Highway(pooled, out_hidden, out_layers, dropout),
+                                        nn.Linear(out_hidden, ctx.num_outputs))
+        else:
+            self.output = MLP(pooled, [out_hidden] * out_layers, ctx.num_outputs, nn.ReLU,
+                              dropout)
+
+    def _words(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        if self.chars is not None:
+            x = torch.cat([x, self.chars(ids)], dim=-1)
+        x = self.dropout(x)
+        return self.project(x) if self.project is not None else x
+
+    def encode(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+               right_mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The stacked encoder outputs ``H^(1..k)`` of both texts (``[B, T, 2h]`` each)."""
+        a, b = self._words(left), self._words(right)
+        ha: list[torch.Tensor] = []
+        hb: list[torch.Tensor] = []
+        for i, rnn in enumerate(self.encoders):
+            if self.use_mar:
+                a, b = self.cafe[i](a, left_mask, b, right_mask)
+            a, _ = run_rnn(rnn, self.dropout(a), left_mask)
+            b, _ = run_rnn(rnn, self.dropout(b), right_mask)
+            ha.append(a)
+            hb.append(b)
+        return ha, hb
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        ha, hb = self.encode(left, left_mask, right, right_mask)
+        if self.use_csra:
+            scores = co_stack_affinity(torch.stack(ha, 1), torch.stack(hb, 1), self.affinity)
+            a, b = torch.cat(ha, dim=-1), torch.cat(hb, dim=-1)
+        else:
+            a, b = ha[-1], hb[-1]
+            scores = torch.bmm(a, b.transpose(1, 2))
+        b_aligned, a_aligned = soft_align(scores, a, left_mask, b, right_mask)
+        pooled = []
+        for x, aligned, mask in ((a, b_aligned, left_mask), (b, a_aligned, right_mask)):
+            match = torch.cat([aligned - x, aligned * x, aligned, x], dim=-1)
+            out, _ = run_rnn(self.aggregate, self.dropout(match), mask)
+            pooled.append(masked_sum(out, mask))
+        za, zb = pooled
+        z = torch.cat([za, zb, za - zb, za * zb] if self.compare_pooled else [za, zb], dim=-1)
+        return self.output(self.dropout(z))

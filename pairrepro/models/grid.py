@@ -1,0 +1,307 @@
+"""The 2-D recurrence engine shared by the Coupled-LSTMs and the DF-LSTMs.
+
+Both models fill an ``n × m`` grid where cell ``(i, j)`` depends on its upper
+neighbour ``(i-1, j)`` and its left neighbour ``(i, j-1)`` (DF-LSTM also reads
+the ``K`` previous states along each axis). A cell-by-cell loop needs ``n·m``
+sequential steps; here every anti-diagonal ``t = i + j`` is one batched step,
+so a grid costs ``n + m - 1`` steps whatever the batch size.
+
+Design:
+
+* **Input projections once.** The per-cell input of a cell's gates is
+  ``rows[i] + cols[j] + grid[i, j]`` (any of the three may be absent): callers
+  project word vectors (``rows``/``cols``) or a lower block's grid once, in one
+  large matrix product, before the sweep.
+* **Diagonal storage.** Diagonal ``t`` holds rows ``lo_t..hi_t`` only (its
+  valid cells), as ``[B, L_t, size]`` tensors. Cell ``(i, j)``'s upper
+  neighbour is row ``i-1`` of diagonal ``t-1``, its left neighbour row ``i`` of
+  diagonal ``t-1``; the ``k``-th memory slot along either axis lives on
+  diagonal ``t-k``. Neighbours are obtained by slicing plus zero padding (the
+  out-of-grid boundary is zero), never by in-place writes, so autograd sees a
+  plain graph.
+* **Padding.** Sequences are padded at the end and every dependency points to
+  smaller indices, so padded cells can never influence a real cell: a batch of
+  ragged pairs gives exactly each pair's own result (the padded cells hold
+  values the caller masks out).
+* **Directions.** The four directions of C-LSTMs are the same recurrence on
+  inputs reversed per example (by each example's own length, so the grid of a
+  shorter pair still starts at its own last token). :func:`run_grid_directions`
+  stacks the orientations along the batch dimension, runs one sweep and maps
+  the results back to the original orientation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+State = tuple[torch.Tensor, ...]
+
+# orientation of each C-LSTM direction: (reverse X, reverse Y); spec/clstm.md §3.4
+DIRECTION_FLIPS: tuple[tuple[bool, bool], ...] = (
+    (False, False),  # d=1: predecessors (i-1, j), (i, j-1)
+    (False, True),  # d=2: predecessors (i-1, j), (i, j+1)
+    (True, True),  # d=3: predecessors (i+1, j), (i, j+1)
+    (True, False),  # d=4: predecessors (i+1, j), (i, j-1)
+)
+
+
+@dataclass
+class Memory:
+    """The ``K`` previous states of one component along one axis, for every cell of a diagonal.
+
+    ``values`` is ``[B, L, K, size]`` (slot ``k-1`` holds the state ``k`` steps back),
+    ``mask`` is ``[L, K]`` (False where the slot lies before the grid's first row/column).
+    """
+
+    values: torch.Tensor
+    mask: torch.Tensor
+
+
+class GridCell(Protocol):
+    """What the engine needs from a cell.
+
+    ``state_sizes`` lists the width of every state component. ``memory`` is the
+    number of previous states kept along each axis (0 for none); ``memory_up``
+    and ``memory_left`` name the components remembered along X (rows) and Y (columns).
+    """
+
+    state_sizes: tuple[int, ...]
+    memory: int
+    memory_up: int
+    memory_left: int
+
+    def step(
+        self,
+        inp: torch.Tensor,
+        up: State,
+        left: State,
+        mem_up: Memory | None,
+        mem_left: Memory | None,
+    ) -> State:
+        """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``."""
+        ...
+
+
+def _rows(diag: torch.Tensor | None, lo: int, start: int, count: int) -> torch.Tensor | None:
+    """Rows ``start .. start+count-1`` of a diagonal whose first stored row is ``lo``.
+
+    Rows the diagonal does not hold (outside the grid) come back as zeros.
+    """
+    if diag is None:
+        return None
+    stored = diag.size(1)
+    a = max(start, lo)
+    b = min(start + count, lo + stored)
+    if b <= a:
+        return diag.new_zeros(diag.size(0), count, *diag.shape[2:])
+    piece = diag[:, a - lo : b - lo]
+    before, after = a - start, start + count - b
+    if before or after:
+        pad = [0, 0] * (diag.dim() - 2) + [before, after]
+        piece = F.pad(piece, pad)
+    return piece
+
+
+def _diagonal_order(n: int, m: int, device: torch.device) -> tuple[torch.Tensor, list[int]]:
+    """Flat cell indices ``i*m + j`` sorted by diagonal (then row), and each diagonal's offset."""
+    order: list[int] = []
+    offsets: list[int] = []
+    for t in range(n + m - 1):
+        offsets.append(len(order))
+        lo, hi = max(0, t - m + 1), min(t, n - 1)
+        order += [i * m + (t - i) for i in range(lo, hi + 1)]
+    offsets.append(len(order))
+    return torch.tensor(order, dtype=torch.long, device=device), offsets
+
+
+def run_grid(
+    cell: GridCell,
+    n: int,
+    m: int,
+    rows: torch.Tensor | None = None,
+    cols: torch.Tensor | None = None,
+    grid: torch.Tensor | None = None,
+    outputs: Sequence[int] = (0,),
+) -> list[torch.Tensor]:
+    """Sweep the grid in anti-diagonal order and return the requested state components.
+
+    Args:
+        cell: the recurrence (see :class:`GridCell`).
+        n, m: grid size (padded lengths of X and Y).
+        rows: ``[B, n, G]`` input projection of ``x_i`` (added to every cell of row ``i``).
+        cols: ``[B, m, G]`` input projection of ``y_j``.
+        grid: ``[B, n, m, G]`` per-cell input projection (higher blocks).
+        outputs: indices of the state components to return.
+
+    Returns:
+        One ``[B, n, m, size]`` grid per requested component.
+    """
+    given = [x for x in (rows, cols, grid) if x is not None]
+    if not given:
+        raise ValueError("run_grid needs at least one of rows, cols, grid")
+    batch, device = given[0].size(0), given[0].device
+    cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
+    order, offsets = _diagonal_order(n, m, device)
+    grid_diag = None
+    if grid is not None:
+        grid_diag = grid.reshape(batch, n * m, grid.size(-1)).index_select(1, order)
+    K = cell.memory
+    diags: list[State] = []
+    los: list[int] = []
+    for t in range(n + m - 1):
+        lo, hi = max(0, t - m + 1), min(t, n - 1)
+        count = hi - lo + 1
+        parts = []
+        if rows is not None:
+            parts.append(rows[:, lo : hi + 1])
+        if cols_rev is not None:  # j = t - i runs downwards; in the reversed tensor upwards
+            parts.append(cols_rev[:, m - 1 - t + lo : m - 1 - t + hi + 1])
+        if grid_diag is not None:
+            parts.append(grid_diag[:, offsets[t] : offsets[t + 1]])
+        inp = parts[0]
+        for p in parts[1:]:
+            inp = inp + p
+        if t == 0:
+            zeros = tuple(inp.new_zeros(batch, count, s) for s in cell.state_sizes)
+            up, left = zeros, zeros
+        else:
+            prev, plo = diags[t - 1], los[t - 1]
+            up = tuple(_rows(c, plo, lo - 1, count) for c in prev)  # type: ignore[misc]
+            left = tuple(_rows(c, plo, lo, count) for c in prev)  # type: ignore[misc]
+        mem_up = mem_left = None
+        if K > 0:
+            row_idx = torch.arange(lo, hi + 1, device=device)
+            col_idx = t - row_idx
+            ks = torch.arange(1, K + 1, device=device)
+            slots_up, slots_left = [], []
+            for k in range(1, K + 1):
+                if t - k < 0:
+                    z = inp.new_zeros(batch, count, cell.state_sizes[cell.memory_up])
+                    slots_up.append(z)
+                    slots_left.append(inp.new_zeros(batch, count,
+                                                    cell.state_sizes[cell.memory_left]))
+                    continue
+                src, slo = diags[t - k], los[t - k]
+                slots_up.append(_rows(src[cell.memory_up], slo, lo - k, count))  # type: ignore[arg-type]
+                slots_left.append(_rows(src[cell.memory_left], slo, lo, count))  # type: ignore[arg-type]
+            mem_up = Memory(torch.stack(slots_up, dim=2),
+                            row_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0)
+            mem_left = Memory(torch.stack(slots_left, dim=2),
+                              col_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0)
+        state = cell.step(inp, up, left, mem_up, mem_left)
+        diags.append(state)
+        los.append(lo)
+    # diagonal-major -> row-major with one gather per requested component
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=device)
+    result = []
+    for c in outputs:
+        flat = torch.cat([d[c] for d in diags], dim=1)
+        result.append(flat.index_select(1, inverse).view(batch, n, m, -1))
+    return result
+
+
+def flip_index(mask: torch.Tensor) -> torch.Tensor:
+    """Per-example reversal index ``[B, T]``: position ``i < len`` maps to ``len-1-i``.
+
+    Padding positions map to themselves, so the reversed sequence stays padded at the end.
+    The map is its own inverse.
+    """
+    lengths = mask.sum(dim=1, keepdim=True)
+    pos = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)
+    return torch.where(pos < lengths, lengths - 1 - pos, pos)
+
+
+def flip_seq(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Reorder ``x [B, T, ...]`` along dim 1 with a :func:`flip_index` index."""
+    idx = index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x)
+    return x.gather(1, idx)
+
+
+def flip_grid(g: torch.Tensor, row_index: torch.Tensor | None,
+              col_index: torch.Tensor | None) -> torch.Tensor:
+    """Reverse a ``[B, n, m, ...]`` grid per example along rows and/or columns."""
+    if row_index is not None:
+        g = flip_seq(g, row_index)
+    if col_index is not None:
+        g = flip_seq(g.transpose(1, 2), col_index).transpose(1, 2)
+    return g
+
+
+def run_grid_directions(
+    cell: GridCell,
+    row_mask: torch.Tensor,
+    col_mask: torch.Tensor,
+    directions: int,
+    rows: torch.Tensor | None = None,
+    cols: torch.Tensor | None = None,
+    grid: torch.Tensor | None = None,
+    outputs: Sequence[int] = (0,),
+) -> list[torch.Tensor]:
+    """Run the first ``directions`` (1 or 4) C-LSTM directions in one batched sweep.
+
+    Each direction sees the inputs reversed per example as :data:`DIRECTION_FLIPS`
+    says; the results are mapped back to the original orientation.
+
+    Returns:
+        One ``[directions, B, n, m, size]`` tensor per requested component.
+    """
+    if directions not in (1, 2, 3, 4):
+        raise ValueError(f"directions must be between 1 and 4, got {directions}")
+    n, m = row_mask.size(1), col_mask.size(1)
+    ridx, cidx = flip_index(row_mask), flip_index(col_mask)
+    flips = DIRECTION_FLIPS[:directions]
+    r_in = c_in = g_in = None
+    if rows is not None:
+        r_in = torch.cat([flip_seq(rows, ridx) if fx else rows for fx, _ in flips])
+    if cols is not None:
+        c_in = torch.cat([flip_seq(cols, cidx) if fy else cols for _, fy in flips])
+    if grid is not None:
+        g_in = torch.cat([flip_grid(grid, ridx if fx else None, cidx if fy else None)
+                          for fx, fy in flips])
+    results = run_grid(cell, n, m, rows=r_in, cols=c_in, grid=g_in, outputs=outputs)
+    out = []
+    for res in results:
+        chunks = res.chunk(directions)
+        back = [flip_grid(ch, ridx if fx else None, cidx if fy else None)
+                for ch, (fx, fy) in zip(chunks, flips, strict=True)]
+        out.append(torch.stack(back))
+    return out
+
+
+def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
+    """``[B, n, m]`` mask of real cells."""
+    return row_mask.unsqueeze(2) & col_mask.unsqueeze(1)
+
+
+def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor,
+                 p: int, q: int) -> torch.Tensor:
+    """Dynamic max pooling of a ``[B, n, m, D]`` grid to ``[B, p*q*D]`` (Socher et al. 2011).
+
+    Each example's real rows are split into ``p`` and its real columns into ``q``
+    roughly equal, non-overlapping groups; with fewer rows than ``p`` a row is
+    reused by several groups (Socher et al. duplicate). Padded cells never count.
+    """
+    rows = _group_mask(row_mask, p)  # [B, p, n]
+    cols = _group_mask(col_mask, q)  # [B, q, m]
+    neg = torch.finfo(g.dtype).min
+    # max over the rows of each row group: [B, p, m, D]
+    by_row = g.unsqueeze(1).masked_fill(~rows[..., None, None], neg).amax(dim=2)
+    # then over the columns of each column group: [B, p, q, D]
+    pooled = by_row.unsqueeze(2).masked_fill(~cols[:, None, :, :, None], neg).amax(dim=3)
+    return pooled.reshape(g.size(0), -1)
+
+
+def _group_mask(mask: torch.Tensor, groups: int) -> torch.Tensor:
+    """``[B, groups, T]``: which positions fall in each of ``groups`` splits of the real length."""
+    lengths = mask.sum(dim=1).clamp(min=1).unsqueeze(1)  # [B, 1]
+    a = torch.arange(groups, device=mask.device).unsqueeze(0)  # [1, groups]
+    start = torch.div(a * lengths, groups, rounding_mode="floor")
+    end = torch.maximum(torch.div((a + 1) * lengths, groups, rounding_mode="floor"), start + 1)
+    pos = torch.arange(mask.size(1), device=mask.device).view(1, 1, -1)
+    return (pos >= start.unsqueeze(-1)) & (pos < end.unsqueeze(-1))

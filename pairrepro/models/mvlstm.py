@@ -1,0 +1,108 @@
+"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016). Readings: ``../shared/spec/mvlstm.md``.
+
+Pipeline::
+
+    words -> shared Bi-LSTM -> positional representations p_X,i, p_Y,j  (2 * hidden wide)
+    -> interaction between every position pair:
+         cosine    s_ij = p_X,i . p_Y,j / (|p_X,i| |p_Y,j|)                     [n, m]
+         bilinear  s_ij = p_X,i^T M p_Y,j + b                                   [n, m]
+         tensor    s_ij = ReLU(p_X,i^T M^[1:c] p_Y,j + W [p_X,i; p_Y,j] + b)    [n, m, c]
+    -> k-max pooling over the whole matrix / each tensor slice (padded cells masked out)
+    -> MLP  r = ReLU(W_r q + b_r),  s = W_s r + b_s   -> num_outputs
+
+Choices where the paper is silent (spec C1, C3): one Bi-LSTM shared by both texts, ReLU in
+the MLP, ``tensor_slices = 10`` and ``mlp_hidden = 50``. Pairs with fewer than ``k`` real
+cells get zeros for the missing values. With ``num_outputs > 1`` the MLP emits class logits,
+so the model also runs on NLI / paraphrase data.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.layers import (
+    MLP,
+    BilinearTensor,
+    WordEmbedding,
+    masked_kmax_pooling,
+    run_rnn,
+)
+from pairrepro.models.registry import register_model
+
+INTERACTIONS = ("cosine", "bilinear", "tensor")
+
+
+def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Cosine of every position pair: ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``.
+
+    Norms are clamped at ``eps`` as in :func:`torch.nn.functional.cosine_similarity`.
+    """
+    a = a / a.norm(dim=-1, keepdim=True).clamp(min=eps)
+    b = b / b.norm(dim=-1, keepdim=True).clamp(min=eps)
+    return torch.bmm(a, b.transpose(1, 2))
+
+
+@register_model("mv_lstm")
+class MVLSTM(PairModel):
+    """MV-LSTM: multiple positional sentence representations matched pairwise.
+
+    Args:
+        interaction: "cosine", "bilinear" or "tensor" (MV-LSTM-Cosine/-Bilinear/-Tensor).
+        hidden: LSTM units per direction (paper: 50, so positions are 100-d).
+        k: values kept by k-max pooling, per matrix or per tensor slice (paper: 5).
+        tensor_slices: ``c``, slices of the tensor interaction (not given in the paper).
+        mlp_hidden: width of the MLP's hidden layer (not given in the paper).
+        dropout: dropout on the embeddings and the pooled features (paper: none stated).
+    """
+
+    def __init__(self, ctx: ModelContext, interaction: str = "tensor", hidden: int = 50,
+                 k: int = 5, tensor_slices: int = 10, mlp_hidden: int = 50,
+                 dropout: float = 0.0) -> None:
+        super().__init__(ctx)
+        if interaction not in INTERACTIONS:
+            raise ConfigError(f"mv_lstm: interaction {interaction!r} is not one of "
+                              f"{', '.join(INTERACTIONS)}")
+        for name, value in (("hidden", hidden), ("k", k), ("tensor_slices", tensor_slices),
+                            ("mlp_hidden", mlp_hidden)):
+            if value < 1:
+                raise ConfigError(f"mv_lstm: {name} must be >= 1, got {value}")
+        self.interaction = interaction
+        self.k = k
+        self.embed = WordEmbedding(ctx)
+        self.dropout = nn.Dropout(dropout)
+        self.bilstm = nn.LSTM(ctx.embed_dim, hidden, batch_first=True, bidirectional=True)
+        self.tensor: BilinearTensor | None = None
+        channels = 1
+        if interaction == "bilinear":
+            self.tensor = BilinearTensor(2 * hidden, 2 * hidden, slices=1, linear=False)
+        elif interaction == "tensor":
+            self.tensor = BilinearTensor(2 * hidden, 2 * hidden, slices=tensor_slices)
+            channels = tensor_slices
+        self.mlp = MLP(channels * k, [mlp_hidden], ctx.num_outputs, nn.ReLU)
+
+    def positions(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Positional sentence representations ``[B, T, 2 * hidden]`` (zero on padding)."""
+        out, _ = run_rnn(self.bilstm, self.dropout(self.embed(ids)), mask)
+        return out
+
+    def interact(self, px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
+        """Interaction of every position pair: ``[B, n, m, channels]`` (channels = c or 1)."""
+        if self.interaction == "cosine":
+            return cosine_matrix(px, py).unsqueeze(-1)
+        assert self.tensor is not None
+        scores = self.tensor.pairwise(px, py)
+        return torch.relu(scores) if self.interaction == "tensor" else scores
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        px = self.positions(left, left_mask)
+        py = self.positions(right, right_mask)
+        grid = self.interact(px, py)  # [B, n, m, C]
+        batch, n, m, channels = grid.shape
+        cells = grid.permute(0, 3, 1, 2).reshape(batch, channels, n * m)
+        cell_mask = (left_mask.unsqueeze(2) & right_mask.unsqueeze(1)).reshape(batch, 1, n * m)
+        q = masked_kmax_pooling(cells, cell_mask, self.k).reshape(batch, channels * self.k)
+        return self.mlp(self.dropout(q))

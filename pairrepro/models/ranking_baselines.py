@@ -1,0 +1,311 @@
+"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5); readings in
+``../shared/spec/mvlstm.md`` section 4.
+
+* ``lstm_rnn`` — LSTM-RNN (Palangi et al. 2015): the last state of one LSTM per text
+  (shared weights), matched by cosine.
+* ``bilstm_rnn`` — Bi-LSTM-RNN (MV-LSTM Table 2): a Bi-LSTM, the sentence vector is
+  ``[forward state at the last word; backward state at the first word]``, cosine.
+* ``arc_i`` — ARC-I (Hu et al. 2014): a CNN per text (width-3 convolution, ReLU, max pooling
+  over windows of 2, repeated), the vectors concatenated into an MLP.
+* ``arc_ii`` — ARC-II (Hu et al. 2014): layer 1 convolves every pair of width-3 windows
+  ``ReLU(W [x_i:i+2; y_j:j+2] + b)`` into a 2-D map, then 2x2 max pooling and 3x3 2-D
+  convolutions, then an MLP.
+* ``cntn`` — CNTN (Qiu and Huang 2015): ARC-I-like CNN sentence vectors matched by a neural
+  tensor layer ``u^T tanh(v_q^T M^[1:r] v_a + V [v_q; v_a] + b)``.
+* ``random_guess`` — seeded uniform random scores (no training).
+
+Padding is never seen: embeddings and feature maps are zeroed on padding before every
+convolution and pooling is masked. Where the original models flatten a fixed-size map (ARC-I,
+ARC-II) or use dynamic k-max pooling (CNTN), these implementations end with a masked max over
+the remaining positions, which keeps them independent of the padded width; that is a
+departure to note when comparing with the published numbers.
+
+Heads: with ``num_outputs = 1`` the cosine models return the cosine itself (a score for the
+hinge loss); with more outputs a linear layer maps the cosine to class logits, so the
+model's only matching signal stays the cosine. The MLP / tensor models emit
+``num_outputs`` values from their last layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pairrepro.errors import ConfigError
+from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.layers import (
+    MLP,
+    NEG_INF,
+    BilinearTensor,
+    WordEmbedding,
+    masked_conv1d,
+    masked_max,
+    masked_max_pool1d,
+    run_rnn,
+)
+from pairrepro.models.registry import register_model
+
+
+def _check_positive(model: str, **values: int) -> None:
+    for name, value in values.items():
+        if value < 1:
+            raise ConfigError(f"{model}: {name} must be >= 1, got {value}")
+
+
+def _check_width(model: str, width: int) -> None:
+    if width < 1 or width % 2 == 0:
+        raise ConfigError(f"{model}: width must be an odd number >= 1 (a centred window), "
+                          f"got {width}")
+
+
+class CosineHead(nn.Module):
+    """Cosine of two sentence vectors; ``[B, 1]`` as is, or linear logits for classes."""
+
+    def __init__(self, num_outputs: int) -> None:
+        super().__init__()
+        self.logits = nn.Linear(1, num_outputs) if num_outputs > 1 else None
+
+    def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        cos = F.cosine_similarity(u, v, dim=-1, eps=1e-8).unsqueeze(-1)
+        return self.logits(cos) if self.logits is not None else cos
+
+
+class _RecurrentCosine(PairModel):
+    bidirectional = False
+
+    def __init__(self, ctx: ModelContext, hidden: int = 50, dropout: float = 0.0) -> None:
+        super().__init__(ctx)
+        _check_positive(type(self).__name__, hidden=hidden)
+        self.embed = WordEmbedding(ctx)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = nn.LSTM(ctx.embed_dim, hidden, batch_first=True,
+                           bidirectional=self.bidirectional)
+        self.head = CosineHead(ctx.num_outputs)
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Sentence vector: final state of each direction at the sentence's true end."""
+        _, last = run_rnn(self.rnn, self.dropout(self.embed(ids)), mask)
+        return last
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encode(left, left_mask), self.encode(right, right_mask))
+
+
+@register_model("lstm_rnn")
+class LSTMRNN(_RecurrentCosine):
+    """LSTM-RNN (Palangi et al. 2015): cosine of the last LSTM states.
+
+    Args:
+        hidden: LSTM units (MV-LSTM paper: 50).
+        dropout: dropout on the embeddings.
+    """
+
+
+@register_model("bilstm_rnn")
+class BiLSTMRNN(_RecurrentCosine):
+    """Bi-LSTM-RNN: cosine of ``[forward last state; backward first state]``.
+
+    Args:
+        hidden: LSTM units per direction (MV-LSTM paper: 50).
+        dropout: dropout on the embeddings.
+    """
+
+    bidirectional = True
+
+
+class ConvEncoder(nn.Module):
+    """ARC-I's sentence model: ``layers`` x (masked width-``width`` conv, ReLU, masked max
+    pooling over windows of ``pool``), then a masked max over the remaining positions."""
+
+    def __init__(self, in_dim: int, filters: int, layers: int, width: int, pool: int) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(
+            nn.Conv1d(in_dim if i == 0 else filters, filters, width, padding=width // 2)
+            for i in range(layers)
+        )
+        self.pool = pool
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """``[B, T, D]`` -> ``[B, filters]``."""
+        for conv in self.convs:
+            x = torch.relu(masked_conv1d(conv, x, mask))
+            x, mask = masked_max_pool1d(x, mask, self.pool)
+        return masked_max(x, mask)
+
+
+@register_model("arc_i")
+class ARCI(PairModel):
+    """ARC-I (Hu et al. 2014): CNN sentence vectors, concatenated, MLP.
+
+    Args:
+        filters: feature maps per convolution layer.
+        conv_layers: convolution + pooling blocks.
+        width: convolution window in words (Hu et al.: 3).
+        pool: max-pooling window (Hu et al.: 2).
+        mlp_hidden: width of the MLP's hidden layer.
+        dropout: dropout on the embeddings and the MLP input.
+    """
+
+    def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
+                 width: int = 3, pool: int = 2, mlp_hidden: int = 100,
+                 dropout: float = 0.0) -> None:
+        super().__init__(ctx)
+        _check_positive("arc_i", filters=filters, conv_layers=conv_layers, pool=pool,
+                        mlp_hidden=mlp_hidden)
+        _check_width("arc_i", width)
+        self.embed = WordEmbedding(ctx)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = ConvEncoder(ctx.embed_dim, filters, conv_layers, width, pool)
+        self.mlp = MLP(2 * filters, [mlp_hidden], ctx.num_outputs, nn.ReLU)
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        u = self.encoder(self.dropout(self.embed(left)), left_mask)
+        v = self.encoder(self.dropout(self.embed(right)), right_mask)
+        return self.mlp(self.dropout(torch.cat([u, v], dim=-1)))
+
+
+def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over real cells.
+
+    ``mask [B, n, m]``; returns ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``
+    with zeros on windows that hold no real cell.
+    """
+    extra_n, extra_m = -x.size(2) % size, -x.size(3) % size
+    if extra_n or extra_m:
+        x = F.pad(x, (0, extra_m, 0, extra_n))
+        mask = F.pad(mask, (0, extra_m, 0, extra_n), value=False)
+    batch, feats, n, m = x.shape
+    pooled_mask = mask.view(batch, n // size, size, m // size, size).any(dim=4).any(dim=2)
+    pooled = (x.masked_fill(~mask.unsqueeze(1), NEG_INF)
+              .view(batch, feats, n // size, size, m // size, size).amax(dim=(3, 5)))
+    return pooled * pooled_mask.unsqueeze(1).to(x.dtype), pooled_mask
+
+
+@register_model("arc_ii")
+class ARCII(PairModel):
+    """ARC-II (Hu et al. 2014): 2-D matching map from window pairs, 2-D CNN, MLP.
+
+    Layer 1 ``ReLU(W [x_i-1:i+1; y_j-1:j+1] + b)`` is computed as ``W_x * X + W_y * Y``
+    (two 1-D convolutions broadcast over the pair grid), which is the same linear map.
+
+    Args:
+        filters: feature maps of every layer.
+        conv2d_layers: 2-D convolution + pooling blocks after layer 1's pooling.
+        width: window of layer 1 in words (Hu et al.: 3); 2-D kernels are ``width x width``.
+        pool: max-pooling window per side (Hu et al.: 2).
+        mlp_hidden: width of the MLP's hidden layer.
+        dropout: dropout on the embeddings and the MLP input.
+    """
+
+    def __init__(self, ctx: ModelContext, filters: int = 64, conv2d_layers: int = 1,
+                 width: int = 3, pool: int = 2, mlp_hidden: int = 100,
+                 dropout: float = 0.0) -> None:
+        super().__init__(ctx)
+        _check_positive("arc_ii", filters=filters, pool=pool, mlp_hidden=mlp_hidden)
+        _check_width("arc_ii", width)
+        if conv2d_layers < 0:
+            raise ConfigError(f"arc_ii: conv2d_layers must be >= 0, got {conv2d_layers}")
+        self.embed = WordEmbedding(ctx)
+        self.dropout = nn.Dropout(dropout)
+        self.conv_x = nn.Conv1d(ctx.embed_dim, filters, width, padding=width // 2)
+        self.conv_y = nn.Conv1d(ctx.embed_dim, filters, width, padding=width // 2, bias=False)
+        self.convs = nn.ModuleList(nn.Conv2d(filters, filters, width, padding=width // 2)
+                                   for _ in range(conv2d_layers))
+        self.pool = pool
+        self.mlp = MLP(filters, [mlp_hidden], ctx.num_outputs, nn.ReLU)
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        a = masked_conv1d(self.conv_x, self.dropout(self.embed(left)), left_mask)
+        b = masked_conv1d(self.conv_y, self.dropout(self.embed(right)), right_mask)
+        grid = torch.relu(a.unsqueeze(2) + b.unsqueeze(1)).permute(0, 3, 1, 2)  # [B, F, n, m]
+        mask = left_mask.unsqueeze(2) & right_mask.unsqueeze(1)
+        grid, mask = masked_max_pool2d(grid, mask, self.pool)
+        for conv in self.convs:
+            m = mask.unsqueeze(1).to(grid.dtype)
+            grid = torch.relu(conv(grid * m)) * m  # padding is zero in and out
+            grid, mask = masked_max_pool2d(grid, mask, self.pool)
+        flat_mask = mask.flatten(1)
+        pooled = masked_max(grid.flatten(2).transpose(1, 2), flat_mask)  # [B, F]
+        return self.mlp(self.dropout(pooled))
+
+
+@register_model("cntn")
+class CNTN(PairModel):
+    """CNTN (Qiu and Huang 2015): CNN sentence vectors scored by a neural tensor layer.
+
+    Args:
+        filters: feature maps per convolution layer (the sentence vector size).
+        conv_layers: convolution + pooling blocks.
+        width: convolution window in words.
+        pool: max-pooling window.
+        tensor_slices: ``r``, slices of the tensor layer.
+        dropout: dropout on the embeddings and the sentence vectors.
+    """
+
+    def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
+                 width: int = 3, pool: int = 2, tensor_slices: int = 10,
+                 dropout: float = 0.0) -> None:
+        super().__init__(ctx)
+        _check_positive("cntn", filters=filters, conv_layers=conv_layers, pool=pool,
+                        tensor_slices=tensor_slices)
+        _check_width("cntn", width)
+        self.embed = WordEmbedding(ctx)
+        self.dropout = nn.Dropout(dropout)
+        self.encoder = ConvEncoder(ctx.embed_dim, filters, conv_layers, width, pool)
+        self.tensor = BilinearTensor(filters, filters, slices=tensor_slices)
+        self.out = nn.Linear(tensor_slices, ctx.num_outputs)  # u^T (plus a harmless bias)
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        u = self.dropout(self.encoder(self.dropout(self.embed(left)), left_mask))
+        v = self.dropout(self.encoder(self.dropout(self.embed(right)), right_mask))
+        return self.out(torch.tanh(self.tensor(u, v)))
+
+
+@register_model("random_guess")
+class RandomGuess(PairModel):
+    """Random Guess: each pair gets a uniform score in [0, 1), no training.
+
+    The score is a hash of (seed, the pair's real token ids), so it does not depend on
+    batching, padding or evaluation order, and a run is repeatable. Expected P@1 is
+    ``1 / candidates`` (ties between identical candidates aside).
+
+    Args:
+        seed: the hash seed; -1 (default) takes torch's global seed when the model is built,
+            so every recipe seed gives a different random ranking.
+    """
+
+    needs_training = False
+
+    def __init__(self, ctx: ModelContext, seed: int = -1) -> None:
+        super().__init__(ctx)
+        seed = torch.initial_seed() if seed == -1 else seed
+        # a buffer, so a saved checkpoint reproduces the same scores
+        self.register_buffer("seed", torch.tensor(seed, dtype=torch.int64))
+
+    def _uniform(self, left: list[int], right: list[int]) -> float:
+        digest = hashlib.blake2b(
+            f"{int(self.seed)}|{left}|{right}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "little") / 2.0**64
+
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
+        lefts = [row[mask].tolist() for row, mask in zip(left.cpu(), left_mask.cpu(),
+                                                          strict=True)]
+        rights = [row[mask].tolist() for row, mask in zip(right.cpu(), right_mask.cpu(),
+                                                           strict=True)]
+        scores = [self._uniform(a, b) for a, b in zip(lefts, rights, strict=True)]
+        out = torch.tensor(scores, dtype=torch.float32, device=left.device).unsqueeze(-1)
+        if self.ctx.num_outputs == 1:
+            return out
+        # classes: seeded random logits, one hash per class
+        logits = [[self._uniform(a + [-1 - c], b) for c in range(self.ctx.num_outputs)]
+                  for a, b in zip(lefts, rights, strict=True)]
+        return torch.tensor(logits, dtype=torch.float32, device=left.device)

@@ -1,0 +1,321 @@
+"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML.
+
+Every format shows the same grid, built once by :func:`layout`: the row label, then for each
+column the published value (bold where the paper prints it bold, or where it is the best by
+value in a conversion that lost the bold) and, for metric and parameter columns, the reproduced
+value ``mean ± std (delta) mark``. Below the grid: a note for every cell that has no number
+(why not, or the command to run), and a line per recipe linking the cells to their runs (run
+directory, commit, seeds, chosen epochs).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass, field
+
+from pairrepro.report.tables import (
+    DATA_MISSING,
+    FAILED,
+    INFO,
+    NEW,
+    NO_RECIPE,
+    NOT_REPRODUCIBLE,
+    NOT_RUN,
+    OFF,
+    REPRODUCED,
+    RUNNING,
+    Cell,
+    EvalTable,
+    RunInfo,
+)
+
+FORMATS = ("term", "md", "latex", "html")
+MARKS = {REPRODUCED: "✓", OFF: "✗"}
+SHORT = {
+    RUNNING: "running", FAILED: "failed", NOT_RUN: "not run", DATA_MISSING: "data missing",
+    NO_RECIPE: "no recipe", NOT_REPRODUCIBLE: "n/a", NEW: "",
+}
+STYLE = {REPRODUCED: "green", OFF: "red", NEW: "cyan", RUNNING: "yellow", FAILED: "bold red",
+         NOT_RUN: "dim", DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
+
+
+@dataclass
+class Text:
+    """One rendered grid cell: its text and how to dress it."""
+
+    text: str
+    bold: bool = False
+    status: str = ""
+    note: int = 0  # index into Layout.notes (1-based), 0 = none
+    run_ref: str = ""  # key into Layout.runs
+    link: str = ""
+
+
+@dataclass
+class Layout:
+    title: str
+    headers: list[str]
+    rows: list[list[Text]]
+    block_starts: set[int] = field(default_factory=set)  # row indices starting a new block
+    notes: list[str] = field(default_factory=list)
+    runs: dict[str, str] = field(default_factory=dict)  # recipe -> description
+    legend: str = ""
+
+
+def _describe_runs(recipe: str, runs: list[RunInfo]) -> str:
+    finished = [r for r in runs if r.status == "finished"]
+    commits = sorted({r.commit[:10] for r in finished if r.commit}) or ["unknown"]
+    seeds = ",".join(str(r.seed) for r in finished)
+    epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
+    folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
+    return f"{folder} (commit {', '.join(commits)}; seeds {seeds}; chosen epochs {epochs})"
+
+
+def _ours(cell: Cell, layout: Layout) -> Text:
+    out = Text("", status=cell.status)
+    if cell.reproduced_text:
+        parts = [cell.reproduced_text]
+        if cell.delta_text:
+            parts.append(f"({cell.delta_text})")
+        if cell.status in MARKS:
+            parts.append(MARKS[cell.status])
+        out.text = " ".join(parts)
+        if cell.runs and any(r.status == "finished" for r in cell.runs):
+            out.run_ref = cell.recipe
+            out.link = cell.runs[0].path.rsplit("/seed-", 1)[0]
+            layout.runs.setdefault(cell.recipe, _describe_runs(cell.recipe, cell.runs))
+    else:
+        out.text = SHORT.get(cell.status, cell.status)
+    if cell.detail and cell.status not in (REPRODUCED, OFF, NEW):
+        if cell.detail not in layout.notes:
+            layout.notes.append(cell.detail)
+        out.note = layout.notes.index(cell.detail) + 1
+    return out
+
+
+def layout(ev: EvalTable) -> Layout:
+    """The grid of an evaluated table, shared by every output format."""
+    table = ev.table
+    lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
+    lay.headers.append(table.label_header or "")
+    for column in table.columns:
+        if table.kind == "hparams":
+            lay.headers += [f"{column.header} (paper)", f"{column.header} (recipe)"]
+        elif column.kind == "info":
+            lay.headers.append(column.header)
+        else:
+            lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
+    previous_block = None
+    for i, erow in enumerate(ev.rows):
+        row = erow.row
+        if previous_block is not None and row.block != previous_block:
+            lay.block_starts.add(i)
+        previous_block = row.block
+        label = row.printed_label
+        if row.footnote:
+            label = f"{label} [footnote {row.footnote}]"
+        line = [Text(label)]
+        for column, cell in zip(table.columns, erow.cells, strict=True):
+            line.append(Text(cell.published or "", bold=cell.bold or cell.best))
+            if column.kind != "info":
+                line.append(_ours(cell, lay) if cell.status != INFO else Text(""))
+        lay.rows.append(line)
+    counts = ev.counts()
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    if table.kind == "hparams":
+        lay.legend = f"✓ the recipe sets the paper's value; ✗ it does not. Cells: {summary}."
+    else:
+        lay.legend = f"✓ within ±{_tolerances(ev)} of the published value; ✗ outside; "
+        lay.legend += f"ours = mean ± std over seeds (delta). Cells: {summary}."
+    if table.joined_header:
+        lay.legend += f" The paper prints {table.joined_header} as one column."
+    if any(r.row.best for r in ev.rows):
+        lay.legend += " Bold: bold in the paper, or best by value where the conversion lost it."
+    return lay
+
+
+def _tolerances(ev: EvalTable) -> str:
+    parts = []
+    for unit, name in (("%", "points"), ("fraction", "")):
+        cols = [c for c in ev.table.columns if c.unit == unit and c.kind == "metric"]
+        if cols:
+            parts.append(f"{ev.table.tolerance_for(cols[0]):g} {name}".strip())
+    return " / ".join(parts) or f"{ev.table.tolerance:g}"
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(ev: EvalTable) -> str:
+    """A GitHub-flavoured Markdown table with notes and run links."""
+    lay = layout(ev)
+    out = [f"### {ev.paper.paper}: {lay.title}", ""]
+    out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
+    out.append("|" + "|".join("---" for _ in lay.headers) + "|")
+    for line in lay.rows:
+        cells = []
+        for t in line:
+            text = _md_escape(t.text)
+            if t.bold and text:
+                text = f"**{text}**"
+            if t.link:
+                text = f"[{text}]({t.link})"
+            if t.note:
+                text += f" [{t.note}]"
+            cells.append(text)
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", lay.legend, ""]
+    out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
+    if lay.runs:
+        out += ["", "Runs:", ""]
+        out += [f"- `{recipe}`: {desc}" for recipe, desc in sorted(lay.runs.items())]
+    return "\n".join(out).rstrip() + "\n"
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+_LATEX_TEXT = {"±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "−": "$-$", "θ": r"$\theta$",
+               "ä": r"\"a", "→": r"$\to$"}
+
+
+def _tex(text: str) -> str:
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    for src, dst in _LATEX_TEXT.items():
+        out = out.replace(src, dst)
+    return out
+
+
+def to_latex(ev: EvalTable) -> str:
+    """A ``table`` environment (booktabs; ``\\checkmark`` needs amssymb)."""
+    lay = layout(ev)
+    refs = {recipe: chr(ord("a") + i) for i, recipe in enumerate(sorted(lay.runs))}
+    spec = "l" + "r" * (len(lay.headers) - 1)
+    out = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}",
+           r"\toprule", " & ".join(_tex(h) for h in lay.headers) + r" \\", r"\midrule"]
+    for i, line in enumerate(lay.rows):
+        if i in lay.block_starts:
+            out.append(r"\midrule")
+        cells = []
+        for t in line:
+            text = _tex(t.text)
+            if t.bold and text:
+                text = rf"\textbf{{{text}}}"
+            if t.run_ref:
+                text += rf"\textsuperscript{{{refs[t.run_ref]}}}"
+            if t.note:
+                text += rf"\textsuperscript{{[{t.note}]}}"
+            cells.append(text)
+        out.append(" & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    caption = f"{lay.title} (paper vs. pairrepro). {lay.legend}"
+    out.append(rf"\caption{{{_tex(caption)}}}")
+    out.append(rf"\label{{tab:{ev.paper.paper}-{ev.table.number}}}")
+    out.append(r"\end{table}")
+    notes = [f"% [{i}] {note}" for i, note in enumerate(lay.notes, 1)]
+    runs = [f"% ({refs[r]}) {r}: {desc}" for r, desc in sorted(lay.runs.items())]
+    return "\n".join(out + notes + runs) + "\n"
+
+
+def to_html(ev: EvalTable) -> str:
+    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs."""
+    lay = layout(ev)
+    esc = html.escape
+    out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
+           f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
+    out += [f"<th>{esc(h)}</th>" for h in lay.headers]
+    out.append("</tr></thead><tbody>")
+    for i, line in enumerate(lay.rows):
+        cls = ' class="block-start"' if i in lay.block_starts else ""
+        cells = []
+        for t in line:
+            text = esc(t.text)
+            if t.bold and text:
+                text = f"<b>{text}</b>"
+            if t.link:
+                title = esc(lay.runs.get(t.run_ref, ""), quote=True)
+                text = f'<a href="{esc(t.link, quote=True)}" title="{title}">{text}</a>'
+            if t.note:
+                anchor = f"{ev.paper.paper}-{ev.table.number}-n{t.note}"
+                text += f'<sup><a href="#{anchor}">[{t.note}]</a></sup>'
+            status = f' class="{t.status.replace(" ", "-")}"' if t.status else ""
+            cells.append(f"<td{status}>{text}</td>")
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out += ["</tbody></table>", f"<p>{esc(lay.legend)}</p>"]
+    if lay.notes:
+        out.append("<ol>")
+        out += [f'<li id="{ev.paper.paper}-{ev.table.number}-n{i}">{esc(n)}</li>'
+                for i, n in enumerate(lay.notes, 1)]
+        out.append("</ol>")
+    if lay.runs:
+        out.append("<ul>")
+        out += [f"<li><code>{esc(r)}</code>: {esc(d)}</li>" for r, d in sorted(lay.runs.items())]
+        out.append("</ul>")
+    out.append("</section>")
+    return "\n".join(out) + "\n"
+
+
+HTML_HEAD = """<!doctype html>
+<html><head><meta charset="utf-8"><title>pairrepro tables</title>
+<style>
+body{font-family:sans-serif} table{border-collapse:collapse;margin:1em 0}
+td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
+td:first-child,th:first-child{text-align:left} tr.block-start td{border-top:2px solid #888}
+td.reproduced{color:#060} td.off{color:#a00} td.data-missing{color:#808}
+td.not-run,td.no-recipe,td.not-reproducible{color:#888}
+</style></head><body>
+"""
+
+
+def term_renderables(ev: EvalTable) -> list[object]:
+    """The rich objects of the terminal view: the table, its notes and its run links."""
+    from rich.table import Table
+    from rich.text import Text as RichText
+
+    lay = layout(ev)
+    table = Table(title=f"{ev.paper.paper}: {lay.title}", caption=lay.legend)
+    for i, header in enumerate(lay.headers):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for i, line in enumerate(lay.rows):
+        if i in lay.block_starts:
+            table.add_section()
+        cells = []
+        for t in line:
+            style = STYLE.get(t.status, "")
+            if t.bold:
+                style = f"bold {style}".strip()
+            cells.append(RichText(t.text + (f" [{t.note}]" if t.note else ""), style=style))
+        table.add_row(*cells)
+    out: list[object] = [table]
+    out += [RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)]
+    out += [RichText(f"run {recipe}: {desc}") for recipe, desc in sorted(lay.runs.items())]
+    return out
+
+
+def to_term(ev: EvalTable, width: int = 160) -> str:
+    """The terminal view as plain text (for files and tests; the CLI prints it in colour)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, highlight=False, color_system=None)
+    for item in term_renderables(ev):
+        console.print(item)
+    return buffer.getvalue()
+
+
+def render(ev: EvalTable, fmt: str) -> str:
+    """Render one evaluated table in ``fmt`` (term | md | latex | html)."""
+    return {"term": to_term, "md": to_markdown, "latex": to_latex, "html": to_html}[fmt](ev)
+
+
+def render_many(evs: list[EvalTable], fmt: str) -> str:
+    """Several tables in one document (HTML gets a full page)."""
+    body = "\n".join(render(ev, fmt) for ev in evs)
+    if fmt == "html":
+        return HTML_HEAD + body + "</body></html>\n"
+    return body

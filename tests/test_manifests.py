@@ -1,0 +1,110 @@
+"""Dataset manifests: every one parses, and its files agree with the real mirror.
+
+The independent truth is the mirror's README table (sha256 and byte size of every
+file, written when the files were copied) and the files themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pairrepro import io
+from pairrepro.data.manifests import available_datasets, load_manifest, parse_manifest
+from pairrepro.errors import ConfigError
+
+EXPECTED = {"snli", "multinli", "quora", "trecqa", "ubuntu", "yahoo", "scitail", "twitter_url",
+            "reuters_sc", "synthetic"}
+ROW = re.compile(r"^\| (\w+) \| `([^`]+)` \| (\d+) \| \d+ \| `([0-9a-f]{64})` \|")
+
+
+def _readme_rows(datasets: Path) -> list[tuple[str, str, int, str]]:
+    rows = []
+    for line in (datasets / "README.md").read_text(encoding="utf-8").splitlines():
+        if m := ROW.match(line):
+            dataset, path, size, sha = m.groups()
+            rows.append((dataset, path.split("/", 1)[1], int(size), sha))
+    return rows
+
+
+def test_every_dataset_has_a_manifest_that_parses() -> None:
+    assert set(available_datasets()) >= EXPECTED
+    for name in available_datasets():
+        manifest = load_manifest(name)
+        assert manifest.name == name
+        assert manifest.title and manifest.licence, name
+        assert manifest.task in ("classification", "ranking")
+        paths = [spec.path for spec in manifest.files]
+        assert len(paths) == len(set(paths)), f"{name}: duplicate [[files]] path"
+        for spec in manifest.files:
+            assert not spec.path.startswith("/") and ".." not in spec.path.split("/")
+            assert spec.archive in ("", "zip", "tar", "tar.gz")
+            assert spec.sha256 == "" or re.fullmatch(r"[0-9a-f]{64}", spec.sha256), spec.path
+            for url in (spec.url, *spec.alt_urls):
+                assert url == "" or url.startswith(("http://", "https://")), url
+
+
+def test_non_public_datasets_say_why() -> None:
+    for name in ("yahoo", "reuters_sc"):
+        manifest = load_manifest(name)
+        assert manifest.public is False
+        assert manifest.notes
+    yahoo = load_manifest("yahoo")
+    assert {"manner.xml", "manner.xml.gz"} <= {s.path for s in yahoo.files}
+    assert "webscope" in yahoo.licence.lower()
+
+
+def test_official_urls_and_hub_ids() -> None:
+    snli = load_manifest("snli")
+    assert snli.file("snli_1.0.zip").url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
+    assert snli.file("snli_1.0.zip").hf_hub == "stanfordnlp/snli"
+    assert load_manifest("multinli").files[0].hf_hub == "nyu-mll/multi_nli"
+    assert load_manifest("scitail").files[0].hf_hub == "allenai/scitail"
+    assert snli.label_map == ["entailment", "neutral", "contradiction"]
+
+
+def test_mirror_files_are_listed_with_the_readme_hashes(shared_datasets: Path) -> None:
+    rows = _readme_rows(shared_datasets)
+    assert len(rows) == 71  # the README's table
+    for dataset, path, size, sha in rows:
+        spec = load_manifest(dataset).file(path)
+        assert spec.sha256 == sha, f"{dataset}/{path}"
+        assert spec.size == size, f"{dataset}/{path}"
+
+
+def test_manifest_hashes_match_the_real_files(shared_datasets: Path) -> None:
+    checked = 0
+    for name in available_datasets():
+        for spec in load_manifest(name).files:
+            real = shared_datasets / name / spec.path
+            if not spec.sha256 or not real.is_file():
+                continue
+            assert real.stat().st_size == spec.size, real
+            assert io.sha256_file(real) == spec.sha256, real
+            checked += 1
+    assert checked == 71
+
+
+def test_variant_files_are_declared() -> None:
+    """Every file a variant reads is a [[files]] path, an archive member or its gz twin."""
+    for name in available_datasets():
+        manifest = load_manifest(name)
+        known = {s.path for s in manifest.files}
+        for spec in manifest.files:
+            known.update(spec.members)
+        known |= {p + ".gz" for p in known} | {p[:-3] for p in known if p.endswith(".gz")}
+        for variant in manifest.variants.values():
+            for split in variant.splits.values():
+                for rel in split.files:
+                    if name == "synthetic":
+                        continue  # generated, not downloaded
+                    assert rel in known, f"{name}: variant {variant.name} reads undeclared {rel}"
+
+
+def test_unknown_key_is_named() -> None:
+    raw = {"name": "x", "title": "x", "task": "ranking", "reader": "x",
+           "files": [{"path": "a", "sha": "typo"}]}
+    with pytest.raises(ConfigError, match=r"files\[0\].*'sha'"):
+        parse_manifest(raw, "x.toml")

@@ -1,0 +1,161 @@
+"""``preprocess`` end to end: real TrecQA, synthetic data, expected counts, --strict, CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pairrepro import paths
+from pairrepro.cli.app import app
+from pairrepro.data.prepare import Tokenizer, prepare_dataset
+from pairrepro.data.prepared import load_prepared
+from pairrepro.data.synthetic import generate_nli, generate_ranking
+from pairrepro.errors import DataError
+
+
+def _link_raw(home: Path, mirror: Path, name: str) -> Path:
+    root = home / "raw" / name
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.symlink_to(mirror / name, target_is_directory=True)
+    return root
+
+
+def _mirror_sha(mirror: Path, rel: str) -> str:
+    """The sha256 the mirror README lists for a file (an independent record)."""
+    for line in (mirror / "README.md").read_text(encoding="utf-8").splitlines():
+        if f"`{rel}`" in line:
+            return re.search(r"`([0-9a-f]{64})`", line).group(1)
+    raise AssertionError(rel)
+
+
+def test_trecqa_clean_prepared(data_home: Path, shared_datasets: Path) -> None:
+    _link_raw(data_home, shared_datasets, "trecqa")
+    stats = prepare_dataset("trecqa", "clean", progress=False)
+    splits = stats["splits"]
+    assert (splits["train"]["pairs"], splits["train"]["groups"]) == (53417, 1229)
+    assert splits["train"]["labels"] == {"0": 53417 - 6410, "1": 6410}
+    assert (splits["test"]["pairs"], splits["test"]["groups"]) == (1442, 68)
+    assert (splits["dev"]["pairs"], splits["dev"]["groups"]) == (1117, 65)
+    assert stats["sources"]["jacana/answer/test-less-than-40.manual-edit.xml"] == _mirror_sha(
+        shared_datasets, "trecqa/jacana/answer/test-less-than-40.manual-edit.xml")
+    assert stats["tokenisation"] == {"tokenizer": "whitespace", "lowercase": True,
+                                     "pattern": "str.split() (source is published tokenised)"}
+
+    data = load_prepared("trecqa", "clean")
+    assert data.vocab[:2] == ["<pad>", "<unk>"] and data.train_counts[:2] == [0, 0]
+    counts = data.train_counts[2:]
+    seen = [c for c in counts if c > 0]
+    assert seen == sorted(seen, reverse=True) and counts[:len(seen)] == seen
+    test = data.split("test")
+    # ids decode back to the lower-cased published tokens
+    for _, row in test.head(50).iterrows():
+        assert [data.vocab[i] for i in row["left_ids"]] == row["left"].lower().split()
+        assert [data.vocab[i] for i in row["right_ids"]] == row["right"].lower().split()
+    # train counts are the token frequencies of TRAIN-ALL, counted here independently
+    train = data.split("train")
+    the = sum(text.lower().split().count("the") for text in train["right"]) + sum(
+        text.lower().split().count("the") for text in train["left"])
+    assert data.train_counts[data.vocab.index("the")] == the
+    assert (paths.home() / "prepared" / "trecqa-clean" / "DONE").is_file()
+
+
+def _write_synthetic(home: Path) -> None:
+    """The synthetic dataset laid out as ``fetch synthetic`` leaves it (canonical jsonl)."""
+    for variant, frames in (
+        ("nli", {s: generate_nli(n, seed=1, split=s) for s, n in
+                 (("train", 6000), ("dev", 600), ("test", 600))}),
+        ("ranking", {s: generate_ranking(n, negatives=4, seed=1, split=s) for s, n in
+                     (("train", 800), ("dev", 150), ("test", 150))}),
+    ):
+        folder = home / "raw" / "synthetic" / variant
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, frame in frames.items():
+            frame.to_json(folder / f"{split}.jsonl", orient="records", lines=True)
+
+
+def test_synthetic_through_preprocess_and_cli(data_home: Path) -> None:
+    _write_synthetic(data_home)
+    result = CliRunner().invoke(app, ["preprocess", "synthetic", "--json"])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output)
+    assert {k: v["pairs"] for k, v in stats["splits"].items()} == {
+        "train": 6000, "dev": 600, "test": 600}
+    assert sum(stats["splits"]["train"]["labels"].values()) == 6000
+    nli = load_prepared("synthetic")  # the default variant is reachable without its name
+    assert nli.split("dev")["label"].between(0, 2).all()
+
+    ranking = prepare_dataset("synthetic", "ranking", progress=False)
+    assert ranking["task"] == "ranking" and ranking["label_map"] == ["0", "1"]
+    assert ranking["splits"]["test"]["groups"] == 150
+    frame = load_prepared("synthetic", "ranking").split("train")
+    assert (frame.groupby("group_id")["label"].sum() == 1).all()
+
+
+def test_expected_mismatch_and_missing_splits(data_home: Path, shared_datasets: Path,
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                              ) -> None:
+    _link_raw(data_home, shared_datasets, "quora")
+    stats = prepare_dataset("quora", progress=False)
+    assert list(stats["splits"]) == ["dev", "test"]
+    assert stats["missing_splits"] == {"train": ["Quora_question_pair_partition/train.tsv"]}
+
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    text = (paths.manifests_dir() / "quora.toml").read_text(encoding="utf-8")
+    text = text.replace('expected = { pairs = 10000, labels = { "0" = 5000, "1" = 5000 } }',
+                        'expected = { pairs = 9999 }', 1)
+    (manifests / "quora.toml").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(manifests))
+    with pytest.raises(DataError, match=r"split 'dev': expected pairs = 9999, found 10000"):
+        prepare_dataset("quora", progress=False)
+
+
+def test_no_raw_data_says_which_fetch(data_home: Path) -> None:
+    result = CliRunner().invoke(app, ["preprocess", "snli"])
+    assert result.exit_code == 3
+    assert "pairrepro fetch snli" in result.output
+
+
+def test_strict_and_reported_malformed_rows(data_home: Path, shared_datasets: Path) -> None:
+    folder = data_home / "raw" / "quora" / "Quora_question_pair_partition"
+    folder.mkdir(parents=True)
+    shutil.copy(shared_datasets / "quora/Quora_question_pair_partition/test.tsv", folder)
+    lines = (shared_datasets / "quora/Quora_question_pair_partition/dev.tsv").read_text(
+        encoding="utf-8").splitlines()
+    lines.insert(41, "garbage line without tabs")
+    (folder / "dev.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with pytest.raises(DataError, match=r"dev\.tsv line 42"):
+        prepare_dataset("quora", strict=True, progress=False)
+    assert not (paths.prepared_dir("quora", "default") / "DONE").exists()
+
+    stats = prepare_dataset("quora", progress=False)
+    assert stats["malformed"] == [{
+        "split": "dev", "file": "Quora_question_pair_partition/dev.tsv", "line": 42,
+        "reason": "expected 4 tab-separated fields, found 1"}]
+    assert stats["splits"]["dev"]["pairs"] == 10000
+
+
+def test_regex_tokenizer() -> None:
+    tok = Tokenizer("regex", lowercase=True)
+    assert tok.split("The man's dog doesn't bark, ok?") == [
+        "the", "man", "'s", "dog", "does", "n't", "bark", ",", "ok", "?"]
+    assert Tokenizer("whitespace", lowercase=False).split("A  b\tC") == ["A", "b", "C"]
+
+
+def test_tokenizer_fast_path_equals_the_pattern() -> None:
+    """The translate/split fast path gives exactly re.findall(TOKEN_PATTERN) (the reference)."""
+    import random
+
+    from pairrepro.data.prepare import TOKEN_PATTERN
+
+    tok, rng = Tokenizer("regex"), random.Random(0)
+    alphabet = [chr(i) for i in range(128)] + ["é", "n't", "'s", "ß", "\u2028", " "] * 3
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
+        assert tok.split(text) == re.findall(TOKEN_PATTERN, text.lower()), repr(text)

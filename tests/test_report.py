@@ -1,0 +1,412 @@
+"""Paper tables as data, the report (status, delta, rounding, formats), plans and figures.
+
+Fake runs (result.json + manifest.json + config.toml) and fake recipes are written into a tmp
+folder; the data home and manifests are isolated. Golden files for Markdown and LaTeX live in
+tests/golden/; regenerate them with ``PAIRREPRO_UPDATE_GOLDEN=1 pytest tests/test_report.py``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from torch import nn
+from typer.testing import CliRunner
+
+from pairrepro.cli.app import app
+from pairrepro.errors import ConfigError
+from pairrepro.report import render as rd
+from pairrepro.report import tables as tb
+from pairrepro.report.figures import series_points
+from pairrepro.report.plan import load_bench_figures, plan_tables, render_plan
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+MANIFEST = """name = "{name}"
+title = "test {name}"
+task = "{task}"
+reader = "x"
+public = {public}
+notes = "licence-gated"
+label_map = ["0", "1", "2"]
+default_variant = "raw"
+[[files]]
+path = "a.txt"
+[variants.raw.splits.train]
+files = ["a.txt"]
+expected = {{ pairs = 1000 }}
+"""
+
+
+def recipe_text(rows: list[tuple[str, int, str]], dataset: str = "snli", model: str = "fake",
+                extra: str = "") -> str:
+    reps = ", ".join(f'{{paper = "{p}", table = {t}, row = "{r}"}}' for p, t, r in rows)
+    return (f"[recipe]\nseeds = [1, 2]\nreproduces = [{reps}]\n[data]\ndataset = \"{dataset}\"\n"
+            f"[model]\nname = \"{model}\"\n{extra}\n[train]\nepochs = 2\n")
+
+
+def write_run(runs: Path, recipe: str, seed: int, metrics: dict | None, status: str = "finished",
+              config: str = "", epoch: int = 3) -> Path:
+    d = runs / recipe / f"seed-{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "manifest.json").write_text(json.dumps({"git": {"commit": "0123456789abcdef"}}))
+    (d / "config.toml").write_text(config)
+    if metrics is not None:
+        (d / "result.json").write_text(json.dumps({
+            "recipe": recipe, "seed": seed, "status": status, "chosen_epoch": epoch,
+            "metrics": metrics}))
+    else:
+        (d / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "train_loss": 1.0}) + "\n")
+    return d
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Isolated recipes, manifests, data home and runs; cwd = tmp_path (relative run links)."""
+    for sub in ("recipes", "manifests", "home", "runs"):
+        (tmp_path / sub).mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PAIRREPRO_RECIPES", str(tmp_path / "recipes"))
+    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(tmp_path / "manifests"))
+    monkeypatch.setenv("PAIRREPRO_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PAIRREPRO_RUNS", "runs")
+    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
+    for name, task, public in (("snli", "classification", "true"),
+                               ("trecqa", "ranking", "true"), ("yahoo", "ranking", "false")):
+        (tmp_path / "manifests" / f"{name}.toml").write_text(
+            MANIFEST.format(name=name, task=task, public=public))
+    # snli is prepared, trecqa and yahoo are not
+    prepared = tmp_path / "home" / "prepared" / "snli-raw"
+    prepared.mkdir(parents=True)
+    (prepared / "DONE").write_text("")
+    return tmp_path
+
+
+def add_recipe(env: Path, name: str, text: str) -> None:
+    (env / "recipes" / f"{name}.toml").write_text(text)
+
+
+def evaluate(paper: str, table: int) -> tb.EvalTable:
+    return tb.evaluate_paper(paper, Path("runs"), table)[0]
+
+
+def cell(ev: tb.EvalTable, label: str, column: str, nth: int = 0) -> tb.Cell:
+    rows = [r for r in ev.rows if r.row.label == label]
+    return next(c for c in rows[nth].cells if c.column == column)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def test_every_paper_loads_with_its_tables() -> None:
+    expected = {"clstm": [1, 2, 4], "dflstm": [1, 2, 4], "mvlstm": [2, 3, 5],
+                "csran": [2, 3, 4, 5, 6, 7, 8], "cin": [2, 3, 4, 5]}
+    for name, numbers in expected.items():
+        paper = tb.load_paper(name)
+        assert [t.number for t in paper.tables] == numbers
+    assert len(tb.load_paper("csran").figures) == 2
+    # row counts as printed (spec tables), footnote rows included
+    assert len(tb.load_paper("clstm").table(2).rows) == 12
+    assert len(tb.load_paper("cin").table(2).rows) == 14
+    assert len(tb.load_paper("csran").table(7).rows) == 7
+
+
+def test_invalid_table_file_names_file_and_key(tmp_path: Path) -> None:
+    bad = tmp_path / "x.toml"
+    bad.write_text('paper = "x"\ntitle = "t"\n[[tables]]\nnumber = 2\ncaption = "c"\n'
+                   'columns = [{key = "a", header = "A", metric = "test.accuracy"}]\n'
+                   '[[tables.blocks]]\nrows = [{label = "M", values = {b = "1.0"}}]\n')
+    with pytest.raises(ConfigError, match=r"x\.toml: tables\[0\] \(Table 2\) blocks\[0\] "
+                                          r"rows\[0\] 'M': values: unknown column 'b'"):
+        tb.load_paper_file(bad)
+    bad.write_text(bad.read_text().replace('{b = "1.0"}', '{a = 1.0}'))
+    with pytest.raises(ConfigError, match="published values are strings"):
+        tb.load_paper_file(bad)
+    bad.write_text(bad.read_text().replace('metric = "test.accuracy"', 'metric = "accuracy"'))
+    with pytest.raises(ConfigError, match=r"<split>\.<metric>"):
+        tb.load_paper_file(bad)
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def test_number_formatting_follows_the_paper() -> None:
+    pct = tb.Column("a", "A", unit="%", decimals=1)
+    frac = tb.Column("b", "B", unit="fraction", decimals=4, leading_zero=False)
+    assert tb.format_number(84.25, pct) == "84.2"  # banker's-free: float repr 84.25 -> 84.2
+    assert tb.format_number(84.26, pct) == "84.3"
+    assert tb.format_number(0.89124, frac) == ".8912"
+    assert tb.format_number(-0.0123, frac, signed=True) == "−.0123"
+    assert tb.format_number(0.3, pct, signed=True) == "+0.3"
+    assert tb.parse_published("5E−5") == pytest.approx(5e-5)
+    assert tb.parse_published("77.5K") == 77500
+    assert tb.parse_published("-") is None
+    assert tb.format_count(77500) == "77.5K" and tb.format_count(190000) == "190K"
+    # inferred from the printed strings
+    mv = tb.load_paper("mvlstm").table(3).columns[0]
+    assert (mv.decimals, mv.leading_zero) == (3, True)
+    cin4 = tb.load_paper("cin").table(4).columns[0]
+    assert cin4.decimals == 2
+
+
+def test_label_normalisation_drops_citations_and_spaces() -> None:
+    n = tb.normalise_label
+    assert n("MV-LSTM(k=3)") == n("MV-LSTM (k=3)") == n("MV-LSTM ( $k$ =3)")
+    assert n("single LSTM (Rocktäschel et al., 2015)") == n("single LSTM")
+    assert n("ESIM (Chen et al., 2017a) (Ensemble)") == n("ESIM (Ensemble)")
+    assert n("TC-LSTMs (Single Direction)") != n("TC-LSTMs")
+
+
+def test_count_weight_params_excludes_embeddings_and_biases() -> None:
+    model = nn.Sequential(nn.Embedding(1000, 100), nn.Linear(100, 50), nn.LSTM(50, 20))
+    # by hand: Linear 100*50; LSTM weight_ih 80*50 + weight_hh 80*20; no biases, no embedding
+    assert tb.count_weight_params(model) == 100 * 50 + 80 * 50 + 80 * 20
+
+
+# ----------------------------------------------------------------------------- statuses
+
+
+def test_status_of_every_kind_of_cell(env: Path) -> None:
+    add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
+    add_recipe(env, "tc1", recipe_text([("clstm", 2, "TC-LSTMs")]))
+    add_recipe(env, "lc1", recipe_text([("clstm", 2, "LC-LSTMs")]))
+    add_recipe(env, "lc4", recipe_text([("clstm", 2, "four stacked LC-LSTMs")]))
+    add_recipe(env, "lcs", recipe_text([("clstm", 2, "LC-LSTMs (Single Direction)")]))
+    add_recipe(env, "tcs", recipe_text([("clstm", 2, "TC-LSTMs (Single Direction)")],
+                                       dataset="trecqa"))
+    add_recipe(env, "nbow", recipe_text([("clstm", 2, "NBOW")], dataset="yahoo"))
+    # 84.2, 85.0, 86.0 -> mean 85.0666 (published 85.1: delta -0.0333, within 1.0)
+    for seed, acc in ((1, 0.842), (2, 0.850), (3, 0.860)):
+        write_run(env / "runs", "tc4", seed, {"test": {"accuracy": acc}}, epoch=seed + 4)
+    write_run(env / "runs", "tc1", 1, {"test": {"accuracy": 0.700}})  # 81.6 published: off
+    write_run(env / "runs", "lc1", 1, None)  # started, no result: running
+    write_run(env / "runs", "lc4", 1, {}, status="failed")
+    ev = evaluate("clstm", 2)
+    c = cell(ev, "four stacked TC-LSTMs", "test")
+    assert c.status == tb.REPRODUCED and c.seeds == [1, 2, 3]
+    assert c.mean == pytest.approx((84.2 + 85.0 + 86.0) / 3)
+    assert c.reproduced_text == "85.1 ± 0.9"  # std of (84.2, 85, 86) = 0.9018
+    assert c.delta_text == "−0.0"
+    assert cell(ev, "four stacked TC-LSTMs", "test").bold
+    off = cell(ev, "TC-LSTMs", "test")
+    assert off.status == tb.OFF and off.delta_text == "−11.6"
+    assert cell(ev, "LC-LSTMs", "test").status == tb.RUNNING
+    assert cell(ev, "four stacked LC-LSTMs", "test").status == tb.FAILED
+    not_run = cell(ev, "LC-LSTMs (Single Direction)", "test")
+    assert not_run.status == tb.NOT_RUN and "pairrepro train" in not_run.detail
+    missing = cell(ev, "TC-LSTMs (Single Direction)", "test")
+    assert missing.status == tb.DATA_MISSING
+    assert missing.detail.startswith("pairrepro fetch trecqa --mirror DIR")
+    gated = cell(ev, "NBOW", "test")
+    assert gated.status == tb.DATA_MISSING and "not public" in gated.detail
+    assert cell(ev, "single LSTM", "test").status == tb.NOT_REPRODUCIBLE
+    assert "Rocktäschel" in cell(ev, "single LSTM", "test").detail
+    assert cell(ev, "stacked attention-based LSTM", "test").status == tb.NOT_REPRODUCIBLE
+    assert cell(ev, "NBOW", "k").status == tb.INFO
+    # the run link: directory, commit, seeds and chosen epochs
+    md = rd.to_markdown(ev)
+    assert "[85.1 ± 0.9 (−0.0) ✓](runs/tc4)" in md
+    assert "runs/tc4 (commit 0123456789; seeds 1,2,3; chosen epochs 5,6,7)" in md
+
+
+def test_tolerance_boundary_and_fraction_columns(env: Path) -> None:
+    add_recipe(env, "cs", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa"))
+    # MAP exactly 0.01 below 0.854 is still reproduced; MRR 0.02 above is off
+    write_run(env / "runs", "cs", 1, {"test": {"map": 0.844, "mrr": 0.955}})
+    ev = evaluate("csran", 6)
+    assert cell(ev, "CSRAN", "map").status == tb.REPRODUCED
+    assert cell(ev, "CSRAN", "map").reproduced_text == "0.844"
+    assert cell(ev, "CSRAN", "map").delta_text == "−0.010"
+    assert cell(ev, "CSRAN", "mrr").status == tb.OFF
+    assert cell(ev, "CSRAN", "mrr").delta_text == "+0.020"
+
+
+def test_no_published_value_and_cited_label(env: Path) -> None:
+    add_recipe(env, "arc1", recipe_text([("mvlstm", 5, "ARC-I (Hu et al., 2014)")]))
+    write_run(env / "runs", "arc1", 1, {"test": {"p_at_1": 0.5, "mrr": 0.7}})
+    ev = evaluate("mvlstm", 5)
+    assert cell(ev, "ARC-I", "mrr").status == tb.NEW
+    assert cell(ev, "ARC-I", "p1").status == tb.OFF  # 0.500 vs 0.475: +0.025 > 0.01
+
+
+def test_mixed_dataset_columns_pick_the_recipe_of_their_dataset(env: Path) -> None:
+    add_recipe(env, "abl_snli", recipe_text([("csran", 8, "w/o MAR")], dataset="snli"))
+    add_recipe(env, "abl_trec", recipe_text([("csran", 8, "w/o MAR")], dataset="trecqa"))
+    write_run(env / "runs", "abl_snli", 1, {"dev": {"accuracy": 0.884}})
+    write_run(env / "runs", "abl_trec", 1, {"dev": {"map": 0.80, "mrr": 0.85}})
+    ev = evaluate("csran", 8)
+    assert cell(ev, "w/o MAR", "snli").recipe == "abl_snli"
+    assert cell(ev, "w/o MAR", "snli").status == tb.REPRODUCED
+    assert cell(ev, "w/o MAR", "trec_map").recipe == "abl_trec"
+    assert cell(ev, "w/o MAR", "trec_map").reproduced_text == "0.80"
+    assert cell(ev, "w/o MAR", "scitail").status == tb.NO_RECIPE
+
+
+def test_hparam_table_compares_recipe_values(env: Path) -> None:
+    extra = "hidden = 50\npool = [1, 1]"
+    text = recipe_text([("clstm", 2, "four stacked TC-LSTMs")], extra=extra)
+    text += "[optim]\nlr = 0.005\nl2 = 2e-5\n[embeddings]\ndim = 100\n"
+    add_recipe(env, "tc4", text)
+    ev = evaluate("clstm", 1)
+    assert cell(ev, "Embedding size", "rte").status == tb.REPRODUCED
+    assert cell(ev, "Initial learning rate", "rte").status == tb.REPRODUCED
+    assert cell(ev, "Regularization", "rte").status == tb.OFF  # 2e-5 vs 1E-5
+    assert cell(ev, "Pooling (p, q)", "rte").status == tb.REPRODUCED
+    assert cell(ev, "Hidden layer size", "mqa").status == tb.NO_RECIPE
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def test_every_table_renders_in_every_format(env: Path) -> None:
+    # one recipe per paper table, each with a finished run at the published value of its
+    # first numeric row, so every format shows reproduced cells
+    for paper_name in tb.PAPERS:
+        paper = tb.load_paper(paper_name)
+        for table in paper.tables:
+            if table.kind == "hparams":
+                continue
+            row = next(r for r in table.rows if not r.footnote)
+            name = f"{paper_name}_t{table.number}"
+            add_recipe(env, name, recipe_text([(paper_name, table.number, row.label)]))
+            metrics: dict[str, dict[str, float]] = {}
+            for col in table.columns:
+                value = tb.parse_published(row.values.get(col.key, ""))
+                mine = col.dataset in ("", "snli")  # the recipe's dataset
+                if col.kind == "metric" and value is not None and mine:
+                    frac = value / 100 if col.unit == "%" else value
+                    metrics.setdefault(col.split, {})[col.metric_name] = frac
+            write_run(env / "runs", name, 1, metrics)
+    for paper_name in tb.PAPERS:
+        for ev in tb.evaluate_paper(paper_name, Path("runs")):
+            outputs = {fmt: rd.render(ev, fmt) for fmt in rd.FORMATS}
+            for row in ev.table.rows:
+                for value in row.values.values():
+                    if value != "-":
+                        assert value in outputs["md"], (ev.table.name, value)
+            if ev.table.kind != "hparams":
+                assert ev.counts().get(tb.REPRODUCED, 0) >= 1, ev.table.name
+            assert outputs["latex"].count(r"\begin{table}") == 1
+            assert outputs["html"].count("<tr") == len(ev.rows) + 1
+            assert ev.table.caption.split()[0] in outputs["term"]
+
+
+@pytest.mark.parametrize(("paper", "table"), [("csran", 6), ("mvlstm", 2), ("cin", 5)])
+def test_golden_markdown_and_latex(env: Path, paper: str, table: int) -> None:
+    add_recipe(env, "csran_trecqa", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa"))
+    add_recipe(env, "mv_k5", recipe_text([("mvlstm", 2, "MV-LSTM (k=5)")], dataset="yahoo"))
+    add_recipe(env, "mv_k10", recipe_text([("mvlstm", 2, "MV-LSTM(k=10)")], dataset="yahoo"))
+    add_recipe(env, "cin", recipe_text([("cin", 5, "CIN")]))
+    add_recipe(env, "cin_noint", recipe_text([("cin", 5, "Remove whole interaction")]))
+    for seed, (m, r) in enumerate(((0.851, 0.931), (0.857, 0.941)), 1):
+        write_run(env / "runs", "csran_trecqa", seed, {"test": {"map": m, "mrr": r}})
+    write_run(env / "runs", "mv_k5", 1, {"test": {"p_at_1": 0.712, "mrr": 0.849}})
+    write_run(env / "runs", "cin", 1, {"dev": {"accuracy": 0.8852}, "test": {"accuracy": 0.8791}})
+    ev = evaluate(paper, table)
+    for fmt, ext in (("md", "md"), ("latex", "tex")):
+        got = rd.render(ev, fmt)
+        path = GOLDEN / f"{paper}-table{table}.{ext}"
+        if os.environ.get("PAIRREPRO_UPDATE_GOLDEN"):
+            path.write_text(got, encoding="utf-8")
+        assert path.is_file(), f"missing golden {path}; run with PAIRREPRO_UPDATE_GOLDEN=1"
+        assert got == path.read_text(encoding="utf-8"), f"{path} differs"
+
+
+# ----------------------------------------------------------------------------- plan & CLI
+
+
+def test_plan_estimates_gpu_hours_from_bench_figures(env: Path) -> None:
+    add_recipe(env, "cs", recipe_text([("csran", 2, "CSRAN")], model="csran"))
+    write_run(env / "runs", "cs", 1, {"test": {"accuracy": 0.88}})  # seed 1 done, 2 to go
+    paper = tb.load_paper("csran")
+    items = plan_tables([(paper, paper.table(2))], tb.load_recipe_index(), Path("runs"),
+                        figures={"csran": {"pairs_per_s": 100.0, "source": "test"}})
+    (item,) = items
+    assert item.seeds_done == [1] and item.seeds_todo == [2]
+    assert item.train_pairs == 1000 and item.data_ready
+    # 1 seed x 2 epochs x 1000 pairs / 100 pairs/s = 20 s
+    assert item.gpu_hours == pytest.approx(20 / 3600)
+    text = render_plan(items)
+    assert "cs | csran T2 | snli | ready | 2 | 2 x 1000 | 100 (test) | 0.01" in text
+    assert "estimated GPU hours: 0.01" in text
+    assert load_bench_figures()["csran"]["pairs_per_s"] > 0
+
+
+def test_cli_report_reproduce_and_figures(env: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", "csran", "--table", "6", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert "0.854" in result.output and "n/a [" in result.output
+    result = runner.invoke(app, ["report", "all", "--table", "2", "--out", "t2.html"])
+    assert result.exit_code == 0, result.output
+    assert (env / "t2.html").read_text().count("<table>") == 5
+    result = runner.invoke(app, ["--json", "report", "cin", "--table", "5"])
+    assert json.loads(result.output)[0]["rows"][0]["cells"]["dev"]["published"] == "88.6"
+    # nothing declares a row of CIN table 4: exit 7 (NothingToRunError), table still rendered
+    result = runner.invoke(app, ["reproduce", "cin", "--table", "4", "--format", "md"])
+    assert result.exit_code == 7 and "88.62" in result.output
+    result = runner.invoke(app, ["reproduce", "all", "--table", "2", "--dry-run"])
+    assert result.exit_code == 0 and "Nothing to run" in result.output
+    # figures: CSRAN depth curves from runs whose config sets model.layers, and curves of a run
+    for layers, acc in ((1, 0.85), (3, 0.88)):
+        config = (f'[data]\ndataset = "scitail"\n[model]\nname = "csran"\ncsra = true\n'
+                  f"layers = {layers}\n")
+        write_run(env / "runs", f"csran_l{layers}", 1, {"dev": {"accuracy": acc}}, config=config)
+    points = series_points(tb.load_paper("csran").figures[0], tb.all_runs(Path("runs")))
+    assert points["CSRA"] == [(1.0, 85.0, 0.0), (3.0, 88.0, 0.0)]
+    result = runner.invoke(app, ["report", "figures", "--figures", "figs"])
+    assert result.exit_code == 0, result.output
+    for stem in ("csran-figure2", "csran-figure3", "mvlstm-table2"):
+        for ext in ("png", "svg"):
+            assert (env / "figs" / f"{stem}.{ext}").stat().st_size > 1000
+    run = env / "runs" / "x" / "seed-1"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({"epoch": e, "train_loss": 1 / e, "dev": {"accuracy": 0.5 + e / 10}}) + "\n"
+        for e in (1, 2, 3)))
+    result = runner.invoke(app, ["report", "curves", str(run)])
+    assert result.exit_code == 0, result.output
+    assert (run / "curves-x-seed-1.png").is_file() and (run / "curves-x-seed-1.svg").is_file()
+
+
+# ----------------------------------------------------------------------------- against the papers
+
+
+def _tokens(line: str) -> set[str]:
+    line = re.sub(r"</?b>|\$", "", line)  # bold tags and LaTeX math delimiters
+    return set(re.split(r"[\s/]+", line.strip()))
+
+
+def _table_window(lines: list[str], number: int) -> list[str]:
+    starts = [i for i, line in enumerate(lines) if line.startswith(f"Table {number}:")]
+    assert starts, f"caption of Table {number} not found"
+    i = starts[0]
+    return lines[max(0, i - 60): i + 20]
+
+
+def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
+    """Each row's printed values must appear together on one line (or on the line after the
+    label, where the conversion breaks a cell) near the table's caption; footnote rows must
+    quote the paper verbatim, value included. Catches typos in the TOMLs."""
+    for name in tb.PAPERS:
+        paper = tb.load_paper(name)
+        text = (shared_dir / "papers" / paper.source).read_text(encoding="utf-8")
+        lines = text.splitlines()
+        flat_text = re.sub(r"\s+", " ", text)
+        for table in paper.tables:
+            window = _table_window(lines, table.number)
+            for row in table.rows:
+                values = [v for v in row.values.values() if v != "-"] + (
+                    ["-"] if "-" in row.values.values() else [])
+                if row.footnote:
+                    assert row.quote in flat_text, (name, table.number, row.label)
+                    assert all(v in row.quote for v in values), (name, row.label)
+                    continue
+                found = any(set(values) <= _tokens(line) for line in window)
+                assert found, f"{name} Table {table.number} row {row.label!r}: {values}"
+                first = row.label.split()[0].split("(")[0]
+                assert any(first in line for line in window), (name, table.number, row.label)

@@ -1,0 +1,226 @@
+"""The training engine end to end on tiny synthetic data written as prepared folders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError, TrainingError
+from pairrepro.metrics import classification_metrics
+from pairrepro.train import checkpoint as ckpt
+from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
+from pairrepro.train.loop import Trainer, TrainHooks
+from pairrepro.train.runner import train_recipe
+from pairrepro.train.seeding import capture_rng_state, restore_rng_state
+from synth_prepared import write_synthetic
+
+NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
+RANKING = paths.PROJECT_DIR / "recipes" / "bilstm_max_ranking_synthetic.toml"
+TINY = ["model.hidden=16", "model.mlp_hidden=16", "embeddings.dim=16"]
+
+
+@pytest.fixture
+def synth(data_home: Path) -> Path:
+    write_synthetic(data_home, n_train=600, n_eval=150, n_queries=150, n_eval_queries=60)
+    return data_home
+
+
+def run_dir(recipe: str = "bilstm_max_synthetic", seed: int = 1) -> Path:
+    return paths.runs_dir() / recipe / f"seed-{seed}"
+
+
+def model_weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["model"]
+
+
+def test_learns_nli_and_writes_a_complete_run(synth: Path) -> None:
+    (result,) = train_recipe(NLI, [*TINY, "train.epochs=3"], quiet=True)
+    assert result["status"] == "finished"
+    assert result["metrics"]["test"]["accuracy"] > 0.6  # chance is 1/3
+    folder = run_dir()
+    for name in ["config.toml", "manifest.json", "metrics.jsonl", "result.json",
+                 "checkpoints/best.pt", "checkpoints/last.pt", "predictions/test.parquet",
+                 "predictions/dev.parquet", "predictions/train.parquet"]:
+        assert (folder / name).is_file(), name
+    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert [x["epoch"] for x in lines] == [1, 2, 3]
+    # the chosen epoch is the best dev epoch (first one on ties)
+    dev = [x["dev"]["accuracy"] for x in lines]
+    assert result["chosen_epoch"] == int(np.argmax(dev)) + 1
+    assert result["metrics"]["dev"]["accuracy"] == pytest.approx(max(dev))
+    # test metrics equal the metrics recomputed from the saved predictions
+    pred = pd.read_parquet(folder / "predictions" / "test.parquet")
+    truth = pd.read_parquet(synth / "prepared" / "synthetic-nli" / "test.parquet")
+    assert list(pred.pair_id) == list(truth.pair_id)
+    probs = pred[["prob_0", "prob_1", "prob_2"]].to_numpy()
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    acc = float((probs.argmax(1) == truth.label.to_numpy()).mean())
+    assert result["metrics"]["test"]["accuracy"] == pytest.approx(acc)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    sha = hashlib.sha256((synth / "prepared/synthetic-nli/train.parquet").read_bytes())
+    assert manifest["prepared_sha256"]["train.parquet"] == sha.hexdigest()
+    assert manifest["chosen_epoch"] == result["chosen_epoch"] and manifest["seed"] == 1
+    assert manifest["parameters"]["total"] > manifest["parameters"]["without_embeddings"]
+    assert "epochs = 3" in (folder / "config.toml").read_text()
+    # re-scoring the run from its best checkpoint gives the same numbers
+    assert evaluate_run(folder, "test", "best") == pytest.approx(result["metrics"]["test"])
+
+
+def test_hinge_ranking_beats_chance(synth: Path) -> None:
+    (result,) = train_recipe(RANKING, ["train.epochs=4"], quiet=True)
+    test = result["metrics"]["test"]
+    chance_map = sum(1 / r for r in range(1, 6)) / 5  # one relevant among 5, random order
+    assert test["num_queries"] == 60 and test["map"] > chance_map + 0.1
+    pred = pd.read_parquet(run_dir("bilstm_max_ranking_synthetic") / "predictions/test.parquet")
+    assert {"pair_id", "group_id", "label", "score"} <= set(pred.columns)
+
+
+def test_pointwise_ranking_scores_are_class1_probabilities(synth: Path) -> None:
+    (result,) = train_recipe(RANKING, ["task.loss=pointwise", "train.epochs=3"], quiet=True)
+    pred = pd.read_parquet(run_dir("bilstm_max_ranking_synthetic") / "predictions/test.parquet")
+    assert pred.score.between(0, 1).all()
+    assert result["metrics"]["test"]["map"] > sum(1 / r for r in range(1, 6)) / 5 + 0.1
+
+
+def _flatten(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in state.items()}
+
+
+def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides = [*TINY, "train.epochs=2", "model.dropout=0.3", "data.max_train_pairs=300"]
+    (full,) = train_recipe(NLI, overrides, quiet=True)
+    full_lines = (run_dir() / "metrics.jsonl").read_text().splitlines()
+    full_best = _flatten(model_weights(run_dir() / "checkpoints/best.pt"))
+    full_last = _flatten(model_weights(run_dir() / "checkpoints/last.pt"))
+
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
+
+    def ctrl_c_at_step_13(trainer: Trainer) -> None:  # 10 steps per epoch: mid epoch 2
+        if trainer.state.global_step == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=ctrl_c_at_step_13))
+    status = json.loads((run_dir() / "result.json").read_text())
+    assert status["status"] == "interrupted"
+    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    assert saved["progress"]["global_step"] == 13 and saved["progress"]["epoch"] == 1
+    with pytest.raises(ConfigError, match="--resume"):
+        train_recipe(NLI, overrides, quiet=True)
+    (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
+    assert resumed["metrics"] == full["metrics"]
+    assert resumed["chosen_epoch"] == full["chosen_epoch"]
+    for name, ref in (("best.pt", full_best), ("last.pt", full_last)):
+        got = model_weights(run_dir() / "checkpoints" / name)
+        assert got.keys() == ref.keys()
+        for key in ref:
+            assert torch.equal(got[key], ref[key]), (name, key)
+    strip = ("train_time_s", "pairs_per_s")
+    lines = (run_dir() / "metrics.jsonl").read_text().splitlines()
+    for a, b in zip(lines, full_lines, strict=True):
+        a_d, b_d = json.loads(a), json.loads(b)
+        assert {k: v for k, v in a_d.items() if k not in strip} == {
+            k: v for k, v in b_d.items() if k not in strip}
+
+
+def test_resume_after_a_crash_replays_from_the_step_checkpoint(
+        synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides = [*TINY, "train.epochs=1", "data.max_train_pairs=300",
+                 "train.checkpoint_every=4"]
+    (full,) = train_recipe(NLI, overrides, quiet=True)
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
+
+    def crash_at_step_6(trainer: Trainer) -> None:
+        if trainer.state.global_step == 6:
+            raise RuntimeError("simulated kill")
+
+    with pytest.raises(RuntimeError, match="simulated kill"):
+        train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=crash_at_step_6))
+    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    assert saved["progress"]["global_step"] == 4  # the last step checkpoint before the crash
+    (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
+    assert resumed["metrics"] == full["metrics"]
+
+
+def test_checkpoints_load_with_weights_only_and_rng_round_trips(synth: Path) -> None:
+    train_recipe(NLI, [*TINY, "train.epochs=1", "data.max_train_pairs=64"], quiet=True)
+    state = torch.load(run_dir() / "checkpoints/last.pt", weights_only=True)
+    assert {"model", "optimizer", "scheduler", "rng", "progress", "meta"} <= set(state)
+    assert state["progress"]["epoch"] == 1 and state["progress"]["position"] == 0
+    saved = capture_rng_state()
+    first = (np.random.rand(3), torch.rand(3), __import__("random").random())
+    restore_rng_state(saved)
+    again = (np.random.rand(3), torch.rand(3), __import__("random").random())
+    np.testing.assert_array_equal(first[0], again[0])
+    assert torch.equal(first[1], again[1]) and first[2] == again[2]
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(synth: Path) -> None:
+    def poison_at_step_6(trainer: Trainer) -> None:
+        if trainer.state.global_step == 6:
+            with torch.no_grad():
+                next(trainer.module.parameters()).fill_(math.nan)
+
+    overrides = [*TINY, "train.epochs=1", "train.checkpoint_every=4"]
+    with pytest.raises(TrainingError, match="non-finite"):
+        train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=poison_at_step_6))
+    result = json.loads((run_dir() / "result.json").read_text())
+    assert result["status"] == "failed" and "non-finite" in result["error"]
+    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    assert saved["progress"]["global_step"] == 4
+    assert all(torch.isfinite(v).all() for v in saved["model"].values())
+    with pytest.raises(TrainingError, match="non-finite"):
+        train_recipe(NLI, [*overrides, "optim.lr=inf"], quiet=True, force=True)
+
+
+def test_refuses_to_overwrite_a_finished_run(synth: Path) -> None:
+    overrides = [*TINY, "train.epochs=1", "data.max_train_pairs=64"]
+    (first,) = train_recipe(NLI, overrides, quiet=True)
+    with pytest.raises(ConfigError) as info:
+        train_recipe(NLI, overrides, quiet=True)
+    assert "--force" in str(info.value) and "--resume" in str(info.value)
+    (kept,) = train_recipe(NLI, overrides, quiet=True, resume=True)
+    assert kept == first
+    with pytest.raises(ConfigError, match="recipe changed"):
+        train_recipe(NLI, [*overrides, "optim.lr=0.01"], quiet=True, resume=True)
+    (again,) = train_recipe(NLI, overrides, quiet=True, force=True)
+    assert again["metrics"] == first["metrics"]  # same seed, deterministic on CPU
+
+
+def test_seeds_aggregate_and_ensemble(synth: Path) -> None:
+    overrides = [*TINY, "train.epochs=1", "data.max_train_pairs=200"]
+    results = train_recipe(NLI, overrides, seeds=[1, 2], quiet=True)
+    summary = json.loads((paths.runs_dir() / "bilstm_max_synthetic/summary.json").read_text())
+    values = [r["metrics"]["test"]["accuracy"] for r in results]
+    assert summary["seeds"] == [1, 2]
+    agg = summary["metrics"]["test"]["accuracy"]
+    assert agg["mean"] == pytest.approx(statistics.mean(values))
+    assert agg["std"] == pytest.approx(statistics.stdev(values))
+    # ensemble = argmax of the averaged class probabilities of the saved predictions
+    frames = [pd.read_parquet(run_dir(seed=s) / "predictions/test.parquet") for s in (1, 2)]
+    cols = ["prob_0", "prob_1", "prob_2"]
+    mean = (frames[0][cols].to_numpy() + frames[1][cols].to_numpy()) / 2
+    expected = classification_metrics(frames[0].label.to_numpy(), mean.argmax(1), 3)
+    got = evaluate_ensemble([run_dir(seed=1), run_dir(seed=2)], "test")
+    assert got["ensemble_size"] == 2
+    assert got["accuracy"] == pytest.approx(expected["accuracy"])
+
+
+def test_unknown_dataset_and_bad_select_metric_are_config_errors(synth: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\[data\] dataset.*nosuch"):
+        train_recipe(NLI, ["data.dataset=nosuch"], quiet=True)
+    with pytest.raises(ConfigError, match="select_metric"):
+        train_recipe(NLI, [*TINY, "train.epochs=1", "data.max_train_pairs=32",
+                           "train.select_metric=map"], quiet=True)
