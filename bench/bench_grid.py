@@ -33,10 +33,12 @@ SNLI_TRAIN_PAIRS = 550_152
 VOCAB = 1000
 
 
-def make_model(device: torch.device, layers: int, hidden: int) -> torch.nn.Module:
+def make_model(device: torch.device, layers: int, hidden: int,
+               checkpoint: bool = False) -> torch.nn.Module:
     ctx = ModelContext(vocab_size=VOCAB, embed_dim=100, num_outputs=3)
     model = build_model("tc_lstm", ctx, {"hidden": hidden, "directions": 4, "layers": layers,
-                                         "pool_p": 1, "pool_q": 1, "fc_hidden": 50})
+                                         "pool_p": 1, "pool_q": 1, "fc_hidden": 50,
+                                         "checkpoint": checkpoint})
     return model.to(device)
 
 
@@ -82,10 +84,10 @@ def reference_step(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> N
 
 
 def peak_memory(device: torch.device, batch: int, length: int, layers: int,
-                hidden: int, amp: bool) -> dict[str, float]:
+                hidden: int, amp: bool, checkpoint: bool = False) -> dict[str, float]:
     """Peak memory (bytes) of one forward + backward at ``batch`` pairs of ``length`` words."""
     if device.type == "cuda":
-        model = make_model(device, layers, hidden)
+        model = make_model(device, layers, hidden, checkpoint)
         data = make_batch(batch, length, device)
         torch.cuda.reset_peak_memory_stats(device)
         base = torch.cuda.memory_allocated(device)
@@ -98,7 +100,7 @@ def peak_memory(device: torch.device, batch: int, length: int, layers: int,
         "import resource, sys, torch; torch.set_num_threads(1);"
         f"sys.path.insert(0, {str(ROOT / 'bench')!r});"
         "import bench_grid as b;"
-        f"m = b.make_model(torch.device('cpu'), {layers}, {hidden});"
+        f"m = b.make_model(torch.device('cpu'), {layers}, {hidden}, {checkpoint});"
         f"d = b.make_batch({batch}, {length}, torch.device('cpu'));"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss;"
         "b.engine_step(m, d);"
@@ -123,6 +125,8 @@ def main() -> None:
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast (engine only)")
     parser.add_argument("--memory-batch", type=int, default=128)
+    parser.add_argument("--checkpoint", action="store_true",
+                        help="time the engine with per-block gradient checkpointing")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -130,12 +134,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     torch.manual_seed(0)
-    model = make_model(device, args.layers, args.hidden)
+    model = make_model(device, args.layers, args.hidden, args.checkpoint)
     data = make_batch(args.batch, args.length, device)
     result: dict[str, object] = {
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
         "threads": torch.get_num_threads(), "batch": args.batch, "n": args.length,
         "m": args.length, "layers": args.layers, "hidden": args.hidden, "amp": args.amp,
+        "checkpoint": args.checkpoint,
     }
     engine_s = time_step(lambda: engine_step(model, data, args.amp), args.iters, device)
     result["engine_s_per_step"] = engine_s
@@ -145,11 +150,19 @@ def main() -> None:
         result["reference_s_per_step"] = ref_s
         result["reference_pairs_per_s"] = args.batch / ref_s
         result["speedup"] = ref_s / engine_s
+        # the reference as the tests use it on ragged batches: one pair at a time
+        one = tuple(t[:1] for t in data)
+        pair_s = time_step(lambda: reference_step(model, one), args.ref_iters, device, warmup=0)
+        result["reference_per_pair_s"] = pair_s
+        result["speedup_vs_per_pair"] = pair_s * args.batch / engine_s
     result["projected_snli_epoch_min"] = SNLI_TRAIN_PAIRS / (args.batch / engine_s) / 60
     mem = peak_memory(device, args.memory_batch, args.length, args.layers, args.hidden, args.amp)
     result["memory_batch"] = args.memory_batch
     result["peak_memory_gb"] = mem["peak_bytes"] / 1e9
     result["memory_method"] = mem["method"]
+    mem_ckpt = peak_memory(device, args.memory_batch, args.length, args.layers, args.hidden,
+                           args.amp, checkpoint=True)
+    result["peak_memory_checkpoint_gb"] = mem_ckpt["peak_bytes"] / 1e9
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -160,10 +173,13 @@ def main() -> None:
         print(f"reference  {result['reference_s_per_step']:8.3f} s/step  "
               f"{result['reference_pairs_per_s']:9.1f} pairs/s")
         print(f"speedup    {result['speedup']:8.1f}x (target >= 10x)")
+        print(f"reference, one pair at a time: {result['reference_per_pair_s']:.3f} s/pair -> "
+              f"speedup {result['speedup_vs_per_pair']:.1f}x")
     print(f"SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at this speed: "
           f"{result['projected_snli_epoch_min']:.1f} min")
     print(f"peak memory, batch {args.memory_batch}, 32x32 grid: "
-          f"{result['peak_memory_gb']:.2f} GB ({mem['method']}; target well under 8 GB)")
+          f"{result['peak_memory_gb']:.2f} GB ({mem['method']}; target well under 8 GB); "
+          f"with checkpoint = true: {result['peak_memory_checkpoint_gb']:.2f} GB")
 
 
 if __name__ == "__main__":

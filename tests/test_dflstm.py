@@ -57,3 +57,12 @@ def test_learns_synthetic_nli() -> None:
                   n_train=600, n_test=300, epochs=3, lr=1e-2)
     assert acc > 0.55, acc  # chance is 1/3
 
+
+
+def test_orthogonal_recurrent_init() -> None:
+    ctx = ModelContext(vocab_size=10, embed_dim=4, num_outputs=3)
+    model = build_model("df_lstm", ctx, {"hidden": 5, "memory": 2, "layers": 2})
+    model.orthogonal_recurrent_()
+    for cell in model.blocks:
+        for block in cell.x.u.weight.chunk(4) + cell.y.u.weight.chunk(4):
+            torch.testing.assert_close(block @ block.T, torch.eye(5), atol=1e-5, rtol=0)

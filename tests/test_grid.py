@@ -71,6 +71,12 @@ def test_clstm_ranking_head_equals_reference() -> None:
                          "fc_hidden": 3}, num_outputs=1)
 
 
+def test_checkpointing_changes_nothing() -> None:
+    _compare("tc_lstm", {"hidden": 3, "directions": 4, "layers": 2, "fc_hidden": 3,
+                         "checkpoint": True})
+    _compare("df_lstm", {"hidden": 3, "memory": 2, "layers": 2, "checkpoint": True})
+
+
 @pytest.mark.parametrize("memory,pooling", [(2, "last"), (9, "max")])
 def test_dflstm_engine_equals_reference(memory: int, pooling: str) -> None:
     _compare("df_lstm", {"hidden": 4, "memory": memory, "layers": 2, "pooling": pooling})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from model_harness import assert_padding_invariant, context, fit_nli, fit_ranking
+from model_harness import ModelFactory, assert_padding_invariant, context, fit_nli, fit_ranking
 
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
@@ -18,7 +18,7 @@ from pairrepro.models.registry import build_model
 SMALL = {"hidden": 8, "k": 3, "tensor_slices": 3, "mlp_hidden": 8}
 
 
-def mvlstm(interaction: str, **overrides: object):  # noqa: ANN201 - a model factory
+def mvlstm(interaction: str, **overrides: object) -> ModelFactory:
     def factory(ctx: ModelContext) -> MVLSTM:
         model = build_model("mv_lstm", ctx, {**SMALL, "interaction": interaction, **overrides})
         assert isinstance(model, MVLSTM)

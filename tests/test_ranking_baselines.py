@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_harness import assert_padding_invariant, context, fit_ranking
+from model_harness import ModelFactory, assert_padding_invariant, context, fit_ranking
 from torch import nn
 
 from pairrepro.config import OptimSection
@@ -29,7 +29,7 @@ SMALL: dict[str, dict[str, object]] = {
 }
 
 
-def factory(name: str, **overrides: object):  # noqa: ANN201 - a model factory
+def factory(name: str, **overrides: object) -> ModelFactory:
     def build(ctx: ModelContext) -> PairModel:
         model = build_model(name, ctx, {**SMALL[name], **overrides})
         # the recipes' initialisation (MV-LSTM paper: uniform(-0.1, 0.1))

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from synth_prepared import write_synthetic
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, TrainingError
@@ -23,7 +24,6 @@ from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
 from pairrepro.train.seeding import capture_rng_state, restore_rng_state
-from synth_prepared import write_synthetic
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
 RANKING = paths.PROJECT_DIR / "recipes" / "bilstm_max_ranking_synthetic.toml"
@@ -99,7 +99,8 @@ def _flatten(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    overrides = [*TINY, "train.epochs=2", "model.dropout=0.3", "data.max_train_pairs=300"]
+    overrides = [*TINY, "train.epochs=2", "model.dropout=0.3", "data.max_train_pairs=300",
+                 "optim.lr_decay=0.5", "optim.l2=0.0001"]
     (full,) = train_recipe(NLI, overrides, quiet=True)
     full_lines = (run_dir() / "metrics.jsonl").read_text().splitlines()
     full_best = _flatten(model_weights(run_dir() / "checkpoints/best.pt"))
@@ -127,6 +128,7 @@ def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
         assert got.keys() == ref.keys()
         for key in ref:
             assert torch.equal(got[key], ref[key]), (name, key)
+    assert [json.loads(x)["lr"] for x in full_lines] == pytest.approx([0.003, 0.0015])
     strip = ("train_time_s", "pairs_per_s")
     lines = (run_dir() / "metrics.jsonl").read_text().splitlines()
     for a, b in zip(lines, full_lines, strict=True):
@@ -224,3 +226,77 @@ def test_unknown_dataset_and_bad_select_metric_are_config_errors(synth: Path) ->
     with pytest.raises(ConfigError, match="select_metric"):
         train_recipe(NLI, [*TINY, "train.epochs=1", "data.max_train_pairs=32",
                            "train.select_metric=map"], quiet=True)
+
+
+def test_cli_train_eval_json_and_exit_codes(synth: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    runner = CliRunner()
+    args = ["--json", "train", str(NLI), "--max-epochs", "1", "--set", "data.max_train_pairs=64",
+            *(x for o in TINY for x in ("--set", o))]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    (result,) = json.loads(first.output)
+    assert result["status"] == "finished" and result["chosen_epoch"] == 1
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "--force" in json.loads(again.output)["hint"]
+    scored = runner.invoke(app, ["--json", "eval", "bilstm_max_synthetic", "--split", "dev"])
+    assert scored.exit_code == 0, scored.output
+    (row,) = json.loads(scored.output)
+    assert row["metrics"]["accuracy"] == pytest.approx(result["metrics"]["dev"]["accuracy"])
+    bad = runner.invoke(app, ["--json", "train", "no_such_recipe"])
+    assert bad.exit_code == 2 and "bilstm_max_synthetic" in json.loads(bad.output)["hint"]
+
+
+def test_optimiser_options_do_what_the_recipe_says() -> None:
+    from pairrepro.config import OptimSection
+    from pairrepro.models.base import ModelContext
+    from pairrepro.models.registry import build_model
+    from pairrepro.train.losses import l2_penalty
+    from pairrepro.train.optim import (
+        build_optimizer,
+        clip_gradients,
+        initialise,
+        trainable_parameters,
+    )
+
+    torch.manual_seed(0)
+    pretrained = torch.randn(12, 6)
+    ctx = ModelContext(vocab_size=12, embed_dim=6, num_outputs=3, pretrained=pretrained,
+                       trainable_embeddings=False)
+    model = build_model("bilstm_max", ctx, {"hidden": 5, "mlp_hidden": 4})
+    cfg = OptimSection(name="adagrad", lr=0.05, l2=0.01, init="uniform", init_range=0.02,
+                       lstm_orthogonal=True)
+    initialise(model, cfg, keep_embeddings=True)
+    assert torch.equal(model.embed.embedding.weight, pretrained)  # pretrained kept
+    params = trainable_parameters(model)
+    assert all(p is not model.embed.embedding.weight for p in params)  # frozen: no L2/updates
+    by_hand = 0.5 * 0.01 * sum(float((p.detach().double() ** 2).sum()) for p in params)
+    assert float(l2_penalty(params, 0.01).detach()) == pytest.approx(by_hand, rel=1e-5)
+    hh = model.encoder.weight_hh_l0
+    for block in hh.detach().chunk(4, dim=0):  # each gate's recurrent matrix is orthogonal
+        torch.testing.assert_close(block @ block.T, torch.eye(5), atol=1e-5, rtol=0)
+    assert model.mlp.net[0].weight.abs().max() <= 0.02
+    optimizer = build_optimizer(model, cfg)
+    assert isinstance(optimizer, torch.optim.Adagrad)
+    assert optimizer.param_groups[0]["lr"] == 0.05
+    for p in params:
+        p.grad = torch.full_like(p, 3.0)
+    clip_gradients(params, 1.0)
+    total = torch.sqrt(sum((p.grad ** 2).sum() for p in params))
+    assert float(total) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_demo_runs_the_whole_pipeline(data_home: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    out = CliRunner().invoke(app, ["--json", "demo", "--epochs", "1"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    test = next(r for r in report["results"] if r["split"] == "test")
+    assert test["accuracy"] > test["majority_class"] + 0.2
+    assert (data_home / "prepared" / "synthetic-nli" / "DONE").is_file()

@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, console, emit_json, handle_errors, info, show_progress
+from pairrepro.cli.common import (
+    STATE,
+    console,
+    emit_json,
+    err_console,
+    handle_errors,
+    info,
+    show_progress,
+)
 from pairrepro.errors import ConfigError
 
 SPLIT_ORDER = ("train", "dev")
@@ -49,8 +57,8 @@ def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> 
     """A rich table: one row per (run, split), one column per metric."""
     names = list(dict.fromkeys(m for _, _, metrics in rows for m in metrics))
     table = Table(title=title)
-    table.add_column("run")
-    table.add_column("split")
+    table.add_column("run", no_wrap=True)
+    table.add_column("split", no_wrap=True)
     for name in names:
         table.add_column(name, justify="right")
     for run, split, metrics in rows:
@@ -65,7 +73,7 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
                                                             SPLIT_ORDER.index(s)
                                                             if s in SPLIT_ORDER else 0, s))
         for split in splits:
-            rows.append((f"seed {r['seed']} (epoch {r.get('chosen_epoch')})", split,
+            rows.append((f"seed {r['seed']} (ep {r.get('chosen_epoch')})", split,
                          r["metrics"][split]))
     return rows
 
@@ -119,18 +127,29 @@ def register(app: typer.Typer) -> None:
 
           torchrun --nproc-per-node 4 $(which pairrepro) train recipes/csran_snli.toml
         """
-        from pairrepro.train.runner import train_recipe
+        from pairrepro.train.runner import summarise, train_recipe
 
         overrides = list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
-        results = train_recipe(resolve_recipe(recipe), overrides, parse_seeds(seeds),
-                               resume=resume, device=device, quiet=not show_progress(),
-                               force=force)
+        path = resolve_recipe(recipe)
+        try:
+            results = train_recipe(path, overrides, parse_seeds(seeds), resume=resume,
+                                   device=device, quiet=not show_progress(), force=force)
+        except KeyboardInterrupt as exc:
+            err_console.print(f"[yellow]{exc or 'interrupted'}[/]\n  continue with: "
+                              f"pairrepro train {recipe} --resume")
+            raise typer.Exit(130) from None
         if not results or "status" not in results[0]:
             return  # a non-zero DDP rank: rank 0 reports
         if STATE.json:
             emit_json(results)
         elif not STATE.quiet:
             console.print(metrics_table(results[0]["recipe"], _result_rows(results)))
+            if len(results) > 1:
+                summary = summarise(results)["metrics"]
+                metric = results[0]["select_metric"]
+                console.print(f"mean ± std over {len(results)} seeds ({metric}): " + ", ".join(
+                    f"{split} {v[metric]['mean']:.4f} ± {v[metric]['std']:.4f}"
+                    for split, v in summary.items() if metric in v))
         else:
             for r in results:
                 metric = r["select_metric"]
@@ -167,7 +186,8 @@ def register(app: typer.Typer) -> None:
             rows = [(f"ensemble of {len(dirs)}", split,
                      evaluate_ensemble(dirs, split, checkpoint))]
         else:
-            rows = [(str(d), split, evaluate_run(d, split, checkpoint)) for d in dirs]
+            rows = [(f"{d.parent.name}/{d.name}", split, evaluate_run(d, split, checkpoint))
+                    for d in dirs]
         if STATE.json:
             emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "metrics": m}
                        for r, s, m in rows])
@@ -180,6 +200,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(1, "--seed", help="Training seed."),
         epochs: int | None = typer.Option(None, "--epochs", min=1,
                                           help="Override the recipe's epochs."),
+        threads: int = typer.Option(1, "--threads", min=1,
+                                    help="CPU threads for torch (a model this small runs "
+                                    "fastest on one; more threads only contend)."),
     ) -> None:
         """Fetch the synthetic data, preprocess it, train BiLSTM-max and evaluate it.
 
@@ -191,12 +214,14 @@ def register(app: typer.Typer) -> None:
           pairrepro demo
         """
         import pandas as pd
+        import torch
 
         from pairrepro.data.fetch import fetch_dataset
         from pairrepro.data.prepare import prepare_dataset
         from pairrepro.train.evaluate import evaluate_run
         from pairrepro.train.runner import run_dir_for, train_recipe
 
+        torch.set_num_threads(threads)
         recipe = paths.recipes_dir() / "bilstm_max_synthetic.toml"
         info("[bold]1/4[/] pairrepro fetch synthetic")
         fetch_dataset("synthetic", progress=show_progress())

@@ -32,7 +32,7 @@ Design:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -147,9 +147,13 @@ def run_grid(
     batch, device = given[0].size(0), given[0].device
     cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
     order, offsets = _diagonal_order(n, m, device)
-    grid_diag = None
+    grid_diags: tuple[torch.Tensor, ...] = ()
     if grid is not None:
-        grid_diag = grid.reshape(batch, n * m, grid.size(-1)).index_select(1, order)
+        # one gather into diagonal-major order, then split (not sliced: the backward of a
+        # slice allocates the whole grid per diagonal; that of a split is one concatenation)
+        sizes = [offsets[t + 1] - offsets[t] for t in range(n + m - 1)]
+        grid_diags = grid.reshape(batch, n * m, grid.size(-1)).index_select(1, order).split(
+            sizes, dim=1)
     K = cell.memory
     diags: list[State] = []
     los: list[int] = []
@@ -161,8 +165,8 @@ def run_grid(
             parts.append(rows[:, lo : hi + 1])
         if cols_rev is not None:  # j = t - i runs downwards; in the reversed tensor upwards
             parts.append(cols_rev[:, m - 1 - t + lo : m - 1 - t + hi + 1])
-        if grid_diag is not None:
-            parts.append(grid_diag[:, offsets[t] : offsets[t + 1]])
+        if grid_diags:
+            parts.append(grid_diags[t])
         inp = parts[0]
         for p in parts[1:]:
             inp = inp + p
@@ -225,28 +229,38 @@ def flip_seq(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 def flip_grid(g: torch.Tensor, row_index: torch.Tensor | None,
               col_index: torch.Tensor | None) -> torch.Tensor:
-    """Reverse a ``[B, n, m, ...]`` grid per example along rows and/or columns."""
-    if row_index is not None:
-        g = flip_seq(g, row_index)
-    if col_index is not None:
-        g = flip_seq(g.transpose(1, 2), col_index).transpose(1, 2)
-    return g
+    """Reverse a ``[B, n, m, D]`` grid per example along rows and/or columns (one gather)."""
+    if row_index is None and col_index is None:
+        return g
+    batch, n, m = g.shape[:3]
+    rows = row_index if row_index is not None else torch.arange(n, device=g.device).expand(batch, n)
+    cols = col_index if col_index is not None else torch.arange(m, device=g.device).expand(batch, m)
+    flat = (rows.unsqueeze(2) * m + cols.unsqueeze(1)).reshape(batch, n * m)
+    return flip_seq(g.reshape(batch, n * m, -1), flat).view(g.shape)
+
+
+Projector = Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None],
+                     dict[str, torch.Tensor]]
 
 
 def run_grid_directions(
     cell: GridCell,
+    project: Projector,
     row_mask: torch.Tensor,
     col_mask: torch.Tensor,
     directions: int,
-    rows: torch.Tensor | None = None,
-    cols: torch.Tensor | None = None,
+    x: torch.Tensor | None = None,
+    y: torch.Tensor | None = None,
     grid: torch.Tensor | None = None,
     outputs: Sequence[int] = (0,),
 ) -> list[torch.Tensor]:
-    """Run the first ``directions`` (1 or 4) C-LSTM directions in one batched sweep.
+    """Run the first ``directions`` (1 to 4) C-LSTM directions in one batched sweep.
 
-    Each direction sees the inputs reversed per example as :data:`DIRECTION_FLIPS`
-    says; the results are mapped back to the original orientation.
+    ``x [B, n, e]``, ``y [B, m, e]`` and/or ``grid [B, n, m, D]`` are reversed per example
+    as :data:`DIRECTION_FLIPS` says, stacked along the batch, and only then turned into
+    gate inputs by ``project(x, y, grid) -> {"rows"|"cols"|"grid": tensor}`` (a
+    position-wise map, so it commutes with the reversal, and reversing the narrower
+    un-projected tensors is cheaper). Results are mapped back to the original orientation.
 
     Returns:
         One ``[directions, B, n, m, size]`` tensor per requested component.
@@ -256,15 +270,15 @@ def run_grid_directions(
     n, m = row_mask.size(1), col_mask.size(1)
     ridx, cidx = flip_index(row_mask), flip_index(col_mask)
     flips = DIRECTION_FLIPS[:directions]
-    r_in = c_in = g_in = None
-    if rows is not None:
-        r_in = torch.cat([flip_seq(rows, ridx) if fx else rows for fx, _ in flips])
-    if cols is not None:
-        c_in = torch.cat([flip_seq(cols, cidx) if fy else cols for _, fy in flips])
+    x_in = y_in = g_in = None
+    if x is not None:
+        x_in = torch.cat([flip_seq(x, ridx) if fx else x for fx, _ in flips])
+    if y is not None:
+        y_in = torch.cat([flip_seq(y, cidx) if fy else y for _, fy in flips])
     if grid is not None:
         g_in = torch.cat([flip_grid(grid, ridx if fx else None, cidx if fy else None)
                           for fx, fy in flips])
-    results = run_grid(cell, n, m, rows=r_in, cols=c_in, grid=g_in, outputs=outputs)
+    results = run_grid(cell, n, m, outputs=outputs, **project(x_in, y_in, g_in))
     out = []
     for res in results:
         chunks = res.chunk(directions)

@@ -306,6 +306,6 @@ class RandomGuess(PairModel):
         if self.ctx.num_outputs == 1:
             return out
         # classes: seeded random logits, one hash per class
-        logits = [[self._uniform(a + [-1 - c], b) for c in range(self.ctx.num_outputs)]
+        logits = [[self._uniform([*a, -1 - c], b) for c in range(self.ctx.num_outputs)]
                   for a, b in zip(lefts, rights, strict=True)]
         return torch.tensor(logits, dtype=torch.float32, device=left.device)

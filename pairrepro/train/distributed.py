@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -47,13 +48,20 @@ def init_distributed(device_type: str) -> DistContext:
     return ctx
 
 
+def _comm_device() -> torch.device:
+    """nccl only moves CUDA tensors; gloo moves CPU ones."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
 def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
     """Sum numbers over ranks (identity when not distributed)."""
     if not ctx.enabled:
         return values
-    tensor = torch.tensor(values, dtype=torch.float64)
+    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device())
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor.tolist()
+    return tensor.cpu().tolist()
 
 
 def gather_rows(rows: np.ndarray, outputs: np.ndarray, ctx: DistContext) -> tuple[
@@ -77,9 +85,18 @@ def broadcast_flag(flag: bool, ctx: DistContext) -> bool:
     """Rank 0's value of ``flag`` on every rank (e.g. 'stop now' after Ctrl-C)."""
     if not ctx.enabled:
         return flag
-    tensor = torch.tensor([1 if flag else 0], dtype=torch.int64)
+    tensor = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_comm_device())
     dist.broadcast(tensor, src=0)
     return bool(tensor.item())
+
+
+def broadcast_object(obj: Any, ctx: DistContext) -> Any:
+    """Rank 0's picklable ``obj`` on every rank (identity when not distributed)."""
+    if not ctx.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def cleanup(ctx: DistContext) -> None:

@@ -78,7 +78,7 @@ class TrainHooks:
 
 
 @dataclass
-class Progress_:
+class TrainState:
     """Where training stands (saved in every checkpoint; plain numbers and lists only)."""
 
     epoch: int = 0  # 0-based epoch in progress
@@ -143,7 +143,7 @@ class Trainer:
 
             ids = [device.index] if device.type == "cuda" else None
             self.model = DistributedDataParallel(self.module, device_ids=ids)
-        self.state = Progress_()
+        self.state = TrainState()
         self.stop_flag = {"stop": False}
         # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
         self.sync_every = 1 if device.type == "cpu" else 50
@@ -177,7 +177,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         restore_rng_state(state["rng"])
-        self.state = Progress_(**state["progress"])
+        self.state = TrainState(**state["progress"])
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: EncodedSplit) -> dict[str, float]:
@@ -220,7 +220,7 @@ class Trainer:
                      f"good checkpoint is kept in {self.checkpoint_dir}",
             )
 
-    def fit(self, resume_state: dict[str, Any] | None = None) -> Progress_:
+    def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
         """Run the remaining epochs; returns the final progress (history, best epoch)."""
         if resume_state is not None:
             self.restore(resume_state)

@@ -40,7 +40,12 @@ from pairrepro.models.base import ModelContext, PairModel
 from pairrepro.models.registry import build_model
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import device_name, resolve_device
-from pairrepro.train.distributed import DistContext, barrier, init_distributed
+from pairrepro.train.distributed import (
+    DistContext,
+    barrier,
+    broadcast_object,
+    init_distributed,
+)
 from pairrepro.train.evaluate import (
     metrics_from_scores,
     predict_outputs,
@@ -155,8 +160,7 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
                               source=str(config))
     seed = int(result.get("seed", recipe.seeds[0]))
     splits = [resolve_split(recipe, s) for s in splits]
-    device = resolve_device("cpu" if recipe.train.device == "auto" and not
-                            torch.cuda.is_available() else recipe.train.device)
+    device = resolve_device("auto")  # re-scoring runs wherever this machine can
     train_split = recipe.data.train_split
     prepared, data = load_task_data(recipe, seed, list(dict.fromkeys([train_split, *splits])))
     model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
@@ -280,14 +284,16 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
         device_t = resolve_device("cuda", dist_ctx.local_rank)
         torch.cuda.set_device(device_t)
     run_dir = run_dir_for(recipe.name, seed)
+    # rank 0 decides; the other ranks follow it, errors included (none may hang waiting)
+    decision: tuple[str, str | None, str | None] = ("", None, None)
     if dist_ctx.is_main:
-        action = _check_existing(run_dir, recipe, resume, force)
-    barrier(dist_ctx)
-    if not dist_ctx.is_main:
-        action = "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "fresh"
-        if (run_dir / "result.json").is_file() and io.read_json(
-                run_dir / "result.json").get("status") == "finished":
-            action = "done"
+        try:
+            decision = (_check_existing(run_dir, recipe, resume, force), None, None)
+        except ConfigError as exc:
+            decision = ("", exc.args[0], exc.hint)
+    action, error, hint = broadcast_object(decision, dist_ctx)
+    if error is not None:
+        raise ConfigError(error, hint=hint)
     if action == "done":
         return io.read_json(run_dir / "result.json")
 
