@@ -159,3 +159,20 @@ def test_tokenizer_fast_path_equals_the_pattern() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25)))
         assert tok.split(text) == re.findall(TOKEN_PATTERN, text.lower()), repr(text)
+
+
+def test_twitter_url_dev_is_held_out_of_train(data_home: Path, shared_datasets: Path) -> None:
+    """TwitterURL has no dev split: 10% of train moves to dev, seeded, after the published
+    train count (42,200 pairs, 11,167 positive) is checked."""
+    _link_raw(data_home, shared_datasets, "twitter_url")
+    stats = prepare_dataset("twitter_url", "tokenised", progress=False)
+    train, dev = stats["splits"]["train"], stats["splits"]["dev"]
+    assert train["pairs"] + dev["pairs"] == 42200
+    assert dev["pairs"] == 4220
+    assert train["labels"]["1"] + dev["labels"]["1"] == 11167
+    data = load_prepared("twitter_url", "tokenised")
+    ids_train, ids_dev = set(data.split("train").pair_id), set(data.split("dev").pair_id)
+    assert not ids_train & ids_dev
+    first = sorted(ids_dev)
+    prepare_dataset("twitter_url", "tokenised", progress=False)  # same seed, same split
+    assert sorted(load_prepared("twitter_url", "tokenised").split("dev").pair_id) == first

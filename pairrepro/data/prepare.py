@@ -160,6 +160,36 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
             )
 
 
+def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dict[str, Any],
+                       spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
+    """Carve a dev split out of a published split that has none (TwitterURL has train/test only).
+
+    ``holdout = {from = "train", to = "dev", fraction = 0.1, seed = 13}``: whole groups move,
+    chosen by a seeded permutation, so the derived split is the same on every machine. The
+    source split's published counts are checked before anything moves.
+    """
+    source, target = holdout["from"], holdout["to"]
+    if source not in results:
+        return results
+    frame = results[source].pairs
+    labels = np.bincount(frame["label"].to_numpy(), minlength=len(label_map))
+    published = {"pairs": len(frame), "groups": int(frame["group_id"].nunique()),
+                 "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
+    _check_expected(name, source, spec.splits[source].expected, frame, results[source],
+                    label_map, published)
+    groups = frame["group_id"].unique()
+    rng = np.random.default_rng(int(holdout.get("seed", 13)))
+    chosen = set(rng.permutation(groups)[: round(len(groups) * float(holdout["fraction"]))])
+    in_target = frame["group_id"].isin(chosen).to_numpy()
+    moved = {**results[source].dropped,
+             f"moved to {target!r} (held out, seed {holdout.get('seed', 13)})":
+             int(in_target.sum())}
+    kept = dataclasses.replace(results[source], pairs=frame[~in_target].reset_index(drop=True),
+                               dropped=moved)
+    derived = ReaderResult(pairs=frame[in_target].reset_index(drop=True))
+    return {**results, source: kept, target: derived}
+
+
 def _source_hashes(raw_root: Path, files: Iterable[str]) -> dict[str, str]:
     """sha256 of every raw file used: from ``.fetched.json`` when fetch recorded it."""
     recorded: dict[str, str] = {}
@@ -296,6 +326,10 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                 hint="fix or re-fetch the file, or run without --strict to skip and report them",
             )
 
+        holdout = spec.options.get("holdout")
+        if holdout:
+            results = _split_off_holdout(name, results, holdout, spec, label_map)
+
         encoder = _Encoder(tokenizer)
         encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         summaries: dict[str, dict[str, Any]] = {}
@@ -321,8 +355,9 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                 "dropped": dict(result.dropped),
                 "malformed": len(result.malformed),
             }
-            _check_expected(name, split, spec.splits[split].expected, frame, result, label_map,
-                            summary)
+            if split in spec.splits and not (holdout and split == holdout["from"]):
+                _check_expected(name, split, spec.splits[split].expected, frame, result,
+                                label_map, summary)
             summaries[split] = summary
 
         step(f"{name}: building the vocabulary")
