@@ -10,8 +10,10 @@ TORCH_PIN ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 SEEDS  ?= 1
 DEVICE ?= auto
-MIRROR ?= $(firstword $(wildcard ../shared/datasets) $(PAIRREPRO_MIRROR))
-export PAIRREPRO_MIRROR ?= $(MIRROR)
+# a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir, else $PAIRREPRO_MIRROR,
+# else ../shared/datasets when it exists; empty means the official URLs
+MIRROR ?= $(or $(PAIRREPRO_MIRROR),$(wildcard ../shared/datasets))
+export PAIRREPRO_MIRROR := $(MIRROR)
 
 .PHONY: install demo test lint bench clean help
 help:  ## list the targets

@@ -161,3 +161,16 @@ def test_learns_synthetic_ranking(name: str) -> None:
     # representation models need many distinct queries to generalise (few epochs suffice)
     p_at_1 = fit_ranking(factory(name), n_train=1000, epochs=3, lr=1e-2)
     assert p_at_1 > LEARNS[name], f"{name} test P@1 {p_at_1:.3f} (chance 0.2)"
+
+
+def test_random_guess_default_seed_beyond_int64(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an unseeded torch reports an unsigned 64-bit seed; it used to overflow the int64 buffer
+    ctx = ModelContext(vocab_size=10, embed_dim=4, num_outputs=1)
+    monkeypatch.setattr(torch, "initial_seed", lambda: 2**64 - 3)
+    model = build_model("random_guess", ctx, {})
+    assert int(model.seed) == (2**64 - 3) - 2**63
+    ids = torch.randint(2, 10, (4, 5))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    # the folded seed hashes like the same seed given explicitly
+    same = build_model("random_guess", ctx, {"seed": (2**64 - 3) - 2**63})
+    torch.testing.assert_close(model(ids, mask, ids, mask), same(ids, mask, ids, mask))

@@ -4,15 +4,17 @@ Two seeded generators, both returning the canonical pair table
 (``pair_id, group_id, left, right, label``):
 
 * :func:`generate_nli` — 3-class NLI (0 entailment, 1 neutral, 2 contradiction).
-  The label depends on how the hypothesis relates to the premise, word by word:
-  a hypernym or a dropped adjective entails; a swapped noun of the same
-  category, an antonym verb or a negation contradicts; an added detail is
-  neutral. A model that looks at one sentence only stays near chance on the
-  noun-swap and detail cases; a model that never sees the premise cannot
-  exceed about 50%.
+  Premise and hypothesis have the same shape, ``a ADJ NOUN VERB in the PLACE``, and every
+  word of a hypothesis is drawn from the same pool whatever the label, so one sentence
+  alone says nothing about the label (a hypothesis-only classifier stays near chance;
+  ``tests/test_synthetic.py`` checks it). The label is the relation between the two:
+  the same adjective with the same noun or its hypernym entails; a different adjective
+  is neutral (unknown); a sibling noun of the same category or the antonym verb
+  contradicts.
 * :func:`generate_ranking` — queries with one relevant candidate and
   ``negatives`` distractors. The relevant one mentions the query's topic words
-  (or their synonyms); distractors share filler words and at most one topic word.
+  (or their synonyms); distractors carry as many content words, at most one of them
+  a query topic, so only a model that compares query and candidate ranks well.
 """
 
 from __future__ import annotations
@@ -36,8 +38,6 @@ VERBS = {  # verb -> antonym
 }
 ADJECTIVES = ["small", "big", "red", "old", "young", "happy", "dirty", "fast", "green", "quiet"]
 PLACES = ["park", "street", "beach", "field", "garden", "road", "river", "city"]
-DETAILS = ["because it is late", "for the first time", "with a friend", "during the storm",
-           "after lunch", "near the station"]
 
 
 def _premise(rng: random.Random) -> tuple[str, str, str, str]:
@@ -52,27 +52,23 @@ def _nli_pair(rng: random.Random) -> tuple[str, str, int]:
     adjective, noun, verb, place = _premise(rng)
     premise = f"a {adjective} {noun} {verb} in the {place}"
     label = rng.randrange(3)
-    if label == 0:  # entailment
+    other_adjective = rng.choice([a for a in ADJECTIVES if a != adjective])
+    # noun of the hypothesis: the same one or its hypernym. The odds are set so that a
+    # specific (non-hypernym) noun is equally likely (3/4) under every label.
+    same_or_hypernym = noun if rng.random() < 0.75 else NOUNS[noun][1]
+    if label == 0:  # entailment: nothing new is claimed
+        h_adj, h_noun, h_verb = adjective, same_or_hypernym, verb
+    elif label == 1:  # neutral: an adjective the premise does not give
+        h_adj, h_noun, h_verb = other_adjective, same_or_hypernym, verb
+    else:  # contradiction: a sibling noun or the antonym verb
+        h_adj = rng.choice([adjective, other_adjective])
         if rng.random() < 0.5:
-            hypothesis = f"a {NOUNS[noun][1]} {verb} in the {place}"
+            siblings = [n for n, (c, _) in NOUNS.items() if c == NOUNS[noun][0] and n != noun]
+            h_noun, h_verb = rng.choice(sorted(siblings)), verb
         else:
-            hypothesis = f"a {noun} {verb} in the {place}"
-    elif label == 1:  # neutral: an added detail, or an adjective the premise does not give
-        if rng.random() < 0.5:
-            hypothesis = f"a {adjective} {noun} {verb} in the {place} {rng.choice(DETAILS)}"
-        else:
-            other_adj = rng.choice([a for a in ADJECTIVES if a != adjective])
-            hypothesis = f"a {other_adj} {noun} {verb} in the {place}"
-    else:  # contradiction: same-category noun swap, antonym verb, or negation
-        kind = rng.randrange(3)
-        if kind == 0:
-            others = [n for n, (c, _) in NOUNS.items() if c == NOUNS[noun][0] and n != noun]
-            hypothesis = f"a {adjective} {rng.choice(sorted(others))} {verb} in the {place}"
-        elif kind == 1:
-            hypothesis = f"a {adjective} {noun} {VERBS[verb]} in the {place}"
-        else:
-            hypothesis = f"no {noun} {verb} in the {place}"
-    return premise, hypothesis, label
+            h_noun = noun if rng.random() < 0.5 else NOUNS[noun][1]
+            h_verb = VERBS[verb]
+    return premise, f"a {h_adj} {h_noun} {h_verb} in the {place}", label
 
 
 def generate_nli(n_pairs: int, seed: int = 0, split: str = "train") -> pd.DataFrame:
@@ -126,8 +122,10 @@ def generate_ranking(
         for _ in range(negatives):
             # a distractor shares at most one topic word with the query
             others = rng.sample([t for t in topics if t not in (topic, second)], 2)
-            shared = [rng.choice(TOPICS[rng.choice([topic, second])])] if rng.random() < 0.5 else []
-            words = [*shared, rng.choice(TOPICS[others[0]]), rng.choice(ACTIONS)]
+            # ... and, like the relevant one, carries three content words
+            first = (rng.choice(TOPICS[rng.choice([topic, second])]) if rng.random() < 0.5
+                     else rng.choice(TOPICS[others[1]]))
+            words = [first, rng.choice(TOPICS[others[0]]), rng.choice(ACTIONS)]
             candidates.append((_answer(rng, words, rng.randint(4, 9)), 0))
         rng.shuffle(candidates)
         for c, (text, label) in enumerate(candidates):

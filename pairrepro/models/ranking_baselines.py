@@ -279,14 +279,17 @@ class RandomGuess(PairModel):
 
     Args:
         seed: the hash seed; -1 (default) takes torch's global seed when the model is built,
-            so every recipe seed gives a different random ranking.
+            so every recipe seed gives a different random ranking. Any integer is folded
+            into ``[0, 2**63)`` to fit the int64 buffer.
     """
 
     needs_training = False
 
     def __init__(self, ctx: ModelContext, seed: int = -1) -> None:
         super().__init__(ctx)
-        seed = torch.initial_seed() if seed == -1 else seed
+        # torch.initial_seed() is an unsigned 64-bit value (up to 2**64 - 1) when torch was
+        # never seeded; the int64 buffer needs it folded into [0, 2**63)
+        seed = (torch.initial_seed() if seed == -1 else seed) % 2**63
         # a buffer, so a saved checkpoint reproduces the same scores
         self.register_buffer("seed", torch.tensor(seed, dtype=torch.int64))
 
