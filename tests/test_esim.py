@@ -39,5 +39,6 @@ def test_soft_align_matches_unpadded_per_example_softmax() -> None:
 
 
 def test_esim_learns_synthetic_nli() -> None:
-    acc = fit_nli(esim, n_train=600, n_test=300, epochs=4)
+    # measured 0.83 on the relation-only synthetic data (one sentence alone is at chance)
+    acc = fit_nli(esim, n_train=600, n_test=300, epochs=4, lr=1e-2)
     assert acc > 0.6, f"ESIM test accuracy {acc:.3f} (chance 0.33)"

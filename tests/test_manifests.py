@@ -10,8 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from pairrepro import io
+from pairrepro.cli.app import app
 from pairrepro.data.manifests import available_datasets, load_manifest, parse_manifest
 from pairrepro.errors import ConfigError
 
@@ -54,6 +56,18 @@ def test_non_public_datasets_say_why() -> None:
     yahoo = load_manifest("yahoo")
     assert {"manner.xml", "manner.xml.gz"} <= {s.path for s in yahoo.files}
     assert "webscope" in yahoo.licence.lower()
+
+
+def test_unpublished_dataset_fetch_and_preprocess_say_so(data_home: Path) -> None:
+    assert load_manifest("reuters_sc").never_published
+    assert not load_manifest("yahoo").never_published  # gated, but the user can obtain it
+    assert load_manifest("yahoo").default_variant == "mvlstm"
+    runner = CliRunner()
+    for command in ("fetch", "preprocess"):
+        result = runner.invoke(app, [command, "reuters_sc"])
+        assert result.exit_code == 3, (command, result.output)
+        assert "'reuters_sc' was never published" in result.output, result.output
+    assert not (data_home / "raw" / "reuters_sc").exists()
 
 
 def test_official_urls_and_hub_ids() -> None:

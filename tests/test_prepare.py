@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,17 +13,10 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
+from pairrepro.data.fetch import fetch_dataset
 from pairrepro.data.prepare import Tokenizer, prepare_dataset
 from pairrepro.data.prepared import load_prepared
-from pairrepro.data.synthetic import generate_nli, generate_ranking
 from pairrepro.errors import DataError
-
-
-def _link_raw(home: Path, mirror: Path, name: str) -> Path:
-    root = home / "raw" / name
-    root.parent.mkdir(parents=True, exist_ok=True)
-    root.symlink_to(mirror / name, target_is_directory=True)
-    return root
 
 
 def _mirror_sha(mirror: Path, rel: str) -> str:
@@ -33,8 +27,9 @@ def _mirror_sha(mirror: Path, rel: str) -> str:
     raise AssertionError(rel)
 
 
-def test_trecqa_clean_prepared(data_home: Path, shared_datasets: Path) -> None:
-    _link_raw(data_home, shared_datasets, "trecqa")
+def test_trecqa_clean_prepared(raw_from_mirror: Callable[[str], Path],
+                               shared_datasets: Path) -> None:
+    raw_from_mirror("trecqa")
     stats = prepare_dataset("trecqa", "clean", progress=False)
     splits = stats["splits"]
     assert (splits["train"]["pairs"], splits["train"]["groups"]) == (53417, 1229)
@@ -64,22 +59,8 @@ def test_trecqa_clean_prepared(data_home: Path, shared_datasets: Path) -> None:
     assert (paths.home() / "prepared" / "trecqa-clean" / "DONE").is_file()
 
 
-def _write_synthetic(home: Path) -> None:
-    """The synthetic dataset laid out as ``fetch synthetic`` leaves it (canonical jsonl)."""
-    for variant, frames in (
-        ("nli", {s: generate_nli(n, seed=1, split=s) for s, n in
-                 (("train", 6000), ("dev", 600), ("test", 600))}),
-        ("ranking", {s: generate_ranking(n, negatives=4, seed=1, split=s) for s, n in
-                     (("train", 800), ("dev", 150), ("test", 150))}),
-    ):
-        folder = home / "raw" / "synthetic" / variant
-        folder.mkdir(parents=True, exist_ok=True)
-        for split, frame in frames.items():
-            frame.to_json(folder / f"{split}.jsonl", orient="records", lines=True)
-
-
 def test_synthetic_through_preprocess_and_cli(data_home: Path) -> None:
-    _write_synthetic(data_home)
+    fetch_dataset("synthetic")  # canonical jsonl, seeded
     result = CliRunner().invoke(app, ["preprocess", "synthetic", "--json"])
     assert result.exit_code == 0, result.output
     stats = json.loads(result.output)
@@ -96,10 +77,10 @@ def test_synthetic_through_preprocess_and_cli(data_home: Path) -> None:
     assert (frame.groupby("group_id")["label"].sum() == 1).all()
 
 
-def test_expected_mismatch_and_missing_splits(data_home: Path, shared_datasets: Path,
+def test_expected_mismatch_and_missing_splits(raw_from_mirror: Callable[[str], Path],
                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
-    _link_raw(data_home, shared_datasets, "quora")
+    raw_from_mirror("quora")
     stats = prepare_dataset("quora", progress=False)
     assert list(stats["splits"]) == ["dev", "test"]
     assert stats["missing_splits"] == {"train": ["Quora_question_pair_partition/train.tsv"]}
@@ -161,10 +142,10 @@ def test_tokenizer_fast_path_equals_the_pattern() -> None:
         assert tok.split(text) == re.findall(TOKEN_PATTERN, text.lower()), repr(text)
 
 
-def test_twitter_url_dev_is_held_out_of_train(data_home: Path, shared_datasets: Path) -> None:
+def test_twitter_url_dev_is_held_out_of_train(raw_from_mirror: Callable[[str], Path]) -> None:
     """TwitterURL has no dev split: 10% of train moves to dev, seeded, after the published
     train count (42,200 pairs, 11,167 positive) is checked."""
-    _link_raw(data_home, shared_datasets, "twitter_url")
+    raw_from_mirror("twitter_url")
     stats = prepare_dataset("twitter_url", "tokenised", progress=False)
     train, dev = stats["splits"]["train"], stats["splits"]["dev"]
     assert train["pairs"] + dev["pairs"] == 42200

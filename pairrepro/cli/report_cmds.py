@@ -114,7 +114,7 @@ def report(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (format from "
                                     "the suffix .md/.tex/.html unless --format is given)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
-                              "datasets, estimated GPU hours."),
+                              "datasets, estimated CPU or GPU hours."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
 ) -> None:

@@ -457,6 +457,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     at all could be obtained.
     """
     manifest = load_manifest(name)
+    manifest.require_published()  # before any option check: nothing could ever help
     if manifest.name == "synthetic":
         return _generate_synthetic(manifest, force)
     from_path = from_path.expanduser().resolve() if from_path is not None else None

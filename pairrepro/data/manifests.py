@@ -7,13 +7,13 @@ variants with the files each split needs and the counts expected after reading.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError
+from pairrepro.io import read_toml
 
 
 @dataclass
@@ -67,6 +67,20 @@ class Manifest:
     files: list[FileSpec] = field(default_factory=list)
     variants: dict[str, VariantSpec] = field(default_factory=dict)
     source: str = ""
+
+    @property
+    def never_published(self) -> bool:
+        """Declared only so that tables citing it can say why: not public, and no file at all
+        (e.g. ``reuters_sc``: its authors never released it)."""
+        return not self.public and not self.files
+
+    def require_published(self) -> None:
+        """Raise :class:`DataError` (exit 3) for a dataset whose data was never published."""
+        if self.never_published:
+            raise DataError(
+                f"dataset {self.name!r} was never published: there is no file to fetch or "
+                "prepare, and no recipe can use it",
+                hint=f"{self.licence} ({self.source})" if self.licence else self.source)
 
     def variant(self, name: str | None) -> VariantSpec:
         """A variant by name (``None``: the default one), with an error listing the choices."""
@@ -141,8 +155,4 @@ def load_manifest(name: str) -> Manifest:
     if not path.is_file():
         raise ConfigError(f"unknown dataset {name!r}",
                           hint=f"known datasets: {', '.join(available_datasets())}")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    return parse_manifest(raw, str(path))
+    return parse_manifest(read_toml(path), str(path))

@@ -286,6 +286,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     """
     started = time.perf_counter()
     manifest = load_manifest(name)
+    manifest.require_published()
     spec = manifest.variant(variant)
     label_map = list(spec.options.get("label_map") or manifest.label_map)
     task = spec.options.get("task", manifest.task)

@@ -2,7 +2,8 @@
 
 * CSRAN Figures 2 and 3: dev score against stack depth, one curve per series; a run belongs to
   a series when its resolved ``config.toml`` matches the series' ``match`` keys
-  (``csran.toml`` ``[[figures]]``), x is read from the config (``model.layers``).
+  (``csran.toml`` ``[[figures]]``), x is read from the config (``model.layers``); model
+  hyper-parameters a config leaves unset take the model's defaults (``tables.settings``).
 * A table whose rows carry ``x`` (MV-LSTM Table 2: k) as a plot: published values against the
   reproduced means (± std).
 * Training curves of one run from its ``metrics.jsonl`` (``pairrepro report curves RUN``).
@@ -28,6 +29,7 @@ from pairrepro.report.tables import (
     RunInfo,
     all_runs,
     flatten,
+    settings,
 )
 
 FIGURE_FORMATS = ("png", "svg")
@@ -46,7 +48,7 @@ def _save(fig: Any, stem: Path) -> list[Path]:
 
 
 def _matches(run: RunInfo, match: dict[str, Any]) -> bool:
-    flat = flatten(run.config)
+    flat = settings(run.config)
     return all(flat.get(key) == value for key, value in match.items())
 
 
@@ -62,7 +64,7 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
         for run in runs:
             if run.status != "finished" or not _matches(run, series.get("match", {})):
                 continue
-            x = flatten(run.config).get(spec.x)
+            x = settings(run.config).get(spec.x)
             y = run.value(spec.y)
             if isinstance(x, int | float) and y is not None:
                 by_x.setdefault(float(x), []).append(y * scale)

@@ -1,24 +1,25 @@
 """What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
 
 For every recipe of a table: its dataset and whether it is prepared (or the command that fetches
-it), the seeds still to train, and an estimate of GPU hours,
+it), the seeds still to train, and an estimate of hours,
 ``epochs × train pairs / pairs_per_s`` per seed. Throughput comes from ``bench/figures.toml``
-(model name → pairs/s), else from the ``pairs_per_s`` that earlier runs of the same model logged
-in ``metrics.jsonl``; train pairs from the prepared ``stats.json``, else the manifest's expected
-count.
+(model name → pairs/s and the hardware it was measured on), else from the ``pairs_per_s`` that
+earlier runs of the same model logged in ``metrics.jsonl``; train pairs from the prepared
+``stats.json``, else the manifest's expected count. An estimate is in CPU hours or GPU hours,
+as its throughput figure was measured; the totals keep the two apart.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, PairreproError
+from pairrepro.io import read_toml
 from pairrepro.report.tables import (
     Paper,
     PaperTable,
@@ -30,6 +31,7 @@ from pairrepro.report.tables import (
 )
 
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
+HARDWARE = ("cpu", "gpu")
 
 
 @dataclass
@@ -49,49 +51,75 @@ class PlanItem:
     pairs_per_s: float | None
     throughput_source: str
     tables: list[str] = field(default_factory=list)
+    hardware: str = "gpu"  # where pairs_per_s was measured: the unit of ``hours``
 
     @property
-    def gpu_hours(self) -> float | None:
-        """Estimated hours for the seeds still to train (``None`` when unknown)."""
+    def hours(self) -> float | None:
+        """Estimated hours on ``hardware`` for the seeds still to train (``None``: unknown)."""
         if not self.train_pairs or not self.pairs_per_s:
             return None
         return len(self.seeds_todo) * self.epochs * self.train_pairs / self.pairs_per_s / 3600
 
+    @property
+    def gpu_hours(self) -> float | None:
+        """:attr:`hours` when the throughput is a GPU figure, else ``None``."""
+        return self.hours if self.hardware == "gpu" else None
+
+    @property
+    def cpu_hours(self) -> float | None:
+        """:attr:`hours` when the throughput is a CPU figure, else ``None``."""
+        return self.hours if self.hardware == "cpu" else None
+
 
 def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """``bench/figures.toml`` as ``{model: {pairs_per_s, device, source}}``."""
+    """``bench/figures.toml`` as ``{model: {pairs_per_s, hardware, device, source, ...}}``."""
     p = path or BENCH_FIGURES
     if not p.is_file():
         return {}
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
-    models = raw.get("models", {})
+    models = read_toml(p).get("models", {})
     for name, entry in models.items():
         value = entry.get("pairs_per_s") if isinstance(entry, dict) else None
         if not isinstance(value, int | float) or value <= 0:
             raise ConfigError(f"{p}: [models.{name}] pairs_per_s: expected a positive number")
+        if entry.get("hardware") not in HARDWARE:
+            raise ConfigError(f"{p}: [models.{name}] hardware: expected \"cpu\" or \"gpu\", "
+                              f"got {entry.get('hardware')!r}",
+                              hint="say where pairs_per_s was measured: it sets the unit "
+                                   "(CPU hours or GPU hours) of the plan's estimate")
     return models
 
 
-def _measured_throughput(runs_dir: Path, model: str) -> float | None:
-    """Median ``pairs_per_s`` logged by earlier runs of ``model``."""
-    speeds: list[float] = []
+def _run_hardware(run_dir: Path) -> str:
+    """``gpu`` when the run's manifest.json names a CUDA device, else ``cpu``."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return "cpu"
+    return "gpu" if str(manifest.get("device", "")).startswith("cuda") else "cpu"
+
+
+def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None:
+    """Median ``pairs_per_s`` logged by earlier runs of ``model``, and their hardware (GPU
+    runs when there are any: CPU and GPU speeds are never mixed)."""
+    speeds: dict[str, list[float]] = {}
     for run in all_runs(runs_dir):
         if run.config.get("model", {}).get("name") != model:
             continue
         log = Path(run.path) / "metrics.jsonl"
         if not log.is_file():
             continue
+        hardware = _run_hardware(Path(run.path))
         for line in log.read_text(encoding="utf-8").splitlines():
             try:
                 value = json.loads(line).get("pairs_per_s")
             except (json.JSONDecodeError, AttributeError):
                 continue
             if isinstance(value, int | float) and value > 0:
-                speeds.append(float(value))
-    return statistics.median(speeds) if speeds else None
+                speeds.setdefault(hardware, []).append(float(value))
+    for hardware in ("gpu", "cpu"):
+        if speeds.get(hardware):
+            return statistics.median(speeds[hardware]), hardware
+    return None
 
 
 def _train_pairs(recipe: Any) -> int | None:
@@ -133,42 +161,56 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
             wanted = seeds or recipe.seeds
             done = [r.seed for r in find_runs(runs_dir, name) if r.status == "finished"]
             ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-            speed, source = None, "unknown"
+            speed, source, hardware = None, "unknown", "gpu"
             if recipe.model.name in figures:
-                speed = float(figures[recipe.model.name]["pairs_per_s"])
-                source = str(figures[recipe.model.name].get("source", "bench/figures.toml"))
+                figure = figures[recipe.model.name]
+                speed = float(figure["pairs_per_s"])
+                source = str(figure.get("source", "bench/figures.toml"))
+                hardware = str(figure.get("hardware", "gpu"))
             elif (measured := _measured_throughput(runs_dir, recipe.model.name)) is not None:
-                speed, source = measured, "earlier runs"
+                (speed, hardware), source = measured, "earlier runs"
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,
                 seeds_done=[s for s in wanted if s in done],
                 seeds_todo=[s for s in wanted if s not in done], epochs=recipe.train.epochs,
                 train_pairs=_train_pairs(recipe), pairs_per_s=speed, throughput_source=source,
-                tables=[f"{paper.paper} T{table.number}"],
+                tables=[f"{paper.paper} T{table.number}"], hardware=hardware,
             )
     return list(items.values())
+
+
+def _speed(item: PlanItem) -> str:
+    """``5.6 (source)``: slow (CPU) figures keep a decimal."""
+    if not item.pairs_per_s:
+        return "unknown"
+    digits = 0 if item.pairs_per_s >= 100 else 1
+    return f"{item.pairs_per_s:.{digits}f} ({item.throughput_source})"
 
 
 def render_plan(items: list[PlanItem]) -> str:
     """A plain-text plan: one line per recipe, then the datasets and the total estimate."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
-    lines = ["recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | GPU h"]
-    total, unknown = 0.0, 0
+    lines = ["recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
+             "hours | on"]
+    totals: dict[str, float] = {}
+    unknown = 0
     for it in items:
-        hours = it.gpu_hours
+        hours = it.hours
         if hours is None and it.seeds_todo:
             unknown += 1
-        total += hours or 0.0
+        elif hours is not None:
+            totals[it.hardware] = totals.get(it.hardware, 0.0) + hours
         lines.append(" | ".join([
             it.recipe, ", ".join(it.tables),
             it.dataset + (f"/{it.variant}" if it.variant else ""),
             "ready" if it.data_ready else "missing",
             ",".join(map(str, it.seeds_todo)) or "done",
             f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}",
-            f"{it.pairs_per_s:.0f} ({it.throughput_source})" if it.pairs_per_s else "unknown",
+            _speed(it),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
+            it.hardware.upper() if it.pairs_per_s else "?",  # the unit of the hours column
         ]))
     missing = {it.dataset: it.data_command for it in items if not it.data_ready}
     if missing:
@@ -177,10 +219,13 @@ def render_plan(items: list[PlanItem]) -> str:
         lines += [f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items())]
     lines.append("")
     note = f" (+{unknown} recipe(s) with unknown throughput)" if unknown else ""
-    lines.append(f"estimated GPU hours: {total:.2f}{note}")
+    # CPU and GPU hours are different units: never summed
+    parts = [f"estimated {hw.upper()} hours: {totals[hw]:.2f}" for hw in HARDWARE if hw in totals]
+    lines.append("; ".join(parts or ["estimated hours: 0.00"]) + note)
     return "\n".join(lines) + "\n"
 
 
 def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
     """``--json`` view of a plan."""
-    return [{**it.__dict__, "gpu_hours": it.gpu_hours} for it in items]
+    return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
+             "gpu_hours": it.gpu_hours} for it in items]

@@ -25,6 +25,7 @@ from pairrepro.report.tables import (
     OFF,
     REPRODUCED,
     RUNNING,
+    STALE,
     Cell,
     EvalTable,
     RunInfo,
@@ -33,11 +34,12 @@ from pairrepro.report.tables import (
 FORMATS = ("term", "md", "latex", "html")
 MARKS = {REPRODUCED: "✓", OFF: "✗"}
 SHORT = {
-    RUNNING: "running", FAILED: "failed", NOT_RUN: "not run", DATA_MISSING: "data missing",
-    NO_RECIPE: "no recipe", NOT_REPRODUCIBLE: "n/a", NEW: "",
+    RUNNING: "running", STALE: "stale", FAILED: "failed", NOT_RUN: "not run",
+    DATA_MISSING: "data missing", NO_RECIPE: "no recipe", NOT_REPRODUCIBLE: "n/a", NEW: "",
 }
-STYLE = {REPRODUCED: "green", OFF: "red", NEW: "cyan", RUNNING: "yellow", FAILED: "bold red",
-         NOT_RUN: "dim", DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
+STYLE = {REPRODUCED: "green", OFF: "red", NEW: "cyan", RUNNING: "yellow", STALE: "yellow dim",
+         FAILED: "bold red", NOT_RUN: "dim", DATA_MISSING: "magenta", NO_RECIPE: "dim",
+         NOT_REPRODUCIBLE: "dim"}
 
 
 @dataclass

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import socket
 import statistics
 import tomllib
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, PairreproError
+from pairrepro.io import read_toml
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 PAPERS = ("clstm", "dflstm", "mvlstm", "csran", "cin")
@@ -46,13 +49,14 @@ REPRODUCED = "reproduced"
 OFF = "off"
 NEW = "no published value"
 RUNNING = "running"
+STALE = "stale"  # interrupted (Ctrl-C), or "running" but its process is gone
 FAILED = "failed"
 NOT_RUN = "not run"
 DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
 NOT_REPRODUCIBLE = "not reproducible"
 INFO = "info"
-STATUSES = (REPRODUCED, OFF, NEW, RUNNING, FAILED, NOT_RUN, DATA_MISSING, NO_RECIPE,
+STATUSES = (REPRODUCED, OFF, NEW, RUNNING, STALE, FAILED, NOT_RUN, DATA_MISSING, NO_RECIPE,
             NOT_REPRODUCIBLE, INFO)
 
 COLUMN_KINDS = ("metric", "info", "params")
@@ -99,7 +103,10 @@ class Row:
     recipe: str = ""  # explicit recipe name
     footnote: str = ""  # footnote mark: the number is from the text, not the table
     quote: str = ""  # verbatim text of the paper holding a footnote row's number
-    keys: list[str] = field(default_factory=list)  # hparams tables: recipe keys
+    # hparams tables: the recipe settings (``section.key``) that hold the value, first found
+    # wins; an entry that is itself a list names several settings printed as one tuple, e.g.
+    # ``["model.pool_p", "model.pool_q"]`` for "Pooling (p, q)"
+    keys: list[str | list[str]] = field(default_factory=list)
     x: float | None = None  # position on a plot of the table (MV-LSTM Table 2: k)
 
     @property
@@ -259,6 +266,11 @@ def _parse_table(paper: str, raw: dict[str, Any], where: str) -> PaperTable:
                 raise ConfigError(f"{rw}: a footnote row needs quote = the paper's own words")
             if kind == "hparams" and not row.keys:
                 raise ConfigError(f"{rw}: an hparams row needs keys = [\"section.key\", ...]")
+            for entry in row.keys:
+                names = entry if isinstance(entry, list) else [entry]
+                if not names or not all(isinstance(n, str) and "." in n for n in names):
+                    raise ConfigError(f"{rw}: keys: {entry!r} is not a \"section.key\" name "
+                                      "or a list of them")
             rows.append(row)
         blocks.append(Block(braw.get("name", ""), rows))
     table = PaperTable(
@@ -275,11 +287,9 @@ def load_paper_file(path: str | Path) -> Paper:
     """Read and validate one paper TOML (errors name the file and the key)."""
     p = Path(path)
     try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        raw = read_toml(p)
     except FileNotFoundError:
         raise ConfigError(f"paper table file {p} not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
     _check(str(p), raw, {"paper", "title", "authors", "venue", "source", "tables", "figures"},
            {"paper", "title", "tables"})
     tables = [_parse_table(raw["paper"], t, f"{p}: tables[{i}] (Table {t.get('number', '?')})")
@@ -390,7 +400,9 @@ class RunInfo:
     recipe: str
     seed: int
     path: str
-    status: str  # finished | running | failed | unknown
+    # finished | running | interrupted | failed | unknown, or stale: result.json says running
+    # but its process (pid on host) no longer exists on this host
+    status: str
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     chosen_epoch: int | None = None
     commit: str = ""
@@ -412,6 +424,22 @@ def _commit(manifest: dict[str, Any]) -> str:
     return ""
 
 
+def process_gone(result: dict[str, Any]) -> bool:
+    """True when ``result.json`` names its training process (``pid``, ``host``), the host is
+    this one, and no such process exists. A run on another host, or one without a pid (older
+    runners), cannot be checked here and counts as alive."""
+    pid, host = result.get("pid"), result.get("host")
+    if not isinstance(pid, int) or isinstance(pid, bool) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it exists, owned by another user
+    return False
+
+
 def read_run(seed_dir: Path) -> RunInfo:
     """A seed directory's status, metrics, chosen epoch, commit and resolved config."""
     recipe = seed_dir.parent.name
@@ -427,6 +455,8 @@ def read_run(seed_dir: Path) -> RunInfo:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{result_path}: not valid JSON: {exc}") from exc
         info.status = str(result.get("status", "unknown"))
+        if info.status == "running" and process_gone(result):
+            info.status = "stale"
         info.metrics = result.get("metrics", {}) or {}
         info.chosen_epoch = result.get("chosen_epoch")
         info.recipe = str(result.get("recipe", recipe))
@@ -574,6 +604,29 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def settings(config: dict[str, Any]) -> dict[str, Any]:
+    """A recipe's (or a run's ``config.toml``) settings as flat ``section.key`` names.
+
+    Recipes record only the model hyper-parameters they set, so the model constructor's
+    defaults fill the other ``model.*`` names: a report or a figure then sees what the run
+    actually used. Unknown model names (fake recipes) get no defaults.
+    """
+    # lazy: the registry imports every model (and torch); only hparams and figures need it
+    from pairrepro.models.registry import model_hparams
+
+    flat = flatten(config)
+    name = flat.get("model.name")
+    if isinstance(name, str):
+        try:
+            params = model_hparams(name)
+        except ConfigError:
+            return flat
+        for key, param in params.items():
+            if param.default is not param.empty:
+                flat.setdefault(f"model.{key}", param.default)
+    return flat
+
+
 def _hparam_equal(published: str, value: Any) -> bool:
     text = published.replace("−", "-").replace(" ", "")
     if text.startswith("(") and text.endswith(")"):
@@ -610,12 +663,22 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
             ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
             cell.status = REPRODUCED if ok else OFF
         pending = [r for r in runs if r.status == "running"]
-        if pending:
-            cell.detail = f"{len(pending)} more seed(s) running"
+        stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+        notes = [f"{len(pending)} more seed(s) running"] if pending else []
+        notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
+        if notes:
+            cell.detail = "; ".join(notes)
         return cell
     if any(r.status == "running" for r in runs):
         cell.status = RUNNING
         cell.detail = ", ".join(r.path for r in runs if r.status == "running")
+        return cell
+    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+    if stopped:
+        cell.status = STALE
+        why = {"stale": "process gone", "interrupted": "interrupted"}
+        cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
+                       + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
         return cell
     if any(r.status == "failed" for r in runs):
         cell.status = FAILED
@@ -671,17 +734,25 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
         ref = column.from_row
         cell.detail = (f"no recipe declares Table {ref.get('table')} row {ref.get('row')!r}")
         return cell
-    flat = flatten(index.recipes[recipe_name].to_dict())
-    for key in row.keys:
-        if key in flat:
-            value = flat[key]
-            cell.reproduced_text = str(value)
-            cell.status = REPRODUCED if _hparam_equal(published, value) else OFF
-            cell.detail = f"{recipe_name}: {key} = {value!r}"
-            return cell
+    config = index.recipes[recipe_name].to_dict()
+    explicit, resolved = flatten(config), settings(config)
+    for entry in row.keys:
+        names = entry if isinstance(entry, list) else [entry]
+        if not all(name in resolved for name in names):
+            continue
+        values = [resolved[name] for name in names]
+        value: Any = tuple(values) if isinstance(entry, list) else values[0]
+        cell.reproduced_text = (f"({', '.join(map(str, values))})" if isinstance(entry, list)
+                                else str(value))
+        cell.status = REPRODUCED if _hparam_equal(published, value) else OFF
+        defaults = [name for name in names if name not in explicit]
+        cell.detail = f"{recipe_name}: {' + '.join(names)} = {value!r}" + (
+            f" ({', '.join(defaults)}: model default)" if defaults else "")
+        return cell
     cell.status = OFF
     cell.reproduced_text = "not set"
-    cell.detail = f"{recipe_name} sets none of {', '.join(row.keys)}"
+    tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
+    cell.detail = f"{recipe_name} sets none of {tried}"
     return cell
 
 

@@ -9,7 +9,9 @@ test splits once with the checkpoint chosen on dev, and writes::
     metrics.jsonl     one line per epoch (train loss, running accuracy, dev metrics, lr, speed)
     checkpoints/      last.pt (resumable), best.pt (weights chosen on dev)
     predictions/      <split>.parquet for train, dev and every test split
-    result.json       status running | interrupted | failed | finished, metrics per split
+    result.json       status running | interrupted | failed | finished, metrics per split;
+                      while running also ``pid`` and ``host`` of the training process, so a
+                      report can tell a live run from one whose process died
 
 A finished run is never overwritten silently: ``force`` starts over, ``resume`` continues
 from ``checkpoints/last.pt`` (exactly, on CPU).
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -310,7 +314,10 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
         run_dir.mkdir(parents=True, exist_ok=True)
         io.write_text(run_dir / "config.toml", recipe.to_toml())
         io.write_json(run_dir / "manifest.json", manifest)
-        _write_result(run_dir, recipe, seed, "running", None, {})
+        # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; the report
+        # checks whether this process still exists (pairrepro.report.tables.read_run)
+        _write_result(run_dir, recipe, seed, "running", None, {}, pid=os.getpid(),
+                      host=socket.gethostname())
     barrier(dist_ctx)
 
     trainer: Trainer | None = None

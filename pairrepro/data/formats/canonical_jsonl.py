@@ -8,11 +8,10 @@ is a malformed row.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pairrepro.data.formats import ReaderResult
-from pairrepro.data.formats._common import PairCollector, numbered_lines, option, raw_file
+from pairrepro.data.formats._common import PairCollector, json_lines, option
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
 FIELDS = ("pair_id", "group_id", "left", "right", "label")
@@ -23,22 +22,8 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     n_labels = len(option(split, variant, "label_map", None) or ["0", "1"])
     out = PairCollector()
     for rel in split.files:
-        for number, line in numbered_lines(raw_file(raw_root, rel)):
-            if not line.strip():
-                out.bad(rel, number, "empty line")
-                continue
-            try:
-                row = json.loads(line)
-                values = [row[key] for key in FIELDS]
-            except json.JSONDecodeError as exc:
-                out.bad(rel, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
-                continue
-            except KeyError as exc:
-                out.bad(rel, number, f"missing field {exc.args[0]!r}")
-                continue
-            except TypeError:
-                out.bad(rel, number, "not a JSON object")
-                continue
+        for number, values in json_lines(raw_root, rel, out,
+                                         lambda row, _: [row[key] for key in FIELDS]):
             pair_id, group_id, left, right, label = values
             if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < n_labels:
                 out.bad(rel, number, f"label {label!r} is not a class index below {n_labels}")

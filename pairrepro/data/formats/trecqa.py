@@ -19,16 +19,17 @@ questions). Questions without any candidate are always dropped and counted under
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pairrepro.data.formats import ReaderResult
 from pairrepro.data.formats._common import (
     EMPTY_GROUP_RULE,
     PairCollector,
+    json_lines,
     numbered_lines,
     option,
     raw_file,
@@ -119,28 +120,18 @@ def _read_jacana(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Ques
 
 def _read_jsonl(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Question]:
     stem = Path(rel).name.split(".")[0]
-    for number, line in numbered_lines(raw_file(raw_root, rel)):
-        if not line.strip():
-            out.bad(rel, number, "empty line")
-            continue
-        try:
-            row = json.loads(line)
-            question = _Question(f"{stem}-q{number}", row["question"])
-            for cand in row["candidates"]:
-                label = cand["label"]
-                if label not in (0, 1):
-                    raise ValueError(f"candidate label {label!r} is not 0 or 1")
-                question.candidates.append((cand["sentence"], int(label)))
-        except json.JSONDecodeError as exc:
-            out.bad(rel, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            continue
-        except KeyError as exc:
-            out.bad(rel, number, f"missing field {exc.args[0]!r}")
-            continue
-        except (TypeError, ValueError) as exc:
-            out.bad(rel, number, f"unexpected record: {exc}")
-            continue
-        yield question
+
+    def question(row: Any, number: int) -> _Question:
+        q = _Question(f"{stem}-q{number}", row["question"])
+        for cand in row["candidates"]:
+            label = cand["label"]
+            if label not in (0, 1):
+                raise ValueError(f"candidate label {label!r} is not 0 or 1")
+            q.candidates.append((cand["sentence"], int(label)))
+        return q
+
+    for _, q in json_lines(raw_root, rel, out, question):
+        yield q
 
 
 def _read_toks(raw_root: Path, split: SplitSpec, out: PairCollector) -> Iterator[_Question]:
