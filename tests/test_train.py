@@ -305,3 +305,20 @@ def test_demo_runs_the_whole_pipeline(data_home: Path) -> None:
     test = next(r for r in report["results"] if r["split"] == "test")
     assert test["accuracy"] > test["majority_class"] + 0.2
     assert (data_home / "prepared" / "synthetic-nli" / "DONE").is_file()
+
+
+def test_orthogonal_init_reaches_the_df_lstm_grid() -> None:
+    """``lstm_orthogonal`` also reaches recurrences built without nn.LSTM (DF-LSTM's cells)."""
+    from pairrepro.config import OptimSection
+    from pairrepro.models import ModelContext, build_model
+    from pairrepro.train.optim import initialise
+
+    torch.manual_seed(0)
+    ctx = ModelContext(vocab_size=12, embed_dim=6, num_outputs=3)
+    model = build_model("df_lstm", ctx, {"hidden": 4, "memory": 2, "layers": 1})
+    cfg = OptimSection(init="uniform", init_range=0.1, lstm_orthogonal=True)
+    initialise(model, cfg, keep_embeddings=False)
+    cell = model.blocks[0]
+    for side in (cell.x, cell.y):
+        for block in side.u.weight.detach().chunk(4, dim=0):  # rows orthonormal
+            torch.testing.assert_close(block @ block.T, torch.eye(4), atol=1e-5, rtol=0)

@@ -52,7 +52,8 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
     ``uniform``: every parameter ~ U(-init_range, init_range); ``xavier``: Xavier-uniform
     matrices, zero biases; ``default``: the layers' own init. Embedding tables are left
     alone when ``keep_embeddings`` (pretrained vectors). ``lstm_orthogonal`` then makes each
-    gate block of every LSTM/GRU recurrent matrix orthogonal.
+    gate block of every LSTM/GRU recurrent matrix orthogonal, and calls a module's own
+    ``orthogonal_recurrent_()`` where it has one (recurrences built without ``nn.LSTM``).
     """
     embedding_params = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     with torch.no_grad():
@@ -78,3 +79,7 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
                         if "weight_hh" in name:
                             for block in param.chunk(param.size(0) // param.size(1), dim=0):
                                 nn.init.orthogonal_(block)
+                # recurrences that are not nn.LSTM (the DF-LSTM grid) expose their own hook
+                hook = getattr(module, "orthogonal_recurrent_", None)
+                if callable(hook):
+                    hook()
