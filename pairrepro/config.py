@@ -59,7 +59,8 @@ class DataSection:
     dev_split: str = "dev"
     test_splits: list[str] = field(default_factory=lambda: ["test"])
     max_len: int = 0  # 0 = no truncation (applied when batching)
-    min_count: int = 1  # tokens seen fewer times in train and absent from the embeddings -> unk
+    # tokens seen fewer times in train -> <unk>; train-unseen tokens too with random embeddings
+    min_count: int = 1
     max_train_pairs: int = 0  # 0 = all; >0 subsamples (seeded) for quick runs
 
 

@@ -322,3 +322,15 @@ def test_orthogonal_init_reaches_the_df_lstm_grid() -> None:
     for side in (cell.x, cell.y):
         for block in side.u.weight.detach().chunk(4, dim=0):  # rows orthonormal
             torch.testing.assert_close(block @ block.T, torch.eye(4), atol=1e-5, rtol=0)
+
+
+def test_min_count_sends_rare_train_tokens_to_unk(tmp_path: Path) -> None:
+    """``data.min_count``: counted by hand on a four-word vocabulary."""
+    from pairrepro.data.prepared import PreparedDataset
+
+    data = PreparedDataset(root=tmp_path, vocab=["<pad>", "<unk>", "a", "b", "c", "d"],
+                           train_counts=[0, 0, 5, 2, 1, 0], stats={})
+    assert data.rare_token_map(1, keep_unseen=True) is None
+    assert list(data.rare_token_map(1, keep_unseen=False)) == [0, 1, 2, 3, 4, 1]
+    assert list(data.rare_token_map(3, keep_unseen=True)) == [0, 1, 2, 1, 1, 5]
+    assert list(data.rare_token_map(3, keep_unseen=False)) == [0, 1, 2, 1, 1, 1]

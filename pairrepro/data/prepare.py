@@ -16,7 +16,8 @@ Tokenisation (variant options, recorded in ``stats.json``):
 Vocabulary: id 0 ``<pad>``, id 1 ``<unk>``, then every token seen in any split, ordered
 by its count in the train split (ties: count over all splits, then first appearance).
 Tokens absent from train are kept (with ``train_count`` 0) so that a recipe can still
-give them pretrained vectors; ``min_count`` in the recipe decides which become ``<unk>``.
+give them pretrained vectors; the recipe's ``min_count`` decides which become ``<unk>``
+(:meth:`pairrepro.data.prepared.PreparedDataset.rare_token_map`).
 
 Expected counts (``expected`` of a manifest split; a mismatch is a :class:`DataError`):
 ``pairs``, ``groups`` (distinct ``group_id``), ``positive`` (pairs with label 1),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,6 +58,24 @@ class PreparedDataset:
     @property
     def split_names(self) -> list[str]:
         return sorted(p.stem for p in self.root.glob("*.parquet"))
+
+    def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
+        """An id -> id table sending rare tokens to ``<unk>`` (``None`` when nothing changes).
+
+        A token seen in the train split fewer than ``min_count`` times becomes ``<unk>``.
+        Tokens never seen in train (dev/test-only words) stay when ``keep_unseen`` (they can
+        still get pretrained vectors) and become ``<unk>`` otherwise (nothing could train them).
+        """
+        counts = np.asarray(self.train_counts, dtype=np.int64)
+        rare = counts < min_count
+        if keep_unseen:
+            rare &= counts > 0
+        rare[:2] = False  # <pad>, <unk>
+        if not rare.any():
+            return None
+        table = np.arange(len(counts), dtype=np.int64)
+        table[rare] = 1
+        return table
 
     def split(self, name: str) -> pd.DataFrame:
         """The pair table of split ``name`` (a :class:`DataError` names the splits present)."""

@@ -89,6 +89,11 @@ def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
     wanted = splits or [d.train_split, d.dev_split, *d.test_splits]
     encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name)
                for name in dict.fromkeys(wanted)}
+    rare = prepared.rare_token_map(d.min_count, keep_unseen=recipe.embeddings.source != "random")
+    if rare is not None:
+        for split in encoded.values():
+            split.left = [rare[ids] for ids in split.left]
+            split.right = [rare[ids] for ids in split.right]
     if d.train_split in encoded:
         encoded[d.train_split] = subsample(encoded[d.train_split], d.max_train_pairs, seed,
                                            by_group=recipe.task.type == "ranking")
