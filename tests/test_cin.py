@@ -6,12 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from model_harness import assert_padding_invariant, fit_nli
+from model_harness import assert_padding_invariant, fit_nli, fit_ranking
 
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
-from pairrepro.models.cin import FilterGenerator, dynamic_conv1d, exact_match
+from pairrepro.models.cin import (
+    FilterGenerator,
+    dynamic_conv1d,
+    exact_match,
+    normalise_filters,
+)
 from pairrepro.models.registry import build_model
+from pairrepro.train.optim import initialise
 
 SMALL = {"hidden": 12, "dim": 24, "layers": 2, "kmax": 3, "char_dim": 6, "char_filters": 8,
          "mlp_hidden": 16, "dropout": 0.0}
@@ -87,3 +93,46 @@ def test_cin_ablations_change_the_graph() -> None:
 def test_cin_learns_synthetic_nli() -> None:
     acc = fit_nli(cin, n_train=600, n_test=300, epochs=4)
     assert acc > 0.6, f"CIN test accuracy {acc:.3f} (chance 0.33)"
+
+
+def _xavier(model: torch.nn.Module, pretrained: bool = False) -> torch.nn.Module:
+    """The recipes' ``init = "xavier"`` (Xavier matrices, zero biases) via the engine's code;
+    ``pretrained`` leaves embedding tables alone, as the runner does for GloVe."""
+    cfg = type("Optim", (), {"init": "xavier", "init_range": 0.1, "lstm_orthogonal": False})
+    initialise(model, cfg, keep_embeddings=pretrained)
+    return model
+
+
+def test_cin_is_not_saturated_at_recipe_width_on_ranking_shapes() -> None:
+    """Regression: with Eq. 18's non-negative filters unnormalised, layer 2 summed tau*d
+    positive terms, its outputs reached ~100, the tanh classifier saturated, the gradient
+    below it was exactly 0 and the output took a handful of values (by padding length):
+    TrecQA dev MAP fell below random order. Sizes are those of recipes/cin_trecqa.toml."""
+    torch.manual_seed(0)
+    vocab = ["<pad>", "<unk>", *(f"w{i}" for i in range(300))]
+    ctx = ModelContext(vocab_size=len(vocab), embed_dim=50, num_outputs=2, vocab=vocab)
+    model = _xavier(cin(ctx, hidden=50, dim=100, kmax=4, char_dim=8, char_filters=50,
+                        mlp_hidden=100), pretrained=True)
+    with torch.no_grad():  # GloVe-6B-50d scale (entries ~ N(0, 0.4^2)), kept by the init
+        model.embed.embedding.weight.normal_(0, 0.4)
+    left, right = torch.randint(2, len(vocab), (16, 8)), torch.randint(2, len(vocab), (16, 36))
+    right_mask = torch.ones_like(right, dtype=torch.bool)
+    right_mask[:8, 25:] = False  # short and long answers in one batch, as in ranking
+    out = model(left, left != 0, right, right_mask)
+    assert out.abs().max() < 20
+    assert len({round(x, 4) for x in out[:, 1].tolist()}) == 16  # every pair scored apart
+    F.cross_entropy(out, torch.arange(16) % 2).backward()
+    for name in ["encoder.weight_ih_l0", "layers.0.fgn.q", "layers.1.fgn.q",
+                 "classifier.net.0.weight"]:
+        assert model.get_parameter(name).grad.norm() > 1e-4, name
+
+
+def test_normalised_filters_are_row_averages() -> None:
+    w = torch.tensor([[[1.0, 3.0, 0.0], [0.0, 0.0, 0.0]]])
+    expected = torch.tensor([[[0.25, 0.75, 0.0], [0.0, 0.0, 0.0]]])
+    torch.testing.assert_close(normalise_filters(w), expected)
+
+
+def test_cin_learns_synthetic_ranking() -> None:
+    p_at_1 = fit_ranking(lambda ctx: _xavier(cin(ctx)), n_train=200, n_test=100, epochs=4)
+    assert p_at_1 > 0.5, f"CIN test P@1 {p_at_1:.3f} (chance 0.2)"

@@ -58,6 +58,21 @@ def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) ->
     return torch.bmm(windows, weight.transpose(1, 2)) * m
 
 
+def normalise_filters(weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1.
+
+    Why: Eq. 18's ReLU makes every filter entry >= 0, and from the second layer on the fused
+    input is a ReLU output (>= 0) too, so a window product sums ``tau c_in`` positive terms with
+    no cancellation; the filter itself grows with the input (through ``z``), and ``u * v``
+    multiplies two such sums. Unnormalised, the second layer's outputs reach the hundreds at
+    Xavier init, the tanh classifier saturates and no gradient reaches anything below it (the
+    model then scores by padding length). With rows summing to 1 (the filters are already
+    non-negative: an L1 norm), each output is a weighted average of its window, as attention
+    weights are (Sec. 3.3), and its scale follows the input's. An all-zero row stays zero.
+    """
+    return weight / weight.sum(dim=-1, keepdim=True).clamp_min(eps)
+
+
 class FilterGenerator(nn.Module):
     """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter."""
 
@@ -90,9 +105,9 @@ class CINLayer(nn.Module):
     """One convolutional interaction layer: FGN, intra/inter dynamic convolution, fusion."""
 
     def __init__(self, c_in: int, c_out: int, tau: int, kmax: int, use_intra: bool,
-                 dropout: float) -> None:
+                 dropout: float, normalise: bool = True) -> None:
         super().__init__()
-        self.use_intra = use_intra
+        self.use_intra, self.normalise = use_intra, normalise
         self.fgn = FilterGenerator(c_in, c_out, tau, kmax)
         self.fuse = nn.Linear((5 if use_intra else 1) * c_out, c_out)
         self.residual = nn.Linear(c_in, c_out, bias=False)
@@ -112,6 +127,8 @@ class CINLayer(nn.Module):
     def forward(self, x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor,
                 y_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         wx, wy = self.fgn(x, x_mask), self.fgn(y, y_mask)
+        if self.normalise:
+            wx, wy = normalise_filters(wx), normalise_filters(wy)
         return self._fuse(x, x_mask, wx, wy), self._fuse(y, y_mask, wy, wx)
 
 
@@ -144,6 +161,8 @@ class CIN(PairModel):
         use_exact_match: append the exact-match feature to the word representation.
         use_interaction: False = Table 5 "Remove whole interaction".
         use_intra: False = Table 5 "Remove intra-attention".
+        normalise_filters: scale each generated filter row to sum 1 (see
+            ``normalise_filters``); False = Eq. 18 literally, which saturates at init.
         aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
         mlp_hidden: width of the tanh hidden layer of the classifier.
         dropout: dropout after each fully connected, recurrent and convolutional layer.
@@ -164,6 +183,7 @@ class CIN(PairModel):
         use_exact_match: bool = True,
         use_interaction: bool = True,
         use_intra: bool = True,
+        normalise_filters: bool = True,
         aggr_lstm: bool = False,
         mlp_hidden: int = 300,
         dropout: float = 0.1,
@@ -183,7 +203,8 @@ class CIN(PairModel):
         dim = dim or width
         self.layers = nn.ModuleList()
         for _ in range(layers if use_interaction else 0):
-            self.layers.append(CINLayer(width, dim, window, kmax, use_intra, dropout))
+            self.layers.append(CINLayer(width, dim, window, kmax, use_intra, dropout,
+                                        normalise_filters))
             width = dim
         self.aggregate = (nn.LSTM(width, hidden, batch_first=True, bidirectional=True)
                           if aggr_lstm else None)

@@ -19,11 +19,10 @@ Equations and the readings of their ambiguities are in ``../shared/spec/clstm.md
 from __future__ import annotations
 
 import torch
-import torch.utils.checkpoint
 from torch import nn
 
-from pairrepro.models.base import ModelContext, PairModel
-from pairrepro.models.grid import Memory, State, dynamic_pool, grid_mask, run_grid_directions
+from pairrepro.models.base import ModelContext
+from pairrepro.models.grid import GridPairModel, Memory, State, dynamic_pool, run_grid_directions
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.models.registry import register_model
 
@@ -127,7 +126,7 @@ class LCCell(nn.Module):
         return torch.cat(states, dim=-1)
 
 
-class CoupledLSTM(PairModel):
+class CoupledLSTM(GridPairModel):
     """Stacked blocks of (one or four) C-LSTMs + aggregation, dynamic pooling, FC, output."""
 
     cell_class: type[TCCell] | type[LCCell] = TCCell
@@ -144,10 +143,9 @@ class CoupledLSTM(PairModel):
         dropout: float = 0.0,
         checkpoint: bool = False,
     ) -> None:
-        """``checkpoint``: recompute each block during the backward pass instead of keeping
-        its activations (less memory for about a third more compute; same results)."""
-        super().__init__(ctx)
-        self.checkpoint = checkpoint
+        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling
+        size; ``checkpoint``: see :class:`GridPairModel`."""
+        super().__init__(ctx, checkpoint)
         if directions not in (1, 4):
             raise ValueError(f"directions must be 1 or 4, got {directions}")
         if layers < 1 or pool_p < 1 or pool_q < 1:
@@ -167,27 +165,11 @@ class CoupledLSTM(PairModel):
         self.fc = nn.Linear(pool_p * pool_q * out_dim, fc_hidden)
         self.out = nn.Linear(fc_hidden, ctx.num_outputs)
 
-    def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
-                    right_mask: torch.Tensor) -> torch.Tensor:
-        """The top block's aggregated grid ``ĥ`` as ``[B, n, m, D]`` (zeros on padded cells)."""
-        x = self.dropout(self.embed(left))
-        y = self.dropout(self.embed(right))
-        cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
-        g: torch.Tensor | None = None
-        for cell in self.blocks:
-            if self.checkpoint and torch.is_grad_enabled():
-                g = torch.utils.checkpoint.checkpoint(
-                    self._block, cell, x, y, g, left_mask, right_mask, cells,
-                    use_reentrant=False)
-            else:
-                g = self._block(cell, x, y, g, left_mask, right_mask, cells)
-        assert g is not None
-        return g
-
-    def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,
+    def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
                g: torch.Tensor | None, left_mask: torch.Tensor, right_mask: torch.Tensor,
                cells: torch.Tensor) -> torch.Tensor:
-        """One block: the directions in one sweep, summed (eq. 13), padded cells zeroed."""
+        """One block: the directions in one sweep, summed (eq. 13), padded cells zeroed;
+        the aggregated grid ``ĥ``."""
         states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
                                      x=x, y=y, grid=g, outputs=cell.outputs)
         return cell.output(states).sum(dim=0) * cells

@@ -26,11 +26,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-import torch.utils.checkpoint
 from torch import nn
 
-from pairrepro.models.base import ModelContext, PairModel
-from pairrepro.models.grid import Memory, State, grid_mask, run_grid
+from pairrepro.models.base import ModelContext
+from pairrepro.models.grid import GridPairModel, Memory, State, grid_mask, run_grid
 from pairrepro.models.layers import WordEmbedding, masked_max, masked_softmax
 from pairrepro.models.registry import register_model
 
@@ -110,7 +109,7 @@ class DFCell(nn.Module):
 
 
 @register_model("df_lstm")
-class DFLSTM(PairModel):
+class DFLSTM(GridPairModel):
     """Stacked DF-LSTMs; the matching vector ``h^x_{n,m} ⊕ h^y_{n,m}`` feeds a linear output."""
 
     def __init__(
@@ -123,10 +122,8 @@ class DFLSTM(PairModel):
         dropout: float = 0.0,
         checkpoint: bool = False,
     ) -> None:
-        """``checkpoint``: recompute each layer during the backward pass instead of keeping
-        its activations (less memory for about a third more compute; same results)."""
-        super().__init__(ctx)
-        self.checkpoint = checkpoint
+        """``memory``: K, the slots per axis; ``checkpoint``: see :class:`GridPairModel`."""
+        super().__init__(ctx, checkpoint)
         if pooling not in ("last", "max"):
             raise ValueError(f"pooling must be 'last' or 'max', got {pooling!r}")
         if layers < 1:
@@ -151,25 +148,11 @@ class DFLSTM(PairModel):
                     for block in side.u.weight.chunk(4, dim=0):
                         nn.init.orthogonal_(block)
 
-    def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
-                    right_mask: torch.Tensor) -> torch.Tensor:
-        """The top layer's ``[h^x; h^y]`` grid as ``[B, n, m, 2d]`` (zeros on padded cells)."""
-        x = self.dropout(self.embed(left))
-        y = self.dropout(self.embed(right))
-        cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
-        g: torch.Tensor | None = None
-        for cell in self.blocks:
-            if self.checkpoint and torch.is_grad_enabled():
-                g = torch.utils.checkpoint.checkpoint(self._layer, cell, x, y, g, cells,
-                                                      use_reentrant=False)
-            else:
-                g = self._layer(cell, x, y, g, cells)
-        assert g is not None
-        return g
-
-    def _layer(self, cell: DFCell, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
+    def _block(self, cell: DFCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
+               g: torch.Tensor | None, left_mask: torch.Tensor, right_mask: torch.Tensor,
                cells: torch.Tensor) -> torch.Tensor:
-        """One DF-LSTM layer over the grid; ``[h^x; h^y]`` with padded cells zeroed."""
+        """One DF-LSTM layer over the grid (the masks are not needed: padded cells cannot
+        reach real ones); ``[h^x; h^y]`` (``2d``) with padded cells zeroed."""
         d = self.hidden
         hx, hy = run_grid(cell, x.size(1), y.size(1), outputs=cell.outputs,
                           **cell.project(x, y, g))

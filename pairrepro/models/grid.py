@@ -38,6 +38,10 @@ from typing import Protocol
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
+from torch import nn
+
+from pairrepro.models.base import ModelContext, PairModel
 
 State = tuple[torch.Tensor, ...]
 
@@ -291,6 +295,52 @@ def run_grid_directions(
 def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
     """``[B, n, m]`` mask of real cells."""
     return row_mask.unsqueeze(2) & col_mask.unsqueeze(1)
+
+
+class GridPairModel(PairModel):
+    """A pair model made of stacked blocks that each fill the whole ``n × m`` grid.
+
+    Subclasses set ``embed``, ``dropout`` and ``blocks`` (one cell per block) and
+    implement :meth:`_block`; :meth:`encode_grid` runs the stack.
+    """
+
+    embed: nn.Module
+    dropout: nn.Module
+    blocks: nn.ModuleList
+
+    def __init__(self, ctx: ModelContext, checkpoint: bool = False) -> None:
+        """``checkpoint``: recompute each block during the backward pass instead of keeping
+        its activations (less memory for about a third more compute; same results)."""
+        super().__init__(ctx)
+        self.checkpoint = checkpoint
+
+    def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
+               left_mask: torch.Tensor, right_mask: torch.Tensor,
+               cells: torch.Tensor) -> torch.Tensor:
+        """One block: ``g`` is the grid of the block below (None for the first), ``cells``
+        the ``[B, n, m, 1]`` real-cell mask; returns ``[B, n, m, D]``, padded cells zeroed."""
+        raise NotImplementedError
+
+    def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                    right_mask: torch.Tensor) -> torch.Tensor:
+        """The top block's grid as ``[B, n, m, D]`` (zeros on padded cells).
+
+        With ``checkpoint`` (and grad enabled) each block is recomputed during the backward
+        pass (see :meth:`__init__`).
+        """
+        x = self.dropout(self.embed(left))
+        y = self.dropout(self.embed(right))
+        cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
+        g: torch.Tensor | None = None
+        for cell in self.blocks:
+            if self.checkpoint and torch.is_grad_enabled():
+                g = torch.utils.checkpoint.checkpoint(
+                    self._block, cell, x, y, g, left_mask, right_mask, cells,
+                    use_reentrant=False)
+            else:
+                g = self._block(cell, x, y, g, left_mask, right_mask, cells)
+        assert g is not None
+        return g
 
 
 def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor,
