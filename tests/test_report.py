@@ -495,3 +495,14 @@ def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
                 assert found, f"{name} Table {table.number} row {row.label!r}: {values}"
                 first = row.label.split()[0].split("(")[0]
                 assert any(first in line for line in window), (name, table.number, row.label)
+
+
+def test_run_note_says_how_the_number_was_made() -> None:
+    """The run line next to a reproduced number names the vectors, epochs and data size."""
+    from pairrepro.report.render import _run_setup
+
+    config = {"embeddings": {"source": "glove-6b-50d", "dim": 50}, "train": {"epochs": 3},
+              "data": {"max_train_pairs": 12000}}
+    assert _run_setup(config) == ("embeddings glove-6b-50d 50d; at most 3 epochs; "
+                                  "12,000 training pairs sampled")
+    assert _run_setup({}) == ""

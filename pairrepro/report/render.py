@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import io
 from dataclasses import dataclass, field
+from typing import Any
 
 from pairrepro.report.tables import (
     DATA_MISSING,
@@ -71,7 +72,23 @@ def _describe_runs(recipe: str, runs: list[RunInfo]) -> str:
     seeds = ",".join(str(r.seed) for r in finished)
     epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
     folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
-    return f"{folder} (commit {', '.join(commits)}; seeds {seeds}; chosen epochs {epochs})"
+    setup = _run_setup(finished[0].config) if finished else ""
+    return (f"{folder} (commit {', '.join(commits)}; seeds {seeds}; chosen epochs {epochs}"
+            f"{'; ' + setup if setup else ''})")
+
+
+def _run_setup(config: dict[str, Any]) -> str:
+    """What a reader needs to weigh a reproduced number: vectors, epochs, training data size
+    (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
+    emb, train, data = (config.get(k, {}) for k in ("embeddings", "train", "data"))
+    parts = []
+    if emb:
+        parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
+    if train.get("epochs"):
+        parts.append(f"at most {train['epochs']} epochs")
+    if data.get("max_train_pairs"):
+        parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
+    return "; ".join(parts)
 
 
 def _ours(cell: Cell, layout: Layout) -> Text:
