@@ -334,3 +334,15 @@ def test_min_count_sends_rare_train_tokens_to_unk(tmp_path: Path) -> None:
     assert list(data.rare_token_map(1, keep_unseen=False)) == [0, 1, 2, 3, 4, 1]
     assert list(data.rare_token_map(3, keep_unseen=True)) == [0, 1, 2, 1, 1, 5]
     assert list(data.rare_token_map(3, keep_unseen=False)) == [0, 1, 2, 1, 1, 1]
+
+
+def test_corrupt_run_config_is_a_clear_error(tmp_path: Path) -> None:
+    """A run whose config.toml was damaged is named in the error, not a TOML traceback."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.train.runner import load_run_model
+
+    run = tmp_path / "runs" / "x" / "seed-1"
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text("[data\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config\.toml: not valid TOML"):
+        load_run_model(run, "best", ["test"])

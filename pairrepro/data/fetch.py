@@ -242,14 +242,14 @@ def _install_download(url: str, target: Path, spec: FileSpec, progress: bool,
                       timeout: float | None) -> tuple[str, bool]:
     partial = download(url, target, size=spec.size, progress=progress, timeout=timeout)
     try:
-        digest = verify_file(partial, spec, url)
+        checked = verify_file(partial, spec, url)
     except ChecksumError:
         partial.unlink(missing_ok=True)
         raise
     with open(partial, "rb") as handle:  # durable before the rename makes it visible
         os.fsync(handle.fileno())
     os.replace(partial, target)
-    return digest
+    return checked
 
 
 # --------------------------------------------------------------------------- archives

@@ -163,7 +163,7 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
     if not config.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.toml)",
                           hint="pass runs/<recipe>/seed-<n>")
-    raw = tomllib.loads(config.read_text(encoding="utf-8"))
+    raw = io.read_toml(config)
     result = io.read_json(run_dir / "result.json") if (run_dir / "result.json").is_file() else {}
     recipe = recipe_from_dict(raw, name=result.get("recipe", run_dir.parent.name),
                               source=str(config))
@@ -259,7 +259,7 @@ def _check_existing(run_dir: Path, recipe: Recipe, resume: bool, force: bool) ->
                                "delete it and train again")
     saved = run_dir / "config.toml"
     if saved.is_file():
-        old = tomllib.loads(saved.read_text(encoding="utf-8"))
+        old = io.read_toml(saved)
         new = tomllib.loads(recipe.to_toml())
         changed = sorted(f"{s}.{k}" for s in set(old) | set(new)
                          for k in set(old.get(s, {})) | set(new.get(s, {}))
