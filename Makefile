@@ -47,7 +47,8 @@ data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-snli (mirror
 # Paper tables: fetch + preprocess + train (finished seeds skipped) + render; DRY=1 only plans.
 # The work is done by `pairrepro reproduce` (pairrepro/cli/report_cmds.py); exit 7 = nothing ran.
 PAPERS := clstm dflstm mvlstm csran cin
-REPRO_ARGS = --seeds $(SEEDS) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run)
+# COMPARE=1 also trains a table's comparison rows (models run here that the paper lacks)
+REPRO_ARGS = --seeds $(SEEDS) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)
 
 .PHONY: tables table2
 tables: $(STAMP)  ## every table of every paper (SEEDS=1,2,3 DEVICE=cuda DRY=1)

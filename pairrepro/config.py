@@ -8,16 +8,18 @@ Layout (every section but ``[model]`` has a fixed set of keys; ``[model]``
 holds ``name`` plus the model's own hyper-parameters, checked against the
 model's constructor when the model is built)::
 
-    [recipe]      description, paper, seeds, reproduces = [{paper, table, row}]
+    [recipe]      description, paper, seeds, reproduces = [{paper, table, row}],
+                  compares = [{paper, table, row}]
     [data]        dataset, variant, train_split, dev_split, test_splits,
                   max_len, min_count, max_train_pairs
     [embeddings]  source ("random" | "glove-6b-50d" | "glove-file"), path, dim, trainable
     [model]       name + hyper-parameters
-    [task]        type ("classification" | "ranking"), loss, margin, negatives
+    [task]        type ("classification" | "ranking"), loss, margin, negatives,
+                  max_negatives_per_query
     [optim]       name, lr, l2, weight_decay, clip_norm, lr_decay, init, init_range,
                   lstm_orthogonal
     [train]       epochs, batch_size, eval_batch_size, patience, select_metric,
-                  checkpoint_every, device, deterministic
+                  checkpoint_every, device, deterministic, score_train_pairs
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class RecipeSection:
     paper: str = ""
     seeds: list[int] = field(default_factory=lambda: [1])
     reproduces: list[TableRow] = field(default_factory=list)
+    # rows this recipe adds under a paper table as a comparison run here (a model the table
+    # does not have); ``row`` is the label to print
+    compares: list[TableRow] = field(default_factory=list)
 
 
 @dataclass
@@ -84,6 +89,9 @@ class TaskSection:
     loss: Literal["cross_entropy", "hinge", "pointwise"] = "cross_entropy"
     margin: float = 1.0
     negatives: int = 1  # sampled negatives per positive for the hinge loss
+    # pointwise ranking: each epoch, every training query keeps all its positives and a
+    # fresh seeded sample of at most this many of its negatives (0 = all of them)
+    max_negatives_per_query: int = 0
 
 
 @dataclass
@@ -109,6 +117,9 @@ class TrainSection:
     checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
+    # the chosen checkpoint is scored on the train split once at the end (a diagnostic of
+    # fit): 0 = every pair, >0 = a seeded subsample of about that many (whole groups)
+    score_train_pairs: int = 0
 
 
 @dataclass

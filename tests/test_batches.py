@@ -117,6 +117,38 @@ def test_hinge_batches_hold_positives_then_negatives() -> None:
     assert batch.labels[:k].eq(1).all() and batch.labels[k:].eq(0).all()
 
 
+def test_pointwise_epochs_cap_negatives_per_query() -> None:
+    """Every query keeps all its positives and min(cap, its negatives) negatives, drawn
+    afresh per epoch (a function of seed and epoch, so resuming rebuilds it)."""
+    frame = generate_ranking(12, negatives=6, seed=4)
+    # a query with fewer negatives than the cap, and one with two positives
+    extra = pd.DataFrame({"pair_id": ["x1", "x2", "x3", "y1", "y2", "y3"],
+                          "group_id": ["x", "x", "x", "y", "y", "y"],
+                          "left": ["a"] * 6, "right": ["b"] * 6, "label": [1, 0, 0, 1, 1, 0]})
+    frame = pd.concat([frame, extra], ignore_index=True)
+    enc = EncodedSplit.from_frame(frame.assign(left_ids=[[1]] * len(frame),
+                                               right_ids=[[2]] * len(frame)))
+    plans = [EpochPlan(enc, 8, seed=5, epoch=e, loss="pointwise", max_negatives_per_query=3)
+             for e in (0, 1)]
+    again = EpochPlan(enc, 8, seed=5, epoch=0, loss="pointwise", max_negatives_per_query=3)
+    assert np.array_equal(plans[0].items, again.items)
+    assert not np.array_equal(plans[0].items, plans[1].items)
+    groups, labels = np.array(enc.group_ids), enc.labels
+    for plan in plans:
+        items = plan.items
+        assert sorted(np.concatenate(plan.batches).tolist()) == list(range(len(items)))
+        assert len(set(items.tolist())) == len(items)  # no pair twice
+        for g in set(enc.group_ids):
+            in_group = groups[items] == g
+            n_neg_total = int(((groups == g) & (labels == 0)).sum())
+            assert int((labels[items][in_group] == 1).sum()) == int(
+                ((groups == g) & (labels == 1)).sum())
+            assert int((labels[items][in_group] == 0).sum()) == min(3, n_neg_total)
+    assert len(plans[0].items) == 12 * (1 + 3) + 3 + 3
+    # off (0) or another loss: every pair, as before
+    assert EpochPlan(enc, 8, seed=5, epoch=0, loss="pointwise").num_items == len(enc)
+
+
 def test_shards_partition_a_batch() -> None:
     rows = np.arange(10)
     parts = [shard(rows, r, 3) for r in range(3)]

@@ -13,9 +13,9 @@ from pairrepro.models.base import ModelContext
 from pairrepro.models.cin import (
     FilterGenerator,
     dynamic_conv1d,
-    exact_match,
     normalise_filters,
 )
+from pairrepro.models.layers import exact_match
 from pairrepro.models.registry import build_model
 from pairrepro.train.optim import initialise
 

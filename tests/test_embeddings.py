@@ -37,7 +37,7 @@ def test_glove_text_file(tmp_path: Path) -> None:
     np.testing.assert_allclose(matrix[4], [7.0, 8.0, 9.0])  # a "word" with spaces (840B)
     np.testing.assert_allclose(matrix[5], [-0.5, 0.25, 0.2])
     assert oov == 2  # dog, zebra (<pad>/<unk> are not counted)
-    assert np.all(np.abs(matrix[[1, 6, 7]]) <= OOV_RANGE)
+    assert not np.array_equal(matrix[6], matrix[7])  # two unknown words stay distinct
     again, _ = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=7)
     other, _ = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=8)
     assert np.array_equal(matrix, again) and not np.array_equal(matrix[6], other[6])
@@ -75,3 +75,29 @@ def test_glove_package_vectors_match_raw_rows() -> None:
     # the published GloVe 6B 50d vector of "the" starts 0.418 0.24968 -0.41242
     np.testing.assert_allclose(matrix[2, :3], [0.418, 0.24968, -0.41242], rtol=1e-6)
     assert oov == 1
+
+
+def test_words_without_a_vector_are_drawn_at_the_pretrained_scale() -> None:
+    """Out-of-vocabulary rows follow normal(mean, std) of the vectors found (AllenNLP's
+    rule), so a fixed table does not turn every unknown word into a near-zero vector."""
+    npy, index = glove_package_files()
+    words = pd.read_parquet(index).iloc[:, 0].tolist()
+    raw = np.load(npy, mmap_mode="r")
+    known = words[100:1100]
+    unknown = [f"qzx{i}unseen" for i in range(3000)]
+    matrix, oov = build_embedding_matrix(["<pad>", "<unk>", *known, *unknown],
+                                         "glove-6b-50d", dim=50, seed=3)
+    assert oov == 3000
+    reference = np.asarray(raw[100:1100], dtype=np.float64)  # the same rows, read directly
+    drawn = matrix[2 + len(known):].astype(np.float64)
+    assert abs(drawn.mean() - reference.mean()) < 0.01
+    assert abs(drawn.std() / reference.std() - 1) < 0.02
+    norms = np.linalg.norm(drawn, axis=1)
+    assert norms.mean() > 0.5 * np.linalg.norm(reference, axis=1).mean()
+    assert np.abs(matrix[1]).max() > OOV_RANGE  # <unk> too; <pad> stays zero
+    assert not matrix[0].any()
+
+
+def test_random_source_stays_small_uniform() -> None:
+    matrix, _ = build_embedding_matrix(["<pad>", "<unk>", "a", "b"], "random", dim=8, seed=1)
+    assert not matrix[0].any() and np.all(np.abs(matrix[1:]) <= OOV_RANGE)

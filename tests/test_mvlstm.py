@@ -61,7 +61,7 @@ def test_output_shapes_follow_k_and_slices() -> None:
     for interaction, channels in (("cosine", 1), ("bilinear", 1), ("tensor", 3)):
         model = mvlstm(interaction, k=4)(ctx)
         assert model.mlp.net[0].in_features == 4 * channels
-        px = model.positions(ids, mask)
+        px = model.positions(model.embed(ids), mask)
         assert px.shape == (4, 5, 16)
         assert model.interact(px, px[:, :3]).shape == (4, 5, 3, channels)
         assert model(ids, mask, ids, mask).shape == (4, 1)

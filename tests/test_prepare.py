@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.data.fetch import fetch_dataset
-from pairrepro.data.prepare import Tokenizer, prepare_dataset
+from pairrepro.data.prepare import NUMBER_PATTERN, Tokenizer, prepare_dataset
 from pairrepro.data.prepared import load_prepared
-from pairrepro.errors import DataError
+from pairrepro.errors import ConfigError, DataError
 
 
 def _mirror_sha(mirror: Path, rel: str) -> str:
@@ -25,6 +28,73 @@ def _mirror_sha(mirror: Path, rel: str) -> str:
         if f"`{rel}`" in line:
             return re.search(r"`([0-9a-f]{64})`", line).group(1)
     raise AssertionError(rel)
+
+
+def _is_plain_number(token: str) -> bool:
+    """Digits, optional ',ddd' thousands groups, optional '.digits', checked by hand."""
+    whole, point, fraction = token.partition(".")
+    groups = whole.split(",")
+    return (all(g.isdigit() for g in groups) and all(len(g) == 3 for g in groups[1:])
+            and (fraction.isdigit() if point else True))
+
+
+def _as_published(text: str) -> list[str]:
+    return ["<num>" if _is_plain_number(t) else t for t in text.lower().split()]
+
+
+def test_trecqa_numbers_as_in_train_all(raw_from_mirror: Callable[[str], Path],
+                                        shared_datasets: Path) -> None:
+    """TRAIN-ALL is published with numbers as <num>; DEV/TEST are not. After preprocess every
+    split follows TRAIN-ALL's rule, so no model trains on <num> and is tested on digits."""
+    raw = shared_datasets / "trecqa" / "lexdecomp" / "trec-qa" / "train-all.jsonl.gz"
+    published: list[str] = []
+    with gzip.open(raw, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            published += record["question"].split()
+            for candidate in record["candidates"]:
+                published += candidate["sentence"].split()
+    # the published rule: 30,624 placeholders and not one plain number left
+    assert published.count("<num>") == 30624
+    assert not any(_is_plain_number(t) for t in published)
+    assert {"1980s", ".08", "1/2", "11.4.26"} <= set(published)  # what the rule leaves alone
+    raw_from_mirror("trecqa")
+    prepare_dataset("trecqa", "clean", progress=False)
+    data = load_prepared("trecqa", "clean")
+    num = data.vocab.index("<num>")
+    for split in ("train", "dev", "test"):
+        frame = data.split(split)
+        tokens = [t for text in pd.concat([frame["left"], frame["right"]]) for t in text.split()]
+        ids = np.concatenate([np.concatenate(frame["left_ids"].to_numpy()),
+                              np.concatenate(frame["right_ids"].to_numpy())])
+        expected = sum(t == "<num>" or _is_plain_number(t) for t in tokens)
+        assert int((ids == num).sum()) == expected > 0, split
+        assert not any(_is_plain_number(data.vocab[i]) for i in np.unique(ids)), split
+
+
+def test_trecqa_clean_digits_is_for_lexical_scorers_only(
+        raw_from_mirror: Callable[[str], Path], tmp_path: Path) -> None:
+    """clean_digits keeps DEV/TEST numbers (for BM25); a trained model is refused on it."""
+    from pairrepro.train.runner import train_recipe
+
+    raw_from_mirror("trecqa")
+    stats = prepare_dataset("trecqa", "clean_digits", progress=False)
+    assert stats["lexical_only"] and "numbers" not in stats["tokenisation"]
+    data = load_prepared("trecqa", "clean_digits")
+    test_tokens = {data.vocab[i] for ids in data.split("test")["right_ids"] for i in ids}
+    assert "1997" in test_tokens and "<num>" not in test_tokens
+    recipe = tmp_path / "mv_digits.toml"
+    recipe.write_text('[data]\ndataset = "trecqa"\nvariant = "clean_digits"\n'
+                      '[model]\nname = "mv_lstm"\nhidden = 2\n[task]\ntype = "ranking"\n'
+                      'loss = "pointwise"\n[train]\nepochs = 1\n')
+    with pytest.raises(ConfigError, match="lexical scorers only"):
+        train_recipe(recipe, quiet=True)
+    bm25 = tmp_path / "bm25_digits.toml"
+    bm25.write_text('[data]\ndataset = "trecqa"\nvariant = "clean_digits"\n'
+                    '[model]\nname = "bm25"\n[task]\ntype = "ranking"\nloss = "pointwise"\n'
+                    '[train]\nepochs = 1\n')
+    (result,) = train_recipe(bm25, quiet=True)
+    assert result["status"] == "finished" and result["metrics"]["test"]["map"] > 0.6
 
 
 def test_trecqa_clean_prepared(raw_from_mirror: Callable[[str], Path],
@@ -38,8 +108,10 @@ def test_trecqa_clean_prepared(raw_from_mirror: Callable[[str], Path],
     assert (splits["dev"]["pairs"], splits["dev"]["groups"]) == (1117, 65)
     assert stats["sources"]["jacana/answer/test-less-than-40.manual-edit.xml"] == _mirror_sha(
         shared_datasets, "trecqa/jacana/answer/test-less-than-40.manual-edit.xml")
-    assert stats["tokenisation"] == {"tokenizer": "whitespace", "lowercase": True,
-                                     "pattern": "str.split() (source is published tokenised)"}
+    assert stats["tokenisation"] == {
+        "tokenizer": "whitespace", "lowercase": True,
+        "pattern": "str.split() (source is published tokenised)",
+        "numbers": {"pattern": NUMBER_PATTERN, "placeholder": "<num>"}}
 
     data = load_prepared("trecqa", "clean")
     assert data.vocab[:2] == ["<pad>", "<unk>"] and data.train_counts[:2] == [0, 0]
@@ -48,9 +120,10 @@ def test_trecqa_clean_prepared(raw_from_mirror: Callable[[str], Path],
     assert seen == sorted(seen, reverse=True) and counts[:len(seen)] == seen
     test = data.split("test")
     # ids decode back to the lower-cased published tokens
+    # (numbers as <num>, the rule TRAIN-ALL was published with)
     for _, row in test.head(50).iterrows():
-        assert [data.vocab[i] for i in row["left_ids"]] == row["left"].lower().split()
-        assert [data.vocab[i] for i in row["right_ids"]] == row["right"].lower().split()
+        assert [data.vocab[i] for i in row["left_ids"]] == _as_published(row["left"])
+        assert [data.vocab[i] for i in row["right_ids"]] == _as_published(row["right"])
     # train counts are the token frequencies of TRAIN-ALL, counted here independently
     train = data.split("train")
     the = sum(text.lower().split().count("the") for text in train["right"]) + sum(

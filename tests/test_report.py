@@ -263,6 +263,32 @@ def test_no_published_value_and_cited_label(env: Path) -> None:
     assert cell(ev, "ARC-I", "p1").status == tb.OFF  # 0.500 vs 0.475: +0.025 > 0.01
 
 
+def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
+    """A recipe with ``compares`` adds its own row (no published value) under the table; the
+    plan and ``reproduce`` take it only when asked."""
+    add_recipe(env, "cs_trec", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa"))
+    add_recipe(env, "bm25_trec", recipe_text([], dataset="trecqa", model="bm25").replace(
+        "reproduces = []", 'compares = [{paper = "csran", table = 6, row = "BM25"}]'))
+    write_run(env / "runs", "bm25_trec", 1, {"test": {"map": 0.6871, "mrr": 0.7972}})
+    ev = evaluate("csran", 6)
+    assert [r.row.label for r in ev.rows][-2:] == ["CSRAN", "BM25"]
+    bm25 = next(r for r in ev.rows if r.row.label == "BM25")
+    assert bm25.row.block == tb.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
+    assert cell(ev, "BM25", "map").status == tb.NEW
+    assert cell(ev, "BM25", "map").reproduced_text == "0.687"
+    assert cell(ev, "BM25", "map").published == ""
+    md = rd.to_markdown(ev)
+    assert "| BM25 |  | [0.687](runs/bm25_trec) |  | [0.797](runs/bm25_trec) |" in md
+    assert "models run here for comparison" in md
+    paper = tb.load_paper("csran")
+    index = tb.load_recipe_index()
+    assert tb.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
+    assert tb.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
+    items = plan_tables([(paper, paper.table(6))], index, Path("runs"), comparisons=True)
+    assert sorted(i.recipe for i in items) == ["bm25_trec", "cs_trec"]
+    assert evaluate("csran", 5).rows[-1].row.label == "CSRAN"  # other tables: unchanged
+
+
 def test_mixed_dataset_columns_pick_the_recipe_of_their_dataset(env: Path) -> None:
     add_recipe(env, "abl_snli", recipe_text([("csran", 8, "w/o MAR")], dataset="snli"))
     add_recipe(env, "abl_trec", recipe_text([("csran", 8, "w/o MAR")], dataset="trecqa"))
@@ -505,4 +531,8 @@ def test_run_note_says_how_the_number_was_made() -> None:
               "data": {"max_train_pairs": 12000}}
     assert _run_setup(config) == ("embeddings glove-6b-50d 50d; at most 3 epochs; "
                                   "12,000 training pairs sampled")
+    config = {"embeddings": {"source": "glove-6b-50d", "dim": 50}, "train": {"epochs": 4},
+              "model": {"use_exact_match": True}, "task": {"max_negatives_per_query": 10}}
+    assert _run_setup(config) == ("embeddings glove-6b-50d 50d; exact-match feature; at most "
+                                  "4 epochs; ≤10 negatives per query and epoch")
     assert _run_setup({}) == ""

@@ -88,10 +88,20 @@ def test_hinge_ranking_beats_chance(synth: Path) -> None:
 
 
 def test_pointwise_ranking_scores_are_class1_probabilities(synth: Path) -> None:
-    (result,) = train_recipe(RANKING, ["task.loss=pointwise", "train.epochs=3"], quiet=True)
-    pred = pd.read_parquet(run_dir("bilstm_max_ranking_synthetic") / "predictions/test.parquet")
+    """Pointwise ranking, with each epoch capped at 2 sampled negatives per query and the
+    final train scoring capped at 100 pairs (whole queries)."""
+    (result,) = train_recipe(RANKING, ["task.loss=pointwise", "train.epochs=3",
+                                       "task.max_negatives_per_query=2",
+                                       "train.score_train_pairs=100"], quiet=True)
+    folder = run_dir("bilstm_max_ranking_synthetic")
+    pred = pd.read_parquet(folder / "predictions/test.parquet")
     assert pred.score.between(0, 1).all()
     assert result["metrics"]["test"]["map"] > sum(1 / r for r in range(1, 6)) / 5 + 0.1
+    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert {x["train_pairs"] for x in lines} == {150 * (1 + 2)}  # 150 queries of 1 + 4
+    train = pd.read_parquet(folder / "predictions/train.parquet")
+    assert len(train) == 100 and train.groupby("group_id").size().eq(5).all()
+    assert result["metrics"]["train"]["num_queries"] == 20
 
 
 def _flatten(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -81,10 +81,11 @@ def _output(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
 
 
 def _plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
-          seeds: list[int] | None) -> list[Any]:
+          seeds: list[int] | None, comparisons: bool = False) -> list[Any]:
     from pairrepro.report.plan import plan_tables, plan_to_json, render_plan
 
-    items = plan_tables(selected, load_recipe_index(), runs_dir, seeds)
+    items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
+                        comparisons=comparisons)
     if STATE.json:
         emit_json(plan_to_json(items))
     else:
@@ -197,6 +198,8 @@ def reproduce(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the tables to this file."),
     dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Only print the plan."),
     mirror: Path | None = typer.Option(None, "--mirror", help="Local dataset mirror folder."),
+    compare: bool = typer.Option(False, "--compare", help="Also train the comparison rows "
+                                 "(models run here that the paper's table does not have)."),
 ) -> None:
     """Fetch, preprocess and train what a table needs, then render it.
 
@@ -207,15 +210,17 @@ def reproduce(
 
       pairrepro reproduce csran --table 6 --seeds 1,2,3 --device cuda
 
+      pairrepro reproduce csran --table 6 --compare --seeds 1
+
       pairrepro reproduce all --table 2 --dry-run
     """
     runs_dir = _runs_dir(runs)
     selected = _select(target, table)
     seed_list = _parse_seeds(seeds)
     if dry_run:
-        _plan(selected, runs_dir, seed_list)
+        _plan(selected, runs_dir, seed_list, compare)
         return
-    outcome = run_tables(selected, runs_dir, seed_list, device, mirror)
+    outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare)
     index = load_recipe_index()
     _output([evaluate_table(p, t, runs_dir, index) for p, t in selected], fmt, out)
     if not outcome["ran"]:
@@ -230,9 +235,10 @@ def reproduce(
 
 def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, device: str | None,
-               mirror: Path | None = None) -> dict[str, Any]:
-    """Fetch, prepare and train every recipe of ``selected``; failures are collected, not
-    raised. Returns ``{"ran": [recipes trained or already finished], "failed": {name: why}}``.
+               mirror: Path | None = None, comparisons: bool = False) -> dict[str, Any]:
+    """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
+    with ``comparisons``); failures are collected, not raised. Returns
+    ``{"ran": [recipes trained or already finished], "failed": {name: why}}``.
     """
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.prepare import prepare_dataset
@@ -240,7 +246,8 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
     from pairrepro.train.runner import train_recipe
 
     index = load_recipe_index()
-    names = sorted({n for p, t in selected for n in table_recipes(p, t, index)})
+    names = sorted({n for p, t in selected
+                    for n in table_recipes(p, t, index, comparisons)})
     ran: list[str] = []
     failed: dict[str, str] = {}
     prepared: dict[tuple[str, str], str] = {}  # (dataset, variant) -> "" ok or the error

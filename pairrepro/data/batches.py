@@ -12,6 +12,9 @@ epoch can be rebuilt exactly from ``(seed, epoch)`` and resumed from a position
   paired with ``negatives`` negatives drawn from its own group (:func:`sample_triples`).
   A batch of ``B`` triples is collated as ``2B`` pairs — positives first, then negatives —
   so the model runs once per step.
+* Pointwise ranking can cap the negatives of each query per epoch
+  (:func:`sample_query_negatives`): every query is seen in every epoch with all its
+  positives and a fresh sample of its negatives, instead of a fixed subset of queries.
 """
 
 from __future__ import annotations
@@ -162,6 +165,23 @@ def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator
     return np.concatenate(out).astype(np.int64)
 
 
+def sample_query_negatives(split: EncodedSplit, max_negatives: int,
+                           rng: np.random.Generator) -> np.ndarray:
+    """Sorted rows of one epoch: every group's positives and at most ``max_negatives`` of
+    its negatives, drawn without replacement (all of them when it has no more)."""
+    if max_negatives < 1:
+        raise DataError(f"task.max_negatives_per_query must be >= 1, got {max_negatives}")
+    keep: list[np.ndarray] = []
+    for rows in group_rows(split.group_ids).values():
+        labels = split.labels[rows]
+        negatives = rows[labels <= 0]
+        keep.append(rows[labels > 0])
+        if len(negatives) > max_negatives:
+            negatives = rng.choice(negatives, size=max_negatives, replace=False)
+        keep.append(negatives)
+    return np.sort(np.concatenate(keep)).astype(np.int64)
+
+
 def bucket_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
                    chunk_batches: int = 50) -> list[np.ndarray]:
     """Shuffle items, sort by length within random chunks of ``chunk_batches`` batches,
@@ -217,11 +237,13 @@ class EpochPlan:
     """The seeded order of one training epoch, resumable from any batch position.
 
     ``items`` are pair rows (cross-entropy, pointwise) or ``[T, 2]`` triples (hinge);
-    ``batches`` index into ``items``.
+    ``batches`` index into ``items``. ``max_negatives_per_query`` (pointwise only, 0 = all)
+    keeps per group all positives and that many sampled negatives.
     """
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
-                 loss: str, negatives: int = 1, chunk_batches: int = 50) -> None:
+                 loss: str, negatives: int = 1, chunk_batches: int = 50,
+                 max_negatives_per_query: int = 0) -> None:
         self.split = split
         self.loss = loss
         rng = np.random.default_rng([seed, epoch, 104729])
@@ -229,6 +251,9 @@ class EpochPlan:
         if loss == "hinge":
             self.items = sample_triples(split, negatives, rng)
             item_lengths = lengths[self.items[:, 0]] + lengths[self.items[:, 1]]
+        elif loss == "pointwise" and max_negatives_per_query > 0:
+            self.items = sample_query_negatives(split, max_negatives_per_query, rng)
+            item_lengths = lengths[self.items]
         else:
             self.items = np.arange(len(split))
             item_lengths = lengths

@@ -12,8 +12,13 @@ Sources (the recipe's ``[embeddings] source``):
 * ``"random"`` — no pretrained vectors.
 
 Lookup follows CSRAN's code: the token as is, then lower-cased, capitalised and upper-cased
-(so lower-cased vocabularies match cased vectors and vice versa). Words without a vector
-get ``uniform(-0.05, 0.05)`` (seeded); row 0 (``<pad>``) is zero.
+(so lower-cased vocabularies match cased vectors and vice versa). Row 0 (``<pad>``) is zero.
+Words without a vector (``<unk>``, placeholders such as ``<num>``, rare names) are drawn,
+seeded, from ``normal(mean, std)`` of the pretrained vectors that were found, as AllenNLP
+does: at the scale of their neighbours they stay visible to the model and distinct from
+each other, which matters when the vectors are kept fixed (a ``uniform(-0.05, 0.05)`` row
+is almost zero next to GloVe rows of norm ~5, so every such word would look alike).
+With no pretrained source (``random``) every row is ``uniform(-0.05, 0.05)``.
 """
 
 from __future__ import annotations
@@ -115,7 +120,9 @@ def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path |
     """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
 
     Row 0 (``<pad>``) is zero; known words get their pretrained vector; the others
-    (``<unk>`` included; it is not counted as OOV) get ``uniform(-0.05, 0.05)`` from ``seed``.
+    (``<unk>`` included; it is not counted as OOV) are drawn from ``seed``: ``normal`` with
+    the mean and standard deviation of the pretrained values found (``uniform(-0.05, 0.05)``
+    for ``random`` or when no word has a vector).
     """
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
@@ -159,5 +166,13 @@ def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path |
                 except ValueError:
                     raise DataError(f"{path}: the vector of {word!r} is not numeric") from None
                 assign(word, vector)
+    missing = best == 99
+    missing[0] = False  # <pad> stays zero
+    found = ~missing
+    found[0] = False
+    if found.any() and missing.any():
+        values = matrix[found]
+        draws = rng.normal(float(values.mean()), float(values.std()), size=(len(vocab), dim))
+        matrix[missing] = draws[missing].astype(np.float32)
     oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
     return matrix, oov

@@ -12,6 +12,11 @@ Tokenisation (variant options, recorded in ``stats.json``):
   sources published already tokenised (Quora BiMPM, TrecQA, TwitterURL, Ubuntu).
 * ``lowercase = true`` (default): every paper reproduced here lower-cases (CSRAN's code
   uses ``use_lower 1``; the GloVe 6B vectors are lower-cased).
+* ``numbers = "<num>"`` (default ``""``: keep numbers): every token that is a number
+  (:data:`NUMBER_PATTERN`) becomes that placeholder, in every
+  split. TrecQA needs it: the published TRAIN-ALL file already has its numbers replaced by
+  ``<num>`` while DEV/TEST keep them, so without the same rule on DEV/TEST a model would be
+  trained on ``<num>`` and tested on digits it never saw.
 
 Vocabulary: id 0 ``<pad>``, id 1 ``<unk>``, then every token seen in any split, ordered
 by its count in the train split (ties: count over all splits, then first appearance).
@@ -55,6 +60,10 @@ from pairrepro.errors import ConfigError, DataError
 #: Words (with PTB-style ``n't`` split off), clitics ``'s 're 'll ...``, single symbols.
 TOKEN_PATTERN = r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]"
 TOKENIZERS = ("regex", "whitespace")
+#: A number token as TRAIN-ALL's normalisation saw it: digits, optional ",ddd" thousands
+#: groups, an optional decimal part (``1997``, ``50,000``, ``3.5``). Tokens such as
+#: ``1980s``, ``.08``, ``1/2``, ``11.4.26`` are left as they are, there and here.
+NUMBER_PATTERN = r"\d+(?:,\d{3})*(?:\.\d+)?"
 # every ASCII character that is neither \w nor \s -> itself between spaces
 _SPACE_OUT_SYMBOLS = str.maketrans({
     c: f" {c} " for c in map(chr, range(128)) if not re.fullmatch(r"[\w\s]", c)})
@@ -68,16 +77,24 @@ class Tokenizer:
 
     kind: str = "regex"
     lowercase: bool = True
+    numbers: str = ""  # placeholder for number tokens ("" keeps them)
 
     def __post_init__(self) -> None:
         if self.kind not in TOKENIZERS:
             raise ConfigError(f"tokenizer {self.kind!r} is not one of {TOKENIZERS}")
         self._findall = re.compile(TOKEN_PATTERN).findall
+        self._is_number = re.compile(NUMBER_PATTERN).fullmatch
 
     def split(self, text: str) -> list[str]:
-        """The tokens of ``text`` (exactly ``re.findall(TOKEN_PATTERN, text)`` for regex)."""
-        if self.lowercase:
-            text = text.lower()
+        """The tokens of ``text`` (exactly ``re.findall(TOKEN_PATTERN, text)`` for regex),
+        number tokens replaced by ``numbers`` when it is set."""
+        tokens = self._tokens(text.lower() if self.lowercase else text)
+        if self.numbers:
+            is_number, placeholder = self._is_number, self.numbers
+            return [placeholder if is_number(t) else t for t in tokens]
+        return tokens
+
+    def _tokens(self, text: str) -> list[str]:
         if self.kind == "whitespace":
             return text.split()
         # Fast path, same tokens: without an apostrophe the pattern reduces to
@@ -88,6 +105,8 @@ class Tokenizer:
 
     def settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tokenizer": self.kind, "lowercase": self.lowercase}
+        if self.numbers:
+            out["numbers"] = {"pattern": NUMBER_PATTERN, "placeholder": self.numbers}
         if self.kind == "regex":
             out["pattern"] = TOKEN_PATTERN
         else:
@@ -301,7 +320,8 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     reader = get_reader(manifest.reader)
     reader_variant = _variant_with_labels(manifest, spec)
     tokenizer = Tokenizer(spec.options.get("tokenizer", "regex"),
-                          bool(spec.options.get("lowercase", True)))
+                          bool(spec.options.get("lowercase", True)),
+                          str(spec.options.get("numbers", "")))
     vocab_split = spec.options.get("vocab_split", "train")
 
     with _Steps(progress) as step:
@@ -399,6 +419,9 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "vocab_split": vocab_split if vocab_split in results else None,
             "train_vocab_size": int((train_counts > 0).sum()) + 2,
             "tokenisation": tokenizer.settings(),
+            # a variant whose splits are only consistent for non-learning scorers (TrecQA
+            # clean_digits); pairrepro train refuses it for trained models
+            "lexical_only": bool(spec.options.get("lexical_only", False)),
             "malformed_count": len(malformed),
             "malformed": malformed[:MAX_MALFORMED_IN_STATS],
             "dropped": {split: dict(r.dropped) for split, r in results.items()},

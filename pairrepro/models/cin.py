@@ -33,6 +33,7 @@ from pairrepro.models.layers import (
     MLP,
     CharEncoder,
     WordEmbedding,
+    exact_match,
     masked_kmax_pooling,
     masked_max,
     run_rnn,
@@ -130,19 +131,6 @@ class CINLayer(nn.Module):
         if self.normalise:
             wx, wy = normalise_filters(wx), normalise_filters(wy)
         return self._fuse(x, x_mask, wx, wy), self._fuse(y, y_mask, wy, wx)
-
-
-def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
-                other_mask: torch.Tensor, unk_idx: int | None = 1) -> torch.Tensor:
-    """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``.
-
-    The unknown-word id never matches: two different rare words share it.
-    """
-    same = (ids.unsqueeze(2) == other.unsqueeze(1)) & other_mask.unsqueeze(1)
-    hit = same.any(dim=2) & mask
-    if unk_idx is not None:
-        hit &= ids != unk_idx
-    return hit.unsqueeze(-1).float()
 
 
 @register_model("cin")

@@ -142,9 +142,11 @@ class CoupledLSTM(GridPairModel):
         fc_hidden: int = 50,
         dropout: float = 0.0,
         checkpoint: bool = False,
+        use_exact_match: bool = False,
     ) -> None:
         """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling
-        size; ``checkpoint``: see :class:`GridPairModel`."""
+        size; ``checkpoint``: see :class:`GridPairModel`; ``use_exact_match``: append the
+        exact-match flag to every word vector (not in the paper; see ``WordEmbedding``)."""
         super().__init__(ctx, checkpoint)
         if directions not in (1, 4):
             raise ValueError(f"directions must be 1 or 4, got {directions}")
@@ -152,9 +154,9 @@ class CoupledLSTM(GridPairModel):
             raise ValueError("layers, pool_p and pool_q must be at least 1")
         self.directions = directions
         self.pool_p, self.pool_q = pool_p, pool_q
-        self.embed = WordEmbedding(ctx)
+        self.embed = WordEmbedding(ctx, use_exact_match)
         cells = []
-        in_dim = ctx.embed_dim
+        in_dim = self.embed.dim
         for layer in range(layers):
             cell = self.cell_class(in_dim, hidden, first=layer == 0)
             cells.append(cell)

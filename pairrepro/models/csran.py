@@ -123,6 +123,9 @@ class CSRAN(PairModel):
         out_layers / out_hidden: prediction layers and width ([code] 2 / 300).
         output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
         dropout: dropout rate ([code] keep probability 0.8, i.e. 0.2).
+        use_exact_match: append the exact-match flag (does the word occur in the other
+            text?) to the word representation: [code] computes this feature (on stems) but
+            its logged run does not use it.
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class CSRAN(PairModel):
         out_hidden: int = 300,
         output_highway: bool = True,
         dropout: float = 0.2,
+        use_exact_match: bool = False,
     ) -> None:
         super().__init__(ctx)
         if layers < 1:
@@ -154,10 +158,10 @@ class CSRAN(PairModel):
                               hint=f"choose one of {AFFINITIES}")
         self.use_mar, self.use_csra, self.affinity = use_mar, use_csra, affinity
         self.compare_pooled = compare_pooled
-        self.embed = WordEmbedding(ctx)
+        self.embed = WordEmbedding(ctx, use_exact_match)
         self.chars = (CharEncoder(ctx.vocab, char_dim, char_hidden, max_word_len, "lstm",
                                   padding_idx=ctx.padding_idx) if char_dim > 0 else None)
-        word_dim = ctx.embed_dim + (char_hidden if self.chars is not None else 0)
+        word_dim = self.embed.dim + (char_hidden if self.chars is not None else 0)
         self.dropout = nn.Dropout(dropout)
         self.project = (Highway(word_dim, hidden, highway_layers)
                         if highway_layers > 0 else None)
@@ -185,8 +189,8 @@ class CSRAN(PairModel):
             self.output = MLP(pooled, [out_hidden] * out_layers, ctx.num_outputs, nn.ReLU,
                               dropout)
 
-    def _words(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed(ids)
+    def _words(self, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """Word representations of one text from its embedded words ``x``."""
         if self.chars is not None:
             x = torch.cat([x, self.chars(ids)], dim=-1)
         x = self.dropout(x)
@@ -195,7 +199,8 @@ class CSRAN(PairModel):
     def encode(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                right_mask: torch.Tensor) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """The stacked encoder outputs ``H^(1..k)`` of both texts (``[B, T, 2h]`` each)."""
-        a, b = self._words(left), self._words(right)
+        x, y = self.embed.pair(left, left_mask, right, right_mask)
+        a, b = self._words(left, x), self._words(right, y)
         ha: list[torch.Tensor] = []
         hb: list[torch.Tensor] = []
         for i, rnn in enumerate(self.encoders):

@@ -121,17 +121,20 @@ class DFLSTM(GridPairModel):
         pooling: Literal["last", "max"] = "last",
         dropout: float = 0.0,
         checkpoint: bool = False,
+        use_exact_match: bool = False,
     ) -> None:
-        """``memory``: K, the slots per axis; ``checkpoint``: see :class:`GridPairModel`."""
+        """``memory``: K, the slots per axis; ``checkpoint``: see :class:`GridPairModel`;
+        ``use_exact_match``: append the exact-match flag to every word vector (not in the
+        paper; see ``WordEmbedding``)."""
         super().__init__(ctx, checkpoint)
         if pooling not in ("last", "max"):
             raise ValueError(f"pooling must be 'last' or 'max', got {pooling!r}")
         if layers < 1:
             raise ValueError("layers must be at least 1")
         self.hidden, self.pooling = hidden, pooling
-        self.embed = WordEmbedding(ctx)
+        self.embed = WordEmbedding(ctx, use_exact_match)
         self.blocks = nn.ModuleList(
-            DFCell(ctx.embed_dim if k == 0 else hidden, hidden, memory, first=k == 0)
+            DFCell(self.embed.dim if k == 0 else hidden, hidden, memory, first=k == 0)
             for k in range(layers)
         )
         self.dropout = nn.Dropout(dropout)

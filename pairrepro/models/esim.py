@@ -30,13 +30,16 @@ class ESIM(PairModel):
     Args:
         hidden: units per direction of both Bi-LSTMs, and the projection / MLP width.
         dropout: dropout on the embeddings, the projection input and the MLP (paper: 0.5).
+        use_exact_match: append the exact-match flag (does the word occur in the other
+            text?) to every word vector; not in the paper (see ``WordEmbedding``).
     """
 
-    def __init__(self, ctx: ModelContext, hidden: int = 300, dropout: float = 0.5) -> None:
+    def __init__(self, ctx: ModelContext, hidden: int = 300, dropout: float = 0.5,
+                 use_exact_match: bool = False) -> None:
         super().__init__(ctx)
-        self.embed = WordEmbedding(ctx)
+        self.embed = WordEmbedding(ctx, use_exact_match)
         self.dropout = nn.Dropout(dropout)
-        self.encoder = nn.LSTM(ctx.embed_dim, hidden, batch_first=True, bidirectional=True)
+        self.encoder = nn.LSTM(self.embed.dim, hidden, batch_first=True, bidirectional=True)
         self.projection = nn.Sequential(nn.Linear(8 * hidden, hidden), nn.ReLU())
         self.composition = nn.LSTM(hidden, hidden, batch_first=True, bidirectional=True)
         self.classifier = MLP(8 * hidden, [hidden], ctx.num_outputs, nn.Tanh, dropout)
@@ -50,8 +53,9 @@ class ESIM(PairModel):
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:
-        a, _ = run_rnn(self.encoder, self.dropout(self.embed(left)), left_mask)
-        b, _ = run_rnn(self.encoder, self.dropout(self.embed(right)), right_mask)
+        x, y = self.embed.pair(left, left_mask, right, right_mask)
+        a, _ = run_rnn(self.encoder, self.dropout(x), left_mask)
+        b, _ = run_rnn(self.encoder, self.dropout(y), right_mask)
         b_aligned, a_aligned = soft_align(torch.bmm(a, b.transpose(1, 2)), a, left_mask,
                                           b, right_mask)
         v = torch.cat([self._compose(a, b_aligned, left_mask),

@@ -328,8 +328,8 @@ class GridPairModel(PairModel):
         With ``checkpoint`` (and grad enabled) each block is recomputed during the backward
         pass (see :meth:`__init__`).
         """
-        x = self.dropout(self.embed(left))
-        y = self.dropout(self.embed(right))
+        x, y = self.embed.pair(left, left_mask, right, right_mask)
+        x, y = self.dropout(x), self.dropout(y)
         cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
         g: torch.Tensor | None = None
         for cell in self.blocks:

@@ -18,11 +18,31 @@ from pairrepro.models.base import ModelContext
 NEG_INF = -1e30  # finite, so fully-masked rows give zeros after softmax instead of NaN
 
 
-class WordEmbedding(nn.Module):
-    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not)."""
+def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
+                other_mask: torch.Tensor, unk_idx: int | None = 1) -> torch.Tensor:
+    """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``.
 
-    def __init__(self, ctx: ModelContext) -> None:
+    The unknown-word id never matches: two different rare words share it.
+    """
+    same = (ids.unsqueeze(2) == other.unsqueeze(1)) & other_mask.unsqueeze(1)
+    hit = same.any(dim=2) & mask
+    if unk_idx is not None:
+        hit &= ids != unk_idx
+    return hit.unsqueeze(-1).float()
+
+
+class WordEmbedding(nn.Module):
+    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not).
+
+    With ``exact_match`` the representation of a word in a pair gets one more channel: the
+    exact-match flag of :func:`exact_match` (does the word occur in the other text?), the
+    EM feature of CIN, DIIN and CSRAN's code. :meth:`pair` embeds both texts of a pair
+    with it; :attr:`dim` is the width of what :meth:`pair` returns.
+    """
+
+    def __init__(self, ctx: ModelContext, exact_match: bool = False) -> None:
         super().__init__()
+        self.exact_match = exact_match
         self.embedding = nn.Embedding(ctx.vocab_size, ctx.embed_dim, padding_idx=ctx.padding_idx)
         if ctx.pretrained is not None:
             if tuple(ctx.pretrained.shape) != (ctx.vocab_size, ctx.embed_dim):
@@ -36,10 +56,22 @@ class WordEmbedding(nn.Module):
 
     @property
     def dim(self) -> int:
-        return self.embedding.embedding_dim
+        """Width of a word's representation from :meth:`pair`."""
+        return self.embedding.embedding_dim + int(self.exact_match)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """The word vectors of one text (no pair features)."""
         return self.embedding(ids)
+
+    def pair(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+             right_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both texts of a pair, ``[B, n, dim]`` and ``[B, m, dim]``."""
+        x, y = self.embedding(left), self.embedding(right)
+        if not self.exact_match:
+            return x, y
+        unk = self.embedding.padding_idx + 1 if self.embedding.padding_idx is not None else 1
+        return (torch.cat([x, exact_match(left, left_mask, right, right_mask, unk)], dim=-1),
+                torch.cat([y, exact_match(right, right_mask, left, left_mask, unk)], dim=-1))
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:

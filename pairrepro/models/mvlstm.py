@@ -56,11 +56,13 @@ class MVLSTM(PairModel):
         tensor_slices: ``c``, slices of the tensor interaction (not given in the paper).
         mlp_hidden: width of the MLP's hidden layer (not given in the paper).
         dropout: dropout on the embeddings and the pooled features (paper: none stated).
+        use_exact_match: append the exact-match flag (does the word occur in the other
+            text?) to every word vector; not in the paper (see ``WordEmbedding``).
     """
 
     def __init__(self, ctx: ModelContext, interaction: str = "tensor", hidden: int = 50,
                  k: int = 5, tensor_slices: int = 10, mlp_hidden: int = 50,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, use_exact_match: bool = False) -> None:
         super().__init__(ctx)
         if interaction not in INTERACTIONS:
             raise ConfigError(f"mv_lstm: interaction {interaction!r} is not one of "
@@ -71,9 +73,9 @@ class MVLSTM(PairModel):
                 raise ConfigError(f"mv_lstm: {name} must be >= 1, got {value}")
         self.interaction = interaction
         self.k = k
-        self.embed = WordEmbedding(ctx)
+        self.embed = WordEmbedding(ctx, use_exact_match)
         self.dropout = nn.Dropout(dropout)
-        self.bilstm = nn.LSTM(ctx.embed_dim, hidden, batch_first=True, bidirectional=True)
+        self.bilstm = nn.LSTM(self.embed.dim, hidden, batch_first=True, bidirectional=True)
         self.tensor: BilinearTensor | None = None
         channels = 1
         if interaction == "bilinear":
@@ -83,9 +85,10 @@ class MVLSTM(PairModel):
             channels = tensor_slices
         self.mlp = MLP(channels * k, [mlp_hidden], ctx.num_outputs, nn.ReLU)
 
-    def positions(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Positional sentence representations ``[B, T, 2 * hidden]`` (zero on padding)."""
-        out, _ = run_rnn(self.bilstm, self.dropout(self.embed(ids)), mask)
+    def positions(self, words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Positional sentence representations ``[B, T, 2 * hidden]`` (zero on padding) of
+        one text's word representations ``[B, T, embed.dim]``."""
+        out, _ = run_rnn(self.bilstm, self.dropout(words), mask)
         return out
 
     def interact(self, px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
@@ -98,8 +101,9 @@ class MVLSTM(PairModel):
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:
-        px = self.positions(left, left_mask)
-        py = self.positions(right, right_mask)
+        x, y = self.embed.pair(left, left_mask, right, right_mask)
+        px = self.positions(x, left_mask)
+        py = self.positions(y, right_mask)
         grid = self.interact(px, py)  # [B, n, m, C]
         batch, n, m, channels = grid.shape
         cells = grid.permute(0, 3, 1, 2).reshape(batch, channels, n * m)

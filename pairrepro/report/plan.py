@@ -147,13 +147,14 @@ def _train_pairs(recipe: Any) -> int | None:
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,
                 seeds: list[int] | None = None,
-                figures: dict[str, dict[str, Any]] | None = None) -> list[PlanItem]:
+                figures: dict[str, dict[str, Any]] | None = None,
+                comparisons: bool = False) -> list[PlanItem]:
     """One :class:`PlanItem` per recipe the given tables need (a recipe shared by two tables
-    appears once)."""
+    appears once); ``comparisons`` adds the recipes of their comparison rows."""
     figures = load_bench_figures() if figures is None else figures
     items: dict[str, PlanItem] = {}
     for paper, table in tables:
-        for name in table_recipes(paper, table, index):
+        for name in table_recipes(paper, table, index, comparisons):
             if name in items:
                 items[name].tables.append(f"{paper.paper} T{table.number}")
                 continue

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pairrepro.report.tables import (
+    COMPARISON_BLOCK,
     DATA_MISSING,
     FAILED,
     INFO,
@@ -80,14 +81,19 @@ def _describe_runs(recipe: str, runs: list[RunInfo]) -> str:
 def _run_setup(config: dict[str, Any]) -> str:
     """What a reader needs to weigh a reproduced number: vectors, epochs, training data size
     (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
-    emb, train, data = (config.get(k, {}) for k in ("embeddings", "train", "data"))
+    emb, train, data, model, task = (config.get(k, {}) for k in (
+        "embeddings", "train", "data", "model", "task"))
     parts = []
     if emb:
         parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
+    if model.get("use_exact_match"):
+        parts.append("exact-match feature")
     if train.get("epochs"):
         parts.append(f"at most {train['epochs']} epochs")
     if data.get("max_train_pairs"):
         parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
+    if task.get("max_negatives_per_query"):
+        parts.append(f"≤{task['max_negatives_per_query']} negatives per query and epoch")
     return "; ".join(parts)
 
 
@@ -151,6 +157,9 @@ def layout(ev: EvalTable) -> Layout:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
         lay.legend += " Bold: bold in the paper, or best by value where the conversion lost it."
+    if any(r.row.block == COMPARISON_BLOCK for r in ev.rows):
+        lay.legend += (" The last block holds models run here for comparison: the paper has "
+                       "no number for them.")
     return lay
 
 

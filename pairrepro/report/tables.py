@@ -9,7 +9,9 @@ Rows are tied to recipes at run time: a recipe declaring
 ``reproduces = [{paper = "clstm", table = 2, row = "four stacked TC-LSTMs"}]`` reproduces that
 row (labels compared after dropping citations in parentheses, spaces and case, so
 ``"MV-LSTM(k=3)"`` and ``"single LSTM (Rocktäschel et al., 2015)"`` match). A row may also name
-``recipe`` explicitly.
+``recipe`` explicitly. A recipe declaring ``compares = [{paper, table, row}]`` adds a row of
+its own below the paper's rows (block ``comparison``): a model run here for comparison, with
+no published value (e.g. BM25 under CSRAN's TrecQA table).
 
 Rules of a cell (documented once, here):
 
@@ -367,6 +369,8 @@ class RecipeIndex:
     recipes: dict[str, Any]  # name -> pairrepro.config.Recipe
     rows: dict[tuple[str, int, str], list[str]]
     errors: dict[str, str]
+    # (paper, table) -> [(printed label, recipe)] of comparison rows, in recipe-name order
+    comparisons: dict[tuple[str, int], list[tuple[str, str]]] = field(default_factory=dict)
 
     def for_row(self, paper: str, table: int, label: str) -> list[str]:
         return self.rows.get((paper, table, normalise_label(label)), [])
@@ -380,6 +384,7 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
     recipes: dict[str, Any] = {}
     rows: dict[tuple[str, int, str], list[str]] = {}
     errors: dict[str, str] = {}
+    comparisons: dict[tuple[str, int], list[tuple[str, str]]] = {}
     for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
         try:
             recipe = load_recipe(path)
@@ -390,7 +395,9 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
         for ref in recipe.recipe.reproduces:
             key = (ref.paper, ref.table, normalise_label(ref.row))
             rows.setdefault(key, []).append(recipe.name)
-    return RecipeIndex(recipes, rows, errors)
+        for ref in recipe.recipe.compares:
+            comparisons.setdefault((ref.paper, ref.table), []).append((ref.row, recipe.name))
+    return RecipeIndex(recipes, rows, errors, comparisons)
 
 
 @dataclass
@@ -784,7 +791,7 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path,
     """Every cell of ``table`` with its published value, reproduced value and status."""
     index = index or load_recipe_index()
     rows: list[EvalRow] = []
-    for row in table.rows:
+    for row in table.rows + comparison_rows(paper, table, index):
         cells: list[Cell] = []
         if table.kind == "hparams":
             for column in table.columns:
@@ -828,13 +835,28 @@ def evaluate_paper(name: str, runs_dir: Path, table: int | None = None,
     return [evaluate_table(paper, t, runs_dir, index) for t in tables]
 
 
-def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[str]:
-    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``)."""
+COMPARISON_BLOCK = "comparison"
+
+
+def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[Row]:
+    """The rows recipes add below ``table`` with ``compares`` (none for hparams tables)."""
+    if table.kind == "hparams":
+        return []
+    return [Row(label=label, values={}, block=COMPARISON_BLOCK, recipe=recipe)
+            for label, recipe in index.comparisons.get((paper.paper, table.number), [])]
+
+
+def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
+                  comparisons: bool = False) -> list[str]:
+    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``),
+    and with ``comparisons`` the recipes of its comparison rows too."""
     names: set[str] = set()
     for row in table.rows:
         if table.kind == "hparams":
             continue
         names.update(_row_recipes(paper.paper, table, row, index))
+    if comparisons:
+        names.update(row.recipe for row in comparison_rows(paper, table, index))
     return sorted(names)
 
 

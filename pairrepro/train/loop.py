@@ -243,7 +243,8 @@ class Trainer:
     def _run_epoch(self, progress: Progress) -> None:
         recipe, st = self.recipe, self.state
         plan = EpochPlan(self.data.train, recipe.train.batch_size, self.seed, st.epoch,
-                         recipe.task.loss, recipe.task.negatives)
+                         recipe.task.loss, recipe.task.negatives,
+                         max_negatives_per_query=recipe.task.max_negatives_per_query)
         task = progress.add_task(f"epoch {st.epoch + 1}/{recipe.train.epochs}", total=len(plan),
                                  completed=st.position, loss="-", speed="-")
         loss_acc = torch.zeros((), device=self.device)

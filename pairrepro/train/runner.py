@@ -214,6 +214,7 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "device": str(device), "device_name": device_name(device),
+        "cpu_threads": torch.get_num_threads(),
         "world_size": dist_ctx.world_size,
         "precision": "bf16-autocast" if device.type == "cuda" else "fp32",
         "deterministic": recipe.train.deterministic,
@@ -312,6 +313,13 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
     seed_everything(seed, recipe.train.deterministic)
     prepared, data = load_task_data(recipe, seed)
     model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
+    if model.needs_training and prepared.stats.get("lexical_only"):
+        raise ConfigError(
+            f"{recipe.source}: [data] variant: {recipe.data.variant!r} of "
+            f"{recipe.data.dataset} is for lexical scorers only: "
+            f"{prepared.stats.get('description', '')}",
+            hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
+                 "are tokenised alike (for TrecQA: clean or raw)")
     manifest = build_manifest(recipe, seed, prepared, device_t, model, dist_ctx,
                               {**emb_info, "no_positive": data.no_positive,
                                "train_pairs": len(data.train)})
@@ -347,7 +355,7 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
             if dist_ctx.is_main:
                 ckpt.save_checkpoint(run_dir / "checkpoints" / "best.pt",
                                      {"model": model.state_dict(), "epoch": 0, "dev": {}})
-        metrics = _score_once(recipe, model, data, run_dir, device_t, dist_ctx)
+        metrics = _score_once(recipe, model, data, run_dir, device_t, dist_ctx, seed)
     except Interrupted as exc:
         if dist_ctx.is_main:
             _write_result(run_dir, recipe, seed, "interrupted", None, {}, message=str(exc))
@@ -374,11 +382,18 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
 
 
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, run_dir: Path,
-                device: torch.device, dist_ctx: DistContext) -> dict[str, dict[str, float]]:
-    """Score train, dev and every test split ONCE with the chosen weights; save predictions."""
+                device: torch.device, dist_ctx: DistContext, seed: int
+                ) -> dict[str, dict[str, float]]:
+    """Score train, dev and every test split ONCE with the chosen weights; save predictions.
+
+    The train split is scored whole, or on a seeded subsample of whole groups when
+    ``[train] score_train_pairs`` is set (slow models on large training sets)."""
     metrics: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):
         split = data.splits[name]
+        if name == data.train_split:
+            split = subsample(split, recipe.train.score_train_pairs, seed + 1,
+                              by_group=recipe.task.type == "ranking")
         outputs = predict_outputs(model, split, recipe.train.eval_batch_size, device, dist_ctx)
         scores = outputs_to_scores(outputs, recipe.task.loss)
         key = "train" if name == data.train_split else "dev" if name == data.dev_split else name
