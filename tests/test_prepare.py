@@ -94,7 +94,8 @@ def test_trecqa_clean_digits_is_for_lexical_scorers_only(
                     '[model]\nname = "bm25"\n[task]\ntype = "ranking"\nloss = "pointwise"\n'
                     '[train]\nepochs = 1\n')
     (result,) = train_recipe(bm25, quiet=True)
-    assert result["status"] == "finished" and result["metrics"]["test"]["map"] > 0.6
+    # test years match question years here: 0.687, the BM25 bar of the README
+    assert result["status"] == "finished" and result["metrics"]["test"]["map"] > 0.68
 
 
 def test_trecqa_clean_prepared(raw_from_mirror: Callable[[str], Path],

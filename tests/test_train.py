@@ -346,6 +346,32 @@ def test_min_count_sends_rare_train_tokens_to_unk(tmp_path: Path) -> None:
     assert list(data.rare_token_map(3, keep_unseen=False)) == [0, 1, 2, 1, 1, 1]
 
 
+def test_test_only_words_stay_for_scorers_without_parameters(data_home: Path) -> None:
+    """A word seen only in test ("zorro") becomes <unk> for a model learning random
+    embeddings (nothing could train it) but stays itself for BM25, which can match it."""
+    from pairrepro.config import recipe_from_dict
+    from pairrepro.data.prepared import write_prepared
+    from pairrepro.train.runner import load_task_data
+
+    def frame(words: list[str], ids: list[int]) -> pd.DataFrame:
+        return pd.DataFrame({"pair_id": ["p"], "group_id": ["q"], "left": [" ".join(words)],
+                             "right": [" ".join(words)], "label": [1],
+                             "left_ids": [ids], "right_ids": [ids]})
+
+    write_prepared(paths.prepared_dir("tiny", "v"),
+                   {"train": frame(["who"], [2]), "dev": frame(["who"], [2]),
+                    "test": frame(["who", "zorro"], [2, 3])},
+                   ["<pad>", "<unk>", "who", "zorro"], [0, 0, 2, 0], {"task": "ranking"})
+    seen = {}
+    for model in ("bm25", "mv_lstm"):
+        recipe = recipe_from_dict({"data": {"dataset": "tiny", "variant": "v"},
+                                   "model": {"name": model}, "embeddings": {"source": "random"},
+                                   "task": {"type": "ranking", "loss": "pointwise"}}, "r", "r")
+        _, data = load_task_data(recipe, 1)
+        seen[model] = data.splits["test"].left[0].tolist()
+    assert seen == {"bm25": [2, 3], "mv_lstm": [2, 1]}
+
+
 def test_corrupt_run_config_is_a_clear_error(tmp_path: Path) -> None:
     """A run whose config.toml was damaged is named in the error, not a TOML traceback."""
     from pairrepro.errors import ConfigError

@@ -41,7 +41,7 @@ from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, DataError, PairreproError, TrainingError
 from pairrepro.models.base import ModelContext, PairModel
-from pairrepro.models.registry import build_model
+from pairrepro.models.registry import available_models, build_model
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import device_name, resolve_device
 from pairrepro.train.distributed import (
@@ -89,7 +89,13 @@ def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
     wanted = splits or [d.train_split, d.dev_split, *d.test_splits]
     encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name)
                for name in dict.fromkeys(wanted)}
-    rare = prepared.rare_token_map(d.min_count, keep_unseen=recipe.embeddings.source != "random")
+    # train-unseen words stay themselves where something can use them: pretrained vectors,
+    # or a scorer without parameters (BM25 matches a test-only word of the question in an
+    # answer); a model learning random embeddings could not train them, so they become <unk>
+    model_class = available_models().get(recipe.model.name)  # unknown: reported when built
+    keep_unseen = (recipe.embeddings.source != "random"
+                   or not getattr(model_class, "needs_training", True))
+    rare = prepared.rare_token_map(d.min_count, keep_unseen=keep_unseen)
     if rare is not None:
         for split in encoded.values():
             split.left = [rare[ids] for ids in split.left]
