@@ -143,3 +143,44 @@ def test_bm25_model_ignores_unknown_and_needs_statistics() -> None:
     assert float(model(left, left != 0, right, right != 0)) == 0.0  # <unk> does not match <unk>
     with pytest.raises(ConfigError):
         build_model("bm25", ModelContext(vocab_size=5, embed_dim=4, num_outputs=3), {})
+
+
+def test_best_f1_threshold_equals_a_brute_force_search() -> None:
+    """The fitted cut gives the best F1 of class 1 among every possible cut (sklearn's F1)."""
+    from sklearn.metrics import f1_score
+
+    from pairrepro.models.bm25 import best_f1_threshold
+
+    rng = np.random.default_rng(3)
+    for trial in range(20):
+        scores = rng.integers(0, 8, size=60).astype(float)  # many ties
+        labels = (rng.random(60) < 0.2 + scores / 12).astype(int)
+        t = best_f1_threshold(scores, labels == 1)
+        cuts = np.concatenate([[scores.min() - 1], np.unique(scores)])
+        best = max(f1_score(labels, scores > c, zero_division=0) for c in cuts)
+        assert f1_score(labels, scores > t) == pytest.approx(best), trial
+        assert not np.isin(t, scores)  # a cut between scores, never on one
+
+
+def test_bm25_threshold_classifies_and_leaves_rankings_alone() -> None:
+    vocab = {"<pad>": 0, "<unk>": 1}
+    docs = _ids(CORPUS, vocab)
+    queries = _ids(["the cat", "dog dog cat", "dog's ball at", "pets and cats"], vocab)
+    left_ids = [q for q in queries for _ in docs]
+    right_ids = [d for _ in queries for d in docs]
+    ctx = ModelContext(vocab_size=len(vocab), embed_dim=4, num_outputs=2)
+    plain, fitted = build_model("bm25", ctx, {}), build_model("bm25", ctx, {})
+    plain.fit_statistics(left_ids, right_ids)
+    scores = plain.score_ids(left_ids, right_ids)
+    labels = (scores > np.median(scores)).astype(int)
+    fitted.fit_statistics(left_ids, right_ids, labels)
+    t = float(fitted.threshold)
+    left = torch.nn.utils.rnn.pad_sequence([torch.tensor(x) for x in left_ids], batch_first=True)
+    right = torch.nn.utils.rnn.pad_sequence([torch.tensor(x) for x in right_ids],
+                                            batch_first=True)
+    out = fitted(left, left != 0, right, right != 0)
+    # labels that a cut separates perfectly: the fitted rule reproduces them exactly
+    assert (out.argmax(1).numpy() == labels).all()
+    # the same scores, shifted by the threshold: every ranking is unchanged
+    shifted = (out[:, 1] - out[:, 0]).double().numpy()
+    np.testing.assert_allclose(shifted + t, scores, rtol=1e-5, atol=1e-5)

@@ -95,7 +95,9 @@ def test_pointwise_ranking_scores_are_class1_probabilities(synth: Path) -> None:
                                        "train.score_train_pairs=100"], quiet=True)
     folder = run_dir("bilstm_max_ranking_synthetic")
     pred = pd.read_parquet(folder / "predictions/test.parquet")
-    assert pred.score.between(0, 1).all()
+    assert pred.prob_1.between(0, 1).all()
+    # score = class-1 log-odds, the same order as P(class 1) without its rounding to 1.0
+    np.testing.assert_allclose(pred.score, np.log(pred.prob_1 / (1 - pred.prob_1)), rtol=1e-6)
     assert result["metrics"]["test"]["map"] > sum(1 / r for r in range(1, 6)) / 5 + 0.1
     lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()]
     assert {x["train_pairs"] for x in lines} == {150 * (1 + 2)}  # 150 queries of 1 + 4
@@ -382,3 +384,15 @@ def test_corrupt_run_config_is_a_clear_error(tmp_path: Path) -> None:
     (run / "config.toml").write_text("[data\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"config\.toml: not valid TOML"):
         load_run_model(run, "best", ["test"])
+
+
+def test_pointwise_scores_do_not_saturate_into_ties() -> None:
+    """Logit margins of 40 and 50 are both P(class 1) = 1.0 in floating point; ranked by the
+    log-odds they stay apart (and in the order the probabilities would have)."""
+    from pairrepro.train.losses import outputs_to_scores
+
+    outputs = np.array([[0.0, 50.0], [0.0, 40.0], [1.0, 0.0]], dtype=np.float32)
+    shifted = outputs - outputs.max(axis=1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    assert probs[0, 1] == probs[1, 1] == 1.0  # the tie the log-odds avoid
+    assert outputs_to_scores(outputs, "pointwise").tolist() == [50.0, 40.0, -1.0]

@@ -57,9 +57,11 @@ class PairModel(nn.Module):
         self.ctx = ctx
 
     def fit_statistics(
-        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]]
+        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+        labels: Sequence[int] | None = None,
     ) -> None:
-        """Called once with the training pairs' token ids before training (default: no-op)."""
+        """Called once with the training pairs' token ids (and labels) before training
+        (default: no-op)."""
 
     def forward(  # type: ignore[override]
         self,

@@ -5,6 +5,11 @@ documents and the average document length come from the distinct right texts of 
 pairs (:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection.
 The formula itself lives in :mod:`pairrepro.data.negatives` (one implementation, shared with
 the retrieval that builds the negatives).
+
+As a two-output model (pointwise ranking, or binary classification such as paraphrase
+identification) it outputs ``[0, score - threshold]``: class 1 is predicted when the score
+passes a threshold fitted on the training pairs (the cut that maximises the F1 of class 1
+there; dev and test are never looked at). A constant shift leaves every ranking unchanged.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
 from pairrepro.errors import ConfigError
@@ -50,11 +56,14 @@ class BM25(PairModel):
         self.register_buffer("idf", torch.zeros(ctx.vocab_size, dtype=torch.float64))
         self.register_buffer("avg_doc_len", torch.ones((), dtype=torch.float64))
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
+        self.register_buffer("threshold", torch.zeros((), dtype=torch.float64))
 
     def fit_statistics(
-        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]]
+        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+        labels: Sequence[int] | None = None,
     ) -> None:
-        """Document frequencies over the distinct training candidates (the right texts)."""
+        """Document frequencies over the distinct training candidates (the right texts);
+        with ``labels`` (and two outputs) also the decision threshold (module docstring)."""
         docs = {tuple(int(t) for t in doc if int(t) != self.ctx.padding_idx) for doc in right_ids}
         if not docs:
             raise ConfigError("bm25: fit_statistics got no training documents")
@@ -65,6 +74,23 @@ class BM25(PairModel):
         self.idf.copy_(torch.from_numpy(lucene_idf(doc_freq, len(docs))))
         self.avg_doc_len.fill_(max(float(lengths.mean()), 1e-9))
         self.fitted.fill_(True)
+        self.threshold.fill_(0.0)
+        if labels is not None and self.ctx.num_outputs == 2:
+            scores = self.score_ids(left_ids, right_ids)
+            self.threshold.fill_(best_f1_threshold(scores, np.asarray(labels) == 1))
+
+    def score_ids(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+                  batch_size: int = 1024) -> np.ndarray:
+        """BM25 scores ``[N]`` (float64) of pairs given as token id lists."""
+        out = []
+        pad = self.ctx.padding_idx
+        for start in range(0, len(left_ids), batch_size):
+            left, right = (pad_sequence([torch.as_tensor(np.asarray(s, dtype=np.int64))
+                                         for s in ids[start: start + batch_size]],
+                                        batch_first=True, padding_value=pad)
+                           for ids in (left_ids, right_ids))
+            out.append(self._score(left, left != pad, right, right != pad)[:, 0].numpy())
+        return np.concatenate(out) if out else np.zeros(0)
 
     def forward(  # type: ignore[override]
         self,
@@ -73,7 +99,16 @@ class BM25(PairModel):
         right: torch.Tensor,
         right_mask: torch.Tensor,
     ) -> torch.Tensor:
-        """Score ``[B]`` pairs -> ``[B, 1]`` (or ``[B, 2]`` = ``[0, score]`` for two outputs)."""
+        """Score ``[B]`` pairs -> ``[B, 1]`` (or ``[B, 2]`` = ``[0, score - threshold]``)."""
+        score = self._score(left, left_mask, right, right_mask)
+        if self.ctx.num_outputs == 2:
+            return torch.cat([torch.zeros_like(score), score - self.threshold],
+                             dim=1).to(torch.float32)
+        return score.to(torch.float32)
+
+    def _score(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+               right_mask: torch.Tensor) -> torch.Tensor:
+        """``[B, 1]`` float64 BM25 scores."""
         if not bool(self.fitted):
             raise ConfigError("bm25: fit_statistics must be called before scoring")
         query_ok = left_mask if self.match_unknown else left_mask & (left != UNK_ID)
@@ -83,7 +118,22 @@ class BM25(PairModel):
         doc_len = right_mask.sum(dim=1, keepdim=True).to(torch.float64)
         weight = lucene_term_weight(tf, doc_len, self.avg_doc_len, self.k1, self.b)
         per_term = self.idf[left] * weight * query_ok
-        score = per_term.sum(dim=1, keepdim=True).to(torch.float32)
-        if self.ctx.num_outputs == 2:
-            return torch.cat([torch.zeros_like(score), score], dim=1)
-        return score
+        return per_term.sum(dim=1, keepdim=True)
+
+
+def best_f1_threshold(scores: np.ndarray, positive: np.ndarray) -> float:
+    """The threshold ``t`` whose rule "class 1 iff score > t" gives the highest F1 of class 1
+    on ``scores`` (midway between neighbouring distinct scores; the first such cut on ties)."""
+    if len(scores) == 0 or not positive.any():
+        return 0.0
+    order = np.argsort(-scores, kind="stable")
+    ranked, hits = scores[order], positive[order]
+    true_pos = np.cumsum(hits)
+    predicted = np.arange(1, len(ranked) + 1)
+    f1 = 2 * true_pos / (predicted + hits.sum())
+    # a cut can only fall after the last of a run of equal scores
+    cut_ok = np.append(ranked[1:] != ranked[:-1], True)
+    best = int(np.argmax(np.where(cut_ok, f1, -1.0)))
+    if best + 1 < len(ranked):
+        return float((ranked[best] + ranked[best + 1]) / 2)
+    return float(ranked[best] - 1.0)

@@ -59,7 +59,8 @@ def metrics_from_scores(split: EncodedSplit, scores: np.ndarray, loss: str, num_
 
 
 def prediction_frame(split: EncodedSplit, scores: np.ndarray, loss: str) -> pd.DataFrame:
-    """The predictions file: pair_id, group_id, label and the score or class probabilities."""
+    """The predictions file: pair_id, group_id, label and the score or class probabilities
+    (pointwise ranking: ``score`` = class-1 log-odds and ``prob_1`` = P(class 1))."""
     frame = pd.DataFrame({"pair_id": split.pair_ids, "group_id": split.group_ids,
                           "label": split.labels})
     if loss == "cross_entropy":
@@ -68,6 +69,8 @@ def prediction_frame(split: EncodedSplit, scores: np.ndarray, loss: str) -> pd.D
         frame["prediction"] = scores.argmax(axis=1)
     else:
         frame["score"] = scores
+        if loss == "pointwise":
+            frame["prob_1"] = 0.5 * (1.0 + np.tanh(scores / 2.0))  # a stable sigmoid
     return frame
 
 
@@ -101,7 +104,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
 
 def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
                       checkpoint: str = "best") -> dict[str, Any]:
-    """Average the probabilities (or ranking scores) of several runs and score the average.
+    """Average the class probabilities (or ranking scores: hinge outputs, pointwise log-odds)
+    of several runs and score the average.
 
     All runs must come from the same recipe on the same data (checked by pair ids).
     """

@@ -4,7 +4,9 @@
 * ``hinge`` (pairwise ranking): ``max(0, margin - s(q, d+) + s(q, d-))`` averaged over the
   (query, positive, negative) triples of a batch; the model outputs one score per pair.
 * ``pointwise`` (ranking as two-class classification, CSRAN): cross-entropy on 2 logits;
-  the ranking score of a candidate is ``P(class 1)``.
+  candidates are ranked by ``P(class 1)``, computed as its log-odds ``z1 - z0`` (the same
+  order, but a probability rounds to exactly 1.0 in floating point for confident
+  candidates, which would tie them artificially).
 """
 
 from __future__ import annotations
@@ -55,10 +57,13 @@ def l2_penalty(params: list[nn.Parameter], coefficient: float) -> torch.Tensor |
 
 def outputs_to_scores(outputs: np.ndarray, loss: str) -> np.ndarray:
     """Raw model outputs ``[N, K]`` -> class probabilities ``[N, C]`` (cross-entropy) or
-    ranking scores ``[N]`` (hinge: the output; pointwise: ``P(class 1)``)."""
+    ranking scores ``[N]`` (hinge: the output; pointwise: the log-odds of class 1, float64;
+    ``sigmoid`` of it is ``P(class 1)``)."""
     if loss == "hinge":
         return outputs[:, 0]
+    if loss == "pointwise":
+        return outputs[:, 1].astype(np.float64) - outputs[:, 0].astype(np.float64)
     shifted = outputs - outputs.max(axis=1, keepdims=True)
     probs = np.exp(shifted)
     probs /= probs.sum(axis=1, keepdims=True)
-    return probs[:, 1] if loss == "pointwise" else probs
+    return probs

@@ -181,7 +181,7 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
     model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
                                   with_embeddings=False)
     if not model.needs_training:
-        model.fit_statistics(data.train.left, data.train.right)
+        model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     state = ckpt.load_checkpoint(run_dir / "checkpoints" / f"{checkpoint}.pt")
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device
@@ -356,7 +356,7 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
             best = ckpt.load_checkpoint(run_dir / "checkpoints" / "best.pt")
             model.load_state_dict(best["model"])
         else:
-            model.fit_statistics(data.train.left, data.train.right)
+            model.fit_statistics(data.train.left, data.train.right, data.train.labels)
             model.to(device_t)
             if dist_ctx.is_main:
                 ckpt.save_checkpoint(run_dir / "checkpoints" / "best.pt",
