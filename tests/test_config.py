@@ -11,7 +11,7 @@ import torch
 
 from pairrepro import paths
 from pairrepro.config import load_recipe
-from pairrepro.data.manifests import available_datasets
+from pairrepro.data.manifests import available_datasets, load_manifest
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.registry import build_model
@@ -103,7 +103,8 @@ def test_every_recipe_validates_and_builds_its_model(path: Path) -> None:
     assert recipe.data.dataset in available_datasets(), f"{path}: unknown dataset"
     for row in recipe.recipe.reproduces:
         assert row.paper in {"clstm", "dflstm", "mvlstm", "csran", "cin"}, path
-    num_classes = 2 if recipe.task.type == "ranking" else 3
+    labels = load_manifest(recipe.data.dataset).label_map
+    num_classes = 2 if recipe.task.type == "ranking" else len(labels)
     vocab = ["<pad>", "<unk>", *(f"w{i}" for i in range(18))]
     ctx = ModelContext(vocab_size=len(vocab), embed_dim=recipe.embeddings.dim,
                        num_outputs=num_outputs_for(recipe.task.loss, num_classes),

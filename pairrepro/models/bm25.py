@@ -45,8 +45,8 @@ class BM25(PairModel):
                  match_unknown: bool = False) -> None:
         super().__init__(ctx)
         if ctx.num_outputs not in (1, 2):
-            raise ConfigError(f"bm25 is a ranking scorer: num_outputs must be 1 or 2, "
-                              f"not {ctx.num_outputs}")
+            raise ConfigError(f"bm25 gives one score per pair: it can rank (1 or 2 outputs) or "
+                              f"decide between 2 classes, not {ctx.num_outputs}")
         if k1 < 0 or not 0 <= b <= 1:
             raise ConfigError(f"bm25: k1 must be >= 0 and b in 0..1 (got k1={k1}, b={b})")
         self.k1 = float(k1)
