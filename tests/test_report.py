@@ -536,3 +536,27 @@ def test_run_note_says_how_the_number_was_made() -> None:
     assert _run_setup(config) == ("embeddings glove-6b-50d 50d; exact-match feature; at most "
                                   "4 epochs; ≤10 negatives per query and epoch")
     assert _run_setup({}) == ""
+
+
+def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
+    d = write_run(env / "runs", "cs_trec", 2, {"dev": {"map": 0.81234, "mrr": 0.9},
+                                               "test": {"map": 0.75, "mrr": 0.8,
+                                                        "tie_share": 0.0}}, epoch=3)
+    (d / "manifest.json").write_text(json.dumps({
+        "git": {"commit": "abcdef1234567", "dirty": True}, "dataset": "trecqa",
+        "variant": "clean", "epochs_run": 4, "wall_time_s": 812.4, "pairs_per_s": 71.6,
+        "cpu_threads": 1, "device": "cpu",
+        "prepared_sha256": {"train.parquet": "a" * 64, "test.parquet": "b" * 64}}))
+    (d / "metrics.jsonl").write_text("".join(
+        json.dumps({"epoch": e, "train_pairs": 14611}) + "\n" for e in range(1, 5)))
+    write_run(env / "runs", "tw", 1, {"dev": {"f1": 0.7, "accuracy": 0.8},
+                                      "test": {"f1": 0.6, "accuracy": 0.85}})
+    write_run(env / "runs", "unfinished", 1, {}, status="running")
+    result = CliRunner().invoke(app, ["report", "runs", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert ("| `runs/cs_trec/seed-2` | 0.812 / 0.900 | 0.750 / 0.800 | 0.000 | 3 / 4 | 812 s "
+            f"| 72 | 14,611 | 1 | abcdef1+dirty | {'a' * 10} / {'b' * 10} |") in result.output
+    assert "| `runs/tw/seed-1` | 0.700 (acc 0.800) | 0.600 (acc 0.850) |" in result.output
+    assert "unfinished" not in result.output
+    only = CliRunner().invoke(app, ["--json", "report", "runs", "--dataset", "trecqa"])
+    assert [x["run"] for x in json.loads(only.output)] == ["runs/cs_trec/seed-2"]

@@ -105,7 +105,8 @@ def _parse_seeds(text: str | None) -> list[int] | None:
 
 def report(
     target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin), 'all', "
-                                 "'figures' or 'curves'."),
+                                 "'figures', 'curves' or 'runs' (every finished run's key "
+                                 "manifest fields; --dataset filters)."),
     run: Path | None = typer.Argument(None, help="With 'curves': a run directory "
                                       "runs/<recipe>/seed-<n>."),
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
@@ -118,6 +119,7 @@ def report(
                               "datasets, estimated CPU or GPU hours."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
+    dataset: str = typer.Option("", "--dataset", help="With 'runs': only runs on this dataset."),
 ) -> None:
     """Published numbers next to reproduced ones, in the paper's layout.
 
@@ -134,8 +136,13 @@ def report(
       pairrepro report figures --figures figs/
 
       pairrepro report curves runs/cin_snli/seed-1
+
+      pairrepro report runs --dataset trecqa --format md
     """
     runs_dir = _runs_dir(runs)
+    if target == "runs":
+        _runs_table(runs_dir, dataset, fmt, out)
+        return
     if target == "curves":
         from pairrepro.report.figures import curves_figure
 
@@ -160,6 +167,31 @@ def report(
     _output(evs, fmt, out)
     if figures is not None:
         _figures(figures, runs_dir, papers={p.paper for p, _ in selected})
+
+
+def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
+    from rich.table import Table
+
+    from pairrepro.report.runs_table import HEADERS, collect, format_line, to_json, to_markdown
+
+    lines = collect(runs_dir, dataset)
+    if STATE.json:
+        emit_json(to_json(lines))
+        return
+    if out is not None or fmt == "md":
+        text = to_markdown(lines)
+        if out is not None:
+            write_text(out, text)
+            info(f"wrote {out} ({len(lines)} run(s))")
+        else:
+            typer.echo(text, nl=False)
+        return
+    if fmt != "term":
+        raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
+    table = Table(*HEADERS, title=f"finished runs in {runs_dir}")
+    for line in lines:
+        table.add_row(*format_line(line))
+    console.print(table)
 
 
 def _say_written(written: list[Path]) -> None:

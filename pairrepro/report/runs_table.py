@@ -1,0 +1,141 @@
+"""The key fields of every run's manifest, one line per run (``pairrepro report runs``).
+
+For a README or a lab notebook: what each reproduced number came from (dev and test scores,
+tie share, chosen epoch, wall time, speed, threads, commit, the sha256 of the prepared data)
+read from the run folders themselves, so the list is never typed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pairrepro.report.tables import RunInfo, all_runs
+
+RANKING_METRICS = ("map", "mrr")
+
+
+@dataclass
+class RunLine:
+    """One finished run as a table line (numbers kept raw; :func:`format_line` prints)."""
+
+    run: str
+    dataset: str
+    variant: str
+    dev: dict[str, float]
+    test: dict[str, float]
+    chosen_epoch: int | None
+    epochs_run: int | None
+    wall_time_s: float | None
+    pairs_per_s: float | None
+    pairs_per_epoch: int | None
+    cpu_threads: int | None
+    device: str
+    commit: str
+    dirty: bool | None
+    sha256_train: str
+    sha256_test: str
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _last_epoch_pairs(seed_dir: Path) -> int | None:
+    """Training pairs of the last epoch (``metrics.jsonl``): per-epoch sampling can make this
+    smaller than the training split."""
+    path = seed_dir / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    if not lines:
+        return None
+    value = json.loads(lines[-1]).get("train_pairs")
+    return int(value) if isinstance(value, int | float) else None
+
+
+def run_line(run: RunInfo) -> RunLine:
+    """The table line of one finished run."""
+    folder = Path(run.path)
+    manifest = _read_json(folder / "manifest.json")
+    git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
+    sha = manifest.get("prepared_sha256") or {}
+    train_split = run.config.get("data", {}).get("train_split", "train")
+    test_split = (run.config.get("data", {}).get("test_splits") or ["test"])[0]
+    trained = manifest.get("epochs_run")
+    return RunLine(
+        run=run.path, dataset=str(manifest.get("dataset", "")),
+        variant=str(manifest.get("variant", "")),
+        dev=run.metrics.get("dev", {}), test=run.metrics.get("test", {}),
+        chosen_epoch=run.chosen_epoch, epochs_run=trained,
+        wall_time_s=manifest.get("wall_time_s"),
+        pairs_per_s=manifest.get("pairs_per_s") if trained else None,
+        pairs_per_epoch=_last_epoch_pairs(folder) if trained else manifest.get("train_pairs"),
+        cpu_threads=manifest.get("cpu_threads"), device=str(manifest.get("device", "")),
+        commit=str(git.get("commit") or run.commit or ""), dirty=git.get("dirty"),
+        sha256_train=str(sha.get(f"{train_split}.parquet", "")),
+        sha256_test=str(sha.get(f"{test_split}.parquet", "")),
+    )
+
+
+def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
+    """Every finished run under ``runs_dir`` (of ``dataset`` when given), sorted by path."""
+    lines = [run_line(r) for r in all_runs(runs_dir) if r.status == "finished"]
+    return [x for x in lines if not dataset or x.dataset == dataset]
+
+
+def _scores(metrics: dict[str, float]) -> str:
+    if all(m in metrics for m in RANKING_METRICS):
+        return " / ".join(f"{metrics[m]:.3f}" for m in RANKING_METRICS)
+    if "f1" in metrics:
+        acc = f" (acc {metrics['accuracy']:.3f})" if "accuracy" in metrics else ""
+        return f"{metrics['f1']:.3f}{acc}"
+    if "accuracy" in metrics:
+        return f"{metrics['accuracy']:.3f}"
+    return ""
+
+
+HEADERS = ["run", "dev MAP / MRR (or F1)", "test MAP / MRR (or F1)", "test tie share",
+           "chosen epoch / run", "wall time", "train pairs/s", "pairs per epoch", "threads",
+           "commit", "prepared sha256 (train / test)"]
+
+
+def format_line(line: RunLine) -> list[str]:
+    """The printed cells of a line, in :data:`HEADERS` order."""
+    tie = line.test.get("tie_share")
+    commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
+    return [
+        line.run,
+        _scores(line.dev),
+        _scores(line.test),
+        "" if tie is None else f"{tie:.3f}",
+        f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
+        f"{line.epochs_run if line.epochs_run is not None else 0}",
+        "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s",
+        "" if not line.pairs_per_s else f"{line.pairs_per_s:.0f}",
+        "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
+        "" if line.cpu_threads is None or line.device.startswith("cuda")
+        else str(line.cpu_threads),
+        commit,
+        f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
+    ]
+
+
+def to_markdown(lines: list[RunLine]) -> str:
+    """A Markdown table of ``lines``."""
+    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for line in lines:
+        cells = format_line(line)
+        cells[0] = f"`{cells[0]}`"
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def to_json(lines: list[RunLine]) -> list[dict[str, Any]]:
+    """JSON-ready lines (``--json``)."""
+    return [asdict(line) for line in lines]
