@@ -536,6 +536,7 @@ def test_run_note_says_how_the_number_was_made() -> None:
     assert _run_setup(config) == ("embeddings glove-6b-50d 50d; exact-match feature; at most "
                                   "4 epochs; ≤10 negatives per query and epoch")
     assert _run_setup({}) == ""
+    assert _run_setup({"model": {"name": "bm25"}, "train": {"epochs": 1}}) == "no training"
 
 
 def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:

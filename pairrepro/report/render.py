@@ -15,6 +15,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
+from pairrepro.models.registry import available_models
 from pairrepro.report.tables import (
     COMPARISON_BLOCK,
     DATA_MISSING,
@@ -83,13 +84,16 @@ def _run_setup(config: dict[str, Any]) -> str:
     (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
     emb, train, data, model, task = (config.get(k, {}) for k in (
         "embeddings", "train", "data", "model", "task"))
+    model_class = available_models().get(str(model.get("name", "")))
+    if model_class is not None and not model_class.needs_training:
+        return "no training"
     parts = []
     if emb:
         parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
     if model.get("use_exact_match"):
         parts.append("exact-match feature")
     if train.get("epochs"):
-        parts.append(f"at most {train['epochs']} epochs")
+        parts.append(f"at most {train['epochs']} epoch{'s' if train['epochs'] != 1 else ''}")
     if data.get("max_train_pairs"):
         parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
     if task.get("max_negatives_per_query"):
