@@ -556,7 +556,7 @@ def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
     result = CliRunner().invoke(app, ["report", "runs", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert ("| `runs/cs_trec/seed-2` | 0.812 / 0.900 | 0.750 / 0.800 | 0.000 | 3 / 4 | 812 s "
-            f"| 72 | 14,611 | 1 | abcdef1+dirty | {'a' * 10} / {'b' * 10} |") in result.output
+            f"| 72 | 14,611 | 1 | abcdef1+dirty | {'a' * 10} / {'b' * 10} |  |") in result.output
     assert "| `runs/tw/seed-1` | 0.700 (acc 0.800) | 0.600 (acc 0.850) |" in result.output
     assert "unfinished" not in result.output
     only = CliRunner().invoke(app, ["--json", "report", "runs", "--dataset", "trecqa"])

@@ -168,6 +168,11 @@ def register(app: typer.Typer) -> None:
                                        "last."),
         ensemble: bool = typer.Option(False, "--ensemble", help="Average the class "
                                       "probabilities of every seed of the recipe."),
+        variant: str = typer.Option("", "--variant", help="Score the split of another "
+                                    "prepared variant of the run's dataset (tokenised alike), "
+                                    "e.g. a TrecQA clean run on raw DEV/TEST."),
+        save: bool = typer.Option(False, "--save", help="Keep the result in the run folder: "
+                                  "evals/<split>@<variant>.json (shown by report runs)."),
     ) -> None:
         """Re-score a run from its checkpoint and print the metrics (--json for scripts).
 
@@ -178,16 +183,25 @@ def register(app: typer.Typer) -> None:
           pairrepro eval runs/cin_snli --ensemble --split test
 
           pairrepro --json eval bilstm_max_synthetic --split dev --checkpoint last
+
+          pairrepro eval runs/csran_trecqa --variant raw --split test --save
         """
         from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
+        from pairrepro.train.runner import record_evaluation
 
+        if ensemble and (variant or save):
+            raise ConfigError("--ensemble cannot be combined with --variant or --save")
         dirs = _run_dirs(run, ensemble)
         if ensemble:
             rows = [(f"ensemble of {len(dirs)}", split,
                      evaluate_ensemble(dirs, split, checkpoint))]
         else:
-            rows = [(f"{d.parent.name}/{d.name}", split, evaluate_run(d, split, checkpoint))
-                    for d in dirs]
+            rows = [(f"{d.parent.name}/{d.name}", split,
+                     evaluate_run(d, split, checkpoint, variant)) for d in dirs]
+            if save:
+                for d, (_, _, metrics) in zip(dirs, rows, strict=True):
+                    info(f"saved {record_evaluation(d, split, variant, checkpoint, metrics)}")
+        split = f"{split}@{variant}" if variant else split
         if STATE.json:
             emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "metrics": m}
                        for r, s, m in rows])

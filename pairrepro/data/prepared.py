@@ -77,6 +77,28 @@ class PreparedDataset:
         table[rare] = 1
         return table
 
+    def in_vocabulary(self, other: PreparedDataset) -> PreparedDataset:
+        """This dataset's splits with token ids re-expressed in ``other``'s vocabulary (words
+        ``other`` lacks become ``<unk>``), e.g. to score a model trained on one variant on the
+        splits of another. Both must be tokenised alike (a :class:`DataError` otherwise)."""
+        mine, theirs = self.stats.get("tokenisation"), other.stats.get("tokenisation")
+        if mine != theirs:
+            raise DataError(f"{self.root} and {other.root} are tokenised differently "
+                            f"({mine} vs {theirs}): ids cannot be carried across",
+                            hint="score the run on a variant with the same tokenisation")
+        index = {token: i for i, token in enumerate(other.vocab)}
+        table = np.array([index.get(token, 1) for token in self.vocab], dtype=np.int32)
+        splits = {}
+        for name in self.split_names:
+            frame = self.split(name).copy()
+            for column in ("left_ids", "right_ids"):
+                frame[column] = [table[np.asarray(ids, dtype=np.int64)]
+                                 for ids in frame[column]]
+            splits[name] = frame
+        return PreparedDataset(root=self.root, vocab=other.vocab,
+                               train_counts=other.train_counts, stats=self.stats,
+                               _splits=splits)
+
     def split(self, name: str) -> pd.DataFrame:
         """The pair table of split ``name`` (a :class:`DataError` names the splits present)."""
         if name not in self._splits:

@@ -37,6 +37,8 @@ class RunLine:
     dirty: bool | None
     sha256_train: str
     sha256_test: str
+    # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
+    evals: dict[str, dict[str, float]]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -80,6 +82,8 @@ def run_line(run: RunInfo) -> RunLine:
         commit=str(git.get("commit") or run.commit or ""), dirty=git.get("dirty"),
         sha256_train=str(sha.get(f"{train_split}.parquet", "")),
         sha256_test=str(sha.get(f"{test_split}.parquet", "")),
+        evals={p.stem: _read_json(p).get("metrics", {})
+               for p in sorted((folder / "evals").glob("*.json"))},
     )
 
 
@@ -102,7 +106,7 @@ def _scores(metrics: dict[str, float]) -> str:
 
 HEADERS = ["run", "dev MAP / MRR (or F1)", "test MAP / MRR (or F1)", "test tie share",
            "chosen epoch / run", "wall time", "train pairs/s", "pairs per epoch", "threads",
-           "commit", "prepared sha256 (train / test)"]
+           "commit", "prepared sha256 (train / test)", "saved re-scorings"]
 
 
 def format_line(line: RunLine) -> list[str]:
@@ -123,6 +127,7 @@ def format_line(line: RunLine) -> list[str]:
         else str(line.cpu_threads),
         commit,
         f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
+        "; ".join(f"{name} {_scores(metrics)}" for name, metrics in line.evals.items()),
     ]
 
 

@@ -80,25 +80,26 @@ def write_predictions(path: Path, frame: pd.DataFrame) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def _run_scores(run_dir: Path, split: str, checkpoint: str) -> tuple[Recipe, EncodedSplit,
-                                                                     np.ndarray, int, str]:
+def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""
+                ) -> tuple[Recipe, EncodedSplit, np.ndarray, int, str]:
     # runner builds on this module, hence the late import
     from pairrepro.train.runner import load_run_model, resolve_split
 
-    recipe, model, data, device = load_run_model(run_dir, checkpoint, [split])
+    recipe, model, data, device = load_run_model(run_dir, checkpoint, [split], variant)
     target = data.splits[resolve_split(recipe, split)]
     outputs = predict_outputs(model, target, recipe.train.eval_batch_size, device)
     return (recipe, target, outputs_to_scores(outputs, recipe.task.loss), data.num_classes,
             data.no_positive)
 
 
-def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best"
-                 ) -> dict[str, float]:
-    """Re-score ``split`` with the run's ``best`` or ``last`` checkpoint."""
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
+                 variant: str = "") -> dict[str, float]:
+    """Re-score ``split`` with the run's ``best`` or ``last`` checkpoint (``split`` of another
+    prepared ``variant`` of the dataset when given; see ``load_run_model``)."""
     if checkpoint not in ("best", "last"):
         raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
     recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
-                                                                   checkpoint)
+                                                                   checkpoint, variant)
     return metrics_from_scores(target, scores, recipe.task.loss, num_classes, no_positive)
 
 

@@ -19,6 +19,7 @@ from ``checkpoints/last.pt`` (exactly, on CPU).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import math
 import os
@@ -162,9 +163,15 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
     }
 
 
-def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
+def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: str = ""
                    ) -> tuple[Recipe, PairModel, TaskData, torch.device]:
-    """Rebuild a run's model from ``config.toml`` and a checkpoint (for ``pairrepro eval``)."""
+    """Rebuild a run's model from ``config.toml`` and a checkpoint (for ``pairrepro eval``).
+
+    With ``variant`` (another prepared variant of the run's dataset, tokenised alike) the
+    ``splits`` come from that variant, their words mapped into the run's vocabulary, and are
+    scored as that variant says (e.g. a model trained on TrecQA ``clean`` scored on the
+    ``raw`` DEV/TEST, where questions without a correct answer count 0). The train split,
+    and so a lexical scorer's statistics, stay the run's own."""
     config = run_dir / "config.toml"
     if not config.is_file():
         raise ConfigError(f"{run_dir} is not a run directory (no config.toml)",
@@ -177,7 +184,16 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
     splits = [resolve_split(recipe, s) for s in splits]
     device = resolve_device("auto")  # re-scoring runs wherever this machine can
     train_split = recipe.data.train_split
-    prepared, data = load_task_data(recipe, seed, list(dict.fromkeys([train_split, *splits])))
+    wanted = list(dict.fromkeys([train_split, *splits]))
+    prepared = load_prepared(recipe.data.dataset, recipe.data.variant or None)
+    if variant and variant != recipe.data.variant:
+        view = load_prepared(recipe.data.dataset, variant).in_vocabulary(prepared)
+        view._splits[train_split] = prepared.split(train_split)
+        recipe_there = dataclasses.replace(
+            recipe, data=dataclasses.replace(recipe.data, variant=variant))
+        _, data = load_task_data(recipe_there, seed, wanted, prepared=view)
+    else:
+        _, data = load_task_data(recipe, seed, wanted, prepared=prepared)
     model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
                                   with_embeddings=False)
     if not model.needs_training:
@@ -185,6 +201,32 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str]
     state = ckpt.load_checkpoint(run_dir / "checkpoints" / f"{checkpoint}.pt")
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device
+
+
+def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
+                      metrics: dict[str, float]) -> Path:
+    """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
+    how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
+    config = io.read_toml(run_dir / "config.toml")
+    data = config.get("data", {})
+    variant = variant or str(data.get("variant", ""))
+    prepared = load_prepared(str(data.get("dataset", "")), variant or None)
+    target = prepared.root / f"{resolve_split_name(config, split)}.parquet"
+    path = run_dir / "evals" / f"{split}@{variant or 'default'}.json"
+    io.write_json(path, {
+        "split": split, "variant": variant, "checkpoint": checkpoint, "metrics": metrics,
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "git": _git_info(),
+        "prepared_sha256": {target.name: io.sha256_file(target)} if target.is_file() else {},
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+    return path
+
+
+def resolve_split_name(config: dict[str, Any], split: str) -> str:
+    """``train``/``dev`` -> the split names of a run's resolved config (as a dict)."""
+    data = config.get("data", {})
+    return {"train": data.get("train_split", "train"),
+            "dev": data.get("dev_split", "dev")}.get(split, split)
 
 
 # --------------------------------------------------------------------------- provenance
