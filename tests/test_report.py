@@ -561,3 +561,25 @@ def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
     assert "unfinished" not in result.output
     only = CliRunner().invoke(app, ["--json", "report", "runs", "--dataset", "trecqa"])
     assert [x["run"] for x in json.loads(only.output)] == ["runs/cs_trec/seed-2"]
+
+
+def test_plan_counts_the_pairs_an_epoch_really_has(env: Path) -> None:
+    """With max_negatives_per_query the plan counts each query's positives plus at most that
+    many negatives (counted here by hand), not the whole training split."""
+    import pandas as pd
+
+    prepared = env / "home" / "prepared" / "trecqa"  # the recipe names no variant
+    prepared.mkdir(parents=True)
+    (prepared / "DONE").write_text("")
+    # q1: 1 positive + 5 negatives -> 1 + 2; q2: 2 + 1 -> 3; q3: 0 + 4 -> 2   => 8 of 15
+    labels = {"q1": [1, 0, 0, 0, 0, 0], "q2": [1, 1, 0], "q3": [0, 0, 0, 0]}
+    pd.DataFrame({"group_id": [g for g, ls in labels.items() for _ in ls],
+                  "label": [x for ls in labels.values() for x in ls]}).to_parquet(
+        prepared / "train.parquet")
+    (prepared / "stats.json").write_text(json.dumps({"splits": {"train": {"pairs": 15}}}))
+    extra = '[task]\ntype = "ranking"\nloss = "pointwise"\nmax_negatives_per_query = 2'
+    add_recipe(env, "cs_trec", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa",
+                                           model="csran", extra=extra))
+    paper = tb.load_paper("csran")
+    (item,) = plan_tables([(paper, paper.table(6))], tb.load_recipe_index(), Path("runs"))
+    assert item.train_pairs == 8

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from pairrepro import paths
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.io import read_toml
@@ -142,6 +144,14 @@ def _train_pairs(recipe: Any) -> int | None:
             count = None
     if count and recipe.data.max_train_pairs:
         count = min(count, recipe.data.max_train_pairs)
+    cap = recipe.task.max_negatives_per_query
+    train_file = paths.prepared_dir(dataset, variant) / f"{split}.parquet"
+    if count and cap and recipe.task.loss == "pointwise" and train_file.is_file():
+        # each epoch keeps a query's positives and at most `cap` of its negatives
+        frame = pd.read_parquet(train_file, columns=["group_id", "label"])
+        per_query = frame.groupby("group_id")["label"].agg(["sum", "count"])
+        negatives = (per_query["count"] - per_query["sum"]).clip(upper=cap)
+        count = min(count, int((per_query["sum"] + negatives).sum()))
     return count
 
 
