@@ -52,6 +52,8 @@ def test_clean_run_scored_on_raw(raw_from_mirror: Callable[[str], Path], tmp_pat
     out = CliRunner().invoke(app, ["eval", str(run), "--variant", "raw", "--split", "test",
                                    "--save"])
     assert out.exit_code == 0, out.output
+    listed = CliRunner().invoke(app, ["--json", "eval", str(run), "--variant", "raw"])
+    assert [row["split"] for row in json.loads(listed.output)] == ["test@raw"]
     saved = json.loads((run / "evals" / "test@raw.json").read_text())
     assert saved["metrics"]["map"] == pytest.approx(raw["map"])
     assert saved["variant"] == "raw" and list(saved["prepared_sha256"]) == ["test.parquet"]

@@ -196,17 +196,17 @@ def register(app: typer.Typer) -> None:
             rows = [(f"ensemble of {len(dirs)}", split,
                      evaluate_ensemble(dirs, split, checkpoint))]
         else:
-            rows = [(f"{d.parent.name}/{d.name}", split,
+            label = f"{split}@{variant}" if variant else split  # in the table and the JSON
+            rows = [(f"{d.parent.name}/{d.name}", label,
                      evaluate_run(d, split, checkpoint, variant)) for d in dirs]
             if save:
                 for d, (_, _, metrics) in zip(dirs, rows, strict=True):
                     info(f"saved {record_evaluation(d, split, variant, checkpoint, metrics)}")
-        split = f"{split}@{variant}" if variant else split
         if STATE.json:
             emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "metrics": m}
                        for r, s, m in rows])
         else:
-            console.print(metrics_table(f"{split} ({checkpoint} checkpoint)", rows))
+            console.print(metrics_table(f"{rows[0][1]} ({checkpoint} checkpoint)", rows))
 
     @app.command("demo")
     @handle_errors

@@ -17,7 +17,7 @@ A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,26 +77,28 @@ class PreparedDataset:
         table[rare] = 1
         return table
 
-    def in_vocabulary(self, other: PreparedDataset) -> PreparedDataset:
-        """This dataset's splits with token ids re-expressed in ``other``'s vocabulary (words
-        ``other`` lacks become ``<unk>``), e.g. to score a model trained on one variant on the
-        splits of another. Both must be tokenised alike (a :class:`DataError` otherwise)."""
-        mine, theirs = self.stats.get("tokenisation"), other.stats.get("tokenisation")
+    def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
+                         ) -> PreparedDataset:
+        """This dataset with its splits ``names`` replaced by those of ``source`` (another
+        variant, tokenised alike), their token ids re-expressed in this vocabulary (words it
+        lacks become ``<unk>``): e.g. a model trained on this variant scored on another's
+        DEV/TEST. Every other split, the vocabulary and the statistics stay this dataset's."""
+        mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
-            raise DataError(f"{self.root} and {other.root} are tokenised differently "
-                            f"({mine} vs {theirs}): ids cannot be carried across",
+            raise DataError(f"{source.root} and {self.root} are tokenised differently "
+                            f"({theirs} vs {mine}): ids cannot be carried across",
                             hint="score the run on a variant with the same tokenisation")
-        index = {token: i for i, token in enumerate(other.vocab)}
-        table = np.array([index.get(token, 1) for token in self.vocab], dtype=np.int32)
-        splits = {}
-        for name in self.split_names:
-            frame = self.split(name).copy()
+        index = {token: i for i, token in enumerate(self.vocab)}
+        table = np.array([index.get(token, 1) for token in source.vocab], dtype=np.int32)
+        splits = dict(self._splits)
+        for name in names:
+            frame = source.split(name).copy()
             for column in ("left_ids", "right_ids"):
                 frame[column] = [table[np.asarray(ids, dtype=np.int64)]
                                  for ids in frame[column]]
             splits[name] = frame
-        return PreparedDataset(root=self.root, vocab=other.vocab,
-                               train_counts=other.train_counts, stats=self.stats,
+        return PreparedDataset(root=self.root, vocab=self.vocab,
+                               train_counts=self.train_counts, stats=self.stats,
                                _splits=splits)
 
     def split(self, name: str) -> pd.DataFrame:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
+from pairrepro.data.batches import pad
 from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, PairModel
@@ -83,13 +83,12 @@ class BM25(PairModel):
                   batch_size: int = 1024) -> np.ndarray:
         """BM25 scores ``[N]`` (float64) of pairs given as token id lists."""
         out = []
-        pad = self.ctx.padding_idx
         for start in range(0, len(left_ids), batch_size):
-            left, right = (pad_sequence([torch.as_tensor(np.asarray(s, dtype=np.int64))
-                                         for s in ids[start: start + batch_size]],
-                                        batch_first=True, padding_value=pad)
-                           for ids in (left_ids, right_ids))
-            out.append(self._score(left, left != pad, right, right != pad)[:, 0].numpy())
+            end = start + batch_size
+            left, left_mask = pad([np.asarray(s, dtype=np.int64) for s in left_ids[start:end]])
+            right, right_mask = pad([np.asarray(s, dtype=np.int64)
+                                     for s in right_ids[start:end]])
+            out.append(self._score(left, left_mask, right, right_mask)[:, 0].numpy())
         return np.concatenate(out) if out else np.zeros(0)
 
     def forward(  # type: ignore[override]

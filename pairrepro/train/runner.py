@@ -172,28 +172,20 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
     scored as that variant says (e.g. a model trained on TrecQA ``clean`` scored on the
     ``raw`` DEV/TEST, where questions without a correct answer count 0). The train split,
     and so a lexical scorer's statistics, stay the run's own."""
-    config = run_dir / "config.toml"
-    if not config.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.toml)",
-                          hint="pass runs/<recipe>/seed-<n>")
-    raw = io.read_toml(config)
-    result = io.read_json(run_dir / "result.json") if (run_dir / "result.json").is_file() else {}
-    recipe = recipe_from_dict(raw, name=result.get("recipe", run_dir.parent.name),
-                              source=str(config))
-    seed = int(result.get("seed", recipe.seeds[0]))
+    recipe, seed = read_run_recipe(run_dir)
     splits = [resolve_split(recipe, s) for s in splits]
     device = resolve_device("auto")  # re-scoring runs wherever this machine can
     train_split = recipe.data.train_split
     wanted = list(dict.fromkeys([train_split, *splits]))
     prepared = load_prepared(recipe.data.dataset, recipe.data.variant or None)
+    scored, data_recipe = prepared, recipe
     if variant and variant != recipe.data.variant:
-        view = load_prepared(recipe.data.dataset, variant).in_vocabulary(prepared)
-        view._splits[train_split] = prepared.split(train_split)
-        recipe_there = dataclasses.replace(
+        source = load_prepared(recipe.data.dataset, variant)
+        scored = prepared.with_splits_from(source, [s for s in splits if s != train_split])
+        # scored as that variant says (its no-positive rule)
+        data_recipe = dataclasses.replace(
             recipe, data=dataclasses.replace(recipe.data, variant=variant))
-        _, data = load_task_data(recipe_there, seed, wanted, prepared=view)
-    else:
-        _, data = load_task_data(recipe, seed, wanted, prepared=prepared)
+    _, data = load_task_data(data_recipe, seed, wanted, prepared=scored)
     model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
                                   with_embeddings=False)
     if not model.needs_training:
@@ -203,30 +195,35 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
     return recipe, model.to(device), data, device
 
 
+def read_run_recipe(run_dir: Path) -> tuple[Recipe, int]:
+    """A run's resolved recipe (``config.toml``) and seed (``result.json``)."""
+    config = run_dir / "config.toml"
+    if not config.is_file():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.toml)",
+                          hint="pass runs/<recipe>/seed-<n>")
+    raw = io.read_toml(config)
+    result = io.read_json(run_dir / "result.json") if (run_dir / "result.json").is_file() else {}
+    recipe = recipe_from_dict(raw, name=result.get("recipe", run_dir.parent.name),
+                              source=str(config))
+    return recipe, int(result.get("seed", recipe.seeds[0]))
+
+
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
                       metrics: dict[str, float]) -> Path:
     """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
     how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
-    config = io.read_toml(run_dir / "config.toml")
-    data = config.get("data", {})
-    variant = variant or str(data.get("variant", ""))
-    prepared = load_prepared(str(data.get("dataset", "")), variant or None)
-    target = prepared.root / f"{resolve_split_name(config, split)}.parquet"
+    recipe, _ = read_run_recipe(run_dir)
+    variant = variant or recipe.data.variant
+    prepared = load_prepared(recipe.data.dataset, variant or None)
+    target = prepared.root / f"{resolve_split(recipe, split)}.parquet"
     path = run_dir / "evals" / f"{split}@{variant or 'default'}.json"
     io.write_json(path, {
         "split": split, "variant": variant, "checkpoint": checkpoint, "metrics": metrics,
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "git": _git_info(),
+        "command": _command_line(), "git": _git_info(),
         "prepared_sha256": {target.name: io.sha256_file(target)} if target.is_file() else {},
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
     return path
-
-
-def resolve_split_name(config: dict[str, Any], split: str) -> str:
-    """``train``/``dev`` -> the split names of a run's resolved config (as a dict)."""
-    data = config.get("data", {})
-    return {"train": data.get("train_split", "train"),
-            "dev": data.get("dev_split", "dev")}.get(split, split)
 
 
 # --------------------------------------------------------------------------- provenance
@@ -240,6 +237,11 @@ def _git_info() -> dict[str, Any]:
                 "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+
+
+def _command_line() -> str:
+    """The command this process was started with (program name without its path)."""
+    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
 def _versions() -> dict[str, str | None]:
@@ -271,7 +273,7 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "prepared_sha256": {p.name: io.sha256_file(p)
                             for p in sorted(prepared.root.glob("*.parquet"))},
         "parameters": count_parameters(model),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": _command_line(),
         **extra,
     }
 
