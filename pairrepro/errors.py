@@ -16,11 +16,11 @@ class PairreproError(Exception):
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
+        self.message = message  # the one-line cause (``str()`` adds the hint)
         self.hint = hint
 
     def __str__(self) -> str:
-        text = super().__str__()
-        return f"{text}\n  hint: {self.hint}" if self.hint else text
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
 class ConfigError(PairreproError):

@@ -52,7 +52,7 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except PairreproError as exc:
             if STATE.json:
-                emit_json({"error": str(exc).split("\n")[0], "hint": exc.hint,
+                emit_json({"error": exc.message, "hint": exc.hint,
                            "exit_code": exc.exit_code})
             else:
                 err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)

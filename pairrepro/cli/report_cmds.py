@@ -296,7 +296,7 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                     prepare_dataset(key[0], variant=key[1] or None, strict=False,
                                     progress=not STATE.quiet)
                 except PairreproError as exc:
-                    prepared[key] = str(exc).split("\n")[0]
+                    prepared[key] = exc.message
         if prepared[key]:
             failed[name] = f"data: {prepared[key]}"
             continue
@@ -308,7 +308,7 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
             try:
                 train_recipe(recipe.source, [], todo, True, device, STATE.quiet)
             except PairreproError as exc:
-                failed[name] = str(exc).split("\n")[0]
+                failed[name] = exc.message
                 err_console.print(f"[red]{name} failed:[/] {failed[name]}")
                 continue
         ran.append(name)

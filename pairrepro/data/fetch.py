@@ -535,12 +535,12 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
                 digest, verified = _install_download(url, target, spec, progress, timeout)
             except ChecksumError as exc:
                 checksum_errors[spec.path] = exc
-                result.error = str(exc).split("\n")[0]
+                result.error = exc.message
                 continue
             except DownloadError as exc:
                 if spec.splits:
                     download_errors.append(exc)
-                result.error = str(exc).split("\n")[0]
+                result.error = exc.message
                 continue
             result = FileResult(spec.path, "fetched", url, digest, target.stat().st_size,
                                 verified, list(spec.splits))
@@ -570,7 +570,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     report.splits_present = [s for s in declared if s in present]
     report.splits_missing = [s for s in declared if s not in present]
     for exc in checksum_errors.values():
-        report.warnings.append(str(exc).split("\n")[0])
+        report.warnings.append(exc.message)
 
     have_any = any(r.status in ("fetched", "present") for r in report.files)
     if have_any:
@@ -587,7 +587,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     if declared and not report.splits_present:
         if download_errors:
             first = download_errors[0]
-            urls = sorted({str(e).split("\n")[0] for e in download_errors})
+            urls = sorted({e.message for e in download_errors})
             raise DownloadError(
                 f"nothing of dataset {name!r} could be fetched: " + "; ".join(urls),
                 hint=first.hint)

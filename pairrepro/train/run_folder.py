@@ -1,0 +1,388 @@
+"""The run folder ``runs/<recipe>/seed-<n>/``: its layout, its one reader, its writers and
+its lock. Nothing else opens these files (as ``data/prepared.py`` owns the prepared folder).
+
+Layout::
+
+    config.toml       the resolved recipe
+    manifest.json     provenance: git, versions, device, data sha256s, seed, timings, sizes
+    metrics.jsonl     one line per epoch
+    checkpoints/      last.pt (resumable), best.pt (weights chosen on dev)
+    predictions/      <split>.parquet
+    evals/            <split>@<variant>.json: saved re-scorings (``pairrepro eval --save``)
+    result.json       status running | interrupted | failed | finished, metrics per split
+
+One error policy: a file that exists but cannot be read (not UTF-8, not JSON/TOML, wrong
+shape) is *damaged*. :func:`read_run` never raises for it: the run's status becomes
+``damaged`` and ``problem`` names the file and why, so a report shows that line and renders
+the rest. Commands that must act on one run (``eval``, ``--resume``) call
+:meth:`RunFolder.read_result` & co., which raise :class:`DamagedRunError` (exit 3) naming the
+file. No module outside this one reads these files.
+
+This module imports neither torch nor the models: the report reads runs through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pairrepro import io
+from pairrepro.errors import ConfigError, DataError
+
+CONFIG = "config.toml"
+MANIFEST = "manifest.json"
+METRICS = "metrics.jsonl"
+RESULT = "result.json"
+CHECKPOINTS = "checkpoints"
+PREDICTIONS = "predictions"
+EVALS = "evals"
+STATUSES = ("running", "interrupted", "failed", "finished")
+# names that become folders: recipes, datasets (nothing that could climb out of a root)
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
+
+
+class DamagedRunError(DataError):
+    """A run-folder file exists but cannot be read (exit 3)."""
+
+
+class RunLockedError(ConfigError):
+    """Another live process holds the run folder (exit 2)."""
+
+
+def check_name(name: str, what: str, source: str = "") -> str:
+    """``name`` if it is a safe folder name (``[a-z0-9][a-z0-9_-]*``), else a ConfigError."""
+    if not NAME_PATTERN.fullmatch(name):
+        where = f"{source}: " if source else ""
+        raise ConfigError(f"{where}{what} name {name!r} is not allowed",
+                          hint="names are lower-case letters, digits, '_' and '-', starting "
+                               "with a letter or digit (rename the file)")
+    return name
+
+
+def inside(root: Path, path: Path) -> Path:
+    """``path`` if it resolves under ``root``; a ConfigError otherwise (nothing we build from
+    a name may land, or delete, outside its root)."""
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ConfigError(f"{path} is outside {root}", hint="check the recipe or dataset name")
+    return path
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One seed folder; ``path`` need not exist yet."""
+
+    path: Path
+
+    @classmethod
+    def of(cls, runs_dir: Path, recipe: str, seed: int) -> RunFolder:
+        """``runs_dir/<recipe>/seed-<seed>``, the name checked to stay under ``runs_dir``."""
+        check_name(recipe, "recipe")
+        return cls(inside(runs_dir, runs_dir / recipe / f"seed-{seed}"))
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def recipe_dir(self) -> Path:
+        return self.path.parent
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS
+
+    @property
+    def result_path(self) -> Path:
+        return self.path / RESULT
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    def checkpoint(self, name: str) -> Path:
+        """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
+        return self.checkpoint_dir / f"{name}.pt"
+
+    def predictions(self, key: str) -> Path:
+        """``predictions/<key>.parquet``."""
+        return self.path / PREDICTIONS / f"{key}.parquet"
+
+    def eval_path(self, split: str, variant: str) -> Path:
+        """``evals/<split>@<variant>.json``."""
+        return self.path / EVALS / f"{split}@{variant or 'default'}.json"
+
+    @property
+    def seed(self) -> int:
+        """The seed from the folder name (-1 if the name is not ``seed-<n>``)."""
+        head, _, number = self.path.name.partition("-")
+        return int(number) if head == "seed" and number.isdigit() else -1
+
+    def exists(self) -> bool:
+        """Whether the folder holds anything."""
+        return self.path.is_dir() and any(self.path.iterdir())
+
+    def is_run(self) -> bool:
+        """Whether this looks like a run folder (it has a config)."""
+        return self.config_path.is_file()
+
+    # ------------------------------------------------------------------ reading
+    def _read_text(self, path: Path) -> str:
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise DamagedRunError(f"{path}: not UTF-8 text ({exc.reason})",
+                                  hint=_REPAIR) from None
+        except OSError as exc:
+            raise DamagedRunError(f"{path}: cannot be read ({exc.strerror})",
+                                  hint=_REPAIR) from None
+
+    def _read_json(self, path: Path) -> dict[str, Any]:
+        text = self._read_text(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DamagedRunError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})",
+                                  hint=_REPAIR) from None
+        if not isinstance(data, dict):
+            raise DamagedRunError(f"{path}: expected a JSON object", hint=_REPAIR)
+        return data
+
+    def read_result(self) -> dict[str, Any]:
+        """``result.json`` ({} when absent); damaged: :class:`DamagedRunError`."""
+        if not self.result_path.is_file():
+            return {}
+        result = self._read_json(self.result_path)
+        status = result.get("status")
+        if status not in STATUSES:
+            raise DamagedRunError(f"{self.result_path}: status {status!r} is not one of "
+                                  f"{', '.join(STATUSES)}", hint=_REPAIR)
+        if not isinstance(result.get("metrics", {}), dict):
+            raise DamagedRunError(f"{self.result_path}: metrics is not a table", hint=_REPAIR)
+        return result
+
+    def read_manifest(self) -> dict[str, Any]:
+        """``manifest.json`` ({} when absent); damaged: :class:`DamagedRunError`."""
+        return self._read_json(self.manifest_path) if self.manifest_path.is_file() else {}
+
+    def read_config(self) -> dict[str, Any]:
+        """``config.toml`` as a dict ({} when absent); damaged: :class:`DamagedRunError`."""
+        if not self.config_path.is_file():
+            return {}
+        try:
+            return tomllib.loads(self._read_text(self.config_path))
+        except tomllib.TOMLDecodeError as exc:
+            raise DamagedRunError(f"{self.config_path}: not valid TOML ({exc})",
+                                  hint=_REPAIR) from None
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        """``metrics.jsonl`` lines ([] when absent); damaged: :class:`DamagedRunError` naming
+        the line."""
+        if not self.metrics_path.is_file():
+            return []
+        lines: list[dict[str, Any]] = []
+        for n, line in enumerate(self._read_text(self.metrics_path).splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DamagedRunError(f"{self.metrics_path}:{n}: not valid JSON ({exc.msg})",
+                                      hint=_REPAIR) from None
+            if not isinstance(record, dict):
+                raise DamagedRunError(f"{self.metrics_path}:{n}: expected a JSON object",
+                                      hint=_REPAIR)
+            lines.append(record)
+        return lines
+
+    def read_evals(self) -> dict[str, dict[str, Any]]:
+        """Saved re-scorings: ``"<split>@<variant>"`` -> the file's content."""
+        folder = self.path / EVALS
+        if not folder.is_dir():
+            return {}
+        return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
+
+    # ------------------------------------------------------------------ writing
+    def write_config(self, toml_text: str) -> None:
+        """Write ``config.toml`` (atomically, as every writer here)."""
+        io.write_text(self.config_path, toml_text)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Write ``manifest.json``."""
+        io.write_json(self.manifest_path, manifest)
+
+    def write_metrics(self, history: list[dict[str, Any]]) -> None:
+        """Rewrite ``metrics.jsonl`` from the whole history (one line per epoch)."""
+        io.write_text(self.metrics_path,
+                      "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
+
+    def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
+                     chosen_epoch: int | None = None,
+                     metrics: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        """Write ``result.json``; a ``running`` result also records this process (pid and
+        host), so a report can tell a live run from one whose process died."""
+        if status not in STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        result = {"recipe": recipe, "seed": seed, "status": status,
+                  "chosen_epoch": chosen_epoch, "metrics": metrics or {},
+                  "select_metric": select_metric, "manifest": MANIFEST, **extra}
+        if status == "running":
+            result.update(pid=os.getpid(), host=socket.gethostname())
+        io.write_json(self.result_path, result)
+        return result
+
+    def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
+        """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
+        path = self.eval_path(split, variant)
+        io.write_json(path, record)
+        return path
+
+    # ------------------------------------------------------------------ the lock
+    @property
+    def lock_path(self) -> Path:
+        # beside the folder, not in it: ``--force`` may remove the folder while holding it
+        return self.recipe_dir / f".{self.path.name}.lock"
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold this run folder exclusively for the life of a run (``flock``: the kernel
+        releases it when the process dies, however it dies). A second writer gets a
+        :class:`RunLockedError` naming the holder (pid@host)."""
+        self.recipe_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                    raise
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "?"
+                raise RunLockedError(
+                    f"{self.path} is in use by another process ({holder})",
+                    hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
+                         "then --resume)") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+_REPAIR = ("the run folder is damaged: retrain with --force (a finished run is kept aside "
+           "until the new one checkpoints), or restore the file")
+
+
+# ---------------------------------------------------------------------- many runs
+@dataclass
+class RunInfo:
+    """What a report needs of one seed folder (never raises on a damaged folder)."""
+
+    recipe: str
+    seed: int
+    path: str
+    # finished | running | interrupted | failed | unknown | damaged, or stale: result.json
+    # says running but its process (pid on host) no longer exists on this host
+    status: str
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    chosen_epoch: int | None = None
+    commit: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    problem: str = ""  # damaged: which file and why
+
+    def value(self, metric: str) -> float | None:
+        """``"<split>.<metric>"`` of a finished run, or None."""
+        split, name = metric.split(".", 1)
+        value = self.metrics.get(split, {}).get(name)
+        return float(value) if isinstance(value, int | float) else None
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(Path(self.path))
+
+
+def process_gone(result: dict[str, Any]) -> bool:
+    """True when ``result.json`` names its training process (``pid``, ``host``), the host is
+    this one, and no such process exists. A run on another host, or one without a pid, cannot
+    be checked here and counts as alive."""
+    pid, host = result.get("pid"), result.get("host")
+    if not isinstance(pid, int) or isinstance(pid, bool) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # it exists, owned by another user
+    return False
+
+
+def commit_of(manifest: dict[str, Any]) -> str:
+    """The git commit a run was made at ("" when unknown)."""
+    git = manifest.get("git")
+    return str(git.get("commit") or "") if isinstance(git, dict) else ""
+
+
+def read_run(seed_dir: Path) -> RunInfo:
+    """A seed folder's status, metrics, chosen epoch, commit, config and manifest. A damaged
+    file makes the status ``damaged`` (``problem`` says which file and why)."""
+    folder = RunFolder(seed_dir)
+    info = RunInfo(recipe=seed_dir.parent.name, seed=folder.seed, path=str(seed_dir),
+                   status="unknown")
+    try:
+        result = folder.read_result()
+        info.manifest = folder.read_manifest()
+        info.config = folder.read_config()
+    except DamagedRunError as exc:
+        info.status, info.problem = "damaged", exc.message
+        return info
+    if result:
+        info.status = str(result["status"])
+        if info.status == "running" and process_gone(result):
+            info.status = "stale"
+        info.metrics = result.get("metrics") or {}
+        info.chosen_epoch = result.get("chosen_epoch")
+        info.recipe = str(result.get("recipe", info.recipe))
+    elif folder.metrics_path.is_file() or folder.manifest_path.is_file():
+        info.status = "running"  # started, no result yet
+    info.commit = commit_of(info.manifest)
+    return info
+
+
+def find_runs(runs_dir: Path, recipe: str) -> list[RunInfo]:
+    """Every ``runs_dir/<recipe>/seed-*`` folder, sorted by seed."""
+    folder = runs_dir / recipe
+    if not folder.is_dir():
+        return []
+    runs = [read_run(d) for d in folder.glob("seed-*") if d.is_dir()]
+    return sorted(runs, key=lambda r: r.seed)
+
+
+def all_runs(runs_dir: Path) -> list[RunInfo]:
+    """Every seed folder under ``runs_dir``, by recipe then seed."""
+    if not runs_dir.is_dir():
+        return []
+    folders = [d for d in sorted(runs_dir.iterdir()) if d.is_dir()]
+    return [run for d in folders for run in find_runs(runs_dir, d.name)]
+
+
+def seed_folders(target: Path) -> list[RunFolder]:
+    """A seed folder itself, or every seed folder (with a config) of a recipe's folder."""
+    if (target / CONFIG).is_file():
+        return [RunFolder(target)]
+    folders = [RunFolder(p) for p in target.glob("seed-*") if (p / CONFIG).is_file()]
+    return sorted(folders, key=lambda f: f.seed)
