@@ -45,7 +45,7 @@ data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-snli (mirror
 	$(CLI) preprocess $*
 
 # Paper tables: fetch + preprocess + train (finished seeds skipped) + render; DRY=1 only plans.
-# The work is done by `pairrepro reproduce` (pairrepro/cli/report_cmds.py); exit 7 = nothing ran.
+# The work is done by `pairrepro reproduce` (pairrepro/pipeline.py); exit 7 = nothing ran.
 PAPERS := clstm dflstm mvlstm csran cin
 # COMPARE=1 also trains a table's comparison rows (models run here that the paper lacks)
 REPRO_ARGS = --seeds $(SEEDS) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)

@@ -42,10 +42,12 @@ def main() -> None:
         from pairrepro.data.fetch import fetch_dataset
         from pairrepro.data.prepare import prepare_dataset
         from pairrepro.paths import PROJECT_DIR
+        from pairrepro.tasks import CLASSIFICATION
         from pairrepro.train.device import resolve_device
         from pairrepro.train.loop import Trainer
-        from pairrepro.train.runner import build_recipe_model, load_task_data
+        from pairrepro.train.run_folder import RunFolder
         from pairrepro.train.seeding import seed_everything
+        from pairrepro.train.setup import build_recipe_model, load_task_data
 
         fetch_dataset("synthetic")
         prepare_dataset("synthetic", "nli", progress=False)
@@ -57,13 +59,13 @@ def main() -> None:
         prepared, data = load_task_data(recipe, 1)
         model, _ = build_recipe_model(recipe, prepared, data.num_classes, 1)
         bare_model = copy.deepcopy(model).to(device)
-        trainer = Trainer(recipe, model, data, Path(tmp) / "run", 1, device,
+        trainer = Trainer(recipe, model, data, RunFolder(Path(tmp) / "run"), 1, device,
                           show_progress=False)
         bare_opt = torch.optim.Adam(bare_model.parameters(), lr=recipe.optim.lr)
         progress = Progress(disable=True)
 
         def bare_epoch(epoch: int) -> float:
-            plan = EpochPlan(data.train, recipe.train.batch_size, 1, epoch, "cross_entropy")
+            plan = EpochPlan(data.train, recipe.train.batch_size, 1, epoch, CLASSIFICATION)
             bare_model.train()
             start = time.perf_counter()
             for pos in range(len(plan)):

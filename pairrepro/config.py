@@ -1,140 +1,196 @@
-"""Recipes: TOML files validated into a typed schema, with ``--set`` overrides.
+"""Recipes: TOML files validated into a typed schema, with ``extends`` and ``--set`` overrides.
 
-A recipe is data. Errors name the file, the key and what is allowed::
+A recipe is data. Every section is a pydantic model (:class:`pairrepro.schema.Schema`:
+unknown keys are errors, no string-to-number coercion, ints widen to floats) validated with
+:func:`pairrepro.schema.validate`, so errors name the file, the ``[section] key``, the value
+and what is allowed::
 
-    recipes/x.toml: [optim] lr: expected a number, got 'fast'
+    recipes/x.toml: [optim] lr: 'fast': expected a number
+    recipes/x.toml: [train] batch_size: 0: Input should be greater than or equal to 1
 
-Layout (every section but ``[model]`` has a fixed set of keys; ``[model]``
-holds ``name`` plus the model's own hyper-parameters, checked against the
-model's constructor when the model is built)::
+Layout (every section but ``[model]`` has a fixed set of keys; ``[model]`` holds ``name``
+plus the model's own hyper-parameters, checked against the model's constructor when the
+model is built). Ranges are part of the schema::
 
-    [recipe]      description, paper, seeds, reproduces = [{paper, table, row}],
-                  compares = [{paper, table, row}]
-    [data]        dataset, variant, train_split, dev_split, test_splits,
-                  max_len, min_count, max_train_pairs
-    [embeddings]  source ("random" | "glove-6b-50d" | "glove-file"), path, dim, trainable
-    [model]       name + hyper-parameters
-    [task]        type ("classification" | "ranking"), loss, margin, negatives,
-                  max_negatives_per_query
-    [optim]       name, lr, l2, weight_decay, clip_norm, lr_decay, init, init_range,
-                  lstm_orthogonal
-    [train]       epochs, batch_size, eval_batch_size, patience, select_metric,
-                  checkpoint_every, device, deterministic, score_train_pairs
+    extends       (top level) "<recipe>.toml": start from that recipe (see below)
+    [recipe]      description, paper, seeds (>= 0, at least one),
+                  reproduces = [{paper, table (>= 1), row}], compares = [{paper, table, row}]
+    [data]        dataset (required), variant, train_split, dev_split, test_splits,
+                  max_len (>= 0, 0 = no truncation), min_count (>= 0),
+                  max_train_pairs (>= 0, 0 = all)
+    [embeddings]  source ("random" | "glove-6b-50d" | "glove-file"), path (required for
+                  glove-file), dim (>= 1; 50 for glove-6b-50d), trainable,
+                  oov_init ("glove_stats" | "normal_0.1": words without a pretrained vector)
+    [model]       name (required) + hyper-parameters
+    [task]        type ("classification" | "ranking"), loss (one that fits the type:
+                  pairrepro.tasks), margin (>= 0), negatives (>= 1),
+                  max_negatives_per_query (>= 0, 0 = all); a key the task does not use
+                  (Task.recipe_keys) must keep its default
+    [optim]       name, lr (> 0), l2, l2_scope ("all" | "weights" | "lazy"), weight_decay,
+                  clip_norm (>= 0, 0 = no clipping), lr_decay (in (0, 1]), init,
+                  init_rules = [{pattern, init}] (a regex on parameter names; first match
+                  wins over init), init_range (> 0), lstm_orthogonal; every number finite
+    [train]       epochs, batch_size, eval_batch_size (>= 1), patience (>= 0, 0 = none),
+                  select_metric, checkpoint_every (>= 0), device, deterministic,
+                  score_train_pairs (>= 0, 0 = all)
+
+``extends = "other.toml"`` (a path relative to the recipe's folder) makes a recipe a delta:
+the base recipe is read first (it may extend another; a cycle is an error naming the
+files), then this file is merged into it table by table: a key given here replaces the
+base's, tables merge key by key, lists and scalars replace whole. Three ``[recipe]`` keys
+say what one file *is* and are never inherited: ``description`` (each recipe describes
+itself completely), ``reproduces`` and ``compares`` (a variant of a recipe does not
+reproduce its base's table rows). The recipe's name stays its file stem, and ``--set``
+overrides apply after the merge. ``pairrepro train RECIPE --print-config`` prints the
+resolved recipe.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 import tomllib
-import types
-import typing
-from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
+from pairrepro.schema import Schema, validate
+from pairrepro.tasks import LOSSES, TASK_TYPES, task_for
+
+# value ranges, named once (every float must be finite: TOML can spell nan and inf)
+Count = Annotated[int, Field(ge=0)]  # 0 means "none" / "all" / "off", as documented per key
+Positive = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+# the choices are pairrepro.tasks' own (one list of task types and losses)
+TaskType = Literal[TASK_TYPES]  # type: ignore[valid-type]
+Loss = Literal[LOSSES]  # type: ignore[valid-type]
 
 
-@dataclass
-class TableRow:
+class TableRow(Schema):
     """One published table row a recipe reproduces (``row`` is the label as printed)."""
 
     paper: str
-    table: int
+    table: Positive
     row: str
 
 
-@dataclass
-class RecipeSection:
+class RecipeSection(Schema):
     description: str = ""
     paper: str = ""
-    seeds: list[int] = field(default_factory=lambda: [1])
-    reproduces: list[TableRow] = field(default_factory=list)
+    seeds: Annotated[list[Count], Field(min_length=1)] = Field(default_factory=lambda: [1])
+    reproduces: list[TableRow] = Field(default_factory=list)
     # rows this recipe adds under a paper table as a comparison run here (a model the table
     # does not have); ``row`` is the label to print
-    compares: list[TableRow] = field(default_factory=list)
+    compares: list[TableRow] = Field(default_factory=list)
 
 
-@dataclass
-class DataSection:
-    dataset: str = ""
+class DataSection(Schema):
+    dataset: Annotated[str, Field(min_length=1)]
     variant: str = ""
     train_split: str = "train"
     dev_split: str = "dev"
-    test_splits: list[str] = field(default_factory=lambda: ["test"])
-    max_len: int = 0  # 0 = no truncation (applied when batching)
+    test_splits: list[str] = Field(default_factory=lambda: ["test"])
+    max_len: Count = 0  # 0 = no truncation (applied when batching)
     # tokens seen fewer times in train -> <unk>; train-unseen tokens too with random embeddings
-    min_count: int = 1
-    max_train_pairs: int = 0  # 0 = all; >0 subsamples (seeded) for quick runs
+    min_count: Count = 1
+    max_train_pairs: Count = 0  # 0 = all; >0 subsamples (seeded) for quick runs
 
 
-@dataclass
-class EmbeddingsSection:
+class EmbeddingsSection(Schema):
     source: Literal["random", "glove-6b-50d", "glove-file"] = "random"
     path: str = ""
-    dim: int = 50
+    dim: Positive = 50
     trainable: bool = True
+    # rows of words without a pretrained vector (<unk> included): "glove_stats" = normal with
+    # the mean and std of the vectors found (AllenNLP); "normal_0.1" = N(0, 0.1^2) (CIN's paper)
+    oov_init: Literal["glove_stats", "normal_0.1"] = "glove_stats"
 
 
-@dataclass
-class ModelSection:
-    name: str = ""
-    hparams: dict[str, Any] = field(default_factory=dict)
+class ModelSection(Schema):
+    """``[model]``: ``name`` and the free hyper-parameters (the TOML table is flat)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    hparams: dict[str, Any] = Field(default_factory=dict)
 
 
-@dataclass
-class TaskSection:
-    type: Literal["classification", "ranking"] = "classification"
-    loss: Literal["cross_entropy", "hinge", "pointwise"] = "cross_entropy"
-    margin: float = 1.0
-    negatives: int = 1  # sampled negatives per positive for the hinge loss
+class TaskSection(Schema):
+    type: TaskType = "classification"
+    loss: Loss = "cross_entropy"
+    margin: NonNegative = 1.0
+    negatives: Positive = 1  # sampled negatives per positive for the hinge loss
     # pointwise ranking: each epoch, every training query keeps all its positives and a
     # fresh seeded sample of at most this many of its negatives (0 = all of them)
-    max_negatives_per_query: int = 0
+    max_negatives_per_query: Count = 0
 
 
-@dataclass
-class OptimSection:
+Initializer = Literal["default", "uniform", "xavier", "zeros"]
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression ({exc})") from None
+    return pattern
+
+
+class InitRule(Schema):
+    """``{pattern, init}``: parameters whose name (``re.search``) matches get ``init``."""
+
+    pattern: Annotated[str, Field(min_length=1), AfterValidator(_check_regex)]
+    init: Initializer
+
+
+class OptimSection(Schema):
     name: Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"] = "adam"
-    lr: float = 1e-3
-    l2: float = 0.0  # coefficient of 0.5 * ||theta||^2 added to the loss
-    weight_decay: float = 0.0  # the optimiser's own decoupled/added decay
-    clip_norm: float = 0.0  # 0 = no clipping
-    lr_decay: float = 1.0  # multiplied into the learning rate after every epoch
-    init: Literal["default", "uniform", "xavier"] = "default"
-    init_range: float = 0.1
+    lr: PositiveFloat = 1e-3
+    l2: NonNegative = 0.0  # coefficient of 0.5 * ||theta||^2 added to the loss
+    # which theta the L2 term covers (pairrepro.train.losses.L2Penalty): "all" trainable
+    # parameters; "weights" = matrices without embedding tables and biases; "lazy" = the
+    # non-embedding parameters and, of the word-embedding table, only the rows of the batch
+    l2_scope: Literal["all", "weights", "lazy"] = "all"
+    weight_decay: NonNegative = 0.0  # the optimiser's own decoupled/added decay
+    clip_norm: NonNegative = 0.0  # 0 = no clipping
+    # multiplied into the learning rate after every epoch (1 = constant)
+    lr_decay: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    # the fallback initializer; init_rules (first match wins) name parameters by regex; a
+    # module's documented init (PairModel.documented_init) is never overwritten
+    init: Initializer = "default"
+    init_rules: list[InitRule] = Field(default_factory=list)
+    init_range: PositiveFloat = 0.1
     lstm_orthogonal: bool = False
 
 
-@dataclass
-class TrainSection:
-    epochs: int = 10
-    batch_size: int = 32
-    eval_batch_size: int = 256
-    patience: int = 0  # 0 = no early stopping
+class TrainSection(Schema):
+    epochs: Positive = 10
+    batch_size: Positive = 32
+    eval_batch_size: Positive = 256
+    patience: Count = 0  # 0 = no early stopping
     select_metric: str = ""  # empty: accuracy for classification, map for ranking
-    checkpoint_every: int = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
+    checkpoint_every: Count = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
     # the chosen checkpoint is scored on the train split once at the end (a diagnostic of
     # fit): 0 = every pair, >0 = a seeded subsample of about that many (whole groups)
-    score_train_pairs: int = 0
+    score_train_pairs: Count = 0
 
 
-@dataclass
-class Recipe:
+class Recipe(Schema):
     """A validated recipe. ``name`` is the file stem; ``source`` the file it came from."""
 
     name: str
     source: str
-    recipe: RecipeSection
+    recipe: RecipeSection = RecipeSection()
     data: DataSection
-    embeddings: EmbeddingsSection
+    embeddings: EmbeddingsSection = EmbeddingsSection()
     model: ModelSection
-    task: TaskSection
-    optim: OptimSection
-    train: TrainSection
+    task: TaskSection = TaskSection()
+    optim: OptimSection = OptimSection()
+    train: TrainSection = TrainSection()
 
     @property
     def seeds(self) -> list[int]:
@@ -142,28 +198,28 @@ class Recipe:
 
     @property
     def select_metric(self) -> str:
+        """``[train] select_metric``, else the task's (accuracy, or map for ranking)."""
         if self.train.select_metric:
             return self.train.select_metric
-        return "accuracy" if self.task.type == "classification" else "map"
+        return task_for(self.task.type, self.task.loss).default_select_metric
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved recipe as the TOML-shaped dict it came from (model flattened)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name in ("name", "source"):
-                continue
-            value = asdict(getattr(self, f.name))
-            if f.name == "model":
-                value = {"name": value["name"], **value["hparams"]}
-            out[f.name] = value
+        out = self.model_dump(exclude={"name", "source"})
+        out["model"] = {"name": self.model.name, **self.model.hparams}
         return out
 
     def to_toml(self) -> str:
         """The resolved recipe as TOML text (saved as ``config.toml`` with every run)."""
         return dumps_toml(self.to_dict())
 
+    def with_changes(self, **sections: dict[str, Any]) -> Recipe:
+        """A copy with some keys changed, validated again, e.g.
+        ``recipe.with_changes(data={"variant": "raw"})``."""
+        return recipe_from_dict(merge_tables(self.to_dict(), sections), self.name, self.source)
 
-SECTIONS: dict[str, type] = {
+
+SECTIONS: dict[str, type[Schema]] = {
     "recipe": RecipeSection,
     "data": DataSection,
     "embeddings": EmbeddingsSection,
@@ -172,106 +228,27 @@ SECTIONS: dict[str, type] = {
     "optim": OptimSection,
     "train": TrainSection,
 }
-REQUIRED = {("data", "dataset"), ("model", "name")}
-VALID_LOSSES = {"classification": {"cross_entropy"}, "ranking": {"hinge", "pointwise"}}
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin is list:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(
-        tp, getattr(tp, "__name__", str(tp))
-    )
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check ``value`` against the annotation ``tp``; return it (ints widen to float)."""
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        if value not in typing.get_args(tp):
-            raise ConfigError(f"{where}: {value!r} is not allowed; choose {_type_name(tp)}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
-        (inner,) = typing.get_args(tp)
-        return [_coerce(v, inner, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(value, option, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: {value!r} does not match {tp}")
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if tp is int and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    if tp is TableRow:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a table {{paper, table, row}}, got {value!r}")
-        return _build(TableRow, value, where)
-    if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
-    return value
-
-
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}", hint=f"allowed keys: {', '.join(sorted(known))}"
-        )
-    kwargs = {k: _coerce(v, hints[k], f"{where} {k}") for k, v in values.items()}
-    missing = [f.name for f in fields(cls) if f.name not in kwargs and _has_no_default(f)]
-    if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
-    return cls(**kwargs)
-
-
-def _has_no_default(f: Any) -> bool:
-    from dataclasses import MISSING
-
-    return f.default is MISSING and f.default_factory is MISSING
+# [recipe] keys that say what one file is: a recipe that extends another does not inherit them
+OWN_KEYS = ("description", "reproduces", "compares")
 
 
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
-    """Validate a TOML-shaped dict into a :class:`Recipe` (errors name ``source``)."""
+    """Validate a TOML-shaped dict (no ``extends``: see :func:`load_recipe`) into a
+    :class:`Recipe` (errors name ``source``)."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(
             f"{source}: unknown section [{unknown[0]}]",
             hint=f"allowed sections: {', '.join(f'[{s}]' for s in SECTIONS)}",
         )
-    for section, key in sorted(REQUIRED):
-        if key not in raw.get(section, {}):
-            raise ConfigError(f"{source}: missing key [{section}] {key}")
-    built: dict[str, Any] = {}
-    for section, cls in SECTIONS.items():
-        values = raw.get(section, {})
-        if not isinstance(values, dict):
-            raise ConfigError(f"{source}: [{section}] must be a table")
-        where = f"{source}: [{section}]"
-        if cls is ModelSection:
-            values = dict(values)
-            model_name = values.pop("name")
-            if not isinstance(model_name, str):
-                raise ConfigError(f"{where} name: expected a string, got {model_name!r}")
-            built[section] = ModelSection(name=model_name, hparams=values)
-        else:
-            built[section] = _build(cls, values, where)
-    recipe = Recipe(name=name, source=source, **built)
-    task = recipe.task
-    if task.loss not in VALID_LOSSES[task.type]:
-        raise ConfigError(
-            f"{source}: [task] loss: {task.loss!r} does not fit type {task.type!r}",
-            hint=f"use one of {sorted(VALID_LOSSES[task.type])}",
-        )
+    # absent sections are empty tables, so a missing required key is named as [data] dataset
+    tables: dict[str, Any] = {section: raw.get(section, {}) for section in SECTIONS}
+    model = tables["model"]
+    if isinstance(model, dict):  # flat in TOML: name + free hyper-parameters
+        tables["model"] = {**({"name": model["name"]} if "name" in model else {}),
+                           "hparams": {k: v for k, v in model.items() if k != "name"}}
+    recipe = validate(Recipe, {"name": name, "source": source, **tables}, source)
+    _check_task(recipe, source)
     if recipe.embeddings.source == "glove-file" and not recipe.embeddings.path:
         raise ConfigError(f"{source}: [embeddings] path: required when source = 'glove-file'")
     if recipe.embeddings.source == "glove-6b-50d" and recipe.embeddings.dim != 50:
@@ -280,6 +257,26 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
             f"got {recipe.embeddings.dim}"
         )
     return recipe
+
+
+def _check_task(recipe: Recipe, source: str) -> None:
+    """``[task]`` type and loss fit together, and the keys the task does not use keep
+    their defaults (a resolved config.toml writes every key, so "absent" cannot be the
+    rule)."""
+    try:
+        task = task_for(recipe.task.type, recipe.task.loss)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc.message}", hint=exc.hint) from None
+    for key, field in TaskSection.model_fields.items():
+        if key in ("type", "loss") or key in task.recipe_keys:
+            continue
+        value = getattr(recipe.task, key)
+        if value != field.default:
+            uses = ", ".join(sorted(task.recipe_keys)) or "none besides type and loss"
+            raise ConfigError(
+                f"{source}: [task] {key}: {value!r}: the {task.type}/{task.loss} task does "
+                f"not use it; leave it at its default {field.default!r}",
+                hint=f"[task] keys this task uses: {uses}")
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -311,13 +308,52 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return out
 
 
+def merge_tables(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+    """``delta`` merged into a copy of ``base``: tables merge key by key (recursively),
+    lists and scalars replace."""
+    out = copy.deepcopy(base)
+    for key, value in delta.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A recipe file as a TOML-shaped dict with its ``extends`` chain merged in (not yet
+    validated)."""
+    raw = read_toml(path)
+    base_name = raw.pop("extends", None)
+    if base_name is None:
+        return raw
+    if not isinstance(base_name, str) or not base_name.endswith(".toml"):
+        raise ConfigError(f"{path}: extends: {base_name!r}: expected a recipe file name "
+                          "such as \"csran_trecqa.toml\" (relative to this recipe's folder)")
+    base = (path.parent / base_name).resolve()
+    seen = (*chain, path.resolve())
+    if base in seen:
+        cycle = " -> ".join(p.name for p in (*seen[seen.index(base):], base))
+        raise ConfigError(f"{path}: extends: a cycle: {cycle}",
+                          hint="a recipe cannot extend itself, directly or through others")
+    if not base.is_file():
+        raise ConfigError(f"{path}: extends: {base_name!r}: no such file {base}",
+                          hint="extends names a recipe in the same folder, e.g. "
+                               "extends = \"csran_trecqa.toml\"")
+    inherited = read_recipe_file(base, seen)
+    section = inherited.get("recipe")
+    if isinstance(section, dict):  # what the base *is* does not carry over
+        inherited["recipe"] = {k: v for k, v in section.items() if k not in OWN_KEYS}
+    return merge_tables(inherited, raw)
+
+
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Read, override and validate a recipe file."""
+    """Read a recipe file, merge its ``extends`` chain, apply ``--set`` overrides and
+    validate."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"recipe {p} not found", hint="recipes live in recipes/*.toml")
-    raw = read_toml(p)
-    raw = apply_overrides(raw, overrides or [])
+    raw = apply_overrides(read_recipe_file(p), overrides or [])
     return recipe_from_dict(raw, name=p.stem, source=str(p))
 
 

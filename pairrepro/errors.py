@@ -3,7 +3,9 @@
 Exit codes (stable, scripts may rely on them):
     0 success · 1 unexpected failure · 2 bad usage or invalid recipe/config ·
     3 data missing or malformed · 4 download failed (network, HTTP error) ·
-    5 checksum mismatch · 6 training failed (NaN loss, diverged) · 7 nothing could run
+    5 checksum mismatch · 6 training failed (NaN loss, diverged) · 7 nothing could run ·
+    8 an output could not be written (disk full, read-only folder, no permission) ·
+    130 interrupted (Ctrl-C or SIGTERM; a training run saved a checkpoint: --resume continues)
 """
 
 from __future__ import annotations
@@ -57,3 +59,9 @@ class NothingToRunError(PairreproError):
     """A make target or report found nothing it could run."""
 
     exit_code = 7
+
+
+class StorageError(PairreproError):
+    """An output could not be written (disk full, read-only folder, no permission)."""
+
+    exit_code = 8

@@ -15,6 +15,13 @@ from typing import IO, Any
 from pairrepro.errors import ConfigError
 
 
+def _umask() -> int:
+    """The process umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
@@ -25,6 +32,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     tmp_path = Path(tmp)
     try:

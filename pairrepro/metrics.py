@@ -27,9 +27,11 @@ Ranking conventions (checked against pytrec_eval, the trec_eval C code, in the t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import accuracy_score, f1_score
 
 from pairrepro.errors import DataError
 
@@ -62,40 +64,40 @@ def classification_metrics(
                 f"classification_metrics: {name} outside 0..{num_classes - 1} "
                 f"(min {values.min()}, max {values.max()})"
             )
-    # Confusion counts in one bincount: row = gold, column = predicted.
-    confusion = np.bincount(labels * num_classes + predictions, minlength=num_classes**2)
-    confusion = confusion.reshape(num_classes, num_classes)
-    true_pos = np.diag(confusion).astype(np.float64)
-    denom = confusion.sum(axis=0) + confusion.sum(axis=1)  # predicted + gold = 2TP + FP + FN
-    f1 = np.divide(2 * true_pos, denom, out=np.zeros(num_classes), where=denom > 0)
-    result = {"accuracy": float(true_pos.sum() / n), "macro_f1": float(f1.mean())}
+    # scikit-learn's definitions; labels= fixes the class set (absent classes count F1 = 0)
+    f1 = f1_score(labels, predictions, labels=np.arange(num_classes), average=None,
+                  zero_division=0)
+    result = {"accuracy": float(accuracy_score(labels, predictions)),
+              "macro_f1": float(np.mean(f1))}
     if num_classes == 2:
         result["f1"] = float(f1[1])
     return result
 
 
-def ranking_metrics(
+@dataclass
+class RankedQueries:
+    """Per-query results of one ranking (the arrays are per query, in first-seen order)."""
+
+    names: np.ndarray  # query ids
+    ap: np.ndarray
+    rr: np.ndarray
+    p1: np.ndarray
+    evaluated: np.ndarray  # bool: the query counts (has a positive, or no_positive="zero")
+    missing: int  # queries without a relevant candidate
+    tie_share: float
+    extra: dict[str, float]  # Ubuntu R10@k / R2@1 where they apply
+
+
+def rank_queries(
     group_ids: Sequence[str],
     labels: np.ndarray,
     scores: np.ndarray,
     pair_ids: Sequence[str] | None = None,
     no_positive: str = "skip",
-) -> dict[str, float]:
-    """MAP, MRR, P@1 (and Ubuntu R10@k / R2@1 where they apply) over query groups.
-
-    Args:
-        group_ids: the query of each candidate (candidates of a query need not be adjacent).
-        labels: relevance per candidate (> 0 = relevant).
-        scores: model score per candidate (higher = more relevant); NaN is an error.
-        pair_ids: docno of each candidate for trec_eval's tie rule (default: input position).
-        no_positive: ``"skip"``, ``"zero"`` or ``"error"`` for queries with no relevant
-            candidate (see the module docstring).
-
-    Returns:
-        ``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (queries averaged over),
-        ``skipped_queries``; plus ``r10_at_1``, ``r10_at_2``, ``r10_at_5``, ``r2_at_1`` when
-        every evaluated query has 10 candidates with one positive.
-    """
+) -> RankedQueries:
+    """Rank every query's candidates (trec_eval's tie rule) and compute AP, RR and P@1 per
+    query: the one implementation behind :func:`ranking_metrics` and
+    :func:`per_query_metrics` (arguments as :func:`ranking_metrics`)."""
     if no_positive not in NO_POSITIVE_MODES:
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()
@@ -155,21 +157,66 @@ def ranking_metrics(
             hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)",
         )
     evaluated = has_pos if no_positive == "skip" else np.ones(num_groups, dtype=bool)
-    num_eval = int(evaluated.sum())
-    if num_eval == 0:
+    if not evaluated.any():
         raise DataError("ranking_metrics: no query has a relevant candidate")
     row_eval = evaluated[sorted_groups]
-    result = {
-        "map": float(ap[evaluated].mean()),
-        "mrr": float(rr[evaluated].mean()),
-        "p_at_1": float(p1[evaluated].mean()),
-        "tie_share": float(tied[row_eval].mean()),
-        "num_queries": float(num_eval),
-        "skipped_queries": float(missing if no_positive == "skip" else 0),
-    }
+    extra: dict[str, float] = {}
     if (sizes[evaluated] == 10).all() and (num_rel[evaluated] == 1).all():
-        result.update(_ubuntu_metrics(group_codes, relevant, order, first_rel, evaluated, n))
-    return result
+        extra = _ubuntu_metrics(group_codes, relevant, order, first_rel, evaluated, n)
+    return RankedQueries(names=np.asarray(group_names, dtype=object), ap=ap, rr=rr, p1=p1,
+                         evaluated=evaluated, missing=missing,
+                         tie_share=float(tied[row_eval].mean()), extra=extra)
+
+
+def ranking_metrics(
+    group_ids: Sequence[str],
+    labels: np.ndarray,
+    scores: np.ndarray,
+    pair_ids: Sequence[str] | None = None,
+    no_positive: str = "skip",
+) -> dict[str, float]:
+    """MAP, MRR, P@1 (and Ubuntu R10@k / R2@1 where they apply) over query groups.
+
+    Args:
+        group_ids: the query of each candidate (candidates of a query need not be adjacent).
+        labels: relevance per candidate (> 0 = relevant).
+        scores: model score per candidate (higher = more relevant); NaN is an error.
+        pair_ids: docno of each candidate for trec_eval's tie rule (default: input position).
+        no_positive: ``"skip"``, ``"zero"`` or ``"error"`` for queries with no relevant
+            candidate (see the module docstring).
+
+    Returns:
+        ``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (queries averaged over),
+        ``skipped_queries``; plus ``r10_at_1``, ``r10_at_2``, ``r10_at_5``, ``r2_at_1`` when
+        every evaluated query has 10 candidates with one positive.
+    """
+    q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
+    ev = q.evaluated
+    return {
+        "map": float(q.ap[ev].mean()),
+        "mrr": float(q.rr[ev].mean()),
+        "p_at_1": float(q.p1[ev].mean()),
+        "tie_share": q.tie_share,
+        "num_queries": float(ev.sum()),
+        "skipped_queries": float(q.missing if no_positive == "skip" else 0),
+        **q.extra,
+    }
+
+
+def per_query_metrics(
+    group_ids: Sequence[str],
+    labels: np.ndarray,
+    scores: np.ndarray,
+    pair_ids: Sequence[str] | None = None,
+    no_positive: str = "skip",
+) -> pd.DataFrame:
+    """AP, RR and P@1 of every evaluated query (``query``, ``map``, ``mrr``, ``p_at_1``):
+    their means are :func:`ranking_metrics`' values; the unit that confidence intervals and
+    paired tests resample."""
+    q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
+    ev = q.evaluated
+    return pd.DataFrame({"query": q.names[ev], "map": q.ap[ev], "mrr": q.rr[ev],
+                         "p_at_1": q.p1[ev]})
 
 
 def _ubuntu_metrics(

@@ -12,7 +12,13 @@ PROJECT_DIR = PACKAGE_DIR.parent
 def home() -> Path:
     """Data home: ``$PAIRREPRO_HOME`` or ``~/.cache/pairrepro`` (XDG cache dir respected)."""
     if env := os.environ.get("PAIRREPRO_HOME"):
-        return Path(env).expanduser()
+        folder = Path(env).expanduser()
+        if folder.exists() and not folder.is_dir():
+            from pairrepro.errors import ConfigError
+
+            raise ConfigError(f"PAIRREPRO_HOME={env}: {folder} is not a folder",
+                              hint="point PAIRREPRO_HOME at a folder (it is created if absent)")
+        return folder
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "pairrepro"
 

@@ -10,6 +10,7 @@ strings into numbers) and are validated with :func:`validate`.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -29,10 +30,20 @@ class Schema(BaseModel):
 
 
 def _where(loc: Sequence[int | str], sections: bool) -> str:
-    """``("optim", "lr")`` -> ``[optim] lr``; list indices as ``[i]``."""
+    """``("optim", "lr")`` -> ``[optim] lr``; the table of a nested key dotted, list items
+    as ``[i]``: ``("variants", "raw", "splits", "dev", "x")`` -> ``[variants.raw.splits.dev] x``,
+    ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
     parts = [p for p in loc if p not in ("function-after", "function-before")]
     if not parts:
         return ""
+    keys = [i for i, p in enumerate(parts) if isinstance(p, str)]
+    if sections and len(parts) > 1 and keys and keys[-1] > 0:
+        last = keys[-1]  # the key itself; everything before it names its table
+
+        def dotted(items: Sequence[int | str]) -> str:
+            return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in items)[1:]
+
+        return f"[{dotted(parts[:last])}] {dotted(parts[last:])}"
     text = ""
     for i, part in enumerate(parts):
         if isinstance(part, int) or (i == 0 and sections and len(parts) > 1):
@@ -57,7 +68,9 @@ def describe(error: dict[str, Any], sections: bool = True) -> str:
     """One pydantic error as ``[section] key: value: what is allowed``."""
     where = _where(error.get("loc", ()), sections)
     kind = error.get("type", "")
-    if kind in ("missing", "extra_forbidden"):
+    if kind == "extra_forbidden":  # the key as typed, quoted: a misspelling shows
+        return f"{where}: {_ALLOWED[kind]} {error['loc'][-1]!r}"
+    if kind == "missing":
         return f"{where}: {_ALLOWED[kind]}"
     allowed = _ALLOWED.get(kind)
     if allowed is None:
@@ -67,6 +80,32 @@ def describe(error: dict[str, Any], sections: bool = True) -> str:
     return f"{where}: {shown}{allowed}" if where else f"{shown}{allowed}"
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The schema model inside an annotation (``X``, ``list[X]``, ``X | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The keys the table at ``loc`` (an error's location minus the key) allows; [] when
+    ``loc`` does not lead to a schema model."""
+    current: type[BaseModel] | None = model
+    keyed = False  # the previous field was a dict[str, Model]: this part is one of its keys
+    for part in loc:
+        if isinstance(part, int) or keyed:
+            keyed = False
+            continue  # an item of a list or a dict: the container's own model, found below
+        field = current.model_fields.get(part) if current is not None else None
+        current = _model_in(field.annotation) if field is not None else None
+        keyed = field is not None and typing.get_origin(field.annotation) is dict
+    return list(current.model_fields) if current is not None else []
+
+
 def validate(model: type[S], raw: Any, source: str, sections: bool = True,
              hint: str | None = None, context: dict[str, Any] | None = None) -> S:
     """Validate ``raw`` (a TOML-shaped dict) into ``model``; a :class:`ConfigError` names
@@ -74,7 +113,12 @@ def validate(model: type[S], raw: Any, source: str, sections: bool = True,
     try:
         return model.model_validate(raw, context=context)
     except ValidationError as exc:
-        errors = [describe(e, sections) for e in exc.errors(include_url=False)]
+        details = exc.errors(include_url=False)
+        errors = [describe(e, sections) for e in details]
         more = f"also: {'; '.join(errors[1:4])}" if len(errors) > 1 else None
+        # an unknown key is most often a misspelling: say which keys that table takes
+        known = (allowed_keys(model, details[0]["loc"][:-1])
+                 if details[0]["type"] == "extra_forbidden" else [])
+        allowed = f"allowed keys: {', '.join(known)}" if known else None
         raise ConfigError(f"{source}: {errors[0]}",
-                          hint="; ".join(h for h in (hint, more) if h) or None) from None
+                          hint="; ".join(h for h in (hint, allowed, more) if h) or None) from None

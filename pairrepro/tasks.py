@@ -11,32 +11,229 @@ Three tasks (one object each):
 Each task owns which ``[task]`` keys it uses (:attr:`Task.recipe_keys`); a key it does not
 use must keep its default, so ``max_negatives_per_query`` on a hinge recipe is an error
 rather than silently ignored.
+
+Everything else that depends on the task lives here too, so no other module compares loss
+names or task types: the number of model outputs (:meth:`Task.num_outputs`), the batch loss
+and the running-correct count (:meth:`Task.batch_loss`, :meth:`Task.batch_correct`), scores
+from outputs (:meth:`Task.scores`), metrics from scores (:meth:`Task.metrics`), the items of
+a training epoch and how a batch of them is collated (:meth:`Task.epoch_items`,
+:meth:`Task.collate`), the prediction-file columns (:meth:`Task.prediction_frame`) and
+whether subsets are drawn by whole groups (:attr:`Task.by_group`).
+
+torch, pandas, the metrics and the batching helpers are imported on first use: the recipe
+schema names its choices from :data:`LOSSES`/:data:`TASK_TYPES`, and reading a recipe (or a
+report) must not pay for loading torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from pairrepro.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+
+    from pairrepro.data.batches import EncodedSplit, PairBatch
 
 
 @dataclass(frozen=True)
 class Task:
-    """What one task type means for the model, the loss, the epoch and the predictions."""
+    """What one task type means for the model, the loss, the epoch and the predictions.
+
+    The base class is classification with softmax cross-entropy; the ranking tasks override
+    what differs."""
 
     type: str  # the recipe's [task] type
     loss: str  # the recipe's [task] loss
     # the [task] keys this task uses besides type and loss
     recipe_keys: frozenset[str] = frozenset()
+    # the select metric when a recipe names none
+    default_select_metric: str = "accuracy"
 
     @property
     def is_ranking(self) -> bool:
         return self.type == "ranking"
 
+    @property
+    def by_group(self) -> bool:
+        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups
+        (ranking: a query with part of its candidates would change its metrics)."""
+        return self.is_ranking
+
+    def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
+        """Classes of the data: the label map's length, else the largest label + 1."""
+        return len(label_map) if label_map else max_label + 1
+
+    # ------------------------------------------------------------------ model
+    def num_outputs(self, num_classes: int) -> int:
+        """What ``ModelContext.num_outputs`` must be: one logit per class."""
+        return num_classes
+
+    def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
+                   num_triples: int = 0) -> torch.Tensor:
+        """The training loss of one batch (float32 even under bf16 autocast)."""
+        import torch.nn.functional as F
+
+        return F.cross_entropy(outputs.float(), labels)
+
+    def batch_correct(self, outputs: torch.Tensor, labels: torch.Tensor, num_triples: int = 0
+                      ) -> torch.Tensor:
+        """Correct decisions in a training batch (the running training accuracy)."""
+        return (outputs.argmax(dim=-1) == labels).sum()
+
+    def scores(self, outputs: np.ndarray) -> np.ndarray:
+        """Raw model outputs ``[N, K]`` -> class probabilities ``[N, C]`` (a softmax)."""
+        shifted = outputs - outputs.max(axis=1, keepdims=True)
+        probs = np.exp(shifted)
+        probs /= probs.sum(axis=1, keepdims=True)
+        return probs
+
+    def metrics(self, split: EncodedSplit, scores: np.ndarray, num_classes: int,
+                no_positive: str = "skip") -> dict[str, float]:
+        """Metrics of a split from its :meth:`scores`."""
+        from pairrepro.metrics import classification_metrics
+
+        return classification_metrics(split.labels, scores.argmax(axis=1), num_classes)
+
+    def prediction_frame(self, split: EncodedSplit, scores: np.ndarray) -> pd.DataFrame:
+        """The predictions file: pair_id, group_id, label, then the class probabilities and
+        the predicted class."""
+        frame = _id_columns(split)
+        for c in range(scores.shape[1]):
+            frame[f"prob_{c}"] = scores[:, c]
+        frame["prediction"] = scores.argmax(axis=1)
+        return frame
+
+    # ------------------------------------------------------------------ the epoch
+    def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
+                    max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The items of one training epoch and their lengths (for bucketing): every pair."""
+        return np.arange(len(split)), split.lengths()
+
+    def collate(self, split: EncodedSplit, items: np.ndarray) -> PairBatch:
+        """A padded batch of ``items`` (of :meth:`epoch_items`)."""
+        from pairrepro.data.batches import collate_pairs
+
+        return collate_pairs(split, items)
+
+
+@dataclass(frozen=True)
+class _Ranking(Task):
+    """Ranking: labels are 0/1 relevance, scores are one number per candidate, metrics are
+    trec_eval's per query."""
+
+    default_select_metric: str = "map"
+
+    def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
+        return 2  # relevant or not, whatever the data's label map says
+
+    def metrics(self, split: EncodedSplit, scores: np.ndarray, num_classes: int,
+                no_positive: str = "skip") -> dict[str, float]:
+        from pairrepro.metrics import ranking_metrics
+
+        return ranking_metrics(split.group_ids, split.labels, scores, pair_ids=split.pair_ids,
+                               no_positive=no_positive)
+
+    def prediction_frame(self, split: EncodedSplit, scores: np.ndarray) -> pd.DataFrame:
+        frame = _id_columns(split)
+        frame["score"] = scores
+        return frame
+
+
+@dataclass(frozen=True)
+class _PairwiseRanking(_Ranking):
+    """``max(0, margin - s(q, d+) + s(q, d-))`` over (query, positive, negative) triples; the
+    model outputs one score per pair. A batch of ``B`` triples is ``2B`` pairs, positives
+    first (:func:`pairrepro.data.batches.collate_triples`)."""
+
+    def num_outputs(self, num_classes: int) -> int:
+        return 1
+
+    def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
+                   num_triples: int = 0) -> torch.Tensor:
+        scores = outputs.float()[:, 0]
+        return hinge_loss(scores[:num_triples], scores[num_triples:], margin)
+
+    def batch_correct(self, outputs: torch.Tensor, labels: torch.Tensor, num_triples: int = 0
+                      ) -> torch.Tensor:
+        """Triples whose positive is scored above its negative."""
+        scores = outputs[:, 0]
+        return (scores[:num_triples] > scores[num_triples:]).sum()
+
+    def scores(self, outputs: np.ndarray) -> np.ndarray:
+        return outputs[:, 0]
+
+    def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
+                    max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``[T, 2]`` (positive row, negative row) triples, ``negatives`` per positive."""
+        from pairrepro.data.batches import sample_triples
+
+        items = sample_triples(split, negatives, rng)
+        lengths = split.lengths()
+        return items, lengths[items[:, 0]] + lengths[items[:, 1]]
+
+    def collate(self, split: EncodedSplit, items: np.ndarray) -> PairBatch:
+        from pairrepro.data.batches import collate_triples
+
+        return collate_triples(split, items)
+
+
+@dataclass(frozen=True)
+class _PointwiseRanking(_Ranking):
+    """Ranking as two-class classification (CSRAN): cross-entropy on two logits; candidates
+    are ranked by ``P(class 1)``, computed as its log-odds ``z1 - z0`` (the same order, but a
+    probability rounds to exactly 1.0 in floating point for confident candidates, which would
+    tie them artificially)."""
+
+    def num_outputs(self, num_classes: int) -> int:
+        return 2
+
+    def scores(self, outputs: np.ndarray) -> np.ndarray:
+        """The class-1 log-odds (float64); ``sigmoid`` of it is ``P(class 1)``."""
+        return outputs[:, 1].astype(np.float64) - outputs[:, 0].astype(np.float64)
+
+    def prediction_frame(self, split: EncodedSplit, scores: np.ndarray) -> pd.DataFrame:
+        """``score`` = class-1 log-odds and ``prob_1`` = P(class 1)."""
+        frame = super().prediction_frame(split, scores)
+        frame["prob_1"] = 0.5 * (1.0 + np.tanh(scores / 2.0))  # a stable sigmoid
+        return frame
+
+    def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
+                    max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Every pair, or with ``max_negatives_per_query`` > 0 every query's positives and a
+        fresh sample of at most that many of its negatives."""
+        if max_negatives_per_query <= 0:
+            return super().epoch_items(split, rng)
+        from pairrepro.data.batches import sample_query_negatives
+
+        items = sample_query_negatives(split, max_negatives_per_query, rng)
+        return items, split.lengths()[items]
+
+
+def hinge_loss(pos_scores: torch.Tensor, neg_scores: torch.Tensor, margin: float
+               ) -> torch.Tensor:
+    """Mean pairwise max-margin loss."""
+    import torch
+
+    return torch.clamp(margin - pos_scores + neg_scores, min=0).mean()
+
+
+def _id_columns(split: EncodedSplit) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame({"pair_id": split.pair_ids, "group_id": split.group_ids,
+                         "label": split.labels})
+
 
 CLASSIFICATION = Task("classification", "cross_entropy")
-PAIRWISE_RANKING = Task("ranking", "hinge", frozenset({"margin", "negatives"}))
-POINTWISE_RANKING = Task("ranking", "pointwise", frozenset({"max_negatives_per_query"}))
+PAIRWISE_RANKING = _PairwiseRanking("ranking", "hinge", frozenset({"margin", "negatives"}))
+POINTWISE_RANKING = _PointwiseRanking("ranking", "pointwise",
+                                      frozenset({"max_negatives_per_query"}))
 TASKS: dict[str, Task] = {t.loss: t for t in (CLASSIFICATION, PAIRWISE_RANKING,
                                                POINTWISE_RANKING)}
 TASK_TYPES = ("classification", "ranking")

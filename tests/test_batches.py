@@ -21,6 +21,7 @@ from pairrepro.data.synthetic import generate_ranking
 from pairrepro.errors import DataError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.registry import build_model
+from pairrepro.tasks import CLASSIFICATION, PAIRWISE_RANKING, POINTWISE_RANKING
 
 
 def split_from(lengths_left: list[int], lengths_right: list[int], labels: list[int],
@@ -73,9 +74,9 @@ def test_bucketing_covers_every_item_once_and_cuts_padding() -> None:
 
 def test_epoch_order_is_a_function_of_seed_and_epoch() -> None:
     split = split_from(list(range(1, 101)), [3] * 100, [i % 3 for i in range(100)])
-    a = EpochPlan(split, 8, seed=1, epoch=0, loss="cross_entropy")
-    b = EpochPlan(split, 8, seed=1, epoch=0, loss="cross_entropy")
-    c = EpochPlan(split, 8, seed=1, epoch=1, loss="cross_entropy")
+    a = EpochPlan(split, 8, seed=1, epoch=0, task=CLASSIFICATION)
+    b = EpochPlan(split, 8, seed=1, epoch=0, task=CLASSIFICATION)
+    c = EpochPlan(split, 8, seed=1, epoch=1, task=CLASSIFICATION)
     assert all(np.array_equal(x, y) for x, y in zip(a.batches, b.batches, strict=True))
     assert not all(np.array_equal(x, y) for x, y in zip(a.batches, c.batches, strict=True))
     # resuming at position 5 yields exactly the batches the uninterrupted plan had there
@@ -110,7 +111,7 @@ def test_hinge_batches_hold_positives_then_negatives() -> None:
     frame = generate_ranking(10, negatives=2, seed=3)
     enc = EncodedSplit.from_frame(frame.assign(left_ids=[[1, 2]] * len(frame),
                                                right_ids=[[3]] * len(frame)))
-    plan = EpochPlan(enc, 4, seed=0, epoch=0, loss="hinge", negatives=2)
+    plan = EpochPlan(enc, 4, seed=0, epoch=0, task=PAIRWISE_RANKING, negatives=2)
     batch = plan.collate(0)
     k = batch.num_triples
     assert k == len(plan.batches[0]) and batch.left.size(0) == 2 * k
@@ -128,9 +129,10 @@ def test_pointwise_epochs_cap_negatives_per_query() -> None:
     frame = pd.concat([frame, extra], ignore_index=True)
     enc = EncodedSplit.from_frame(frame.assign(left_ids=[[1]] * len(frame),
                                                right_ids=[[2]] * len(frame)))
-    plans = [EpochPlan(enc, 8, seed=5, epoch=e, loss="pointwise", max_negatives_per_query=3)
-             for e in (0, 1)]
-    again = EpochPlan(enc, 8, seed=5, epoch=0, loss="pointwise", max_negatives_per_query=3)
+    plans = [EpochPlan(enc, 8, seed=5, epoch=e, task=POINTWISE_RANKING,
+                       max_negatives_per_query=3) for e in (0, 1)]
+    again = EpochPlan(enc, 8, seed=5, epoch=0, task=POINTWISE_RANKING,
+                      max_negatives_per_query=3)
     assert np.array_equal(plans[0].items, again.items)
     assert not np.array_equal(plans[0].items, plans[1].items)
     groups, labels = np.array(enc.group_ids), enc.labels
@@ -146,7 +148,7 @@ def test_pointwise_epochs_cap_negatives_per_query() -> None:
             assert int((labels[items][in_group] == 0).sum()) == min(3, n_neg_total)
     assert len(plans[0].items) == 12 * (1 + 3) + 3 + 3
     # off (0) or another loss: every pair, as before
-    assert EpochPlan(enc, 8, seed=5, epoch=0, loss="pointwise").num_items == len(enc)
+    assert EpochPlan(enc, 8, seed=5, epoch=0, task=POINTWISE_RANKING).num_items == len(enc)
 
 
 def test_shards_partition_a_batch() -> None:

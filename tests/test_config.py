@@ -15,7 +15,7 @@ from pairrepro.data.manifests import available_datasets, load_manifest
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.registry import build_model
-from pairrepro.train.losses import num_outputs_for
+from pairrepro.tasks import TASKS
 
 BASE = """
 [data]
@@ -69,9 +69,9 @@ def test_wrong_type_and_choice(tmp_path: Path) -> None:
 
 def test_missing_field(tmp_path: Path) -> None:
     msg = error_of(write(tmp_path, '[data]\ndataset = "x"\n[model]\nhidden = 3\n'))
-    assert "missing key [model] name" in msg
+    assert "[model] name: missing key" in msg
     msg = error_of(write(tmp_path, '[model]\nname = "bilstm_max"\n'))
-    assert "missing key [data] dataset" in msg
+    assert "[data] dataset: missing key" in msg
     assert "not found" in error_of(tmp_path / "absent.toml")
 
 
@@ -107,8 +107,151 @@ def test_every_recipe_validates_and_builds_its_model(path: Path) -> None:
     num_classes = 2 if recipe.task.type == "ranking" else len(labels)
     vocab = ["<pad>", "<unk>", *(f"w{i}" for i in range(18))]
     ctx = ModelContext(vocab_size=len(vocab), embed_dim=recipe.embeddings.dim,
-                       num_outputs=num_outputs_for(recipe.task.loss, num_classes),
+                       num_outputs=TASKS[recipe.task.loss].num_outputs(num_classes),
                        trainable_embeddings=recipe.embeddings.trainable, vocab=vocab)
     torch.manual_seed(0)  # the engine always seeds before building a model
     model = build_model(recipe.model.name, ctx, recipe.model.hparams)
     assert sum(p.numel() for p in model.parameters()) >= 0
+
+
+@pytest.mark.parametrize(("section", "key", "value", "allowed", "edge"), [
+    ("train", "batch_size", "0", "greater than or equal to 1", "1"),
+    ("train", "epochs", "0", "greater than or equal to 1", "1"),
+    ("train", "patience", "-1", "greater than or equal to 0", "0"),
+    ("optim", "lr", "nan", "finite", "0.5"),
+    ("optim", "lr", "-1", "greater than 0", "1e-9"),
+    ("optim", "lr", "inf", "finite", "100.0"),
+    ("optim", "clip_norm", "-0.5", "greater than or equal to 0", "0.0"),
+    ("optim", "lr_decay", "1.5", "less than or equal to 1", "1.0"),
+    ("optim", "lr_decay", "0", "greater than 0", "0.01"),
+    ("embeddings", "dim", "0", "greater than or equal to 1", "1"),
+    ("data", "max_len", "-3", "greater than or equal to 0", "0"),
+    ("recipe", "seeds", "[]", "at least 1", "[0]"),
+])
+def test_ranges_are_part_of_the_schema(tmp_path: Path, section: str, key: str, value: str,
+                                       allowed: str, edge: str) -> None:
+    path = write(tmp_path, BASE)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path, [f"{section}.{key}={value}"])
+    assert info.value.exit_code == 2
+    assert info.value.message.startswith(f"{path}: [{section}] {key}: ")
+    assert allowed in info.value.message
+    assert value == "[]" or f": {value}: " in info.value.message  # lists are not repeated
+    # the edge of the range is allowed
+    recipe = load_recipe(path, [f"{section}.{key}={edge}"])
+    assert recipe.to_dict()[section][key] == tomllib.loads(f"v = {edge}")["v"]
+
+
+def test_task_keys_a_task_does_not_use_keep_their_defaults(tmp_path: Path) -> None:
+    ranking = BASE.replace('"nli"', '"ranking"') + '[task]\ntype = "ranking"\n'
+    msg = error_of(write(tmp_path, ranking + 'loss = "hinge"\nmax_negatives_per_query = 8\n'))
+    assert "[task] max_negatives_per_query: 8" in msg and "ranking/hinge" in msg
+    assert "default 0" in msg and "margin, negatives" in msg
+    msg = error_of(write(tmp_path, ranking + 'loss = "pointwise"\nmargin = 0.5\n'))
+    assert "[task] margin: 0.5" in msg and "ranking/pointwise" in msg
+    msg = error_of(write(tmp_path, BASE + "[task]\nnegatives = 4\n"))
+    assert "[task] negatives: 4" in msg and "classification/cross_entropy" in msg
+    # the same values where the task uses them, and defaults written out, are fine
+    load_recipe(write(tmp_path, ranking + 'loss = "hinge"\nmargin = 0.5\nnegatives = 4\n'
+                      "max_negatives_per_query = 0\n"))
+    load_recipe(write(tmp_path, ranking + 'loss = "pointwise"\nmax_negatives_per_query = 8\n'
+                      "margin = 1.0\nnegatives = 1\n"))
+
+
+def test_with_changes_validates_again(tmp_path: Path) -> None:
+    recipe = load_recipe(write(tmp_path, BASE))
+    changed = recipe.with_changes(data={"variant": "other"}, model={"hidden": 3})
+    assert changed.data.variant == "other" and changed.data.dataset == "synthetic"
+    assert changed.model.hparams == {"hidden": 3} and changed.name == "r"
+    assert recipe.data.variant == "nli"  # the original is untouched
+    with pytest.raises(ConfigError, match=r"\[train\] epochs: 0"):
+        recipe.with_changes(train={"epochs": 0})
+
+
+def test_extends_merges_tables_and_replaces_lists(tmp_path: Path) -> None:
+    write(tmp_path, BASE.replace('variant = "nli"', 'variant = "nli"\ntest_splits = ["a", "b"]')
+          + """
+[recipe]
+description = "the base"
+paper = "cin"
+seeds = [1, 2]
+reproduces = [{paper = "cin", table = 2, row = "CIN"}]
+[optim]
+lr = 0.5
+name = "adagrad"
+""", "base.toml")
+    write(tmp_path, """extends = "base.toml"
+[recipe]
+description = "the middle"
+[data]
+test_splits = ["test"]
+[model]
+dropout = 0.1
+[optim]
+lr = 0.25
+""", "middle.toml")
+    child = write(tmp_path, 'extends = "middle.toml"\n[model]\nhidden = 16\n', "child.toml")
+    recipe = load_recipe(child, ["optim.clip_norm=5"])
+    assert recipe.name == "child" and recipe.source == str(child)
+    # tables merge key by key through the chain
+    assert recipe.model.name == "bilstm_max"
+    assert recipe.model.hparams == {"hidden": 16, "dropout": 0.1}
+    assert (recipe.optim.name, recipe.optim.lr, recipe.optim.clip_norm) == ("adagrad", 0.25, 5.0)
+    assert recipe.data.variant == "nli" and recipe.data.test_splits == ["test"]  # replaced
+    # paper and seeds carry over; what the base *is* does not
+    assert recipe.recipe.paper == "cin" and recipe.seeds == [1, 2]
+    assert recipe.recipe.description == "" and recipe.recipe.reproduces == []
+    assert load_recipe(tmp_path / "middle.toml").recipe.description == "the middle"
+    assert load_recipe(tmp_path / "base.toml").recipe.reproduces[0].row == "CIN"
+    # --set applies after the merge, and the resolved recipe needs no extends to reload
+    again = load_recipe(write(tmp_path, recipe.to_toml(), "resolved.toml"))
+    assert again.to_toml() == recipe.to_toml()
+
+
+def test_extends_errors_name_the_files(tmp_path: Path) -> None:
+    write(tmp_path, 'extends = "b.toml"\n' + BASE, "a.toml")
+    write(tmp_path, 'extends = "c.toml"\n', "b.toml")
+    write(tmp_path, 'extends = "a.toml"\n', "c.toml")
+    msg = error_of(tmp_path / "a.toml")
+    assert "cycle" in msg and "a.toml -> b.toml -> c.toml -> a.toml" in msg
+    assert "self.toml -> self.toml" in error_of(
+        write(tmp_path, 'extends = "self.toml"\n', "self.toml"))
+    msg = error_of(write(tmp_path, 'extends = "gone.toml"\n', "orphan.toml"))
+    assert "orphan.toml: extends: 'gone.toml'" in msg and "no such file" in msg
+    msg = error_of(write(tmp_path, "extends = 3\n" + BASE, "num.toml"))
+    assert "num.toml: extends: 3" in msg
+    # an error in the base names the base
+    write(tmp_path, BASE + "[train]\nepochs = 'x'\n", "badbase.toml")
+    msg = error_of(write(tmp_path, 'extends = "badbase.toml"\n', "kid.toml"))
+    assert "kid.toml: [train] epochs: 'x'" in msg
+
+
+def test_cli_error_keeps_section_brackets(tmp_path: Path) -> None:
+    """rich reads "[optim]" as markup; the printed error must show it as written."""
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    path = write(tmp_path, BASE + "[optim]\nlearning_rate = 0.1\n[optimizer]\n")
+    result = CliRunner().invoke(app, ["train", str(path), "--print-config"])
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "unknown section [optimizer]" in text
+    assert "allowed sections: [recipe], [data], [embeddings], [model]" in text
+
+
+def test_print_config_prints_the_resolved_recipe(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    child = write(tmp_path, 'extends = "base.toml"\n[model]\nhidden = 16\n', "child.toml")
+    write(tmp_path, BASE, "base.toml")
+    result = CliRunner().invoke(app, ["train", str(child), "--print-config",
+                                      "--set", "optim.lr=0.5", "--max-epochs", "3"])
+    assert result.exit_code == 0, result.output
+    assert result.output == load_recipe(child, ["optim.lr=0.5", "train.epochs=3"]).to_toml()
+    printed = tomllib.loads(result.output)
+    assert printed["model"] == {"name": "bilstm_max", "hidden": 16}
+    assert printed["optim"]["lr"] == 0.5 and printed["train"]["epochs"] == 3
+    assert not (tmp_path / "runs").exists() and not Path("runs/child").exists()

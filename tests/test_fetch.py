@@ -121,9 +121,18 @@ def _write_manifest(folder: Path, name: str, files: list[dict[str, Any]]) -> Non
     for spec in files:
         lines.append("[[files]]")
         for key, value in spec.items():
-            lines.append(f"{key} = {json.dumps(value)}")
+            lines.append(f"{key} = {_toml(value)}")
         lines.append("")
     (folder / f"{name}.toml").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: JSON for scalars and lists of them, inline tables for dicts."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value)
 
 
 def _sha(data: bytes) -> str:
@@ -246,7 +255,7 @@ def test_zip_download_is_extracted_and_covers_its_splits(server: Server, manifes
     _write_manifest(manifests, "web", [
         {"path": "set.zip", "url": server.url + "/set.zip", "sha256": _sha(data),
          "archive": "zip", "splits": ["train", "dev"],
-         "members": ["set/train.jsonl", "set/dev.jsonl"]},
+         "members": [{"path": "set/train.jsonl"}, {"path": "set/dev.jsonl"}]},
         {"path": "set/dev.jsonl.gz", "url": server.url + "/never.gz", "splits": ["dev"]},
     ])
     report = fetch.fetch_dataset("web")

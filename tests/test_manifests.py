@@ -107,7 +107,7 @@ def test_variant_files_are_declared() -> None:
         manifest = load_manifest(name)
         known = {s.path for s in manifest.files}
         for spec in manifest.files:
-            known.update(spec.members)
+            known.update(member.path for member in spec.members)
         known |= {p + ".gz" for p in known} | {p[:-3] for p in known if p.endswith(".gz")}
         for variant in manifest.variants.values():
             for split in variant.splits.values():
@@ -121,4 +121,67 @@ def test_unknown_key_is_named() -> None:
     raw = {"name": "x", "title": "x", "task": "ranking", "reader": "x",
            "files": [{"path": "a", "sha": "typo"}]}
     with pytest.raises(ConfigError, match=r"files\[0\].*'sha'"):
+        parse_manifest(raw, "x.toml")
+
+
+def _trecqa_raw() -> dict:
+    return io.read_toml(Path(__file__).resolve().parents[1] / "data_manifests" / "trecqa.toml")
+
+
+def test_misspelt_reader_option_is_an_error_at_load_time() -> None:
+    """``no_postive`` used to be ignored silently, turning raw TrecQA's MAP convention from
+    "zero" into the default "skip"; now the manifest does not load, naming the table and key."""
+    raw = _trecqa_raw()
+    del raw["variants"]["raw"]["no_positive"]
+    raw["variants"]["raw"]["no_postive"] = "zero"
+    with pytest.raises(ConfigError) as excinfo:
+        parse_manifest(raw, "trecqa.toml")
+    assert excinfo.value.message == "trecqa.toml: [variants.raw] no_postive: unknown key " \
+                                    "'no_postive'"
+    assert "no_positive" in (excinfo.value.hint or "")  # the allowed keys are listed
+    # per split too, and an option of another reader is not an option of this one
+    raw = _trecqa_raw()
+    raw["variants"]["clean"]["splits"]["dev"]["group_size"] = 10  # ubuntu's option
+    with pytest.raises(ConfigError, match=r"\[variants\.clean\.splits\.dev\] group_size: "
+                                          r"unknown key 'group_size'"):
+        parse_manifest(raw, "trecqa.toml")
+
+
+@pytest.mark.parametrize(("table", "key", "value", "allowed"), [
+    (("variants", "raw"), "no_positive", "zro", "expected one of skip, zero, error"),
+    (("variants", "raw", "splits", "test"), "format", "xml", "'jacana_xml', 'jsonl' or 'toks'"),
+    (("variants", "raw"), "clean", "yes", "expected true or false"),
+    (("variants", "raw", "splits", "dev", "expected"), "pairs", "1148", "expected an integer"),
+])
+def test_wrong_option_value_names_value_and_what_is_allowed(
+        table: tuple[str, ...], key: str, value: object, allowed: str) -> None:
+    raw = _trecqa_raw()
+    target = raw
+    for part in table:
+        target = target[part]
+    target[key] = value
+    with pytest.raises(ConfigError) as excinfo:
+        parse_manifest(raw, "trecqa.toml")
+    message = excinfo.value.message
+    assert message.startswith(f"trecqa.toml: [{'.'.join(table)}] {key}: {value!r}: "), message
+    assert allowed in message
+
+
+def test_file_entries_are_checked() -> None:
+    raw = _trecqa_raw()
+    raw["files"][2]["sha256"] = "ABC"
+    with pytest.raises(ConfigError, match=r"\[files\[2\]\] sha256: 'ABC': expected 64 "):
+        parse_manifest(raw, "trecqa.toml")
+    raw = _trecqa_raw()
+    raw["files"][0]["members"] = [{"path": "x.txt"}]  # a plain file has no members
+    with pytest.raises(ConfigError, match=r"\[files\[0\]\] members: .*only an archive"):
+        parse_manifest(raw, "trecqa.toml")
+
+
+@pytest.mark.parametrize("path", ["../x", "/etc/passwd", ".fetched.json", "a/../../b", ""])
+def test_paths_stay_inside_the_raw_folder(path: str) -> None:
+    """No file, member or split file may name fetch's record or leave raw/<name>/."""
+    raw = {"name": "x", "title": "x", "task": "ranking", "reader": "x",
+           "files": [{"path": "a.zip", "archive": "zip", "members": [{"path": path}]}]}
+    with pytest.raises(ConfigError, match=r"\[files\[0\]\.members\[0\]\] path: .*relative path"):
         parse_manifest(raw, "x.toml")

@@ -17,15 +17,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from torch import nn
 from typer.testing import CliRunner
 
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
+from pairrepro.report import cells as cl
+from pairrepro.report import numbers as nb
+from pairrepro.report import paper_tables as pt
+from pairrepro.report import recipe_index as ri
 from pairrepro.report import render as rd
-from pairrepro.report import tables as tb
 from pairrepro.report.figures import series_points
+from pairrepro.report.model_facts import MODEL_FACTS
 from pairrepro.report.plan import load_bench_figures, plan_tables, render_plan
+from pairrepro.train import run_folder as rf
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -82,10 +86,12 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                ("trecqa", "ranking", "true"), ("yahoo", "ranking", "false")):
         (tmp_path / "manifests" / f"{name}.toml").write_text(
             MANIFEST.format(name=name, task=task, public=public))
-    # snli is prepared, trecqa and yahoo are not
+    # snli is prepared, trecqa and yahoo are not; as `pairrepro preprocess` does, the default
+    # variant's folder is also linked as prepared/snli (what a recipe without a variant loads)
     prepared = tmp_path / "home" / "prepared" / "snli-raw"
     prepared.mkdir(parents=True)
     (prepared / "DONE").write_text("")
+    (prepared.parent / "snli").symlink_to("snli-raw", target_is_directory=True)
     return tmp_path
 
 
@@ -93,11 +99,11 @@ def add_recipe(env: Path, name: str, text: str) -> None:
     (env / "recipes" / f"{name}.toml").write_text(text)
 
 
-def evaluate(paper: str, table: int) -> tb.EvalTable:
-    return tb.evaluate_paper(paper, Path("runs"), table)[0]
+def evaluate(paper: str, table: int) -> cl.EvalTable:
+    return cl.evaluate_paper(paper, Path("runs"), table)[0]
 
 
-def cell(ev: tb.EvalTable, label: str, column: str, nth: int = 0) -> tb.Cell:
+def cell(ev: cl.EvalTable, label: str, column: str, nth: int = 0) -> cl.Cell:
     rows = [r for r in ev.rows if r.row.label == label]
     return next(c for c in rows[nth].cells if c.column == column)
 
@@ -109,13 +115,13 @@ def test_every_paper_loads_with_its_tables() -> None:
     expected = {"clstm": [1, 2, 4], "dflstm": [1, 2, 4], "mvlstm": [2, 3, 5],
                 "csran": [2, 3, 4, 5, 6, 7, 8], "cin": [2, 3, 4, 5]}
     for name, numbers in expected.items():
-        paper = tb.load_paper(name)
+        paper = pt.load_paper(name)
         assert [t.number for t in paper.tables] == numbers
-    assert len(tb.load_paper("csran").figures) == 2
+    assert len(pt.load_paper("csran").figures) == 2
     # row counts as printed (spec tables), footnote rows included
-    assert len(tb.load_paper("clstm").table(2).rows) == 12
-    assert len(tb.load_paper("cin").table(2).rows) == 14
-    assert len(tb.load_paper("csran").table(7).rows) == 7
+    assert len(pt.load_paper("clstm").table(2).rows) == 12
+    assert len(pt.load_paper("cin").table(2).rows) == 14
+    assert len(pt.load_paper("csran").table(7).rows) == 7
 
 
 def test_invalid_table_file_names_file_and_key(tmp_path: Path) -> None:
@@ -125,49 +131,43 @@ def test_invalid_table_file_names_file_and_key(tmp_path: Path) -> None:
                    '[[tables.blocks]]\nrows = [{label = "M", values = {b = "1.0"}}]\n')
     with pytest.raises(ConfigError, match=r"x\.toml: tables\[0\] \(Table 2\) blocks\[0\] "
                                           r"rows\[0\] 'M': values: unknown column 'b'"):
-        tb.load_paper_file(bad)
+        pt.load_paper_file(bad)
     bad.write_text(bad.read_text().replace('{b = "1.0"}', '{a = 1.0}'))
     with pytest.raises(ConfigError, match="published values are strings"):
-        tb.load_paper_file(bad)
+        pt.load_paper_file(bad)
     bad.write_text(bad.read_text().replace('metric = "test.accuracy"', 'metric = "accuracy"'))
     with pytest.raises(ConfigError, match=r"<split>\.<metric>"):
-        tb.load_paper_file(bad)
+        pt.load_paper_file(bad)
 
 
 # ----------------------------------------------------------------------------- numbers
 
 
 def test_number_formatting_follows_the_paper() -> None:
-    pct = tb.Column("a", "A", unit="%", decimals=1)
-    frac = tb.Column("b", "B", unit="fraction", decimals=4, leading_zero=False)
-    assert tb.format_number(84.25, pct) == "84.2"  # banker's-free: float repr 84.25 -> 84.2
-    assert tb.format_number(84.26, pct) == "84.3"
-    assert tb.format_number(0.89124, frac) == ".8912"
-    assert tb.format_number(-0.0123, frac, signed=True) == "−.0123"
-    assert tb.format_number(0.3, pct, signed=True) == "+0.3"
-    assert tb.parse_published("5E−5") == pytest.approx(5e-5)
-    assert tb.parse_published("77.5K") == 77500
-    assert tb.parse_published("-") is None
-    assert tb.format_count(77500) == "77.5K" and tb.format_count(190000) == "190K"
+    pct = pt.Column(key="a", header="A", unit="%", decimals=1)
+    frac = pt.Column(key="b", header="B", unit="fraction", decimals=4, leading_zero=False)
+    assert nb.format_number(84.25, pct) == "84.2"  # banker's-free: float repr 84.25 -> 84.2
+    assert nb.format_number(84.26, pct) == "84.3"
+    assert nb.format_number(0.89124, frac) == ".8912"
+    assert nb.format_number(-0.0123, frac, signed=True) == "−.0123"
+    assert nb.format_number(0.3, pct, signed=True) == "+0.3"
+    assert nb.parse_published("5E−5") == pytest.approx(5e-5)
+    assert nb.parse_published("77.5K") == 77500
+    assert nb.parse_published("-") is None
+    assert nb.format_count(77500) == "77.5K" and nb.format_count(190000) == "190K"
     # inferred from the printed strings
-    mv = tb.load_paper("mvlstm").table(3).columns[0]
+    mv = pt.load_paper("mvlstm").table(3).columns[0]
     assert (mv.decimals, mv.leading_zero) == (3, True)
-    cin4 = tb.load_paper("cin").table(4).columns[0]
+    cin4 = pt.load_paper("cin").table(4).columns[0]
     assert cin4.decimals == 2
 
 
 def test_label_normalisation_drops_citations_and_spaces() -> None:
-    n = tb.normalise_label
+    n = ri.normalise_label
     assert n("MV-LSTM(k=3)") == n("MV-LSTM (k=3)") == n("MV-LSTM ( $k$ =3)")
     assert n("single LSTM (Rocktäschel et al., 2015)") == n("single LSTM")
     assert n("ESIM (Chen et al., 2017a) (Ensemble)") == n("ESIM (Ensemble)")
     assert n("TC-LSTMs (Single Direction)") != n("TC-LSTMs")
-
-
-def test_count_weight_params_excludes_embeddings_and_biases() -> None:
-    model = nn.Sequential(nn.Embedding(1000, 100), nn.Linear(100, 50), nn.LSTM(50, 20))
-    # by hand: Linear 100*50; LSTM weight_ih 80*50 + weight_hh 80*20; no biases, no embedding
-    assert tb.count_weight_params(model) == 100 * 50 + 80 * 50 + 80 * 20
 
 
 # ----------------------------------------------------------------------------- statuses
@@ -190,26 +190,26 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     write_run(env / "runs", "lc4", 1, {}, status="failed")
     ev = evaluate("clstm", 2)
     c = cell(ev, "four stacked TC-LSTMs", "test")
-    assert c.status == tb.REPRODUCED and c.seeds == [1, 2, 3]
+    assert c.status == cl.REPRODUCED and c.seeds == [1, 2, 3]
     assert c.mean == pytest.approx((84.2 + 85.0 + 86.0) / 3)
     assert c.reproduced_text == "85.1 ± 0.9"  # std of (84.2, 85, 86) = 0.9018
     assert c.delta_text == "−0.0"
     assert cell(ev, "four stacked TC-LSTMs", "test").bold
     off = cell(ev, "TC-LSTMs", "test")
-    assert off.status == tb.OFF and off.delta_text == "−11.6"
-    assert cell(ev, "LC-LSTMs", "test").status == tb.RUNNING
-    assert cell(ev, "four stacked LC-LSTMs", "test").status == tb.FAILED
+    assert off.status == cl.OFF and off.delta_text == "−11.6"
+    assert cell(ev, "LC-LSTMs", "test").status == cl.RUNNING
+    assert cell(ev, "four stacked LC-LSTMs", "test").status == cl.FAILED
     not_run = cell(ev, "LC-LSTMs (Single Direction)", "test")
-    assert not_run.status == tb.NOT_RUN and "pairrepro train" in not_run.detail
+    assert not_run.status == cl.NOT_RUN and "pairrepro train" in not_run.detail
     missing = cell(ev, "TC-LSTMs (Single Direction)", "test")
-    assert missing.status == tb.DATA_MISSING
+    assert missing.status == cl.DATA_MISSING
     assert missing.detail.startswith("pairrepro fetch trecqa --mirror DIR")
     gated = cell(ev, "NBOW", "test")
-    assert gated.status == tb.DATA_MISSING and "not public" in gated.detail
-    assert cell(ev, "single LSTM", "test").status == tb.NOT_REPRODUCIBLE
+    assert gated.status == cl.DATA_MISSING and "not public" in gated.detail
+    assert cell(ev, "single LSTM", "test").status == cl.NOT_REPRODUCIBLE
     assert "Rocktäschel" in cell(ev, "single LSTM", "test").detail
-    assert cell(ev, "stacked attention-based LSTM", "test").status == tb.NOT_REPRODUCIBLE
-    assert cell(ev, "NBOW", "k").status == tb.INFO
+    assert cell(ev, "stacked attention-based LSTM", "test").status == cl.NOT_REPRODUCIBLE
+    assert cell(ev, "NBOW", "k").status == cl.INFO
     # the run link: directory, commit, seeds and chosen epochs
     md = rd.to_markdown(ev)
     assert "[85.1 ± 0.9 (−0.0) ✓](runs/tc4)" in md
@@ -228,7 +228,7 @@ def test_dead_or_interrupted_runs_are_stale_not_running(env: Path) -> None:
         result = json.loads((d / "result.json").read_text())
         (d / "result.json").write_text(json.dumps({**result, "pid": pid, "host": where}))
     for name, (_, _, status) in cases.items():
-        (run,) = tb.find_runs(Path("runs"), name)
+        (run,) = rf.find_runs(Path("runs"), name)
         assert run.status == status, name
     # the report: a dead run is stale with the command that continues it; so is Ctrl-C
     add_recipe(env, "lc1", recipe_text([("clstm", 2, "LC-LSTMs")]))
@@ -238,7 +238,7 @@ def test_dead_or_interrupted_runs_are_stale_not_running(env: Path) -> None:
     ev = evaluate("clstm", 2)
     for label, why in (("TC-LSTMs", "process gone"), ("LC-LSTMs", "interrupted")):
         c = cell(ev, label, "test")
-        assert c.status == tb.STALE, (label, c.status)
+        assert c.status == cl.STALE, (label, c.status)
         assert why in c.detail and c.detail.endswith(".toml --resume"), c.detail
     assert "stale" in rd.to_markdown(ev)
 
@@ -248,10 +248,10 @@ def test_tolerance_boundary_and_fraction_columns(env: Path) -> None:
     # MAP exactly 0.01 below 0.854 is still reproduced; MRR 0.02 above is off
     write_run(env / "runs", "cs", 1, {"test": {"map": 0.844, "mrr": 0.955}})
     ev = evaluate("csran", 6)
-    assert cell(ev, "CSRAN", "map").status == tb.REPRODUCED
+    assert cell(ev, "CSRAN", "map").status == cl.REPRODUCED
     assert cell(ev, "CSRAN", "map").reproduced_text == "0.844"
     assert cell(ev, "CSRAN", "map").delta_text == "−0.010"
-    assert cell(ev, "CSRAN", "mrr").status == tb.OFF
+    assert cell(ev, "CSRAN", "mrr").status == cl.OFF
     assert cell(ev, "CSRAN", "mrr").delta_text == "+0.020"
 
 
@@ -259,8 +259,8 @@ def test_no_published_value_and_cited_label(env: Path) -> None:
     add_recipe(env, "arc1", recipe_text([("mvlstm", 5, "ARC-I (Hu et al., 2014)")]))
     write_run(env / "runs", "arc1", 1, {"test": {"p_at_1": 0.5, "mrr": 0.7}})
     ev = evaluate("mvlstm", 5)
-    assert cell(ev, "ARC-I", "mrr").status == tb.NEW
-    assert cell(ev, "ARC-I", "p1").status == tb.OFF  # 0.500 vs 0.475: +0.025 > 0.01
+    assert cell(ev, "ARC-I", "mrr").status == cl.NEW
+    assert cell(ev, "ARC-I", "p1").status == cl.OFF  # 0.500 vs 0.475: +0.025 > 0.01
 
 
 def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
@@ -273,17 +273,17 @@ def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
     ev = evaluate("csran", 6)
     assert [r.row.label for r in ev.rows][-2:] == ["CSRAN", "BM25"]
     bm25 = next(r for r in ev.rows if r.row.label == "BM25")
-    assert bm25.row.block == tb.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
-    assert cell(ev, "BM25", "map").status == tb.NEW
+    assert bm25.row.block == cl.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
+    assert cell(ev, "BM25", "map").status == cl.NEW
     assert cell(ev, "BM25", "map").reproduced_text == "0.687"
     assert cell(ev, "BM25", "map").published == ""
     md = rd.to_markdown(ev)
     assert "| BM25 |  | [0.687](runs/bm25_trec) |  | [0.797](runs/bm25_trec) |" in md
     assert "models run here for comparison" in md
-    paper = tb.load_paper("csran")
-    index = tb.load_recipe_index()
-    assert tb.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
-    assert tb.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
+    paper = pt.load_paper("csran")
+    index = ri.load_recipe_index()
+    assert cl.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
+    assert cl.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
     items = plan_tables([(paper, paper.table(6))], index, Path("runs"), comparisons=True)
     assert sorted(i.recipe for i in items) == ["bm25_trec", "cs_trec"]
     assert evaluate("csran", 5).rows[-1].row.label == "CSRAN"  # other tables: unchanged
@@ -296,10 +296,10 @@ def test_mixed_dataset_columns_pick_the_recipe_of_their_dataset(env: Path) -> No
     write_run(env / "runs", "abl_trec", 1, {"dev": {"map": 0.80, "mrr": 0.85}})
     ev = evaluate("csran", 8)
     assert cell(ev, "w/o MAR", "snli").recipe == "abl_snli"
-    assert cell(ev, "w/o MAR", "snli").status == tb.REPRODUCED
+    assert cell(ev, "w/o MAR", "snli").status == cl.REPRODUCED
     assert cell(ev, "w/o MAR", "trec_map").recipe == "abl_trec"
     assert cell(ev, "w/o MAR", "trec_map").reproduced_text == "0.80"
-    assert cell(ev, "w/o MAR", "scitail").status == tb.NO_RECIPE
+    assert cell(ev, "w/o MAR", "scitail").status == cl.NO_RECIPE
 
 
 def test_hparam_table_compares_recipe_values(env: Path) -> None:
@@ -308,44 +308,44 @@ def test_hparam_table_compares_recipe_values(env: Path) -> None:
     text += "[optim]\nlr = 0.005\nl2 = 2e-5\n[embeddings]\ndim = 100\n"
     add_recipe(env, "tc4", text)
     ev = evaluate("clstm", 1)
-    assert cell(ev, "Embedding size", "rte").status == tb.REPRODUCED
-    assert cell(ev, "Initial learning rate", "rte").status == tb.REPRODUCED
-    assert cell(ev, "Regularization", "rte").status == tb.OFF  # 2e-5 vs 1E-5
-    assert cell(ev, "Pooling (p, q)", "rte").status == tb.REPRODUCED
-    assert cell(ev, "Hidden layer size", "mqa").status == tb.NO_RECIPE
+    assert cell(ev, "Embedding size", "rte").status == cl.REPRODUCED
+    assert cell(ev, "Initial learning rate", "rte").status == cl.REPRODUCED
+    assert cell(ev, "Regularization", "rte").status == cl.OFF  # 2e-5 vs 1E-5
+    assert cell(ev, "Pooling (p, q)", "rte").status == cl.REPRODUCED
+    assert cell(ev, "Hidden layer size", "mqa").status == cl.NO_RECIPE
 
 
 def test_paper_settings_resolve_in_the_real_recipes(tmp_path: Path) -> None:
     """Every recipe setting a paper TOML names must exist in the shipped recipes (model
     defaults included): hparams rows (C-LSTM and DF-LSTM Table 1 must match the paper), the
     figures' x and series keys, and the x of a plotted table (MV-LSTM Table 2: model.k)."""
-    index = tb.load_recipe_index()
-    for name in tb.PAPERS:
-        paper = tb.load_paper(name)
+    index = ri.load_recipe_index()
+    for name in pt.PAPERS:
+        paper = pt.load_paper(name)
         for table in paper.tables:
             if table.kind != "hparams":
                 continue
-            ev = tb.evaluate_table(paper, table, tmp_path, index)
+            ev = cl.evaluate_table(paper, table, tmp_path, index)
             for row in ev.rows:
                 for c in row.cells:
                     where = (name, table.number, row.row.label, c.column, c.detail)
                     assert c.recipe and c.reproduced_text != "not set", where
-                    assert c.status == tb.REPRODUCED, where
+                    assert c.status == cl.REPRODUCED, where
         for figure in paper.figures:
             for series in figure.series:
                 model = series["match"]["model.name"]
                 recipes = [r for r in index.recipes.values() if r.model.name == model]
                 assert recipes, (name, figure.number, model)
                 for recipe in recipes:
-                    flat = tb.settings(recipe.to_dict())
+                    flat = ri.settings(recipe.to_dict())
                     missing = {figure.x, *series["match"]} - set(flat)
                     assert not missing, (name, figure.number, recipe.name, missing)
-    table2 = tb.load_paper("mvlstm").table(2)
+    table2 = pt.load_paper("mvlstm").table(2)
     plotted = [row for row in table2.rows if row.x is not None]
     assert len(plotted) == 4
     for row in plotted:
         (recipe,) = index.for_row("mvlstm", 2, row.label)
-        assert tb.settings(index.recipes[recipe].to_dict())["model.k"] == row.x, recipe
+        assert ri.settings(index.recipes[recipe].to_dict())["model.k"] == row.x, recipe
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -354,8 +354,8 @@ def test_paper_settings_resolve_in_the_real_recipes(tmp_path: Path) -> None:
 def test_every_table_renders_in_every_format(env: Path) -> None:
     # one recipe per paper table, each with a finished run at the published value of its
     # first numeric row, so every format shows reproduced cells
-    for paper_name in tb.PAPERS:
-        paper = tb.load_paper(paper_name)
+    for paper_name in pt.PAPERS:
+        paper = pt.load_paper(paper_name)
         for table in paper.tables:
             if table.kind == "hparams":
                 continue
@@ -364,21 +364,21 @@ def test_every_table_renders_in_every_format(env: Path) -> None:
             add_recipe(env, name, recipe_text([(paper_name, table.number, row.label)]))
             metrics: dict[str, dict[str, float]] = {}
             for col in table.columns:
-                value = tb.parse_published(row.values.get(col.key, ""))
+                value = nb.parse_published(row.values.get(col.key, ""))
                 mine = col.dataset in ("", "snli")  # the recipe's dataset
                 if col.kind == "metric" and value is not None and mine:
                     frac = value / 100 if col.unit == "%" else value
                     metrics.setdefault(col.split, {})[col.metric_name] = frac
             write_run(env / "runs", name, 1, metrics)
-    for paper_name in tb.PAPERS:
-        for ev in tb.evaluate_paper(paper_name, Path("runs")):
+    for paper_name in pt.PAPERS:
+        for ev in cl.evaluate_paper(paper_name, Path("runs")):
             outputs = {fmt: rd.render(ev, fmt) for fmt in rd.FORMATS}
             for row in ev.table.rows:
                 for value in row.values.values():
                     if value != "-":
                         assert value in outputs["md"], (ev.table.name, value)
             if ev.table.kind != "hparams":
-                assert ev.counts().get(tb.REPRODUCED, 0) >= 1, ev.table.name
+                assert ev.counts().get(cl.REPRODUCED, 0) >= 1, ev.table.name
             assert outputs["latex"].count(r"\begin{table}") == 1
             assert outputs["html"].count("<tr") == len(ev.rows) + 1
             assert ev.table.caption.split()[0] in outputs["term"]
@@ -411,8 +411,8 @@ def test_golden_markdown_and_latex(env: Path, paper: str, table: int) -> None:
 def test_plan_estimates_gpu_hours_from_bench_figures(env: Path) -> None:
     add_recipe(env, "cs", recipe_text([("csran", 2, "CSRAN")], model="csran"))
     write_run(env / "runs", "cs", 1, {"test": {"accuracy": 0.88}})  # seed 1 done, 2 to go
-    paper = tb.load_paper("csran")
-    items = plan_tables([(paper, paper.table(2))], tb.load_recipe_index(), Path("runs"),
+    paper = pt.load_paper("csran")
+    items = plan_tables([(paper, paper.table(2))], ri.load_recipe_index(), Path("runs"),
                         figures={"csran": {"pairs_per_s": 100.0, "source": "test"}})
     (item,) = items
     assert item.seeds_done == [1] and item.seeds_todo == [2]
@@ -428,11 +428,11 @@ def test_plan_estimates_gpu_hours_from_bench_figures(env: Path) -> None:
 def test_plan_keeps_cpu_and_gpu_hours_apart(env: Path, tmp_path: Path) -> None:
     add_recipe(env, "cs", recipe_text([("csran", 2, "CSRAN")], model="csran"))
     add_recipe(env, "es", recipe_text([("csran", 2, "ESIM")], model="esim"))
-    paper = tb.load_paper("csran")
+    paper = pt.load_paper("csran")
     figures = {"csran": {"pairs_per_s": 5.0, "hardware": "cpu", "source": "cpu bench"},
                "esim": {"pairs_per_s": 400.0, "hardware": "gpu", "source": "gpu bench"}}
     items = {it.recipe: it for it in plan_tables(
-        [(paper, paper.table(2))], tb.load_recipe_index(), Path("runs"), figures=figures)}
+        [(paper, paper.table(2))], ri.load_recipe_index(), Path("runs"), figures=figures)}
     # 2 seeds x 2 epochs x 1000 pairs: 4000 / 5 = 800 s on CPU, 4000 / 400 = 10 s on GPU
     assert items["cs"].cpu_hours == pytest.approx(800 / 3600) and items["cs"].gpu_hours is None
     assert items["es"].gpu_hours == pytest.approx(10 / 3600) and items["es"].cpu_hours is None
@@ -467,7 +467,7 @@ def test_cli_report_reproduce_and_figures(env: Path) -> None:
         config = (f'[data]\ndataset = "scitail"\n[model]\nname = "csran"\nuse_csra = true\n'
                   f"layers = {layers}\n")
         write_run(env / "runs", f"csran_l{layers}", 1, {"dev": {"accuracy": acc}}, config=config)
-    points = series_points(tb.load_paper("csran").figures[0], tb.all_runs(Path("runs")))
+    points = series_points(pt.load_paper("csran").figures[0], rf.all_runs(Path("runs")))
     assert points["CSRA"] == [(1.0, 85.0, 0.0), (3.0, 88.0, 0.0)]
     result = runner.invoke(app, ["report", "figures", "--figures", "figs"])
     assert result.exit_code == 0, result.output
@@ -503,8 +503,8 @@ def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
     """Each row's printed values must appear together on one line (or on the line after the
     label, where the conversion breaks a cell) near the table's caption; footnote rows must
     quote the paper verbatim, value included. Catches typos in the TOMLs."""
-    for name in tb.PAPERS:
-        paper = tb.load_paper(name)
+    for name in pt.PAPERS:
+        paper = pt.load_paper(name)
         text = (shared_dir / "papers" / paper.source).read_text(encoding="utf-8")
         lines = text.splitlines()
         flat_text = re.sub(r"\s+", " ", text)
@@ -580,6 +580,151 @@ def test_plan_counts_the_pairs_an_epoch_really_has(env: Path) -> None:
     extra = '[task]\ntype = "ranking"\nloss = "pointwise"\nmax_negatives_per_query = 2'
     add_recipe(env, "cs_trec", recipe_text([("csran", 6, "CSRAN")], dataset="trecqa",
                                            model="csran", extra=extra))
-    paper = tb.load_paper("csran")
-    (item,) = plan_tables([(paper, paper.table(6))], tb.load_recipe_index(), Path("runs"))
+    paper = pt.load_paper("csran")
+    (item,) = plan_tables([(paper, paper.table(6))], ri.load_recipe_index(), Path("runs"))
     assert item.train_pairs == 8
+
+
+# ----------------------------------------------------------------------------- issue 12
+
+
+def test_paper_schema_errors_name_table_row_column_and_allowed(tmp_path: Path) -> None:
+    bad = tmp_path / "x.toml"
+    table = ('paper = "x"\ntitle = "t"\n[[tables]]\nnumber = 2\ncaption = "c"\n'
+             'columns = [{key = "a", header = "A", metric = "test.accuracy"}]\n'
+             '[[tables.blocks]]\nrows = [{label = "M", values = {a = "1.0"}}]\n')
+    bad.write_text(table.replace('values = {a = "1.0"}', 'values = {a = "1.0"}, colour = 1'))
+    with pytest.raises(ConfigError) as err:
+        pt.load_paper_file(bad)
+    assert err.value.message.startswith(f"{bad}: tables[0] (Table 2) blocks[0] rows[0] 'M': "
+                                        "colour: unknown key")
+    assert "label" in (err.value.hint or "")  # the keys a row allows
+    bad.write_text(table.replace('metric = "test.accuracy"',
+                                 'metric = "test.accuracy", unit = "percent"'))
+    with pytest.raises(ConfigError) as err:
+        pt.load_paper_file(bad)
+    assert err.value.message.startswith(f"{bad}: tables[0] (Table 2): columns[0] unit: "
+                                        "'percent': ")
+    assert "'%'" in err.value.message and "'fraction'" in err.value.message
+    bad.write_text(table.replace('values = {a = "1.0"}', 'values = {a = "1.0"}, bold = ["z"]'))
+    with pytest.raises(ConfigError, match=r"rows\[0\] 'M': bold/best: unknown column 'z' "
+                                          r"\(columns: a\)"):
+        pt.load_paper_file(bad)
+
+
+def _damage(folder: Path) -> None:
+    (folder / "result.json").write_text('{"status": "finished", ')
+
+
+def test_damaged_run_shows_as_damaged_and_the_rest_renders(env: Path) -> None:
+    add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
+    add_recipe(env, "tc1", recipe_text([("clstm", 2, "TC-LSTMs")]))
+    write_run(env / "runs", "tc4", 1, {"test": {"accuracy": 0.851}})
+    _damage(write_run(env / "runs", "tc4", 2, {"test": {"accuracy": 0.9}}))
+    _damage(write_run(env / "runs", "tc1", 1, {"test": {"accuracy": 0.816}}))
+    ev = evaluate("clstm", 2)
+    # one seed finished, one damaged: the number stands on the finished seed, the note says
+    good = cell(ev, "four stacked TC-LSTMs", "test")
+    assert good.status == cl.REPRODUCED and good.seeds == [1]
+    assert "1 seed(s) damaged: runs/tc4/seed-2/result.json: not valid JSON" in good.detail
+    bad = cell(ev, "TC-LSTMs", "test")
+    assert bad.status == cl.DAMAGED
+    assert bad.detail.startswith("runs/tc1/seed-1/result.json: not valid JSON")
+    md = rd.to_markdown(ev)
+    assert "damaged [" in md and "runs/tc1/seed-1/result.json: not valid JSON" in md
+    # report runs: the damaged folders are lines naming the file, the finished run is listed
+    result = CliRunner().invoke(app, ["report", "runs", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert "| `runs/tc4/seed-1` | " in result.output
+    assert "| `runs/tc1/seed-1` | damaged: runs/tc1/seed-1/result.json: not valid JSON" \
+        in result.output
+    term = CliRunner().invoke(app, ["report", "runs"])  # the rich table (80 columns: cut)
+    assert term.exit_code == 0 and "dam" in term.output, term.output
+    # a damaged metrics.jsonl of a finished run: that line is damaged, naming file and line
+    (env / "runs" / "tc4" / "seed-1" / "metrics.jsonl").write_text('{"epoch": 1}\n{oops\n')
+    lines = json.loads(CliRunner().invoke(app, ["--json", "report", "runs"]).output)
+    assert {x["run"]: x["status"] for x in lines} == {
+        "runs/tc1/seed-1": "damaged", "runs/tc4/seed-1": "damaged", "runs/tc4/seed-2": "damaged"}
+    assert next(x for x in lines if x["run"] == "runs/tc4/seed-1")["problem"].startswith(
+        "runs/tc4/seed-1/metrics.jsonl:2: not valid JSON")
+
+
+def test_data_counts_as_prepared_only_with_its_done_marker(env: Path) -> None:
+    """The report's rule is the loader's: parquet files without DONE are an unfinished
+    preprocess, so the row needs data, not training."""
+    from pairrepro.data.prepared import data_status
+
+    half = env / "home" / "prepared" / "trecqa"
+    half.mkdir(parents=True)
+    (half / "train.parquet").write_bytes(b"PAR1")
+    add_recipe(env, "tcs", recipe_text([("clstm", 2, "TC-LSTMs (Single Direction)")],
+                                       dataset="trecqa"))
+    assert data_status("trecqa") == (False, "pairrepro fetch trecqa --mirror DIR && "
+                                            "pairrepro preprocess trecqa")
+    assert cell(evaluate("clstm", 2), "TC-LSTMs (Single Direction)", "test").status == \
+        cl.DATA_MISSING
+    (half / "DONE").write_text("")
+    assert data_status("trecqa") == (True, "")
+    assert cell(evaluate("clstm", 2), "TC-LSTMs (Single Direction)", "test").status == \
+        cl.NOT_RUN
+
+
+def test_parameter_counts_come_from_runs_or_the_committed_file(env: Path) -> None:
+    """θ_M without building a model: a run's manifest (parameters.weights) first, else
+    bench/model_facts.json (keyed by recipe name), else a note saying how to get one."""
+    add_recipe(env, "tc_lstm_1dir", recipe_text([("clstm", 2, "TC-LSTMs (Single Direction)")]))
+    add_recipe(env, "tc1", recipe_text([("clstm", 2, "TC-LSTMs")]))
+    add_recipe(env, "lc1", recipe_text([("clstm", 2, "LC-LSTMs")]))
+    d = write_run(env / "runs", "tc1", 1, {"test": {"accuracy": 0.8}})
+    (d / "manifest.json").write_text(json.dumps({"parameters": {"weights": 77_000}}))
+    ev = evaluate("clstm", 2)
+    from_run = cell(ev, "TC-LSTMs", "params")  # published 77.5K: 77.0K is within 5%
+    assert (from_run.status, from_run.reproduced_text) == (cl.REPRODUCED, "77K")
+    assert "runs/tc1/seed-1/manifest.json" in from_run.detail
+    committed = json.loads(MODEL_FACTS.read_text(encoding="utf-8"))["weights"]
+    from_file = cell(ev, "TC-LSTMs (Single Direction)", "params")
+    assert from_file.mean == committed["tc_lstm_1dir"]
+    assert "bench/model_facts.json" in from_file.detail
+    unknown = cell(ev, "LC-LSTMs", "params")
+    assert unknown.status == cl.NOT_RUN and "python bench/model_facts.py" in unknown.detail
+
+
+def test_global_flags_work_after_the_command(env: Path) -> None:
+    """--json / --quiet are accepted before or after the sub-command, with the same output;
+    an option's value that looks like a flag stays that option's value."""
+    write_run(env / "runs", "cs_trec", 1, {"test": {"map": 0.8, "mrr": 0.9}})
+    runner = CliRunner()
+    for before, after in (
+        (["--json", "report", "runs"], ["report", "runs", "--json"]),
+        (["--json", "report", "cin", "--table", "5"], ["report", "cin", "--table", "5", "--json"]),
+        (["--json", "report", "paper", "cin", "-t", "5"], ["report", "cin", "--json", "-t", "5"]),
+        (["--json", "eval", "no_such_run", "--split", "test"],
+         ["eval", "no_such_run", "--split", "test", "--json"]),
+        (["--json", "train", "no_such_recipe"], ["train", "no_such_recipe", "--json"]),
+        (["--json", "-q", "datasets"], ["datasets", "-q", "--json"]),
+    ):
+        first, second = runner.invoke(app, before), runner.invoke(app, after)
+        assert first.exit_code == second.exit_code, (after, second.output)
+        assert json.loads(second.output) == json.loads(first.output), after
+    assert "error" in json.loads(runner.invoke(app, ["eval", "x", "--json"]).output)
+    # "--json" as the value of --dataset: filters on a dataset named so (none), no JSON
+    result = runner.invoke(app, ["report", "runs", "--dataset", "--json", "--format", "md"])
+    assert result.exit_code == 0 and result.output.startswith("| run |"), result.output
+
+
+def test_reproduce_passes_the_runs_folder_explicitly(env: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--runs reaches training as an argument; the environment is left alone."""
+    import pairrepro.train.runner as runner_module
+
+    calls: list[dict] = []
+    monkeypatch.setattr(runner_module, "train_recipe",
+                        lambda *args, **kwargs: calls.append(kwargs) or [])
+    add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
+    result = CliRunner().invoke(app, ["reproduce", "clstm", "--table", "2", "--runs", "elsewhere",
+                                      "--seeds", "1, 3", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert os.environ["PAIRREPRO_RUNS"] == "runs"
+    assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), True)]
+    bad = CliRunner().invoke(app, ["reproduce", "clstm", "--seeds", "1,x"])
+    assert bad.exit_code == 2 and "expected integers separated by commas" in bad.output

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import socket
 import statistics
 from pathlib import Path
 
@@ -90,7 +89,9 @@ def test_hinge_ranking_beats_chance(synth: Path) -> None:
 def test_pointwise_ranking_scores_are_class1_probabilities(synth: Path) -> None:
     """Pointwise ranking, with each epoch capped at 2 sampled negatives per query and the
     final train scoring capped at 100 pairs (whole queries)."""
-    (result,) = train_recipe(RANKING, ["task.loss=pointwise", "train.epochs=3",
+    # negatives: the hinge loss's key, at its default for the pointwise task
+    (result,) = train_recipe(RANKING, ["task.loss=pointwise", "task.negatives=1",
+                                       "train.epochs=3",
                                        "task.max_negatives_per_query=2",
                                        "train.score_train_pairs=100"], quiet=True)
     folder = run_dir("bilstm_max_ranking_synthetic")
@@ -165,10 +166,10 @@ def test_resume_after_a_crash_replays_from_the_step_checkpoint(
         train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=crash_at_step_6))
     saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 4  # the last step checkpoint before the crash
-    # the crash left "running" behind, with the process that wrote it (this one) to check
+    # an exception of any kind marks the run failed with the error (a kill -9, which
+    # nothing can catch, leaves "running" with its pid: test_faults.py checks that)
     left = json.loads((run_dir() / "result.json").read_text())
-    assert (left["status"], left["pid"], left["host"]) == ("running", os.getpid(),
-                                                           socket.gethostname())
+    assert left["status"] == "failed" and left["error"] == "RuntimeError: simulated kill"
     (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
     assert resumed["metrics"] == full["metrics"]
 
@@ -201,7 +202,9 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(synth: Path) -
     assert saved["progress"]["global_step"] == 4
     assert all(torch.isfinite(v).all() for v in saved["model"].values())
     with pytest.raises(TrainingError, match="non-finite"):
-        train_recipe(NLI, [*overrides, "optim.lr=inf"], quiet=True, force=True)
+        # weights that overflow (lr = inf, used before, is now refused by the schema)
+        train_recipe(NLI, [*overrides, "optim.init=uniform", "optim.init_range=1e38"],
+                     quiet=True, force=True)
 
 
 def test_refuses_to_overwrite_a_finished_run(synth: Path) -> None:
@@ -353,7 +356,7 @@ def test_test_only_words_stay_for_scorers_without_parameters(data_home: Path) ->
     embeddings (nothing could train it) but stays itself for BM25, which can match it."""
     from pairrepro.config import recipe_from_dict
     from pairrepro.data.prepared import write_prepared
-    from pairrepro.train.runner import load_task_data
+    from pairrepro.train.setup import load_task_data
 
     def frame(words: list[str], ids: list[int]) -> pd.DataFrame:
         return pd.DataFrame({"pair_id": ["p"], "group_id": ["q"], "left": [" ".join(words)],
@@ -375,24 +378,25 @@ def test_test_only_words_stay_for_scorers_without_parameters(data_home: Path) ->
 
 
 def test_corrupt_run_config_is_a_clear_error(tmp_path: Path) -> None:
-    """A run whose config.toml was damaged is named in the error, not a TOML traceback."""
-    from pairrepro.errors import ConfigError
-    from pairrepro.train.runner import load_run_model
+    """A run whose config.toml was damaged is named in the error, not a TOML traceback (a
+    damaged run folder: exit 3, as every file of it, run_folder.DamagedRunError)."""
+    from pairrepro.train.run_folder import DamagedRunError
+    from pairrepro.train.setup import load_run_model
 
     run = tmp_path / "runs" / "x" / "seed-1"
     run.mkdir(parents=True)
     (run / "config.toml").write_text("[data\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"config\.toml: not valid TOML"):
+    with pytest.raises(DamagedRunError, match=r"config\.toml: not valid TOML"):
         load_run_model(run, "best", ["test"])
 
 
 def test_pointwise_scores_do_not_saturate_into_ties() -> None:
     """Logit margins of 40 and 50 are both P(class 1) = 1.0 in floating point; ranked by the
     log-odds they stay apart (and in the order the probabilities would have)."""
-    from pairrepro.train.losses import outputs_to_scores
+    from pairrepro.tasks import POINTWISE_RANKING
 
     outputs = np.array([[0.0, 50.0], [0.0, 40.0], [1.0, 0.0]], dtype=np.float32)
     shifted = outputs - outputs.max(axis=1, keepdims=True)
     probs = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
     assert probs[0, 1] == probs[1, 1] == 1.0  # the tie the log-odds avoid
-    assert outputs_to_scores(outputs, "pointwise").tolist() == [50.0, 40.0, -1.0]
+    assert POINTWISE_RANKING.scores(outputs).tolist() == [50.0, 40.0, -1.0]

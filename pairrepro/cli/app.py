@@ -2,14 +2,76 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 from pairrepro import __version__
 from pairrepro.cli import data_cmds, embeddings_cmds, prepare_cmds, report_cmds, train_cmds
 from pairrepro.cli.common import STATE
 
+# global flags (no values) accepted anywhere before a ``--``
+GLOBAL_FLAGS = ("--quiet", "-q", "--json")
+
+
+# typer vendors its own click: commands and options are recognised by what they have
+def _option(command: Any, arg: str) -> Any:
+    """The option of ``command`` that ``arg`` (``--name`` or ``--name=value``) names."""
+    name = arg.split("=", 1)[0]
+    for param in command.params:
+        if param.param_type_name == "option" and name in (*param.opts, *param.secondary_opts):
+            return param
+    return None
+
+
+def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
+    """``args`` with every global flag moved in front of the command path, so that
+    ``pairrepro eval RUN --json`` means ``pairrepro --json eval RUN``.
+
+    The command path is followed as click will parse it, so the value of an option that takes
+    one (``--dataset --json`` names a dataset) stays where it is, and nothing after ``--``
+    moves."""
+    front: list[str] = []
+    rest: list[str] = []
+    command = group
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        i += 1
+        if arg in GLOBAL_FLAGS:
+            front.append(arg)
+            continue
+        rest.append(arg)
+        if arg.startswith("-") and arg != "-":
+            option = _option(command, arg)
+            if option is not None and not option.is_flag and not option.count \
+                    and "=" not in arg:
+                rest += args[i:i + option.nargs]  # the option's value(s), whatever they look like
+                i += option.nargs
+            continue
+        if hasattr(command, "get_command"):  # a sub-command name, or a default one's argument
+            sub = command.get_command(ctx, arg)
+            default = getattr(command, "default_command", None)
+            if sub is None and default:
+                sub = command.get_command(ctx, default)
+            command = sub or command
+    return front + rest
+
+
+class RootGroup(TyperGroup):
+    """The top-level group: global flags may follow the sub-command."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_flags(self, ctx, args))
+
+
 app = typer.Typer(
     name="pairrepro",
+    cls=RootGroup,
     help=(
         "Reproduce the result tables of five text-matching papers end to end.\n\n"
         "Examples:\n\n"
@@ -38,7 +100,8 @@ def main_options(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
     ),
 ) -> None:
-    """Global options, valid before any command (``pairrepro --quiet train ...``)."""
+    """Global options, before or after the command (``pairrepro --quiet train ...``,
+    ``pairrepro eval RUN --json``)."""
     STATE.quiet = quiet
     STATE.json = json_output
 

@@ -11,8 +11,9 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from pairrepro.errors import PairreproError
+from pairrepro.errors import ConfigError, PairreproError
 
 
 @dataclass
@@ -55,7 +56,9 @@ def handle_errors(fn: F) -> F:
                 emit_json({"error": exc.message, "hint": exc.hint,
                            "exit_code": exc.exit_code})
             else:
-                err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+                # escaped: messages name sections like "[optim]", which rich reads as markup
+                err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True,
+                                  highlight=False)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
@@ -64,7 +67,18 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def not_yet(feature: str, issue: str) -> None:
-    """Report that a command exists but its implementation has not landed (exit 2)."""
-    err_console.print(f"[yellow]{feature} is not implemented yet[/] (tracked in {issue}).")
-    raise typer.Exit(2)
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; empty or absent -> None (the recipe's seeds)."""
+    if not text or not text.strip():
+        return None
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise ConfigError(f"--seeds {text!r}: expected integers separated by commas, "
+                          "e.g. --seeds 1,2,3") from None
+
+
+def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: Any) -> None:
+    """Attach ``fn`` as command ``name`` of ``app``, its errors turned into exit codes: the
+    one way every ``*_cmds.register(app)`` adds its commands."""
+    app.command(name, **options)(handle_errors(fn))

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, console, emit_json, handle_errors, info, show_progress
+from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
 from pairrepro.data.fetch import FetchReport, fetch_dataset, fetch_status
 from pairrepro.data.manifests import Manifest, available_datasets, load_manifest
 
@@ -29,6 +29,8 @@ Examples:
   pairrepro fetch yahoo --from ~/Downloads/manner.xml.gz
 
   pairrepro fetch trecqa --force
+
+  pairrepro fetch trecqa --verify                  (re-hash what is already here)
 """
 
 DATASETS_HELP = """List every dataset: task, splits with expected sizes, licence,
@@ -104,73 +106,84 @@ def _format_splits(splits: dict[str, dict[str, int]]) -> str:
 
 def _print_report(report: FetchReport) -> None:
     for result in report.files:
+        unverified = (f"[yellow]unverified[/]: no pinned sha256; recorded "
+                      f"{result.sha256[:16]}…")
         if result.status == "fetched":
-            check = "sha256 ok" if result.verified else "sha256 recorded"
+            check = "sha256 ok" if result.verified else unverified
             info(f"  [green]✓[/] {result.path}  ({check}; from {result.source})")
         elif result.status == "present":
-            info(f"  [green]✓[/] {result.path}  (already here)")
+            check = "" if result.verified else f"; {unverified}"
+            info(f"  [green]✓[/] {result.path}  (already here{check})")
         elif result.status == "generated":
             info(f"  [green]✓[/] {result.path}  (generated)")
         elif result.status == "missing" and result.splits:
             info(f"  [yellow]✗[/] {result.path}  ({result.error or 'not available'})")
     for warning in report.warnings:
         info(f"[yellow]warning:[/] {warning}")
-    if report.splits_missing:
+    for variant, splits in report.variants_missing.items():
+        for split, files in splits.items():
+            info(f"  variant {variant}, split {split}: missing {', '.join(files)}")
+    if report.splits_missing or report.splits_unreadable:
+        missing = [*report.splits_missing,
+                   *(f"{s} (no variant can read it)" for s in report.splits_unreadable)]
         info(f"[yellow]{report.dataset}: partly available[/]: splits present "
              f"{', '.join(report.splits_present) or '-'}; missing "
-             f"{', '.join(report.splits_missing)} (later steps use the splits present; "
+             f"{', '.join(missing)} (later steps use the splits present; "
              "give the missing files with --from PATH or --mirror DIR)")
     else:
         info(f"[green]{report.dataset}: complete[/] in {report.raw_dir}")
 
 
+def fetch_cmd(
+    name: str = typer.Argument(..., help="Dataset name (see `pairrepro datasets`)."),
+    mirror: Path | None = typer.Option(
+        None, "--mirror", metavar="DIR",
+        help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR)."),
+    from_path: Path | None = typer.Option(
+        None, "--from", metavar="PATH",
+        help="A file or folder you obtained yourself (licence-gated data)."),
+    force: bool = typer.Option(False, "--force", help="Fetch again even if present."),
+    verify: bool = typer.Option(
+        False, "--verify",
+        help="Hash every file already here again (a pinned file that changed: exit 5)."),
+) -> None:
+    info(f"fetching [bold]{name}[/] into {paths.raw_dir(name)}")
+    report = fetch_dataset(name, mirror=mirror, from_path=from_path, force=force,
+                           progress=show_progress(), verify=verify)
+    if STATE.json:
+        emit_json(report.to_json())
+    else:
+        _print_report(report)
+
+
+def datasets_cmd() -> None:
+    rows = dataset_rows()
+    if STATE.json:
+        emit_json(rows)
+        return
+    table = Table(title="pairrepro datasets", show_lines=False)
+    for column in ("name", "task", "splits (pairs)"):  # short values: never wrapped
+        table.add_column(column, no_wrap=True)
+    for column in ("licence", "fetched", "prepared"):
+        table.add_column(column, overflow="fold", ratio=1)
+    for row in rows:
+        if not row["fetched"]:
+            fetched = "-"
+        elif row["splits_missing"]:
+            fetched = "partial, no\n" + "\n".join(row["splits_missing"])
+        else:
+            fetched = "yes"
+        task = "classif." if row["task"] == "classification" else row["task"]
+        licence = _short_licence(row["licence"])
+        if not row["public"]:
+            licence = f"[yellow]not public[/]: {licence}"
+        table.add_row(row["name"], task, _format_splits(row["splits"]), licence,
+                      fetched, ", ".join(row["prepared"]) or "-")
+    if not STATE.quiet:
+        console.print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
-
-    @app.command("fetch", help=FETCH_HELP)
-    @handle_errors
-    def fetch_cmd(
-        name: str = typer.Argument(..., help="Dataset name (see `pairrepro datasets`)."),
-        mirror: Path | None = typer.Option(
-            None, "--mirror", metavar="DIR",
-            help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR)."),
-        from_path: Path | None = typer.Option(
-            None, "--from", metavar="PATH",
-            help="A file or folder you obtained yourself (licence-gated data)."),
-        force: bool = typer.Option(False, "--force", help="Fetch again even if present."),
-    ) -> None:
-        info(f"fetching [bold]{name}[/] into {paths.raw_dir(name)}")
-        report = fetch_dataset(name, mirror=mirror, from_path=from_path, force=force,
-                               progress=show_progress())
-        if STATE.json:
-            emit_json(report.to_json())
-        else:
-            _print_report(report)
-
-    @app.command("datasets", help=DATASETS_HELP)
-    @handle_errors
-    def datasets_cmd() -> None:
-        rows = dataset_rows()
-        if STATE.json:
-            emit_json(rows)
-            return
-        table = Table(title="pairrepro datasets", show_lines=False)
-        for column in ("name", "task", "splits (pairs)"):  # short values: never wrapped
-            table.add_column(column, no_wrap=True)
-        for column in ("licence", "fetched", "prepared"):
-            table.add_column(column, overflow="fold", ratio=1)
-        for row in rows:
-            if not row["fetched"]:
-                fetched = "-"
-            elif row["splits_missing"]:
-                fetched = "partial, no\n" + "\n".join(row["splits_missing"])
-            else:
-                fetched = "yes"
-            task = "classif." if row["task"] == "classification" else row["task"]
-            licence = _short_licence(row["licence"])
-            if not row["public"]:
-                licence = f"[yellow]not public[/]: {licence}"
-            table.add_row(row["name"], task, _format_splits(row["splits"]), licence,
-                          fetched, ", ".join(row["prepared"]) or "-")
-        if not STATE.quiet:
-            console.print(table)
+    add_command(app, "fetch", fetch_cmd, help=FETCH_HELP)
+    add_command(app, "datasets", datasets_cmd, help=DATASETS_HELP)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, emit_json, handle_errors, info
+from pairrepro.cli.common import STATE, add_command, emit_json, info
 
 TRAIN_HELP = """Train skip-gram word2vec vectors on a prepared dataset's own text.
 
@@ -26,42 +26,41 @@ Examples:
 """
 
 
+def train_embeddings(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Prepared dataset name."),
+    variant: str = typer.Option("", "--variant", "-v", help="Dataset variant."),
+    dim: int = typer.Option(50, "--dim", help="Vector size."),
+    window: int = typer.Option(5, "--window", help="Context window."),
+    min_count: int = typer.Option(1, "--min-count", help="Ignore rarer words."),
+    epochs: int = typer.Option(5, "--epochs", help="Passes over the text."),
+    seed: int = typer.Option(1, "--seed", help="Random seed."),
+    workers: int = typer.Option(1, "--workers", help="Threads (1 = reproducible)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o",
+        help="Output file (default: <prepared folder>/word2vec-sg-<dim>d.txt)."),
+) -> None:
+    from pairrepro.data.prepared import load_prepared
+    from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
+
+    data = load_prepared(dataset, variant or None)
+    sentences = corpus_sentences(data)
+    words, vectors = train_skipgram(sentences, dim=dim, window=window, min_count=min_count,
+                                    epochs=epochs, seed=seed, workers=workers)
+    target = out or paths.prepared_dir(dataset, variant or None) / f"word2vec-sg-{dim}d.txt"
+    write_glove_text(target, words, vectors)
+    summary = {"path": str(target), "words": len(words), "dim": dim,
+               "sentences": len(sentences)}
+    if STATE.json:
+        emit_json(summary)
+    else:
+        info(f"wrote {len(words)} vectors of {dim} dims from {len(sentences)} texts to "
+             f"{target}\nuse in a recipe: \\[embeddings] source = \"glove-file\", "
+             f"path = \"{target}\"")
+
+
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
     group = typer.Typer(help="Word embeddings: train word2vec on a prepared dataset.",
                         no_args_is_help=True)
-
-    @group.command("train", help=TRAIN_HELP)
-    @handle_errors
-    def train(
-        dataset: str = typer.Option(..., "--dataset", "-d", help="Prepared dataset name."),
-        variant: str = typer.Option("", "--variant", "-v", help="Dataset variant."),
-        dim: int = typer.Option(50, "--dim", help="Vector size."),
-        window: int = typer.Option(5, "--window", help="Context window."),
-        min_count: int = typer.Option(1, "--min-count", help="Ignore rarer words."),
-        epochs: int = typer.Option(5, "--epochs", help="Passes over the text."),
-        seed: int = typer.Option(1, "--seed", help="Random seed."),
-        workers: int = typer.Option(1, "--workers", help="Threads (1 = reproducible)."),
-        out: Path | None = typer.Option(
-            None, "--out", "-o",
-            help="Output file (default: <prepared folder>/word2vec-sg-<dim>d.txt)."),
-    ) -> None:
-        from pairrepro.data.prepared import load_prepared
-        from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
-
-        data = load_prepared(dataset, variant or None)
-        sentences = corpus_sentences(data)
-        words, vectors = train_skipgram(sentences, dim=dim, window=window, min_count=min_count,
-                                        epochs=epochs, seed=seed, workers=workers)
-        target = out or paths.prepared_dir(dataset, variant or None) / f"word2vec-sg-{dim}d.txt"
-        write_glove_text(target, words, vectors)
-        summary = {"path": str(target), "words": len(words), "dim": dim,
-                   "sentences": len(sentences)}
-        if STATE.json:
-            emit_json(summary)
-        else:
-            info(f"wrote {len(words)} vectors of {dim} dims from {len(sentences)} texts to "
-                 f"{target}\nuse in a recipe: \\[embeddings] source = \"glove-file\", "
-                 f"path = \"{target}\"")
-
+    add_command(group, "train", train_embeddings, help=TRAIN_HELP)
     app.add_typer(group, name="embeddings")

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from pairrepro.cli.common import STATE, console, emit_json, handle_errors, info, show_progress
+from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
 
 
 def _summary_table(stats: dict[str, Any]) -> Table:
@@ -34,17 +34,14 @@ def preprocess(
     strict: bool = typer.Option(False, "--strict",
                                 help="Fail if any row is malformed (naming file and line) "
                                      "instead of reporting it."),
-    json_output: bool = typer.Option(False, "--json", help="Print the statistics as JSON."),
 ) -> None:
     """Tokenise a fetched dataset, build its vocabulary and write the prepared folder.
 
-    Splits whose raw files are missing are skipped and listed.
+    Splits whose raw files are missing are skipped and listed (--json: the statistics).
     Example: pairrepro preprocess trecqa --variant clean
     """
     from pairrepro.data.prepare import prepare_dataset
 
-    if json_output:
-        STATE.json = True
     stats = prepare_dataset(name, variant, strict=strict, progress=show_progress())
     if STATE.json:
         emit_json(stats)
@@ -71,4 +68,4 @@ def preprocess(
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
-    app.command("preprocess")(handle_errors(preprocess))
+    add_command(app, "preprocess", preprocess)

@@ -1,37 +1,41 @@
 """CLI of the report area: ``pairrepro report`` and ``pairrepro reproduce``.
 
-``report`` compares published tables with finished runs and never trains; ``reproduce``
-fetches, preprocesses and trains what a table needs (skipping finished seeds), then renders it
-— the make targets (``make table2``, ``make csran-table6``, ``make tables``) call it.
+``report`` compares published tables with finished runs and never trains; its sub-commands
+``runs``, ``curves`` and ``figures`` list runs and draw figures, and a paper name in the place
+of a sub-command (``pairrepro report csran --table 6``) means ``report paper csran ...``.
+``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
+table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
+``make csran-table6``, ``make tables``) call it.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
+from typer.core import TyperGroup
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, console, emit_json, err_console, handle_errors, info
-from pairrepro.errors import ConfigError, NothingToRunError, PairreproError
-from pairrepro.io import write_text
-from pairrepro.report.tables import (
-    PAPERS,
-    EvalTable,
-    Paper,
-    PaperTable,
-    eval_to_json,
-    evaluate_table,
-    find_runs,
-    load_paper,
-    load_recipe_index,
-    table_recipes,
+from pairrepro.cli.common import (
+    STATE,
+    add_command,
+    console,
+    emit_json,
+    err_console,
+    info,
+    parse_seeds,
 )
+from pairrepro.errors import ConfigError, NothingToRunError
+from pairrepro.io import write_text
+from pairrepro.report.cells import EvalTable, eval_to_json, evaluate_table
+from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
+from pairrepro.report.recipe_index import load_recipe_index
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
+RUNS_HELP = "Runs folder (default ./runs or $PAIRREPRO_RUNS)."
 
 
 def _select(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
@@ -51,10 +55,9 @@ def _select(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
 
 
 def _runs_dir(runs: Path | None) -> Path:
-    if runs is not None:
-        # train_recipe and every reader go through paths.runs_dir(): point them all here.
-        os.environ["PAIRREPRO_RUNS"] = str(runs)
-    return paths.runs_dir()
+    """``--runs``, else the default runs folder; passed on explicitly (never via the
+    environment) to the readers and to training."""
+    return runs if runs is not None else paths.runs_dir()
 
 
 def _output(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
@@ -93,33 +96,30 @@ def _plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
     return items
 
 
-def _parse_seeds(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(s) for s in text.replace(" ", "").split(",") if s]
-    except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected integers separated by commas, e.g. 1,2,3"
-                          ) from None
+class ReportGroup(TyperGroup):
+    """``report`` whose first word is not a sub-command is ``report paper ...``: the paper
+    tables are the common case (``pairrepro report csran --table 6``)."""
+
+    default_command = "paper"
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
 
 
-def report(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin), 'all', "
-                                 "'figures', 'curves' or 'runs' (every finished run's key "
-                                 "manifest fields; --dataset filters)."),
-    run: Path | None = typer.Argument(None, help="With 'curves': a run directory "
-                                      "runs/<recipe>/seed-<n>."),
+def report_paper(
+    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
+                                 "'all'."),
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
     fmt: str = typer.Option("term", "--format", "-f", help=FORMAT_HELP),
-    runs: Path | None = typer.Option(None, "--runs", help="Runs folder (default ./runs or "
-                                     "$PAIRREPRO_RUNS)."),
+    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (format from "
                                     "the suffix .md/.tex/.html unless --format is given)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
                               "datasets, estimated CPU or GPU hours."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
-    dataset: str = typer.Option("", "--dataset", help="With 'runs': only runs on this dataset."),
 ) -> None:
     """Published numbers next to reproduced ones, in the paper's layout.
 
@@ -132,32 +132,12 @@ def report(
       pairrepro report all --format html --out tables.html
 
       pairrepro report all --table 2 --plan
-
-      pairrepro report figures --figures figs/
-
-      pairrepro report curves runs/cin_snli/seed-1
-
-      pairrepro report runs --dataset trecqa --format md
     """
     runs_dir = _runs_dir(runs)
-    if target == "runs":
-        _runs_table(runs_dir, dataset, fmt, out)
-        return
-    if target == "curves":
-        from pairrepro.report.figures import curves_figure
-
-        if run is None:
-            raise ConfigError("report curves needs a run directory",
-                              hint="pairrepro report curves runs/<recipe>/seed-<n>")
-        written = curves_figure(run, out)
-        _say_written(written)
-        return
-    if target == "figures":
-        _figures(figures or Path("figures"), runs_dir)
-        return
     if target != "all" and target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}",
-                          hint=f"choose one of {', '.join(PAPERS)}, all, figures, curves")
+                          hint=f"choose one of {', '.join(PAPERS)}, all; or a sub-command: "
+                               "runs, curves, figures")
     selected = _select(target, table)
     if plan:
         _plan(selected, runs_dir, None)
@@ -167,6 +147,55 @@ def report(
     _output(evs, fmt, out)
     if figures is not None:
         _figures(figures, runs_dir, papers={p.paper for p, _ in selected})
+
+
+def report_runs(
+    dataset: str = typer.Option("", "--dataset", help="Only runs on this dataset."),
+    fmt: str = typer.Option("term", "--format", "-f", help="term (default) or md."),
+    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+) -> None:
+    """Every finished run's key manifest fields, one line per run.
+
+    A damaged run folder shows as a line naming the file; the other runs still print.
+
+    Examples:
+
+      pairrepro report runs --dataset trecqa --format md
+
+      pairrepro report runs --json
+    """
+    _runs_table(_runs_dir(runs), dataset, fmt, out)
+
+
+def report_curves(
+    run: Path = typer.Argument(..., help="A run directory runs/<recipe>/seed-<n>."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Folder for the PNG and SVG "
+                                    "(default: the run directory)."),
+) -> None:
+    """Training curves of one run from its metrics.jsonl (PNG and SVG).
+
+    Example:
+
+      pairrepro report curves runs/cin_snli/seed-1
+    """
+    from pairrepro.report.figures import curves_figure
+
+    _say_written(curves_figure(run, out))
+
+
+def report_figures(
+    out: Path = typer.Option(Path("figures"), "--figures", "--out", "-o",
+                             help="Folder for the PNG and SVG files."),
+    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+) -> None:
+    """Every paper figure (CSRAN depth curves, MV-LSTM k plot) from the finished runs.
+
+    Example:
+
+      pairrepro report figures --figures figs/
+    """
+    _figures(out, _runs_dir(runs))
 
 
 def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
@@ -189,8 +218,8 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
     if fmt != "term":
         raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
     table = Table(*HEADERS, title=f"finished runs in {runs_dir}")
-    for line in lines:
-        table.add_row(*format_line(line))
+    for line in lines:  # escaped: paths and damage reports are not rich markup
+        table.add_row(*(escape(cell) for cell in format_line(line)))
     console.print(table)
 
 
@@ -248,15 +277,18 @@ def reproduce(
     """
     runs_dir = _runs_dir(runs)
     selected = _select(target, table)
-    seed_list = _parse_seeds(seeds)
+    seed_list = parse_seeds(seeds)
     if dry_run:
         _plan(selected, runs_dir, seed_list, compare)
         return
-    outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare)
+    from pairrepro.pipeline import run_tables
+
     index = load_recipe_index()
+    outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare,
+                         progress=not STATE.quiet, index=index, notify=_notify)
     _output([evaluate_table(p, t, runs_dir, index) for p, t in selected], fmt, out)
-    if not outcome["ran"]:
-        problems = "; ".join(f"{k}: {v}" for k, v in outcome["failed"].items())
+    if not outcome.ran:
+        problems = "; ".join(f"{k}: {v}" for k, v in outcome.failed.items())
         raise NothingToRunError(
             f"nothing could run for {target}"
             + (f" table {table}" if table is not None else "")
@@ -265,57 +297,22 @@ def reproduce(
         )
 
 
-def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
-               seeds: list[int] | None, device: str | None,
-               mirror: Path | None = None, comparisons: bool = False) -> dict[str, Any]:
-    """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
-    with ``comparisons``); failures are collected, not raised. Returns
-    ``{"ran": [recipes trained or already finished], "failed": {name: why}}``.
-    """
-    from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.data.prepare import prepare_dataset
-    from pairrepro.report.tables import data_status
-    from pairrepro.train.runner import train_recipe
-
-    index = load_recipe_index()
-    names = sorted({n for p, t in selected
-                    for n in table_recipes(p, t, index, comparisons)})
-    ran: list[str] = []
-    failed: dict[str, str] = {}
-    prepared: dict[tuple[str, str], str] = {}  # (dataset, variant) -> "" ok or the error
-    for name in names:
-        recipe = index.recipes[name]
-        key = (recipe.data.dataset, recipe.data.variant)
-        if key not in prepared:
-            prepared[key] = ""
-            ready, _ = data_status(*key)
-            if not ready:
-                try:
-                    fetch_dataset(key[0], mirror=mirror, from_path=None, force=False,
-                                  progress=not STATE.quiet)
-                    prepare_dataset(key[0], variant=key[1] or None, strict=False,
-                                    progress=not STATE.quiet)
-                except PairreproError as exc:
-                    prepared[key] = exc.message
-        if prepared[key]:
-            failed[name] = f"data: {prepared[key]}"
-            continue
-        wanted = seeds or recipe.seeds
-        done = {r.seed for r in find_runs(runs_dir, name) if r.status == "finished"}
-        todo = [s for s in wanted if s not in done]
-        if todo:
-            info(f"training {name} seeds {todo}")
-            try:
-                train_recipe(recipe.source, [], todo, True, device, STATE.quiet)
-            except PairreproError as exc:
-                failed[name] = exc.message
-                err_console.print(f"[red]{name} failed:[/] {failed[name]}")
-                continue
-        ran.append(name)
-    return {"ran": ran, "failed": failed}
+def _notify(kind: str, message: str) -> None:
+    """Print a pipeline step as it happens (failures in red, even with --quiet)."""
+    if kind == "failed":
+        err_console.print(f"[red]{escape(message)}[/]", markup=True, highlight=False)
+    else:
+        info(message)
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
-    app.command("report")(handle_errors(report))
-    app.command("reproduce")(handle_errors(reproduce))
+    group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
+                        help="Published vs reproduced tables: report PAPER|all [--table N] "
+                             "(short for report paper ...); and the runs, curves and figures.")
+    add_command(group, "paper", report_paper)
+    add_command(group, "runs", report_runs)
+    add_command(group, "curves", report_curves)
+    add_command(group, "figures", report_figures)
+    app.add_typer(group, name="report")
+    add_command(app, "reproduce", reproduce)

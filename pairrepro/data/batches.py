@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import torch
 
+from pairrepro.data.prepared import PAD_ID
 from pairrepro.errors import DataError
+
+if TYPE_CHECKING:  # tasks builds on this module (its epochs are made of these helpers)
+    from pairrepro.tasks import Task
 
 
 @dataclass
@@ -113,7 +118,7 @@ def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     """
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     width = max(1, int(lengths.max(initial=0)))
-    ids = np.zeros((len(seqs), width), dtype=np.int64)
+    ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
     for i, s in enumerate(seqs):
         ids[i, : len(s)] = s
     mask = np.arange(width)[None, :] < lengths[:, None]
@@ -236,27 +241,20 @@ def subsample(split: EncodedSplit, max_pairs: int, seed: int, by_group: bool) ->
 class EpochPlan:
     """The seeded order of one training epoch, resumable from any batch position.
 
-    ``items`` are pair rows (cross-entropy, pointwise) or ``[T, 2]`` triples (hinge);
-    ``batches`` index into ``items``. ``max_negatives_per_query`` (pointwise only, 0 = all)
-    keeps per group all positives and that many sampled negatives.
+    ``items`` are what the task trains on (pair rows, or ``[T, 2]`` triples for pairwise
+    ranking; see :meth:`pairrepro.tasks.Task.epoch_items`); ``batches`` index into ``items``.
+    ``max_negatives_per_query`` (pointwise only, 0 = all) keeps per group all positives and
+    that many sampled negatives.
     """
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
-                 loss: str, negatives: int = 1, chunk_batches: int = 50,
+                 task: Task, negatives: int = 1, chunk_batches: int = 50,
                  max_negatives_per_query: int = 0) -> None:
         self.split = split
-        self.loss = loss
+        self.task = task
         rng = np.random.default_rng([seed, epoch, 104729])
-        lengths = split.lengths()
-        if loss == "hinge":
-            self.items = sample_triples(split, negatives, rng)
-            item_lengths = lengths[self.items[:, 0]] + lengths[self.items[:, 1]]
-        elif loss == "pointwise" and max_negatives_per_query > 0:
-            self.items = sample_query_negatives(split, max_negatives_per_query, rng)
-            item_lengths = lengths[self.items]
-        else:
-            self.items = np.arange(len(split))
-            item_lengths = lengths
+        self.items, item_lengths = task.epoch_items(split, rng, negatives,
+                                                    max_negatives_per_query)
         self.batches = bucket_batches(item_lengths, batch_size, rng, chunk_batches)
 
     def __len__(self) -> int:
@@ -268,7 +266,5 @@ class EpochPlan:
 
     def collate(self, position: int, rank: int = 0, world_size: int = 1) -> PairBatch:
         """The batch at ``position`` (this rank's shard of it under DDP)."""
-        picked = self.items[shard(self.batches[position], rank, world_size)]
-        if self.loss == "hinge":
-            return collate_triples(self.split, picked)
-        return collate_pairs(self.split, picked)
+        return self.task.collate(self.split, self.items[shard(self.batches[position], rank,
+                                                              world_size)])

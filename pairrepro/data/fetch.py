@@ -11,9 +11,14 @@ Every file is checked against the manifest's sha256 (or size when no hash is kno
 *before* it appears under its final name: a download grows in ``.<name>.partial``
 (resumed with an HTTP ``Range`` request after a cut connection) and is renamed only
 once verified; a corrupt file is deleted and raises :class:`ChecksumError`.
-Archives are extracted in place, refusing any member that would land outside the
-dataset folder. A ``.fetched.json`` record lists every file, its source and sha256;
-``preprocess`` and the run manifests read it.
+Archives: only the members the manifest names (``[[files.members]]``) are extracted, into a
+hidden staging folder, each hashed while written and checked against its own pin, then moved
+into place; an unpinned member is recorded ``verified = false`` with the hash of its bytes,
+never over a verified file. Any entry that would land outside the dataset folder (or on the
+record) is refused. A ``.fetched.json`` record lists every file and member, its source,
+sha256, size, mtime and whether a pin verified it; a later run re-hashes a file whose size
+or mtime changed (``--verify``: every file), and ``preprocess`` checks the bytes it reads
+against it.
 
 A dataset that is only partly available (SNLI dev/test in the mirror but no train)
 is fetched as far as it goes: the report names the splits that are missing. Only when
@@ -23,6 +28,7 @@ no split at all could be had is it an error.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import http.client
 import os
 import shutil
@@ -39,10 +45,13 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from pairrepro import __version__, io, paths
+from pairrepro.data.formats._common import missing_files
 from pairrepro.data.manifests import FileSpec, Manifest, load_manifest
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 RECORD_NAME = ".fetched.json"
+#: Prefix of the hidden folder an archive's members are extracted into before being moved.
+STAGING = ".staging-"
 CHUNK = 1 << 16
 #: Seconds to wait for a server before giving up on a connection or a read.
 HTTP_TIMEOUT = 30.0
@@ -81,10 +90,16 @@ class FetchReport:
     splits_present: list[str] = field(default_factory=list)
     splits_missing: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: variant -> split -> the files it reads that are not here (only splits lacking some)
+    variants_missing: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: split names of the variants that no variant can read from the files here
+    splits_unreadable: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
-        return not self.splits_missing
+        """Every declared split is here, and every split a variant names can be read by at
+        least one variant (TrecQA's test needs the jacana file whatever else is tagged test)."""
+        return not self.splits_missing and not self.splits_unreadable
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -268,6 +283,8 @@ def _check_member(archive: Path, name: str, dest: Path) -> Path:
         raise refuse("absolute path")
     if ".." in pure.parts:
         raise refuse("'..' would leave the target folder")
+    if pure.parts and (pure.parts[0] == RECORD_NAME or pure.parts[0].startswith(STAGING)):
+        raise refuse("it would overwrite fetch's own record or staging folder")
     out = (dest / pure).resolve()
     root = dest.resolve()
     if out != root and root not in out.parents:
@@ -338,6 +355,98 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
     return written
 
 
+def _archive_entries(archive: Path, dest: Path, kind: str
+                     ) -> Iterator[tuple[str, Path, bool, Any]]:
+    if kind == "zip":
+        return _members_zip(archive, dest)
+    if kind in ("tar", "tar.gz", "tgz"):
+        return _members_tar(archive, dest)
+    raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
+                      hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
+
+
+def _copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
+    """Copy a stream into a new file; the sha256 and size of the bytes copied."""
+    digest, size = hashlib.sha256(), 0
+    with open(target, "wb") as handle:
+        while chunk := source.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest(), size
+
+
+def extract_members(archive: Path, root: Path, spec: FileSpec,
+                    keep: dict[str, dict[str, Any]]) -> tuple[list[FileResult], list[str]]:
+    """Extract the members ``spec`` names from ``archive`` into ``root``; nothing else.
+
+    Members are written into a hidden staging folder while hashed, each checked against its
+    own pin (sha256, else size; a mismatch is a :class:`ChecksumError` and nothing is moved),
+    then moved into place one by one (``os.replace``). A member without a pin is kept as
+    ``verified = False`` with the hash of its bytes, except where ``keep`` (the fetch record)
+    holds a verified file at that path: unverified bytes never replace a verified file.
+    Returns one :class:`FileResult` per member found, and warnings. An archive holding none
+    of the named members is a :class:`DataError`."""
+    wanted = {m.path: m for m in spec.members}
+    staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staged: list[tuple[str, Path, str, int, bool]] = []
+    warnings: list[str] = []
+    try:
+        try:
+            for name, _out, is_dir, opener in _archive_entries(archive, staging, spec.archive):
+                rel = PurePosixPath(name).as_posix().removeprefix("./")
+                if is_dir or rel not in wanted:
+                    continue  # only what the manifest names is written
+                member = wanted[rel]
+                tmp = staging / rel
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                with opener() as src:
+                    digest, size = _copy_hashed(src, tmp)
+                origin = f"{archive} member {rel!r}"
+                if member.sha256 and digest != member.sha256:
+                    raise ChecksumError(
+                        f"{origin}: sha256 mismatch: expected {member.sha256}, got {digest}; "
+                        "nothing was extracted",
+                        hint="the archive is corrupt or another version; fetch it again "
+                             "(--force) or from another source (--mirror / --from)")
+                if not member.sha256 and member.size and size != member.size:
+                    raise ChecksumError(f"{origin}: size mismatch: expected {member.size} "
+                                        f"bytes, got {size}; nothing was extracted",
+                                        hint="fetch the archive again (--force)")
+                staged.append((rel, tmp, digest, size, bool(member.sha256)))
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+            raise DataError(f"{archive}: not a readable {spec.archive} archive: {exc}",
+                            hint="delete it and fetch again (--force)") from exc
+        if not staged:
+            raise DataError(f"{archive}: none of the expected members is in the archive: "
+                            + ", ".join(wanted),
+                            hint="it is not the archive the manifest describes; get it from "
+                                 "another source (--mirror / --from)")
+        results = []
+        for rel, tmp, digest, size, verified in staged:
+            target = root / rel
+            previous = keep.get(rel, {})
+            if not verified and previous.get("verified") and target.is_file():
+                warnings.append(f"{rel}: kept the verified file; the unpinned copy in "
+                                f"{spec.path} (sha256 {digest}) was not used")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+            results.append(FileResult(rel, "fetched", f"archive:{spec.path}", digest, size,
+                                      verified, []))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    found = {r[0] for r in staged}
+    absent = [m for m in wanted if m not in found]
+    if absent:
+        warnings.append(f"{spec.path}: expected member(s) not in the archive: "
+                        + ", ".join(absent))
+    return results, warnings
+
+
 # --------------------------------------------------------------------------- sources
 
 
@@ -388,9 +497,49 @@ def locate_file(name: str, rel: str) -> Path | None:
     return None
 
 
-def _record_entry(result: FileResult) -> dict[str, Any]:
+def _record_entry(root: Path, result: FileResult) -> dict[str, Any]:
+    """A file of the fetch record; size and mtime let a later run see it was changed."""
+    stat = (root / result.path).stat()
     return {"path": result.path, "source": result.source, "sha256": result.sha256,
-            "size": result.size, "verified": result.verified, "splits": result.splits}
+            "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "verified": result.verified,
+            "splits": result.splits}
+
+
+def _recheck(target: Path, entry: dict[str, Any], pin: str, verify: bool,
+             warnings: list[str]) -> tuple[str, int, bool] | None:
+    """``(sha256, size, verified)`` of a file fetch recorded, trusting the record only while
+    the file's size and mtime are those recorded (else, or with ``verify``, it is hashed
+    again). A pinned file whose bytes changed is a :class:`ChecksumError`; an unpinned one
+    gets its new hash recorded (unverified) and a warning. ``None``: hash unknown."""
+    stat = target.stat()
+    if (not verify and stat.st_size == entry.get("size")
+            and stat.st_mtime_ns == entry.get("mtime_ns")):
+        return entry["sha256"], entry["size"], bool(entry.get("verified"))
+    digest = io.sha256_file(target)
+    if pin and digest != pin:
+        raise ChecksumError(
+            f"{target}: changed since it was fetched: sha256 {digest}, expected {pin}",
+            hint="fetch it again (pairrepro fetch NAME --force)")
+    if not pin and digest != entry.get("sha256"):
+        warnings.append(f"{target}: changed since it was fetched (sha256 {entry.get('sha256')}"
+                        f" -> {digest}); not pinned, so the new hash is recorded, unverified")
+    return digest, stat.st_size, bool(pin)
+
+
+def _variant_completeness(manifest: Manifest, root: Path, report: FetchReport) -> None:
+    """Fill ``variants_missing`` and ``splits_unreadable`` from the files each variant's
+    reader reads (the same rule as ``preprocess``: a split needs all of its files)."""
+    readable: set[str] = set()
+    named: list[str] = []
+    for variant in manifest.variants.values():
+        for split, spec in variant.splits.items():
+            named += [split] if split not in named else []
+            absent = missing_files(root, spec.files)
+            if absent:
+                report.variants_missing.setdefault(variant.name, {})[split] = absent
+            else:
+                readable.add(split)
+    report.splits_unreadable = [s for s in named if s not in readable]
 
 
 def _declared_splits(manifest: Manifest) -> list[str]:
@@ -434,7 +583,7 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
     io.write_json(root / RECORD_NAME, {
         "dataset": manifest.name, "fetched_at": _now(), "pairrepro": __version__,
         "seed": SYNTHETIC_SEED, "sizes": {"nli": SYNTHETIC_NLI, "ranking": SYNTHETIC_RANKING},
-        "files": [_record_entry(r) for r in report.files], "extracted": {},
+        "files": [_record_entry(root, r) for r in report.files], "extracted": {},
         "splits_present": report.splits_present, "splits_missing": [],
     })
     return report
@@ -445,7 +594,7 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
-                  timeout: float | None = None) -> FetchReport:
+                  timeout: float | None = None, verify: bool = False) -> FetchReport:
     """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``.
 
     ``mirror`` defaults to ``$PAIRREPRO_MIRROR``. Files already fetched (as the record
@@ -454,7 +603,8 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     only splits that are already present are not downloaded. Returns a
     :class:`FetchReport`; raises :class:`ChecksumError` for a corrupt file that no
     other source replaced, :class:`DownloadError` / :class:`DataError` when no split
-    at all could be obtained.
+    at all could be obtained. Files already here are trusted while their size and mtime are
+    those recorded; ``verify`` hashes every one again.
     """
     manifest = load_manifest(name)
     manifest.require_published()  # before any option check: nothing could ever help
@@ -500,9 +650,17 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
         target = root / spec.path
         entry = known.get(spec.path)
         if target.is_file() and entry and (not spec.sha256 or entry["sha256"] == spec.sha256):
-            obtained(spec, FileResult(spec.path, "present", entry["source"], entry["sha256"],
-                                      entry["size"], entry["verified"], list(spec.splits)))
-            continue
+            try:
+                present = _recheck(target, entry, spec.sha256, verify, report.warnings)
+            except ChecksumError as exc:
+                checksum_errors[spec.path] = exc
+                target.unlink()  # a corrupt copy is never kept where it could be read
+                present = None
+            if present is not None:
+                obtained(spec, FileResult(spec.path, "present", entry["source"],
+                                          present[0], present[1], present[2],
+                                          list(spec.splits)))
+                continue
         for origin, source in _local_candidates(name, spec, from_path, mirror):
             try:
                 digest, verified = _install_copy(source, target, spec, str(source))
@@ -552,19 +710,43 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
             results[spec.path] = result
 
     # 3. archives: extract what was fetched (or never extracted)
+    members: dict[str, FileResult] = {}
+    for spec in manifest.files:  # members extracted earlier: still what was recorded?
+        if spec.path not in results or spec in fresh_archives:
+            continue
+        for member in spec.members:
+            entry, target = known.get(member.path), root / member.path
+            if entry is None or not target.is_file():
+                continue
+            try:
+                present = _recheck(target, entry, member.sha256, verify, report.warnings)
+            except ChecksumError as exc:
+                report.warnings.append(f"{exc.message}; extracting it again")
+                present = None
+            if present is None:
+                fresh_archives.append(spec)
+                break
+            members[member.path] = FileResult(member.path, "present", entry["source"],
+                                               *present, [])
     for spec in fresh_archives:
         try:
-            extracted[spec.path] = safe_extract(root / spec.path, root, spec.archive)
-        except DataError:
+            if spec.members:
+                current = {**known, **{r.path: {"verified": r.verified}
+                                       for r in results.values()
+                                       if r.status in ("fetched", "present")}}
+                found, notes = extract_members(root / spec.path, root, spec, current)
+                members.update((r.path, r) for r in found)
+                report.warnings.extend(notes)
+                extracted[spec.path] = [r.path for r in found]
+            else:  # the manifest names no member: every file, each checked, none pinned
+                extracted[spec.path] = safe_extract(root / spec.path, root, spec.archive)
+        except (DataError, ChecksumError):
             # a hostile or broken archive is never kept where a later run could trust it
             (root / spec.path).unlink(missing_ok=True)
             raise
-        missing_members = [m for m in spec.members if not (root / m).is_file()]
-        if missing_members:
-            report.warnings.append(f"{spec.path}: expected member(s) not in the archive: "
-                                   + ", ".join(missing_members))
 
-    report.files = [results[s.path] for s in manifest.files]
+    report.files = [results[s.path] for s in manifest.files] + list(members.values())
+    _variant_completeness(manifest, root, report)
     present = covered()
     declared = _declared_splits(manifest)
     report.splits_present = [s for s in declared if s in present]
@@ -577,8 +759,8 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
         io.write_json(root / RECORD_NAME, {
             "dataset": name, "fetched_at": _now(), "pairrepro": __version__,
             "manifest": manifest.source,
-            "files": [_record_entry(r) for r in report.files if r.status in ("fetched",
-                                                                             "present")],
+            "files": [_record_entry(root, r) for r in report.files
+                      if r.status in ("fetched", "present")],
             "extracted": extracted,
             "splits_present": report.splits_present, "splits_missing": report.splits_missing,
         })

@@ -7,30 +7,198 @@ variants with the files each split needs and the counts expected after reading.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.io import read_toml
+from pairrepro.schema import Schema, validate
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
-@dataclass
-class FileSpec:
+def _sha256(value: str) -> str:
+    if value and not _SHA256.fullmatch(value):
+        raise ValueError('expected 64 lower-case hex digits, or "" when unknown')
+    return value
+
+
+def _non_negative(value: int) -> int:
+    if value < 0:
+        raise ValueError("expected an integer >= 0")
+    return value
+
+
+def _inside(value: str) -> str:
+    pure = PurePosixPath(value)
+    if not value or pure.is_absolute() or any(p == ".." or p.startswith(".") for p in pure.parts):
+        # names starting with "." are fetch's own (.fetched.json, .x.partial, staging)
+        raise ValueError("expected a relative path inside raw/<dataset>/ with no part "
+                         "starting with '.'")
+    return value
+
+
+RawPath = Annotated[str, AfterValidator(_inside)]
+Sha256 = Annotated[str, AfterValidator(_sha256)]
+Size = Annotated[int, AfterValidator(_non_negative)]
+
+
+class MemberSpec(Schema):
+    """A file inside an archive (``[[files.members]]``), pinned on its own: the archives'
+    hashes are mostly unknown, the members' are what a split is read from. ``sha256 = ""``:
+    not pinned yet (fetch records the hash of the bytes read and marks it unverified)."""
+
+    path: RawPath
+    sha256: Sha256 = ""
+    size: Size = 0
+
+
+class FileSpec(Schema):
     """One published file: ``path`` is relative to ``raw/<name>/`` and ``<mirror>/<name>/``."""
 
-    path: str
+    path: RawPath
     url: str = ""
-    alt_urls: list[str] = field(default_factory=list)
+    alt_urls: list[str] = Field(default_factory=list)
     hf_hub: str = ""
-    sha256: str = ""
-    size: int = 0
-    archive: str = ""  # "" | "zip" | "tar" | "tar.gz"
-    splits: list[str] = field(default_factory=list)
+    sha256: Sha256 = ""
+    size: Size = 0
+    archive: Literal["", "zip", "tar", "tar.gz"] = ""
+    splits: list[str] = Field(default_factory=list)
     note: str = ""
-    # For an archive: the paths (relative to raw/<name>/) it provides once extracted.
-    members: list[str] = field(default_factory=list)
+    # For an archive: the files (paths relative to raw/<name>/) it provides once extracted.
+    members: list[MemberSpec] = Field(default_factory=list)
+
+    @field_validator("members")
+    @classmethod
+    def _members_need_an_archive(cls, members: list[MemberSpec],
+                                 info: ValidationInfo) -> list[MemberSpec]:
+        if members and not info.data.get("archive"):
+            raise ValueError('only an archive (archive = "zip" | "tar" | "tar.gz") has members')
+        return members
+
+
+class Expected(Schema):
+    """Counts a split must have after reading (a mismatch is a DataError at preprocess)."""
+
+    pairs: Size | None = None
+    groups: Size | None = None
+    questions: Size | None = None  # groups + queries dropped for having no candidate
+    positive: Size | None = None
+    labels: dict[str, Size] | None = None
+
+
+class Holdout(Schema):
+    """A dev split carved out of a published split that has none (see ``prepare``)."""
+
+    from_: str = Field(alias="from")
+    to: str
+    fraction: float
+    seed: int = 13
+
+
+def _no_positive(value: str) -> str:
+    from pairrepro.metrics import NO_POSITIVE_MODES
+
+    if value not in NO_POSITIVE_MODES:
+        raise ValueError(f"expected one of {', '.join(NO_POSITIVE_MODES)}")
+    return value
+
+
+class VariantOptions(Schema):
+    """Variant-wide options read by ``prepare`` and ``train`` (any reader); the reader's own
+    options (its ``Options`` model) are added to these."""
+
+    description: str = ""
+    tokenizer: Literal["regex", "whitespace"] = "regex"
+    lowercase: bool = True
+    numbers: str = ""
+    vocab_split: str = "train"
+    task: Literal["classification", "ranking"] | None = None
+    label_map: list[str] = Field(default_factory=list)
+    holdout: Holdout | None = None
+    lexical_only: bool = False
+    no_positive: Annotated[str, AfterValidator(_no_positive)] = "skip"
+
+
+class SplitFields(Schema):
+    """The keys of every ``[variants.<v>.splits.<s>]`` table; the reader's options follow."""
+
+    files: list[RawPath]
+    expected: Expected = Expected()
+
+
+class ManifestFields(Schema):
+    """The top-level keys of a manifest (``variants`` is added per reader)."""
+
+    name: str
+    title: str
+    task: Literal["classification", "ranking"]
+    reader: str
+    licence: str = ""
+    homepage: str = ""
+    citation: str = ""
+    public: bool = True
+    notes: str = ""
+    label_map: list[str] = Field(default_factory=list)
+    default_variant: str = ""
+    files: list[FileSpec] = Field(default_factory=list)
+
+
+def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
+    """The options models of reader ``reader``: (variant-wide, per split).
+
+    A reader module declares ``Options`` (options allowed variant-wide and per split) and may
+    declare ``SplitOptions`` when its per-split options differ (Yahoo). A reader without a
+    module (a dataset never published) takes no options.
+    """
+    from pairrepro.data.formats import ReaderOptions
+
+    if not reader.isidentifier():
+        return ReaderOptions, ReaderOptions
+    try:
+        module = importlib.import_module(f"pairrepro.data.formats.{reader}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"pairrepro.data.formats.{reader}":
+            raise
+        return ReaderOptions, ReaderOptions
+    options = getattr(module, "Options", ReaderOptions)
+    return options, getattr(module, "SplitOptions", options)
+
+
+@functools.cache
+def manifest_model(reader: str) -> type[ManifestFields]:
+    """The schema of a manifest whose reader is ``reader``: its variants and splits take
+    exactly the options that reader reads, so a misspelt option is an error at load time."""
+    variant_options, split_options = reader_options(reader)
+    split = create_model(f"{reader}.Split", __base__=(SplitFields, split_options))
+    variant = create_model(f"{reader}.Variant", __base__=(VariantOptions, variant_options),
+                           splits=(dict[str, split], {}))  # type: ignore[valid-type]
+
+    def default_is_a_variant(self: Any) -> Any:
+        if self.default_variant and self.variants and self.default_variant not in self.variants:
+            raise ValueError(f"default_variant {self.default_variant!r} is not a variant "
+                             f"({', '.join(self.variants)})")
+        return self
+
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        f"{reader}.Manifest", __base__=ManifestFields,
+        variants=(dict[str, variant], {}),  # type: ignore[valid-type]
+        __validators__={"default_is_a_variant": model_validator(mode="after")(
+            default_is_a_variant)})
 
 
 @dataclass
@@ -39,7 +207,7 @@ class SplitSpec:
 
     name: str
     files: list[str]
-    expected: dict[str, int] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -48,7 +216,7 @@ class VariantSpec:
     name: str
     description: str = ""
     splits: dict[str, SplitSpec] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # variant-wide reader options
+    options: dict[str, Any] = field(default_factory=dict)  # variant-wide options as set
 
 
 @dataclass
@@ -92,6 +260,17 @@ class Manifest:
             )
         return self.variants[key]
 
+    def pin(self, path: str) -> str:
+        """The sha256 pinned for raw file ``path`` (a [[files]] entry or an archive member);
+        "" when it is not pinned."""
+        for spec in self.files:
+            if spec.path == path:
+                return spec.sha256
+            for member in spec.members:
+                if member.path == path:
+                    return member.sha256
+        return ""
+
     def file(self, path: str) -> FileSpec:
         for spec in self.files:
             if spec.path == path:
@@ -99,49 +278,31 @@ class Manifest:
         raise DataError(f"{self.source}: no [[files]] entry with path {path!r}")
 
 
-_TOP_KEYS = {"name", "title", "task", "reader", "licence", "homepage", "citation", "public",
-             "notes", "label_map", "default_variant", "files", "variants"}
-
-
-def _check_keys(where: str, values: dict[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(values) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}",
-                          hint=f"allowed: {', '.join(sorted(allowed))}")
+def _set_options(model: Schema, skip: tuple[str, ...]) -> dict[str, Any]:
+    """The options a table sets (not their defaults: readers and prepare keep theirs)."""
+    data = model.model_dump(by_alias=True, exclude_unset=True)
+    return {k: v for k, v in data.items() if k not in skip}
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
-    """Validate a manifest dict (errors name ``source`` and the key)."""
-    _check_keys(source, raw, _TOP_KEYS)
-    for key in ("name", "title", "task", "reader"):
-        if key not in raw:
-            raise ConfigError(f"{source}: missing key {key!r}")
-    if raw["task"] not in ("classification", "ranking"):
-        raise ConfigError(f"{source}: task: {raw['task']!r} is not 'classification' or 'ranking'")
-    file_keys = set(FileSpec.__dataclass_fields__)
-    files = []
-    for i, entry in enumerate(raw.get("files", [])):
-        _check_keys(f"{source}: files[{i}]", entry, file_keys)
-        if "path" not in entry:
-            raise ConfigError(f"{source}: files[{i}]: missing key 'path'")
-        files.append(FileSpec(**entry))
+    """Validate a manifest dict against the schema of its reader (errors name ``source``,
+    the ``[files][i]`` / ``[variants.<v>.splits.<s>]`` table, the key, the value and what
+    is allowed)."""
+    reader = raw.get("reader") if isinstance(raw, dict) else None
+    model = manifest_model(reader if isinstance(reader, str) else "")
+    checked: Any = validate(model, raw, source)
     variants = {}
-    for vname, vraw in raw.get("variants", {}).items():
-        vraw = dict(vraw)
-        splits_raw = vraw.pop("splits", {})
-        description = vraw.pop("description", "")
-        splits = {}
-        for sname, sraw in splits_raw.items():
-            sraw = dict(sraw)
-            where = f"{source}: variants.{vname}.splits.{sname}"
-            if "files" not in sraw:
-                raise ConfigError(f"{where}: missing key 'files'")
-            files_for_split = sraw.pop("files")
-            expected = sraw.pop("expected", {})
-            splits[sname] = SplitSpec(sname, files_for_split, expected, sraw)
-        variants[vname] = VariantSpec(vname, description, splits, vraw)
-    top = {k: v for k, v in raw.items() if k not in ("files", "variants")}
-    return Manifest(**top, files=files, variants=variants, source=source)
+    for vname, vmodel in checked.variants.items():
+        splits = {
+            sname: SplitSpec(sname, list(smodel.files),
+                             smodel.expected.model_dump(exclude_unset=True),
+                             _set_options(smodel, ("files", "expected")))
+            for sname, smodel in vmodel.splits.items()}
+        variants[vname] = VariantSpec(vname, vmodel.description, splits,
+                                      _set_options(vmodel, ("description", "splits")))
+    top = {name: getattr(checked, name) for name in ManifestFields.model_fields
+           if name != "files"}
+    return Manifest(**top, files=list(checked.files), variants=variants, source=source)
 
 
 def available_datasets() -> list[str]:

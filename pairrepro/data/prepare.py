@@ -52,10 +52,15 @@ import pyarrow as pa
 
 from pairrepro import __version__, io, paths
 from pairrepro.data.formats import ReaderResult, get_reader
-from pairrepro.data.formats._common import EMPTY_GROUP_RULE, find_raw_file
+from pairrepro.data.formats._common import (
+    EMPTY_GROUP_RULE,
+    find_raw_file,
+    missing_files,
+    take_read_hashes,
+)
 from pairrepro.data.manifests import Manifest, VariantSpec, load_manifest
 from pairrepro.data.prepared import PAD, UNK, write_prepared
-from pairrepro.errors import ConfigError, DataError
+from pairrepro.errors import ChecksumError, ConfigError, DataError
 
 #: Words (with PTB-style ``n't`` split off), clitics ``'s 're 'll ...``, single symbols.
 TOKEN_PATTERN = r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]"
@@ -68,7 +73,6 @@ NUMBER_PATTERN = r"\d+(?:,\d{3})*(?:\.\d+)?"
 _SPACE_OUT_SYMBOLS = str.maketrans({
     c: f" {c} " for c in map(chr, range(128)) if not re.fullmatch(r"[\w\s]", c)})
 MAX_MALFORMED_IN_STATS = 1000
-EXPECTED_KEYS = {"pairs", "groups", "questions", "positive", "labels"}
 
 
 @dataclasses.dataclass
@@ -147,7 +151,7 @@ def _split_availability(raw_root: Path, variant: VariantSpec
                         ) -> tuple[list[str], dict[str, list[str]]]:
     present, missing = [], {}
     for name, split in variant.splits.items():
-        absent = [rel for rel in split.files if find_raw_file(raw_root, rel) is None]
+        absent = missing_files(raw_root, split.files)
         if absent:
             missing[name] = absent
         else:
@@ -157,10 +161,8 @@ def _split_availability(raw_root: Path, variant: VariantSpec
 
 def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
                     result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
-    unknown = sorted(set(expected) - EXPECTED_KEYS)
-    if unknown:
-        raise ConfigError(f"{name}: variants..splits.{split}.expected: unknown key {unknown[0]!r}",
-                          hint=f"allowed: {', '.join(sorted(EXPECTED_KEYS))}")
+    # the keys and types of ``expected`` were checked when the manifest was loaded
+    # (pairrepro.data.manifests.Expected); what is left is comparing the counts
     actual: dict[str, Any] = {
         "pairs": summary["pairs"],
         "groups": summary["groups"],
@@ -210,33 +212,45 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dic
     return {**results, source: kept, target: derived}
 
 
-def _source_hashes(raw_root: Path, files: Iterable[str]) -> dict[str, str]:
-    """sha256 of every raw file used: from ``.fetched.json`` when fetch recorded it."""
-    recorded: dict[str, str] = {}
-    fetched = raw_root / ".fetched.json"
-    if fetched.is_file():
-        try:
-            data = io.read_json(fetched)
-        except ValueError:
-            data = {}
-        entries = data.get("files", data) if isinstance(data, dict) else {}
-        if isinstance(entries, dict):
-            for path, value in entries.items():
-                sha = value.get("sha256") if isinstance(value, dict) else value
-                if isinstance(sha, str):
-                    recorded[path] = sha
-        elif isinstance(entries, list):
-            for entry in entries:
-                if isinstance(entry, dict) and "path" in entry and "sha256" in entry:
-                    recorded[entry["path"]] = entry["sha256"]
-    out = {}
+def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
+                   ) -> tuple[dict[str, str], list[str]]:
+    """sha256 of the bytes of every raw file used, as the readers read them (hashed while
+    reading; a file a reader did not read through :class:`~pairrepro.data.formats._common.
+    TextFile` is hashed here), and the files no pin verified.
+
+    The bytes of a file fetch recorded must match the manifest's pin and that record: a file
+    edited or replaced after fetch is a :class:`ChecksumError` (exit 5) naming both hashes.
+    Files fetch never recorded (placed by hand) are used and listed as unverified."""
+    from pairrepro.data.fetch import read_record
+
+    read = take_read_hashes()
+    recorded = {e.get("path"): e for e in (read_record(manifest.name) or {}).get("files", [])
+                if isinstance(e, dict)}
+    out: dict[str, str] = {}
+    unverified: list[str] = []
     for rel in sorted(set(files)):
         path = find_raw_file(raw_root, rel)
         if path is None:
             continue
-        key = str(path.relative_to(raw_root))
-        out[key] = recorded.get(key) or io.sha256_file(path)
-    return out
+        key = path.relative_to(raw_root).as_posix()
+        sha = read[path][0] if path in read else io.sha256_file(path)
+        entry = recorded.get(key)
+        if entry is None:  # put there by hand, not by fetch: used, but never called verified
+            unverified.append(key)
+            out[key] = sha
+            continue
+        pin = manifest.pin(key)
+        for expected, what in ((pin, f"pinned in {manifest.source}"),
+                               (entry.get("sha256"), "recorded by fetch")):
+            if expected and sha != expected:
+                raise ChecksumError(
+                    f"{path}: the bytes read have sha256 {sha}, not the {expected} {what}",
+                    hint=f"the raw file changed after fetch; run: pairrepro fetch "
+                         f"{manifest.name} --force (or --verify to re-check what is there)")
+        out[key] = sha
+        if not (pin and entry.get("verified")):
+            unverified.append(key)
+    return out, unverified
 
 
 def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
@@ -324,6 +338,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                           str(spec.options.get("numbers", "")))
     vocab_split = spec.options.get("vocab_split", "train")
 
+    take_read_hashes()  # forget files read before: the hashes below are this run's
     with _Steps(progress) as step:
         results: dict[str, ReaderResult] = {}
         if hasattr(reader, "read_variant"):
@@ -335,6 +350,10 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                 step(f"{name}: reading {split}")
                 results[split] = reader.read_split(raw_root, reader_variant.splits[split],
                                                    reader_variant)
+
+        # before anything is counted: are these the bytes fetch verified?
+        used_files = [f for s in present for f in spec.splits[s].files]
+        sources, unverified = _source_hashes(manifest, raw_root, used_files)
 
         malformed: list[dict[str, Any]] = []
         for split, result in results.items():
@@ -406,7 +425,6 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             frame["right_ids"] = _ids_array(right, right_len, remap)
             frames[split] = frame
 
-        used_files = [f for s in present for f in spec.splits[s].files]
         stats: dict[str, Any] = {
             "dataset": name,
             "variant": spec.name,
@@ -425,12 +443,13 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "malformed_count": len(malformed),
             "malformed": malformed[:MAX_MALFORMED_IN_STATS],
             "dropped": {split: dict(r.dropped) for split, r in results.items()},
-            "sources": _source_hashes(raw_root, used_files),
+            "sources": sources,
+            "unverified_sources": unverified,
             "reader": manifest.reader,
             "pairrepro_version": __version__,
         }
         root = prepared_root(name, spec.name)
-        write_prepared(root, frames, vocab, vocab_counts, stats)
+        stats["files"] = write_prepared(root, frames, vocab, vocab_counts, stats)
         if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
             _link_default(name, spec.name)
     stats["prepared_dir"] = str(root)

@@ -16,6 +16,7 @@ A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ from pairrepro import io, paths
 from pairrepro.errors import DataError
 
 PAD, UNK = "<pad>", "<unk>"
+#: Ids of the two reserved vocabulary entries (lines 0 and 1 of ``vocab.tsv``): padding, and
+#: every word the vocabulary (or the recipe's ``min_count``) does not keep.
+PAD_ID, UNK_ID = 0, 1
 PAIR_COLUMNS = ["pair_id", "group_id", "left", "right", "label"]
 PREPARED_SCHEMA = pa.schema(
     [
@@ -70,11 +74,11 @@ class PreparedDataset:
         rare = counts < min_count
         if keep_unseen:
             rare &= counts > 0
-        rare[:2] = False  # <pad>, <unk>
+        rare[[PAD_ID, UNK_ID]] = False
         if not rare.any():
             return None
         table = np.arange(len(counts), dtype=np.int64)
-        table[rare] = 1
+        table[rare] = UNK_ID
         return table
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
@@ -89,7 +93,7 @@ class PreparedDataset:
                             f"({theirs} vs {mine}): ids cannot be carried across",
                             hint="score the run on a variant with the same tokenisation")
         index = {token: i for i, token in enumerate(self.vocab)}
-        table = np.array([index.get(token, 1) for token in source.vocab], dtype=np.int32)
+        table = np.array([index.get(token, UNK_ID) for token in source.vocab], dtype=np.int32)
         splits = dict(self._splits)
         for name in names:
             frame = source.split(name).copy()
@@ -110,8 +114,42 @@ class PreparedDataset:
                     f"split {name!r} is not in {self.root}",
                     hint=f"splits present: {', '.join(self.split_names) or '(none)'}",
                 )
-            self._splits[name] = pq.read_table(path).to_pandas()
+            self._splits[name] = _read_split(path, self.stats)
         return self._splits[name]
+
+    def file_sha256(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None)
+        as preprocess recorded them: a split's bytes are checked against that record when it
+        is read, so this is the hash of what a run reads (hashed here only for folders prepared
+        before the record existed)."""
+        recorded = _file_records(self.root, self.stats)
+        wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
+                  else list(names))
+        return {name: recorded[name]["sha256"] if "sha256" in recorded.get(name, {})
+                else io.sha256_file(self.root / name)
+                for name in wanted if (self.root / name).is_file()}
+
+    def check_files(self, expected: Mapping[str, str], source: str) -> None:
+        """Check the sha256 a run recorded for prepared files (``{"test.parquet": sha}``, the
+        ``prepared_sha256`` of its manifest.json, read from ``source``) against the files of
+        this folder as preprocess recorded them; the bytes themselves are checked against that
+        record when a split is read. A :class:`DataError` names the file and both hashes."""
+        recorded = _file_records(self.root, self.stats)
+        for name, sha in expected.items():
+            have = recorded.get(name, {}).get("sha256")
+            if have != sha:
+                raise DataError(
+                    f"{source}: prepared file {name} had sha256 {sha}; {self.root / name} now "
+                    f"has {have or '(none recorded)'}",
+                    hint="the data was prepared again (or differently) since the run: "
+                         "preprocess the version the run used, or train the run again")
+
+
+def _write_bytes(path: Path, data: Any) -> str:
+    """Write ``data`` (any buffer) atomically; its sha256, hashed from the same buffer."""
+    with io.atomic_open(path, "wb") as handle:
+        handle.write(data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def write_prepared(
@@ -120,26 +158,77 @@ def write_prepared(
     vocab: list[str],
     train_counts: list[int],
     stats: Mapping[str, Any],
-) -> None:
-    """Write a prepared folder atomically file by file; ``DONE`` marks it complete."""
+) -> dict[str, dict[str, Any]]:
+    """Write a prepared folder atomically file by file; ``DONE`` marks it complete.
+
+    ``stats.json`` gets a ``files`` record (returned too): per ``{split}.parquet`` its sha256,
+    rows and groups, for ``vocab.tsv`` its sha256 and rows; :func:`load_prepared` checks the
+    files against it. Each file is serialised in memory and hashed from that buffer."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
+    if vocab[:2] != [PAD, UNK]:
+        raise ValueError("vocab must start with <pad>, <unk>")
+    files: dict[str, dict[str, Any]] = {}
     for name, frame in splits.items():
         table = pa.Table.from_pandas(frame[PREPARED_SCHEMA.names], schema=PREPARED_SCHEMA,
                                      preserve_index=False)
         # Arrow-backed (pd.ArrowDtype) columns store pandas metadata that to_pandas() cannot
         # read back; the schema above says everything a reader needs.
         table = table.replace_schema_metadata(None)
-        with io.atomic_path(root / f"{name}.parquet") as tmp:
-            pq.write_table(table, tmp)
-    if vocab[:2] != [PAD, UNK]:
-        raise ValueError("vocab must start with <pad>, <unk>")
-    io.write_text(
-        root / "vocab.tsv",
-        "".join(f"{tok}\t{cnt}\n" for tok, cnt in zip(vocab, train_counts, strict=True)),
-    )
-    io.write_json(root / "stats.json", dict(stats))
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        files[f"{name}.parquet"] = {"sha256": _write_bytes(root / f"{name}.parquet",
+                                                           sink.getvalue()),
+                                    "rows": table.num_rows,
+                                    "groups": int(frame["group_id"].nunique())}
+    text = "".join(f"{tok}\t{cnt}\n" for tok, cnt in zip(vocab, train_counts, strict=True))
+    files["vocab.tsv"] = {"sha256": _write_bytes(root / "vocab.tsv", text.encode("utf-8")),
+                          "rows": len(vocab)}
+    io.write_json(root / "stats.json", {**stats, "files": files})
     io.write_text(root / "DONE", "")
+    return files
+
+
+def _file_records(folder: Path, stats: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``files`` record of ``stats.json`` ({} for folders prepared before it existed)."""
+    files = stats.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        raise DataError(f"{folder / 'stats.json'}: damaged: 'files' is not a table of records",
+                        hint=f"prepare it again (pairrepro preprocess {stats.get('dataset', '')})")
+    return files
+
+
+def _check_record(path: Path, data: bytes, record: Mapping[str, Any] | None,
+                  dataset: str) -> None:
+    """The bytes of a prepared file against the sha256 preprocess recorded for it."""
+    if not record or "sha256" not in record:
+        return
+    found = hashlib.sha256(data).hexdigest()
+    if found != record["sha256"]:
+        raise DataError(
+            f"{path}: sha256 {found} ({len(data):,} bytes) is not the {record['sha256']} that "
+            "preprocess recorded in stats.json",
+            hint="the file was replaced or damaged after preprocess; run: pairrepro "
+                 f"preprocess {dataset} (with the same --variant)")
+
+
+def _read_split(path: Path, stats: Mapping[str, Any]) -> pd.DataFrame:
+    """Read a split's parquet once: hash the bytes, check them, parse them from the buffer."""
+    dataset = str(stats.get("dataset", ""))
+    record = _file_records(path.parent, stats).get(path.name)
+    data = path.read_bytes()
+    _check_record(path, data, record, dataset)
+    try:
+        frame = pq.read_table(pa.BufferReader(data)).to_pandas()
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path}: not a readable parquet file ({exc})",
+                        hint=f"run: pairrepro preprocess {dataset} (with the same --variant)"
+                        ) from None
+    for key, found in (("rows", len(frame)), ("groups", int(frame["group_id"].nunique()))):
+        if record and key in record and record[key] != found:
+            raise DataError(f"{path}: {found:,} {key}, stats.json records {record[key]:,}",
+                            hint=f"run: pairrepro preprocess {dataset} (same --variant)")
+    return frame
 
 
 def load_prepared(dataset: str, variant: str | None = None, root: Path | None = None
@@ -150,12 +239,98 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
         cmd = f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
         raise DataError(f"dataset {dataset!r} is not prepared (no complete folder {folder})",
                         hint=f"run: pairrepro fetch {dataset} && {cmd}")
+    again = f"run: pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
+    stats_path = folder / "stats.json"
+    try:
+        stats = json.loads(stats_path.read_bytes().decode("utf-8"))
+        if not isinstance(stats, dict):
+            raise ValueError("not a JSON object")
+    except (ValueError, OSError) as exc:  # JSONDecodeError and UnicodeDecodeError included
+        raise DataError(f"{stats_path}: damaged ({exc})", hint=again) from None
+    vocab_path = folder / "vocab.tsv"
+    try:
+        data = vocab_path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{vocab_path}: cannot be read ({exc.strerror})", hint=again) from None
+    _check_record(vocab_path, data, _file_records(folder, stats).get("vocab.tsv"), dataset)
     vocab: list[str] = []
     counts: list[int] = []
-    with open(folder / "vocab.tsv", encoding="utf-8") as handle:
-        for line in handle:
-            token, _, count = line.rstrip("\n").rpartition("\t")
-            vocab.append(token)
-            counts.append(int(count))
-    stats = json.loads((folder / "stats.json").read_text(encoding="utf-8"))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{vocab_path}: not UTF-8 at byte {exc.start}", hint=again) from None
+    lines = text.split("\n")  # only \n ends a line: a token may hold any other separator
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, 1):
+        token, tab, count = line.rpartition("\t")
+        if not tab or not count.isdigit():
+            raise DataError(f"{vocab_path}: line {number} is not token<TAB>count: {line[:60]!r}",
+                            hint=again)
+        vocab.append(token)
+        counts.append(int(count))
+    if vocab[:2] != [PAD, UNK] or len(vocab) != stats.get("vocab_size", len(vocab)):
+        raise DataError(f"{vocab_path}: {len(vocab):,} tokens starting {vocab[:2]}; stats.json "
+                        f"records {stats.get('vocab_size')} starting ['{PAD}', '{UNK}']",
+                        hint=again)
     return PreparedDataset(root=folder, vocab=vocab, train_counts=counts, stats=stats)
+
+
+# ------------------------------------------------------------------ readiness (for report/plan)
+def is_prepared(dataset: str, variant: str | None = None) -> bool:
+    """Whether :func:`load_prepared` would open ``dataset``/``variant``: the folder it reads
+    has its ``DONE`` marker (parquet files without it are an unfinished preprocess)."""
+    return (paths.prepared_dir(dataset, variant or None) / "DONE").is_file()
+
+
+def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
+    """Whether ``dataset`` is prepared (:func:`is_prepared`); if not, the command(s) that
+    would make it so: preprocess when the raw files are here, else fetch (with ``--mirror``
+    unless ``$PAIRREPRO_MIRROR`` is set, or ``--from`` for data that is not public)."""
+    from pairrepro.data.manifests import load_manifest
+    from pairrepro.errors import PairreproError
+
+    try:
+        manifest = load_manifest(dataset)
+    except PairreproError:
+        return False, f"no manifest data_manifests/{dataset}.toml: the dataset is not packaged"
+    if is_prepared(dataset, variant):
+        return True, ""
+    suffix = f" --variant {variant}" if variant else ""
+    raw = paths.raw_dir(dataset)
+    have_raw = bool(manifest.files) and all((raw / f.path).exists() for f in manifest.files)
+    if have_raw:
+        return False, f"pairrepro preprocess {dataset}{suffix}"
+    if not manifest.public:
+        return False, (f"not public ({manifest.notes.strip() or manifest.licence}); put the files "
+                       f"in a folder and run: pairrepro fetch {dataset} --from DIR")
+    mirror = " --mirror DIR" if paths.mirror_dir() is None else ""
+    return False, f"pairrepro fetch {dataset}{mirror} && pairrepro preprocess {dataset}{suffix}"
+
+
+def split_pairs(dataset: str, variant: str | None, split: str) -> int | None:
+    """Pairs of ``split`` as the prepared ``stats.json`` counts them (None: not prepared)."""
+    if not is_prepared(dataset, variant):
+        return None
+    folder = paths.prepared_dir(dataset, variant or None)
+    try:
+        splits = json.loads((folder / "stats.json").read_text(encoding="utf-8")).get("splits")
+    except (OSError, json.JSONDecodeError):
+        return None
+    entry = splits.get(split) if isinstance(splits, dict) else None
+    pairs = entry.get("pairs") if isinstance(entry, dict) else None
+    return pairs if isinstance(pairs, int) else None
+
+
+def capped_pairs(dataset: str, variant: str | None, split: str, negatives: int) -> int | None:
+    """Pairs an epoch of ``split`` has when each query keeps its positives and at most
+    ``negatives`` of its negatives (pointwise ranking); None when not prepared."""
+    if not is_prepared(dataset, variant):
+        return None
+    path = paths.prepared_dir(dataset, variant or None) / f"{split}.parquet"
+    if not path.is_file():
+        return None
+    frame = pd.read_parquet(path, columns=["group_id", "label"])
+    per_query = frame.groupby("group_id")["label"].agg(["sum", "count"])
+    kept = (per_query["count"] - per_query["sum"]).clip(upper=negatives)
+    return int((per_query["sum"] + kept).sum())

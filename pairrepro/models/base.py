@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from pairrepro.data.prepared import PAD_ID
+
 
 @dataclass
 class ModelContext:
@@ -40,7 +42,7 @@ class ModelContext:
     pretrained: torch.Tensor | None = None
     trainable_embeddings: bool = True
     vocab: Sequence[str] | None = field(default=None, repr=False)
-    padding_idx: int = 0
+    padding_idx: int = PAD_ID
 
 
 class PairModel(nn.Module):
@@ -72,3 +74,12 @@ class PairModel(nn.Module):
     ) -> torch.Tensor:
         """Score a batch: ``[B, n]`` / ``[B, m]`` ids and masks -> ``[B, num_outputs]``."""
         raise NotImplementedError
+
+
+def count_weight_params(model: nn.Module) -> int:
+    """θ as the papers count it: weight matrices only (``dim >= 2``), no biases, no embedding
+    tables (their size depends on the vocabulary, not on the model)."""
+    embedding_ids = {id(p) for m in model.modules() if isinstance(m, nn.Embedding)
+                     for p in m.parameters()}
+    return sum(p.numel() for p in model.parameters()
+               if p.dim() >= 2 and id(p) not in embedding_ids)

@@ -18,14 +18,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from sklearn.metrics import precision_recall_curve
 
 from pairrepro.data.batches import pad
 from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
+from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, PairModel
 from pairrepro.models.registry import register_model
-
-UNK_ID = 1
 
 
 @register_model("bm25")
@@ -122,17 +122,18 @@ class BM25(PairModel):
 
 def best_f1_threshold(scores: np.ndarray, positive: np.ndarray) -> float:
     """The threshold ``t`` whose rule "class 1 iff score > t" gives the highest F1 of class 1
-    on ``scores`` (midway between neighbouring distinct scores; the first such cut on ties)."""
+    on ``scores`` (midway between neighbouring distinct scores; the highest such cut on ties).
+
+    F1 at every cut is scikit-learn's ``precision_recall_curve`` (rule "score >= threshold",
+    one threshold per distinct score); the cut is then moved midway down to the next lower
+    distinct score, so that it also separates unseen scores sensibly."""
     if len(scores) == 0 or not positive.any():
         return 0.0
-    order = np.argsort(-scores, kind="stable")
-    ranked, hits = scores[order], positive[order]
-    true_pos = np.cumsum(hits)
-    predicted = np.arange(1, len(ranked) + 1)
-    f1 = 2 * true_pos / (predicted + hits.sum())
-    # a cut can only fall after the last of a run of equal scores
-    cut_ok = np.append(ranked[1:] != ranked[:-1], True)
-    best = int(np.argmax(np.where(cut_ok, f1, -1.0)))
-    if best + 1 < len(ranked):
-        return float((ranked[best] + ranked[best + 1]) / 2)
-    return float(ranked[best] - 1.0)
+    precision, recall, thresholds = precision_recall_curve(positive, scores)
+    precision, recall = precision[:-1], recall[:-1]  # the last point has no threshold
+    denom = precision + recall
+    f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(denom), where=denom > 0)
+    best = len(f1) - 1 - int(np.argmax(f1[::-1]))  # ties: the highest threshold
+    chosen = thresholds[best]
+    lower = np.unique(scores[scores < chosen])
+    return float((chosen + lower[-1]) / 2) if len(lower) else float(chosen - 1.0)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, PairModel
 from pairrepro.models.layers import (
@@ -74,8 +75,37 @@ def normalise_filters(weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return weight / weight.sum(dim=-1, keepdim=True).clamp_min(eps)
 
 
+FILTER_SCALES = ("normalised", "fixed", "none")
+
+
+def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
+    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says.
+
+    ``"normalised"``: each row sums to 1 (:func:`normalise_filters`; a convex combination of
+    the window, so a filter's own magnitude is lost); ``"fixed"``: every entry times
+    ``1 / (tau c_in)``, a constant that bounds the output range at initialisation just as
+    well (an output is the mean of its window's products) and keeps each filter's
+    magnitude, and so what the FGN learns about it; ``"none"``: Eq. 18 literally.
+    """
+    if scale == "normalised":
+        return normalise_filters(weight)
+    if scale == "fixed":
+        return weight / weight.size(-1)
+    if scale == "none":
+        return weight
+    raise ConfigError(f"cin: filter_scale {scale!r} is not one of {FILTER_SCALES}")
+
+
 class FilterGenerator(nn.Module):
-    """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter."""
+    """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter.
+
+    The bias ``B`` is "uniformly set to zero" (the paper): an init this module owns
+    (``documented_init``, kept over a recipe's ``init``), and a bias for the L2 penalty
+    (``bias_parameters``: theta is "all the connection weights").
+    """
+
+    documented_init = ("b",)
+    bias_parameters = ("b",)
 
     def __init__(self, c_in: int, c_out: int, tau: int, kmax: int) -> None:
         super().__init__()
@@ -106,9 +136,12 @@ class CINLayer(nn.Module):
     """One convolutional interaction layer: FGN, intra/inter dynamic convolution, fusion."""
 
     def __init__(self, c_in: int, c_out: int, tau: int, kmax: int, use_intra: bool,
-                 dropout: float, normalise: bool = True) -> None:
+                 dropout: float, filter_scale: str = "normalised") -> None:
         super().__init__()
-        self.use_intra, self.normalise = use_intra, normalise
+        if filter_scale not in FILTER_SCALES:
+            raise ConfigError(f"cin: filter_scale {filter_scale!r} is not one of "
+                              f"{FILTER_SCALES}")
+        self.use_intra, self.filter_scale = use_intra, filter_scale
         self.fgn = FilterGenerator(c_in, c_out, tau, kmax)
         self.fuse = nn.Linear((5 if use_intra else 1) * c_out, c_out)
         self.residual = nn.Linear(c_in, c_out, bias=False)
@@ -127,9 +160,8 @@ class CINLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, x_mask: torch.Tensor, y: torch.Tensor,
                 y_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        wx, wy = self.fgn(x, x_mask), self.fgn(y, y_mask)
-        if self.normalise:
-            wx, wy = normalise_filters(wx), normalise_filters(wy)
+        wx = scale_filters(self.fgn(x, x_mask), self.filter_scale)
+        wy = scale_filters(self.fgn(y, y_mask), self.filter_scale)
         return self._fuse(x, x_mask, wx, wy), self._fuse(y, y_mask, wy, wx)
 
 
@@ -149,8 +181,13 @@ class CIN(PairModel):
         use_exact_match: append the exact-match feature to the word representation.
         use_interaction: False = Table 5 "Remove whole interaction".
         use_intra: False = Table 5 "Remove intra-attention".
-        normalise_filters: scale each generated filter row to sum 1 (see
-            ``normalise_filters``); False = Eq. 18 literally, which saturates at init.
+        filter_scale: how generated filters are scaled (:func:`scale_filters`, a departure
+            from Eq. 18, which has no scaling): ``"normalised"`` (rows sum to 1, the
+            default), ``"fixed"`` (times ``1 / (tau c_in)``), ``"none"`` (Eq. 18 literally,
+            which saturates at init). The filters are ``dim x tau d_in`` (e.g. 300 x 3*701
+            with the paper's sizes), not the square ``d x tau d`` of Eqs. 10/18.
+        normalise_filters: the older boolean spelling: True = ``"normalised"``, False =
+            ``"none"``; given together with a different ``filter_scale`` it is an error.
         aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
         mlp_hidden: width of the tanh hidden layer of the classifier.
         dropout: dropout after each fully connected, recurrent and convolutional layer.
@@ -171,7 +208,8 @@ class CIN(PairModel):
         use_exact_match: bool = True,
         use_interaction: bool = True,
         use_intra: bool = True,
-        normalise_filters: bool = True,
+        filter_scale: str = "normalised",
+        normalise_filters: bool | None = None,
         aggr_lstm: bool = False,
         mlp_hidden: int = 300,
         dropout: float = 0.1,
@@ -179,6 +217,14 @@ class CIN(PairModel):
         super().__init__(ctx)
         if window < 1 or window % 2 == 0:
             raise ConfigError(f"cin: window must be a positive odd number, got {window}")
+        if normalise_filters is not None:
+            implied = "normalised" if normalise_filters else "none"
+            if filter_scale not in ("normalised", implied):
+                raise ConfigError(
+                    f"cin: normalise_filters = {str(normalise_filters).lower()} contradicts "
+                    f"filter_scale = {filter_scale!r}",
+                    hint="give filter_scale only (\"normalised\", \"fixed\" or \"none\")")
+            filter_scale = implied
         self.use_exact_match = use_exact_match
         self.embed = WordEmbedding(ctx)
         self.chars = (CharEncoder(ctx.vocab, char_dim, char_filters, max_word_len, "cnn",
@@ -192,7 +238,7 @@ class CIN(PairModel):
         self.layers = nn.ModuleList()
         for _ in range(layers if use_interaction else 0):
             self.layers.append(CINLayer(width, dim, window, kmax, use_intra, dropout,
-                                        normalise_filters))
+                                        filter_scale))
             width = dim
         self.aggregate = (nn.LSTM(width, hidden, batch_first=True, bidirectional=True)
                           if aggr_lstm else None)
@@ -206,7 +252,7 @@ class CIN(PairModel):
         if self.chars is not None:
             parts.append(self.chars(ids))
         if self.use_exact_match:
-            parts.append(exact_match(ids, mask, other, other_mask, self.ctx.padding_idx + 1))
+            parts.append(exact_match(ids, mask, other, other_mask, UNK_ID))
         e = self.dropout(torch.cat(parts, dim=-1))
         h, _ = run_rnn(self.encoder, e, mask)
         return torch.cat([self.dropout(h), e], dim=-1) * mask.unsqueeze(-1).to(e.dtype)

@@ -19,6 +19,7 @@ Equations and the readings of their ambiguities are in ``../shared/spec/clstm.md
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models.base import ModelContext
@@ -56,16 +57,29 @@ class TCCell(nn.Module):
             assert x is not None and y is not None
             return {"rows": self.w_x(x), "cols": self.w_y(y)}
         assert g is not None
-        return {"grid": self.w_g(g)}
+        # the fused grid stays un-projected: step() projects one diagonal at a time inside
+        # its recurrent product (a whole-grid projection is memory-bound)
+        return {"feats": g}
 
-    def step(self, inp: torch.Tensor, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None) -> State:
+    def step(self, inp: torch.Tensor | None, up: State, left: State,
+             mem_up: Memory | None, mem_left: Memory | None,
+             feats: torch.Tensor | None = None) -> State:
         (h_up, c_up), (h_left, c_left) = up, left
-        gates = inp + self.u(torch.cat([h_left, h_up], dim=-1))
-        cand, o, i, f1, f2 = gates.chunk(5, dim=-1)
-        c = (torch.tanh(cand) * torch.sigmoid(i) + c_left * torch.sigmoid(f1)
-             + c_up * torch.sigmoid(f2))
-        h = torch.sigmoid(o) * torch.tanh(c)
+        if feats is None:
+            gates = F.linear(torch.cat([h_left, h_up], dim=-1), self.u.weight, self.u.bias)
+        else:  # A [ĥ_{i,j}; h_{i,j-1}; h_{i-1,j}] as one product
+            gates = F.linear(torch.cat([feats, h_left, h_up], dim=-1),
+                             torch.cat([self.w_g.weight, self.u.weight], dim=1), self.u.bias)
+        if inp is not None:
+            gates = gates + inp
+        d = self.hidden
+        # one tanh and one sigmoid call for the five gates (four of them are sigmoids); a
+        # split, as its backward is one concatenation where a slice's zero-fills the whole
+        pre_cand, pre_sig = gates.split([d, 4 * d], dim=-1)
+        cand = torch.tanh(pre_cand)
+        o, i, f1, f2 = torch.sigmoid(pre_sig).chunk(4, dim=-1)
+        c = cand * i + c_left * f1 + c_up * f2
+        h = o * torch.tanh(c)
         return h, c
 
     def output(self, states: list[torch.Tensor]) -> torch.Tensor:

@@ -32,6 +32,7 @@ Design:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -81,34 +82,40 @@ class GridCell(Protocol):
 
     def step(
         self,
-        inp: torch.Tensor,
+        inp: torch.Tensor | None,
         up: State,
         left: State,
         mem_up: Memory | None,
         mem_left: Memory | None,
     ) -> State:
-        """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``."""
+        """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``.
+
+        ``inp`` is the sum of the additive inputs (``rows``, ``cols``, ``grid``; None when
+        there are none). When the sweep is given ``feats``, they come as a further keyword
+        argument ``feats`` (``[B, L, F]``), for the cell to project itself.
+        """
         ...
 
 
 def _rows(diag: torch.Tensor | None, lo: int, start: int, count: int) -> torch.Tensor | None:
     """Rows ``start .. start+count-1`` of a diagonal whose first stored row is ``lo``.
 
-    Rows the diagonal does not hold (outside the grid) come back as zeros.
+    Rows the diagonal does not hold (outside the grid) come back as zeros. Diagonals
+    are stored with a zero row on each side, so the neighbours of every cell are a
+    plain slice (a view); only the memory slots of DF-LSTM reach further and pad.
     """
     if diag is None:
         return None
     stored = diag.size(1)
+    if lo <= start and start + count <= lo + stored:
+        return diag[:, start - lo : start - lo + count]
     a = max(start, lo)
     b = min(start + count, lo + stored)
     if b <= a:
         return diag.new_zeros(diag.size(0), count, *diag.shape[2:])
     piece = diag[:, a - lo : b - lo]
-    before, after = a - start, start + count - b
-    if before or after:
-        pad = [0, 0] * (diag.dim() - 2) + [before, after]
-        piece = F.pad(piece, pad)
-    return piece
+    pad = [0, 0] * (diag.dim() - 2) + [a - start, start + count - b]
+    return F.pad(piece, pad)
 
 
 def _diagonal_order(n: int, m: int, device: torch.device) -> tuple[torch.Tensor, list[int]]:
@@ -123,6 +130,77 @@ def _diagonal_order(n: int, m: int, device: torch.device) -> tuple[torch.Tensor,
     return torch.tensor(order, dtype=torch.long, device=device), offsets
 
 
+def _split_diagonals(flat: torch.Tensor | None, offsets: list[int]) -> tuple[torch.Tensor, ...]:
+    """A diagonal-major ``[B, n*m, F]`` tensor as one ``[B, L_t, F]`` piece per diagonal.
+
+    Split, not sliced: the backward of a slice allocates the whole tensor per diagonal,
+    that of a split is one concatenation.
+    """
+    if flat is None:
+        return ()
+    return flat.split([b - a for a, b in itertools.pairwise(offsets)], dim=1)
+
+
+def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
+           cols: torch.Tensor | None, grid: torch.Tensor | None, feats: torch.Tensor | None,
+           offsets: list[int], outputs: Sequence[int]) -> list[torch.Tensor]:
+    """The anti-diagonal sweep; ``grid`` and ``feats`` come and results go in diagonal-major
+    order (``[B, n*m, ·]``, cells as :func:`_diagonal_order` lists them)."""
+    given = [x for x in (rows, cols, grid, feats) if x is not None]
+    batch = given[0].size(0)
+    cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
+    grid_diags, feat_diags = _split_diagonals(grid, offsets), _split_diagonals(feats, offsets)
+    K = cell.memory
+    diags: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
+    for t in range(n + m - 1):
+        lo, hi = max(0, t - m + 1), min(t, n - 1)
+        count = hi - lo + 1
+        inp = None
+        if rows is not None:
+            inp = rows[:, lo : hi + 1]
+        if cols_rev is not None:  # j = t - i runs downwards; in the reversed tensor upwards
+            piece = cols_rev[:, m - 1 - t + lo : m - 1 - t + hi + 1]
+            inp = piece if inp is None else inp + piece
+        if grid_diags:
+            inp = grid_diags[t] if inp is None else inp + grid_diags[t]
+        if t == 0:
+            zeros = tuple(given[0].new_zeros(batch, count, s) for s in cell.state_sizes)
+            up, left = zeros, zeros
+        else:
+            prev, plo = diags[t - 1], max(0, t - m) - 1
+            up = tuple(c[:, lo - 1 - plo : lo - 1 - plo + count] for c in prev)
+            left = tuple(c[:, lo - plo : lo - plo + count] for c in prev)
+        mem_up = mem_left = None
+        if K > 0:
+            mem_up, mem_left = _memories(cell, diags, t, lo, hi, m, batch, given[0])
+        if feat_diags:
+            state = cell.step(inp, up, left, mem_up, mem_left, feats=feat_diags[t])
+        else:
+            state = cell.step(inp, up, left, mem_up, mem_left)  # type: ignore[arg-type]
+        diags.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
+    return [torch.cat([d[c][:, 1:-1] for d in diags], dim=1) for c in outputs]
+
+
+def _memories(cell: GridCell, diags: list[State], t: int, lo: int, hi: int, m: int,
+              batch: int, like: torch.Tensor) -> tuple[Memory, Memory]:
+    """The ``K`` previous states along X and Y of the cells of diagonal ``t``."""
+    device, count, K = like.device, hi - lo + 1, cell.memory
+    row_idx = torch.arange(lo, hi + 1, device=device)
+    col_idx = t - row_idx
+    ks = torch.arange(1, K + 1, device=device)
+    slots_up, slots_left = [], []
+    for k in range(1, K + 1):
+        if t - k < 0:
+            slots_up.append(like.new_zeros(batch, count, cell.state_sizes[cell.memory_up]))
+            slots_left.append(like.new_zeros(batch, count, cell.state_sizes[cell.memory_left]))
+            continue
+        src, slo = diags[t - k], max(0, t - k - m + 1) - 1
+        slots_up.append(_rows(src[cell.memory_up], slo, lo - k, count))  # type: ignore[arg-type]
+        slots_left.append(_rows(src[cell.memory_left], slo, lo, count))  # type: ignore[arg-type]
+    return (Memory(torch.stack(slots_up, dim=2), row_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0),
+            Memory(torch.stack(slots_left, dim=2), col_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0))
+
+
 def run_grid(
     cell: GridCell,
     n: int,
@@ -131,6 +209,7 @@ def run_grid(
     cols: torch.Tensor | None = None,
     grid: torch.Tensor | None = None,
     outputs: Sequence[int] = (0,),
+    feats: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
     """Sweep the grid in anti-diagonal order and return the requested state components.
 
@@ -141,77 +220,27 @@ def run_grid(
         cols: ``[B, m, G]`` input projection of ``y_j``.
         grid: ``[B, n, m, G]`` per-cell input projection (higher blocks).
         outputs: indices of the state components to return.
+        feats: ``[B, n, m, F]`` per-cell features handed to ``cell.step`` as ``feats=``
+            (the cell projects them itself, one diagonal at a time: a whole-grid
+            projection is a memory-bound matrix product several times wider than ``F``).
 
     Returns:
         One ``[B, n, m, size]`` grid per requested component.
     """
-    given = [x for x in (rows, cols, grid) if x is not None]
+    given = [x for x in (rows, cols, grid, feats) if x is not None]
     if not given:
-        raise ValueError("run_grid needs at least one of rows, cols, grid")
+        raise ValueError("run_grid needs at least one of rows, cols, grid, feats")
     batch, device = given[0].size(0), given[0].device
-    cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
     order, offsets = _diagonal_order(n, m, device)
-    grid_diags: tuple[torch.Tensor, ...] = ()
-    if grid is not None:
-        # one gather into diagonal-major order, then split (not sliced: the backward of a
-        # slice allocates the whole grid per diagonal; that of a split is one concatenation)
-        sizes = [offsets[t + 1] - offsets[t] for t in range(n + m - 1)]
-        grid_diags = grid.reshape(batch, n * m, grid.size(-1)).index_select(1, order).split(
-            sizes, dim=1)
-    K = cell.memory
-    diags: list[State] = []
-    los: list[int] = []
-    for t in range(n + m - 1):
-        lo, hi = max(0, t - m + 1), min(t, n - 1)
-        count = hi - lo + 1
-        parts = []
-        if rows is not None:
-            parts.append(rows[:, lo : hi + 1])
-        if cols_rev is not None:  # j = t - i runs downwards; in the reversed tensor upwards
-            parts.append(cols_rev[:, m - 1 - t + lo : m - 1 - t + hi + 1])
-        if grid_diags:
-            parts.append(grid_diags[t])
-        inp = parts[0]
-        for p in parts[1:]:
-            inp = inp + p
-        if t == 0:
-            zeros = tuple(inp.new_zeros(batch, count, s) for s in cell.state_sizes)
-            up, left = zeros, zeros
-        else:
-            prev, plo = diags[t - 1], los[t - 1]
-            up = tuple(_rows(c, plo, lo - 1, count) for c in prev)  # type: ignore[misc]
-            left = tuple(_rows(c, plo, lo, count) for c in prev)  # type: ignore[misc]
-        mem_up = mem_left = None
-        if K > 0:
-            row_idx = torch.arange(lo, hi + 1, device=device)
-            col_idx = t - row_idx
-            ks = torch.arange(1, K + 1, device=device)
-            slots_up, slots_left = [], []
-            for k in range(1, K + 1):
-                if t - k < 0:
-                    z = inp.new_zeros(batch, count, cell.state_sizes[cell.memory_up])
-                    slots_up.append(z)
-                    slots_left.append(inp.new_zeros(batch, count,
-                                                    cell.state_sizes[cell.memory_left]))
-                    continue
-                src, slo = diags[t - k], los[t - k]
-                slots_up.append(_rows(src[cell.memory_up], slo, lo - k, count))  # type: ignore[arg-type]
-                slots_left.append(_rows(src[cell.memory_left], slo, lo, count))  # type: ignore[arg-type]
-            mem_up = Memory(torch.stack(slots_up, dim=2),
-                            row_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0)
-            mem_left = Memory(torch.stack(slots_left, dim=2),
-                              col_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0)
-        state = cell.step(inp, up, left, mem_up, mem_left)
-        diags.append(state)
-        los.append(lo)
-    # diagonal-major -> row-major with one gather per requested component
+
+    def diagonal_major(g: torch.Tensor | None) -> torch.Tensor | None:
+        return None if g is None else g.reshape(batch, n * m, -1).index_select(1, order)
+
+    flat = _sweep(cell, n, m, rows, cols, diagonal_major(grid), diagonal_major(feats),
+                  offsets, outputs)
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel(), device=device)
-    result = []
-    for c in outputs:
-        flat = torch.cat([d[c] for d in diags], dim=1)
-        result.append(flat.index_select(1, inverse).view(batch, n, m, -1))
-    return result
+    return [f.index_select(1, inverse).view(batch, n, m, -1) for f in flat]
 
 
 def flip_index(mask: torch.Tensor) -> torch.Tensor:
@@ -262,9 +291,11 @@ def run_grid_directions(
 
     ``x [B, n, e]``, ``y [B, m, e]`` and/or ``grid [B, n, m, D]`` are reversed per example
     as :data:`DIRECTION_FLIPS` says, stacked along the batch, and only then turned into
-    gate inputs by ``project(x, y, grid) -> {"rows"|"cols"|"grid": tensor}`` (a
+    gate inputs by ``project(x, y, grid) -> {"rows"|"cols"|"grid"|"feats": tensor}`` (a
     position-wise map, so it commutes with the reversal, and reversing the narrower
-    un-projected tensors is cheaper). Results are mapped back to the original orientation.
+    un-projected tensors is cheaper; see :func:`run_grid` for the keys). ``project`` gets
+    the grid already in diagonal-major order, ``[directions·B, n·m, D]``, and returns
+    ``grid``/``feats`` in that order. Results are mapped back to the original orientation.
 
     Returns:
         One ``[directions, B, n, m, size]`` tensor per requested component.
@@ -272,6 +303,7 @@ def run_grid_directions(
     if directions not in (1, 2, 3, 4):
         raise ValueError(f"directions must be between 1 and 4, got {directions}")
     n, m = row_mask.size(1), col_mask.size(1)
+    batch, device = row_mask.size(0), row_mask.device
     ridx, cidx = flip_index(row_mask), flip_index(col_mask)
     flips = DIRECTION_FLIPS[:directions]
     x_in = y_in = g_in = None
@@ -279,17 +311,36 @@ def run_grid_directions(
         x_in = torch.cat([flip_seq(x, ridx) if fx else x for fx, _ in flips])
     if y is not None:
         y_in = torch.cat([flip_seq(y, cidx) if fy else y for _, fy in flips])
+    order, offsets = _diagonal_order(n, m, device)
+    # each direction's reversal and the diagonal-major order composed into ONE row gather
+    # each way (flat cell q of direction d's grid is cell source[d, b, q] of the original;
+    # a reversal is its own inverse, so the same map brings the results back)
+    source = _direction_cells(ridx, cidx, flips)  # [directions, B, n*m]
+    example = torch.arange(batch, device=device).view(1, batch, 1) * (n * m)
     if grid is not None:
-        g_in = torch.cat([flip_grid(grid, ridx if fx else None, cidx if fy else None)
-                          for fx, fy in flips])
-    results = run_grid(cell, n, m, outputs=outputs, **project(x_in, y_in, g_in))
-    out = []
-    for res in results:
-        chunks = res.chunk(directions)
-        back = [flip_grid(ch, ridx if fx else None, cidx if fy else None)
-                for ch, (fx, fy) in zip(chunks, flips, strict=True)]
-        out.append(torch.stack(back))
-    return out
+        take = (source[:, :, order] + example).reshape(-1)
+        g_in = grid.reshape(batch * n * m, -1).index_select(0, take).view(
+            directions * batch, n * m, -1)
+    proj = project(x_in, y_in, g_in)
+    flat = _sweep(cell, n, m, proj.get("rows"), proj.get("cols"), proj.get("grid"),
+                  proj.get("feats"), offsets, outputs)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel(), device=device)
+    back = (inverse[source] + example + torch.arange(directions, device=device).view(-1, 1, 1)
+            * (batch * n * m)).reshape(-1)
+    return [f.reshape(-1, f.size(-1)).index_select(0, back).view(directions, batch, n, m, -1)
+            for f in flat]
+
+
+def _direction_cells(ridx: torch.Tensor, cidx: torch.Tensor,
+                     flips: Sequence[tuple[bool, bool]]) -> torch.Tensor:
+    """``[len(flips), B, n*m]``: the flat cell ``i*m + j`` each cell of every orientation reads."""
+    batch, n, m = ridx.size(0), ridx.size(1), cidx.size(1)
+    plain_r = torch.arange(n, device=ridx.device).expand(batch, n)
+    plain_c = torch.arange(m, device=ridx.device).expand(batch, m)
+    return torch.stack([((ridx if fx else plain_r).unsqueeze(2) * m
+                         + (cidx if fy else plain_c).unsqueeze(1)).reshape(batch, n * m)
+                        for fx, fy in flips])
 
 
 def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:

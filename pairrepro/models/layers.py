@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from pairrepro.data.prepared import PAD_ID, UNK_ID
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 
@@ -19,7 +20,7 @@ NEG_INF = -1e30  # finite, so fully-masked rows give zeros after softmax instead
 
 
 def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
-                other_mask: torch.Tensor, unk_idx: int | None = 1) -> torch.Tensor:
+                other_mask: torch.Tensor, unk_idx: int | None = UNK_ID) -> torch.Tensor:
     """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``.
 
     The unknown-word id never matches: two different rare words share it.
@@ -69,9 +70,8 @@ class WordEmbedding(nn.Module):
         x, y = self.embedding(left), self.embedding(right)
         if not self.exact_match:
             return x, y
-        unk = self.embedding.padding_idx + 1 if self.embedding.padding_idx is not None else 1
-        return (torch.cat([x, exact_match(left, left_mask, right, right_mask, unk)], dim=-1),
-                torch.cat([y, exact_match(right, right_mask, left, left_mask, unk)], dim=-1))
+        return (torch.cat([x, exact_match(left, left_mask, right, right_mask, UNK_ID)], dim=-1),
+                torch.cat([y, exact_match(right, right_mask, left, left_mask, UNK_ID)], dim=-1))
 
 
 def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
@@ -381,7 +381,7 @@ class CharEncoder(nn.Module):
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,
-                 padding_idx: int = 0) -> None:
+                 padding_idx: int = PAD_ID) -> None:
         super().__init__()
         if vocab is None:
             raise ConfigError(

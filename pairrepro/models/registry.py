@@ -10,6 +10,7 @@ import importlib
 import inspect
 import pkgutil
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pairrepro.errors import ConfigError
@@ -36,10 +37,10 @@ def _import_all() -> None:
     global _IMPORTED
     if _IMPORTED:
         return
-    import pairrepro.models as package
-
-    for info in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{info.name}")
+    # this module's own folder, not the package object: importing pairrepro.models from here
+    # would be an import cycle (the package imports this module)
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{__package__}.{info.name}")
     _IMPORTED = True
 
 

@@ -3,7 +3,7 @@
 * CSRAN Figures 2 and 3: dev score against stack depth, one curve per series; a run belongs to
   a series when its resolved ``config.toml`` matches the series' ``match`` keys
   (``csran.toml`` ``[[figures]]``), x is read from the config (``model.layers``); model
-  hyper-parameters a config leaves unset take the model's defaults (``tables.settings``).
+  hyper-parameters a config leaves unset take the model's defaults (``recipe_index.settings``).
 * A table whose rows carry ``x`` (MV-LSTM Table 2: k) as a plot: published values against the
   reproduced means (± std).
 * Training curves of one run from its ``metrics.jsonl`` (``pairrepro report curves RUN``).
@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,10 @@ import matplotlib.pyplot as plt
 
 from pairrepro.errors import DataError
 from pairrepro.io import atomic_path
-from pairrepro.report.tables import (
-    EvalTable,
-    FigureSpec,
-    RunInfo,
-    all_runs,
-    flatten,
-    settings,
-)
+from pairrepro.report.cells import EvalTable
+from pairrepro.report.paper_tables import FigureSpec
+from pairrepro.report.recipe_index import flatten, settings
+from pairrepro.train.run_folder import RunFolder, RunInfo, all_runs
 
 FIGURE_FORMATS = ("png", "svg")
 
@@ -126,18 +121,14 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
 
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number)."""
-    log = run_dir / "metrics.jsonl"
-    if not log.is_file():
-        raise DataError(f"{log} not found", hint="pass a run directory: runs/<recipe>/seed-<n>")
+    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number); a
+    damaged line is a :class:`~pairrepro.train.run_folder.DamagedRunError` naming it."""
+    folder = RunFolder(run_dir)
+    if not folder.metrics_path.is_file():
+        raise DataError(f"{folder.metrics_path} not found",
+                        hint="pass a run directory: runs/<recipe>/seed-<n>")
     series: dict[str, list[tuple[float, float]]] = {}
-    for n, line in enumerate(log.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{log}:{n}: not valid JSON: {exc}") from exc
+    for n, record in enumerate(folder.read_metrics(), 1):
         flat = flatten(record)
         x = flat.get("epoch", n)
         for key, value in flat.items():

@@ -11,26 +11,20 @@ as its throughput figure was measured; the totals keep the two apart.
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from pairrepro import paths
+from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.io import read_toml
-from pairrepro.report.tables import (
-    Paper,
-    PaperTable,
-    RecipeIndex,
-    all_runs,
-    data_status,
-    find_runs,
-    table_recipes,
-)
+from pairrepro.report.cells import table_recipes
+from pairrepro.report.paper_tables import Paper, PaperTable
+from pairrepro.report.recipe_index import RecipeIndex
+from pairrepro.tasks import POINTWISE_RANKING, task_for
+from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, find_runs
 
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
 HARDWARE = ("cpu", "gpu")
@@ -91,31 +85,26 @@ def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
     return models
 
 
-def _run_hardware(run_dir: Path) -> str:
+def _run_hardware(run: RunInfo) -> str:
     """``gpu`` when the run's manifest.json names a CUDA device, else ``cpu``."""
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return "cpu"
-    return "gpu" if str(manifest.get("device", "")).startswith("cuda") else "cpu"
+    return "gpu" if str(run.manifest.get("device", "")).startswith("cuda") else "cpu"
 
 
 def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None:
     """Median ``pairs_per_s`` logged by earlier runs of ``model``, and their hardware (GPU
-    runs when there are any: CPU and GPU speeds are never mixed)."""
+    runs when there are any: CPU and GPU speeds are never mixed). Damaged runs are skipped:
+    a plan is an estimate."""
     speeds: dict[str, list[float]] = {}
     for run in all_runs(runs_dir):
         if run.config.get("model", {}).get("name") != model:
             continue
-        log = Path(run.path) / "metrics.jsonl"
-        if not log.is_file():
+        try:
+            log = run.folder.read_metrics()
+        except DamagedRunError:
             continue
-        hardware = _run_hardware(Path(run.path))
-        for line in log.read_text(encoding="utf-8").splitlines():
-            try:
-                value = json.loads(line).get("pairs_per_s")
-            except (json.JSONDecodeError, AttributeError):
-                continue
+        hardware = _run_hardware(run)
+        for record in log:
+            value = record.get("pairs_per_s")
             if isinstance(value, int | float) and value > 0:
                 speeds.setdefault(hardware, []).append(float(value))
     for hardware in ("gpu", "cpu"):
@@ -125,15 +114,12 @@ def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None
 
 
 def _train_pairs(recipe: Any) -> int | None:
+    """Training pairs of one epoch: the prepared ``stats.json`` count, else the manifest's
+    expected count; capped by ``max_train_pairs``, and for pointwise ranking with
+    ``max_negatives_per_query`` by the pairs each query keeps."""
     dataset, variant = recipe.data.dataset, recipe.data.variant or None
     split = recipe.data.train_split
-    count: int | None = None
-    stats_path = paths.prepared_dir(dataset, variant) / "stats.json"
-    if stats_path.is_file():
-        splits = json.loads(stats_path.read_text(encoding="utf-8")).get("splits", {})
-        entry = splits.get(split) if isinstance(splits, dict) else None
-        if isinstance(entry, dict) and isinstance(entry.get("pairs"), int):
-            count = entry["pairs"]
+    count = split_pairs(dataset, variant, split)
     if count is None:
         try:
             from pairrepro.data.manifests import load_manifest
@@ -145,13 +131,11 @@ def _train_pairs(recipe: Any) -> int | None:
     if count and recipe.data.max_train_pairs:
         count = min(count, recipe.data.max_train_pairs)
     cap = recipe.task.max_negatives_per_query
-    train_file = paths.prepared_dir(dataset, variant) / f"{split}.parquet"
-    if count and cap and recipe.task.loss == "pointwise" and train_file.is_file():
+    if count and cap and task_for(recipe.task.type, recipe.task.loss) is POINTWISE_RANKING:
         # each epoch keeps a query's positives and at most `cap` of its negatives
-        frame = pd.read_parquet(train_file, columns=["group_id", "label"])
-        per_query = frame.groupby("group_id")["label"].agg(["sum", "count"])
-        negatives = (per_query["count"] - per_query["sum"]).clip(upper=cap)
-        count = min(count, int((per_query["sum"] + negatives).sum()))
+        capped = capped_pairs(dataset, variant, split, cap)
+        if capped is not None:
+            count = min(count, capped)
     return count
 
 

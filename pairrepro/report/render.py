@@ -15,9 +15,9 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-from pairrepro.models.registry import available_models
-from pairrepro.report.tables import (
+from pairrepro.report.cells import (
     COMPARISON_BLOCK,
+    DAMAGED,
     DATA_MISSING,
     FAILED,
     INFO,
@@ -31,18 +31,20 @@ from pairrepro.report.tables import (
     STALE,
     Cell,
     EvalTable,
-    RunInfo,
 )
+from pairrepro.report.model_facts import needs_training
+from pairrepro.train.run_folder import RunInfo
 
 FORMATS = ("term", "md", "latex", "html")
 MARKS = {REPRODUCED: "✓", OFF: "✗"}
 SHORT = {
-    RUNNING: "running", STALE: "stale", FAILED: "failed", NOT_RUN: "not run",
-    DATA_MISSING: "data missing", NO_RECIPE: "no recipe", NOT_REPRODUCIBLE: "n/a", NEW: "",
+    RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
+    NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
+    NOT_REPRODUCIBLE: "n/a", NEW: "",
 }
 STYLE = {REPRODUCED: "green", OFF: "red", NEW: "cyan", RUNNING: "yellow", STALE: "yellow dim",
-         FAILED: "bold red", NOT_RUN: "dim", DATA_MISSING: "magenta", NO_RECIPE: "dim",
-         NOT_REPRODUCIBLE: "dim"}
+         DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", DATA_MISSING: "magenta",
+         NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
 
 
 @dataclass
@@ -84,8 +86,7 @@ def _run_setup(config: dict[str, Any]) -> str:
     (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
     emb, train, data, model, task = (config.get(k, {}) for k in (
         "embeddings", "train", "data", "model", "task"))
-    model_class = available_models().get(str(model.get("name", "")))
-    if model_class is not None and not model_class.needs_training:
+    if needs_training(str(model.get("name", ""))) is False:
         return "no training"
     parts = []
     if emb:

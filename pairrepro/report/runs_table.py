@@ -2,17 +2,17 @@
 
 For a README or a lab notebook: what each reproduced number came from (dev and test scores,
 tie share, chosen epoch, wall time, speed, threads, commit, the sha256 of the prepared data)
-read from the run folders themselves, so the list is never typed by hand.
+read from the run folders themselves, so the list is never typed by hand. A run folder that
+cannot be read shows as a ``damaged`` line naming the file; the other lines still print.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro.report.tables import RunInfo, all_runs
+from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs
 
 RANKING_METRICS = ("map", "mrr")
 
@@ -39,32 +39,35 @@ class RunLine:
     sha256_test: str
     # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
     evals: dict[str, dict[str, float]]
+    status: str = "finished"  # or "damaged": ``problem`` names the file and why
+    problem: str = ""
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def _last_epoch_pairs(seed_dir: Path) -> int | None:
+def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
     """Training pairs of the last epoch (``metrics.jsonl``): per-epoch sampling can make this
     smaller than the training split."""
-    path = seed_dir / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    lines = [x for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-    if not lines:
-        return None
-    value = json.loads(lines[-1]).get("train_pairs")
+    value = log[-1].get("train_pairs") if log else None
     return int(value) if isinstance(value, int | float) else None
 
 
+def _damaged_line(run: RunInfo, problem: str) -> RunLine:
+    dataset = run.manifest.get("dataset") or run.config.get("data", {}).get("dataset", "")
+    return RunLine(run=run.path, dataset=str(dataset), variant="", dev={}, test={},
+                   chosen_epoch=None, epochs_run=None, wall_time_s=None, pairs_per_s=None,
+                   pairs_per_epoch=None, cpu_threads=None, device="", commit=run.commit,
+                   dirty=None, sha256_train="", sha256_test="", evals={}, status="damaged",
+                   problem=problem)
+
+
 def run_line(run: RunInfo) -> RunLine:
-    """The table line of one finished run."""
-    folder = Path(run.path)
-    manifest = _read_json(folder / "manifest.json")
+    """The table line of one finished (or damaged) run."""
+    if run.status == "damaged":
+        return _damaged_line(run, run.problem)
+    try:
+        log, evals = run.folder.read_metrics(), run.folder.read_evals()
+    except DamagedRunError as exc:
+        return _damaged_line(run, exc.message)
+    manifest = run.manifest
     git = manifest.get("git") if isinstance(manifest.get("git"), dict) else {}
     sha = manifest.get("prepared_sha256") or {}
     train_split = run.config.get("data", {}).get("train_split", "train")
@@ -77,20 +80,21 @@ def run_line(run: RunInfo) -> RunLine:
         chosen_epoch=run.chosen_epoch, epochs_run=trained,
         wall_time_s=manifest.get("wall_time_s"),
         pairs_per_s=manifest.get("pairs_per_s") if trained else None,
-        pairs_per_epoch=_last_epoch_pairs(folder) if trained else manifest.get("train_pairs"),
+        pairs_per_epoch=_last_epoch_pairs(log) if trained else manifest.get("train_pairs"),
         cpu_threads=manifest.get("cpu_threads"), device=str(manifest.get("device", "")),
         commit=str(git.get("commit") or run.commit or ""), dirty=git.get("dirty"),
         sha256_train=str(sha.get(f"{train_split}.parquet", "")),
         sha256_test=str(sha.get(f"{test_split}.parquet", "")),
-        evals={p.stem: _read_json(p).get("metrics", {})
-               for p in sorted((folder / "evals").glob("*.json"))},
+        evals={name: record.get("metrics", {}) for name, record in evals.items()},
     )
 
 
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished run under ``runs_dir`` (of ``dataset`` when given), sorted by path."""
-    lines = [run_line(r) for r in all_runs(runs_dir) if r.status == "finished"]
-    return [x for x in lines if not dataset or x.dataset == dataset]
+    """Every finished or damaged run under ``runs_dir`` (of ``dataset`` when given; a damaged
+    run whose dataset cannot be read is always listed), sorted by path."""
+    lines = [run_line(r) for r in all_runs(runs_dir) if r.status in ("finished", "damaged")]
+    return [x for x in lines
+            if not dataset or x.dataset == dataset or (x.status == "damaged" and not x.dataset)]
 
 
 def _scores(metrics: dict[str, float]) -> str:
@@ -111,6 +115,8 @@ HEADERS = ["run", "dev MAP / MRR (or F1)", "test MAP / MRR (or F1)", "test tie s
 
 def format_line(line: RunLine) -> list[str]:
     """The printed cells of a line, in :data:`HEADERS` order."""
+    if line.status == "damaged":
+        return [line.run, f"damaged: {line.problem}", *[""] * (len(HEADERS) - 2)]
     tie = line.test.get("tie_share")
     commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
     return [

@@ -9,6 +9,7 @@ sums, early-stopping state, per-epoch history); and ``meta`` (recipe name, seed)
 
 from __future__ import annotations
 
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,20 @@ import torch
 
 from pairrepro import io
 from pairrepro.errors import TrainingError
+from pairrepro.train.run_folder import writing
 
 FORMAT_VERSION = 1
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write ``state`` atomically: a crash mid-write leaves the previous file intact."""
-    payload = {"format_version": FORMAT_VERSION, **state}
-    with io.atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+    """Write ``state`` atomically: a crash mid-write leaves the previous file intact (a full
+    disk is a :class:`~pairrepro.errors.StorageError`)."""
+    buffer = BytesIO()
+    torch.save({"format_version": FORMAT_VERSION, **state}, buffer)
+    # written from Python, not by torch's own file writer: a full disk is then an OSError
+    # with its errno (torch reports it as a bare RuntimeError)
+    with writing(path), io.atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

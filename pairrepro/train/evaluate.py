@@ -1,4 +1,5 @@
-"""Scoring: model outputs for a split, metrics, prediction files, re-scoring runs, ensembles.
+"""Scoring: model outputs for a split, prediction files, re-scoring runs, ensembles (what
+scores and metrics mean for each task is :mod:`pairrepro.tasks`).
 
 ``evaluate_run`` re-scores a finished (or interrupted) run from one of its checkpoints;
 ``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several
@@ -19,11 +20,11 @@ from pairrepro import io
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EncodedSplit, collate_pairs, eval_batches
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.metrics import classification_metrics, ranking_metrics
 from pairrepro.models.base import PairModel
 from pairrepro.train.device import autocast
 from pairrepro.train.distributed import DistContext, gather_rows
-from pairrepro.train.losses import outputs_to_scores
+from pairrepro.train.run_folder import writing
+from pairrepro.train.setup import load_run_model, recipe_task, resolve_split
 
 
 def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
@@ -49,46 +50,18 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
     return result
 
 
-def metrics_from_scores(split: EncodedSplit, scores: np.ndarray, loss: str, num_classes: int,
-                        no_positive: str = "skip") -> dict[str, float]:
-    """Metrics of a split from probabilities ``[N, C]`` (classification) or scores ``[N]``."""
-    if loss == "cross_entropy":
-        return classification_metrics(split.labels, scores.argmax(axis=1), num_classes)
-    return ranking_metrics(split.group_ids, split.labels, scores, pair_ids=split.pair_ids,
-                           no_positive=no_positive)
-
-
-def prediction_frame(split: EncodedSplit, scores: np.ndarray, loss: str) -> pd.DataFrame:
-    """The predictions file: pair_id, group_id, label and the score or class probabilities
-    (pointwise ranking: ``score`` = class-1 log-odds and ``prob_1`` = P(class 1))."""
-    frame = pd.DataFrame({"pair_id": split.pair_ids, "group_id": split.group_ids,
-                          "label": split.labels})
-    if loss == "cross_entropy":
-        for c in range(scores.shape[1]):
-            frame[f"prob_{c}"] = scores[:, c]
-        frame["prediction"] = scores.argmax(axis=1)
-    else:
-        frame["score"] = scores
-        if loss == "pointwise":
-            frame["prob_1"] = 0.5 * (1.0 + np.tanh(scores / 2.0))  # a stable sigmoid
-    return frame
-
-
 def write_predictions(path: Path, frame: pd.DataFrame) -> None:
-    """Write a predictions parquet atomically."""
-    with io.atomic_path(path) as tmp:
+    """Write a predictions parquet atomically (a full disk is a StorageError)."""
+    with writing(path), io.atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)
 
 
 def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""
                 ) -> tuple[Recipe, EncodedSplit, np.ndarray, int, str]:
-    # runner builds on this module, hence the late import
-    from pairrepro.train.runner import load_run_model, resolve_split
-
     recipe, model, data, device = load_run_model(run_dir, checkpoint, [split], variant)
     target = data.splits[resolve_split(recipe, split)]
     outputs = predict_outputs(model, target, recipe.train.eval_batch_size, device)
-    return (recipe, target, outputs_to_scores(outputs, recipe.task.loss), data.num_classes,
+    return (recipe, target, recipe_task(recipe).scores(outputs), data.num_classes,
             data.no_positive)
 
 
@@ -100,7 +73,7 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
         raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
     recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
                                                                    checkpoint, variant)
-    return metrics_from_scores(target, scores, recipe.task.loss, num_classes, no_positive)
+    return recipe_task(recipe).metrics(target, scores, num_classes, no_positive)
 
 
 def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
@@ -128,7 +101,7 @@ def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
             total = total + scores  # type: ignore[operator]
     assert first is not None and total is not None
     recipe, target, num_classes, no_positive = first
-    metrics: dict[str, Any] = metrics_from_scores(target, total / len(run_dirs),
-                                                  recipe.task.loss, num_classes, no_positive)
+    metrics: dict[str, Any] = recipe_task(recipe).metrics(target, total / len(run_dirs),
+                                                          num_classes, no_positive)
     metrics["ensemble_size"] = float(len(run_dirs))
     return metrics

@@ -6,20 +6,19 @@ checkpoint or rebuilt from the seed: the epoch's batch order is a pure function 
 the position of the next batch, the model/optimiser/scheduler states, the RNG states
 (dropout) and the running sums of the epoch.
 
-Ctrl-C (SIGINT) is deferred to the next step boundary: a checkpoint is written there and
-:class:`Interrupted` is raised (the CLI exits 130). A second Ctrl-C aborts at once.
+Ctrl-C (SIGINT) and SIGTERM (``kill``, a cluster scheduler's pre-emption) are deferred to the
+next step boundary: a checkpoint is written there and :class:`Interrupted` is raised (the
+run's status becomes ``interrupted`` and the CLI exits 130). A second signal aborts at once.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,7 +26,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
-from pairrepro import io
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EncodedSplit, EpochPlan
 from pairrepro.errors import ConfigError, TrainingError
@@ -35,39 +33,24 @@ from pairrepro.models.base import PairModel
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import autocast
 from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag
-from pairrepro.train.evaluate import metrics_from_scores, predict_outputs
-from pairrepro.train.losses import batch_correct, batch_loss, l2_penalty, outputs_to_scores
+from pairrepro.train.evaluate import predict_outputs
+from pairrepro.train.losses import L2Penalty
 from pairrepro.train.optim import (
     build_optimizer,
     build_scheduler,
     clip_gradients,
     trainable_parameters,
 )
+from pairrepro.train.run_folder import RunFolder
 from pairrepro.train.seeding import capture_rng_state, restore_rng_state
+from pairrepro.train.setup import TaskData, recipe_task
+
+# the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupted(Exception):
-    """Training stopped by Ctrl-C after a checkpoint was written."""
-
-
-@dataclass
-class TaskData:
-    """The encoded splits a run uses and how to score them."""
-
-    splits: dict[str, EncodedSplit]
-    train_split: str
-    dev_split: str
-    test_splits: list[str]
-    num_classes: int
-    no_positive: str = "skip"
-
-    @property
-    def train(self) -> EncodedSplit:
-        return self.splits[self.train_split]
-
-    @property
-    def dev(self) -> EncodedSplit:
-        return self.splits[self.dev_split]
+    """Training stopped by Ctrl-C or SIGTERM after a checkpoint was written."""
 
 
 @dataclass
@@ -99,42 +82,71 @@ class TrainState:
 
 
 @contextmanager
-def deferred_sigint(flag: dict[str, bool]) -> Iterator[None]:
-    """Turn the first SIGINT into ``flag['stop'] = True``; the second one raises."""
+def deferred_stop(flag: dict[str, bool]) -> Iterator[None]:
+    """Turn the first SIGINT or SIGTERM into ``flag['stop'] = True``; a second one raises
+    ``KeyboardInterrupt`` at once."""
     try:
-        previous = signal.getsignal(signal.SIGINT)
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
 
         def handler(signum: int, frame: Any) -> None:
             if flag["stop"]:
                 raise KeyboardInterrupt
             flag["stop"] = True
 
-        signal.signal(signal.SIGINT, handler)
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, handler)
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Outside the epoch loop (loading data, scoring), SIGTERM raises ``KeyboardInterrupt``
+    as Ctrl-C does, so a terminated run is marked ``interrupted`` rather than dying with
+    ``running`` in its result.json."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Trainer:
-    """Trains one model of one recipe with one seed inside ``run_dir``."""
+    """Trains one model of one recipe with one seed inside the run ``folder``.
 
-    def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, run_dir: Path,
+    ``on_checkpoint`` (rank 0) runs after every ``last.pt`` written: the runner drops the
+    run that ``--force`` replaced once the new one has a checkpoint of its own."""
+
+    def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                  seed: int, device: torch.device, dist_ctx: DistContext | None = None,
-                 show_progress: bool = True, hooks: TrainHooks | None = None) -> None:
+                 show_progress: bool = True, hooks: TrainHooks | None = None,
+                 on_checkpoint: Callable[[], None] | None = None) -> None:
         self.recipe = recipe
+        self.task = recipe_task(recipe)
         self.module = model.to(device)
         self.data = data
-        self.run_dir = run_dir
+        self.folder = folder
+        self.on_checkpoint = on_checkpoint
         self.seed = seed
         self.device = device
         self.dist = dist_ctx or DistContext()
         self.show_progress = show_progress and self.dist.is_main
         self.hooks = hooks or TrainHooks()
         self.params = trainable_parameters(self.module)
+        self.l2 = L2Penalty(self.module, recipe.optim.l2, recipe.optim.l2_scope)
         self.optimizer = build_optimizer(self.module, recipe.optim)
         self.scheduler = build_scheduler(self.optimizer, recipe.optim)
         self.model: nn.Module = self.module
@@ -149,10 +161,6 @@ class Trainer:
         self.sync_every = 1 if device.type == "cpu" else 50
 
     # ------------------------------------------------------------------ checkpoints
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
-
     def checkpoint_state(self) -> dict[str, Any]:
         return {
             "model": self.module.state_dict(),
@@ -169,7 +177,9 @@ class Trainer:
         if not all(bool(torch.isfinite(p).all()) for p in self.params):
             self._check_finite(math.nan)
         if self.dist.is_main:
-            ckpt.save_checkpoint(self.checkpoint_dir / "last.pt", self.checkpoint_state())
+            ckpt.save_checkpoint(self.folder.checkpoint("last"), self.checkpoint_state())
+            if self.on_checkpoint is not None:
+                self.on_checkpoint()
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint written by :meth:`checkpoint_state`."""
@@ -183,9 +193,8 @@ class Trainer:
     def evaluate(self, split: EncodedSplit) -> dict[str, float]:
         outputs = predict_outputs(self.module, split, self.recipe.train.eval_batch_size,
                                   self.device, self.dist)
-        scores = outputs_to_scores(outputs, self.recipe.task.loss)
-        return metrics_from_scores(split, scores, self.recipe.task.loss, self.data.num_classes,
-                                   self.data.no_positive)
+        return self.task.metrics(split, self.task.scores(outputs), self.data.num_classes,
+                                 self.data.no_positive)
 
     # ------------------------------------------------------------------ training
     def train_step(self, plan: EpochPlan, position: int
@@ -196,17 +205,17 @@ class Trainer:
         batch = plan.collate(position, self.dist.rank, self.dist.world_size).to(self.device)
         with autocast(self.device):
             outputs = self.model(batch.left, batch.left_mask, batch.right, batch.right_mask)
-        loss = batch_loss(outputs, batch.labels, recipe.task.loss, recipe.task.margin,
-                          batch.num_triples)
-        penalty = l2_penalty(self.params, recipe.optim.l2)
+        loss = self.task.batch_loss(outputs, batch.labels, recipe.task.margin,
+                                    batch.num_triples)
+        penalty = self.l2(batch.left, batch.right)
         total = loss if penalty is None else loss + penalty
         self.optimizer.zero_grad(set_to_none=True)
         total.backward()
         clip_gradients(self.params, recipe.optim.clip_norm)
         self.optimizer.step()
         with torch.no_grad():
-            correct = batch_correct(outputs.detach(), batch.labels, recipe.task.loss,
-                                    batch.num_triples)
+            correct = self.task.batch_correct(outputs.detach(), batch.labels,
+                                              batch.num_triples)
         return loss.detach() * batch.num_pairs, correct, batch.num_pairs
 
     def _check_finite(self, value: float) -> None:
@@ -215,9 +224,9 @@ class Trainer:
             raise TrainingError(
                 f"non-finite training loss or weights ({value}) in epoch {epoch} near batch "
                 f"{step} "
-                f"of run {self.run_dir}",
+                f"of run {self.folder.path}",
                 hint="lower [optim] lr, set [optim] clip_norm, or check the data; the last "
-                     f"good checkpoint is kept in {self.checkpoint_dir}",
+                     f"good checkpoint is kept in {self.folder.checkpoint_dir}",
             )
 
     def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
@@ -234,7 +243,7 @@ class Trainer:
             TimeRemainingColumn(), console=console, transient=True,
             disable=not self.show_progress,
         )
-        with progress if self.show_progress else nullcontext(), deferred_sigint(
+        with progress if self.show_progress else nullcontext(), deferred_stop(
                 self.stop_flag):
             while not self.state.done and self.state.epoch < cfg.epochs:
                 self._run_epoch(progress)
@@ -243,7 +252,7 @@ class Trainer:
     def _run_epoch(self, progress: Progress) -> None:
         recipe, st = self.recipe, self.state
         plan = EpochPlan(self.data.train, recipe.train.batch_size, self.seed, st.epoch,
-                         recipe.task.loss, recipe.task.negatives,
+                         self.task, recipe.task.negatives,
                          max_negatives_per_query=recipe.task.max_negatives_per_query)
         task = progress.add_task(f"epoch {st.epoch + 1}/{recipe.train.epochs}", total=len(plan),
                                  completed=st.position, loss="-", speed="-")
@@ -313,7 +322,7 @@ class Trainer:
         if improved:
             st.best_value, st.best_epoch, st.bad_epochs = dev[metric], epoch, 0
             if self.dist.is_main:
-                ckpt.save_checkpoint(self.checkpoint_dir / "best.pt", {
+                ckpt.save_checkpoint(self.folder.checkpoint("best"), {
                     "model": self.module.state_dict(), "epoch": epoch, "dev": dev})
         else:
             st.bad_epochs += 1
@@ -326,5 +335,4 @@ class Trainer:
         st.loss_sum = st.correct = st.pairs = st.train_time = 0.0
         self.save_last()
         if self.dist.is_main:
-            io.write_text(self.run_dir / "metrics.jsonl",
-                          "".join(json.dumps(h, sort_keys=True) + "\n" for h in st.history))
+            self.folder.write_metrics(st.history)

@@ -1,12 +1,14 @@
 """Optimisers, learning-rate decay, initialisation and gradient clipping as the papers use them.
 
-L2 regularisation is a loss term (``0.5 * l2 * ||theta||^2`` over the trainable parameters,
-so frozen embeddings are excluded; see :func:`pairrepro.train.losses.l2_penalty`), distinct
-from the optimiser's ``weight_decay``. The learning rate is multiplied by ``lr_decay`` after
+L2 regularisation is a loss term (``0.5 * l2 * ||theta||^2``, theta as ``[optim] l2_scope``
+says; see :class:`pairrepro.train.losses.L2Penalty`), distinct from the optimiser's
+``weight_decay``. The learning rate is multiplied by ``lr_decay`` after
 every epoch.
 """
 
 from __future__ import annotations
+
+import re
 
 import torch
 from torch import nn
@@ -46,31 +48,66 @@ def clip_gradients(params: list[nn.Parameter], max_norm: float) -> None:
         torch.nn.utils.clip_grad_norm_(params, max_norm)
 
 
+def documented_init_ids(model: nn.Module) -> set[int]:
+    """Ids of the parameters whose initialisation a module documents and owns: every module
+    may list names of its own parameters in a ``documented_init`` attribute (as a
+    ``torch.nn`` module owns its ``reset_parameters``), e.g. CSRAN's factorisation machines
+    (``w = w0 = 0``, the authors' code) and CIN's filter bias ``B`` (zero, the paper)."""
+    return {id(module.get_parameter(name)) for module in model.modules()
+            for name in getattr(module, "documented_init", ())}
+
+
+def initializer_for(name: str, cfg: OptimSection) -> str:
+    """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
+    name (``re.search``), else ``init``."""
+    for rule in cfg.init_rules:
+        if re.search(rule.pattern, name):
+            return rule.init
+    return cfg.init
+
+
+def _apply_init(param: torch.Tensor, init: str, init_range: float) -> None:
+    if init == "uniform":
+        param.uniform_(-init_range, init_range)
+    elif init == "xavier":
+        if param.dim() >= 2:
+            nn.init.xavier_uniform_(param)
+        else:
+            param.zero_()
+    elif init == "zeros":
+        param.zero_()
+
+
 def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
     """Apply the recipe's initialisation.
 
-    ``uniform``: every parameter ~ U(-init_range, init_range); ``xavier``: Xavier-uniform
-    matrices, zero biases; ``default``: the layers' own init. Embedding tables are left
-    alone when ``keep_embeddings`` (pretrained vectors). ``lstm_orthogonal`` then makes each
-    gate block of every LSTM/GRU recurrent matrix orthogonal, and calls a module's own
-    ``orthogonal_recurrent_()`` where it has one (recurrences built without ``nn.LSTM``).
+    Each parameter gets the initializer of :func:`initializer_for` (``init_rules`` by name,
+    else ``init``): ``uniform`` ~ U(-init_range, init_range); ``xavier``: Xavier-uniform
+    matrices, zero vectors; ``zeros``; ``default``: the layers' own init. Embedding tables
+    are left alone when ``keep_embeddings`` (pretrained vectors), and so is every parameter
+    a module documents its own init for (:func:`documented_init_ids`). ``lstm_orthogonal``
+    then makes each gate block of every LSTM/GRU recurrent matrix orthogonal, and calls a
+    module's own ``orthogonal_recurrent_()`` where it has one (recurrences built without
+    ``nn.LSTM``).
     """
     embedding_params = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    documented = documented_init_ids(model)
     with torch.no_grad():
-        for param in model.parameters():
+        for name, param in model.named_parameters():
             if keep_embeddings and id(param) in embedding_params:
                 continue
-            if cfg.init == "uniform":
-                param.uniform_(-cfg.init_range, cfg.init_range)
-            elif cfg.init == "xavier":
-                if param.dim() >= 2:
-                    nn.init.xavier_uniform_(param)
-                else:
-                    param.zero_()
+            init = initializer_for(name, cfg)
+            if id(param) in documented:
+                # drawn into a scratch copy, so the random stream, and with it every other
+                # parameter's initial value, is what it would be without the documented init
+                _apply_init(param.detach().clone(), init, cfg.init_range)
+                continue
+            _apply_init(param, init, cfg.init_range)
         for module in model.modules():
             # re-zero the padding row that a global init overwrote
             if (isinstance(module, nn.Embedding) and module.padding_idx is not None
-                    and not (keep_embeddings or cfg.init == "default")):
+                    and not keep_embeddings
+                    and initializer_for(_name_of(model, module.weight), cfg) != "default"):
                 module.weight[module.padding_idx].zero_()
         if cfg.lstm_orthogonal:
             for module in model.modules():
@@ -83,3 +120,8 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
                 hook = getattr(module, "orthogonal_recurrent_", None)
                 if callable(hook):
                     hook()
+
+
+def _name_of(model: nn.Module, param: nn.Parameter) -> str:
+    """The name of ``param`` in ``model`` ("" if it is not one of its parameters)."""
+    return next((name for name, p in model.named_parameters() if p is param), "")

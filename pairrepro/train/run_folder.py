@@ -29,6 +29,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import tomllib
 from collections.abc import Iterator
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import io
-from pairrepro.errors import ConfigError, DataError
+from pairrepro.errors import ConfigError, DataError, StorageError
 
 CONFIG = "config.toml"
 MANIFEST = "manifest.json"
@@ -67,6 +68,18 @@ def check_name(name: str, what: str, source: str = "") -> str:
                           hint="names are lower-case letters, digits, '_' and '-', starting "
                                "with a letter or digit (rename the file)")
     return name
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn an ``OSError`` while writing ``path`` (disk full, read-only folder, no permission)
+    into a :class:`StorageError` (exit 8) naming the file and the cause."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot write ({exc.strerror or exc})",
+                           hint="free disk space, or make the runs folder writable "
+                                "(PAIRREPRO_RUNS chooses another one)") from None
 
 
 def inside(root: Path, path: Path) -> Path:
@@ -217,18 +230,22 @@ class RunFolder:
         return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
 
     # ------------------------------------------------------------------ writing
+    # every writer is atomic (io) and turns OSError into StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
-        """Write ``config.toml`` (atomically, as every writer here)."""
-        io.write_text(self.config_path, toml_text)
+        """Write ``config.toml``."""
+        with writing(self.config_path):
+            io.write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write ``manifest.json``."""
-        io.write_json(self.manifest_path, manifest)
+        with writing(self.manifest_path):
+            io.write_json(self.manifest_path, manifest)
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` from the whole history (one line per epoch)."""
-        io.write_text(self.metrics_path,
-                      "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
+        with writing(self.metrics_path):
+            io.write_text(self.metrics_path,
+                          "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
 
     def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
                      chosen_epoch: int | None = None,
@@ -242,14 +259,44 @@ class RunFolder:
                   "select_metric": select_metric, "manifest": MANIFEST, **extra}
         if status == "running":
             result.update(pid=os.getpid(), host=socket.gethostname())
-        io.write_json(self.result_path, result)
+        with writing(self.result_path):
+            io.write_json(self.result_path, result)
         return result
 
     def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
         """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
         path = self.eval_path(split, variant)
-        io.write_json(path, record)
+        with writing(path):
+            io.write_json(path, record)
         return path
+
+    # ------------------------------------------------------------------ --force
+    @property
+    def aside_path(self) -> Path:
+        """Where ``--force`` keeps the run it replaces until the new one has a checkpoint
+        (a dot name: ``seed-*`` globs, and so reports, do not see it)."""
+        return self.recipe_dir / f".{self.path.name}.replaced"
+
+    def move_aside(self) -> None:
+        """Move this folder to :attr:`aside_path` (replacing an older one left there)."""
+        with writing(self.aside_path):
+            if self.aside_path.exists():
+                shutil.rmtree(self.aside_path)
+            os.replace(self.path, self.aside_path)
+
+    def restore_aside(self) -> None:
+        """Put the run kept aside back (the new run failed before its first checkpoint)."""
+        if self.aside_path.is_dir():
+            with writing(self.path):
+                if self.path.exists():
+                    shutil.rmtree(self.path)
+                os.replace(self.aside_path, self.path)
+
+    def drop_aside(self) -> None:
+        """Delete the run kept aside (the new run has a checkpoint of its own)."""
+        if self.aside_path.exists():
+            with writing(self.aside_path):
+                shutil.rmtree(self.aside_path)
 
     # ------------------------------------------------------------------ the lock
     @property
@@ -262,8 +309,9 @@ class RunFolder:
         """Hold this run folder exclusively for the life of a run (``flock``: the kernel
         releases it when the process dies, however it dies). A second writer gets a
         :class:`RunLockedError` naming the holder (pid@host)."""
-        self.recipe_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        with writing(self.lock_path):
+            self.recipe_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -275,8 +323,9 @@ class RunFolder:
                     f"{self.path} is in use by another process ({holder})",
                     hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
                          "then --resume)") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+            with writing(self.lock_path):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the lock

@@ -2,30 +2,31 @@
 
 ``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
 builds the model, trains it (or fits its statistics for non-neural scorers), scores the
-test splits once with the checkpoint chosen on dev, and writes::
+test splits once with the checkpoint chosen on dev, and writes the run folder (its layout and
+files: :mod:`pairrepro.train.run_folder`, which every read and write here goes through).
 
-    config.toml       the resolved recipe
-    manifest.json     provenance: git, versions, device, data sha256s, seed, timings, sizes
-    metrics.jsonl     one line per epoch (train loss, running accuracy, dev metrics, lr, speed)
-    checkpoints/      last.pt (resumable), best.pt (weights chosen on dev)
-    predictions/      <split>.parquet for train, dev and every test split
-    result.json       status running | interrupted | failed | finished, metrics per split;
-                      while running also ``pid`` and ``host`` of the training process, so a
-                      report can tell a live run from one whose process died
+Faults, and what a run does about them:
 
-A finished run is never overwritten silently: ``force`` starts over, ``resume`` continues
-from ``checkpoints/last.pt`` (exactly, on CPU).
+* The folder is locked (``flock``) for the whole life of a run, before it is looked at; a
+  second ``train`` of the same recipe and seed, ``--resume`` of a live run and ``--force`` on
+  a locked folder stop with exit 2 naming the holder (pid and host). Under DDP rank 0 locks.
+* A finished run is never overwritten silently: ``resume`` continues from
+  ``checkpoints/last.pt`` (exactly, on CPU), or trains the extra epochs when
+  ``train.epochs`` grew; ``force`` first validates the recipe, the data and the model, then
+  moves the old run aside (``.seed-<n>.replaced``) and deletes it only once the new run has
+  written its first checkpoint (it is put back if the new run fails before that).
+* A run that fails for any reason is marked ``failed`` with the error (the exception still
+  propagates, so the CLI exits with its code); Ctrl-C and SIGTERM checkpoint and mark it
+  ``interrupted`` (exit 130). A file that cannot be written (disk full, read-only folder) is
+  a :class:`~pairrepro.errors.StorageError` (exit 8).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import importlib.metadata
 import math
-import os
 import platform
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -37,12 +38,11 @@ import numpy as np
 import torch
 
 from pairrepro import io, paths
-from pairrepro.config import Recipe, load_recipe, recipe_from_dict
-from pairrepro.data.batches import EncodedSplit, subsample
+from pairrepro.config import Recipe, load_recipe
+from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
-from pairrepro.errors import ConfigError, DataError, PairreproError, TrainingError
-from pairrepro.models.base import ModelContext, PairModel
-from pairrepro.models.registry import available_models, build_model
+from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
+from pairrepro.models.base import PairModel
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import device_name, resolve_device
 from pairrepro.train.distributed import (
@@ -51,179 +51,41 @@ from pairrepro.train.distributed import (
     broadcast_object,
     init_distributed,
 )
-from pairrepro.train.evaluate import (
-    metrics_from_scores,
-    predict_outputs,
-    prediction_frame,
-    write_predictions,
-)
-from pairrepro.train.loop import Interrupted, TaskData, Trainer, TrainHooks
-from pairrepro.train.losses import num_outputs_for, outputs_to_scores
-from pairrepro.train.optim import initialise
+from pairrepro.train.evaluate import predict_outputs, write_predictions
+from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
+from pairrepro.train.run_folder import RunFolder, check_name, writing
 from pairrepro.train.seeding import seed_everything
+from pairrepro.train.setup import (
+    TaskData,
+    build_recipe_model,
+    check_dataset_known,
+    count_parameters,
+    load_task_data,
+    read_run_recipe,
+    recipe_task,
+    resolve_split,
+)
 
 PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich", "scikit-learn"]
 # keys that may change between a run and its --resume (extending training, moving device)
 RESUMABLE_CHANGES = {("train", "epochs"), ("train", "device")}
 
 
-# --------------------------------------------------------------------------- data and model
-def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
-    """How queries without a relevant candidate count: the variant says (stats or manifest)."""
-    mode = prepared.stats.get("no_positive")
-    if mode is None:
-        try:
-            from pairrepro.data.manifests import load_manifest
-
-            variant = load_manifest(recipe.data.dataset).variant(recipe.data.variant or None)
-            mode = variant.options.get("no_positive")
-        except PairreproError:  # a dataset without a manifest (tests): the default
-            mode = None
-    return str(mode or "skip")
-
-
-def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
-                   prepared: PreparedDataset | None = None) -> tuple[PreparedDataset, TaskData]:
-    """Open the prepared data of ``recipe`` and encode the splits it uses."""
-    prepared = prepared or load_prepared(recipe.data.dataset, recipe.data.variant or None)
-    d = recipe.data
-    wanted = splits or [d.train_split, d.dev_split, *d.test_splits]
-    encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name)
-               for name in dict.fromkeys(wanted)}
-    # train-unseen words stay themselves where something can use them: pretrained vectors,
-    # or a scorer without parameters (BM25 matches a test-only word of the question in an
-    # answer); a model learning random embeddings could not train them, so they become <unk>
-    model_class = available_models().get(recipe.model.name)  # unknown: reported when built
-    keep_unseen = (recipe.embeddings.source != "random"
-                   or not getattr(model_class, "needs_training", True))
-    rare = prepared.rare_token_map(d.min_count, keep_unseen=keep_unseen)
-    if rare is not None:
-        for split in encoded.values():
-            split.left = [rare[ids] for ids in split.left]
-            split.right = [rare[ids] for ids in split.right]
-    if d.train_split in encoded:
-        encoded[d.train_split] = subsample(encoded[d.train_split], d.max_train_pairs, seed,
-                                           by_group=recipe.task.type == "ranking")
-    if recipe.task.type == "ranking":
-        num_classes = 2
-    elif prepared.stats.get("label_map"):
-        num_classes = len(prepared.stats["label_map"])
-    else:
-        num_classes = int(max(int(s.labels.max(initial=0)) for s in encoded.values())) + 1
-    for name, split in encoded.items():
-        if len(split) and (split.labels.min() < 0 or split.labels.max() >= num_classes):
-            raise DataError(f"split {name!r} of {prepared.root} has labels outside "
-                            f"0..{num_classes - 1}", hint="check the dataset's label_map")
-    data = TaskData(splits=encoded, train_split=d.train_split, dev_split=d.dev_split,
-                    test_splits=list(d.test_splits), num_classes=num_classes,
-                    no_positive=_no_positive_mode(recipe, prepared))
-    return prepared, data
-
-
-def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: int, seed: int,
-                       with_embeddings: bool = True) -> tuple[PairModel, dict[str, Any]]:
-    """Embeddings + model + initialisation, as the recipe says. Returns (model, info)."""
-    emb = recipe.embeddings
-    info: dict[str, Any] = {"embedding_source": emb.source}
-    pretrained = None
-    if emb.source != "random" and with_embeddings:
-        from pairrepro.data.embeddings import build_embedding_matrix
-
-        matrix, oov = build_embedding_matrix(prepared.vocab, emb.source, emb.path, emb.dim, seed)
-        pretrained = torch.as_tensor(np.asarray(matrix), dtype=torch.float32)
-        info["embedding_oov"] = int(oov)
-    ctx = ModelContext(vocab_size=len(prepared.vocab), embed_dim=emb.dim,
-                       num_outputs=num_outputs_for(recipe.task.loss, num_classes),
-                       pretrained=pretrained, trainable_embeddings=emb.trainable,
-                       vocab=prepared.vocab)
-    try:
-        model = build_model(recipe.model.name, ctx, recipe.model.hparams)
-    except ConfigError as exc:
-        raise ConfigError(f"{recipe.source}: [model] {exc.args[0]}", hint=exc.hint) from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{recipe.source}: [model] {recipe.model.name}: {exc}") from None
-    initialise(model, recipe.optim, keep_embeddings=emb.source != "random")
-    return model, info
-
-
-def resolve_split(recipe: Recipe, split: str) -> str:
-    """Result-file split keys ``train``/``dev`` -> the recipe's split names."""
-    return {"train": recipe.data.train_split, "dev": recipe.data.dev_split}.get(split, split)
-
-
-def count_parameters(model: torch.nn.Module) -> dict[str, int]:
-    """Parameters in total, without embedding tables, and trainable."""
-    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
-                 for p in m.parameters()}
-    params = list(model.parameters())
-    return {
-        "total": sum(p.numel() for p in params),
-        "without_embeddings": sum(p.numel() for p in params if id(p) not in embedding),
-        "trainable": sum(p.numel() for p in params if p.requires_grad),
-    }
-
-
-def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: str = ""
-                   ) -> tuple[Recipe, PairModel, TaskData, torch.device]:
-    """Rebuild a run's model from ``config.toml`` and a checkpoint (for ``pairrepro eval``).
-
-    With ``variant`` (another prepared variant of the run's dataset, tokenised alike) the
-    ``splits`` come from that variant, their words mapped into the run's vocabulary, and are
-    scored as that variant says (e.g. a model trained on TrecQA ``clean`` scored on the
-    ``raw`` DEV/TEST, where questions without a correct answer count 0). The train split,
-    and so a lexical scorer's statistics, stay the run's own."""
-    recipe, seed = read_run_recipe(run_dir)
-    splits = [resolve_split(recipe, s) for s in splits]
-    device = resolve_device("auto")  # re-scoring runs wherever this machine can
-    train_split = recipe.data.train_split
-    wanted = list(dict.fromkeys([train_split, *splits]))
-    prepared = load_prepared(recipe.data.dataset, recipe.data.variant or None)
-    scored, data_recipe = prepared, recipe
-    if variant and variant != recipe.data.variant:
-        source = load_prepared(recipe.data.dataset, variant)
-        scored = prepared.with_splits_from(source, [s for s in splits if s != train_split])
-        # scored as that variant says (its no-positive rule)
-        data_recipe = dataclasses.replace(
-            recipe, data=dataclasses.replace(recipe.data, variant=variant))
-    _, data = load_task_data(data_recipe, seed, wanted, prepared=scored)
-    model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
-                                  with_embeddings=False)
-    if not model.needs_training:
-        model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    state = ckpt.load_checkpoint(run_dir / "checkpoints" / f"{checkpoint}.pt")
-    model.load_state_dict(state["model"])
-    return recipe, model.to(device), data, device
-
-
-def read_run_recipe(run_dir: Path) -> tuple[Recipe, int]:
-    """A run's resolved recipe (``config.toml``) and seed (``result.json``)."""
-    config = run_dir / "config.toml"
-    if not config.is_file():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.toml)",
-                          hint="pass runs/<recipe>/seed-<n>")
-    raw = io.read_toml(config)
-    result = io.read_json(run_dir / "result.json") if (run_dir / "result.json").is_file() else {}
-    recipe = recipe_from_dict(raw, name=result.get("recipe", run_dir.parent.name),
-                              source=str(config))
-    return recipe, int(result.get("seed", recipe.seeds[0]))
-
-
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
                       metrics: dict[str, float]) -> Path:
     """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
     how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
-    recipe, _ = read_run_recipe(run_dir)
+    folder = RunFolder(Path(run_dir))
+    recipe, _ = read_run_recipe(folder)
     variant = variant or recipe.data.variant
     prepared = load_prepared(recipe.data.dataset, variant or None)
     target = prepared.root / f"{resolve_split(recipe, split)}.parquet"
-    path = run_dir / "evals" / f"{split}@{variant or 'default'}.json"
-    io.write_json(path, {
+    return folder.write_eval(split, variant, {
         "split": split, "variant": variant, "checkpoint": checkpoint, "metrics": metrics,
         "command": _command_line(), "git": _git_info(),
-        "prepared_sha256": {target.name: io.sha256_file(target)} if target.is_file() else {},
+        "prepared_sha256": prepared.file_sha256([target.name]),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
-    return path
 
 
 # --------------------------------------------------------------------------- provenance
@@ -270,98 +132,102 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "deterministic": recipe.train.deterministic,
         "dataset": recipe.data.dataset, "variant": recipe.data.variant,
         "prepared_dir": str(prepared.root),
-        "prepared_sha256": {p.name: io.sha256_file(p)
-                            for p in sorted(prepared.root.glob("*.parquet"))},
+        "prepared_sha256": prepared.file_sha256(),
         "parameters": count_parameters(model),
         "command": _command_line(),
         **extra,
     }
 
 
-def _check_dataset_known(recipe: Recipe) -> None:
-    """An unknown dataset name is a recipe error (naming the file, key and the choices)."""
-    from pairrepro.data.manifests import available_datasets
-
-    known = available_datasets() if paths.manifests_dir().is_dir() else []
-    if known and recipe.data.dataset not in known:
-        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset "
-                          f"{recipe.data.dataset!r}", hint=f"known datasets: {', '.join(known)}")
-
-
 # --------------------------------------------------------------------------- one seed
-def run_dir_for(recipe_name: str, seed: int) -> Path:
-    """``runs/<recipe>/seed-<n>``."""
-    return paths.runs_dir() / recipe_name / f"seed-{seed}"
-
-
-def _check_existing(run_dir: Path, recipe: Recipe, resume: bool, force: bool) -> str:
-    """Decide what to do with an existing run folder: 'fresh', 'resume' or 'done'."""
-    result_path = run_dir / "result.json"
-    if not run_dir.exists() or not any(run_dir.iterdir()):
+def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
+    """What to do with an existing run folder, deciding only (nothing changes on disk until
+    the recipe, the data and the model are known to be good): ``fresh``, ``replace``
+    (``--force``), ``resume`` or ``done``."""
+    if not folder.exists():
         return "fresh"
-    status = io.read_json(result_path).get("status") if result_path.is_file() else "unknown"
     if force:
-        shutil.rmtree(run_dir)
-        return "fresh"
+        return "replace"  # even a damaged result.json: it is not read
+    result = folder.read_result()  # damaged: DamagedRunError (exit 3) naming the file
+    status = result.get("status", "unknown")
+    has_checkpoint = folder.checkpoint("last").is_file()
     if not resume:
         what = "a finished run" if status == "finished" else f"a run with status {status!r}"
-        raise ConfigError(f"{run_dir} already holds {what}",
-                          hint="pass --resume to continue it (or keep it), or --force to "
-                               "delete it and train again")
-    saved = run_dir / "config.toml"
-    if saved.is_file():
-        old = io.read_toml(saved)
-        new = tomllib.loads(recipe.to_toml())
-        changed = sorted(f"{s}.{k}" for s in set(old) | set(new)
-                         for k in set(old.get(s, {})) | set(new.get(s, {}))
-                         if (s, k) not in RESUMABLE_CHANGES
-                         and old.get(s, {}).get(k) != new.get(s, {}).get(k))
-        if changed:
-            raise ConfigError(f"--resume: the recipe changed since {run_dir} started "
-                              f"({', '.join(changed)})",
-                              hint="undo the change, or pass --force to start over")
+        if status != "finished" and has_checkpoint:  # nothing to throw away: continue it
+            hint = "pass --resume to continue it from its last checkpoint"
+        else:
+            hint = ("pass --resume to continue it (or keep it), or --force to delete it and "
+                    "train again")
+        raise ConfigError(f"{folder.path} already holds {what}", hint=hint)
+    old = folder.read_config()
+    new = tomllib.loads(recipe.to_toml())
+    changed = sorted(f"{s}.{k}" for s in set(old) | set(new)
+                     for k in set(old.get(s, {})) | set(new.get(s, {}))
+                     if (s, k) not in RESUMABLE_CHANGES
+                     and old.get(s, {}).get(k) != new.get(s, {}).get(k))
+    if changed:
+        raise ConfigError(f"--resume: the recipe changed since {folder.path} started "
+                          f"({', '.join(changed)})",
+                          hint="undo the change, or pass --force to start over")
     if status == "finished":
-        return "done"
-    return "resume" if (run_dir / "checkpoints" / "last.pt").is_file() else "fresh"
+        # --resume --set train.epochs=N (more than the run had): train the extra epochs
+        old_epochs = old.get("train", {}).get("epochs")
+        more = isinstance(old_epochs, int) and recipe.train.epochs > old_epochs
+        return "resume" if more and has_checkpoint else "done"
+    return "resume" if has_checkpoint else "fresh"
 
 
-def _write_result(run_dir: Path, recipe: Recipe, seed: int, status: str,
-                  chosen_epoch: int | None, metrics: dict[str, Any], **extra: Any) -> dict:
-    result = {"recipe": recipe.name, "seed": seed, "status": status,
-              "chosen_epoch": chosen_epoch, "metrics": metrics,
-              "select_metric": recipe.select_metric, "manifest": "manifest.json", **extra}
-    io.write_json(run_dir / "result.json", result)
-    return result
+def _decide(folder: RunFolder, recipe: Recipe, resume: bool, force: bool,
+            dist_ctx: DistContext, stack: contextlib.ExitStack) -> str:
+    """Rank 0 locks the folder (held until ``stack`` closes, i.e. for the whole run) and
+    plans; every rank gets the plan, or raises rank 0's error (none may hang waiting)."""
+    error: PairreproError | None = None
+    action = ""
+    if dist_ctx.is_main:
+        try:
+            stack.enter_context(folder.lock())
+            action = _plan(folder, recipe, resume, force)
+        except PairreproError as exc:
+            error = exc
+    shared = None if error is None else (type(error), error.message, error.hint)
+    action, problem = broadcast_object((action, shared), dist_ctx)
+    if error is not None:
+        raise error
+    if problem is not None:
+        raise problem[0](problem[1], hint=problem[2])
+    return action
 
 
-def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = False,
-             device: str | None = None, show_progress: bool = True,
-             hooks: TrainHooks | None = None, log: Any = None) -> dict[str, Any]:
-    """Train and score one seed of ``recipe``; returns its result.json content."""
+def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
+             force: bool = False, device: str | None = None, show_progress: bool = True,
+             hooks: TrainHooks | None = None) -> dict[str, Any]:
+    """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
+    content (``{"recipe", "seed"}`` only on DDP ranks other than 0)."""
     device_t = resolve_device(device or recipe.train.device)
     dist_ctx = init_distributed(device_t.type)
     if dist_ctx.enabled and device_t.type == "cuda":
         device_t = resolve_device("cuda", dist_ctx.local_rank)
         torch.cuda.set_device(device_t)
-    run_dir = run_dir_for(recipe.name, seed)
-    # rank 0 decides; the other ranks follow it, errors included (none may hang waiting)
-    decision: tuple[str, str | None, str | None] = ("", None, None)
-    if dist_ctx.is_main:
-        try:
-            decision = (_check_existing(run_dir, recipe, resume, force), None, None)
-        except ConfigError as exc:
-            decision = ("", exc.args[0], exc.hint)
-    action, error, hint = broadcast_object(decision, dist_ctx)
-    if error is not None:
-        raise ConfigError(error, hint=hint)
-    if action == "done":
-        return io.read_json(run_dir / "result.json")
+    with contextlib.ExitStack() as stack:
+        action = _decide(folder, recipe, resume, force, dist_ctx, stack)
+        if action == "done":
+            return folder.read_result()
+        stack.enter_context(sigterm_as_interrupt())
+        return _train_seed(recipe, seed, folder, action, device_t, dist_ctx, show_progress,
+                           hooks)
 
-    _check_dataset_known(recipe)
+
+def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
+                device_t: torch.device, dist_ctx: DistContext, show_progress: bool,
+                hooks: TrainHooks | None) -> dict[str, Any]:
+    check_dataset_known(recipe)
     started = time.perf_counter()
     # every rank seeds alike: identical initial weights and identical epoch orders
     seed_everything(seed, recipe.train.deterministic)
     prepared, data = load_task_data(recipe, seed)
+    if action == "resume":  # the checkpoint was trained on the data the manifest names
+        prepared.check_files(folder.read_manifest().get("prepared_sha256", {}),
+                             str(folder.manifest_path))
     model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
     if model.needs_training and prepared.stats.get("lexical_only"):
         raise ConfigError(
@@ -373,46 +239,52 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
     manifest = build_manifest(recipe, seed, prepared, device_t, model, dist_ctx,
                               {**emb_info, "no_positive": data.no_positive,
                                "train_pairs": len(data.train)})
-    if dist_ctx.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        io.write_text(run_dir / "config.toml", recipe.to_toml())
-        io.write_json(run_dir / "manifest.json", manifest)
-        # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; the report
-        # checks whether this process still exists (pairrepro.report.tables.read_run)
-        _write_result(run_dir, recipe, seed, "running", None, {}, pid=os.getpid(),
-                      host=socket.gethostname())
-    barrier(dist_ctx)
+    # the recipe, the data and the model are good: only now does the folder change
+    aside = {"kept": action == "replace" and dist_ctx.is_main}
+
+    def drop_replaced() -> None:  # the new run has a checkpoint: the old one may go
+        if aside["kept"]:
+            folder.drop_aside()
+            aside["kept"] = False
 
     trainer: Trainer | None = None
     chosen_epoch = 0
     try:
+        if dist_ctx.is_main:
+            if action == "replace":
+                folder.move_aside()
+            folder.write_config(recipe.to_toml())
+            folder.write_manifest(manifest)
+            # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; a report
+            # checks whether this process still exists (run_folder.read_run: "stale")
+            folder.write_result(recipe.name, seed, "running", recipe.select_metric)
+        barrier(dist_ctx)
         if model.needs_training:
-            trainer = Trainer(recipe, model, data, run_dir, seed, device_t, dist_ctx,
-                              show_progress, hooks)
+            trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
+                              show_progress, hooks, on_checkpoint=drop_replaced)
             resume_state = None
             if action == "resume":
-                resume_state = ckpt.load_checkpoint(run_dir / "checkpoints" / "last.pt")
+                resume_state = ckpt.load_checkpoint(folder.checkpoint("last"))
             state = trainer.fit(resume_state)
             chosen_epoch = state.best_epoch
             if chosen_epoch == 0:
                 raise TrainingError(f"{recipe.source}: no epoch was trained",
                                     hint="[train] epochs must be >= 1")
-            best = ckpt.load_checkpoint(run_dir / "checkpoints" / "best.pt")
+            best = ckpt.load_checkpoint(folder.checkpoint("best"))
             model.load_state_dict(best["model"])
         else:
             model.fit_statistics(data.train.left, data.train.right, data.train.labels)
             model.to(device_t)
             if dist_ctx.is_main:
-                ckpt.save_checkpoint(run_dir / "checkpoints" / "best.pt",
+                ckpt.save_checkpoint(folder.checkpoint("best"),
                                      {"model": model.state_dict(), "epoch": 0, "dev": {}})
-        metrics = _score_once(recipe, model, data, run_dir, device_t, dist_ctx, seed)
-    except Interrupted as exc:
+                drop_replaced()
+        metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
+    except BaseException as exc:
         if dist_ctx.is_main:
-            _write_result(run_dir, recipe, seed, "interrupted", None, {}, message=str(exc))
-        raise KeyboardInterrupt(str(exc)) from None
-    except TrainingError as exc:
-        if dist_ctx.is_main:
-            _write_result(run_dir, recipe, seed, "failed", None, {}, error=str(exc))
+            _record_failure(folder, recipe, seed, exc, restore=aside["kept"])
+        if isinstance(exc, Interrupted):
+            raise KeyboardInterrupt(str(exc)) from None
         raise
 
     wall = time.perf_counter() - started
@@ -425,33 +297,52 @@ def run_seed(recipe: Recipe, seed: int, resume: bool = False, force: bool = Fals
                      "resumed": action == "resume"})
     result: dict[str, Any] = {"recipe": recipe.name, "seed": seed}
     if dist_ctx.is_main:
-        io.write_json(run_dir / "manifest.json", manifest)
-        result = _write_result(run_dir, recipe, seed, "finished", chosen_epoch, metrics)
+        folder.write_manifest(manifest)
+        result = folder.write_result(recipe.name, seed, "finished", recipe.select_metric,
+                                     chosen_epoch, metrics)
     barrier(dist_ctx)
     return result
 
 
-def _score_once(recipe: Recipe, model: PairModel, data: TaskData, run_dir: Path,
+def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseException,
+                    restore: bool) -> None:
+    """Leave the folder saying what happened, never ``running``: the run ``--force``
+    replaced is put back if the new one has no checkpoint yet; Ctrl-C/SIGTERM is
+    ``interrupted``; anything else ``failed`` with the error. If even that cannot be written
+    (a full disk), the original error is what the user needs to see, so this stays quiet."""
+    with contextlib.suppress(StorageError):
+        if restore:
+            folder.restore_aside()
+        elif isinstance(exc, Interrupted | KeyboardInterrupt):
+            folder.write_result(recipe.name, seed, "interrupted", recipe.select_metric,
+                                message=str(exc) or "interrupted")
+        else:
+            error = str(exc) if isinstance(exc, PairreproError) else (
+                f"{type(exc).__name__}: {exc}")
+            folder.write_result(recipe.name, seed, "failed", recipe.select_metric,
+                                error=error)
+
+
+def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                 device: torch.device, dist_ctx: DistContext, seed: int
                 ) -> dict[str, dict[str, float]]:
     """Score train, dev and every test split ONCE with the chosen weights; save predictions.
 
     The train split is scored whole, or on a seeded subsample of whole groups when
     ``[train] score_train_pairs`` is set (slow models on large training sets)."""
+    task = recipe_task(recipe)
     metrics: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):
         split = data.splits[name]
         if name == data.train_split:
             split = subsample(split, recipe.train.score_train_pairs, seed + 1,
-                              by_group=recipe.task.type == "ranking")
+                              by_group=task.by_group)
         outputs = predict_outputs(model, split, recipe.train.eval_batch_size, device, dist_ctx)
-        scores = outputs_to_scores(outputs, recipe.task.loss)
+        scores = task.scores(outputs)
         key = "train" if name == data.train_split else "dev" if name == data.dev_split else name
-        metrics[key] = metrics_from_scores(split, scores, recipe.task.loss, data.num_classes,
-                                           data.no_positive)
+        metrics[key] = task.metrics(split, scores, data.num_classes, data.no_positive)
         if dist_ctx.is_main:
-            write_predictions(run_dir / "predictions" / f"{key}.parquet",
-                              prediction_frame(split, scores, recipe.task.loss))
+            write_predictions(folder.predictions(key), task.prediction_frame(split, scores))
     return metrics
 
 
@@ -478,20 +369,29 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 def train_recipe(path: str | Path, overrides: list[str] | None = None,
                  seeds: list[int] | None = None, resume: bool = False,
                  device: str | None = None, quiet: bool = False, force: bool = False,
-                 hooks: TrainHooks | None = None) -> list[dict[str, Any]]:
-    """Train every seed of a recipe; writes ``runs/<recipe>/summary.json``.
+                 hooks: TrainHooks | None = None, runs_dir: Path | None = None
+                 ) -> list[dict[str, Any]]:
+    """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``);
+    writes ``<runs_dir>/<recipe>/summary.json``.
 
     Returns one result.json dict per seed. Raises :class:`ConfigError` for invalid recipes
-    or an existing run without ``resume``/``force``, :class:`DataError` for missing data,
-    :class:`TrainingError` for a diverged run, ``KeyboardInterrupt`` after Ctrl-C (a
-    checkpoint is saved first).
+    or recipe names, an existing run without ``resume``/``force`` and a folder another
+    process holds (:class:`~pairrepro.train.run_folder.RunLockedError`), :class:`DataError`
+    for missing data and a damaged run folder, :class:`TrainingError` for a diverged run,
+    :class:`~pairrepro.errors.StorageError` when a file cannot be written,
+    ``KeyboardInterrupt`` after Ctrl-C or SIGTERM (a checkpoint is saved first).
     """
     recipe = load_recipe(path, overrides)
-    results = [run_seed(recipe, seed, resume=resume, force=force, device=device,
+    # the name becomes a folder: checked (and every seed's path built) before any write
+    check_name(recipe.name, "recipe", recipe.source)
+    runs_dir = runs_dir or paths.runs_dir()
+    seeds = seeds or recipe.seeds
+    folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
+    results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,
                         show_progress=not quiet, hooks=hooks)
-               for seed in (seeds or recipe.seeds)]
-    recipe_dir = paths.runs_dir() / recipe.name
+               for seed, folder in zip(seeds, folders, strict=True)]
+    summary = folders[0].recipe_dir / "summary.json"
     if all("status" in r for r in results):
-        io.write_json(recipe_dir / "summary.json",
-                      {"recipe": recipe.name, **summarise(results)})
+        with writing(summary):
+            io.write_json(summary, {"recipe": recipe.name, **summarise(results)})
     return results

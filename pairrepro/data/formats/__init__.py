@@ -6,7 +6,12 @@ A reader module ``pairrepro/data/formats/<name>.py`` defines::
 
 and may define ``read_variant(raw_root, variant) -> dict[str, ReaderResult]`` when the
 splits are built together (Yahoo: one construction, then an 8:1:1 split); ``prepare``
-then calls that instead. ``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``; file paths
+then calls that instead.
+
+It declares the options it reads as ``Options``, a :class:`ReaderOptions` model (set
+variant-wide or per split; ``SplitOptions`` when the per-split ones differ): the manifest
+schema takes exactly those keys, so a misspelt option fails when the manifest is loaded.
+``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``; file paths
 in ``split.files`` are relative to it.
 """
 
@@ -17,8 +22,21 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 import pandas as pd
+from pydantic import Field
 
 from pairrepro.errors import ConfigError
+from pairrepro.schema import Schema
+
+
+class ReaderOptions(Schema):
+    """Base of a reader's options model: no option at all."""
+
+
+class LabelOptions(ReaderOptions):
+    """Options of readers mapping label names through :class:`_common.LabelMapper`."""
+
+    # name in the file -> name in the label map (SciTail's derived copy: not_entailment)
+    label_aliases: dict[str, str] = Field(default_factory=dict)
 
 
 @dataclass

@@ -10,7 +10,10 @@ that a derived copy spells differently (SciTail's ``not_entailment`` -> ``neutra
 from __future__ import annotations
 
 import gzip
+import hashlib
+import io
 import json
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -46,6 +49,11 @@ def find_raw_file(raw_root: Path, rel: str) -> Path | None:
     return None
 
 
+def missing_files(raw_root: Path, files: list[str]) -> list[str]:
+    """The files of a split that are not in ``raw_root`` (twins count, as for readers)."""
+    return [rel for rel in files if find_raw_file(raw_root, rel) is None]
+
+
 def raw_file(raw_root: Path, rel: str) -> Path:
     """The path of a raw file; a :class:`DataError` says how to fetch it when it is missing."""
     path = find_raw_file(raw_root, rel)
@@ -57,12 +65,131 @@ def raw_file(raw_root: Path, rel: str) -> Path:
     return path
 
 
-def open_text(path: Path) -> IO[str]:
-    """Open a UTF-8 text file, gunzipping ``*.gz``; lines end only at ``\\n`` (a stray
-    ``\\r`` inside a tweet must not split a pair)."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="\n")
-    return open(path, encoding="utf-8", newline="\n")
+#: sha256 and size of the bytes of every raw file a reader read to the end, keyed by path:
+#: hashed while reading (no second pass); ``prepare`` takes them with :func:`take_read_hashes`.
+_READ_HASHES: dict[Path, tuple[str, int]] = {}
+_CHUNK = 1 << 20
+
+
+def take_read_hashes() -> dict[Path, tuple[str, int]]:
+    """The ``(sha256, size)`` of the raw files read since the last call (and forget them)."""
+    taken = dict(_READ_HASHES)
+    _READ_HASHES.clear()
+    return taken
+
+
+class _HashingReader(io.RawIOBase):
+    """The raw bytes of a file, hashed as they are read."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._file = open(path, "rb")  # noqa: SIM115 (closed with this object)
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._file.readinto(buffer)
+        if n:
+            self.digest.update(memoryview(buffer)[:n])
+            self.size += n
+        return n or 0
+
+    def finish(self) -> tuple[str, int]:
+        """Hash what the reader left unread (a reader may stop early) and return the result."""
+        while chunk := self._file.read(_CHUNK):
+            self.digest.update(chunk)
+            self.size += len(chunk)
+        return self.digest.hexdigest(), self.size
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+class TextFile:
+    """A raw text file opened for a reader: UTF-8, gunzipped when ``*.gz``, lines ending only
+    at ``\\n`` (a stray ``\\r`` inside a tweet must not split a pair), its bytes hashed while
+    read. Bytes that are not gzip or not UTF-8 are a :class:`DataError` naming the file and
+    the line, never a traceback. Iterate it for lines; ``read``/``readline`` work too."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.line = 0
+        self._raw = _HashingReader(path)
+        binary: IO[bytes] = io.BufferedReader(self._raw, _CHUNK)
+        if path.suffix == ".gz":
+            binary = gzip.GzipFile(fileobj=binary, mode="rb")  # type: ignore[assignment]
+        self._text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+
+    def _failed(self, exc: Exception) -> DataError:
+        where = f"{self.path} (after line {self.line})"
+        if isinstance(exc, UnicodeDecodeError):
+            number, byte = _first_bad_line(self.path)
+            return DataError(f"{self.path} line {number}: not UTF-8 text: byte {byte:#04x} "
+                             f"cannot be decoded ({exc.reason})",
+                             hint="the file is damaged or in another encoding; fetch it "
+                                  "again (pairrepro fetch --force)")
+        return DataError(f"{where}: not a readable gzip file: {exc}",
+                         hint="the file is damaged or not gzip despite its .gz name; fetch "
+                              "it again (pairrepro fetch --force)")
+
+    def _call(self, method: Callable[..., str], *args: Any) -> str:
+        try:
+            text = method(*args)
+        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise self._failed(exc) from None
+        self.line += text.count("\n")
+        return text
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for text in self._text:
+                self.line += 1
+                yield text
+        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise self._failed(exc) from None
+
+    def readline(self, size: int = -1) -> str:
+        return self._call(self._text.readline, size)
+
+    def read(self, size: int = -1) -> str:
+        return self._call(self._text.read, size)
+
+    def close(self) -> None:
+        """Close; a file whose bytes could all be hashed is recorded for ``prepare``."""
+        if self._raw.closed:
+            return
+        try:
+            _READ_HASHES[self.path] = self._raw.finish()
+        finally:
+            self._text.close()
+
+    def __enter__(self) -> TextFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _first_bad_line(path: Path) -> tuple[int, int]:
+    """Line number and value of the first byte that is not UTF-8 (read again, on error only:
+    the decoder works on blocks of lines and cannot say which line failed)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, raw[exc.start]
+    return 0, 0
+
+
+def open_text(path: Path) -> TextFile:
+    """Open a raw UTF-8 text file for a reader (see :class:`TextFile`)."""
+    return TextFile(path)
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:

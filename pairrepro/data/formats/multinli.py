@@ -6,6 +6,6 @@ the two dev files. ``gold_label`` ``-`` is dropped and counted as for SNLI.
 
 from __future__ import annotations
 
-from pairrepro.data.formats.snli import LABELS, read_split
+from pairrepro.data.formats.snli import LABELS, Options, read_split
 
-__all__ = ["LABELS", "read_split"]
+__all__ = ["LABELS", "Options", "read_split"]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
-from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats import LabelOptions, ReaderResult
 from pairrepro.data.formats._common import (
     LabelMapper,
     PairCollector,
@@ -28,6 +29,10 @@ from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import ConfigError
 
 LABELS = ["entails", "neutral"]
+
+
+class Options(LabelOptions):
+    format: Literal["tsv", "csv"] = "tsv"
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats import LabelOptions, ReaderResult
 from pairrepro.data.formats._common import LabelMapper, PairCollector, json_lines
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
 LABELS = ["entailment", "neutral", "contradiction"]
 NO_MAJORITY_RULE = "gold label '-' (no annotator majority)"
+Options = LabelOptions
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

@@ -23,9 +23,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats import ReaderOptions, ReaderResult
 from pairrepro.data.formats._common import (
     EMPTY_GROUP_RULE,
     PairCollector,
@@ -41,6 +41,11 @@ CLEAN_RULE = "clean: questions without both a positive and a negative answer"
 CLEAN_PAIRS_RULE = "clean: candidate pairs of those questions"
 FORMATS = ("jacana_xml", "jsonl", "toks")
 _QID = re.compile(r"""id=['"]([^'"]+)['"]""")
+
+
+class Options(ReaderOptions):
+    format: Literal["jacana_xml", "jsonl", "toks"] = "jacana_xml"
+    clean: bool = False  # drop questions without both a positive and a negative answer
 
 
 @dataclass

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
-from pairrepro.data.formats import ReaderResult
+from pairrepro.data.formats import ReaderOptions, ReaderResult
 from pairrepro.data.formats._common import PairCollector, numbered_lines, option, raw_file
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import ConfigError
@@ -23,6 +24,10 @@ from pairrepro.errors import ConfigError
 AMBIGUOUS_RULE = "label (3,6): annotators split, discarded by Lan et al."
 BLANK_RULE = "blank line"
 _VOTES = re.compile(r"\((\d),\s*(\d)\)")
+
+
+class Options(ReaderOptions):
+    format: Literal["raw", "toks"] = "raw"
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

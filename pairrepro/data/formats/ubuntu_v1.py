@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pairrepro.data.formats import ReaderResult
+from pydantic import Field
+
+from pairrepro.data.formats import ReaderOptions, ReaderResult
 from pairrepro.data.formats._common import (
     PairCollector,
     numbered_lines,
@@ -30,6 +33,11 @@ from pairrepro.data.formats._common import (
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
 TRAIN_HEADER = ["Context", "Utterance", "Label"]
+
+
+class Options(ReaderOptions):
+    format: Literal["csv", "wu_txt"] = "csv"
+    group_size: Annotated[int, Field(ge=1)] = 1  # wu_txt: consecutive lines per group
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

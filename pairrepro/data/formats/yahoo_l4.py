@@ -58,23 +58,22 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import AfterValidator, Field
 
-from pairrepro.data.formats import MalformedRow, ReaderResult
+from pairrepro.data.formats import MalformedRow, ReaderOptions, ReaderResult
 from pairrepro.data.formats._common import find_raw_file
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.io import atomic_open
+from pairrepro.schema import Schema, validate
 
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SPACE_RE = re.compile(r"\s+")
-_OPTION_KEYS = {"lengths", "question", "retrieval_query", "answer_pool", "bm25", "split_ratios",
-                "seed"}
-_SPLIT_KEYS = {"part", "negatives"}
 _FORMAT_VERSION = 1
 
 
@@ -161,56 +160,71 @@ class _Options:
         return json.dumps(data, sort_keys=True)
 
 
-def _choice(where: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
-    return str(value)
+def _lengths(value: list[int]) -> list[int]:
+    if len(value) != 2 or value[0] > value[1]:
+        raise ValueError("expected [min, max] words with min <= max")
+    return value
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError("expected a number > 0")
+    return value
+
+
+class BM25Options(Schema):
+    k1: float = BM25Params.k1
+    b: float = BM25Params.b
+    top_k: int = BM25Params.top_k
+    method: str = BM25Params.method
+
+
+class Options(ReaderOptions):
+    """The construction of a variant (variant-wide keys; see the module docstring)."""
+
+    lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
+        default_factory=lambda: [5, 50])
+    question: Literal["subject", "subject+content"] = "subject"
+    retrieval_query: Literal["best_answer", "question"] = "best_answer"
+    answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
+    bm25: BM25Options = BM25Options()
+    split_ratios: dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
+        default_factory=lambda: {"train": 8, "dev": 1, "test": 1})
+    seed: int = 1
+
+
+class SplitOptions(ReaderOptions):
+    """Per split: the part it draws from (default: its name), negatives per list."""
+
+    part: str | None = None
+    negatives: Annotated[int, Field(ge=1)] = 4
 
 
 def parse_options(variant: VariantSpec) -> _Options:
     """Validate the variant's reader options (errors name the variant and the key)."""
     where = f"yahoo variant {variant.name!r}"
-    opts = {k: v for k, v in variant.options.items() if k in _OPTION_KEYS}
-    lengths = opts.get("lengths", [5, 50])
-    if (not isinstance(lengths, list) or len(lengths) != 2
-            or not all(isinstance(x, int) for x in lengths) or lengths[0] > lengths[1]):
-        raise ConfigError(f"{where}: lengths must be [min, max] words, not {lengths!r}")
-    bm25_raw = dict(opts.get("bm25", {}))
-    unknown = set(bm25_raw) - {"k1", "b", "top_k", "method"}
-    if unknown:
-        raise ConfigError(f"{where}: bm25: unknown key {sorted(unknown)[0]!r}",
-                          hint="allowed: k1, b, top_k, method")
-    ratios = opts.get("split_ratios", {"train": 8, "dev": 1, "test": 1})
-    if not ratios or any(not isinstance(v, int | float) or v <= 0 for v in ratios.values()):
+    opts = validate(Options, {k: v for k, v in variant.options.items()
+                              if k in Options.model_fields}, where)
+    if not opts.split_ratios:
         raise ConfigError(f"{where}: split_ratios must map parts to positive numbers")
     splits = {}
     for name, spec in variant.splits.items():
-        unknown = set(spec.options) - _SPLIT_KEYS - {"label_map", "label_aliases"}
-        if unknown:
-            raise ConfigError(f"{where}: splits.{name}: unknown key {sorted(unknown)[0]!r}",
-                              hint="allowed: files, expected, part, negatives")
-        part = spec.options.get("part", name)
-        if part not in ratios:
+        split = validate(SplitOptions, dict(spec.options), f"{where}: splits.{name}")
+        part = split.part or name
+        if part not in opts.split_ratios:
             raise ConfigError(f"{where}: splits.{name}: part {part!r} is not in split_ratios",
-                              hint=f"parts: {', '.join(ratios)}")
-        negatives = spec.options.get("negatives", 4)
-        if not isinstance(negatives, int) or negatives < 1:
-            raise ConfigError(f"{where}: splits.{name}: negatives must be an integer >= 1")
-        splits[name] = (part, negatives)
+                              hint=f"parts: {', '.join(opts.split_ratios)}")
+        splits[name] = (part, split.negatives)
     if not splits:
         raise ConfigError(f"{where}: no splits")
     return _Options(
-        lengths=(lengths[0], lengths[1]),
-        question=_choice(f"{where}: question", opts.get("question", "subject"),
-                         ("subject", "subject+content")),
-        retrieval_query=_choice(f"{where}: retrieval_query",
-                                opts.get("retrieval_query", "best_answer"),
-                                ("best_answer", "question")),
-        answer_pool=_choice(f"{where}: answer_pool", opts.get("answer_pool", "kept_best"),
-                            ("kept_best", "all_best", "all_answers")),
-        bm25=BM25Params(**bm25_raw),
-        split_ratios={k: float(v) for k, v in ratios.items()},
-        seed=int(opts.get("seed", 1)),
+        lengths=(opts.lengths[0], opts.lengths[1]),
+        question=opts.question,
+        retrieval_query=opts.retrieval_query,
+        answer_pool=opts.answer_pool,
+        bm25=BM25Params(**opts.bm25.model_dump()),
+        split_ratios={k: float(v) for k, v in opts.split_ratios.items()},
+        seed=opts.seed,
         splits=splits,
     )
 

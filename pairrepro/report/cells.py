@@ -1,0 +1,369 @@
+"""Published vs reproduced: the status, value and delta of every cell of a paper table.
+
+Rules of a cell (documented once, here):
+
+* reproduced values are the mean ± sample std over the finished seeds, converted to the
+  column's unit (fractions × 100 for ``%`` columns);
+* ``delta = mean − published`` in the column's unit, on unrounded numbers;
+* *reproduced* when ``|delta| <= tolerance`` (the table's ``tolerance`` for ``%`` columns, in
+  points; ``tolerance_fraction`` — default ``tolerance``, or ``tolerance / 100`` in a table
+  with ``%`` columns — for fraction columns), otherwise *off*;
+* values print with the decimals of the paper's own numbers in that column, and fractions keep
+  the paper's style (``0.739`` or ``.739``);
+* a run folder that cannot be read is *damaged*: the cell names the file (when no other seed
+  finished) and the rest of the table renders;
+* a parameter count (θ_M) is the ``parameters.weights`` a run recorded in its manifest, else
+  the count committed in ``bench/model_facts.json`` (``python bench/model_facts.py``); the
+  report never imports model code.
+
+Runs are read through :mod:`pairrepro.train.run_folder` and data readiness comes from
+:func:`pairrepro.data.prepared.data_status`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.data.prepared import data_status
+from pairrepro.errors import ConfigError
+from pairrepro.report.model_facts import committed_weights
+from pairrepro.report.numbers import format_count, format_number, parse_published, to_unit
+from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.report.recipe_index import RecipeIndex, flatten, load_recipe_index, settings
+from pairrepro.train.run_folder import RunInfo, find_runs
+
+# Cell statuses, in the order a reader cares about them.
+REPRODUCED = "reproduced"
+OFF = "off"
+NEW = "no published value"
+RUNNING = "running"
+STALE = "stale"  # interrupted (Ctrl-C), or "running" but its process is gone
+DAMAGED = "damaged"  # a run-folder file cannot be read
+FAILED = "failed"
+NOT_RUN = "not run"
+DATA_MISSING = "data missing"
+NO_RECIPE = "no recipe"
+NOT_REPRODUCIBLE = "not reproducible"
+INFO = "info"
+STATUSES = (REPRODUCED, OFF, NEW, RUNNING, STALE, DAMAGED, FAILED, NOT_RUN, DATA_MISSING,
+            NO_RECIPE, NOT_REPRODUCIBLE, INFO)
+
+COMPARISON_BLOCK = "comparison"
+
+
+@dataclass
+class Cell:
+    """Published vs reproduced for one (row, column)."""
+
+    column: str
+    published: str
+    status: str
+    mean: float | None = None
+    std: float | None = None
+    delta: float | None = None
+    seeds: list[int] = field(default_factory=list)
+    recipe: str = ""
+    detail: str = ""  # why, or the command to run next
+    reproduced_text: str = ""  # formatted reproduced value
+    delta_text: str = ""
+    runs: list[RunInfo] = field(default_factory=list)
+    bold: bool = False
+    best: bool = False
+
+
+@dataclass
+class EvalRow:
+    row: Row
+    cells: list[Cell]
+    recipes: list[str]
+
+
+@dataclass
+class EvalTable:
+    paper: Paper
+    table: PaperTable
+    rows: list[EvalRow]
+    runs_dir: str
+
+    def counts(self) -> dict[str, int]:
+        """How many cells have each status (info cells left out)."""
+        out: dict[str, int] = {}
+        for row in self.rows:
+            for cell in row.cells:
+                if cell.status != INFO:
+                    out[cell.status] = out.get(cell.status, 0) + 1
+        return out
+
+
+def _hparam_equal(published: str, value: Any) -> bool:
+    text = published.replace("−", "-").replace(" ", "")
+    if text.startswith("(") and text.endswith(")"):
+        parts = [parse_published(p) for p in text[1:-1].split(",")]
+        return isinstance(value, list | tuple) and [float(v) for v in value] == parts
+    number = parse_published(text)
+    if number is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isclose(float(value), number, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _damaged(runs: list[RunInfo]) -> list[str]:
+    return [r.problem or r.path for r in runs if r.status == DAMAGED]
+
+
+def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
+                 index: RecipeIndex, runs_dir: Path) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column=column.key, published=published, status=NOT_RUN, recipe=recipe_name,
+                bold=column.key in row.bold, best=column.key in row.best)
+    runs = find_runs(runs_dir, recipe_name)
+    cell.runs = runs
+    damaged = _damaged(runs)
+    finished = [r for r in runs if r.status == "finished" and r.value(column.metric) is not None]
+    if finished:
+        values = [to_unit(r.value(column.metric) or 0.0, column) for r in finished]
+        cell.mean = statistics.fmean(values)
+        cell.std = statistics.stdev(values) if len(values) > 1 else 0.0
+        cell.seeds = [r.seed for r in finished]
+        cell.reproduced_text = format_number(cell.mean, column)
+        if len(values) > 1:
+            cell.reproduced_text += f" ± {format_number(cell.std, column)}"
+        target = parse_published(published)
+        if target is None:
+            cell.status = NEW
+        else:
+            cell.delta = cell.mean - target
+            cell.delta_text = format_number(cell.delta, column, signed=True)
+            ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
+            cell.status = REPRODUCED if ok else OFF
+        pending = [r for r in runs if r.status == "running"]
+        stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+        notes = [f"{len(pending)} more seed(s) running"] if pending else []
+        notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
+        notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
+        if notes:
+            cell.detail = "; ".join(notes)
+        return cell
+    if any(r.status == "running" for r in runs):
+        cell.status = RUNNING
+        cell.detail = ", ".join(r.path for r in runs if r.status == "running")
+        return cell
+    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+    if stopped:
+        cell.status = STALE
+        why = {"stale": "process gone", "interrupted": "interrupted"}
+        cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
+                       + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
+        return cell
+    if damaged:
+        cell.status = DAMAGED
+        cell.detail = "; ".join(damaged)
+        return cell
+    if any(r.status == "failed" for r in runs):
+        cell.status = FAILED
+        cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
+        return cell
+    recipe = index.recipes[recipe_name]
+    ready, command = data_status(recipe.data.dataset, recipe.data.variant)
+    if ready:
+        cell.status = NOT_RUN
+        cell.detail = f"pairrepro train {_recipe_path(recipe_name)}"
+    else:
+        cell.status = DATA_MISSING
+        cell.detail = command
+    return cell
+
+
+def _recipe_path(name: str) -> str:
+    """The recipe file as a user would type it (relative to the working folder if inside)."""
+    path = (paths.recipes_dir() / f"{name}.toml").absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) -> str:
+    if column.dataset:
+        for name in candidates:
+            if index.recipes[name].data.dataset == column.dataset:
+                return name
+        return ""
+    return candidates[0] if candidates else ""
+
+
+def _row_recipes(paper: str, table: PaperTable, row: Row, index: RecipeIndex) -> list[str]:
+    if row.recipe:
+        if row.recipe not in index.recipes:
+            raise ConfigError(
+                f"{paper} Table {table.number} row {row.label!r}: recipe {row.recipe!r} not found",
+                hint=index.errors.get(row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"),
+            )
+        return [row.recipe]
+    found = index.for_row(paper, table.number, row.label)
+    if not found and row.cite:
+        found = index.for_row(paper, table.number, row.printed_label)
+    return sorted(set(found))
+
+
+def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column=column.key, published=published, status=NO_RECIPE, recipe=recipe_name)
+    if not recipe_name:
+        ref = column.from_row
+        cell.detail = (f"no recipe declares Table {ref.table if ref else None} row "
+                       f"{ref.row if ref else None!r}")
+        return cell
+    config = index.recipes[recipe_name].to_dict()
+    explicit, resolved = flatten(config), settings(config)
+    for entry in row.keys:
+        names = entry if isinstance(entry, list) else [entry]
+        if not all(name in resolved for name in names):
+            continue
+        values = [resolved[name] for name in names]
+        value: Any = tuple(values) if isinstance(entry, list) else values[0]
+        cell.reproduced_text = (f"({', '.join(map(str, values))})" if isinstance(entry, list)
+                                else str(value))
+        cell.status = REPRODUCED if _hparam_equal(published, value) else OFF
+        defaults = [name for name in names if name not in explicit]
+        cell.detail = f"{recipe_name}: {' + '.join(names)} = {value!r}" + (
+            f" ({', '.join(defaults)}: model default)" if defaults else "")
+        return cell
+    cell.status = OFF
+    cell.reproduced_text = "not set"
+    tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
+    cell.detail = f"{recipe_name} sets none of {tried}"
+    return cell
+
+
+def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
+    """θ_M of a recipe and where it comes from: a run's ``manifest.json``
+    (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
+    for run in runs:
+        parameters = run.manifest.get("parameters")
+        weights = parameters.get("weights") if isinstance(parameters, dict) else None
+        if isinstance(weights, int) and not isinstance(weights, bool):
+            return weights, f"{run.path}/manifest.json"
+    committed = committed_weights()
+    if recipe_name in committed:
+        return committed[recipe_name], "bench/model_facts.json"
+    return None
+
+
+def _params_cell(column: Column, row: Row, recipe_name: str, runs_dir: Path) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column=column.key, published=published, status=INFO, recipe=recipe_name)
+    if not recipe_name:
+        return cell
+    found = weight_count(recipe_name, find_runs(runs_dir, recipe_name))
+    if found is None:
+        cell.status = NOT_RUN
+        cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
+                       "parameters.weights and bench/model_facts.json has none "
+                       "(python bench/model_facts.py)")
+        return cell
+    count, source = found
+    cell.mean = float(count)
+    cell.reproduced_text = format_count(count)
+    target = parse_published(published)
+    if target:
+        cell.delta = count - target
+        cell.delta_text = f"{cell.delta / target:+.1%}".replace("-", "−")
+        # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.
+        cell.status = REPRODUCED if abs(cell.delta) <= 0.05 * target else OFF
+    cell.detail = f"{count:,} weights without embeddings and biases ({recipe_name}; {source})"
+    return cell
+
+
+def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path,
+                   index: RecipeIndex | None = None) -> EvalTable:
+    """Every cell of ``table`` with its published value, reproduced value and status."""
+    index = index or load_recipe_index()
+    rows: list[EvalRow] = []
+    for row in table.rows + comparison_rows(paper, table, index):
+        cells: list[Cell] = []
+        if table.kind == "hparams":
+            for column in table.columns:
+                ref = column.from_row
+                found = index.for_row(paper.paper, ref.table, ref.row) if ref else []
+                cells.append(_hparam_cell(column, row, sorted(found)[0] if found else "", index))
+            rows.append(EvalRow(row, cells, sorted({c.recipe for c in cells if c.recipe})))
+            continue
+        candidates = _row_recipes(paper.paper, table, row, index)
+        for column in table.columns:
+            published = row.values.get(column.key, "")
+            marks = {"bold": column.key in row.bold, "best": column.key in row.best}
+            if column.kind == "info":
+                cells.append(Cell(column.key, published, INFO, **marks))
+                continue
+            recipe = _choose_recipe(candidates, column, index)
+            if column.kind == "params":
+                cells.append(_params_cell(column, row, recipe, runs_dir))
+                continue
+            if not recipe:
+                cell = Cell(column.key, published, NO_RECIPE, **marks)
+                if row.why:
+                    cell.status, cell.detail = NOT_REPRODUCIBLE, row.why
+                elif table.data_note:
+                    cell.status, cell.detail = NOT_REPRODUCIBLE, table.data_note
+                else:
+                    cell.detail = "no recipe declares this row"
+                cells.append(cell)
+                continue
+            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir))
+        rows.append(EvalRow(row, cells, candidates))
+    return EvalTable(paper, table, rows, str(runs_dir))
+
+
+def evaluate_paper(name: str, runs_dir: Path, table: int | None = None,
+                   index: RecipeIndex | None = None) -> list[EvalTable]:
+    """Evaluate one table (``table``) or every table of a paper."""
+    paper = load_paper(name)
+    index = index or load_recipe_index()
+    tables = [paper.table(table)] if table is not None else paper.tables
+    return [evaluate_table(paper, t, runs_dir, index) for t in tables]
+
+
+def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[Row]:
+    """The rows recipes add below ``table`` with ``compares`` (none for hparams tables)."""
+    if table.kind == "hparams":
+        return []
+    return [Row(label=label, values={}, block=COMPARISON_BLOCK, recipe=recipe)
+            for label, recipe in index.comparisons.get((paper.paper, table.number), [])]
+
+
+def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
+                  comparisons: bool = False) -> list[str]:
+    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``),
+    and with ``comparisons`` the recipes of its comparison rows too."""
+    names: set[str] = set()
+    for row in table.rows:
+        if table.kind == "hparams":
+            continue
+        names.update(_row_recipes(paper.paper, table, row, index))
+    if comparisons:
+        names.update(row.recipe for row in comparison_rows(paper, table, index))
+    return sorted(names)
+
+
+def eval_to_json(ev: EvalTable) -> dict[str, Any]:
+    """A JSON-ready view of an evaluated table (``--json``)."""
+    return {
+        "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
+        "counts": ev.counts(),
+        "rows": [
+            {"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
+             "cells": {c.column: {
+                 "published": c.published, "status": c.status, "mean": c.mean, "std": c.std,
+                 "delta": c.delta, "seeds": c.seeds, "recipe": c.recipe, "detail": c.detail,
+                 "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
+                           "commit": run.commit, "chosen_epoch": run.chosen_epoch,
+                           "problem": run.problem}
+                          for run in c.runs]} for c in r.cells}}
+            for r in ev.rows
+        ],
+    }

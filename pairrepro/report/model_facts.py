@@ -1,0 +1,52 @@
+"""What the report needs to know about models, read from committed data, never from model
+code: ``bench/model_facts.json``, written by ``python bench/model_facts.py`` and checked
+against the models by ``tests/test_model_facts.py``.
+
+* ``models``: per model name, its constructor defaults (``model.*`` settings a recipe leaves
+  unset) and whether it trains (``needs_training``: BM25 does not);
+* ``weights``: θ_M per recipe (weight matrices without embeddings and biases) for the
+  recipes of the paper tables' parameter columns, for rows without a run (a run records its
+  own count, ``parameters.weights`` in ``manifest.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError
+
+MODEL_FACTS = paths.PROJECT_DIR / "bench" / "model_facts.json"
+REGENERATE = "regenerate it: python bench/model_facts.py"
+
+
+@cache
+def _facts() -> dict[str, Any]:
+    if not MODEL_FACTS.is_file():
+        return {}
+    try:
+        data = json.loads(MODEL_FACTS.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{MODEL_FACTS}: cannot be read ({exc})", hint=REGENERATE) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{MODEL_FACTS}: expected a JSON object", hint=REGENERATE)
+    return data
+
+
+def model_defaults(name: str) -> dict[str, Any] | None:
+    """Constructor defaults of model ``name`` (None: not a known model)."""
+    entry = _facts().get("models", {}).get(name)
+    return dict(entry.get("defaults", {})) if isinstance(entry, dict) else None
+
+
+def needs_training(name: str) -> bool | None:
+    """Whether model ``name`` learns from the training split (None: not a known model)."""
+    entry = _facts().get("models", {}).get(name)
+    return bool(entry.get("needs_training", True)) if isinstance(entry, dict) else None
+
+
+def committed_weights() -> dict[str, int]:
+    """θ_M per recipe name, as committed."""
+    return {str(k): int(v) for k, v in _facts().get("weights", {}).items()}

@@ -1,0 +1,327 @@
+"""Paper tables as data: the schema of ``pairrepro/report/papers/<paper>.toml`` and its loader.
+
+A paper file holds every table with numbers of one paper: caption, columns (a metric as
+``<split>.<metric>`` from ``result.json``, unit ``%`` or ``fraction``), row blocks in the
+paper's order, each published value as the string printed in the paper, bold/best marks,
+footnote rows, and for rows no recipe can reproduce, ``why``. Figures (``[[figures]]``) name
+a score against a recipe setting.
+
+Validation goes through :func:`pairrepro.schema.validate`, one level at a time, so that an
+error names the file, the table (``tables[0] (Table 2)``), the block and the row by its label
+(``blocks[0] rows[3] 'CSRAN'``) or the column, and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from pairrepro.errors import ConfigError
+from pairrepro.io import read_toml
+from pairrepro.schema import Schema, validate
+
+PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+PAPERS = ("clstm", "dflstm", "mvlstm", "csran", "cin")
+COLUMN_KINDS = ("metric", "info", "params")
+UNITS = ("%", "fraction")
+
+
+class RowRef(Schema):
+    """A row of another table of the same paper (hparams columns: whose recipe to read)."""
+
+    table: int
+    row: str
+
+
+class Column(Schema):
+    """One column: a metric (``split.metric``), printed info (``k``), a parameter count, or
+    in an hparams table a recipe's settings (``hparam``, set by the loader)."""
+
+    key: str
+    header: str
+    kind: Literal["metric", "info", "params", "hparam"] = "metric"
+    metric: str = ""
+    unit: Literal["%", "fraction"] = "%"
+    dataset: str = ""  # for tables whose columns come from different datasets (CSRAN T8)
+    from_row: RowRef | None = None  # hparams tables: which recipe
+    decimals: int = 1  # inferred from the published strings when not given
+    leading_zero: bool = True
+
+    @property
+    def split(self) -> str:
+        return self.metric.split(".", 1)[0]
+
+    @property
+    def metric_name(self) -> str:
+        return self.metric.split(".", 1)[1]
+
+
+class Row(Schema):
+    """One printed row (``label`` as printed, without its citation line ``cite``).
+
+    Validated with the context ``{"columns": [keys], "kind": table kind}``: published values
+    and bold/best marks must name a column of the table."""
+
+    label: str
+    values: dict[str, str]
+    block: str = ""  # set by the loader from the block's name
+    cite: str = ""
+    bold: list[str] = Field(default_factory=list)  # bold in the paper's typesetting
+    best: list[str] = Field(default_factory=list)  # best by value (bold lost in conversion)
+    why: str = ""  # why no recipe can reproduce it
+    recipe: str = ""  # explicit recipe name
+    footnote: str = ""  # footnote mark: the number is from the text, not the table
+    quote: str = ""  # verbatim text of the paper holding a footnote row's number
+    # hparams tables: the recipe settings (``section.key``) that hold the value, first found
+    # wins; an entry that is itself a list names several settings printed as one tuple, e.g.
+    # ``["model.pool_p", "model.pool_q"]`` for "Pooling (p, q)"
+    keys: list[str | list[str]] = Field(default_factory=list)
+    x: float | None = None  # position on a plot of the table (MV-LSTM Table 2: k)
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _printed_strings(cls, values: Any) -> Any:
+        if isinstance(values, dict):
+            for key, value in values.items():
+                if not isinstance(value, str):
+                    raise ValueError(f"{key}: published values are strings exactly as "
+                                     f"printed, e.g. \"85.1\"; got {value!r}")
+        return values
+
+    @field_validator("keys")
+    @classmethod
+    def _setting_names(cls, keys: list[str | list[str]]) -> list[str | list[str]]:
+        for entry in keys:
+            names = entry if isinstance(entry, list) else [entry]
+            if not names or not all("." in n for n in names):
+                raise ValueError(f"{entry!r} is not a \"section.key\" name or a list of them")
+        return keys
+
+    @model_validator(mode="after")
+    def _fits_the_table(self, info: ValidationInfo) -> Row:
+        if self.footnote and not self.quote:
+            raise ValueError("a footnote row needs quote = the paper's own words")
+        context = info.context or {}
+        columns = context.get("columns")
+        if columns is not None:
+            for key in self.values:
+                if key not in columns:
+                    raise ValueError(f"values: unknown column {key!r} (columns: "
+                                     f"{', '.join(columns)})")
+            for mark in (*self.bold, *self.best):
+                if mark not in columns:
+                    raise ValueError(f"bold/best: unknown column {mark!r} (columns: "
+                                     f"{', '.join(columns)})")
+        if context.get("kind") == "hparams" and not self.keys:
+            raise ValueError("an hparams row needs keys = [\"section.key\", ...]")
+        return self
+
+    @property
+    def printed_label(self) -> str:
+        return f"{self.label} ({self.cite})" if self.cite else self.label
+
+
+class Block(Schema):
+    """Rows printed together (a rule between blocks)."""
+
+    name: str = ""
+    rows: list[Row]
+
+
+class PaperTable(Schema):
+    """One table with numbers."""
+
+    paper: str
+    number: int
+    caption: str
+    columns: list[Column]
+    blocks: list[Block]
+    kind: Literal["results", "hparams"] = "results"
+    dataset: str = ""
+    tolerance: float = 0.5
+    tolerance_fraction: float | None = None
+    label_header: str = "Model"
+    data_note: str = ""
+    joined_header: str = ""
+    x_label: str = ""
+
+    @property
+    def rows(self) -> list[Row]:
+        return [row for block in self.blocks for row in block.rows]
+
+    @property
+    def name(self) -> str:
+        return f"{self.paper} Table {self.number}"
+
+    def tolerance_for(self, column: Column) -> float:
+        """The absolute tolerance in ``column``'s unit."""
+        if column.unit == "%":
+            return self.tolerance
+        if self.tolerance_fraction is not None:
+            return self.tolerance_fraction
+        has_percent = any(c.unit == "%" and c.kind == "metric" for c in self.columns)
+        return self.tolerance / 100 if has_percent else self.tolerance
+
+
+class FigureSpec(Schema):
+    """A paper figure: ``y`` against the recipe setting ``x``, one curve per series (a
+    series is ``{label, match = {setting: value}}``)."""
+
+    paper: str
+    number: int
+    caption: str
+    x: str
+    y: str
+    series: list[dict[str, Any]]
+    x_label: str = ""
+    y_label: str = ""
+    unit: Literal["%", "fraction"] = "%"
+
+    @field_validator("series")
+    @classmethod
+    def _labelled(cls, series: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, entry in enumerate(series):
+            if not isinstance(entry.get("label"), str) or not isinstance(
+                    entry.get("match", {}), dict):
+                raise ValueError(f"[{i}]: expected {{label = \"...\", match = {{...}}}}")
+        return series
+
+
+class Paper(Schema):
+    """One paper file."""
+
+    paper: str
+    title: str
+    tables: list[PaperTable]
+    figures: list[FigureSpec] = Field(default_factory=list)
+    authors: str = ""
+    venue: str = ""
+    source: str = ""
+    path: str = ""
+
+    def table(self, number: int) -> PaperTable:
+        """Table ``number`` (a ConfigError naming the tables there are)."""
+        for table in self.tables:
+            if table.number == number:
+                return table
+        raise ConfigError(
+            f"{self.paper} has no table {number} with numbers",
+            hint=f"tables: {', '.join(str(t.number) for t in self.tables)}",
+        )
+
+
+# --------------------------------------------------------------------------- loading
+# Each level is validated on its own so that an error names the table and row it is in.
+
+
+class _TableHead(Schema):
+    number: int
+    caption: str
+    columns: list[Column]
+    blocks: list[dict[str, Any]]
+    kind: Literal["results", "hparams"] = "results"
+    dataset: str = ""
+    tolerance: float = 0.5
+    tolerance_fraction: float | None = None
+    label_header: str = "Model"
+    data_note: str = ""
+    joined_header: str = ""
+    x_label: str = ""
+
+
+class _BlockHead(Schema):
+    name: str = ""
+    rows: list[dict[str, Any]]
+
+
+class _PaperHead(Schema):
+    paper: str
+    title: str
+    tables: list[dict[str, Any]]
+    figures: list[dict[str, Any]] = Field(default_factory=list)
+    authors: str = ""
+    venue: str = ""
+    source: str = ""
+
+
+_NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
+
+
+def _with_format(column: Column, published: list[str]) -> Column:
+    """Decimals and leading-zero style from the paper's own numbers in this column, unless the
+    file gives them."""
+    numeric = [p for p in published if p not in ("-", "") and _NUMBER.match(p)]
+    update: dict[str, Any] = {}
+    if "decimals" not in column.model_fields_set and numeric:
+        update["decimals"] = max(len(p.split(".")[1]) if "." in p else 0 for p in numeric)
+    if "leading_zero" not in column.model_fields_set and numeric and column.unit == "fraction":
+        update["leading_zero"] = not all(p.lstrip("−-").startswith(".") for p in numeric)
+    return column.model_copy(update=update) if update else column
+
+
+def _load_table(paper: str, raw: Any, where: str) -> PaperTable:
+    head = validate(_TableHead, raw, where, sections=False)
+    columns = list(head.columns)
+    for i, col in enumerate(columns):
+        if head.kind == "hparams":
+            if col.from_row is None and not col.metric:
+                raise ConfigError(f"{where}: columns[{i}]: an hparams column needs "
+                                  "from_row = {table, row}")
+            columns[i] = col.model_copy(update={"kind": "hparam"})
+        elif col.kind == "hparam":
+            raise ConfigError(f"{where}: columns[{i}] kind: 'hparam' is only for hparams "
+                              f"tables; allowed: {', '.join(COLUMN_KINDS)}")
+        elif col.kind == "metric" and "." not in col.metric:
+            raise ConfigError(f"{where}: columns[{i}] {col.key!r}: metric: expected "
+                              f"'<split>.<metric>' (e.g. test.accuracy), got {col.metric!r}")
+    keys = [c.key for c in columns]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{where}: column keys must be unique, got {keys}")
+    context = {"columns": keys, "kind": head.kind}
+    blocks: list[Block] = []
+    for b, braw in enumerate(head.blocks):
+        bw = f"{where} blocks[{b}]"
+        block = validate(_BlockHead, braw, bw, sections=False)
+        rows = []
+        for r, rraw in enumerate(block.rows):
+            label = rraw.get("label", "?") if isinstance(rraw, dict) else "?"
+            row = validate(Row, rraw, f"{bw} rows[{r}] {label!r}", sections=False,
+                           context=context)
+            rows.append(row.model_copy(update={"block": block.name}))
+        blocks.append(Block(name=block.name, rows=rows))
+    printed = [row for block in blocks for row in block.rows]
+    columns = [_with_format(c, [r.values.get(c.key, "") for r in printed]) for c in columns]
+    fields = head.model_dump(exclude={"columns", "blocks"})
+    return PaperTable(paper=paper, columns=columns, blocks=blocks, **fields)
+
+
+def load_paper_file(path: str | Path) -> Paper:
+    """Read and validate one paper TOML (errors name the file, the table, the row or column,
+    and what is allowed)."""
+    p = Path(path)
+    try:
+        raw = read_toml(p)
+    except FileNotFoundError:
+        raise ConfigError(f"paper table file {p} not found") from None
+    head = validate(_PaperHead, raw, str(p), sections=False)
+    tables = [_load_table(head.paper, t, f"{p}: tables[{i}] (Table "
+                                         f"{t.get('number', '?') if isinstance(t, dict) else '?'})")
+              for i, t in enumerate(head.tables)]
+    numbers = [t.number for t in tables]
+    if len(set(numbers)) != len(numbers):
+        raise ConfigError(f"{p}: table numbers must be unique, got {numbers}")
+    figures = [validate(FigureSpec, {**f, "paper": head.paper}, f"{p}: figures[{i}]",
+                        sections=False) for i, f in enumerate(head.figures)]
+    return Paper(**head.model_dump(exclude={"tables", "figures"}), tables=tables,
+                 figures=figures, path=str(p))
+
+
+def load_paper(name: str) -> Paper:
+    """The paper ``name`` (``clstm``, ``dflstm``, ``mvlstm``, ``csran``, ``cin``)."""
+    path = PAPERS_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise ConfigError(f"unknown paper {name!r}", hint=f"papers: {', '.join(PAPERS)}")
+    return load_paper_file(path)

@@ -1,0 +1,207 @@
+"""From a recipe to what training and scoring need: encoded data, a built model, a run's
+model rebuilt from its folder.
+
+This module sits below the epoch loop (``loop.py``), scoring (``evaluate.py``) and the run
+driver (``runner.py``) and imports none of them, so each of them can use it without an
+import cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pairrepro import paths
+from pairrepro.config import Recipe, recipe_from_dict
+from pairrepro.data.batches import EncodedSplit, subsample
+from pairrepro.data.prepared import PreparedDataset, load_prepared
+from pairrepro.errors import ConfigError, DataError, PairreproError
+from pairrepro.models.base import ModelContext, PairModel, count_weight_params
+from pairrepro.models.registry import available_models, build_model
+from pairrepro.tasks import Task, task_for
+from pairrepro.train import checkpoint as ckpt
+from pairrepro.train.device import resolve_device
+from pairrepro.train.optim import initialise
+from pairrepro.train.run_folder import RunFolder
+
+
+@dataclass
+class TaskData:
+    """The encoded splits a run uses and how to score them."""
+
+    splits: dict[str, EncodedSplit]
+    train_split: str
+    dev_split: str
+    test_splits: list[str]
+    num_classes: int
+    no_positive: str = "skip"
+
+    @property
+    def train(self) -> EncodedSplit:
+        return self.splits[self.train_split]
+
+    @property
+    def dev(self) -> EncodedSplit:
+        return self.splits[self.dev_split]
+
+
+def recipe_task(recipe: Recipe) -> Task:
+    """The :class:`~pairrepro.tasks.Task` of a (validated) recipe."""
+    return task_for(recipe.task.type, recipe.task.loss)
+
+
+def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
+    """How queries without a relevant candidate count: the variant says (stats or manifest)."""
+    mode = prepared.stats.get("no_positive")
+    if mode is None:
+        try:
+            from pairrepro.data.manifests import load_manifest
+
+            variant = load_manifest(recipe.data.dataset).variant(recipe.data.variant or None)
+            mode = variant.options.get("no_positive")
+        except PairreproError:  # a dataset without a manifest (tests): the default
+            mode = None
+    return str(mode or "skip")
+
+
+def check_dataset_known(recipe: Recipe) -> None:
+    """An unknown dataset name is a recipe error (naming the file, key and the choices)."""
+    from pairrepro.data.manifests import available_datasets
+
+    known = available_datasets() if paths.manifests_dir().is_dir() else []
+    if known and recipe.data.dataset not in known:
+        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset "
+                          f"{recipe.data.dataset!r}", hint=f"known datasets: {', '.join(known)}")
+
+
+def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
+                   prepared: PreparedDataset | None = None) -> tuple[PreparedDataset, TaskData]:
+    """Open the prepared data of ``recipe`` and encode the splits it uses."""
+    task = recipe_task(recipe)
+    prepared = prepared or load_prepared(recipe.data.dataset, recipe.data.variant or None)
+    d = recipe.data
+    wanted = splits or [d.train_split, d.dev_split, *d.test_splits]
+    encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name)
+               for name in dict.fromkeys(wanted)}
+    # train-unseen words stay themselves where something can use them: pretrained vectors,
+    # or a scorer without parameters (BM25 matches a test-only word of the question in an
+    # answer); a model learning random embeddings could not train them, so they become <unk>
+    model_class = available_models().get(recipe.model.name)  # unknown: reported when built
+    keep_unseen = (recipe.embeddings.source != "random"
+                   or not getattr(model_class, "needs_training", True))
+    rare = prepared.rare_token_map(d.min_count, keep_unseen=keep_unseen)
+    if rare is not None:
+        for split in encoded.values():
+            split.left = [rare[ids] for ids in split.left]
+            split.right = [rare[ids] for ids in split.right]
+    if d.train_split in encoded:
+        encoded[d.train_split] = subsample(encoded[d.train_split], d.max_train_pairs, seed,
+                                           by_group=task.by_group)
+    num_classes = task.num_classes(
+        prepared.stats.get("label_map") or None,
+        int(max(int(s.labels.max(initial=0)) for s in encoded.values())))
+    for name, split in encoded.items():
+        if len(split) and (split.labels.min() < 0 or split.labels.max() >= num_classes):
+            raise DataError(f"split {name!r} of {prepared.root} has labels outside "
+                            f"0..{num_classes - 1}", hint="check the dataset's label_map")
+    data = TaskData(splits=encoded, train_split=d.train_split, dev_split=d.dev_split,
+                    test_splits=list(d.test_splits), num_classes=num_classes,
+                    no_positive=_no_positive_mode(recipe, prepared))
+    return prepared, data
+
+
+def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: int, seed: int,
+                       with_embeddings: bool = True) -> tuple[PairModel, dict[str, Any]]:
+    """Embeddings + model + initialisation, as the recipe says. Returns (model, info)."""
+    emb = recipe.embeddings
+    info: dict[str, Any] = {"embedding_source": emb.source}
+    pretrained = None
+    if emb.source != "random" and with_embeddings:
+        from pairrepro.data.embeddings import build_embedding_matrix
+
+        matrix, oov = build_embedding_matrix(prepared.vocab, emb.source, emb.path, emb.dim, seed)
+        pretrained = torch.as_tensor(np.asarray(matrix), dtype=torch.float32)
+        info["embedding_oov"] = int(oov)
+    ctx = ModelContext(vocab_size=len(prepared.vocab), embed_dim=emb.dim,
+                       num_outputs=recipe_task(recipe).num_outputs(num_classes),
+                       pretrained=pretrained, trainable_embeddings=emb.trainable,
+                       vocab=prepared.vocab)
+    try:
+        model = build_model(recipe.model.name, ctx, recipe.model.hparams)
+    except ConfigError as exc:
+        raise ConfigError(f"{recipe.source}: [model] {exc.message}", hint=exc.hint) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{recipe.source}: [model] {recipe.model.name}: {exc}") from None
+    initialise(model, recipe.optim, keep_embeddings=emb.source != "random")
+    return model, info
+
+
+def resolve_split(recipe: Recipe, split: str) -> str:
+    """Result-file split keys ``train``/``dev`` -> the recipe's split names."""
+    return {"train": recipe.data.train_split, "dev": recipe.data.dev_split}.get(split, split)
+
+
+def count_parameters(model: torch.nn.Module) -> dict[str, int]:
+    """Parameters in total, without embedding tables, trainable, and ``weights`` (θ as the
+    papers count it: :func:`~pairrepro.models.base.count_weight_params`)."""
+    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
+                 for p in m.parameters()}
+    params = list(model.parameters())
+    return {
+        "total": sum(p.numel() for p in params),
+        "without_embeddings": sum(p.numel() for p in params if id(p) not in embedding),
+        "trainable": sum(p.numel() for p in params if p.requires_grad),
+        "weights": count_weight_params(model),
+    }
+
+
+def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
+    """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
+    is a :class:`~pairrepro.train.run_folder.DamagedRunError` naming it."""
+    if not folder.is_run():
+        raise ConfigError(f"{folder.path} is not a run directory (no config.toml)",
+                          hint="pass runs/<recipe>/seed-<n>")
+    raw = folder.read_config()
+    result = folder.read_result()
+    recipe = recipe_from_dict(raw, name=result.get("recipe", folder.recipe_dir.name),
+                              source=str(folder.config_path))
+    return recipe, int(result.get("seed", recipe.seeds[0]))
+
+
+def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: str = ""
+                   ) -> tuple[Recipe, PairModel, TaskData, torch.device]:
+    """Rebuild a run's model from ``config.toml`` and a checkpoint (for ``pairrepro eval``).
+
+    With ``variant`` (another prepared variant of the run's dataset, tokenised alike) the
+    ``splits`` come from that variant, their words mapped into the run's vocabulary, and are
+    scored as that variant says (e.g. a model trained on TrecQA ``clean`` scored on the
+    ``raw`` DEV/TEST, where questions without a correct answer count 0). The train split,
+    and so a lexical scorer's statistics, stay the run's own."""
+    folder = RunFolder(Path(run_dir))
+    recipe, seed = read_run_recipe(folder)
+    splits = [resolve_split(recipe, s) for s in splits]
+    device = resolve_device("auto")  # re-scoring runs wherever this machine can
+    train_split = recipe.data.train_split
+    wanted = list(dict.fromkeys([train_split, *splits]))
+    prepared = load_prepared(recipe.data.dataset, recipe.data.variant or None)
+    # the weights belong to the data the run was trained on: the same bytes, or exit 3
+    prepared.check_files(folder.read_manifest().get("prepared_sha256", {}),
+                         str(folder.manifest_path))
+    scored, data_recipe = prepared, recipe
+    if variant and variant != recipe.data.variant:
+        source = load_prepared(recipe.data.dataset, variant)
+        scored = prepared.with_splits_from(source, [s for s in splits if s != train_split])
+        # scored as that variant says (its no-positive rule)
+        data_recipe = recipe.with_changes(data={"variant": variant})
+    _, data = load_task_data(data_recipe, seed, wanted, prepared=scored)
+    model, _ = build_recipe_model(recipe, prepared, data.num_classes, seed,
+                                  with_embeddings=False)
+    if not model.needs_training:
+        model.fit_statistics(data.train.left, data.train.right, data.train.labels)
+    state = ckpt.load_checkpoint(folder.checkpoint(checkpoint))
+    model.load_state_dict(state["model"])
+    return recipe, model.to(device), data, device
