@@ -18,6 +18,8 @@ export PAIRREPRO_MIRROR := $(MIRROR)
 .PHONY: install demo test lint bench clean help
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+	@echo "paper tables (fetch + preprocess + train + render; SEEDS=1,2,3 COMPARE=1 DRY=1 DEVICE=cuda):"
+	@for p in $(PAPERS); do awk -v p=$$p '/^\[\[tables\]\]$$/ {t = 1; next} t && /^number = / {printf " %s-table%s", p, $$3; t = 0} END {print ""}' pairrepro/report/papers/$$p.toml; done
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +30,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install pairrepro with its dev tools
 
-demo: $(STAMP)  ## built-in end-to-end run: synthetic data -> preprocess -> train -> eval -> report
+demo: $(STAMP)  ## fetch -> preprocess -> train -> eval -> report: TrecQA + CSRAN Table 6 if fetchable, else synthetic (offline)
 	$(CLI) demo
 
 test: $(STAMP)  ## run the whole test suite
@@ -40,18 +42,18 @@ lint: $(STAMP)  ## ruff
 bench: $(STAMP)  ## every benchmark script in bench/
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-snli (mirror: MIRROR=dir)
+data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-trecqa VARIANT=clean (mirror: MIRROR=dir)
 	$(CLI) fetch $*
-	$(CLI) preprocess $*
+	$(CLI) preprocess $* $(if $(VARIANT),--variant $(VARIANT))
 
 # Paper tables: fetch + preprocess + train (finished seeds skipped) + render; DRY=1 only plans.
 # The work is done by `pairrepro reproduce` (pairrepro/pipeline.py); exit 7 = nothing ran.
 PAPERS := clstm dflstm mvlstm csran cin
 # COMPARE=1 also trains a table's comparison rows (models run here that the paper lacks)
-REPRO_ARGS = --seeds $(SEEDS) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)
+REPRO_ARGS = --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS)) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)
 
 .PHONY: tables table2
-tables: $(STAMP)  ## every table of every paper (SEEDS=1,2,3 DEVICE=cuda DRY=1)
+tables: $(STAMP)  ## every table of every paper (SEEDS=1,2,3 DEVICE=cuda JOBS=2 DRY=1)
 	$(CLI) reproduce all $(REPRO_ARGS)
 
 table2: $(STAMP)  ## Table 2 of every paper (make table2 DRY=1 prints the plan)
@@ -62,6 +64,17 @@ $(1)-table%: $$(STAMP)  ## one table, e.g. make $(1)-table2
 	$$(CLI) reproduce $(1) --table $$* $$(REPRO_ARGS)
 endef
 $(foreach p,$(PAPERS),$(eval $(call PAPER_TABLE_RULE,$(p))))
+
+# Reference runs (results/<recipe>/seed-<n>/, tracked): see README "What we reproduced".
+.PHONY: verify readme-tables results
+verify: $(STAMP)  ## compare every run in runs/ with its reference run in results/ (exit 9: differs)
+	$(CLI) verify
+
+readme-tables: $(STAMP)  ## rewrite README's generated tables from results/
+	$(CLI) results readme
+
+results: $(STAMP)  ## keep finished runs as reference runs: make results RUNS="runs/bm25_trecqa/seed-1 ..."
+	$(CLI) results add $(RUNS)
 
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -5,8 +5,8 @@ two-layer DF-LSTMs (e = 100, d = 100, K = 9; the SNLI sizes) on a batch of 32 pa
 n = m = 32. For each model, from the same run (see bench/flops.py): FLOPs per step, FLOP/s,
 the share of a same-shape GEMM's throughput (timed interleaved with the model), the speedup
 over the cell-by-cell reference of tests/grid_reference.py, and the peak memory of one
-training step at batch 128 (in a fresh process on CPU, so the high-water mark is this step's
-own), with and without per-block checkpointing.
+training step at batch 128 (DF-LSTMs: 32; in a fresh process on CPU, so the high-water mark
+is this step's own), with and without per-block checkpointing.
 
     .venv/bin/python bench/bench_grid.py                 # CPU, 2 threads
     .venv/bin/python bench/bench_grid.py --device cuda   # adds the projected SNLI epoch time
@@ -37,6 +37,9 @@ SNLI_TRAIN_PAIRS = 550_152
 VOCAB = 1000
 # the GEMM whose throughput is the yardstick: the shape of issue 18's measurement
 GEMM_SHAPE = (512, 350, 200)
+# peak memory is measured at batch 128 for TC-LSTMs (issue 18's figure) and at the recipe's
+# batch for DF-LSTMs (its K = 9 memory slots make a step's activations ~9x wider)
+MEMORY_BATCH = {"tc_lstm_4stack": 128, "df_lstm": 32}
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "tc_lstm_4stack": ("tc_lstm", {"hidden": 50, "directions": 4, "layers": 4, "pool_p": 1,
                                    "pool_q": 1, "fc_hidden": 50}),
@@ -101,7 +104,7 @@ def peak_memory(device: torch.device, key: str, batch: int, length: int, amp: bo
     setup = (f"import bench_grid as b; m = b.make_model(torch.device('cpu'), {key!r}, "
              f"{checkpoint}); d = b.make_batch({batch}, {length}, torch.device('cpu'))")
     return (fresh_process_peak(setup, "b.engine_step(m, d)"),
-            "ru_maxrss delta in a fresh process, 1 thread")
+            "peak RSS growth (VmHWM) in a fresh process, 1 thread")
 
 
 def bench_model(key: str, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
@@ -123,8 +126,10 @@ def bench_model(key: str, args: argparse.Namespace, device: torch.device) -> dic
         result["speedup_vs_per_pair"] = (result["reference_per_pair_s"] * args.batch
                                          / share.step_s)
     result["projected_snli_epoch_min"] = SNLI_TRAIN_PAIRS / result["pairs_per_s"] / 60
+    result["memory_batch"] = args.memory_batch or MEMORY_BATCH[key]
     for ckpt in (False, True):
-        peak, method = peak_memory(device, key, args.memory_batch, args.length, args.amp, ckpt)
+        peak, method = peak_memory(device, key, result["memory_batch"], args.length, args.amp,
+                                   ckpt)
         result["peak_memory_checkpoint_gb" if ckpt else "peak_memory_gb"] = peak / 1e9
         result["memory_method"] = method
     return result
@@ -141,7 +146,8 @@ def main() -> None:
     parser.add_argument("--ref-iters", type=int, default=1)
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast (engine only)")
-    parser.add_argument("--memory-batch", type=int, default=128)
+    parser.add_argument("--memory-batch", type=int, default=0,
+                        help="batch of the peak-memory step (0: MEMORY_BATCH)")
     parser.add_argument("--checkpoint", action="store_true",
                         help="time the engine with per-block gradient checkpointing")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
@@ -150,32 +156,39 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     label = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
-    results = [bench_model(key, args, device) for key in args.models.split(",")]
+    if not args.json:
+        print(f"device {label} (threads {torch.get_num_threads()}), batch {args.batch}, "
+              f"n=m={args.length}, forward+backward", flush=True)
+    results = []
+    for key in args.models.split(","):
+        results.append(bench_model(key, args, device))
+        if not args.json:  # as each model finishes: a loaded machine makes this slow
+            print_result(results[-1], args.length)
     if args.json:
         print(json.dumps({"device": label, "threads": torch.get_num_threads(),
                           "batch": args.batch, "n": args.length, "m": args.length,
                           "results": results}, indent=2))
-        return
-    print(f"device {label} (threads {torch.get_num_threads()}), batch {args.batch}, "
-          f"n=m={args.length}, forward+backward")
-    for r in results:
-        m, k, n = r["gemm_shape"]
-        print(f"{r['model']}: {r['flops_per_step'] / 1e9:.2f} GFLOP/step "
-              f"({r['flops_per_pair'] / 1e9:.3f} GFLOP/pair), {r['step_s']:.3f} s/step, "
-              f"{r['pairs_per_s']:.1f} pairs/s")
-        print(f"  {r['flops_per_s'] / 1e9:.1f} GFLOP/s = {r['share_of_gemm']:.0%} of a "
-              f"{m}x{k} @ {k}x{n} GEMM ({r['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, same run; "
-              "target >= 50%)")
-        if "speedup" in r:
-            print(f"  {r['speedup']:.1f}x faster than the cell-by-cell reference batched over "
-                  f"pairs ({r['reference_s_per_step']:.2f} s/step), "
-                  f"{r['speedup_vs_per_pair']:.1f}x than it pair by pair")
-        print(f"  SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at this speed: "
-              f"{r['projected_snli_epoch_min']:.1f} min")
-        print(f"  peak memory, batch {args.memory_batch}, {args.length}x{args.length} grid: "
-              f"{r['peak_memory_gb']:.2f} GB, with checkpoint = true "
-              f"{r['peak_memory_checkpoint_gb']:.2f} GB ({r['memory_method']}; limit 8 GB)")
 
+
+def print_result(r: dict[str, Any], length: int) -> None:
+    """The figures of one model, as text."""
+    m, k, n = r["gemm_shape"]
+    print(f"{r['model']}: {r['flops_per_step'] / 1e9:.2f} GFLOP/step "
+          f"({r['flops_per_pair'] / 1e9:.3f} GFLOP/pair), {r['step_s']:.3f} s/step, "
+          f"{r['pairs_per_s']:.1f} pairs/s")
+    print(f"  {r['flops_per_s'] / 1e9:.1f} GFLOP/s = {r['share_of_gemm']:.0%} of a "
+          f"{m}x{k} @ {k}x{n} GEMM ({r['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, same run; "
+          "target >= 50%)")
+    if "speedup" in r:
+        print(f"  {r['speedup']:.1f}x faster than the cell-by-cell reference batched over "
+              f"pairs ({r['reference_s_per_step']:.2f} s/step), "
+              f"{r['speedup_vs_per_pair']:.1f}x than it pair by pair")
+    print(f"  SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at this speed: "
+          f"{r['projected_snli_epoch_min']:.1f} min")
+    print(f"  peak memory, batch {r['memory_batch']}, {length}x{length} grid: "
+          f"{r['peak_memory_gb']:.2f} GB, with checkpoint = true "
+          f"{r['peak_memory_checkpoint_gb']:.2f} GB ({r['memory_method']}; limit 8 GB)",
+          flush=True)
 
 if __name__ == "__main__":
     main()

@@ -11,8 +11,8 @@ Every script that times a model therefore prints, from the same run:
   *interleaved* with the model (one model step, then a block of GEMMs of about the same
   duration, repeated; medians of each), so both see the same load.
 
-Peak memory is measured in a fresh process (:func:`fresh_process_peak`), so the high-water
-mark belongs to the measured step alone.
+Peak memory is measured in a fresh process (:func:`fresh_process_peak`), with the kernel's
+high-water mark reset just before the measured step, so the peak belongs to that step alone.
 """
 
 from __future__ import annotations
@@ -125,20 +125,26 @@ def measure(step: Callable[[], object], gemm_shape: tuple[int, int, int],
 
 
 def fresh_process_peak(setup: str, step: str, threads: int = 1) -> float:
-    """Bytes by which one ``step`` raises the peak RSS of a fresh Python process.
+    """Bytes by which one ``step`` raises the resident memory of a fresh Python process.
 
     ``setup`` and ``step`` are Python source run in the project root with ``bench/`` on the
-    path; ``ru_maxrss`` (a high-water mark, KiB on Linux) is read before and after ``step``.
+    path. The kernel's high-water mark (``VmHWM``) is reset after ``setup`` (writing 5 to
+    ``/proc/self/clear_refs``), so a setup that peaked higher than the step cannot hide it;
+    the figure is ``VmHWM`` after the step minus ``VmRSS`` before it.
     """
     code = "\n".join([
-        "import resource, sys, torch",
+        "import sys, torch",
         f"torch.set_num_threads({threads})",
         f"sys.path.insert(0, {str(ROOT / 'bench')!r})",
+        "def vm(key):",
+        "    for line in open('/proc/self/status'):",
+        "        if line.startswith(key):",
+        "            return int(line.split()[1]) * 1024",  # kB
         setup,
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
+        "open('/proc/self/clear_refs', 'w').write('5')",
+        "before = vm('VmRSS')",
         step,
-        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
-        "print((after - before) * 1024)",
+        "print(vm('VmHWM') - before)",
     ])
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True, cwd=ROOT)

@@ -58,7 +58,7 @@ from pydantic import AfterValidator, Field
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.schema import Schema, validate
-from pairrepro.tasks import LOSSES, TASK_TYPES, task_for
+from pairrepro.tasks import CLASSIFICATION, LOSSES, TASK_TYPES, task_for
 
 # value ranges, named once (every float must be finite: TOML can spell nan and inf)
 Count = Annotated[int, Field(ge=0)]  # 0 means "none" / "all" / "off", as documented per key
@@ -118,8 +118,8 @@ class ModelSection(Schema):
 
 
 class TaskSection(Schema):
-    type: TaskType = "classification"
-    loss: Loss = "cross_entropy"
+    type: TaskType = CLASSIFICATION.type
+    loss: Loss = CLASSIFICATION.loss
     margin: NonNegative = 1.0
     negatives: Positive = 1  # sampled negatives per positive for the hinge loss
     # pointwise ranking: each epoch, every training query keeps all its positives and a

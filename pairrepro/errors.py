@@ -5,6 +5,8 @@ Exit codes (stable, scripts may rely on them):
     3 data missing or malformed · 4 download failed (network, HTTP error) ·
     5 checksum mismatch · 6 training failed (NaN loss, diverged) · 7 nothing could run ·
     8 an output could not be written (disk full, read-only folder, no permission) ·
+    9 ``pairrepro verify``: a run differs from its reference run (data, config or metrics) ·
+    10 a preflight check failed (``pairrepro preflight``: the message names the check) ·
     130 interrupted (Ctrl-C or SIGTERM; a training run saved a checkpoint: --resume continues)
 """
 
@@ -65,3 +67,16 @@ class StorageError(PairreproError):
     """An output could not be written (disk full, read-only folder, no permission)."""
 
     exit_code = 8
+
+
+class PreflightError(PairreproError):
+    """A ``pairrepro preflight`` check failed (the message names it; preflight.json has the
+    figures of every check)."""
+
+    exit_code = 10
+
+
+class VerificationError(PairreproError):
+    """``pairrepro verify``: a run differs from the reference run of its recipe and seed."""
+
+    exit_code = 9

@@ -49,6 +49,12 @@ def runs_dir() -> Path:
     return Path(os.environ.get("PAIRREPRO_RUNS", "runs"))
 
 
+def results_dir() -> Path:
+    """The project's reference runs (``results/<recipe>/seed-<n>/``, tracked in git; what a
+    fresh clone's report shows); ``$PAIRREPRO_RESULTS`` overrides."""
+    return Path(os.environ.get("PAIRREPRO_RESULTS", PROJECT_DIR / "results"))
+
+
 def mirror_dir() -> Path | None:
     """Local mirror folder from ``$PAIRREPRO_MIRROR``, if set."""
     env = os.environ.get("PAIRREPRO_MIRROR")

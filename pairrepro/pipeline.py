@@ -1,57 +1,100 @@
 """Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``).
 
 No CLI here: :func:`run_tables` does the work and returns what ran and what failed; the CLI
-(``cli/report_cmds.py``) renders the tables afterwards. Finished seeds are skipped,
-interrupted ones resume. A recipe whose data cannot be fetched or prepared, or whose training
-fails, is recorded in :attr:`Outcome.failed` and the others still run.
+(``cli/report_cmds.py``) renders the tables afterwards. Data is fetched and prepared first,
+once per (dataset, variant); then every (recipe, seed) still to train becomes a
+:class:`~pairrepro.launch.RunSpec` for a launcher (:mod:`pairrepro.launch`): in this process
+(``jobs=1``), a local pool of ``jobs`` processes, or a Slurm array. Finished seeds are
+skipped, interrupted ones resume. A recipe whose data cannot be fetched or prepared, or a run
+whose training fails, is recorded in :attr:`Outcome.failed` and the others still run.
 """
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pairrepro.data.prepared import data_status
-from pairrepro.errors import PairreproError
+from pairrepro.errors import ConfigError, PairreproError
+from pairrepro.launch import LAUNCHERS, RunOutcome, RunSpec, specs_of
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import Paper, PaperTable
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.train.run_folder import find_runs
+from pairrepro.train.run_folder import config_differences, find_runs
 
 
 @dataclass
 class Outcome:
-    """What :func:`run_tables` did: recipes trained (or already finished), and why others
-    could not run."""
+    """What :func:`run_tables` did: recipes trained (or already finished), why others could
+    not run, and one :class:`~pairrepro.launch.RunOutcome` per (recipe, seed) launched."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    runs: list[RunOutcome] = field(default_factory=list)
+
+    @property
+    def failed_runs(self) -> list[RunOutcome]:
+        """The launched runs that did not finish (failed or interrupted)."""
+        return [r for r in self.runs if r.status in ("failed", "interrupted")]
+
+
+@dataclass
+class Launch:
+    """How to run the trainings: ``launcher`` (local | slurm | submitit-local), ``jobs`` at a
+    time (local), ``threads`` each (default cores // jobs), and for Slurm the ``[slurm]``
+    file values and ``--slurm-*`` options (None: not given), and whether to wait."""
+
+    launcher: str = "local"
+    jobs: int = 1
+    threads: int | None = None
+    slurm_file: dict[str, Any] = field(default_factory=dict)
+    slurm_options: dict[str, Any] = field(default_factory=dict)
+    wait: bool = True
 
 
 def _quiet(_kind: str, _message: str) -> None:
     return None
 
 
+def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe*. A run made
+    with ``--set`` overrides (a variant: :func:`config_differences` finds keys other than
+    device and threads) is not the recipe's reproduction and does not count as done."""
+    config = tomllib.loads(recipe.to_toml())
+    return {r.seed for r in find_runs(runs_dir, recipe.name)
+            if r.status == "finished" and not config_differences(r.config, config)}
+
+
 def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None = None, device: str | None = None,
                mirror: Path | None = None, comparisons: bool = False,
                progress: bool = True, index: RecipeIndex | None = None,
-               notify: Callable[[str, str], None] = _quiet) -> Outcome:
+               notify: Callable[[str, str], None] = _quiet,
+               launch: Launch | None = None) -> Outcome:
     """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
     with ``comparisons``) into ``runs_dir``; failures are collected, not raised.
 
     ``notify(kind, message)`` hears each step (``"training"``, ``"failed"``) so a caller can
-    print it as it happens; ``progress`` draws the fetch/prepare/train progress bars.
+    print it as it happens; ``progress`` draws the fetch/prepare/train progress bars (and the
+    live table of a pool). ``launch`` chooses how the runs are started (default: one after
+    another in this process). Ctrl-C/SIGTERM propagates as ``KeyboardInterrupt`` after the
+    running trainings saved a checkpoint.
     """
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.prepare import prepare_dataset
-    from pairrepro.train.runner import train_recipe
 
+    launch = launch or Launch()
+    if launch.launcher not in LAUNCHERS:
+        raise ConfigError(f"--launcher {launch.launcher!r}: choose one of "
+                          f"{', '.join(LAUNCHERS)}")
     index = index or load_recipe_index()
     names = sorted({n for p, t in selected for n in table_recipes(p, t, index, comparisons)})
     outcome = Outcome()
     prepared: dict[tuple[str, str], str] = {}  # (dataset, variant) -> "" ok or the error
+    specs: list[RunSpec] = []
     for name in names:
         recipe = index.recipes[name]
         key = (recipe.data.dataset, recipe.data.variant)
@@ -69,17 +112,39 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
         if prepared[key]:
             outcome.failed[name] = f"data: {prepared[key]}"
             continue
-        wanted = seeds or recipe.seeds
-        done = {r.seed for r in find_runs(runs_dir, name) if r.status == "finished"}
-        todo = [s for s in wanted if s not in done]
-        if todo:
-            notify("training", f"training {name} seeds {todo}")
-            try:
-                train_recipe(recipe.source, [], todo, resume=True, device=device,
-                             quiet=not progress, runs_dir=runs_dir)
-            except PairreproError as exc:
-                outcome.failed[name] = exc.message
-                notify("failed", f"{name} failed: {exc.message}")
-                continue
-        outcome.ran.append(name)
+        done = done_seeds(runs_dir, recipe)
+        specs += specs_of(recipe, [s for s in (seeds or recipe.seeds) if s not in done])
+    outcome.runs = _launch(specs, runs_dir, device, progress, index, notify, launch)
+    failed_by_recipe: dict[str, list[RunOutcome]] = {}
+    for run in outcome.failed_runs:
+        failed_by_recipe.setdefault(run.spec.recipe, []).append(run)
+    for name in names:
+        if name in outcome.failed:
+            continue
+        if name in failed_by_recipe:
+            outcome.failed[name] = "; ".join(f"seed {r.spec.seed}: {r.reason}"
+                                             for r in failed_by_recipe[name])
+        else:
+            outcome.ran.append(name)
     return outcome
+
+
+def _launch(specs: list[RunSpec], runs_dir: Path, device: str | None, progress: bool,
+            index: RecipeIndex, notify: Callable[[str, str], None],
+            launch: Launch) -> list[RunOutcome]:
+    from pairrepro import launch as launcher
+
+    if not specs:
+        return []
+    if launch.launcher == "local":
+        return launcher.run_local(specs, runs_dir, launch.jobs, device, launch.threads,
+                                  live=progress, quiet=not progress, notify=notify)
+    settings = {name: launcher.slurm_settings(index.recipes[name], device, launch.slurm_file,
+                                              launch.slurm_options)
+                for name in dict.fromkeys(s.recipe for s in specs)}
+    cluster = "local" if launch.launcher == "submitit-local" else "slurm"
+    submitted = launcher.submit_slurm(specs, runs_dir, settings, device, cluster, notify)
+    if not launch.wait:
+        return [RunOutcome(spec, "submitted", job_id=str(job.job_id),
+                           log=str(job.paths.stdout)) for spec, job in submitted]
+    return launcher.wait_slurm(submitted, runs_dir, live=progress, notify=notify)

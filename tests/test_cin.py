@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from model_harness import assert_padding_invariant, fit_nli, fit_ranking
 
+from pairrepro.config import OptimSection
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.cin import (
@@ -98,8 +99,7 @@ def test_cin_learns_synthetic_nli() -> None:
 def _xavier(model: torch.nn.Module, pretrained: bool = False) -> torch.nn.Module:
     """The recipes' ``init = "xavier"`` (Xavier matrices, zero biases) via the engine's code;
     ``pretrained`` leaves embedding tables alone, as the runner does for GloVe."""
-    cfg = type("Optim", (), {"init": "xavier", "init_range": 0.1, "lstm_orthogonal": False})
-    initialise(model, cfg, keep_embeddings=pretrained)
+    initialise(model, OptimSection(init="xavier"), keep_embeddings=pretrained)
     return model
 
 

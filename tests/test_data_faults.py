@@ -61,10 +61,11 @@ def _zip(path: Path, entries: dict[str, bytes]) -> Path:
     return path
 
 
-def _archive_manifest(folder: Path, members: list[dict[str, Any]]) -> None:
+def _archive_manifest(folder: Path, members: list[dict[str, Any]],
+                      archive_sha256: str = "") -> None:
     lines = ['name = "arch"', 'title = "t"', 'task = "classification"',
              'reader = "canonical_jsonl"', "", "[[files]]", 'path = "set.zip"',
-             'archive = "zip"', 'splits = ["train", "dev"]', ""]
+             f'sha256 = "{archive_sha256}"', 'archive = "zip"', 'splits = ["train", "dev"]', ""]
     for member in members:
         lines += ["[[files.members]]", *(f"{k} = {json.dumps(v)}" for k, v in member.items()), ""]
     (folder / "arch.toml").write_text("\n".join(lines), encoding="utf-8")
@@ -93,6 +94,18 @@ def test_archive_members_are_pinned_staged_and_only_named_ones_written(
     assert {r.path: r.verified for r in report.files}["set/dev.jsonl"] is False
     result = runner.invoke(app, ["fetch", "arch", "--from", str(given), "--force"])
     assert "set/dev.jsonl" in result.output and "unverified" in result.output
+
+
+def test_members_of_a_pinned_archive_are_verified_through_it(
+        manifests: Path, data_home: Path, tmp_path: Path) -> None:
+    """The official SNLI/MultiNLI zips are pinned but not every member is: the archive's
+    verified bytes fix its members', so they are recorded verified; the same member from an
+    unpinned archive stays unverified."""
+    given = _zip(tmp_path / "set.zip", {"set/train.jsonl": b'{"x": 1}\n'})
+    for pin, expected in ((_sha(given.read_bytes()), True), ("", False)):
+        _archive_manifest(manifests, [{"path": "set/train.jsonl"}], archive_sha256=pin)
+        report = fetch.fetch_dataset("arch", from_path=given, force=True)
+        assert {r.path: r.verified for r in report.files}["set/train.jsonl"] is expected
 
 
 def test_archive_member_with_wrong_bytes_is_exit_5_and_nothing_is_extracted(

@@ -107,6 +107,23 @@ def test_run_grid_counts_lattice_paths() -> None:
     assert torch.equal(h[0, :, :, 0], expected)
 
 
+class _FeatSumCell(_SumCell):
+    """:class:`_SumCell` reading its per-cell input as ``feats`` (the cell-side projection)."""
+
+    def step(self, inp, up, left, mem_up, mem_left, feats=None):  # type: ignore[no-untyped-def]
+        assert inp is None and feats is not None
+        return (feats + up[0] + left[0],)
+
+
+@pytest.mark.parametrize("n,m", [(4, 6), (5, 2), (1, 3)])
+def test_run_grid_feats_reach_each_cell(n: int, m: int) -> None:
+    # feats travel in diagonal order to the cell: the same sums as the additive grid input
+    grid = torch.randn(2, n, m, 3, generator=torch.Generator().manual_seed(0))
+    (by_grid,) = run_grid(_SumCell(), n, m, grid=grid)
+    (by_feats,) = run_grid(_FeatSumCell(), n, m, feats=grid)
+    assert torch.equal(by_grid, by_feats)
+
+
 def test_flip_is_per_example_and_involutive() -> None:
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=torch.bool)
     x = torch.arange(12).view(3, 4)

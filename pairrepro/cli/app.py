@@ -8,7 +8,15 @@ import typer
 from typer.core import TyperGroup
 
 from pairrepro import __version__
-from pairrepro.cli import data_cmds, embeddings_cmds, prepare_cmds, report_cmds, train_cmds
+from pairrepro.cli import (
+    data_cmds,
+    embeddings_cmds,
+    preflight_cmds,
+    prepare_cmds,
+    report_cmds,
+    train_cmds,
+    verify_cmds,
+)
 from pairrepro.cli.common import STATE
 
 # global flags (no values) accepted anywhere before a ``--``
@@ -110,7 +118,9 @@ data_cmds.register(app)
 prepare_cmds.register(app)
 embeddings_cmds.register(app)
 train_cmds.register(app)
+preflight_cmds.register(app)
 report_cmds.register(app)
+verify_cmds.register(app)
 
 
 def main() -> None:

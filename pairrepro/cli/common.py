@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except PairreproError as exc:
+            if os.environ.get("RANK", "0") != "0":
+                # under torchrun every process fails alike: rank 0 alone says why
+                raise typer.Exit(exc.exit_code) from None
             if STATE.json:
                 emit_json({"error": exc.message, "hint": exc.hint,
                            "exit_code": exc.exit_code})

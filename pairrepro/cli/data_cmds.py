@@ -10,8 +10,9 @@ from rich.table import Table
 
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
-from pairrepro.data.fetch import FetchReport, fetch_dataset, fetch_status
+from pairrepro.data.fetch import FetchReport, fetch_status, ready_variants
 from pairrepro.data.manifests import Manifest, available_datasets, load_manifest
+from pairrepro.data.sources import fetch_from
 
 FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
 
@@ -31,6 +32,12 @@ Examples:
   pairrepro fetch trecqa --force
 
   pairrepro fetch trecqa --verify                  (re-hash what is already here)
+
+  pairrepro fetch snli --source hub                (Hugging Face hub: stanfordnlp/snli)
+
+With --source hub the manifest's [hub] dataset is loaded with the `datasets` library
+(HF_DATASETS_OFFLINE and the Hugging Face cache apply; --from DIR: a local copy of the hub
+repository) and written as raw/NAME/hub/*.parquet for `preprocess NAME --variant hub`.
 """
 
 DATASETS_HELP = """List every dataset: task, splits with expected sizes, licence,
@@ -104,13 +111,24 @@ def _format_splits(splits: dict[str, dict[str, int]]) -> str:
     return "\n".join(parts) or "-"
 
 
+def describe_source(source: str) -> str:
+    """A fetch record's source (``from:PATH``, ``mirror:PATH``, ``hub:ID@REV``, a URL) as a
+    phrase: ``from PATH``, ``from the mirror PATH``, ``from the hub ID@REV``, ``from URL``."""
+    kind, _, rest = source.partition(":")
+    words = {"from": "from", "mirror": "from the mirror", "hub": "from the hub",
+             "hub-folder": "from the hub-layout folder", "archive": "extracted from"}
+    if kind in words and rest and not rest.startswith("//"):
+        return f"{words[kind]} {rest}"
+    return f"from {source}"
+
+
 def _print_report(report: FetchReport) -> None:
     for result in report.files:
         unverified = (f"[yellow]unverified[/]: no pinned sha256; recorded "
                       f"{result.sha256[:16]}…")
         if result.status == "fetched":
             check = "sha256 ok" if result.verified else unverified
-            info(f"  [green]✓[/] {result.path}  ({check}; from {result.source})")
+            info(f"  [green]✓[/] {result.path}  ({check}; {describe_source(result.source)})")
         elif result.status == "present":
             check = "" if result.verified else f"; {unverified}"
             info(f"  [green]✓[/] {result.path}  (already here{check})")
@@ -130,8 +148,25 @@ def _print_report(report: FetchReport) -> None:
              f"{', '.join(report.splits_present) or '-'}; missing "
              f"{', '.join(missing)} (later steps use the splits present; "
              "give the missing files with --from PATH or --mirror DIR)")
-    else:
+    elif not default_variant_hint(report.dataset):
         info(f"[green]{report.dataset}: complete[/] in {report.raw_dir}")
+
+
+def default_variant_hint(name: str) -> bool:
+    """When the default variant lacks files that another variant does not need (TwitterURL
+    from the mirror: the raw train file is missing, the tokenised copy the tables use is
+    here), say which variant ``preprocess`` can write whole; ``True`` when it said so."""
+    manifest = load_manifest(name)
+    if not manifest.variants:
+        return False
+    default = manifest.variant(None).name
+    ready = ready_variants(manifest)
+    if ready and default not in ready:
+        info(f"[yellow]the default variant {default!r} lacks files[/]; every split of "
+             f"variant {', '.join(ready)} is here: pairrepro preprocess {name} "
+             f"--variant {ready[0]}")
+        return True
+    return False
 
 
 def fetch_cmd(
@@ -146,10 +181,15 @@ def fetch_cmd(
     verify: bool = typer.Option(
         False, "--verify",
         help="Hash every file already here again (a pinned file that changed: exit 5)."),
+    source: str = typer.Option(
+        "files", "--source", metavar="files|hub",
+        help="files: the published files (--from, mirror, URLs); hub: the manifest's "
+             "Hugging Face hub dataset."),
 ) -> None:
-    info(f"fetching [bold]{name}[/] into {paths.raw_dir(name)}")
-    report = fetch_dataset(name, mirror=mirror, from_path=from_path, force=force,
-                           progress=show_progress(), verify=verify)
+    info(f"fetching [bold]{name}[/] into {paths.raw_dir(name)}"
+         + (" from the Hugging Face hub" if source == "hub" else ""))
+    report = fetch_from(name, source, mirror=mirror, from_path=from_path, force=force,
+                        progress=show_progress(), verify=verify)
     if STATE.json:
         emit_json(report.to_json())
     else:

@@ -58,6 +58,10 @@ def preprocess(
     for split, files in stats["missing_splits"].items():
         info(f"[yellow]skipped split {split!r}[/]: missing {', '.join(files)} "
              f"(pairrepro fetch {name})")
+    if stats["missing_splits"]:
+        from pairrepro.cli.data_cmds import default_variant_hint
+
+        default_variant_hint(name)
     if stats["malformed_count"]:
         info(f"[yellow]{stats['malformed_count']} malformed row(s)[/], e.g.:")
         for row in stats["malformed"][:5]:

@@ -27,9 +27,9 @@ from pairrepro.cli.common import (
     info,
     parse_seeds,
 )
-from pairrepro.errors import ConfigError, NothingToRunError
+from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
 from pairrepro.io import write_text
-from pairrepro.report.cells import EvalTable, eval_to_json, evaluate_table
+from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
 from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.report.recipe_index import load_recipe_index
 
@@ -84,15 +84,16 @@ def _output(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
 
 
 def _plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
-          seeds: list[int] | None, comparisons: bool = False) -> list[Any]:
+          seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
+          device: str | None = None) -> list[Any]:
     from pairrepro.report.plan import plan_tables, plan_to_json, render_plan
 
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
-                        comparisons=comparisons)
+                        comparisons=comparisons, gpu=gpu)
     if STATE.json:
         emit_json(plan_to_json(items))
     else:
-        typer.echo(render_plan(items), nl=False)
+        typer.echo(render_plan(items, device), nl=False)
     return items
 
 
@@ -118,6 +119,9 @@ def report_paper(
                                     "the suffix .md/.tex/.html unless --format is given)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
                               "datasets, estimated CPU or GPU hours."),
+    compare: str = typer.Option("", "--compare-to", help="A row label: test every row "
+                                "against it (paired randomization test on the same test "
+                                "queries or pairs; difference and p-value per column)."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
 ) -> None:
@@ -143,7 +147,9 @@ def report_paper(
         _plan(selected, runs_dir, None)
         return
     index = load_recipe_index()
-    evs = [evaluate_table(p, t, runs_dir, index) for p, t in selected]
+    evs = [evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected]
+    if compare:
+        evs = [compare_to(ev, compare) for ev in evs]
     _output(evs, fmt, out)
     if figures is not None:
         _figures(figures, runs_dir, papers={p.paper for p, _ in selected})
@@ -177,7 +183,7 @@ def report_curves(
 
     Example:
 
-      pairrepro report curves runs/cin_snli/seed-1
+      pairrepro report curves runs/bilstm_max_synthetic/seed-1
     """
     from pairrepro.report.figures import curves_figure
 
@@ -247,6 +253,8 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
     _say_written(written)
 
 
+
+
 def reproduce(
     target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
                                  "'all'."),
@@ -261,32 +269,80 @@ def reproduce(
     mirror: Path | None = typer.Option(None, "--mirror", help="Local dataset mirror folder."),
     compare: bool = typer.Option(False, "--compare", help="Also train the comparison rows "
                                  "(models run here that the paper's table does not have)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Runs (recipe × seed) trained at "
+                             "the same time, each in its own process, with one live table "
+                             "(local launcher)."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads per run "
+                                       "(default: cores // jobs)."),
+    launcher: str = typer.Option("local", "--launcher", help="local (this machine), slurm "
+                                 "(one submitit array job per run) or submitit-local (the "
+                                 "Slurm code path in local processes, to try a setup)."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Slurm: wait for the jobs and "
+                              "render the tables (--no-wait: submit and exit)."),
+    slurm_config: Path | None = typer.Option(None, "--slurm-config", help="TOML file with a "
+                                             "\\[slurm] table (partition, account, qos, "
+                                             "gpus_per_node, cpus_per_task, mem_gb, "
+                                             "timeout_min, ...)."),
+    slurm_partition: str | None = typer.Option(None, "--slurm-partition",
+                                                  help="Slurm partition."),
+    slurm_account: str | None = typer.Option(None, "--slurm-account",
+                                                help="Slurm account."),
+    slurm_qos: str | None = typer.Option(None, "--slurm-qos", help="Slurm QOS."),
+    slurm_gpus: int | None = typer.Option(None, "--slurm-gpus", min=0, help="GPUs per job."),
+    slurm_cpus: int | None = typer.Option(None, "--slurm-cpus", min=1, help="CPUs per job."),
+    slurm_mem_gb: int | None = typer.Option(None, "--slurm-mem-gb", min=1,
+                                            help="Memory per job (GB)."),
+    slurm_time: int | None = typer.Option(None, "--slurm-time", min=1,
+                                          help="Time limit per job (minutes); a job that "
+                                          "times out is requeued and resumes."),
+    gpu: str = typer.Option("", "--gpu", help="With --dry-run: add a FLOP-based lower bound "
+                            "of hours on this GPU (h100, h200, a100, l4, ...)."),
 ) -> None:
     """Fetch, preprocess and train what a table needs, then render it.
 
     Finished seeds are skipped; interrupted ones resume. Rows whose data cannot be fetched
-    stay marked in the table. Exit code 7 only if nothing at all could run.
+    stay marked in the table. A failed run does not stop the others: the runs that did not
+    finish are listed at the end with their exit reason. Exit code 7 if nothing at all could
+    run, 6 if any run failed, 130 after Ctrl-C (every running run saved a checkpoint).
 
     Examples:
 
       pairrepro reproduce csran --table 6 --seeds 1,2,3 --device cuda
 
+      pairrepro reproduce csran --table 8 --jobs 2      (2 runs at a time, cores // 2 threads)
+
+      pairrepro reproduce csran --table 6 --launcher slurm --slurm-partition gpu --no-wait
+
       pairrepro reproduce csran --table 6 --compare --seeds 1
 
       pairrepro reproduce all --table 2 --dry-run
+
+      pairrepro reproduce all --dry-run --device cuda --gpu h100
     """
     runs_dir = _runs_dir(runs)
     selected = _select(target, table)
     seed_list = parse_seeds(seeds)
     if dry_run:
-        _plan(selected, runs_dir, seed_list, compare)
+        _plan(selected, runs_dir, seed_list, compare, gpu, device)
         return
-    from pairrepro.pipeline import run_tables
+    from pairrepro.launch import load_slurm_config
+    from pairrepro.pipeline import Launch, run_tables
 
+    launch = Launch(launcher=launcher, jobs=jobs, threads=threads, wait=wait,
+                    slurm_file=load_slurm_config(slurm_config) if slurm_config else {},
+                    slurm_options={"partition": slurm_partition, "account": slurm_account,
+                                   "qos": slurm_qos, "gpus_per_node": slurm_gpus,
+                                   "cpus_per_task": slurm_cpus, "mem_gb": slurm_mem_gb,
+                                   "timeout_min": slurm_time})
     index = load_recipe_index()
     outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare,
-                         progress=not STATE.quiet, index=index, notify=_notify)
-    _output([evaluate_table(p, t, runs_dir, index) for p, t in selected], fmt, out)
+                         progress=not STATE.quiet, index=index, notify=_notify, launch=launch)
+    _output([evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected],
+            fmt, out)
+    submitted = [r for r in outcome.runs if r.status == "submitted"]
+    if submitted:
+        info(f"submitted {len(submitted)} job(s) ({', '.join(r.job_id for r in submitted)}); "
+             f"logs: {runs_dir}/<recipe>/logs/; pairrepro report {target} shows their progress")
     if not outcome.ran:
         problems = "; ".join(f"{k}: {v}" for k, v in outcome.failed.items())
         raise NothingToRunError(
@@ -295,6 +351,16 @@ def reproduce(
             + (f" ({problems})" if problems else " (no recipe declares a row of it)"),
             hint="see the table above for the command each row needs",
         )
+    failed = outcome.failed_runs
+    if failed:
+        from pairrepro.launch import summary_lines
+
+        for line in summary_lines(failed):
+            err_console.print(f"[red]{escape(line)}[/]", markup=True, highlight=False)
+        raise TrainingError(f"{len(failed)} of {len(outcome.runs)} run(s) did not finish "
+                            f"(listed above)",
+                            hint="fix the cause and run the same command again: finished "
+                                 "seeds are skipped, interrupted ones resume")
 
 
 def _notify(kind: str, message: str) -> None:

@@ -14,10 +14,12 @@ Sources (the recipe's ``[embeddings] source``):
 Lookup follows CSRAN's code: the token as is, then lower-cased, capitalised and upper-cased
 (so lower-cased vocabularies match cased vectors and vice versa). Row 0 (``<pad>``) is zero.
 Words without a vector (``<unk>``, placeholders such as ``<num>``, rare names) are drawn,
-seeded, from ``normal(mean, std)`` of the pretrained vectors that were found, as AllenNLP
-does: at the scale of their neighbours they stay visible to the model and distinct from
-each other, which matters when the vectors are kept fixed (a ``uniform(-0.05, 0.05)`` row
-is almost zero next to GloVe rows of norm ~5, so every such word would look alike).
+seeded, as the recipe's ``[embeddings] oov_init`` says: ``"normal_0.1"`` is N(0, 0.1^2), the
+value CIN's paper states; ``"glove_stats"`` (the default) is ``normal(mean, std)`` of the
+pretrained vectors that were found, as AllenNLP does: at the scale of their neighbours they
+stay visible to the model and distinct from each other, which matters when the vectors are
+kept fixed (a ``uniform(-0.05, 0.05)`` row is almost zero next to GloVe rows of norm ~5, so
+every such word would look alike).
 With no pretrained source (``random``) every row is ``uniform(-0.05, 0.05)``.
 """
 
@@ -34,6 +36,7 @@ from pairrepro.errors import ConfigError, DataError
 
 OOV_RANGE = 0.05
 SOURCES = ("random", "glove-6b-50d", "glove-file")
+OOV_INITS = ("glove_stats", "normal_0.1")
 
 
 def _candidates(word: str) -> list[str]:
@@ -59,8 +62,11 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embedding file {path} does not exist",
-                        hint="download GloVe from https://nlp.stanford.edu/projects/glove/ "
-                             "or use source = 'glove-6b-50d'")
+                        hint="point --set embeddings.path=FILE at a GloVe/word2vec text file "
+                             "(GloVe: https://nlp.stanford.edu/projects/glove/; a recipe's own "
+                             "vectors: pairrepro embeddings train --dataset D --variant V "
+                             "--out FILE), or use the packaged ones: --set "
+                             "embeddings.source=glove-6b-50d --set embeddings.dim=50")
     file_dim = None
     with _open(path) as handle:
         for number, line in enumerate(handle, 1):
@@ -116,16 +122,20 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
 
 
 def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path | None = None,
-                           dim: int = 50, seed: int = 0) -> tuple[np.ndarray, int]:
+                           dim: int = 50, seed: int = 0, oov_init: str = "glove_stats"
+                           ) -> tuple[np.ndarray, int]:
     """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
 
     Row 0 (``<pad>``) is zero; known words get their pretrained vector; the others
-    (``<unk>`` included; it is not counted as OOV) are drawn from ``seed``: ``normal`` with
-    the mean and standard deviation of the pretrained values found (``uniform(-0.05, 0.05)``
-    for ``random`` or when no word has a vector).
+    (``<unk>`` included; it is not counted as OOV) are drawn from ``seed``: with
+    ``oov_init = "glove_stats"`` from ``normal`` with the mean and standard deviation of the
+    pretrained values found (``uniform(-0.05, 0.05)`` when no word has a vector), with
+    ``"normal_0.1"`` from N(0, 0.1^2). ``random`` gives every row ``uniform(-0.05, 0.05)``.
     """
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
+    if oov_init not in OOV_INITS:
+        raise ConfigError(f"[embeddings] oov_init: {oov_init!r} is not one of {OOV_INITS}")
     rng = np.random.default_rng(seed)
     if source == "glove-6b-50d" and dim != 50:
         raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
@@ -170,7 +180,10 @@ def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path |
     missing[0] = False  # <pad> stays zero
     found = ~missing
     found[0] = False
-    if found.any() and missing.any():
+    if oov_init == "normal_0.1" and missing.any():
+        draws = rng.normal(0.0, 0.1, size=(len(vocab), dim))
+        matrix[missing] = draws[missing].astype(np.float32)
+    elif found.any() and missing.any():
         values = matrix[found]
         draws = rng.normal(float(values.mean()), float(values.std()), size=(len(vocab), dim))
         matrix[missing] = draws[missing].astype(np.float32)

@@ -46,7 +46,7 @@ from typing import IO, Any
 
 from pairrepro import __version__, io, paths
 from pairrepro.data.formats._common import missing_files
-from pairrepro.data.manifests import FileSpec, Manifest, load_manifest
+from pairrepro.data.manifests import HUB_DIR, FileSpec, Manifest, load_manifest
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 RECORD_NAME = ".fetched.json"
@@ -379,7 +379,8 @@ def _copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
 
 
 def extract_members(archive: Path, root: Path, spec: FileSpec,
-                    keep: dict[str, dict[str, Any]]) -> tuple[list[FileResult], list[str]]:
+                    keep: dict[str, dict[str, Any]], archive_verified: bool = False
+                    ) -> tuple[list[FileResult], list[str]]:
     """Extract the members ``spec`` names from ``archive`` into ``root``; nothing else.
 
     Members are written into a hidden staging folder while hashed, each checked against its
@@ -387,8 +388,10 @@ def extract_members(archive: Path, root: Path, spec: FileSpec,
     then moved into place one by one (``os.replace``). A member without a pin is kept as
     ``verified = False`` with the hash of its bytes, except where ``keep`` (the fetch record)
     holds a verified file at that path: unverified bytes never replace a verified file.
-    Returns one :class:`FileResult` per member found, and warnings. An archive holding none
-    of the named members is a :class:`DataError`."""
+    Members of an archive whose own pin verified it (``archive_verified``) are verified by
+    that chain: the archive's bytes fix theirs. Returns one :class:`FileResult` per member
+    found, and warnings. An archive holding none of the named members is a
+    :class:`DataError`."""
     wanted = {m.path: m for m in spec.members}
     staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -416,7 +419,8 @@ def extract_members(archive: Path, root: Path, spec: FileSpec,
                     raise ChecksumError(f"{origin}: size mismatch: expected {member.size} "
                                         f"bytes, got {size}; nothing was extracted",
                                         hint="fetch the archive again (--force)")
-                staged.append((rel, tmp, digest, size, bool(member.sha256)))
+                staged.append((rel, tmp, digest, size,
+                               bool(member.sha256) or archive_verified))
         except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
             raise DataError(f"{archive}: not a readable {spec.archive} archive: {exc}",
                             hint="delete it and fetch again (--force)") from exc
@@ -526,12 +530,54 @@ def _recheck(target: Path, entry: dict[str, Any], pin: str, verify: bool,
     return digest, stat.st_size, bool(pin)
 
 
+def _from_hub(files: list[str]) -> bool:
+    return bool(files) and all(f.startswith(HUB_DIR + "/") for f in files)
+
+
+def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
+    """Write the ``.fetched.json`` of ``report`` over the previous one, keeping the previous
+    entries of files this fetch did not touch (the official files and the hub's parquet
+    files come from separate fetches); a split is present when either source has it."""
+    root = report.raw_dir
+    previous = read_record(manifest.name) or {}
+    touched = {r.path for r in report.files}
+    kept = [e for e in previous.get("files", [])
+            if isinstance(e, dict) and e.get("path") not in touched
+            and (root / str(e.get("path"))).is_file()]
+    present = {*report.splits_present, *(s for e in kept for s in e.get("splits", []))}
+    declared = [*_declared_splits(manifest),
+                *(s for s in (manifest.hub.splits if manifest.hub else {})
+                  if s not in _declared_splits(manifest))]
+    record = {key: value for key, value in previous.items()
+              if key not in ("files", "splits_present", "splits_missing")}
+    record.update({
+        "dataset": manifest.name, "fetched_at": _now(), "pairrepro": __version__,
+        "manifest": manifest.source,
+        "files": kept + [_record_entry(root, r) for r in report.files
+                         if r.status in ("fetched", "present")],
+        "splits_present": [s for s in declared if s in present],
+        "splits_missing": [s for s in declared if s not in present], **extra})
+    io.write_json(root / RECORD_NAME, record)
+
+
+def ready_variants(manifest: Manifest) -> list[str]:
+    """The variants every split of which has all its raw files here (``preprocess`` can
+    write them whole), in manifest order."""
+    root = paths.raw_dir(manifest.name)
+    return [name for name, variant in manifest.variants.items()
+            if variant.splits and all(not missing_files(root, split.files)
+                                      for split in variant.splits.values())]
+
+
 def _variant_completeness(manifest: Manifest, root: Path, report: FetchReport) -> None:
     """Fill ``variants_missing`` and ``splits_unreadable`` from the files each variant's
-    reader reads (the same rule as ``preprocess``: a split needs all of its files)."""
+    reader reads (the same rule as ``preprocess``: a split needs all of its files). Variants
+    read from the hub's parquet files (``fetch --source hub``) are not this fetch's concern."""
     readable: set[str] = set()
     named: list[str] = []
     for variant in manifest.variants.values():
+        if all(_from_hub(s.files) for s in variant.splits.values()):
+            continue
         for split, spec in variant.splits.items():
             named += [split] if split not in named else []
             absent = missing_files(root, spec.files)
@@ -595,7 +641,8 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
                   timeout: float | None = None, verify: bool = False) -> FetchReport:
-    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``.
+    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``
+    (the hub source is ``data/sources.py``'s other choice).
 
     ``mirror`` defaults to ``$PAIRREPRO_MIRROR``. Files already fetched (as the record
     says, same sha256) are kept unless ``force``. A split is present when at least one
@@ -612,7 +659,9 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
         return _generate_synthetic(manifest, force)
     from_path = from_path.expanduser().resolve() if from_path is not None else None
     if from_path is not None and not from_path.exists():
-        raise ConfigError(f"--from {from_path}: no such file or folder")
+        raise ConfigError(f"--from {from_path}: no such file or folder",
+                          hint="give the file or folder you downloaded (for licence-gated "
+                               f"data see: pairrepro datasets; {manifest.homepage or name})")
     mirror = mirror if mirror is not None else paths.mirror_dir()
     mirror = mirror.expanduser().resolve() if mirror is not None else None
     if mirror is not None and not mirror.is_dir():
@@ -734,7 +783,10 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
                 current = {**known, **{r.path: {"verified": r.verified}
                                        for r in results.values()
                                        if r.status in ("fetched", "present")}}
-                found, notes = extract_members(root / spec.path, root, spec, current)
+                archive = results.get(spec.path)
+                found, notes = extract_members(root / spec.path, root, spec, current,
+                                               archive_verified=bool(archive
+                                                                     and archive.verified))
                 members.update((r.path, r) for r in found)
                 report.warnings.extend(notes)
                 extracted[spec.path] = [r.path for r in found]
@@ -756,14 +808,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
 
     have_any = any(r.status in ("fetched", "present") for r in report.files)
     if have_any:
-        io.write_json(root / RECORD_NAME, {
-            "dataset": name, "fetched_at": _now(), "pairrepro": __version__,
-            "manifest": manifest.source,
-            "files": [_record_entry(root, r) for r in report.files
-                      if r.status in ("fetched", "present")],
-            "extracted": extracted,
-            "splits_present": report.splits_present, "splits_missing": report.splits_missing,
-        })
+        merge_record(manifest, report, extracted=extracted)
     if checksum_errors:
         raise next(iter(checksum_errors.values()))
     if declared and not report.splits_present:

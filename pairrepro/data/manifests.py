@@ -131,6 +131,9 @@ class VariantOptions(Schema):
     label_map: list[str] = Field(default_factory=list)
     holdout: Holdout | None = None
     lexical_only: bool = False
+    # a reader other than the manifest's for this variant (the ``hub`` variant reads the
+    # parquet files ``fetch --source hub`` wrote); it takes only the options above
+    reader: str = ""
     no_positive: Annotated[str, AfterValidator(_no_positive)] = "skip"
 
 
@@ -139,6 +142,41 @@ class SplitFields(Schema):
 
     files: list[RawPath]
     expected: Expected = Expected()
+
+
+#: Folder of raw/<name>/ that ``fetch --source hub`` writes its parquet files into.
+HUB_DIR = "hub"
+
+
+class HubSpec(Schema):
+    """Where a dataset is on the Hugging Face hub (``[hub]``) and how its columns become the
+    canonical pair table (``pairrepro fetch NAME --source hub``, see ``data/hub.py``)."""
+
+    id: str
+    config: str | None = None
+    # "" = the hub's default branch; the commit actually used is recorded by fetch
+    revision: str = ""
+    # our split name -> the hub's split name (validation, validation_matched, ...)
+    splits: dict[str, str]
+    # canonical column -> the hub's column: left and right, label, and optionally pair_id
+    columns: dict[Literal["left", "right", "label", "pair_id"], str]
+    # the hub's label value (a class index or a name, written as a string) -> a name in the
+    # manifest's label_map; "" drops the pair by rule (SNLI's -1: no annotator majority);
+    # a value not listed is a malformed row
+    labels: dict[str, str]
+
+    def file(self, split: str) -> str:
+        """The raw file (relative to raw/<name>/) holding our split ``split``."""
+        return f"{HUB_DIR}/{split}.parquet"
+
+    @field_validator("columns")
+    @classmethod
+    def _needs_the_pair(cls, columns: dict[str, str]) -> dict[str, str]:
+        absent = [key for key in ("left", "right", "label") if key not in columns]
+        if absent:
+            raise ValueError(f"missing {', '.join(absent)} (expected left, right, label and "
+                             "optionally pair_id)")
+        return columns
 
 
 class ManifestFields(Schema):
@@ -156,6 +194,7 @@ class ManifestFields(Schema):
     label_map: list[str] = Field(default_factory=list)
     default_variant: str = ""
     files: list[FileSpec] = Field(default_factory=list)
+    hub: HubSpec | None = None
 
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
@@ -235,6 +274,7 @@ class Manifest:
     files: list[FileSpec] = field(default_factory=list)
     variants: dict[str, VariantSpec] = field(default_factory=dict)
     source: str = ""
+    hub: HubSpec | None = None
 
     @property
     def never_published(self) -> bool:
@@ -301,8 +341,9 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
         variants[vname] = VariantSpec(vname, vmodel.description, splits,
                                       _set_options(vmodel, ("description", "splits")))
     top = {name: getattr(checked, name) for name in ManifestFields.model_fields
-           if name != "files"}
-    return Manifest(**top, files=list(checked.files), variants=variants, source=source)
+           if name not in ("files", "hub")}
+    return Manifest(**top, files=list(checked.files), variants=variants, source=source,
+                    hub=checked.hub)
 
 
 def available_datasets() -> list[str]:

@@ -327,11 +327,15 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     raw_root = paths.raw_dir(name)
     present, missing = _split_availability(raw_root, spec)
     if not present:
+        from_hub = spec.options.get("reader") == "hub_parquet"
         raise DataError(
             f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
-            hint=f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
+            hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a local "
+                 "copy of the hub repository)" if from_hub else
+                 f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
         )
-    reader = get_reader(manifest.reader)
+    reader_name = spec.options.get("reader") or manifest.reader  # the hub variant has its own
+    reader = get_reader(reader_name)
     reader_variant = _variant_with_labels(manifest, spec)
     tokenizer = Tokenizer(spec.options.get("tokenizer", "regex"),
                           bool(spec.options.get("lowercase", True)),
@@ -445,7 +449,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "dropped": {split: dict(r.dropped) for split, r in results.items()},
             "sources": sources,
             "unverified_sources": unverified,
-            "reader": manifest.reader,
+            "reader": reader_name,
             "pairrepro_version": __version__,
         }
         root = prepared_root(name, spec.name)

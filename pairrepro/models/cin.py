@@ -19,6 +19,12 @@ intra interaction (Table 5, "Remove intra-attention") the fusion sees only the i
 ``v`` (plus the residual ``W_x x``). Without the interaction layer ("Remove whole
 interaction") the encoder output goes straight to pooling. Exact match compares token ids
 (no stemmer or lemmatiser in the prepared data) and POS tags are not used (no tagger).
+
+Departures from the paper: the generated filters are rescaled (``filter_scale``, default
+``"normalised"``: each row sums to 1; Eq. 18 has no normalisation, and literally it saturates
+the classifier at init; ``"fixed"`` divides by ``tau d_in`` instead); and a filter is
+``dim x tau d_in`` (300 x 3*701 with the paper's sizes: the encoder output ``[BiLSTM; E]``
+is wider than the layer), not the square ``d x tau d`` of Eqs. 10/18.
 """
 
 from __future__ import annotations

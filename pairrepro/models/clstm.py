@@ -55,7 +55,8 @@ class TCCell(nn.Module):
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
         if self.first:
             assert x is not None and y is not None
-            return {"rows": self.w_x(x), "cols": self.w_y(y)}
+            # b rides on the rows (added once per row, not once per cell)
+            return {"rows": F.linear(x, self.w_x.weight, self.u.bias), "cols": self.w_y(y)}
         assert g is not None
         # the fused grid stays un-projected: step() projects one diagonal at a time inside
         # its recurrent product (a whole-grid projection is memory-bound)
@@ -65,20 +66,22 @@ class TCCell(nn.Module):
              mem_up: Memory | None, mem_left: Memory | None,
              feats: torch.Tensor | None = None) -> State:
         (h_up, c_up), (h_left, c_left) = up, left
-        if feats is None:
-            gates = F.linear(torch.cat([h_left, h_up], dim=-1), self.u.weight, self.u.bias)
+        if feats is None:  # first block: A's x_i, y_j columns and b arrive in inp
+            assert inp is not None
+            z = torch.cat([h_left, h_up], dim=-1)
+            # inp as addmm's added matrix: the sum costs no pass of its own
+            gates = torch.addmm(inp.reshape(-1, inp.size(-1)), z.view(-1, z.size(-1)),
+                                self.u.weight.t()).view(inp.shape)
         else:  # A [ĥ_{i,j}; h_{i,j-1}; h_{i-1,j}] as one product
             gates = F.linear(torch.cat([feats, h_left, h_up], dim=-1),
                              torch.cat([self.w_g.weight, self.u.weight], dim=1), self.u.bias)
-        if inp is not None:
-            gates = gates + inp
         d = self.hidden
         # one tanh and one sigmoid call for the five gates (four of them are sigmoids); a
         # split, as its backward is one concatenation where a slice's zero-fills the whole
         pre_cand, pre_sig = gates.split([d, 4 * d], dim=-1)
         cand = torch.tanh(pre_cand)
         o, i, f1, f2 = torch.sigmoid(pre_sig).chunk(4, dim=-1)
-        c = cand * i + c_left * f1 + c_up * f2
+        c = torch.addcmul(torch.addcmul(cand * i, c_left, f1), c_up, f2)  # fewer passes
         h = o * torch.tanh(c)
         return h, c
 
@@ -119,21 +122,25 @@ class LCCell(nn.Module):
             return {"rows": torch.cat([px, torch.zeros_like(px)], dim=-1),
                     "cols": torch.cat([torch.zeros_like(py), py], dim=-1)}
         assert g is not None
-        d = self.hidden
-        return {"grid": torch.cat([self.w_in(g[..., :d]), self.w_in(g[..., d:])], dim=-1)}
+        return {"feats": g}  # projected per diagonal in step(), as TCCell does
 
     def _lstm(self, gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cand, o, i, f = gates.chunk(4, dim=-1)
         c = torch.tanh(cand) * torch.sigmoid(i) + c_prev * torch.sigmoid(f)
         return torch.sigmoid(o) * torch.tanh(c), c
 
-    def step(self, inp: torch.Tensor, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None) -> State:
-        d4 = 4 * self.hidden
+    def step(self, inp: torch.Tensor | None, up: State, left: State,
+             mem_up: Memory | None, mem_left: Memory | None,
+             feats: torch.Tensor | None = None) -> State:
         h1_up, c1_up, h2_up, _ = up
         h1_left, _, h2_left, c2_left = left
-        h1, c1 = self._lstm(inp[..., :d4] + self.u(torch.cat([h1_up, h2_up], -1)), c1_up)
-        h2, c2 = self._lstm(inp[..., d4:] + self.u(torch.cat([h1_left, h2_left], -1)), c2_left)
+        if feats is not None:  # ĥ's X half feeds LSTM¹, its Y half LSTM²
+            in1, in2 = (self.w_in(f) for f in feats.split(self.hidden, dim=-1))
+        else:
+            assert inp is not None
+            in1, in2 = inp.split(4 * self.hidden, dim=-1)
+        h1, c1 = self._lstm(in1 + self.u(torch.cat([h1_up, h2_up], -1)), c1_up)
+        h2, c2 = self._lstm(in2 + self.u(torch.cat([h1_left, h2_left], -1)), c2_left)
         return h1, c1, h2, c2
 
     def output(self, states: list[torch.Tensor]) -> torch.Tensor:

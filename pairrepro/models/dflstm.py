@@ -69,15 +69,17 @@ class DFCell(nn.Module):
 
     def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Per-cell input ``[x-side 5d | y-side 5d]`` from words or the layer below."""
-        d = self.hidden
+        """Per-cell input ``[x-side 5d | y-side 5d]`` from words; the layer below's grid as
+        ``feats``, which :meth:`step` projects."""
         if self.first:
             assert x is not None and y is not None
             px, py = self.x.w_in(x), self.y.w_in(y)
             return {"rows": torch.cat([px, torch.zeros_like(px)], dim=-1),
                     "cols": torch.cat([torch.zeros_like(py), py], dim=-1)}
         assert g is not None
-        return {"grid": torch.cat([self.x.w_in(g[..., :d]), self.y.w_in(g[..., d:])], dim=-1)}
+        # the grid below stays un-projected: step() projects one diagonal at a time (the
+        # whole-grid projection is 10d wide and memory-bound)
+        return {"feats": g}
 
     def _read(self, side: _Side, mem: Memory, r_prev: torch.Tensor,
               z: torch.Tensor) -> torch.Tensor:
@@ -94,11 +96,18 @@ class DFCell(nn.Module):
         c = torch.tanh(cand) * torch.sigmoid(i) + c_prev * torch.sigmoid(f)
         return torch.sigmoid(o) * torch.tanh(c), c
 
-    def step(self, inp: torch.Tensor, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None) -> State:
+    def step(self, inp: torch.Tensor | None, up: State, left: State,
+             mem_up: Memory | None, mem_left: Memory | None,
+             feats: torch.Tensor | None = None) -> State:
         assert mem_up is not None and mem_left is not None
         d = self.hidden
-        gx, zx, gy, zy = inp.split([4 * d, d, 4 * d, d], dim=-1)
+        if feats is not None:  # layer below: h^x feeds the x side, h^y the y side
+            fx, fy = feats.split(d, dim=-1)
+            gx, zx = self.x.w_in(fx).split([4 * d, d], dim=-1)
+            gy, zy = self.y.w_in(fy).split([4 * d, d], dim=-1)
+        else:
+            assert inp is not None
+            gx, zx, gy, zy = inp.split([4 * d, d, 4 * d, d], dim=-1)
         rx = self._read(self.x, mem_up, up[4], zx)  # eqs. 12, 14
         ry = self._read(self.y, mem_left, left[5], zy)  # eqs. 13, 15
         big_h = torch.cat([rx, ry], dim=-1)  # eq. 17

@@ -332,7 +332,12 @@ class FactorizationMachine(nn.Module):
 
     ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, computed in ``O(n k)`` as
     ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``.
+
+    ``w`` and ``w0`` start at zero (the CSRAN authors' code): an init this module owns
+    (``documented_init``), which a recipe's ``[optim] init`` does not overwrite.
     """
+
+    documented_init = ("linear.weight", "linear.bias")
 
     def __init__(self, in_dim: int, factors: int = 32, init_std: float = 0.01) -> None:
         super().__init__()

@@ -2,12 +2,23 @@
 
 Rules of a cell (documented once, here):
 
-* reproduced values are the mean ± sample std over the finished seeds, converted to the
-  column's unit (fractions × 100 for ``%`` columns);
+* two sources of runs: ``results/`` (the project's reference runs, tracked in git, so a fresh
+  clone renders every cell that has one) and ``runs/`` (the user's own). A cell's number comes
+  from the user's runs of the recipe when there are finished ones, else from the reference
+  runs; with both, the reference value is shown beside the user's;
+* only runs of the recipe count: a run whose resolved config differs from its recipe in
+  anything but device and threads
+  (:func:`pairrepro.train.run_folder.config_differences`) is a *variant*; its cell says
+  ``variant (keys ...)``, never a reproduced number;
+* reproduced values are the mean over the finished seeds, converted to the column's unit
+  (fractions × 100 for ``%`` columns), with a 95% bootstrap interval over the test units
+  (queries for ranking, pairs for classification) and the seeds
+  (:mod:`pairrepro.report.evidence`); without saved predictions, the mean ± sample std;
 * ``delta = mean − published`` in the column's unit, on unrounded numbers;
-* *reproduced* when ``|delta| <= tolerance`` (the table's ``tolerance`` for ``%`` columns, in
-  points; ``tolerance_fraction`` — default ``tolerance``, or ``tolerance / 100`` in a table
-  with ``%`` columns — for fraction columns), otherwise *off*;
+* verdict: *reproduced* when the published value lies inside the interval, or within half a
+  unit of its last printed digit (the paper's own precision); otherwise *below* or *above*.
+  A cell without an interval falls back to ``|delta| <= tolerance`` (the table's
+  ``tolerance`` for ``%`` columns, in points; ``tolerance_fraction`` for fraction columns);
 * values print with the decimals of the paper's own numbers in that column, and fractions keep
   the paper's style (``0.739`` or ``.739``);
 * a run folder that cannot be read is *damaged*: the cell names the file (when no other seed
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,15 +43,27 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError
+from pairrepro.report import evidence
 from pairrepro.report.model_facts import committed_weights
 from pairrepro.report.numbers import format_count, format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
-from pairrepro.report.recipe_index import RecipeIndex, flatten, load_recipe_index, settings
-from pairrepro.train.run_folder import RunInfo, find_runs
+from pairrepro.report.recipe_index import (
+    RecipeIndex,
+    flatten,
+    load_recipe_index,
+    normalise_label,
+    settings,
+)
+from pairrepro.stats import Interval
+from pairrepro.train.run_folder import RunInfo, config_differences, find_runs
 
 # Cell statuses, in the order a reader cares about them.
 REPRODUCED = "reproduced"
-OFF = "off"
+OFF = "off"  # a hyper-parameter or parameter count that differs from the paper's
+BELOW = "below"  # a metric whose interval lies below the published value
+ABOVE = "above"
+VARIANT = "variant"  # only runs whose config differs from the recipe
+NO_REFERENCE = "no reference run"  # reference-only view (README): nothing in results/
 NEW = "no published value"
 RUNNING = "running"
 STALE = "stale"  # interrupted (Ctrl-C), or "running" but its process is gone
@@ -50,8 +74,12 @@ DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
 NOT_REPRODUCIBLE = "not reproducible"
 INFO = "info"
-STATUSES = (REPRODUCED, OFF, NEW, RUNNING, STALE, DAMAGED, FAILED, NOT_RUN, DATA_MISSING,
-            NO_RECIPE, NOT_REPRODUCIBLE, INFO)
+STATUSES = (REPRODUCED, BELOW, ABOVE, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
+            NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
+# statuses whose cell carries a number and a verdict (no note needed)
+VERDICTS = (REPRODUCED, BELOW, ABOVE, OFF, NEW)
+REFERENCE = "reference"  # Cell.source: the number comes from results/
+OWN = "runs"  # ... from the user's runs/
 
 COMPARISON_BLOCK = "comparison"
 
@@ -71,9 +99,19 @@ class Cell:
     detail: str = ""  # why, or the command to run next
     reproduced_text: str = ""  # formatted reproduced value
     delta_text: str = ""
-    runs: list[RunInfo] = field(default_factory=list)
+    runs: list[RunInfo] = field(default_factory=list)  # the runs behind the number
     bold: bool = False
     best: bool = False
+    source: str = ""  # REFERENCE or OWN (where ``runs`` are)
+    interval: Interval | None = None  # in the metric's own scale (fractions)
+    interval_text: str = ""
+    reference_text: str = ""  # the reference value, when the number is the user's own
+    reference_runs: list[RunInfo] = field(default_factory=list)
+    variant_keys: list[str] = field(default_factory=list)
+    rule: str = ""  # "interval" or "tolerance": how the verdict was reached
+    interval_note: str = ""  # why there is no interval (no predictions saved, ...)
+    comparison: str = ""  # --compare-to: "+0.052 (p 0.003)"
+    comparison_p: float | None = None
 
 
 @dataclass
@@ -89,6 +127,8 @@ class EvalTable:
     table: PaperTable
     rows: list[EvalRow]
     runs_dir: str
+    results_dir: str = ""
+    compare_to: str = ""  # the row label of --compare-to
 
     def counts(self) -> dict[str, int]:
         """How many cells have each status (info cells left out)."""
@@ -115,38 +155,116 @@ def _damaged(runs: list[RunInfo]) -> list[str]:
     return [r.problem or r.path for r in runs if r.status == DAMAGED]
 
 
+def recipe_config(index: RecipeIndex, recipe_name: str) -> dict[str, Any]:
+    """A recipe's resolved config as its runs record it (``config.toml``)."""
+    return tomllib.loads(index.recipes[recipe_name].to_toml())
+
+
+def _split_variants(runs: list[RunInfo], config: dict[str, Any]
+                    ) -> tuple[list[RunInfo], dict[str, list[str]]]:
+    """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
+    proper: list[RunInfo] = []
+    variants: dict[str, list[str]] = {}
+    for run in runs:
+        if run.status != "finished":
+            continue
+        keys = list(config_differences(run.config, config))
+        if keys:
+            variants[run.path] = keys
+        else:
+            proper.append(run)
+    return proper, variants
+
+
+def _describe_differences(path: str, run: RunInfo, config: dict[str, Any]) -> str:
+    diffs = config_differences(run.config, config)
+    shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
+                      for k, (a, b) in diffs.items())
+    return f"{path} is a variant, not the recipe's run: {shown}"
+
+
+def _values_text(values: list[float], column: Column) -> tuple[float, float, str]:
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return mean, std, format_number(mean, column)
+
+
+def _verdict(cell: Cell, table: PaperTable, column: Column, target: float) -> None:
+    """Status of a cell with a number and a published value (the rule of the docstring)."""
+    assert cell.mean is not None
+    cell.delta = cell.mean - target
+    cell.delta_text = format_number(cell.delta, column, signed=True)
+    band = 0.5 * 10 ** -column.decimals + 1e-9  # the published value's own rounding
+    if cell.interval is not None:
+        low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
+        ok = low - 1e-9 <= target <= high + 1e-9 or abs(cell.delta) <= band
+        cell.rule = "interval"
+    else:
+        ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
+        cell.rule = "tolerance"
+    cell.status = REPRODUCED if ok else BELOW if cell.delta < 0 else ABOVE
+
+
+def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunInfo]) -> None:
+    """Mean, interval (when the predictions allow one), text and verdict from ``runs``."""
+    values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
+    cell.mean, cell.std, cell.reproduced_text = _values_text(values, column)
+    cell.seeds = [r.seed for r in runs]
+    try:
+        cell.interval = evidence.interval(evidence.run_units(runs, column.metric))
+    except ValueError as exc:
+        cell.interval, cell.interval_note = None, str(exc)
+    if cell.interval is not None:
+        low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
+        cell.interval_text = f"[{format_number(low, column)}, {format_number(high, column)}]"
+    elif len(values) > 1:
+        cell.reproduced_text += f" ± {format_number(cell.std, column)}"
+    target = parse_published(cell.published)
+    if target is None:
+        cell.status = NEW
+    else:
+        _verdict(cell, table, column, target)
+
+
 def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
-                 index: RecipeIndex, runs_dir: Path) -> Cell:
+                 index: RecipeIndex, runs_dir: Path | None, results_dir: Path | None) -> Cell:
     published = row.values.get(column.key, "")
     cell = Cell(column=column.key, published=published, status=NOT_RUN, recipe=recipe_name,
                 bold=column.key in row.bold, best=column.key in row.best)
-    runs = find_runs(runs_dir, recipe_name)
-    cell.runs = runs
-    damaged = _damaged(runs)
-    finished = [r for r in runs if r.status == "finished" and r.value(column.metric) is not None]
-    if finished:
-        values = [to_unit(r.value(column.metric) or 0.0, column) for r in finished]
-        cell.mean = statistics.fmean(values)
-        cell.std = statistics.stdev(values) if len(values) > 1 else 0.0
-        cell.seeds = [r.seed for r in finished]
-        cell.reproduced_text = format_number(cell.mean, column)
-        if len(values) > 1:
-            cell.reproduced_text += f" ± {format_number(cell.std, column)}"
-        target = parse_published(published)
-        if target is None:
-            cell.status = NEW
-        else:
-            cell.delta = cell.mean - target
-            cell.delta_text = format_number(cell.delta, column, signed=True)
-            ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
-            cell.status = REPRODUCED if ok else OFF
+    config = recipe_config(index, recipe_name)
+    runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
+    reference = find_runs(results_dir, recipe_name) if results_dir is not None else []
+    with_value = [r for r in runs if r.value(column.metric) is not None]
+    ref_value = [r for r in reference if r.value(column.metric) is not None]
+    own, own_variants = _split_variants(with_value, config)
+    refs, ref_variants = _split_variants(ref_value, config)
+    damaged = _damaged(runs) + _damaged(reference)
+    notes: list[str] = []
+    if own or refs:
+        cell.source, cell.runs = (OWN, own) if own else (REFERENCE, refs)
+        _fill_number(cell, table, column, cell.runs)
+        if own and refs:
+            cell.reference_runs = refs
+            ref_mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
+                                        for r in refs)
+            cell.reference_text = f"ref {format_number(ref_mean, column)}"
         pending = [r for r in runs if r.status == "running"]
         stopped = [r for r in runs if r.status in ("stale", "interrupted")]
-        notes = [f"{len(pending)} more seed(s) running"] if pending else []
+        notes += [f"{len(pending)} more seed(s) running"] if pending else []
         notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
         notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
-        if notes:
-            cell.detail = "; ".join(notes)
+        notes += [f"{len(own_variants)} variant run(s) left out: {', '.join(own_variants)}"
+                  ] if own_variants else []
+        cell.detail = "; ".join(notes)
+        return cell
+    variants = {**ref_variants, **own_variants}
+    if variants:
+        cell.status = VARIANT
+        cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
+        cell.reproduced_text = f"variant (keys {', '.join(cell.variant_keys)})"
+        first = next(r for r in with_value + ref_value if r.path in variants)
+        cell.detail = (_describe_differences(first.path, first, config)
+                       + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
         return cell
     if any(r.status == "running" for r in runs):
         cell.status = RUNNING
@@ -166,6 +284,11 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     if any(r.status == "failed" for r in runs):
         cell.status = FAILED
         cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
+        return cell
+    if runs_dir is None:  # the reference-only view: the same on every machine
+        cell.status = NO_REFERENCE
+        cell.detail = ("no reference run in results/ yet: "
+                       f"pairrepro train recipes/{recipe_name}.toml")
         return cell
     recipe = index.recipes[recipe_name]
     ready, command = data_status(recipe.data.dataset, recipe.data.variant)
@@ -254,12 +377,12 @@ def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | Non
     return None
 
 
-def _params_cell(column: Column, row: Row, recipe_name: str, runs_dir: Path) -> Cell:
+def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]) -> Cell:
     published = row.values.get(column.key, "")
     cell = Cell(column=column.key, published=published, status=INFO, recipe=recipe_name)
     if not recipe_name:
         return cell
-    found = weight_count(recipe_name, find_runs(runs_dir, recipe_name))
+    found = weight_count(recipe_name, [r for d in folders for r in find_runs(d, recipe_name)])
     if found is None:
         cell.status = NOT_RUN
         cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
@@ -279,9 +402,14 @@ def _params_cell(column: Column, row: Row, recipe_name: str, runs_dir: Path) -> 
     return cell
 
 
-def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path,
-                   index: RecipeIndex | None = None) -> EvalTable:
-    """Every cell of ``table`` with its published value, reproduced value and status."""
+def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
+                   index: RecipeIndex | None = None,
+                   results_dir: Path | None = None) -> EvalTable:
+    """Every cell of ``table`` with its published value, reproduced value and status.
+
+    ``runs_dir`` holds the user's runs, ``results_dir`` the reference runs (None: none);
+    ``runs_dir=None`` is the reference-only view of the README, which must render the same
+    on every machine (no data-readiness checks)."""
     index = index or load_recipe_index()
     rows: list[EvalRow] = []
     for row in table.rows + comparison_rows(paper, table, index):
@@ -302,7 +430,8 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path,
                 continue
             recipe = _choose_recipe(candidates, column, index)
             if column.kind == "params":
-                cells.append(_params_cell(column, row, recipe, runs_dir))
+                cells.append(_params_cell(column, row, recipe,
+                                              [d for d in (runs_dir, results_dir) if d]))
                 continue
             if not recipe:
                 cell = Cell(column.key, published, NO_RECIPE, **marks)
@@ -314,18 +443,57 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path,
                     cell.detail = "no recipe declares this row"
                 cells.append(cell)
                 continue
-            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir))
+            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir,
+                                      results_dir))
         rows.append(EvalRow(row, cells, candidates))
-    return EvalTable(paper, table, rows, str(runs_dir))
+    return EvalTable(paper, table, rows, str(runs_dir or ""), str(results_dir or ""))
 
 
-def evaluate_paper(name: str, runs_dir: Path, table: int | None = None,
-                   index: RecipeIndex | None = None) -> list[EvalTable]:
+def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
+                   index: RecipeIndex | None = None,
+                   results_dir: Path | None = None) -> list[EvalTable]:
     """Evaluate one table (``table``) or every table of a paper."""
     paper = load_paper(name)
     index = index or load_recipe_index()
     tables = [paper.table(table)] if table is not None else paper.tables
-    return [evaluate_table(paper, t, runs_dir, index) for t in tables]
+    return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]
+
+
+def _p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
+
+
+def compare_to(ev: EvalTable, label: str) -> EvalTable:
+    """``--compare-to ROW``: test every row's number against row ``label``'s, column by
+    column, with a paired randomization test on the same test units (queries or pairs;
+    :func:`pairrepro.report.evidence.paired_test`). Fills each cell's ``comparison``
+    (``"+0.052 (p 0.003)"``: the difference in the column's unit and the two-sided
+    p-value) and returns ``ev``. An unknown label is a ConfigError listing the rows."""
+    wanted = normalise_label(label)
+    base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
+                 or normalise_label(r.row.printed_label) == wanted), None)
+    if base is None:
+        raise ConfigError(f"--compare-to {label!r}: no such row in {ev.paper.paper} Table "
+                          f"{ev.table.number}",
+                          hint="choose one of: " + "; ".join(r.row.label for r in ev.rows))
+    ev.compare_to = base.row.printed_label
+    columns = {c.key: c for c in ev.table.columns}
+    for erow in ev.rows:
+        for cell, ref in zip(erow.cells, base.cells, strict=True):
+            column = columns[cell.column]
+            if column.kind != "metric" or erow is base or not cell.runs or not ref.runs:
+                continue
+            try:
+                test = evidence.paired_test(evidence.run_units(cell.runs, column.metric),
+                                            evidence.run_units(ref.runs, column.metric))
+            except ValueError as exc:
+                cell.comparison = "n/a"
+                cell.detail = "; ".join(x for x in (cell.detail, f"--compare-to: {exc}") if x)
+                continue
+            diff = format_number(to_unit(test.difference, column), column, signed=True)
+            cell.comparison, cell.comparison_p = f"{diff} ({_p_text(test.p_value)})", \
+                test.p_value
+    return ev
 
 
 def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[Row]:
@@ -354,12 +522,17 @@ def eval_to_json(ev: EvalTable) -> dict[str, Any]:
     """A JSON-ready view of an evaluated table (``--json``)."""
     return {
         "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
+        "compare_to": ev.compare_to,
         "counts": ev.counts(),
         "rows": [
             {"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
              "cells": {c.column: {
                  "published": c.published, "status": c.status, "mean": c.mean, "std": c.std,
                  "delta": c.delta, "seeds": c.seeds, "recipe": c.recipe, "detail": c.detail,
+                 "source": c.source, "rule": c.rule,
+                 "interval": None if c.interval is None else [c.interval.low, c.interval.high],
+                 "variant_keys": c.variant_keys, "comparison": c.comparison,
+                 "comparison_p": c.comparison_p,
                  "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
                            "commit": run.commit, "chosen_epoch": run.chosen_epoch,
                            "problem": run.problem}

@@ -156,6 +156,14 @@ class PaperTable(Schema):
     def name(self) -> str:
         return f"{self.paper} Table {self.number}"
 
+    @property
+    def datasets(self) -> tuple[str, ...]:
+        """The datasets a run of one of its rows may be on: the table's ``dataset``, else its
+        columns' (CSRAN Table 8); () when the file names none (hparams tables)."""
+        if self.dataset:
+            return (self.dataset,)
+        return tuple(dict.fromkeys(c.dataset for c in self.columns if c.dataset))
+
     def tolerance_for(self, column: Column) -> float:
         """The absolute tolerance in ``column``'s unit."""
         if column.unit == "%":

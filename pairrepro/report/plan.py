@@ -1,16 +1,29 @@
 """What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
 
-For every recipe of a table: its dataset and whether it is prepared (or the command that fetches
-it), the seeds still to train, and an estimate of hours,
-``epochs × train pairs / pairs_per_s`` per seed. Throughput comes from ``bench/figures.toml``
-(model name → pairs/s and the hardware it was measured on), else from the ``pairs_per_s`` that
-earlier runs of the same model logged in ``metrics.jsonl``; train pairs from the prepared
-``stats.json``, else the manifest's expected count. An estimate is in CPU hours or GPU hours,
-as its throughput figure was measured; the totals keep the two apart.
+The one planner: ``report ... --plan`` and ``reproduce --dry-run`` (``make ... DRY=1``) both
+print :func:`render_plan` of :func:`plan_tables`. For every recipe of a table: its dataset and
+whether **every split it uses** is prepared (SNLI with dev/test only is not ready for a recipe
+that trains on SNLI train; the command that fetches it otherwise), the seeds still to train,
+and an estimate of hours, ``seeds × epochs × train pairs / pairs_per_s``.
+
+Throughput, first found wins (the source is printed):
+
+1. ``bench/preflight/<recipe>.json``: ``pairrepro preflight`` of that recipe, at its own size;
+2. the preflight of another recipe of the same model (``preflight of <recipe>``);
+3. ``bench/figures.toml`` (model name -> pairs/s and its hardware);
+4. the median ``pairs_per_s`` that earlier runs of the same model logged.
+
+A model that is not trained (BM25, random guess) needs no training hours. Train pairs come
+from the prepared ``stats.json``, else the manifest's expected count. An estimate is in CPU
+hours or GPU hours, as its throughput figure was measured; the totals keep the two apart.
+With a GPU named (``--gpu h100``) a FLOP-based **lower bound** is added: preflight's FLOPs per
+pair × pairs × epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``): no real run
+reaches peak, so real hours are higher.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +40,8 @@ from pairrepro.tasks import POINTWISE_RANKING, task_for
 from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, find_runs
 
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
+PREFLIGHT_DIR = paths.PROJECT_DIR / "bench" / "preflight"
+GPU_PEAKS = Path(__file__).with_name("gpus.toml")
 HARDWARE = ("cpu", "gpu")
 
 
@@ -48,13 +63,30 @@ class PlanItem:
     throughput_source: str
     tables: list[str] = field(default_factory=list)
     hardware: str = "gpu"  # where pairs_per_s was measured: the unit of ``hours``
+    missing_splits: list[str] = field(default_factory=list)  # of a prepared dataset
+    trains: bool = True  # False: a scorer without training (BM25): no training hours
+    flops_per_pair: float | None = None  # of one training step, from preflight
+    gpu: str = ""  # the GPU of ``gpu_lower_bound_hours``
+    gpu_peak_flops: float | None = None
 
     @property
     def hours(self) -> float | None:
         """Estimated hours on ``hardware`` for the seeds still to train (``None``: unknown)."""
+        if not self.trains:
+            return 0.0
         if not self.train_pairs or not self.pairs_per_s:
             return None
         return len(self.seeds_todo) * self.epochs * self.train_pairs / self.pairs_per_s / 3600
+
+    @property
+    def gpu_lower_bound_hours(self) -> float | None:
+        """FLOPs per pair × pairs × epochs × seeds / the GPU's peak: a lower bound."""
+        if not self.trains:
+            return 0.0
+        if not (self.flops_per_pair and self.train_pairs and self.gpu_peak_flops):
+            return None
+        work = len(self.seeds_todo) * self.epochs * self.train_pairs * self.flops_per_pair
+        return work / self.gpu_peak_flops / 3600
 
     @property
     def gpu_hours(self) -> float | None:
@@ -83,6 +115,76 @@ def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
                               hint="say where pairs_per_s was measured: it sets the unit "
                                    "(CPU hours or GPU hours) of the plan's estimate")
     return models
+
+
+def load_preflight(folder: Path | None = None) -> dict[str, dict[str, Any]]:
+    """``bench/preflight/<recipe>.json`` as ``{recipe: preflight.json}`` (unreadable files
+    are skipped: a plan is an estimate)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((folder or PREFLIGHT_DIR).glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("pairs_per_s"):
+            out[path.stem] = data
+    return out
+
+
+def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """``gpus.toml``: ``{name: {bf16_tflops, name, source}}`` (dense bf16 peaks)."""
+    return read_toml(path or GPU_PEAKS).get("gpus", {})
+
+
+def gpu_peak(name: str) -> tuple[str, float]:
+    """The full name and peak dense bf16 FLOP/s of GPU ``name`` (a :class:`ConfigError`
+    lists the known ones)."""
+    peaks = load_gpu_peaks()
+    entry = peaks.get(name.lower())
+    if entry is None:
+        raise ConfigError(f"--gpu {name!r}: unknown GPU",
+                          hint=f"known: {', '.join(sorted(peaks))} "
+                               f"(pairrepro/report/gpus.toml)")
+    return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12
+
+
+def _missing_splits(recipe: Any) -> list[str]:
+    """Splits the recipe uses that its prepared dataset lacks (``stats.json`` lists the
+    prepared ones; a folder without that list is taken as complete)."""
+    import contextlib
+
+    d = recipe.data
+    stats_path = paths.prepared_dir(d.dataset, d.variant or None) / "stats.json"
+    with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+        stats = json.loads(stats_path.read_text(encoding="utf-8"))
+        have = {Path(name).stem for name in stats.get("files", {}) if name.endswith(".parquet")}
+        if have:
+            return [s for s in dict.fromkeys([d.train_split, d.dev_split, *d.test_splits])
+                    if s not in have]
+    return []
+
+
+def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
+                figures: dict[str, dict[str, Any]], runs_dir: Path
+                ) -> tuple[float | None, str, str, dict[str, Any]]:
+    """(pairs/s, source, hardware, the preflight record used or {}) of one recipe."""
+    own = preflight.get(name)
+    if own is None:  # the same model measured on another recipe
+        others = [r for r, d in preflight.items() if d.get("model") == model]
+        own = preflight[others[0]] if others else None
+        source = f"preflight of {others[0]}" if others else ""
+    else:
+        source = "preflight"
+    if own is not None:
+        return float(own["pairs_per_s"]), source, str(own.get("hardware", "cpu")), own
+    if model in figures:
+        figure = figures[model]
+        return (float(figure["pairs_per_s"]), str(figure.get("source", "bench/figures.toml")),
+                str(figure.get("hardware", "gpu")), {})
+    measured = _measured_throughput(runs_dir, model)
+    if measured is not None:
+        return measured[0], "earlier runs", measured[1], {}
+    return None, "unknown", "gpu", {}
 
 
 def _run_hardware(run: RunInfo) -> str:
@@ -142,10 +244,18 @@ def _train_pairs(recipe: Any) -> int | None:
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,
                 seeds: list[int] | None = None,
                 figures: dict[str, dict[str, Any]] | None = None,
-                comparisons: bool = False) -> list[PlanItem]:
+                comparisons: bool = False, preflight: dict[str, dict[str, Any]] | None = None,
+                gpu: str = "") -> list[PlanItem]:
     """One :class:`PlanItem` per recipe the given tables need (a recipe shared by two tables
-    appears once); ``comparisons`` adds the recipes of their comparison rows."""
+    appears once); ``comparisons`` adds the recipes of their comparison rows; ``gpu`` (a
+    name in ``gpus.toml``) adds the FLOP-based lower bound."""
     figures = load_bench_figures() if figures is None else figures
+    preflight = load_preflight() if preflight is None else preflight
+    # records of recipes this index has (another folder's, or a deleted recipe's, are not
+    # this plan's), each with its recipe's model for the same-model fallback
+    preflight = {name: {**record, "model": index.recipes[name].model.name}
+                 for name, record in preflight.items() if name in index.recipes}
+    gpu_name, peak = gpu_peak(gpu) if gpu else ("", None)
     items: dict[str, PlanItem] = {}
     for paper, table in tables:
         for name in table_recipes(paper, table, index, comparisons):
@@ -156,14 +266,14 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
             wanted = seeds or recipe.seeds
             done = [r.seed for r in find_runs(runs_dir, name) if r.status == "finished"]
             ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-            speed, source, hardware = None, "unknown", "gpu"
-            if recipe.model.name in figures:
-                figure = figures[recipe.model.name]
-                speed = float(figure["pairs_per_s"])
-                source = str(figure.get("source", "bench/figures.toml"))
-                hardware = str(figure.get("hardware", "gpu"))
-            elif (measured := _measured_throughput(runs_dir, recipe.model.name)) is not None:
-                (speed, hardware), source = measured, "earlier runs"
+            missing = _missing_splits(recipe) if ready else []
+            if missing:
+                ready = False
+                command = (f"split(s) {', '.join(missing)} of {recipe.data.dataset} not "
+                           f"prepared here: pairrepro fetch {recipe.data.dataset} --from DIR "
+                           f"(with them) && pairrepro preprocess {recipe.data.dataset}")
+            speed, source, hardware, record = _throughput(name, recipe.model.name, preflight,
+                                                          figures, runs_dir)
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,
@@ -171,56 +281,83 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 seeds_todo=[s for s in wanted if s not in done], epochs=recipe.train.epochs,
                 train_pairs=_train_pairs(recipe), pairs_per_s=speed, throughput_source=source,
                 tables=[f"{paper.paper} T{table.number}"], hardware=hardware,
+                missing_splits=missing, trains=bool(record.get("trains", True)),
+                flops_per_pair=record.get("flops_per_pair"), gpu=gpu_name,
+                gpu_peak_flops=peak,
             )
     return list(items.values())
 
 
 def _speed(item: PlanItem) -> str:
     """``5.6 (source)``: slow (CPU) figures keep a decimal."""
+    if not item.trains:
+        return "no training"
     if not item.pairs_per_s:
         return "unknown"
     digits = 0 if item.pairs_per_s >= 100 else 1
     return f"{item.pairs_per_s:.{digits}f} ({item.throughput_source})"
 
 
-def render_plan(items: list[PlanItem]) -> str:
-    """A plain-text plan: one line per recipe, then the datasets and the total estimate."""
+def render_plan(items: list[PlanItem], device: str | None = None) -> str:
+    """A plain-text plan: one line per recipe, then the datasets and the total estimate.
+
+    ``device`` is where training would run (``--device``): a CUDA device with CPU figures is
+    said, since those hours are not what the GPU will take."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
-    lines = ["recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
-             "hours | on"]
+    gpu = next((it.gpu for it in items if it.gpu), "")
+    header = ("recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
+              "hours | on")
+    lines = [header + (f" | {gpu} lower bound h" if gpu else "")]
     totals: dict[str, float] = {}
-    unknown = 0
+    bound_total, unknown = 0.0, 0
     for it in items:
         hours = it.hours
         if hours is None and it.seeds_todo:
             unknown += 1
         elif hours is not None:
             totals[it.hardware] = totals.get(it.hardware, 0.0) + hours
-        lines.append(" | ".join([
+        cells = [
             it.recipe, ", ".join(it.tables),
             it.dataset + (f"/{it.variant}" if it.variant else ""),
-            "ready" if it.data_ready else "missing",
+            "ready" if it.data_ready else
+            ("missing " + ",".join(it.missing_splits) if it.missing_splits else "missing"),
             ",".join(map(str, it.seeds_todo)) or "done",
             f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}",
             _speed(it),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
-            it.hardware.upper() if it.pairs_per_s else "?",  # the unit of the hours column
-        ]))
+            it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
+        ]
+        if gpu:
+            bound = it.gpu_lower_bound_hours
+            bound_total += bound or 0.0
+            cells.append("-" if not it.seeds_todo else
+                         f"{bound:.3g}" if bound is not None else "?")
+        lines.append(" | ".join(cells))
     missing = {it.dataset: it.data_command for it in items if not it.data_ready}
     if missing:
         lines.append("")
         lines.append("datasets to fetch / prepare:")
         lines += [f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items())]
     lines.append("")
-    note = f" (+{unknown} recipe(s) with unknown throughput)" if unknown else ""
+    note = (f" (+{unknown} recipe(s) without an estimate: throughput or training pairs "
+            "unknown)" if unknown else "")
     # CPU and GPU hours are different units: never summed
     parts = [f"estimated {hw.upper()} hours: {totals[hw]:.2f}" for hw in HARDWARE if hw in totals]
     lines.append("; ".join(parts or ["estimated hours: 0.00"]) + note)
+    if gpu:
+        lines.append(f"{gpu} lower bound: {bound_total:.2f} GPU hours (preflight FLOPs per pair "
+                     "at the GPU's peak dense bf16 FLOP/s; real runs take longer)")
+    if device and device.startswith("cuda") and "cpu" in totals:
+        lines.append("note: training would run on CUDA but these hours come from CPU "
+                     "figures; pass --gpu NAME for a FLOP-based GPU lower bound, or run "
+                     "`pairrepro preflight RECIPE --device cuda --out-dir bench/preflight` "
+                     "on the GPU for GPU figures")
     return "\n".join(lines) + "\n"
 
 
 def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
     """``--json`` view of a plan."""
     return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
-             "gpu_hours": it.gpu_hours} for it in items]
+             "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours}
+            for it in items]

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
-from pairrepro.errors import PairreproError
+from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.report.model_facts import model_defaults
+from pairrepro.report.paper_tables import PaperTable, load_paper
+from pairrepro.train.run_folder import flatten_config as flatten
 
 
 def normalise_label(label: str) -> str:
@@ -40,8 +42,41 @@ class RecipeIndex:
         return self.rows.get((paper, table, normalise_label(label)), [])
 
 
+def _table(paper: str, number: int, cache: dict[tuple[str, int], PaperTable | None]
+           ) -> PaperTable | None:
+    """Table ``number`` of ``paper``, None when there is no such paper or table."""
+    if (paper, number) not in cache:
+        try:
+            cache[(paper, number)] = load_paper(paper).table(number)
+        except ConfigError:
+            cache[(paper, number)] = None
+    return cache[(paper, number)]
+
+
+def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]) -> None:
+    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset: a recipe
+    copied from ``x_trecqa.toml`` to another dataset with its ``compares`` line left in would
+    otherwise put that dataset's number into the TrecQA table without a word."""
+    for kind, refs in (("reproduces", recipe.recipe.reproduces),
+                       ("compares", recipe.recipe.compares)):
+        for ref in refs:
+            table = _table(ref.paper, ref.table, cache)
+            if table is None or not table.datasets:
+                continue
+            if recipe.data.dataset not in table.datasets:
+                raise ConfigError(
+                    f"{recipe.source}: [recipe] {kind} {table.name} row {ref.row!r} "
+                    f"(\"{table.caption}\"), but [data] dataset is "
+                    f"{recipe.data.dataset!r}: that table's rows are on "
+                    f"{' or '.join(repr(d) for d in table.datasets)}",
+                    hint=f"remove the {kind} entry (a recipe copied from another dataset "
+                         "keeps it), or train the recipe on the table's dataset")
+
+
 def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
-    """Read every ``*.toml`` recipe; invalid ones are kept as errors, not fatal."""
+    """Read every ``*.toml`` recipe; invalid ones are kept as errors, not fatal. A recipe that
+    declares a row of a table on another dataset than its own is refused (ConfigError naming
+    the recipe and the table): its number would otherwise land in that table."""
     from pairrepro.config import load_recipe
 
     folder = recipes_dir or paths.recipes_dir()
@@ -49,12 +84,14 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
     rows: dict[tuple[str, int, str], list[str]] = {}
     errors: dict[str, str] = {}
     comparisons: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    tables: dict[tuple[str, int], PaperTable | None] = {}
     for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
         try:
             recipe = load_recipe(path)
         except PairreproError as exc:
             errors[path.stem] = str(exc)
             continue
+        _check_datasets(recipe, tables)
         recipes[recipe.name] = recipe
         for ref in recipe.recipe.reproduces:
             key = (ref.paper, ref.table, normalise_label(ref.row))
@@ -62,18 +99,6 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
         for ref in recipe.recipe.compares:
             comparisons.setdefault((ref.paper, ref.table), []).append((ref.row, recipe.name))
     return RecipeIndex(recipes, rows, errors, comparisons)
-
-
-def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested tables as flat ``section.key`` names."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{name}."))
-        else:
-            out[name] = value
-    return out
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:

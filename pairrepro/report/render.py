@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pairrepro.report.cells import (
+    ABOVE,
+    BELOW,
     COMPARISON_BLOCK,
     DAMAGED,
     DATA_MISSING,
@@ -23,27 +25,33 @@ from pairrepro.report.cells import (
     INFO,
     NEW,
     NO_RECIPE,
+    NO_REFERENCE,
     NOT_REPRODUCIBLE,
     NOT_RUN,
     OFF,
+    REFERENCE,
     REPRODUCED,
     RUNNING,
     STALE,
+    VARIANT,
+    VERDICTS,
     Cell,
     EvalTable,
 )
 from pairrepro.report.model_facts import needs_training
+from pairrepro.stats import CONFIDENCE, RESAMPLES
 from pairrepro.train.run_folder import RunInfo
 
 FORMATS = ("term", "md", "latex", "html")
-MARKS = {REPRODUCED: "✓", OFF: "✗"}
+MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑"}
 SHORT = {
     RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
     NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-    NOT_REPRODUCIBLE: "n/a", NEW: "",
+    NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant",
 }
-STYLE = {REPRODUCED: "green", OFF: "red", NEW: "cyan", RUNNING: "yellow", STALE: "yellow dim",
-         DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", DATA_MISSING: "magenta",
+STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
+         VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
+         FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
          NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
 
 
@@ -70,15 +78,34 @@ class Layout:
     legend: str = ""
 
 
-def _describe_runs(recipe: str, runs: list[RunInfo]) -> str:
+def _where(runs: list[RunInfo]) -> str:
+    """Where runs were made: device, torch build and CPU threads (from their manifests)."""
+    seen: list[str] = []
+    for run in runs:
+        m = run.manifest
+        if not m.get("device"):
+            continue
+        device = str(m.get("device"))
+        threads = m.get("cpu_threads")
+        text = device + (f", torch {m['torch']}" if m.get("torch") else "")
+        if threads and not device.startswith("cuda"):
+            text += f", {threads} thread{'s' if threads != 1 else ''}"
+        if text not in seen:
+            seen.append(text)
+    return ", ".join(seen)
+
+
+def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) -> str:
     finished = [r for r in runs if r.status == "finished"]
     commits = sorted({r.commit[:10] for r in finished if r.commit}) or ["unknown"]
     seeds = ",".join(str(r.seed) for r in finished)
     epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
     folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
     setup = _run_setup(finished[0].config) if finished else ""
-    return (f"{folder} (commit {', '.join(commits)}; seeds {seeds}; chosen epochs {epochs}"
-            f"{'; ' + setup if setup else ''})")
+    where = _where(finished)
+    return (f"{folder} ({'reference run; ' if reference else ''}"
+            f"{'made on ' + where + '; ' if where else ''}commit {', '.join(commits)}; "
+            f"seeds {seeds}; chosen epochs {epochs}{'; ' + setup if setup else ''})")
 
 
 def _run_setup(config: dict[str, Any]) -> str:
@@ -106,18 +133,29 @@ def _ours(cell: Cell, layout: Layout) -> Text:
     out = Text("", status=cell.status)
     if cell.reproduced_text:
         parts = [cell.reproduced_text]
+        if cell.interval_text:
+            parts.append(cell.interval_text)
         if cell.delta_text:
             parts.append(f"({cell.delta_text})")
         if cell.status in MARKS:
             parts.append(MARKS[cell.status])
+        if cell.reference_text:
+            parts.append(f"({cell.reference_text})")
         out.text = " ".join(parts)
         if cell.runs and any(r.status == "finished" for r in cell.runs):
-            out.run_ref = cell.recipe
+            reference = cell.source == REFERENCE
+            out.run_ref = cell.recipe + (" (reference)" if reference else "")
             out.link = cell.runs[0].path.rsplit("/seed-", 1)[0]
-            layout.runs.setdefault(cell.recipe, _describe_runs(cell.recipe, cell.runs))
+            layout.runs.setdefault(out.run_ref, _describe_runs(cell.recipe, cell.runs,
+                                                               reference))
+        if cell.reference_runs:
+            layout.runs.setdefault(f"{cell.recipe} (reference)", _describe_runs(
+                cell.recipe, cell.reference_runs, reference=True))
     else:
         out.text = SHORT.get(cell.status, cell.status)
-    if cell.detail and cell.status not in (REPRODUCED, OFF, NEW):
+    # a verdict cell's detail is a note only for metric cells (left-out runs, damage);
+    # hyper-parameter and parameter-count cells keep theirs for --json
+    if cell.detail and (cell.status not in VERDICTS or cell.source):
         if cell.detail not in layout.notes:
             layout.notes.append(cell.detail)
         out.note = layout.notes.index(cell.detail) + 1
@@ -136,6 +174,8 @@ def layout(ev: EvalTable) -> Layout:
             lay.headers.append(column.header)
         else:
             lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
+            if ev.compare_to and column.kind == "metric":
+                lay.headers.append(f"{column.header} vs {ev.compare_to}")
     previous_block = None
     for i, erow in enumerate(ev.rows):
         row = erow.row
@@ -150,14 +190,22 @@ def layout(ev: EvalTable) -> Layout:
             line.append(Text(cell.published or "", bold=cell.bold or cell.best))
             if column.kind != "info":
                 line.append(_ours(cell, lay) if cell.status != INFO else Text(""))
+            if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
+                same = row.printed_label == ev.compare_to
+                line.append(Text("(the named row)" if same else cell.comparison))
         lay.rows.append(line)
     counts = ev.counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     if table.kind == "hparams":
         lay.legend = f"✓ the recipe sets the paper's value; ✗ it does not. Cells: {summary}."
     else:
-        lay.legend = f"✓ within ±{_tolerances(ev)} of the published value; ✗ outside; "
-        lay.legend += f"ours = mean ± std over seeds (delta). Cells: {summary}."
+        lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
+        if ev.compare_to:
+            lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
+                           "row's, on the same test units, with the two-sided p-value of a "
+                           f"paired randomization test ({COMPARE_RESAMPLES:,} resamples; "
+                           "F1: first seeds' predictions; n/a: no saved predictions or other "
+                           "test units).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
@@ -166,6 +214,27 @@ def layout(ev: EvalTable) -> Layout:
         lay.legend += (" The last block holds models run here for comparison: the paper has "
                        "no number for them.")
     return lay
+
+
+COMPARE_RESAMPLES = 10_000  # pairrepro.stats.paired_randomization_test's default
+
+
+def _verdict_rule(ev: EvalTable) -> str:
+    """The footer's statement of the verdict rule (pairrepro.report.cells)."""
+    cells = [c for r in ev.rows for c in r.cells]
+    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over test queries "
+            "(ranking) or pairs (classification) and seeds, "
+            f"{RESAMPLES:,} resamples] (delta); ✓ the published value lies inside the "
+            "interval or within half a unit of its last printed digit; ↓ / ↑ the interval "
+            "lies below / above it.")
+    if any(c.rule == "tolerance" for c in cells):
+        text += (f" Cells without saved predictions (no interval; mean ± std over seeds): ✓ "
+                 f"within ±{_tolerances(ev)} of the published value.")
+    if any(c.source == REFERENCE for c in cells):
+        text += (" Values from results/ are the project's reference runs (where each was made "
+                 "is listed under Runs); values from runs/ are your own, with the reference "
+                 "value beside them (ref).")
+    return text
 
 
 def _tolerances(ev: EvalTable) -> str:
@@ -213,7 +282,8 @@ def to_markdown(ev: EvalTable) -> str:
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}"}
-_LATEX_TEXT = {"±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "−": "$-$", "θ": r"$\theta$",
+_LATEX_TEXT = {"±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "↓": r"$\downarrow$",
+               "↑": r"$\uparrow$", "≤": r"$\le$", "−": "$-$", "θ": r"$\theta$",
                "ä": r"\"a", "→": r"$\to$"}
 
 
@@ -299,7 +369,8 @@ HTML_HEAD = """<!doctype html>
 body{font-family:sans-serif} table{border-collapse:collapse;margin:1em 0}
 td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
 td:first-child,th:first-child{text-align:left} tr.block-start td{border-top:2px solid #888}
-td.reproduced{color:#060} td.off{color:#a00} td.data-missing{color:#808}
+td.reproduced{color:#060} td.off,td.below,td.above{color:#a00} td.variant{color:#a60}
+td.data-missing{color:#808}
 td.not-run,td.no-recipe,td.not-reproducible{color:#888}
 </style></head><body>
 """

@@ -11,6 +11,9 @@ Layout::
     evals/            <split>@<variant>.json: saved re-scorings (``pairrepro eval --save``)
     result.json       status running | interrupted | failed | finished, metrics per split
 
+and beside the seed folders, ``runs/<recipe>/logs/seed-<n>.<launcher>.log``: the output of
+runs started by ``reproduce --jobs N`` (``local``) or ``--launcher slurm`` (``slurm-<job>``).
+
 One error policy: a file that exists but cannot be read (not UTF-8, not JSON/TOML, wrong
 shape) is *damaged*. :func:`read_run` never raises for it: the run's status becomes
 ``damaged`` and ``problem`` names the file and why, so a report shows that line and renders
@@ -47,6 +50,7 @@ RESULT = "result.json"
 CHECKPOINTS = "checkpoints"
 PREDICTIONS = "predictions"
 EVALS = "evals"
+LOGS = "logs"  # in the recipe folder: runs/<recipe>/logs/
 STATUSES = ("running", "interrupted", "failed", "finished")
 # names that become folders: recipes, datasets (nothing that could climb out of a root)
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -134,6 +138,12 @@ class RunFolder:
     def predictions(self, key: str) -> Path:
         """``predictions/<key>.parquet``."""
         return self.path / PREDICTIONS / f"{key}.parquet"
+
+    def log_path(self, launcher: str) -> Path:
+        """``runs/<recipe>/logs/seed-<n>.<launcher>.log``: the output of a run started by a
+        launcher (``local`` pool, ``slurm-<job id>``). Beside the seed folder, not in it: a
+        log written before training starts must not make a fresh folder look like a run."""
+        return self.recipe_dir / LOGS / f"{self.path.name}.{launcher}.log"
 
     def eval_path(self, split: str, variant: str) -> Path:
         """``evals/<split>@<variant>.json``."""
@@ -435,3 +445,125 @@ def seed_folders(target: Path) -> list[RunFolder]:
         return [RunFolder(target)]
     folders = [RunFolder(p) for p in target.glob("seed-*") if (p / CONFIG).is_file()]
     return sorted(folders, key=lambda f: f.seed)
+
+
+# ---------------------------------------------------------------------- variants
+# Keys that say where or how fast a run was made, not what it computed: a run differing from
+# its recipe only in these is still the recipe's run. The [recipe] bookkeeping keys (which
+# table rows it fills, its prose, its default seed list: the seed is the folder's name) do
+# not change a number either.
+IGNORED_DIFFERENCES = frozenset({
+    "train.device", "train.threads",
+    "recipe.description", "recipe.reproduces", "recipe.compares", "recipe.seeds",
+})
+
+
+def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested tables as flat ``section.key`` names (``{"train": {"epochs": 4}}`` ->
+    ``{"train.epochs": 4}``); lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``config.toml`` read through today's recipe schema: keys added to the schema
+    since the run was made appear with their defaults (which reproduce the old behaviour), so
+    a new key alone never makes an old run differ. A config today's schema cannot read is
+    returned as it is (every key then compares as written)."""
+    from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
+    from pairrepro.errors import PairreproError
+
+    try:
+        return tomllib.loads(recipe_from_dict(config, name="run", source=CONFIG).to_toml())
+    except PairreproError:
+        return config
+
+
+def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
+                       also_ignore: frozenset[str] = frozenset()
+                       ) -> dict[str, tuple[Any, Any]]:
+    """The keys in which a run's resolved config differs from a recipe's (``recipe.to_toml()``
+    parsed, or another run's config): ``{"section.key": (run value, recipe value)}``, ``None``
+    where one side lacks the key. Both sides are read through today's schema first
+    (:func:`resolved_config`). Device, threads and the [recipe] bookkeeping keys
+    (:data:`IGNORED_DIFFERENCES`), and ``also_ignore``, are not differences; an empty
+    ``run_config`` (a folder without ``config.toml``: every real run writes one first) claims
+    none.
+
+    The one rule for "is this run the recipe's reproduction or a *variant*": the report's
+    cells, ``reproduce``'s "is this seed done" check, ``pairrepro verify`` and ``--resume``'s
+    "did the recipe change" check all call it.
+    """
+    if not run_config:  # a folder that recorded no config.toml: nothing to compare
+        return {}
+    run = flatten_config(resolved_config(run_config))
+    recipe = flatten_config(resolved_config(recipe_config))
+    ignored = IGNORED_DIFFERENCES | also_ignore
+    return {key: (run.get(key), recipe.get(key)) for key in sorted(set(run) | set(recipe))
+            if key not in ignored and run.get(key) != recipe.get(key)}
+
+
+# ---------------------------------------------------------------------- predictions
+def read_predictions(folder: RunFolder, key: str) -> Any:
+    """``predictions/<key>.parquet`` as a pandas DataFrame, or None when absent; a file that
+    cannot be read is a :class:`DamagedRunError`. (Readers of runs, the report included, get
+    predictions here: nothing else opens a run's parquet files.)"""
+    import pandas as pd
+
+    path = folder.predictions(key)
+    if not path.is_file():
+        return None
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise DamagedRunError(f"{path}: not a readable parquet file ({exc})",
+                              hint=_REPAIR) from None
+
+
+def prediction_keys(folder: RunFolder) -> list[str]:
+    """The splits a run saved predictions for (``dev``, ``test``, ``train``, ...)."""
+    return sorted(p.stem for p in (folder.path / PREDICTIONS).glob("*.parquet"))
+
+
+# the columns a reference run keeps: what metrics, intervals and paired tests need (ids,
+# gold label, the ranking score or the predicted class); never the text of a pair
+COMPACT_COLUMNS = ("pair_id", "group_id", "label", "score", "prediction")
+# the splits a reference run keeps predictions of (train predictions are a fit diagnostic,
+# large, and no table reads them)
+COMPACT_SKIP = ("train",)
+
+
+def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
+    """Copy a finished run into ``dest`` without checkpoints: ``config.toml``,
+    ``manifest.json``, ``metrics.jsonl``, ``result.json``, ``evals/`` as they are, and the
+    dev/test predictions reduced to :data:`COMPACT_COLUMNS` (zstd parquet). ``dest`` is
+    written in a temporary sibling and renamed into place, so it is never half there.
+    Returns the files written."""
+    staging = dest.path.parent / f".{dest.path.name}.incoming"
+    with writing(staging):
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        for name in (CONFIG, MANIFEST, METRICS, RESULT):
+            if (source.path / name).is_file():
+                shutil.copyfile(source.path / name, staging / name)
+        if (source.path / EVALS).is_dir():
+            shutil.copytree(source.path / EVALS, staging / EVALS)
+        (staging / PREDICTIONS).mkdir()
+        for key in prediction_keys(source):
+            if key in COMPACT_SKIP:
+                continue
+            frame = read_predictions(source, key)
+            keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
+            frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
+                                   compression="zstd")
+        if dest.path.exists():
+            shutil.rmtree(dest.path)
+        os.replace(staging, dest.path)
+    return sorted(p for p in dest.path.rglob("*") if p.is_file())

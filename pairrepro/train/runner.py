@@ -53,7 +53,7 @@ from pairrepro.train.distributed import (
 )
 from pairrepro.train.evaluate import predict_outputs, write_predictions
 from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
-from pairrepro.train.run_folder import RunFolder, check_name, writing
+from pairrepro.train.run_folder import RunFolder, check_name, config_differences, writing
 from pairrepro.train.seeding import seed_everything
 from pairrepro.train.setup import (
     TaskData,
@@ -68,7 +68,7 @@ from pairrepro.train.setup import (
 
 PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich", "scikit-learn"]
 # keys that may change between a run and its --resume (extending training, moving device)
-RESUMABLE_CHANGES = {("train", "epochs"), ("train", "device")}
+RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device"})
 
 
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
@@ -89,16 +89,32 @@ def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
 
 
 # --------------------------------------------------------------------------- provenance
-def _git_info() -> dict[str, Any]:
+# untracked files here change what a run does (a new reader, dataset manifest or recipe):
+# they make a run "dirty"; untracked files elsewhere (notes, outputs) do not
+PROVENANCE_PATHS = ("pairrepro/", "recipes/", "data_manifests/")
+
+
+def _git_info(project_dir: Path | None = None) -> dict[str, Any]:
+    """The commit the code is at, and whether the working tree differs from it (``dirty``):
+    a modified or staged tracked file anywhere, or an untracked file under
+    :data:`PROVENANCE_PATHS` (listed in ``untracked``). Not a git checkout: all None."""
+    cwd = project_dir or paths.PROJECT_DIR
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=paths.PROJECT_DIR, capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=10, check=True).stdout
 
     try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        commit = git("rev-parse", "HEAD").strip()
+        # -z: paths verbatim (no quoting); "XY path" entries, "??" = untracked
+        entries = [e for e in git("status", "--porcelain", "-z",
+                                  "--untracked-files=all").split("\0") if len(e) > 3]
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
+    changed = [e for e in entries if not e.startswith("??")]
+    untracked = sorted(e[3:] for e in entries
+                       if e.startswith("??") and e[3:].startswith(PROVENANCE_PATHS))
+    return {"commit": commit, "dirty": bool(changed or untracked), "untracked": untracked[:50]}
 
 
 def _command_line() -> str:
@@ -160,11 +176,9 @@ def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
                     "train again")
         raise ConfigError(f"{folder.path} already holds {what}", hint=hint)
     old = folder.read_config()
-    new = tomllib.loads(recipe.to_toml())
-    changed = sorted(f"{s}.{k}" for s in set(old) | set(new)
-                     for k in set(old.get(s, {})) | set(new.get(s, {}))
-                     if (s, k) not in RESUMABLE_CHANGES
-                     and old.get(s, {}).get(k) != new.get(s, {}).get(k))
+    # the seed list and the prose may change; what the run computes may not
+    changed = sorted(config_differences(old, tomllib.loads(recipe.to_toml()),
+                                        also_ignore=RESUMABLE_CHANGES))
     if changed:
         raise ConfigError(f"--resume: the recipe changed since {folder.path} started "
                           f"({', '.join(changed)})",

@@ -123,7 +123,8 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
     if emb.source != "random" and with_embeddings:
         from pairrepro.data.embeddings import build_embedding_matrix
 
-        matrix, oov = build_embedding_matrix(prepared.vocab, emb.source, emb.path, emb.dim, seed)
+        matrix, oov = build_embedding_matrix(prepared.vocab, emb.source, emb.path, emb.dim, seed,
+                                             emb.oov_init)
         pretrained = torch.as_tensor(np.asarray(matrix), dtype=torch.float32)
         info["embedding_oov"] = int(oov)
     ctx = ModelContext(vocab_size=len(prepared.vocab), embed_dim=emb.dim,

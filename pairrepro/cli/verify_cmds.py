@@ -1,0 +1,147 @@
+"""CLI of the reference runs: ``pairrepro verify`` (a run against the reference run of its
+recipe and seed) and ``pairrepro results add|readme`` (keep a finished run as a reference
+run in ``results/``; rewrite the README's generated sections from ``results/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pairrepro import paths
+from pairrepro.cli.common import STATE, add_command, emit_json, info
+from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
+from pairrepro.io import write_text
+from pairrepro.train.run_folder import seed_folders
+
+RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."
+
+
+def _seed_dirs(targets: list[Path]) -> list[Path]:
+    """Seed folders named by ``targets``: a seed folder, a recipe folder, or a runs folder
+    (every recipe in it)."""
+    found: list[Path] = []
+    for target in targets:
+        if not target.is_dir():
+            raise ConfigError(f"{target}: no such run folder",
+                              hint="name runs/<recipe>/seed-<n>, runs/<recipe> or runs/")
+        folders = seed_folders(target) or [f for d in sorted(target.iterdir()) if d.is_dir()
+                                           for f in seed_folders(d)]
+        found += [f.path for f in folders]
+    return found
+
+
+def verify(
+    runs: list[Path] = typer.Argument(None, help="Run folders: runs/<recipe>/seed-<n>, "
+                                      "runs/<recipe>, or a whole runs folder (default: "
+                                      "./runs or $PAIRREPRO_RUNS)."),
+    results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
+) -> None:
+    """Compare runs with the reference runs of the same recipe and seed in results/.
+
+    Checks the prepared data (sha256), the resolved config (which keys differ; device and
+    threads do not count) and the metrics (bit-equal when device, torch build and threads
+    match; else inside the reference's 95% bootstrap interval). One verdict line per run:
+    same, consistent, different data, variant, different, no reference.
+
+    Exit codes: 0 every run is same or consistent (runs without a reference, and runs not
+    finished, are listed and skipped); 9 a run differs from its reference; 7 no run has a
+    reference.
+
+    Examples:
+
+      pairrepro verify runs/bm25_trecqa/seed-1
+
+      pairrepro verify            # every run in ./runs (make verify)
+    """
+    from pairrepro.report.verify import NO_REFERENCE, NOT_FINISHED, verify_run
+
+    dirs = _seed_dirs(runs or [paths.runs_dir()])
+    checked = [verify_run(d, results) for d in dirs]
+    if STATE.json:
+        emit_json([{"run": v.run, "reference": v.reference, "verdict": v.verdict,
+                    "ok": v.ok, "checks": v.checks} for v in checked])
+    else:
+        for v in checked:
+            typer.echo(v.line())
+    failed = [v for v in checked if not v.ok and v.verdict not in (NO_REFERENCE, NOT_FINISHED)]
+    if failed:
+        raise VerificationError(f"{len(failed)} of {len(checked)} run(s) differ from their "
+                                "reference: " + ", ".join(f"{v.run} ({v.verdict})"
+                                                          for v in failed),
+                                hint="the checks above say what differs")
+    if not any(v.ok for v in checked):
+        raise NothingToRunError("no run to verify has a reference run in results/"
+                                if checked else f"no run folders in {', '.join(map(str, dirs))}",
+                                hint="reference runs: results/<recipe>/seed-<n> "
+                                     "(pairrepro results add RUN)")
+
+
+def results_add(
+    runs: list[Path] = typer.Argument(..., help="Finished runs: runs/<recipe>/seed-<n> or "
+                                      "runs/<recipe>."),
+    results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
+    force: bool = typer.Option(False, "--force", help="Replace an existing reference run."),
+) -> None:
+    """Keep finished runs as the project's reference runs: results/<recipe>/seed-<n>/.
+
+    Copies config.toml, manifest.json, metrics.jsonl, result.json and evals/, and the dev and
+    test predictions as pair id, query id, label and score (or predicted class); no
+    checkpoints, no train predictions. Only a run of the recipe as it is (not a --set
+    variant) can be a reference.
+
+    Example:
+
+      pairrepro results add runs/bm25_trecqa/seed-1
+    """
+    from pairrepro.report.verify import add_reference
+
+    for seed_dir in _seed_dirs(runs):
+        dest, files = add_reference(seed_dir, results, force)
+        size = sum(f.stat().st_size for f in files)
+        if STATE.json:
+            emit_json({"run": str(seed_dir), "reference": str(dest.path), "bytes": size})
+        else:
+            info(f"{seed_dir} -> {dest.path} ({len(files)} files, {size / 1024:.0f} KiB)")
+
+
+def results_readme(
+    readme: Path = typer.Option(paths.PROJECT_DIR / "README.md", "--readme",
+                                help="The README to rewrite."),
+    check: bool = typer.Option(False, "--check", help="Only say which generated sections "
+                               "are out of date (exit 9 if any)."),
+    results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
+) -> None:
+    """Rewrite the README's generated sections (<!-- BEGIN generated: NAME --> ... <!-- END
+    generated -->) from the reference runs in results/: the "What we reproduced" tables and
+    the run table (make readme-tables).
+
+    Example:
+
+      pairrepro results readme --check
+    """
+    from pairrepro.report.readme import render_sections, rewrite, stale_sections
+
+    if check:
+        stale = stale_sections(readme, results)
+        if stale:
+            raise VerificationError(f"{readme}: generated sections out of date: "
+                                    + ", ".join(stale), hint="run make readme-tables")
+        info(f"{readme}: generated sections match results/")
+        return
+    text = readme.read_text(encoding="utf-8")
+    new = rewrite(text, render_sections(results), str(readme))
+    if new != text:
+        write_text(readme, new)
+    info(f"{readme}: generated sections {'rewritten' if new != text else 'already current'}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``verify`` and the ``results`` group to the main app."""
+    add_command(app, "verify", verify)
+    group = typer.Typer(no_args_is_help=True, help="The project's reference runs (results/): "
+                        "add a finished run; rewrite the README's generated sections.")
+    add_command(group, "add", results_add)
+    add_command(group, "readme", results_readme)
+    app.add_typer(group, name="results")
+

@@ -1,0 +1,169 @@
+"""The Hugging Face hub as a data source: ``pairrepro fetch NAME --source hub``.
+
+A manifest's ``[hub]`` table names the hub dataset (``id``, ``config``, optional ``revision``),
+which hub split is which of ours, which hub columns are the pair's left and right text and
+label, and how the hub's label values map onto the manifest's ``label_map``. This module loads
+it through the ``datasets`` library (so ``HF_DATASETS_OFFLINE``, ``HF_HOME`` and the user's
+cache apply as for any ``load_dataset`` call), renames the columns, maps the labels to names,
+and writes one parquet file per split under ``raw/<name>/hub/``. The manifest's ``hub`` variant
+reads those files (reader ``hub_parquet``), so ``preprocess NAME --variant hub`` checks the same
+published counts and uses the same label map as the variant read from the official files.
+
+What was used is recorded twice: in ``raw/<name>/hub/source.json`` and under ``"hub"`` in
+the dataset's ``.fetched.json`` (hub id, config, the revision resolved from the data files'
+URLs, the builder's fingerprint, every data file ``datasets`` resolved, and per split the
+rows read and the parquet file written with its sha256).
+
+``--from DIR`` loads a local folder laid out as a hub dataset repository instead (the parquet
+files and the README.md whose YAML header declares the configs, as on the hub): what the
+tests use, and a way to bring a hub snapshot to a machine without internet.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pairrepro import io, paths
+from pairrepro.data.fetch import FetchReport, FileResult, merge_record
+from pairrepro.data.manifests import HUB_DIR, HubSpec, Manifest
+from pairrepro.errors import ConfigError, DataError, DownloadError
+
+#: The record of the last hub fetch, beside the parquet files.
+SOURCE_RECORD = "source.json"
+_COMMIT = re.compile(r"@([0-9a-f]{40})/")
+
+
+def hub_spec(manifest: Manifest) -> HubSpec:
+    """The manifest's ``[hub]`` table, or a :class:`ConfigError` naming the datasets that
+    have one."""
+    if manifest.hub is None:
+        from pairrepro.data.manifests import available_datasets, load_manifest
+
+        have = [n for n in available_datasets() if load_manifest(n).hub is not None]
+        raise ConfigError(
+            f"dataset {manifest.name!r} has no [hub] table in {manifest.source}",
+            hint=f"--source hub works for: {', '.join(have) or '(none)'}; "
+                 f"fetch {manifest.name} without --source hub")
+    return manifest.hub
+
+
+def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]:
+    """Build the dataset with ``datasets`` (as ``load_dataset`` does) and return it, the data
+    files it resolved per split, and the builder's fingerprint."""
+    try:
+        import datasets
+    except ImportError as exc:  # declared in pyproject; a broken environment still gets a hint
+        raise ConfigError("the `datasets` package is not installed",
+                          hint="pip install 'datasets>=2.14'") from exc
+    try:
+        builder = datasets.load_dataset_builder(location, spec.config,
+                                                revision=spec.revision or None)
+        builder.download_and_prepare()
+        loaded = builder.as_dataset()
+    except (ConnectionError, FileNotFoundError, OSError, ValueError) as exc:
+        offline = datasets.config.HF_DATASETS_OFFLINE
+        raise DownloadError(
+            f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
+            f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            hint="with internet, unset HF_DATASETS_OFFLINE; without it, --from DIR (a local "
+                 "copy of the hub repository) or fetch without --source hub (mirror, "
+                 "--from the official files)") from exc
+    data_files = {str(split): [str(f) for f in files]
+                  for split, files in (builder.config.data_files or {}).items()}
+    return loaded, data_files, str(builder.hash or "")
+
+
+def _label_key(value: Any) -> str:
+    """The hub's label value as ``[hub] labels`` spells it (a class index or a name)."""
+    return str(value)
+
+
+def _columns(spec: HubSpec, manifest: Manifest, split: str, table: Any) -> None:
+    names = list(table.column_names)
+    absent = [hub for hub in spec.columns.values() if hub not in names]
+    if absent:
+        raise DataError(
+            f"{manifest.source}: [hub] columns: hub split {split!r} of {spec.id} has no "
+            f"column {', '.join(map(repr, absent))}",
+            hint=f"its columns are: {', '.join(names)}; fix [hub] columns")
+
+
+def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, list[str]]:
+    """The canonical columns ``hub_parquet`` reads, and warnings about the label names."""
+    cols = spec.columns
+    left = dataset[cols["left"]]
+    right = dataset[cols["right"]]
+    raw_labels = dataset[cols["label"]]
+    ids = ([str(v) for v in dataset[cols["pair_id"]]] if "pair_id" in cols
+           else [f"{hub_split}-{i}" for i in range(len(left))])
+    keys = [_label_key(v) for v in raw_labels]
+    mapped = [spec.labels.get(k) for k in keys]
+    warnings = []
+    feature = dataset.features.get(cols["label"])
+    names = getattr(feature, "names", None)  # a ClassLabel: the hub's own names per index
+    if names:
+        for key, ours in spec.labels.items():
+            if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours:
+                warnings.append(f"[hub] labels maps {key} to {ours!r}; the hub calls "
+                                f"class {key} {names[int(key)]!r}")
+    table = pa.table({"pair_id": pa.array(ids, pa.string()),
+                      "left": pa.array(left, pa.string()),
+                      "right": pa.array(right, pa.string()),
+                      "label": pa.array(mapped, pa.string()),
+                      "hub_label": pa.array(keys, pa.string())})
+    return table, warnings
+
+
+def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
+    """Load ``manifest``'s hub dataset (or the local hub-layout folder ``from_path``) and write
+    ``raw/<name>/hub/<split>.parquet`` plus the records. Splits the hub lacks are reported
+    missing; none at all is a :class:`DataError`."""
+    spec = hub_spec(manifest)
+    location = str(from_path) if from_path is not None else spec.id
+    loaded, data_files, fingerprint = _load(spec, location)
+    revisions = sorted({m.group(1) for files in data_files.values() for f in files
+                        for m in [_COMMIT.search(f)] if m})
+    revision = revisions[0] if len(revisions) == 1 else (spec.revision or "")
+    origin = f"hub:{spec.id}@{revision or fingerprint}" if from_path is None \
+        else f"hub-folder:{from_path}"
+    root = paths.raw_dir(manifest.name)
+    report = FetchReport(manifest.name, root)
+    splits: dict[str, Any] = {}
+    for ours, theirs in spec.splits.items():
+        rel = spec.file(ours)
+        if theirs not in loaded:
+            report.files.append(FileResult(rel, "missing", splits=[ours],
+                                           error=f"the hub has no split {theirs!r} "
+                                                 f"(it has {', '.join(loaded)})"))
+            continue
+        dataset = loaded[theirs]
+        _columns(spec, manifest, theirs, dataset)
+        table, warnings = _convert(spec, theirs, dataset)
+        report.warnings.extend(w for w in warnings if w not in report.warnings)
+        target = root / rel
+        with io.atomic_path(target) as tmp:
+            pq.write_table(table, tmp)
+        digest = io.sha256_file(target)
+        report.files.append(FileResult(rel, "fetched", origin, digest, target.stat().st_size,
+                                       False, [ours]))
+        splits[ours] = {"hub_split": theirs, "rows": dataset.num_rows, "file": rel,
+                        "sha256": digest, "fingerprint": dataset._fingerprint,
+                        "data_files": data_files.get(theirs, [])}
+    report.splits_present = [s for s in spec.splits if s in splits]
+    report.splits_missing = [s for s in spec.splits if s not in splits]
+    if not splits:
+        raise DataError(f"{location}: none of the hub splits {', '.join(spec.splits.values())} "
+                        f"is there (it has {', '.join(loaded)})",
+                        hint=f"fix [hub] splits in {manifest.source}")
+    source = {"id": spec.id, "config": spec.config, "location": location,
+              "revision": revision, "revision_asked": spec.revision,
+              "fingerprint": fingerprint, "data_files": data_files, "splits": splits}
+    io.write_json(root / HUB_DIR / SOURCE_RECORD, source)
+    merge_record(manifest, report, hub=source)
+    return report

@@ -1,0 +1,97 @@
+"""The generated sections of README.md: the "What we reproduced" tables and the run table,
+rendered from the committed reference runs (``results/``) only, so the README cannot state a
+number no committed run backs (``make readme-tables`` rewrites them; a test fails when the
+committed README differs from what ``results/`` renders).
+
+A section sits between two HTML comments::
+
+    <!-- BEGIN generated: csran-table6 -->
+    ...
+    <!-- END generated -->
+
+Rendering is the reference-only view of :func:`pairrepro.report.cells.evaluate_table`
+(no user runs, no local data checks) with paths relative to the project folder, so it gives
+the same text on every machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError
+from pairrepro.report.cells import compare_to, evaluate_table
+from pairrepro.report.paper_tables import load_paper
+from pairrepro.report.recipe_index import load_recipe_index
+
+BEGIN = "<!-- BEGIN generated: {name} -->"
+END = "<!-- END generated -->"
+_SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END generated -->",
+                      re.DOTALL)
+
+
+def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
+    def render_table(results: Path) -> str:
+        from pairrepro.report.render import to_markdown
+
+        doc = load_paper(paper)
+        ev = evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+        if versus:
+            compare_to(ev, versus)
+        return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
+    return render_table
+
+
+def _runs(results: Path) -> str:
+    from pairrepro.report.runs_table import collect, to_markdown
+
+    return to_markdown(collect(results))
+
+
+# section name -> how it is rendered from the results folder (README order)
+SECTIONS: dict[str, Callable[[Path], str]] = {
+    "csran-table6": _table("csran", 6),
+    "csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers kept"),
+    "csran-table8": _table("csran", 8),
+    "csran-table5": _table("csran", 5),
+    "runs": _runs,
+}
+
+
+def render_sections(results_dir: Path | None = None) -> dict[str, str]:
+    """Every generated section's text, from ``results_dir`` (default ``results/``), rendered
+    from the project folder with ``results/`` named relatively (links and paths in the
+    README must not depend on where the clone lives)."""
+    folder = (results_dir or paths.results_dir()).absolute()
+    with contextlib.chdir(paths.PROJECT_DIR):
+        results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
+        return {name: render(results) for name, render in SECTIONS.items()}
+
+
+def rewrite(text: str, sections: dict[str, str], source: str = "README.md") -> str:
+    """``text`` with the body of every marked section replaced by ``sections[name]``; a
+    marker naming no known section, or a known section without markers, is a ConfigError."""
+    found = [m.group(1) for m in _SECTION.finditer(text)]
+    unknown = sorted(set(found) - set(sections))
+    missing = [name for name in sections if name not in found]
+    if unknown or missing:
+        problems = ([f"unknown: {', '.join(unknown)}"] if unknown else []) + (
+            [f"missing: {', '.join(missing)}"] if missing else [])
+        raise ConfigError(f"{source}: generated sections {'; '.join(problems)}",
+                          hint=f"mark each of {', '.join(sections)} as "
+                               f"{BEGIN.format(name='NAME')} ... {END}")
+    return _SECTION.sub(lambda m: f"{BEGIN.format(name=m.group(1))}\n"
+                                  f"{sections[m.group(1)].rstrip()}\n{END}", text)
+
+
+def stale_sections(readme: Path, results_dir: Path | None = None) -> list[str]:
+    """The sections of ``readme`` whose text differs from what ``results_dir`` renders."""
+    text = readme.read_text(encoding="utf-8")
+    fresh = rewrite(text, render_sections(results_dir), str(readme))
+    old = dict(m.groups() for m in _SECTION.finditer(text))
+    new = dict(m.groups() for m in _SECTION.finditer(fresh))
+    return [name for name in new if old.get(name) != new[name]] if fresh != text else []

@@ -1,0 +1,531 @@
+"""``pairrepro preflight RECIPE``: the five-minute check before a twenty-hour run.
+
+The recipe's model is built at the recipe's own size, as training builds it
+(:mod:`pairrepro.train.setup`), and trained for a bounded number of optimiser steps
+(``steps``, and ``budget_s`` seconds) on **one fixed batch** at the recipe's batch size,
+through the training loop's own step (:meth:`pairrepro.train.loop.Trainer.train_step`: the
+task's loss, the recipe's L2 scope, clipping and, on CUDA, bf16 autocast). Overfitting one
+batch is the standard smoke test: a model that trains must lower the loss on it.
+
+Checks (each ``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
+
+* ``loss_falls``: the batch's loss (eval mode, so dropout does not blur it) is lower after
+  the steps than before;
+* ``finite``: every step's loss and every parameter after the steps are finite;
+* ``gradients``: every trainable parameter tensor receives a non-zero gradient from the
+  data loss alone (no L2 term) at initialisation: catches a saturated classifier, whose
+  zero gradient never reaches the layers below (CIN before its filter rescaling); under the
+  pairwise hinge loss a one-number score bias is exempt (it cancels in ``s+ - s-``);
+* ``embedding_norms``: with pretrained, fine-tuned word vectors, the rows the batch never
+  uses (no data gradient) keep their norm over the steps (relative change at most
+  :data:`NORM_TOLERANCE`): catches an L2 penalty on the whole table, which under Adam or
+  AdaGrad shrinks every unused row at a rate set by the learning rate alone;
+* ``outputs_vary``: the outputs after the steps are not constant across the batch;
+* ``padding``: more padding (:data:`EXTRA_PADDING` tokens per text) does not change the
+  outputs of the first pairs of the batch (eval mode).
+
+Measured on this device: training pairs/s (median step, the first step left out as the
+warm-up), peak memory (CUDA: ``max_memory_allocated``; CPU: the process's peak resident set),
+and FLOPs per pair of one training step (forward and backward) from torch's flop counter
+(:func:`count_flops`: matrix products and convolutions; elementwise work counts zero).
+
+Data: the recipe's training split when it is prepared, else its dev split (or any prepared
+split) as a stand-in, said in ``data.stand_in``; with ``stand_in=True`` a dataset that is not
+prepared at all is replaced by random words at the dataset's typical lengths
+(:data:`STAND_IN_LENGTHS`), enough to time the model at its size. Pretrained vectors that are
+not on this machine (a ``glove-file`` path that does not exist) are replaced by the model's
+own initial values at the recipe's dimension, still treated as pretrained (so the
+``embedding_norms`` check applies), and said in ``embeddings.stand_in``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from pairrepro.config import Recipe
+from pairrepro.data.batches import EpochPlan, PairBatch
+from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
+from pairrepro.errors import DataError, PairreproError, PreflightError
+from pairrepro.models.base import PairModel
+from pairrepro.models.layers import WordEmbedding
+from pairrepro.train.device import autocast, device_name
+from pairrepro.train.setup import (
+    TaskData,
+    build_recipe_model,
+    count_parameters,
+    load_task_data,
+    recipe_task,
+)
+
+CHECKS = ("loss_falls", "finite", "gradients", "embedding_norms", "outputs_vary", "padding")
+NORM_TOLERANCE = 1e-5  # relative change of an unused pretrained row's norm that still passes
+EXTRA_PADDING = 5  # pad tokens added to each text by the padding check
+PADDING_PAIRS = 8  # pairs of the batch the padding check scores twice
+PADDING_TOLERANCE = 1e-4  # max |difference| / (1 + max |output|) that still passes
+CONSTANT_TOLERANCE = 1e-6  # outputs whose spread is below this (relative) are constant
+# Typical (min, max) token lengths of (left, right) for a dataset that is not prepared here,
+# drawn uniformly per text by the synthetic stand-in (timing only: the checks on random
+# words say little about the data). SNLI: premise ~14 / hypothesis ~8 tokens on average
+# (CIN Table 1); Ubuntu v1: context ~86 / response ~17 words on average (Lowe et al. 2015);
+# Yahoo L4: the 5-50 (MV-LSTM) / 4-30 (C-LSTM) word filters of the papers' constructions;
+# the other rows are rough and marked so in preflight.json.
+STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
+    "snli": ((7, 21), (4, 12)),
+    "multinli": ((10, 34), (5, 17)),  # rough: longer premises than SNLI
+    "quora": ((6, 16), (6, 16)),  # rough: short questions
+    "scitail": ((10, 24), (8, 16)),  # rough
+    "ubuntu": ((40, 132), (8, 26)),
+    "yahoo": ((5, 50), (5, 50)),
+    "reuters_sc": ((4, 14), (4, 14)),  # rough: two clauses of an 8-28-word sentence
+    "trecqa": ((6, 16), (15, 45)),  # rough
+    "twitter_url": ((8, 18), (8, 18)),  # rough
+}
+DEFAULT_LENGTHS = ((8, 24), (8, 24))
+STAND_IN_VOCAB = 30000  # words of the synthetic stand-in vocabulary
+
+
+@dataclass
+class Check:
+    """One check's outcome: ``status`` is ``pass``, ``fail`` or ``n/a``."""
+
+    name: str
+    status: str
+    detail: str
+    value: float | None = None
+
+
+@dataclass
+class PreflightResult:
+    """Everything preflight measured and checked (``preflight.json``)."""
+
+    recipe: str
+    model: str
+    source: str
+    overrides: list[str]
+    device: str
+    device_name: str
+    hardware: str  # "cpu" | "gpu": the unit of the plan's hours from these figures
+    threads: int
+    torch_version: str
+    measured: str
+    data: dict[str, Any]
+    embeddings: dict[str, Any]
+    trains: bool
+    batch_size: int
+    pairs_per_step: int
+    steps: int
+    budget_s: float
+    step_s: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    loss_before: float | None = None
+    loss_after: float | None = None
+    pairs_per_s: float | None = None
+    peak_mb: float | None = None
+    flops_per_step: int | None = None
+    flops_per_pair: float | None = None
+    parameters: dict[str, int] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[str]:
+        """Names of the checks that failed."""
+        return [c.name for c in self.checks if c.status == "fail"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        """``preflight.json``: the fields, ``passed`` and ``failed``."""
+        return {**asdict(self), "passed": self.passed, "failed": self.failed}
+
+    def raise_if_failed(self) -> None:
+        """A :class:`PreflightError` naming every failed check and its detail."""
+        if self.failed:
+            details = "; ".join(f"{c.name}: {c.detail}" for c in self.checks
+                                if c.status == "fail")
+            raise PreflightError(
+                f"{self.recipe}: preflight check(s) failed: {details}",
+                hint="see the check's meaning in `pairrepro preflight --help`; fix the recipe "
+                     "or the model before the long run")
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of one call of ``fn`` (forward and backward when ``fn`` runs both), from
+    :class:`torch.utils.flop_counter.FlopCounterMode` (``bench/flops.py`` counts alike)."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory so far: CUDA ``max_memory_allocated``, else the process's peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    # ru_maxrss is KiB on Linux, bytes on macOS
+    scale = 1 if platform.system() == "Darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+# ---------------------------------------------------------------------------- data
+def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
+                      ) -> tuple[PreparedDataset, str]:
+    """Random words at the dataset's typical lengths, as a prepared dataset in memory."""
+    from pairrepro.data.manifests import load_manifest
+
+    label_map: list[str] = ["0", "1"]
+    lengths = STAND_IN_LENGTHS.get(recipe.data.dataset, DEFAULT_LENGTHS)
+    try:
+        manifest = load_manifest(recipe.data.dataset)
+        label_map = list(manifest.label_map) or label_map
+        declared = manifest.variant(recipe.data.variant or None).options.get("lengths")
+        if declared:  # a construction's own length filter (Yahoo's variants)
+            lengths = (tuple(declared), tuple(declared))  # type: ignore[assignment]
+    except PairreproError:
+        pass
+    rng = np.random.default_rng([seed, 2718])
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = {"".join(rng.choice(letters, rng.integers(2, 11))) for _ in range(STAND_IN_VOCAB)}
+    vocab = [PAD, UNK, *sorted(words - {PAD, UNK})]
+    ranking = recipe_task(recipe).is_ranking
+    per_group = 5 if ranking else 1
+    rows = []
+    for i in range(pairs):
+        group = i // per_group
+        if i % per_group == 0:
+            left = rng.integers(2, len(vocab), rng.integers(lengths[0][0], lengths[0][1] + 1))
+        right = rng.integers(2, len(vocab), rng.integers(lengths[1][0], lengths[1][1] + 1))
+        label = int(i % per_group == 0) if ranking else int(rng.integers(len(label_map)))
+        rows.append((f"s{i}", f"g{group}", left.tolist(), right.tolist(), label))
+    frame = pd.DataFrame(rows, columns=["pair_id", "group_id", "left_ids", "right_ids", "label"])
+    split = recipe.data.train_split
+    prepared = PreparedDataset(root=Path("<stand-in>"), vocab=vocab,
+                               train_counts=[0, 0, *[1000] * (len(vocab) - 2)],
+                               stats={"label_map": label_map}, _splits={split: frame})
+    note = (f"{recipe.data.dataset} is not prepared here: {pairs} pairs of random words, "
+            f"lengths {lengths[0][0]}-{lengths[0][1]} / {lengths[1][0]}-{lengths[1][1]} "
+            f"tokens, {len(vocab)}-word vocabulary (timing only)")
+    return prepared, note
+
+
+def preflight_data(recipe: Recipe, seed: int, stand_in: bool = False
+                   ) -> tuple[Recipe, PreparedDataset, TaskData, dict[str, Any]]:
+    """The data preflight trains on: the recipe's training split, else a prepared stand-in
+    split (dev first), else (``stand_in``) synthetic words. Returns the recipe with that
+    split as its ``train_split``, the prepared dataset, the encoded data and a description."""
+    d = recipe.data
+    info: dict[str, Any] = {"dataset": d.dataset, "variant": d.variant, "stand_in": None}
+    if is_prepared(d.dataset, d.variant):
+        prepared = load_prepared(d.dataset, d.variant or None)
+        present = prepared.split_names
+        order = [d.train_split, d.dev_split, *d.test_splits, *present]
+        split = next((s for s in order if s in present), None)
+        if split is None:
+            raise DataError(f"{prepared.root} holds no split", hint="re-run pairrepro preprocess")
+        if split != d.train_split:
+            info["stand_in"] = (f"the training split {d.train_split!r} is not prepared here: "
+                                f"split {split!r} stands in for it")
+    elif stand_in:
+        split = d.train_split
+        prepared, info["stand_in"] = _stand_in_dataset(
+            recipe, seed, max(4 * recipe.train.batch_size, 256))
+    else:
+        from pairrepro.data.prepared import data_status
+
+        raise DataError(f"{d.dataset}{'/' + d.variant if d.variant else ''} is not prepared",
+                        hint=f"{data_status(d.dataset, d.variant)[1]}; or pass --stand-in to "
+                             "time the model on random words")
+    run_recipe = recipe.with_changes(data={"train_split": split})
+    _, data = load_task_data(run_recipe, seed, [split], prepared=prepared)
+    info.update(split=split, pairs=len(data.train))
+    return run_recipe, prepared, data, info
+
+
+def _embeddings_here(recipe: Recipe) -> str | None:
+    """``None`` when the recipe's pretrained vectors can be read here, else why not."""
+    emb = recipe.embeddings
+    if emb.source == "glove-file" and not Path(emb.path).is_file():
+        return f"{emb.path} is not here"
+    if emb.source == "glove-6b-50d":
+        from pairrepro.data.embeddings import glove_package_files
+
+        try:
+            glove_package_files()
+        except PairreproError as exc:
+            return exc.message
+    return None
+
+
+# ---------------------------------------------------------------------------- checks
+def _pick_batch(plan: EpochPlan) -> int:
+    """The position of the batch with the median mean length: a typical step to time."""
+    split = plan.split
+    lengths = split.lengths()
+    means = []
+    for rows in plan.batches:
+        items = plan.items[rows]
+        pair_rows = items.reshape(-1) if items.ndim > 1 else items
+        means.append(float(lengths[pair_rows].mean()))
+    order = np.argsort(means, kind="stable")
+    return int(order[len(order) // 2])
+
+
+def _outputs(model: PairModel, batch: PairBatch, device: torch.device) -> torch.Tensor:
+    with torch.no_grad(), autocast(device):
+        return model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
+
+
+def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device
+               ) -> tuple[float, torch.Tensor]:
+    """The batch's loss and outputs in eval mode (no dropout)."""
+    model.eval()
+    out = _outputs(model, batch, device)
+    loss = recipe_task(recipe).batch_loss(out, batch.labels, recipe.task.margin,
+                                          batch.num_triples)
+    model.train()
+    return float(loss), out
+
+
+def _pad_more(batch: PairBatch, rows: int, extra: int) -> tuple[PairBatch, PairBatch]:
+    """The first ``rows`` pairs of ``batch``, as they are and with ``extra`` more pads."""
+    def cut(t: torch.Tensor) -> torch.Tensor:
+        return t[:rows]
+
+    base = PairBatch(cut(batch.left), cut(batch.left_mask), cut(batch.right),
+                     cut(batch.right_mask), cut(batch.labels))
+    padded = PairBatch(F.pad(base.left, (0, extra), value=PAD_ID),
+                       F.pad(base.left_mask, (0, extra), value=False),
+                       F.pad(base.right, (0, extra + 2), value=PAD_ID),
+                       F.pad(base.right_mask, (0, extra + 2), value=False), base.labels)
+    return base, padded
+
+
+def check_padding(model: PairModel, batch: PairBatch, device: torch.device) -> Check:
+    """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
+    model.eval()
+    base, padded = _pad_more(batch, PADDING_PAIRS, EXTRA_PADDING)
+    a, b = _outputs(model, base, device), _outputs(model, padded, device)
+    model.train()
+    diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
+    ok = diff <= PADDING_TOLERANCE
+    return Check("padding", "pass" if ok else "fail",
+                 f"outputs moved by {diff:.2g} (relative) with {EXTRA_PADDING} more pads"
+                 + ("" if ok else f" > {PADDING_TOLERANCE:g}: padding leaks into the output"),
+                 diff)
+
+
+def check_outputs_vary(outputs: torch.Tensor) -> Check:
+    """``outputs_vary``: some output differs across the rows of the batch."""
+    spread = float((outputs.max(dim=0).values - outputs.min(dim=0).values).max())
+    scale = max(1.0, float(outputs.abs().max()))
+    ok = spread > CONSTANT_TOLERANCE * scale
+    return Check("outputs_vary", "pass" if ok else "fail",
+                 f"largest spread of an output across the batch {spread:.3g}"
+                 + ("" if ok else ": the model outputs the same for every pair"), spread)
+
+
+def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device
+                   ) -> tuple[Check, int]:
+    """``gradients`` of the data loss alone at the current weights, and the FLOPs of that
+    forward + backward (one training step's matrix work)."""
+    task = recipe_task(recipe)
+    model.zero_grad(set_to_none=True)
+
+    def step() -> None:
+        with autocast(device):
+            out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
+        task.batch_loss(out, batch.labels, recipe.task.margin, batch.num_triples).backward()
+
+    flops = count_flops(step)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    dead = [n for n, p in named if p.grad is None or not bool(p.grad.abs().sum() > 0)]
+    if task.num_outputs(2) == 1:
+        # a pairwise loss sees only score differences: a one-number bias on the score adds
+        # the same to both and never gets a gradient, by construction
+        shift = {n for n, p in named if p.numel() == 1 and n.endswith("bias")}
+        dead = [n for n in dead if n not in shift]
+    model.zero_grad(set_to_none=True)
+    if dead:
+        shown = ", ".join(dead[:6]) + (f" (+{len(dead) - 6} more)" if len(dead) > 6 else "")
+        return Check("gradients", "fail", f"{len(dead)} of {len(named)} trainable tensors get "
+                     f"a zero gradient from the loss: {shown}", float(len(dead))), flops
+    return Check("gradients", "pass", f"all {len(named)} trainable tensors get a non-zero "
+                 "gradient", 0.0), flops
+
+
+class EmbeddingNorms:
+    """``embedding_norms``: norms of the pretrained, trainable word rows the batch never uses,
+    taken before the steps and compared after."""
+
+    def __init__(self, model: PairModel, recipe: Recipe, batch: PairBatch) -> None:
+        self.tables = [m.embedding.weight for m in model.modules()
+                       if isinstance(m, WordEmbedding) and m.embedding.weight.requires_grad]
+        self.why_not = ("random embeddings (learned from scratch)"
+                        if recipe.embeddings.source == "random" else
+                        "frozen embeddings" if not self.tables else "")
+        self.before: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if self.why_not:
+            return
+        used = torch.unique(torch.cat([batch.left.reshape(-1), batch.right.reshape(-1)]))
+        for table in self.tables:
+            with torch.no_grad():
+                norms = table.detach().float().norm(dim=1)
+                unused = torch.ones(len(norms), dtype=torch.bool, device=norms.device)
+                unused[used.to(norms.device)] = False
+                unused &= norms > 0  # the padding row is zero and stays so
+                rows = unused.nonzero().squeeze(1)
+                self.before.append((rows, norms[rows].clone()))
+
+    def check(self) -> Check:
+        if self.why_not:
+            return Check("embedding_norms", "n/a", self.why_not)
+        worst, count = 0.0, 0
+        for table, (rows, before) in zip(self.tables, self.before, strict=True):
+            with torch.no_grad():
+                after = table.detach().float()[rows].norm(dim=1)
+            if len(rows):
+                worst = max(worst, float(((after - before).abs() / before).max()))
+            count += len(rows)
+        ok = worst <= NORM_TOLERANCE
+        return Check("embedding_norms", "pass" if ok else "fail",
+                     f"{count} pretrained rows unused by the batch: largest relative norm "
+                     f"change {worst:.2g}" + ("" if ok else
+                                             " (an L2 term or weight decay shrinks rows "
+                                             "without data: use [optim] l2_scope = "
+                                             "\"weights\" or \"lazy\")"), worst)
+
+
+# ---------------------------------------------------------------------------- the run
+def run_preflight(recipe: Recipe, overrides: list[str] | None = None, steps: int = 5,
+                  budget_s: float = 300.0, device: torch.device | None = None, seed: int = 1,
+                  stand_in: bool = False, show_progress: bool = False) -> PreflightResult:
+    """Build ``recipe``'s model at its size, train it ``steps`` steps (at most ``budget_s``
+    seconds of steps, at least one) on one fixed batch, check and measure it (see the module
+    docstring). Failed checks are in the result, not raised (:meth:`PreflightResult.
+    raise_if_failed`)."""
+    from pairrepro.train.loop import Trainer
+    from pairrepro.train.run_folder import RunFolder
+    from pairrepro.train.seeding import seed_everything
+
+    device = device or torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    seed_everything(seed, recipe.train.deterministic)
+    run_recipe, prepared, data, data_info = preflight_data(recipe, seed, stand_in)
+    missing = _embeddings_here(recipe)
+    model, emb_info = build_recipe_model(run_recipe, prepared, data.num_classes, seed,
+                                         with_embeddings=missing is None)
+    model = model.to(device)
+    result = PreflightResult(
+        recipe=recipe.name, model=recipe.model.name, source=recipe.source,
+        overrides=list(overrides or []),
+        device=str(device), device_name=device_name(device),
+        hardware="gpu" if device.type == "cuda" else "cpu", threads=torch.get_num_threads(),
+        torch_version=torch.__version__, measured=_dt.date.today().isoformat(),
+        data=data_info, embeddings={
+            "source": recipe.embeddings.source, "dim": recipe.embeddings.dim,
+            "trainable": recipe.embeddings.trainable, "oov": emb_info.get("embedding_oov"),
+            "stand_in": (None if missing is None or recipe.embeddings.source == "random" else
+                         f"{missing}: the model's initial values at {recipe.embeddings.dim} "
+                         "dimensions stand in (treated as pretrained)")},
+        trains=model.needs_training, batch_size=recipe.train.batch_size, pairs_per_step=0,
+        steps=0, budget_s=budget_s, parameters=count_parameters(model))
+    task = recipe_task(recipe)
+    plan = EpochPlan(data.train, recipe.train.batch_size, seed, 0, task, recipe.task.negatives,
+                     max_negatives_per_query=recipe.task.max_negatives_per_query)
+    position = _pick_batch(plan)
+    batch = plan.collate(position).to(device)
+    result.pairs_per_step = batch.num_pairs
+    if not model.needs_training:
+        return _score_only(result, model, data, batch, device)
+    result.loss_before, _ = _eval_loss(model, batch, run_recipe, device)
+    gradients, flops = gradient_probe(model, batch, run_recipe, device)
+    result.flops_per_step = flops
+    result.flops_per_pair = flops / max(batch.num_pairs, 1)
+    norms = EmbeddingNorms(model, run_recipe, batch)
+    with tempfile.TemporaryDirectory() as tmp:  # the trainer's folder: nothing is written
+        trainer = Trainer(run_recipe, model, data, RunFolder(Path(tmp) / "preflight"), seed,
+                          device, show_progress=False)
+        _train_steps(trainer, plan, position, result, steps, budget_s, show_progress)
+    finite = all(math.isfinite(v) for v in result.losses) and all(
+        bool(torch.isfinite(p).all()) for p in model.parameters())
+    result.loss_after, outputs = _eval_loss(model, batch, run_recipe, device)
+    falls = (result.loss_after < result.loss_before
+             or (result.loss_before == 0 and result.loss_after == 0))
+    result.checks = [
+        Check("loss_falls", "pass" if falls and finite else "fail",
+              f"batch loss {result.loss_before:.4g} -> {result.loss_after:.4g} after "
+              f"{result.steps} step(s)" + ("" if falls else ": it did not fall (lower "
+                                           "[optim] lr, check the init and the data)"),
+              result.loss_after - result.loss_before if finite else None),
+        Check("finite", "pass" if finite else "fail",
+              "losses and weights finite" if finite else
+              f"non-finite loss or weights (losses {result.losses})"),
+        gradients, norms.check(), check_outputs_vary(outputs),
+        check_padding(model, batch, device),
+    ]
+    result.peak_mb = peak_memory_mb(device)
+    return result
+
+
+def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightResult,
+                 steps: int, budget_s: float, show_progress: bool) -> None:
+    """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s``; fills the
+    losses, step times and pairs/s of ``result``."""
+    from contextlib import nullcontext
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    progress = Progress(TextColumn(f"preflight {result.recipe}"), BarColumn(),
+                        MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
+                        console=Console(stderr=True), transient=True,
+                        disable=not show_progress)
+    started = time.perf_counter()
+    with progress if show_progress else nullcontext():
+        bar = progress.add_task("steps", total=steps, loss="-")
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            loss_sum, _, pairs = trainer.train_step(plan, position)
+            loss = float(loss_sum) / max(pairs, 1)  # float(): waits for the device
+            result.step_s.append(time.perf_counter() - t0)
+            result.losses.append(loss)
+            result.steps += 1
+            progress.update(bar, advance=1, loss=f"{loss:.4f}")
+            if not math.isfinite(loss) or time.perf_counter() - started > budget_s:
+                break
+    timed = result.step_s[1:] or result.step_s  # the first step warms up
+    result.pairs_per_s = result.pairs_per_step / statistics.median(timed)
+
+
+def _score_only(result: PreflightResult, model: PairModel, data: TaskData, batch: PairBatch,
+                device: torch.device) -> PreflightResult:
+    """A scorer without training (BM25, random guess): its statistics, one scoring pass;
+    only the output checks apply."""
+    model.fit_statistics(data.train.left, data.train.right, data.train.labels)
+    model.eval()
+    t0 = time.perf_counter()
+    outputs = _outputs(model, batch, device)
+    result.step_s = [time.perf_counter() - t0]
+    result.pairs_per_s = batch.num_pairs / max(result.step_s[0], 1e-9)
+    na = "n/a: the model is not trained"
+    result.checks = [Check(name, "n/a", na) for name in CHECKS[:4]]
+    result.checks += [check_outputs_vary(outputs), check_padding(model, batch, device)]
+    result.peak_mb = peak_memory_mb(device)
+    return result

@@ -1,0 +1,238 @@
+"""Launchers (issue 17): ``train --threads``, ``reproduce --jobs N`` (a local pool) and
+``--launcher slurm`` (submitit; tested through its local executor, the same code path)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from synth_prepared import write_synthetic
+from typer.testing import CliRunner
+
+from pairrepro import launch, paths
+from pairrepro.cli.app import app
+from pairrepro.config import load_recipe
+from pairrepro.errors import ConfigError
+from pairrepro.train.run_folder import RunFolder
+
+BASE = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
+
+
+def tiny_recipe(folder: Path, name: str, epochs: int = 2, extra: str = "",
+                dataset: str = "synthetic", variant: str = "nli") -> Path:
+    """The demo recipe made tiny (16-d), ``epochs`` long, without early stopping."""
+    text = (BASE.replace("dim = 32", "dim = 16").replace("hidden = 48", "hidden = 16")
+            .replace("mlp_hidden = 64", "mlp_hidden = 16").replace("epochs = 5", f"epochs = "
+                                                                   f"{epochs}")
+            .replace("patience = 2", "patience = 0")
+            .replace('dataset = "synthetic"', f'dataset = "{dataset}"')
+            .replace('variant = "nli"', f'variant = "{variant}"'))
+    if extra:
+        text = text.replace("[train]\n", f"[train]\n{extra}\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def synth(data_home: Path) -> Path:
+    write_synthetic(data_home, n_train=300, n_eval=90, n_queries=40, n_eval_queries=20)
+    return data_home
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> None:
+    """Tests here change torch's thread count; put conftest's 1 back afterwards."""
+    yield
+    torch.set_num_threads(1)
+
+
+def manifest(runs: Path, recipe: str, seed: int = 1) -> dict:
+    return RunFolder.of(runs, recipe, seed).read_manifest()
+
+
+# --------------------------------------------------------------------------- threads
+def test_default_threads_divide_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "available_cores", lambda: 8)
+    assert [launch.default_threads(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+
+
+def test_train_threads_option_and_default_are_recorded(synth: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe = tiny_recipe(tmp_path / "recipes", "tiny", epochs=1)
+    runs = paths.runs_dir()
+    runner = CliRunner()
+    result = runner.invoke(app, ["--quiet", "train", str(recipe), "--threads", "2"])
+    assert result.exit_code == 0, result.output
+    assert manifest(runs, "tiny")["cpu_threads"] == 2
+    # default: the machine's cores (3 here) divided by the runs sharing it (1; torchrun: its
+    # processes on this node)
+    monkeypatch.setattr(launch, "available_cores", lambda: 3)
+    result = runner.invoke(app, ["--quiet", "train", str(recipe), "--force"])
+    assert result.exit_code == 0, result.output
+    assert manifest(runs, "tiny")["cpu_threads"] == 3
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    monkeypatch.setenv("WORLD_SIZE", "1")  # not a real DDP launch: one process
+    result = runner.invoke(app, ["--quiet", "train", str(recipe), "--force"])
+    assert result.exit_code == 0, result.output
+    assert manifest(runs, "tiny")["cpu_threads"] == 1
+
+
+def test_exit_status_of_a_pool_process_becomes_the_outcome(tmp_path: Path) -> None:
+    spec = launch.RunSpec("r", "r.toml", 1)
+    log = tmp_path / "r.log"
+    log.write_text("loading\nerror: recipes/r.toml: [data] dataset: 'nope' is unknown\n")
+    assert launch._ended(spec, 0, tmp_path, log).status == "finished"
+    assert (launch._ended(spec, 130, tmp_path, log).status,
+            launch._ended(spec, -15, tmp_path, log).exit_code) == ("interrupted", 130)
+    failed = launch._ended(spec, 2, tmp_path, log)
+    assert (failed.status, failed.exit_code) == ("failed", 2)
+    assert failed.reason == "recipes/r.toml: [data] dataset: 'nope' is unknown"
+    killed = launch._ended(spec, -9, tmp_path, log)
+    assert (killed.status, killed.reason) == ("failed", "killed by signal SIGKILL")
+
+
+# --------------------------------------------------------------------------- local pool
+def test_reproduce_jobs_runs_a_pool_and_a_failed_run_does_not_stop_the_others(
+        synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two recipes of CSRAN Table 2 (SNLI; synthetic NLI data prepared under that name), one
+    of which fails in its first epoch (a ranking metric on a classification task): with
+    --jobs 2 the good one's two seeds finish, the summary names the failure and its exit
+    code, the table is rendered, and the exit code is 6."""
+    recipes = tmp_path / "recipes"
+    row = '[recipe]\nreproduces = [{paper = "csran", table = 2, row = "CSRAN"}]\n'
+    for name, extra in (("good", ""), ("bad", 'select_metric = "map"')):
+        path = tiny_recipe(recipes, name, epochs=2, dataset="snli", variant="syn")
+        text = path.read_text().replace("[recipe]\n", row, 1).replace(
+            'select_metric = "accuracy"', extra or 'select_metric = "accuracy"')
+        path.write_text(text)
+    prepared = synth / "prepared"
+    (prepared / "synthetic-nli").rename(prepared / "snli-syn")
+    monkeypatch.setenv("PAIRREPRO_RECIPES", str(recipes))
+    runs = tmp_path / "runs"
+    result = CliRunner().invoke(app, ["--quiet", "reproduce", "csran", "--table", "2",
+                                      "--seeds", "1,2", "--jobs", "2", "--threads", "1",
+                                      "--runs", str(runs), "--format", "md"])
+    assert result.exit_code == 6, result.output
+    text = " ".join(result.output.split())
+    assert "bad seed 1: failed (exit 2)" in text and "bad seed 2: failed (exit 2)" in text
+    assert "select_metric" in text and "2 of 4 run(s) did not finish" in text
+    for seed in (1, 2):
+        good = RunFolder.of(runs, "good", seed)
+        assert good.read_result()["status"] == "finished"
+        assert good.read_manifest()["cpu_threads"] == 1
+        assert good.log_path("local").is_file()
+        assert RunFolder.of(runs, "bad", seed).read_result()["status"] == "failed"
+    assert "| CSRAN" in result.output  # the table is still rendered
+
+
+def test_pool_never_runs_more_than_jobs_at_once(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Processes replaced by ``sleep``: at most ``jobs`` are alive at any poll."""
+    import subprocess
+
+    alive: list[subprocess.Popen] = []
+    peak = [0]
+    real = subprocess.Popen
+
+    def popen(command: list[str], **kwargs: object) -> subprocess.Popen:
+        process = real(["sleep", "0.3"], **kwargs)
+        alive.append(process)
+        peak[0] = max(peak[0], sum(p.poll() is None for p in alive))
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(launch, "POLL_S", 0.05)
+    specs = [launch.RunSpec("r", "r.toml", seed) for seed in range(5)]
+    outcomes = launch.run_local(specs, tmp_path, jobs=2, threads=1)
+    assert [o.status for o in outcomes] == ["finished"] * 5 and peak[0] == 2
+
+
+# --------------------------------------------------------------------------- Slurm
+def test_slurm_resources_from_preflight_file_and_options(tmp_path: Path) -> None:
+    recipe = load_recipe(paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml")
+    # no preflight figures: a GPU unless the device is cpu, defaults otherwise
+    assert launch.recipe_resources(recipe, None, tmp_path) == {"gpus_per_node": 1}
+    (tmp_path / "bilstm_max_synthetic.json").write_text(json.dumps(
+        {"pairs_per_s": 100.0, "train_pairs": 6000, "peak_memory_mb": 4096}))
+    found = launch.recipe_resources(recipe, "cpu", tmp_path)
+    # 5 epochs × 60 s × 1.5 = 7.5 min + 30; memory 4 GB × 1.5 + 2 = 8 GB
+    assert found == {"gpus_per_node": 0, "timeout_min": 37, "mem_gb": 8}
+    config = tmp_path / "slurm.toml"
+    config.write_text('[slurm]\npartition = "gpu"\nmem_gb = 32\ntimeout_min = 90\n')
+    file_values = launch.load_slurm_config(config)
+    settings = launch.slurm_settings(recipe, "cpu", file_values,
+                                     {"timeout_min": 60, "partition": None}, tmp_path)
+    assert (settings.partition, settings.mem_gb, settings.timeout_min,
+            settings.gpus_per_node) == ("gpu", 32, 60, 0)
+    params = launch.executor_parameters(settings, "pairrepro")
+    assert params["slurm_partition"] == "gpu" and params["timeout_min"] == 60
+    config.write_text("[slurm]\nmem = 32\n")
+    with pytest.raises(ConfigError,
+                       match=r"(?s)slurm.toml: \[slurm\]: mem: unknown key.*allowed keys: part"):
+        launch.load_slurm_config(config)
+
+
+EPOCHS = 30
+
+
+def _slurm_answers() -> bool:
+    import shutil
+    import subprocess
+
+    if shutil.which("sinfo") is None:
+        return False
+    try:
+        return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.parametrize("cluster", ["local", pytest.param("slurm", marks=pytest.mark.skipif(
+    not _slurm_answers(), reason="no Slurm controller answers sinfo here (a real cluster, "
+                                 "or a single-node slurmctld+slurmd: see the README)"))])
+def test_slurm_array_through_submitit_resumes_a_preempted_job(synth: Path, tmp_path: Path,
+                                                              cluster: str) -> None:
+    """Two seeds as one submitit array (``local``: submitit's local executor, the Slurm job
+    function in local processes; ``slurm``: a real Slurm). Seed 1 is pre-empted after its
+    first epoch: it checkpoints, requeues itself, and the new process resumes from that
+    checkpoint."""
+    pytest.importorskip("submitit")
+    # enough epochs that the signal after the first one always lands mid-run, on any machine
+    recipe = load_recipe(tiny_recipe(tmp_path / "recipes", "tiny", epochs=EPOCHS))
+    runs = tmp_path / "runs"
+    specs = launch.specs_of(recipe, [1, 2])
+    small = {"timeout_min": 30, "cpus_per_task": 1, "mem_gb": 1}  # fits a 2-CPU test node
+    settings = {"tiny": launch.slurm_settings(recipe, "cpu", {}, small)}
+    submitted = launch.submit_slurm(specs, runs, settings, device="cpu", cluster=cluster)
+    assert [spec.seed for spec, _ in submitted] == [1, 2]
+    first = RunFolder.of(runs, "tiny", 1)
+    deadline = time.monotonic() + 300
+    while not first.read_metrics():
+        assert time.monotonic() < deadline and not submitted[0][1].done(), \
+            submitted[0][1].paths.stdout.read_text() if submitted[0][1].paths.stdout.exists() \
+            else "job ended before its first epoch"
+        time.sleep(0.5)
+    # SIGUSR2 to the job's process: what Slurm sends on pre-emption or time-out (submitit's
+    # local executor sends it to the same process before its time limit)
+    log = first.log_path(f"slurm-{submitted[0][1].job_id}")
+    if cluster == "slurm":
+        submitted[0][1]._interrupt()  # scancel --signal SIGTERM, then USR2: a pre-emption
+    else:
+        pid = int(re.search(r"\(pid (\d+)\)", log.read_text()).group(1))
+        os.kill(pid, signal.SIGUSR2)
+    outcomes = launch.wait_slurm(submitted, runs)
+    assert [o.status for o in outcomes] == ["finished", "finished"], outcomes
+    assert Path(outcomes[0].log) == log and log.parent == runs / "tiny" / "logs"  # with the run
+    assert log.read_text().count("pairrepro: tiny seed 1 in job") == 2  # started twice
+    assert first.read_manifest()["resumed"] is True
+    epochs = [line["epoch"] for line in first.read_metrics()]
+    assert epochs == list(range(1, EPOCHS + 1))  # every epoch once: continued, not restarted
+    assert RunFolder.of(runs, "tiny", 2).read_manifest()["resumed"] is False

@@ -1,0 +1,175 @@
+"""What a new user hit following the README word by word: one test per surprise (issue 17)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pairrepro import paths
+from pairrepro.cli.app import app
+from pairrepro.errors import DataError
+
+PROJECT = Path(__file__).resolve().parents[1]
+README = (PROJECT / "README.md").read_text()
+runner = CliRunner()
+
+
+def tour() -> list[str]:
+    """The commands of the README's "A quick tour" block, comments stripped."""
+    block = README.split("## A quick tour", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def test_readme_says_how_pairrepro_gets_on_the_path() -> None:
+    """After `make install` the first tour command gave `pairrepro: command not found`."""
+    before_tour = README.split("## A quick tour", 1)[0]
+    assert ". .venv/bin/activate" in before_tour
+    assert tour()[0].startswith("pairrepro ")
+
+
+def test_tour_fetches_and_prepares_before_use() -> None:
+    """The tour preprocessed trecqa before fetching it and scored --variant raw unprepared."""
+    fetched: set[str] = set()
+    prepared: set[tuple[str, str]] = set()
+    for command in tour():
+        words = command.split()
+        if words[:2] == ["pairrepro", "fetch"]:
+            fetched.add(words[2])
+        elif words[:2] == ["pairrepro", "preprocess"]:
+            assert words[2] in fetched, f"{command!r} before `pairrepro fetch {words[2]}`"
+            variant = words[words.index("--variant") + 1] if "--variant" in words else ""
+            prepared.add((words[2], variant))
+        elif words[:2] == ["pairrepro", "eval"] and "--variant" in words:
+            variant = words[words.index("--variant") + 1]
+            dataset = re.search(r"runs/\w+?_(\w+)", command)
+            assert dataset and (dataset.group(1), variant) in prepared, command
+
+
+def _help_texts() -> str:
+    from pairrepro.cli import data_cmds, report_cmds, train_cmds
+
+    bash = [block.split("```", 1)[0] for block in README.split("```bash")[1:]]
+    texts = [*bash, data_cmds.FETCH_HELP, data_cmds.DATASETS_HELP]
+    for module in (train_cmds, report_cmds):
+        texts += [fn.__doc__ or "" for fn in vars(module).values() if callable(fn)]
+    return "\n".join(texts)
+
+
+def test_examples_name_recipes_that_exist() -> None:
+    """Help examples named recipes/csran_snli.toml and runs/cin_snli, which do not exist."""
+    text = _help_texts()
+    recipes = {p.stem for p in paths.recipes_dir().glob("*.toml")}
+    named = set(re.findall(r"recipes/(\w+)\.toml", text))
+    assert named and named <= recipes, named - recipes
+    runs = set(re.findall(r"runs/(\w+)", text)) - {"demo"}  # the demo's own runs folder
+    assert runs <= recipes, runs - recipes
+
+
+def test_errors_print_once_under_torchrun(monkeypatch: pytest.MonkeyPatch,
+                                          data_home: Path) -> None:
+    """Four ranks gave four copies of the error: only rank 0 prints it; all exit alike."""
+    monkeypatch.setenv("RANK", "1")
+    other = runner.invoke(app, ["train", "recipes/no_such_recipe.toml"])
+    monkeypatch.setenv("RANK", "0")
+    first = runner.invoke(app, ["train", "recipes/no_such_recipe.toml"])
+    assert other.exit_code == first.exit_code == 2
+    assert other.output == "" and "no_such_recipe" in first.output
+
+
+def test_missing_vectors_hint_is_a_set_flag(tmp_path: Path) -> None:
+    """The hint said to download GloVe, in TOML syntax; the command line takes --set."""
+    from pairrepro.data.embeddings import iter_glove_text
+
+    with pytest.raises(DataError) as caught:
+        next(iter_glove_text(tmp_path / "word2vec" / "yahoo.txt"))
+    hint = caught.value.hint or ""
+    assert "--set embeddings.source=glove-6b-50d --set embeddings.dim=50" in hint
+    assert "pairrepro embeddings train" in hint
+
+
+def test_twitter_url_fetch_names_the_variant_it_can_prepare(
+        data_home: Path, shared_datasets: Path) -> None:
+    """`make data-twitter_url` said "complete", then preprocess missed the raw train file."""
+    result = runner.invoke(app, ["fetch", "twitter_url", "--mirror", str(shared_datasets)])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "complete" not in flat
+    assert "pairrepro preprocess twitter_url --variant tokenised" in flat
+
+
+def test_pytest_says_why_tests_were_skipped(tmp_path: Path) -> None:
+    """`make test` away from ../shared skipped tests without a word."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PAIRREPRO_MIRROR")}
+    env["PAIRREPRO_SHARED"] = str(tmp_path / "nowhere")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "tests/test_hub.py::test_fetch_from_names_the_source_once"],
+        cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    assert "1 skipped" in done.stdout, done.stdout
+    assert "1 test(s) skipped" in done.stdout and "PAIRREPRO_MIRROR" in done.stdout
+
+
+def test_make_help_lists_the_paper_tables_and_the_demo_report() -> None:
+    done = subprocess.run(["make", "-s", "help"], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "csran-table6" in done.stdout and "cin-table2" in done.stdout
+    demo_line = next(line for line in done.stdout.splitlines() if line.startswith("demo"))
+    assert "report" in demo_line
+
+
+def test_demo_runs_the_report_it_promises(data_home: Path) -> None:
+    """The synthetic demo (offline) ends with its report step: the accuracy table."""
+    result = runner.invoke(app, ["demo", "--data", "synthetic", "--epochs", "1",
+                                 "--max-train-pairs", "300"])
+    assert result.exit_code == 0, result.output
+    assert "5/5" in result.output and "majority class" in result.output
+
+
+@pytest.mark.slow
+def test_demo_on_trecqa_renders_csran_table_6(data_home: Path, shared_datasets: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """With TrecQA reachable (the mirror) the demo trains BM25 and MV-LSTM and renders Table
+    6 with the user's rows; BM25 needs no training, so its test MAP is the published run's
+    figure for this code (README: 0.683)."""
+    monkeypatch.setenv("PAIRREPRO_MIRROR", str(shared_datasets))
+    result = runner.invoke(app, ["demo", "--epochs", "1", "--max-train-pairs", "100"])
+    assert result.exit_code == 0, result.output
+    assert "Table 6" in result.output and "5/5" in result.output
+    bm25 = json.loads((data_home.parent / "runs" / "demo" / "bm25_trecqa" / "seed-1"
+                       / "result.json").read_text())
+    assert round(bm25["metrics"]["test"]["map"], 3) == 0.683
+
+
+def test_one_licence_for_the_synthetic_data() -> None:
+    """CC0 in the CLI and MIT in the README: MIT (the project's), stated in the manifest."""
+    manifest = tomllib.loads((PROJECT / "data_manifests" / "synthetic.toml").read_text())
+    assert manifest["licence"].startswith("MIT ")
+    row = next(line for line in README.splitlines() if line.startswith("| `synthetic`"))
+    assert "| MIT |" in row
+
+
+def test_pyproject_licence_is_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """setuptools deprecated the `license = { text = ... }` table: installing printed it."""
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    monkeypatch.chdir(PROJECT)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        apply_configuration(Distribution(), "pyproject.toml")
+    messages = [str(w.message) for w in caught if "licen" in str(w.message).lower()]
+    assert messages == []
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT"
+    assert all((PROJECT / f).is_file() for f in project["license-files"])
