@@ -12,7 +12,7 @@ SEEDS  ?= 1
 DEVICE ?= auto
 # a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir, else $PAIRREPRO_MIRROR,
 # else ../shared/datasets when it exists; empty means the official URLs
-MIRROR ?= $(or $(PAIRREPRO_MIRROR),$(wildcard ../shared/datasets))
+MIRROR ?= $(or $(PAIRREPRO_MIRROR),$(abspath $(wildcard ../shared/datasets)))
 export PAIRREPRO_MIRROR := $(MIRROR)
 
 .PHONY: install demo test lint bench clean help

@@ -15,7 +15,8 @@ torch.set_num_threads(1)
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PAIRREPRO_SHARED") or PROJECT.parent / "shared")
 # the dataset mirror: $PAIRREPRO_MIRROR (as the CLI reads it), else <shared>/datasets
-DATASETS = Path(os.environ.get("PAIRREPRO_MIRROR") or SHARED / "datasets").expanduser()
+# absolute: tests link to it from temporary folders (a relative path would dangle there)
+DATASETS = Path(os.environ.get("PAIRREPRO_MIRROR") or SHARED / "datasets").expanduser().resolve()
 #: Start of the reason of every skip for a missing ../shared folder (counted in the summary).
 SKIP_PREFIX = "needs ../shared: "
 

@@ -314,7 +314,8 @@ def test_demo_runs_the_whole_pipeline(data_home: Path) -> None:
 
     from pairrepro.cli.app import app
 
-    out = CliRunner().invoke(app, ["--json", "demo", "--epochs", "1"])
+    # the synthetic path (with a dataset mirror present, "auto" would run the TrecQA demo)
+    out = CliRunner().invoke(app, ["--json", "demo", "--data", "synthetic", "--epochs", "1"])
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     test = next(r for r in report["results"] if r["split"] == "test")
