@@ -4,6 +4,7 @@ an isolated data home, and single-threaded torch so tests behave on 2 shared cor
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +55,15 @@ def shared_datasets() -> Path:
 def shared_dir() -> Path:
     """The whole ../shared folder (papers, spec, datasets)."""
     return _require(SHARED, "../shared")
+
+
+@pytest.fixture
+def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private manifests folder (the real ones are copied in, tests add their own)."""
+    folder = tmp_path / "manifests"
+    shutil.copytree(PROJECT / "data_manifests", folder)
+    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(folder))
+    return folder
 
 
 @pytest.fixture

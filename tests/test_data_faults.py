@@ -42,14 +42,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     STATE.quiet = STATE.json = False
 
 
-@pytest.fixture
-def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    folder = tmp_path / "manifests"
-    shutil.copytree(Path(fetch.__file__).resolve().parents[2] / "data_manifests", folder)
-    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(folder))
-    return folder
-
-
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

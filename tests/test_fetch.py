@@ -106,15 +106,6 @@ def server() -> Iterator[Server]:
     srv.close()
 
 
-@pytest.fixture
-def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private manifests folder (the real ones are copied in, tests add their own)."""
-    folder = tmp_path / "manifests"
-    shutil.copytree(Path(fetch.__file__).resolve().parents[2] / "data_manifests", folder)
-    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(folder))
-    return folder
-
-
 def _write_manifest(folder: Path, name: str, files: list[dict[str, Any]]) -> None:
     lines = [f'name = "{name}"', 'title = "test"', 'task = "classification"',
              'reader = "canonical_jsonl"', 'licence = "test"', ""]

@@ -82,20 +82,13 @@ class TrainState:
 
 
 @contextmanager
-def deferred_stop(flag: dict[str, bool]) -> Iterator[None]:
-    """Turn the first SIGINT or SIGTERM into ``flag['stop'] = True``; a second one raises
-    ``KeyboardInterrupt`` at once."""
+def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
+              ) -> Iterator[None]:
+    """Install ``handler`` for ``signals`` during the block and restore the previous ones
+    after it; off the main thread signals cannot be set, and are left alone."""
     try:
-        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-
-        def handler(signum: int, frame: Any) -> None:
-            if flag["stop"]:
-                raise KeyboardInterrupt
-            flag["stop"] = True
-
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, handler)
-    except ValueError:  # not the main thread: leave signals alone
+        previous = {sig: signal.signal(sig, handler) for sig in signals}
+    except ValueError:  # not the main thread
         yield
         return
     try:
@@ -106,6 +99,19 @@ def deferred_stop(flag: dict[str, bool]) -> Iterator[None]:
 
 
 @contextmanager
+def deferred_stop(flag: dict[str, bool]) -> Iterator[None]:
+    """Turn the first SIGINT or SIGTERM into ``flag['stop'] = True``; a second one raises
+    ``KeyboardInterrupt`` at once."""
+    def handler(signum: int, frame: Any) -> None:
+        if flag["stop"]:
+            raise KeyboardInterrupt
+        flag["stop"] = True
+
+    with _handling(STOP_SIGNALS, handler):
+        yield
+
+
+@contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Outside the epoch loop (loading data, scoring), SIGTERM raises ``KeyboardInterrupt``
     as Ctrl-C does, so a terminated run is marked ``interrupted`` rather than dying with
@@ -113,15 +119,8 @@ def sigterm_as_interrupt() -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
+    with _handling((signal.SIGTERM,), handler):
         yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class Trainer:
