@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 from pairrepro import io, paths
 from pairrepro.cli.app import app
 from pairrepro.cli.common import STATE
-from pairrepro.data import fetch
+from pairrepro.data import archives, fetch
+from pairrepro.data.fetch_record import RECORD_NAME
 from pairrepro.data.formats import get_reader
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.data.prepare import prepare_dataset
@@ -77,8 +78,8 @@ def test_archive_members_are_pinned_staged_and_only_named_ones_written(
     raw = data_home / "raw" / "arch"
     assert (raw / "set" / "train.jsonl").read_bytes() == train
     assert not (raw / "set" / "extra.bin").exists()  # not named: never written
-    assert not [p for p in raw.iterdir() if p.name.startswith(fetch.STAGING)]
-    record = {e["path"]: e for e in json.loads((raw / fetch.RECORD_NAME).read_text())["files"]}
+    assert not [p for p in raw.iterdir() if p.name.startswith(archives.STAGING)]
+    record = {e["path"]: e for e in json.loads((raw / RECORD_NAME).read_text())["files"]}
     assert record["set/train.jsonl"]["verified"] is True
     # the unpinned member: an explicit unverified state, with the hash of its bytes
     assert record["set/dev.jsonl"] == {**record["set/dev.jsonl"], "verified": False,
@@ -145,9 +146,9 @@ def test_unverified_member_never_replaces_a_verified_file(
 
 
 def test_a_member_cannot_overwrite_the_fetch_record(tmp_path: Path) -> None:
-    archive = _zip(tmp_path / "x.zip", {"data.txt": b"d", fetch.RECORD_NAME: b"{}"})
+    archive = _zip(tmp_path / "x.zip", {"data.txt": b"d", RECORD_NAME: b"{}"})
     with pytest.raises(DataError, match="fetch's own record"):
-        fetch.safe_extract(archive, tmp_path / "out", "zip")
+        archives.safe_extract(archive, tmp_path / "out", "zip")
     assert not (tmp_path / "out").exists()
 
 

@@ -25,7 +25,8 @@ from typer.testing import CliRunner
 
 from pairrepro.cli.app import app
 from pairrepro.cli.common import STATE
-from pairrepro.data import fetch
+from pairrepro.data import archives, download, fetch
+from pairrepro.data.formats._common import find_raw_file
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 runner = CliRunner()
@@ -37,15 +38,15 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never reach the internet: only 127.0.0.1 URLs are opened."""
-    real_open = fetch._open_url
+    real_open = download._open_url
 
     def guarded(url: str, offset: int, timeout: float) -> Any:
         if not url.startswith("http://127.0.0.1:"):
             raise DownloadError(f"cannot download {url}: network disabled in tests")
         return real_open(url, offset, min(timeout, 5.0))
 
-    monkeypatch.setattr(fetch, "_open_url", guarded)
-    monkeypatch.setattr(fetch, "HTTP_TIMEOUT", 5.0)
+    monkeypatch.setattr(download, "_open_url", guarded)
+    monkeypatch.setattr(download, "HTTP_TIMEOUT", 5.0)
     monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
     STATE.quiet = STATE.json = False
 
@@ -176,7 +177,7 @@ def test_resume_across_runs(server: Server, manifests: Path, data_home: Path,
     server.cut.add("/a.bin")
     _write_manifest(manifests, "web", [{"path": "a.bin", "url": server.url + "/a.bin",
                                         "sha256": _sha(PAYLOAD), "splits": ["train"]}])
-    monkeypatch.setattr(fetch, "HTTP_ATTEMPTS", 1)
+    monkeypatch.setattr(download, "HTTP_ATTEMPTS", 1)
     with pytest.raises(DownloadError, match="did not complete"):
         fetch.fetch_dataset("web")
     raw = data_home / "raw" / "web"
@@ -255,7 +256,7 @@ def test_zip_download_is_extracted_and_covers_its_splits(server: Server, manifes
     assert report.splits_present == ["train", "dev"] and report.complete
     assert report.files[1].status == "not needed"
     assert [r["path"] for r in server.requests] == ["/set.zip"]
-    assert fetch.locate_file("web", "set/dev.jsonl.gz") == raw / "set" / "dev.jsonl"
+    assert find_raw_file(raw, "set/dev.jsonl.gz") == raw / "set" / "dev.jsonl"
 
 
 # --------------------------------------------------------------------------- archives
@@ -274,7 +275,7 @@ def test_zip_members_outside_are_refused(member: str, tmp_path: Path) -> None:
     archive = _zip_with(member, tmp_path)
     dest = tmp_path / "out"
     with pytest.raises(DataError, match=f"refusing to extract member {member!r}"):
-        fetch.safe_extract(archive, dest, "zip")
+        archives.safe_extract(archive, dest, "zip")
     assert not (tmp_path / "evil").exists() and not dest.exists()  # nothing written at all
 
 
@@ -285,7 +286,7 @@ def test_zip_symlink_member_is_refused(tmp_path: Path) -> None:
         info.external_attr = (0o120777 << 16)  # S_IFLNK
         zf.writestr(info, "/etc/passwd")
     with pytest.raises(DataError, match=r"'link'.*symbolic link"):
-        fetch.safe_extract(archive, tmp_path / "out", "zip")
+        archives.safe_extract(archive, tmp_path / "out", "zip")
 
 
 def _tar_with(tmp_path: Path, member: tarfile.TarInfo, data: bytes = b"") -> Path:
@@ -300,20 +301,20 @@ def test_tar_links_and_traversal_are_refused(tmp_path: Path) -> None:
     link.type = tarfile.SYMTYPE
     link.linkname = "/etc/passwd"
     with pytest.raises(DataError, match=r"'innocent'.*symbolic link"):
-        fetch.safe_extract(_tar_with(tmp_path, link), tmp_path / "out", "tar.gz")
+        archives.safe_extract(_tar_with(tmp_path, link), tmp_path / "out", "tar.gz")
     hard = tarfile.TarInfo("hard")
     hard.type = tarfile.LNKTYPE
     hard.linkname = "../../x"
     with pytest.raises(DataError, match=r"'hard'.*hard link"):
-        fetch.safe_extract(_tar_with(tmp_path, hard), tmp_path / "out", "tar.gz")
+        archives.safe_extract(_tar_with(tmp_path, hard), tmp_path / "out", "tar.gz")
     evil = tarfile.TarInfo("../evil")
     evil.size = 4
     with pytest.raises(DataError, match=r"'\.\./evil'"):
-        fetch.safe_extract(_tar_with(tmp_path, evil, b"evil"), tmp_path / "out", "tar.gz")
+        archives.safe_extract(_tar_with(tmp_path, evil, b"evil"), tmp_path / "out", "tar.gz")
     absolute = tarfile.TarInfo("/abs")
     absolute.size = 4
     with pytest.raises(DataError, match=r"'/abs'.*absolute"):
-        fetch.safe_extract(_tar_with(tmp_path, absolute, b"evil"), tmp_path / "out", "tar.gz")
+        archives.safe_extract(_tar_with(tmp_path, absolute, b"evil"), tmp_path / "out", "tar.gz")
     assert not (tmp_path / "evil").exists()
 
 

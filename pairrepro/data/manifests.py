@@ -101,6 +101,16 @@ class Expected(Schema):
     labels: dict[str, Size] | None = None
 
 
+class PlanningEstimate(Schema):
+    """``planning = {pairs, source}`` of a split: the size the planner assumes while the
+    split is not prepared here (licence-gated or never-published data), derived from the
+    paper's published counts. Never checked against the data: a rebuilt split may differ,
+    and only ``expected`` is a preprocessing check."""
+
+    pairs: Annotated[int, Field(ge=1)]
+    source: Annotated[str, Field(min_length=1)]  # the published count and the arithmetic
+
+
 class Holdout(Schema):
     """A dev split carved out of a published split that has none (see ``prepare``)."""
 
@@ -142,6 +152,7 @@ class SplitFields(Schema):
 
     files: list[RawPath]
     expected: Expected = Expected()
+    planning: PlanningEstimate | None = None
 
 
 #: Folder of raw/<name>/ that ``fetch --source hub`` writes its parquet files into.
@@ -242,12 +253,14 @@ def manifest_model(reader: str) -> type[ManifestFields]:
 
 @dataclass
 class SplitSpec:
-    """How a reader builds one split: the files it reads, reader options, expected counts."""
+    """How a reader builds one split: the files it reads, reader options, expected counts
+    and the planner's size estimate (``planning``, used only while it is not prepared)."""
 
     name: str
     files: list[str]
     expected: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    planning: PlanningEstimate | None = None
 
 
 @dataclass
@@ -336,7 +349,8 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
         splits = {
             sname: SplitSpec(sname, list(smodel.files),
                              smodel.expected.model_dump(exclude_unset=True),
-                             _set_options(smodel, ("files", "expected")))
+                             _set_options(smodel, ("files", "expected", "planning")),
+                             smodel.planning)
             for sname, smodel in vmodel.splits.items()}
         variants[vname] = VariantSpec(vname, vmodel.description, splits,
                                       _set_options(vmodel, ("description", "splits")))

@@ -221,7 +221,7 @@ def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
     The bytes of a file fetch recorded must match the manifest's pin and that record: a file
     edited or replaced after fetch is a :class:`ChecksumError` (exit 5) naming both hashes.
     Files fetch never recorded (placed by hand) are used and listed as unverified."""
-    from pairrepro.data.fetch import read_record
+    from pairrepro.data.fetch_record import read_record
 
     read = take_read_hashes()
     recorded = {e.get("path"): e for e in (read_record(manifest.name) or {}).get("files", [])

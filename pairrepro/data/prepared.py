@@ -16,12 +16,13 @@ A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pairrepro import io, paths
-from pairrepro.errors import DataError
+from pairrepro.errors import ConfigError, DataError, PairreproError
 
 PAD, UNK = "<pad>", "<unk>"
 #: Ids of the two reserved vocabulary entries (lines 0 and 1 of ``vocab.tsv``): padding, and
@@ -236,9 +237,14 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
     """Open a prepared dataset; a clear :class:`DataError` says how to prepare it."""
     folder = root or paths.prepared_dir(dataset, variant or None)
     if not (folder / "DONE").is_file():
-        cmd = f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
+        steps: list[Step] = []
+        if root is None:
+            with contextlib.suppress(PairreproError):  # e.g. a variant the manifest lacks
+                steps = prepare_steps(dataset, variant or "")
+        commands = [step.command for step in steps] or [
+            f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")]
         raise DataError(f"dataset {dataset!r} is not prepared (no complete folder {folder})",
-                        hint=f"run: pairrepro fetch {dataset} && {cmd}")
+                        hint="run: " + " && ".join(commands))
     again = f"run: pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
     stats_path = folder / "stats.json"
     try:
@@ -283,12 +289,52 @@ def is_prepared(dataset: str, variant: str | None = None) -> bool:
     return (paths.prepared_dir(dataset, variant or None) / "DONE").is_file()
 
 
+class Step(NamedTuple):
+    """Something a run needs that is not here yet, and the command that makes it."""
+
+    missing: str
+    command: str
+
+
+def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
+    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in the order to
+    do it: fetch (unless its raw files are here: licence-gated data with ``--from DIR``, the
+    hub's with ``--source hub``, else with ``--mirror DIR`` unless ``$PAIRREPRO_MIRROR`` is
+    set), then preprocess; ``[]`` when prepared (a dataset without a manifest: preprocess
+    alone). Raises the manifest's errors: a variant it lacks, data never published."""
+    from pairrepro.data.coverage import reads_hub, variant_missing
+    from pairrepro.data.manifests import load_manifest
+
+    if is_prepared(dataset, variant):
+        return []
+    suffix = f" --variant {variant}" if variant else ""
+    shown = f"{dataset}/{variant}" if variant else dataset
+    preprocess = Step(f"{shown}: not prepared", f"pairrepro preprocess {dataset}{suffix}")
+    try:
+        manifest = load_manifest(dataset)
+    except ConfigError:  # no manifest (data written straight into prepared/): only preprocess
+        return [preprocess]
+    manifest.require_published()
+    steps = []
+    if variant_missing(manifest, variant or None):
+        if reads_hub(manifest, variant or None):
+            steps.append(Step(f"{shown}: not fetched from the Hugging Face hub",
+                              f"pairrepro fetch {dataset} --source hub"))
+        elif not manifest.public:
+            steps.append(Step(f"{dataset}: not fetched; it is licence-gated: "
+                              f"{manifest.licence.strip()}",
+                              f"pairrepro fetch {dataset} --from DIR"))
+        else:
+            mirror = " --mirror DIR" if paths.mirror_dir() is None else ""
+            steps.append(Step(f"{dataset}: not fetched", f"pairrepro fetch {dataset}{mirror}"))
+    return [*steps, preprocess]
+
+
 def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
     """Whether ``dataset`` is prepared (:func:`is_prepared`); if not, the command(s) that
-    would make it so: preprocess when the raw files are here, else fetch (with ``--mirror``
-    unless ``$PAIRREPRO_MIRROR`` is set, or ``--from`` for data that is not public)."""
+    would make it so (:func:`prepare_steps`; for data that is not public, why, and the
+    ``fetch --from`` that brings it)."""
     from pairrepro.data.manifests import load_manifest
-    from pairrepro.errors import PairreproError
 
     try:
         manifest = load_manifest(dataset)
@@ -296,16 +342,14 @@ def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
         return False, f"no manifest data_manifests/{dataset}.toml: the dataset is not packaged"
     if is_prepared(dataset, variant):
         return True, ""
-    suffix = f" --variant {variant}" if variant else ""
-    raw = paths.raw_dir(dataset)
-    have_raw = bool(manifest.files) and all((raw / f.path).exists() for f in manifest.files)
-    if have_raw:
-        return False, f"pairrepro preprocess {dataset}{suffix}"
-    if not manifest.public:
-        return False, (f"not public ({manifest.notes.strip() or manifest.licence}); put the files "
-                       f"in a folder and run: pairrepro fetch {dataset} --from DIR")
-    mirror = " --mirror DIR" if paths.mirror_dir() is None else ""
-    return False, f"pairrepro fetch {dataset}{mirror} && pairrepro preprocess {dataset}{suffix}"
+    why = f"not public ({manifest.notes.strip() or manifest.licence})"
+    try:
+        steps = prepare_steps(dataset, variant)
+    except PairreproError as exc:  # never published, or a variant the manifest lacks
+        return False, why if manifest.never_published else exc.message
+    if len(steps) > 1 and not manifest.public:
+        return False, f"{why}; put the files in a folder and run: {steps[0].command}"
+    return False, " && ".join(step.command for step in steps)
 
 
 def split_pairs(dataset: str, variant: str | None, split: str) -> int | None:

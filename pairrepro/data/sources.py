@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pairrepro.data.fetch import FetchReport, fetch_dataset
+from pairrepro.data.fetch import fetch_dataset
+from pairrepro.data.fetch_record import FetchReport
 from pairrepro.data.manifests import load_manifest
 from pairrepro.errors import ConfigError
 

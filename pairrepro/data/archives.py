@@ -1,0 +1,192 @@
+"""Archives: members checked before anything is written, and only the members a manifest names.
+
+:func:`safe_extract` writes every member of an archive (a manifest that names none);
+:func:`extract_members` writes only the ``[[files.members]]`` a manifest names, staged in a
+hidden folder while hashed, each checked against its own pin, then moved into place. Either
+way every entry is checked first: absolute paths, ``..``, links, devices and names that would
+land on fetch's record or staging folder are refused with a :class:`DataError` naming them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tarfile
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pairrepro import io
+from pairrepro.data.checksums import CHUNK, copy_hashed
+from pairrepro.data.fetch_record import RECORD_NAME, FileResult
+from pairrepro.data.manifests import FileSpec
+from pairrepro.errors import ChecksumError, ConfigError, DataError
+
+#: Prefix of the hidden folder an archive's members are extracted into before being moved.
+STAGING = ".staging-"
+
+
+def _check_member(archive: Path, name: str, dest: Path) -> Path:
+    """The path a member would be written to, or a :class:`DataError` naming it."""
+    def refuse(reason: str) -> DataError:
+        return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
+                         hint="the archive is malformed or hostile; get it from another source")
+
+    if not name or "\x00" in name:
+        raise refuse("empty or invalid name")
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if pure.is_absolute() or (pure.parts and pure.parts[0].endswith(":")):
+        raise refuse("absolute path")
+    if ".." in pure.parts:
+        raise refuse("'..' would leave the target folder")
+    if pure.parts and (pure.parts[0] == RECORD_NAME or pure.parts[0].startswith(STAGING)):
+        raise refuse("it would overwrite fetch's own record or staging folder")
+    out = (dest / pure).resolve()
+    root = dest.resolve()
+    if out != root and root not in out.parents:
+        raise refuse("it would land outside the target folder")
+    return out
+
+
+def _members_zip(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
+    with zipfile.ZipFile(archive) as zf:
+        infos = zf.infolist()
+        checked = []
+        for info in infos:
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise DataError(f"{archive}: refusing to extract member {info.filename!r}: "
+                                "symbolic link", hint="get the archive from another source")
+            checked.append((info, _check_member(archive, info.filename, dest)))
+        for info, out in checked:
+            yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
+
+
+def _members_tar(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
+    with tarfile.open(archive, "r:*") as tf:
+        members = tf.getmembers()
+        checked = []
+        for member in members:
+            if member.issym() or member.islnk():
+                kind = "symbolic link" if member.issym() else "hard link"
+                raise DataError(f"{archive}: refusing to extract member {member.name!r}: {kind}",
+                                hint="get the archive from another source")
+            if not (member.isfile() or member.isdir()):
+                raise DataError(f"{archive}: refusing to extract member {member.name!r}: "
+                                "not a regular file or folder",
+                                hint="get the archive from another source")
+            checked.append((member, _check_member(archive, member.name, dest)))
+        for member, out in checked:
+            yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
+
+
+def _archive_entries(archive: Path, dest: Path, kind: str
+                     ) -> Iterator[tuple[str, Path, bool, Any]]:
+    """``(name, checked target path, is a folder, opener)`` of every member of ``archive``,
+    all checked (:func:`_check_member`, links refused) before the first is yielded."""
+    if kind == "zip":
+        return _members_zip(archive, dest)
+    if kind in ("tar", "tar.gz", "tgz"):
+        return _members_tar(archive, dest)
+    raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
+                      hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
+
+
+def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
+    """Extract ``archive`` (``zip``, ``tar`` or ``tar.gz``) under ``dest``.
+
+    Every member is checked before anything is written: absolute paths, ``..``,
+    symbolic and hard links, devices are refused with a :class:`DataError` naming
+    the member. Files are written atomically. Returns the extracted file paths
+    relative to ``dest`` (POSIX style).
+    """
+    members = _archive_entries(archive, dest, kind)
+    written: list[str] = []
+    root = dest.resolve()
+    try:
+        for _name, out, is_dir, opener in members:
+            if is_dir:
+                out.mkdir(parents=True, exist_ok=True)
+                continue
+            with opener() as src, io.atomic_open(out, "wb") as handle:
+                shutil.copyfileobj(src, handle, CHUNK)
+            written.append(out.relative_to(root).as_posix())
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:
+        raise DataError(f"{archive}: not a readable {kind} archive: {exc}",
+                        hint="delete it and fetch again (--force)") from exc
+    return written
+
+
+def extract_members(archive: Path, root: Path, spec: FileSpec,
+                    keep: dict[str, dict[str, Any]], archive_verified: bool = False
+                    ) -> tuple[list[FileResult], list[str]]:
+    """Extract the members ``spec`` names from ``archive`` into ``root``; nothing else.
+
+    Members are written into a hidden staging folder while hashed, each checked against its
+    own pin (sha256, else size; a mismatch is a :class:`ChecksumError` and nothing is moved),
+    then moved into place one by one (``os.replace``). A member without a pin is kept as
+    ``verified = False`` with the hash of its bytes, except where ``keep`` (the fetch record)
+    holds a verified file at that path: unverified bytes never replace a verified file.
+    Members of an archive whose own pin verified it (``archive_verified``) are verified by
+    that chain: the archive's bytes fix theirs. Returns one :class:`FileResult` per member
+    found, and warnings. An archive holding none of the named members is a
+    :class:`DataError`."""
+    wanted = {m.path: m for m in spec.members}
+    staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staged: list[tuple[str, Path, str, int, bool]] = []
+    warnings: list[str] = []
+    try:
+        try:
+            for name, _out, is_dir, opener in _archive_entries(archive, staging, spec.archive):
+                rel = PurePosixPath(name).as_posix().removeprefix("./")
+                if is_dir or rel not in wanted:
+                    continue  # only what the manifest names is written
+                member = wanted[rel]
+                tmp = staging / rel
+                tmp.parent.mkdir(parents=True, exist_ok=True)
+                with opener() as src:
+                    digest, size = copy_hashed(src, tmp)
+                origin = f"{archive} member {rel!r}"
+                if member.sha256 and digest != member.sha256:
+                    raise ChecksumError(
+                        f"{origin}: sha256 mismatch: expected {member.sha256}, got {digest}; "
+                        "nothing was extracted",
+                        hint="the archive is corrupt or another version; fetch it again "
+                             "(--force) or from another source (--mirror / --from)")
+                if not member.sha256 and member.size and size != member.size:
+                    raise ChecksumError(f"{origin}: size mismatch: expected {member.size} "
+                                        f"bytes, got {size}; nothing was extracted",
+                                        hint="fetch the archive again (--force)")
+                staged.append((rel, tmp, digest, size,
+                               bool(member.sha256) or archive_verified))
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+            raise DataError(f"{archive}: not a readable {spec.archive} archive: {exc}",
+                            hint="delete it and fetch again (--force)") from exc
+        if not staged:
+            raise DataError(f"{archive}: none of the expected members is in the archive: "
+                            + ", ".join(wanted),
+                            hint="it is not the archive the manifest describes; get it from "
+                                 "another source (--mirror / --from)")
+        results = []
+        for rel, tmp, digest, size, verified in staged:
+            target = root / rel
+            previous = keep.get(rel, {})
+            if not verified and previous.get("verified") and target.is_file():
+                warnings.append(f"{rel}: kept the verified file; the unpinned copy in "
+                                f"{spec.path} (sha256 {digest}) was not used")
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+            results.append(FileResult(rel, "fetched", f"archive:{spec.path}", digest, size,
+                                      verified, []))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    found = {r[0] for r in staged}
+    absent = [m for m in wanted if m not in found]
+    if absent:
+        warnings.append(f"{spec.path}: expected member(s) not in the archive: "
+                        + ", ".join(absent))
+    return results, warnings

@@ -1,0 +1,83 @@
+"""Whether bytes are the bytes a manifest pins: the one place fetch compares hashes.
+
+A manifest file is pinned by its sha256, or only by its size when no hash is known (the hash
+of what arrived is then recorded, unverified). A file fetch recorded is trusted while its size
+and mtime are those recorded, and hashed again otherwise (or with ``--verify``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import IO, Any
+
+from pairrepro import io
+from pairrepro.data.manifests import FileSpec
+from pairrepro.errors import ChecksumError
+
+#: Bytes per read when copying or hashing a stream.
+CHUNK = 1 << 16
+
+
+def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
+    """Check ``path`` against ``spec``; return ``(sha256, verified)``.
+
+    Raises :class:`ChecksumError` naming ``origin`` (the file as the user knows it), the
+    expected and the actual value. With no sha256 in the manifest the size is checked
+    when known, and the hash is only recorded.
+    """
+    actual = io.sha256_file(path)
+    if spec.sha256:
+        if actual != spec.sha256.lower():
+            raise ChecksumError(
+                f"{origin}: sha256 mismatch for {spec.path!r}: expected {spec.sha256}, "
+                f"got {actual}; the file was deleted",
+                hint="the source is corrupt or a different version; fetch it again "
+                "(--force) or from another source (--mirror / --from)",
+            )
+        return actual, True
+    if spec.size:
+        size = path.stat().st_size
+        if size != spec.size:
+            raise ChecksumError(
+                f"{origin}: size mismatch for {spec.path!r}: expected {spec.size} bytes, "
+                f"got {size}; the file was deleted",
+                hint="fetch it again (--force) or from another source (--mirror / --from)",
+            )
+    return actual, False
+
+
+def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool,
+                     warnings: list[str]) -> tuple[str, int, bool]:
+    """``(sha256, size, verified)`` of a file fetch recorded (``entry``), trusting the record
+    only while the file's size and mtime are those recorded (else, or with ``verify``, it is
+    hashed again). A pinned file whose bytes changed is a :class:`ChecksumError`; an unpinned
+    one gets its new hash (unverified) and a warning in ``warnings``."""
+    stat = target.stat()
+    if (not verify and stat.st_size == entry.get("size")
+            and stat.st_mtime_ns == entry.get("mtime_ns")):
+        return entry["sha256"], entry["size"], bool(entry.get("verified"))
+    digest = io.sha256_file(target)
+    if pin and digest != pin:
+        raise ChecksumError(
+            f"{target}: changed since it was fetched: sha256 {digest}, expected {pin}",
+            hint="fetch it again (pairrepro fetch NAME --force)")
+    if not pin and digest != entry.get("sha256"):
+        warnings.append(f"{target}: changed since it was fetched (sha256 {entry.get('sha256')}"
+                        f" -> {digest}); not pinned, so the new hash is recorded, unverified")
+    return digest, stat.st_size, bool(pin)
+
+
+def copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
+    """Copy a stream into a new file (synced to disk); the sha256 and size of the bytes
+    copied, hashed while written so that they are read once."""
+    digest, size = hashlib.sha256(), 0
+    with open(target, "wb") as handle:
+        while chunk := source.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest(), size

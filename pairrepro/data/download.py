@@ -1,0 +1,145 @@
+"""Files over HTTP(S): resumable, time-limited downloads, verified before they get their name.
+
+A download grows in ``.<name>.partial`` beside its target (hidden, so nothing reads it);
+after a cut connection the next attempt asks for the rest with ``Range: bytes=<n>-``, and a
+server that ignores the range gets a fresh start. The bytes are checked against the manifest
+(:func:`~pairrepro.data.checksums.verify_file`), synced, and only then renamed into place.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import time
+import urllib.error
+import urllib.request
+from contextlib import nullcontext
+from pathlib import Path
+from typing import IO, Any
+
+from pairrepro import __version__
+from pairrepro.data.checksums import CHUNK, verify_file
+from pairrepro.data.manifests import FileSpec
+from pairrepro.errors import ChecksumError, DownloadError
+
+#: Seconds to wait for a server before giving up on a connection or a read.
+HTTP_TIMEOUT = 30.0
+#: Attempts per URL when a connection is cut midway (each resumes where the last stopped).
+HTTP_ATTEMPTS = 3
+USER_AGENT = f"pairrepro/{__version__} (+dataset fetch)"
+
+
+def partial_path(target: Path) -> Path:
+    """Deterministic name of an unfinished download (hidden, ``.partial``: never read)."""
+    return target.with_name(f".{target.name}.partial")
+
+
+def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:
+    if not enabled:
+        return nullcontext(None)
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                        TransferSpeedColumn(), TimeRemainingColumn(), transient=True)
+    progress.add_task(label, total=total)
+    return progress
+
+
+def _open_url(url: str, offset: int, timeout: float) -> Any:
+    headers = {"User-Agent": USER_AGENT}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    request = urllib.request.Request(url, headers=headers)
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _copy_stream(response: IO[bytes], handle: IO[bytes], bar: Any) -> None:
+    while chunk := response.read(CHUNK):
+        handle.write(chunk)
+        if bar is not None:
+            bar.advance(bar.task_ids[0], len(chunk))
+
+
+def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
+             timeout: float | None = None, attempts: int | None = None) -> Path:
+    """Download ``url`` into the partial file of ``target`` and return that partial path.
+
+    The bytes accumulate in ``.<target name>.partial``; when it already holds a part
+    (an earlier run or a connection cut in this one), the request asks for the rest
+    with ``Range: bytes=<n>-``. A server that ignores the range gets a fresh start.
+    The caller verifies the partial file and renames it (:func:`install_download`).
+    Raises :class:`DownloadError` naming the URL on HTTP errors, refused connections
+    and timeouts.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise DownloadError(f"unsupported URL {url!r} (only http and https)")
+    timeout = HTTP_TIMEOUT if timeout is None else timeout
+    attempts = HTTP_ATTEMPTS if attempts is None else attempts
+    partial = partial_path(target)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    hint = "no network? use --mirror DIR (a folder laid out <DIR>/<dataset>/<file>) or " \
+           "--from PATH (a file or folder you downloaded yourself)"
+    last_error = ""
+    for _attempt in range(max(1, attempts)):
+        offset = partial.stat().st_size if partial.exists() else 0
+        if size and offset == size:
+            return partial  # a previous run got every byte; only the check remains
+        try:
+            response = _open_url(url, offset, timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and offset:  # our partial is longer than the file: restart
+                partial.unlink()
+                last_error = f"HTTP 416 for {url}"
+                continue
+            raise DownloadError(f"HTTP {exc.code} {exc.reason} for {url}", hint=hint) from exc
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise DownloadError(f"cannot download {url}: {reason}", hint=hint) from exc
+        with response:
+            resumed = offset and response.status == 206
+            if offset and not resumed:
+                offset = 0  # the server sent the whole file: start over
+            length = response.headers.get("Content-Length")
+            total = (offset + int(length)) if length and length.isdigit() else (size or None)
+            try:
+                with open(partial, "ab" if resumed else "wb") as handle, \
+                        _progress_bar(target.name, total, progress) as bar:
+                    if bar is not None:
+                        bar.advance(bar.task_ids[0], offset)
+                    _copy_stream(response, handle, bar)
+            except (OSError, http.client.HTTPException) as exc:
+                # a cut connection: keep what arrived and resume on the next attempt
+                last_error = f"connection to {url} broke after " \
+                             f"{partial.stat().st_size if partial.exists() else 0} bytes: {exc}"
+                time.sleep(0.1)
+                continue
+        got = partial.stat().st_size
+        if total is not None and got < total:
+            last_error = f"{url}: got {got} of {total} bytes"
+            continue
+        return partial
+    raise DownloadError(f"download of {url} did not complete: {last_error}",
+                        hint=f"run the same command again to resume; {hint}")
+
+
+def install_download(url: str, target: Path, spec: FileSpec, progress: bool,
+                     timeout: float | None) -> tuple[str, bool]:
+    """Download ``url`` to ``target``: ``(sha256, verified)``. A file that fails its check
+    is deleted (:class:`ChecksumError`); a good one is synced before the rename shows it."""
+    partial = download(url, target, size=spec.size, progress=progress, timeout=timeout)
+    try:
+        checked = verify_file(partial, spec, url)
+    except ChecksumError:
+        partial.unlink(missing_ok=True)
+        raise
+    with open(partial, "rb") as handle:  # durable before the rename makes it visible
+        os.fsync(handle.fileno())
+    os.replace(partial, target)
+    return checked

@@ -1,0 +1,127 @@
+"""What a fetch got: :class:`FileResult` per file, :class:`FetchReport` per dataset, and the
+``raw/<name>/.fetched.json`` record that keeps them.
+
+The record lists every file and archive member fetch placed: its source, sha256, size, mtime
+(a later run re-hashes a file whose size or mtime changed) and whether a pin verified it;
+``preprocess`` checks the bytes it reads against it. The official files and the hub's parquet
+files come from separate fetches, so a fetch merges its files into the record
+(:func:`merge_record`) rather than replacing it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pairrepro import __version__, io, paths
+from pairrepro.data.coverage import declared_splits
+from pairrepro.data.manifests import Manifest
+from pairrepro.errors import DataError
+
+RECORD_NAME = ".fetched.json"
+
+
+@dataclass
+class FileResult:
+    """What happened to one manifest file."""
+
+    path: str
+    status: str  # "fetched" | "present" | "generated" | "missing" | "not needed"
+    source: str = ""  # "from:<path>", "mirror:<path>", "<url>", "generated", "" when missing
+    sha256: str = ""
+    size: int = 0
+    verified: bool = False  # True: matched the manifest's sha256
+    splits: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class FetchReport:
+    """The outcome of a fetch (:func:`pairrepro.data.sources.fetch_from`)."""
+
+    dataset: str
+    raw_dir: Path
+    files: list[FileResult] = field(default_factory=list)
+    splits_present: list[str] = field(default_factory=list)
+    splits_missing: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    #: variant -> split -> the files it reads that are not here (only splits lacking some)
+    variants_missing: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: split names of the variants that no variant can read from the files here
+    splits_unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every declared split is here, and every split a variant names can be read by at
+        least one variant (TrecQA's test needs the jacana file whatever else is tagged test)."""
+        return not self.splits_missing and not self.splits_unreadable
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON-ready data (``fetch --json``), ``complete`` included."""
+        data = asdict(self)
+        data["raw_dir"] = str(self.raw_dir)
+        data["complete"] = self.complete
+        return data
+
+
+def read_record(name: str) -> dict[str, Any] | None:
+    """The ``.fetched.json`` record of a dataset, or ``None`` when it was never fetched."""
+    path = paths.raw_dir(name) / RECORD_NAME
+    if not path.is_file():
+        return None
+    try:
+        return io.read_json(path)
+    except ValueError as exc:
+        raise DataError(f"{path}: unreadable fetch record ({exc})",
+                        hint=f"run: pairrepro fetch {name} --force") from exc
+
+
+def record_entry(root: Path, result: FileResult) -> dict[str, Any]:
+    """A file of the fetch record; size and mtime let a later run see it was changed."""
+    stat = (root / result.path).stat()
+    return {"path": result.path, "source": result.source, "sha256": result.sha256,
+            "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "verified": result.verified,
+            "splits": result.splits}
+
+
+def write_record(name: str, fields: dict[str, Any]) -> None:
+    """Write ``raw/<name>/.fetched.json`` (atomically): ``fields``, stamped with the dataset,
+    the time and this pairrepro's version."""
+    stamp = {"dataset": name, "fetched_at": _dt.datetime.now(_dt.UTC).isoformat(
+        timespec="seconds"), "pairrepro": __version__}
+    io.write_json(paths.raw_dir(name) / RECORD_NAME, {**fields, **stamp})
+
+
+def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
+    """Write the ``.fetched.json`` of ``report`` over the previous one, keeping the previous
+    entries of files this fetch did not touch (the official files and the hub's parquet
+    files come from separate fetches); a split is present when either source has it."""
+    root = report.raw_dir
+    previous = read_record(manifest.name) or {}
+    touched = {r.path for r in report.files}
+    kept = [e for e in previous.get("files", [])
+            if isinstance(e, dict) and e.get("path") not in touched
+            and (root / str(e.get("path"))).is_file()]
+    present = {*report.splits_present, *(s for e in kept for s in e.get("splits", []))}
+    declared = declared_splits(manifest)
+    fields = {key: value for key, value in previous.items()
+              if key not in ("files", "splits_present", "splits_missing")}
+    fields.update({
+        "manifest": manifest.source,
+        "files": kept + [record_entry(root, r) for r in report.files
+                         if r.status in ("fetched", "present")],
+        "splits_present": [s for s in declared if s in present],
+        "splits_missing": [s for s in declared if s not in present], **extra})
+    write_record(manifest.name, fields)
+
+
+def fetch_status(name: str) -> dict[str, Any]:
+    """What is on disk for a dataset: ``{"fetched": bool, "splits_present": [...], ...}``."""
+    record = read_record(name)
+    if record is None:
+        return {"fetched": False, "splits_present": [], "splits_missing": []}
+    return {"fetched": True, "splits_present": record.get("splits_present", []),
+            "splits_missing": record.get("splits_missing", []),
+            "fetched_at": record.get("fetched_at", "")}

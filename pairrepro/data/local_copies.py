@@ -1,0 +1,80 @@
+"""Local copies of a dataset's files: ``--from PATH`` and the mirror folder.
+
+``--from`` is a file or a folder the user gives (licence-gated data, manual downloads): a
+folder may hold the manifest paths, ``<name>/<path>`` or the bare file names. A mirror
+(``--mirror DIR`` or ``$PAIRREPRO_MIRROR``) is laid out ``<DIR>/<dataset>/<path as in the
+manifest>``. A copy is verified before it gets its final name (:func:`install_copy`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path, PurePosixPath
+
+from pairrepro import io, paths
+from pairrepro.data.checksums import verify_file
+from pairrepro.data.manifests import FileSpec, Manifest
+from pairrepro.errors import ConfigError
+
+
+def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
+    """``--from`` as an absolute path, or a :class:`ConfigError` when it does not exist or is
+    a file whose name matches no file of the dataset."""
+    if from_path is None:
+        return None
+    from_path = from_path.expanduser().resolve()
+    if not from_path.exists():
+        raise ConfigError(f"--from {from_path}: no such file or folder",
+                          hint="give the file or folder you downloaded (for licence-gated "
+                               f"data see: pairrepro datasets; "
+                               f"{manifest.homepage or manifest.name})")
+    names = [PurePosixPath(s.path).name for s in manifest.files]
+    if from_path.is_file() and from_path.name not in names:
+        raise ConfigError(
+            f"--from {from_path}: the file name matches no file of dataset {manifest.name!r}",
+            hint="expected one of: " + ", ".join(names))
+    return from_path
+
+
+def resolve_mirror(mirror: Path | None) -> Path | None:
+    """The mirror folder (``mirror``, else ``$PAIRREPRO_MIRROR``) as an absolute path; a
+    :class:`ConfigError` when it is not a folder."""
+    mirror = mirror if mirror is not None else paths.mirror_dir()
+    if mirror is None:
+        return None
+    mirror = mirror.expanduser().resolve()
+    if not mirror.is_dir():
+        raise ConfigError(f"mirror folder {mirror} does not exist",
+                          hint="give --mirror DIR (or $PAIRREPRO_MIRROR) a folder laid out "
+                          "<DIR>/<dataset>/<file>")
+    return mirror
+
+
+def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
+                     mirror: Path | None) -> list[tuple[str, Path]]:
+    """``(origin, path)`` of the local places where ``spec`` may be, best first; ``origin``
+    (``from:<path>``, ``mirror:<path>``) is what the fetch record calls the source."""
+    found: list[tuple[str, Path]] = []
+    base = PurePosixPath(spec.path).name
+    if from_path is not None:
+        if from_path.is_file():
+            if from_path.name == base:
+                found.append((f"from:{from_path}", from_path))
+        else:
+            for cand in (from_path / spec.path, from_path / name / spec.path, from_path / base):
+                if cand.is_file():
+                    found.append((f"from:{cand}", cand))
+                    break
+    if mirror is not None:
+        cand = mirror / name / spec.path
+        if cand.is_file():
+            found.append((f"mirror:{cand}", cand))
+    return found
+
+
+def install_copy(source: Path, target: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
+    """Copy a local file into place: ``(sha256, verified)``; verified before it gets its
+    final name (a bad copy never appears there)."""
+    with io.atomic_path(target) as tmp:
+        shutil.copyfile(source, tmp)
+        return verify_file(tmp, spec, origin)
