@@ -5,17 +5,20 @@ two-layer DF-LSTMs (e = 100, d = 100, K = 9; the SNLI sizes) on a batch of 32 pa
 n = m = 32. For each model, from the same run (see bench/flops.py): FLOPs per step, FLOP/s,
 the share of a same-shape GEMM's throughput (timed interleaved with the model), the speedup
 over the cell-by-cell reference of tests/grid_reference.py, and the peak memory of one
-training step at batch 128 (DF-LSTMs: 32; in a fresh process on CPU, so the high-water mark
-is this step's own), with and without per-block checkpointing.
+training step (in a fresh process on CPU, so the high-water mark is this step's own) at the
+paper's batch size (32) and, for TC-LSTMs, at batch 128 (issue 18's figure), with and without
+per-block checkpointing.
 
     .venv/bin/python bench/bench_grid.py                 # CPU, 2 threads
     .venv/bin/python bench/bench_grid.py --device cuda   # adds the projected SNLI epoch time
+    .venv/bin/python bench/bench_grid.py --micro         # torch.tanh against 2 sigmoid(2x) - 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -37,9 +40,9 @@ SNLI_TRAIN_PAIRS = 550_152
 VOCAB = 1000
 # the GEMM whose throughput is the yardstick: the shape of issue 18's measurement
 GEMM_SHAPE = (512, 350, 200)
-# peak memory is measured at batch 128 for TC-LSTMs (issue 18's figure) and at the recipe's
-# batch for DF-LSTMs (its K = 9 memory slots make a step's activations ~9x wider)
-MEMORY_BATCH = {"tc_lstm_4stack": 128, "df_lstm": 32}
+# peak memory is measured at the recipes' (the papers') batch size, 32, and for TC-LSTMs also
+# at 128 (issue 18's figure)
+MEMORY_BATCHES = {"tc_lstm_4stack": (32, 128), "df_lstm": (32,)}
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "tc_lstm_4stack": ("tc_lstm", {"hidden": 50, "directions": 4, "layers": 4, "pool_p": 1,
                                    "pool_q": 1, "fc_hidden": 50}),
@@ -126,13 +129,36 @@ def bench_model(key: str, args: argparse.Namespace, device: torch.device) -> dic
         result["speedup_vs_per_pair"] = (result["reference_per_pair_s"] * args.batch
                                          / share.step_s)
     result["projected_snli_epoch_min"] = SNLI_TRAIN_PAIRS / result["pairs_per_s"] / 60
-    result["memory_batch"] = args.memory_batch or MEMORY_BATCH[key]
-    for ckpt in (False, True):
-        peak, method = peak_memory(device, key, result["memory_batch"], args.length, args.amp,
-                                   ckpt)
-        result["peak_memory_checkpoint_gb" if ckpt else "peak_memory_gb"] = peak / 1e9
-        result["memory_method"] = method
+    result["peak_memory_gb"] = {}  # batch -> [without, with checkpointing]
+    for batch in ([args.memory_batch] if args.memory_batch else MEMORY_BATCHES[key]):
+        peaks = []
+        for ckpt in (False, True):
+            peak, result["memory_method"] = peak_memory(device, key, batch, args.length,
+                                                        args.amp, ckpt)
+            peaks.append(peak / 1e9)
+        result["peak_memory_gb"][batch] = peaks
     return result
+
+
+def micro(device: torch.device, rows: int = 4096, width: int = 250) -> None:
+    """Why the fused sweeps compute tanh as 2 σ(2x) − 1 on CPU: both forms, and sigmoid
+    alone, on a ``[rows, width]`` tensor (a diagonal's gates), median of 20 calls each."""
+    x = torch.randn(rows, width, device=device)
+    out = torch.empty_like(x)
+    forms = {"torch.tanh": lambda: torch.tanh(x, out=out),
+             "2 sigmoid(2x) - 1": lambda: torch.mul(x, 2, out=out).sigmoid_().mul_(2).sub_(1),
+             "torch.sigmoid": lambda: torch.sigmoid(x, out=out)}
+    for name, fn in forms.items():
+        fn()
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times.append(time.perf_counter() - start)
+        print(f"{name:18s} {statistics.median(times) * 1e6:8.0f} us on [{rows}, {width}]")
+    error = (torch.tanh(x.double()) - (2 * torch.sigmoid(2 * x) - 1).double()).abs().max()
+    print(f"largest difference from tanh in float64: {error.item():.1e}")
 
 
 def main() -> None:
@@ -147,7 +173,9 @@ def main() -> None:
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast (engine only)")
     parser.add_argument("--memory-batch", type=int, default=0,
-                        help="batch of the peak-memory step (0: MEMORY_BATCH)")
+                        help="batch of the peak-memory step (0: MEMORY_BATCHES)")
+    parser.add_argument("--micro", action="store_true",
+                        help="only time tanh against its sigmoid form")
     parser.add_argument("--checkpoint", action="store_true",
                         help="time the engine with per-block gradient checkpointing")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
@@ -155,6 +183,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    if args.micro:
+        micro(device)
+        return
     label = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
     if not args.json:
         print(f"device {label} (threads {torch.get_num_threads()}), batch {args.batch}, "
@@ -185,10 +216,11 @@ def print_result(r: dict[str, Any], length: int) -> None:
               f"{r['speedup_vs_per_pair']:.1f}x than it pair by pair")
     print(f"  SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at this speed: "
           f"{r['projected_snli_epoch_min']:.1f} min")
-    print(f"  peak memory, batch {r['memory_batch']}, {length}x{length} grid: "
-          f"{r['peak_memory_gb']:.2f} GB, with checkpoint = true "
-          f"{r['peak_memory_checkpoint_gb']:.2f} GB ({r['memory_method']}; limit 8 GB)",
-          flush=True)
+    for batch, (plain, ckpt) in r["peak_memory_gb"].items():
+        print(f"  peak memory, batch {batch}, {length}x{length} grid: {plain:.2f} GB, with "
+              f"checkpoint = true {ckpt:.2f} GB ({r['memory_method']}; limit 8 GB)")
+    print(end="", flush=True)
+
 
 if __name__ == "__main__":
     main()

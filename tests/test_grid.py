@@ -7,13 +7,30 @@ engine runs them together, the reference one pair at a time without padding.
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 import pytest
 import torch
 from grid_reference import reference_forward, reference_grid
+from synth_prepared import write_synthetic
 
+from pairrepro import paths
 from pairrepro.models.base import ModelContext
-from pairrepro.models.grid import dynamic_pool, flip_index, flip_seq, run_grid
+from pairrepro.models.grid import (
+    _Regroup,
+    diagonals,
+    dynamic_pool,
+    flip_index,
+    flip_seq,
+    lstm_backward,
+    lstm_forward,
+    run_grid,
+)
 from pairrepro.models.registry import build_model
+from pairrepro.train.loop import Trainer, TrainHooks
+from pairrepro.train.runner import train_recipe
 
 LEFT_LENGTHS = [4, 1, 5, 3]
 RIGHT_LENGTHS = [3, 4, 1, 5]
@@ -86,11 +103,8 @@ class _SumCell:
     """h_{i,j} = x_i + y_j + h_{i-1,j} + h_{i,j-1}: counts monotone lattice paths."""
 
     state_sizes = (1,)
-    memory = 0
-    memory_up = 0
-    memory_left = 0
 
-    def step(self, inp, up, left, mem_up, mem_left):  # type: ignore[no-untyped-def]
+    def step(self, inp, up, left):  # type: ignore[no-untyped-def]
         return (inp + up[0] + left[0],)
 
 
@@ -110,7 +124,7 @@ def test_run_grid_counts_lattice_paths() -> None:
 class _FeatSumCell(_SumCell):
     """:class:`_SumCell` reading its per-cell input as ``feats`` (the cell-side projection)."""
 
-    def step(self, inp, up, left, mem_up, mem_left, feats=None):  # type: ignore[no-untyped-def]
+    def step(self, inp, up, left, feats=None):  # type: ignore[no-untyped-def]
         assert inp is None and feats is not None
         return (feats + up[0] + left[0],)
 
@@ -141,3 +155,140 @@ def test_dynamic_pool_by_hand() -> None:
     # one real row, p = 2: the row is used by both groups
     one = torch.tensor([[True, False, False]])
     assert dynamic_pool(g, one, col_mask, 2, 1).tolist() == [[3.0, 3.0]]
+
+
+@pytest.mark.parametrize("n,m", [(1, 1), (3, 5), (5, 3), (4, 4)])
+def test_diagonal_tables(n: int, m: int) -> None:
+    d = diagonals(n, m, torch.device("cpu"))
+    cells = list(zip(d.rows.tolist(), d.cols.tolist(), strict=True))
+    assert sorted(cells) == [(i, j) for i in range(n) for j in range(m)]
+    assert d.order.tolist() == [i * m + j for i, j in cells]
+    for t in range(d.steps):  # diagonal t: its cells, rows ascending, contiguous
+        block = cells[d.block(t)]
+        assert [i + j for i, j in block] == [t] * d.count[t]
+        assert [i for i, _ in block] == list(range(d.lo[t], d.lo[t] + d.count[t]))
+    for t in range(1, d.steps):  # the neighbour ranges hold exactly the cells that have one
+        for (di, dj), (dst, src, k) in (((0, -1), d.left[t]), ((-1, 0), d.up[t])):
+            have = {q for q in range(d.start[t], d.start[t] + d.count[t])
+                    if cells[q][0] + di >= 0 and cells[q][1] + dj >= 0}
+            dst += d.start[t]
+            assert have == set(range(dst, dst + k))
+            for q in have:
+                assert cells[d.start[t - 1] + src + q - dst] == (cells[q][0] + di,
+                                                                 cells[q][1] + dj)
+
+
+def test_regroup_spread_and_collect_are_adjoint() -> None:
+    gen = torch.Generator().manual_seed(0)
+    cells, directions = 6, 3
+    take = torch.randperm(cells * directions, generator=gen) % cells  # each cell 3 times
+    readers = torch.stack([torch.nonzero(take == c).flatten() for c in range(cells)], dim=1)
+    x = torch.randn(cells, 2, dtype=torch.float64, generator=gen, requires_grad=True)
+    y = torch.randn(cells * directions, 2, dtype=torch.float64, generator=gen,
+                    requires_grad=True)
+    spread = _Regroup.apply(x, take, readers, False)
+    collect = _Regroup.apply(y, take, readers, True)
+    assert torch.equal(spread, x[take])
+    torch.testing.assert_close(collect, torch.zeros_like(x).index_add(0, take, y))
+    torch.testing.assert_close((spread * y).sum(), (x * collect).sum())  # adjoint
+    assert torch.autograd.gradcheck(lambda a: _Regroup.apply(a, take, readers, False), (x,))
+    assert torch.autograd.gradcheck(lambda a: _Regroup.apply(a, take, readers, True), (y,))
+
+
+@pytest.mark.parametrize("forgets", [1, 2])
+def test_lstm_helpers_match_autograd(forgets: int) -> None:
+    # partial neighbour ranges, as on a diagonal at the grid's border
+    gen = torch.Generator().manual_seed(0)
+    rows, batch, d = 4, 3, 5
+    ranges = [(1, 3), (0, 3)][:forgets]  # (first row, rows) of each previous memory cell
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, dtype=torch.float64, generator=gen, requires_grad=True)
+
+    pre, c_prev = rand(rows, batch, (3 + forgets) * d), [rand(k, batch, d) for _, k in ranges]
+    dh, dc = torch.randn(2, rows, batch, d, dtype=torch.float64, generator=gen)
+    cand, o, i, *f = pre.split(d, dim=-1)
+    c_ref = torch.tanh(cand) * torch.sigmoid(i)
+    for (row, k), f_k, c_k in zip(ranges, f, c_prev, strict=True):
+        c_ref = c_ref + torch.nn.functional.pad(torch.sigmoid(f_k[row : row + k]) * c_k,
+                                                (0, 0, 0, 0, row, rows - row - k))
+    h_ref = torch.sigmoid(o) * torch.tanh(c_ref)
+    grads = torch.autograd.grad((h_ref * dh).sum() + (c_ref * dc).sum(), [pre, *c_prev])
+
+    gates = pre.detach().clone()
+    c, tanh_c, h = (torch.empty(rows, batch, d, dtype=torch.float64) for _ in range(3))
+    prev = [(row, x.detach()) for (row, _), x in zip(ranges, c_prev, strict=True)]
+    lstm_forward(gates, prev, c, tanh_c, h)
+    torch.testing.assert_close(h, h_ref.detach())
+    torch.testing.assert_close(c, c_ref.detach())
+    d_gates = torch.full_like(gates, float("nan"))  # every entry must be written
+    d_prev = [torch.zeros_like(x) for _, x in prev]
+    lstm_backward(gates, prev, tanh_c, dh.clone(), dc.clone(), d_gates, d_prev)
+    torch.testing.assert_close(d_gates, grads[0])
+    for got, ref in zip(d_prev, grads[1:], strict=True):
+        torch.testing.assert_close(got, ref)
+
+
+@pytest.mark.parametrize("name,hparams", [
+    ("tc_lstm", {"hidden": 5, "directions": 4, "layers": 2, "fc_hidden": 4}),
+    ("df_lstm", {"hidden": 5, "memory": 3, "layers": 2}),
+])
+def test_fused_sweeps_are_deterministic(name: str, hparams: dict[str, object]) -> None:
+    # resuming a run bit for bit needs the same gradients from the same weights and batch,
+    # and no state carried from one call to the next
+    ctx = ModelContext(vocab_size=15, embed_dim=6, num_outputs=3)
+    gen = torch.Generator().manual_seed(3)
+    batches = [(_ragged(LEFT_LENGTHS, 6, 15, gen), _ragged(RIGHT_LENGTHS, 7, 15, gen))
+               for _ in range(2)]
+
+    def grads(model: torch.nn.Module, batch: tuple) -> list[torch.Tensor]:  # type: ignore[type-arg]
+        (left, lm), (right, rm) = batch
+        model.zero_grad()
+        model(left, lm, right, rm).square().sum().backward()
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    torch.manual_seed(0)
+    model = build_model(name, ctx, hparams)
+    first = grads(model, batches[0])
+    grads(model, batches[1])
+    torch.manual_seed(0)
+    again = grads(build_model(name, ctx, hparams), batches[0])
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(first, grads(model, batches[0]), strict=True))
+
+
+RESUME_MODELS = {
+    "tc_lstm": 'name = "tc_lstm"\nhidden = 6\ndirections = 4\nlayers = 2\nfc_hidden = 8',
+    "df_lstm": 'name = "df_lstm"\nhidden = 6\nmemory = 3\nlayers = 2',
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME_MODELS))
+def test_resume_after_ctrl_c_is_bit_identical(name: str, data_home: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/test_train.py's resume test on the fused grid sweeps."""
+    write_synthetic(data_home, n_train=192, n_eval=64)
+    base = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
+    model = base[base.index("[model]") : base.index("[task]")]
+    recipe = tmp_path / f"{name}_synthetic.toml"
+    recipe.write_text(base.replace(model, f"[model]\n{RESUME_MODELS[name]}\n\n"))
+    overrides = ["train.epochs=2", "embeddings.dim=8"]  # 6 steps per epoch
+    (full,) = train_recipe(recipe, overrides, quiet=True)
+    folder = paths.runs_dir() / recipe.stem / "seed-1"
+    full_last = torch.load(folder / "checkpoints/last.pt", weights_only=True)["model"]
+
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
+
+    def ctrl_c_mid_epoch_2(trainer: Trainer) -> None:
+        if trainer.state.global_step == 8:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(recipe, overrides, quiet=True,
+                     hooks=TrainHooks(on_step=ctrl_c_mid_epoch_2))
+    (resumed,) = train_recipe(recipe, overrides, quiet=True, resume=True)
+    assert resumed["metrics"] == full["metrics"]
+    folder = paths.runs_dir() / recipe.stem / "seed-1"
+    got = torch.load(folder / "checkpoints/last.pt", weights_only=True)["model"]
+    assert got.keys() == full_last.keys()
+    assert all(torch.equal(got[k], full_last[k]) for k in full_last)

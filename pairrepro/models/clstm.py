@@ -18,28 +18,160 @@ Equations and the readings of their ambiguities are in ``../shared/spec/clstm.md
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models.base import ModelContext
-from pairrepro.models.grid import GridPairModel, Memory, State, dynamic_pool, run_grid_directions
+from pairrepro.models.grid import (
+    Diagonals,
+    GridPairModel,
+    State,
+    compute_dtype,
+    dynamic_pool,
+    lstm_backward,
+    lstm_forward,
+    run_grid_directions,
+)
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.models.registry import register_model
 
 
-class TCCell(nn.Module):
-    """Tightly coupled cell (eqs. 9-11); gate order ``[c~, o, i, f¹ (left), f² (up)]``."""
+class _TCSweep(torch.autograd.Function):
+    """A whole TC-LSTM sweep (eqs. 9-11) with a hand-written backward pass.
 
-    memory = 0
-    memory_up = 0
-    memory_left = 0
+    Layout: :class:`~pairrepro.models.grid.Diagonals`. Per diagonal, the forward pass runs
+    one matrix product ``[ĥ; h_left; h_up] → gates`` (its operand ``z`` is assembled from
+    the previous diagonal's ``h``) and the gate update of :func:`lstm_forward`; the backward
+    pass runs :func:`lstm_backward` and one product ``d gates → d z``, and accumulates the
+    weight gradient. Tensors are kept per diagonal: a few MB each, which the allocator
+    recycles, where whole-grid buffers would be fresh pages (page faults) at every step.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, rows: torch.Tensor | None, cols: torch.Tensor | None,  # type: ignore[override]
+                feats: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None,
+                diags: Diagonals) -> torch.Tensor:
+        """``rows`` ``[n, B, 5d]`` (bias included) and ``cols`` ``[m, B, 5d]`` for a first
+        block, else ``feats`` ``[n·m, B, F]``; ``weight`` ``[5d, F + 2d]`` (columns
+        ``[ĥ; h_left; h_up]``). Returns ``h`` ``[n·m, B, d]``."""
+        d, width = weight.size(0) // 5, weight.size(1)
+        like = rows if feats is None else feats
+        assert like is not None
+        batch = like.size(1)
+        h = like.new_empty(diags.cells, batch, d)
+        saved: list[list[torch.Tensor]] = [[], [], [], []]  # gates, c, tanh c, z per diagonal
+        with torch.autocast(like.device.type, enabled=False):
+            cols_rev = None if cols is None else cols.flip(0)
+            w_t = weight.t()
+            for t in range(diags.steps):
+                cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
+                z = like.new_empty(n, batch, width)
+                if feats is not None:
+                    z[..., : width - 2 * d].copy_(feats[cells])
+                _neighbour_rows(diags, t, h[diags.block(t - 1)] if t else h[:0],
+                                z[..., width - 2 * d :])
+                if rows is not None and cols_rev is not None:
+                    first_col = diags.m - 1 - t + lo  # column t - lo, reversed
+                    gates = torch.add(rows[lo : lo + n], cols_rev[first_col : first_col + n])
+                    flat = gates.view(-1, 5 * d)
+                    torch.addmm(flat, z.view(-1, width), w_t, out=flat)  # counted; addmm_ is not
+                else:
+                    gates = torch.addmm(bias, z.view(-1, width), w_t).view(n, batch, 5 * d)
+                c, tanh_c = like.new_empty(n, batch, d), like.new_empty(n, batch, d)
+                lstm_forward(gates, _neighbour_cells(diags, t, saved[1]), c, tanh_c, h[cells])
+                for store, x in zip(saved, (gates, c, tanh_c, z), strict=True):
+                    store.append(x)
+        ctx.diags = diags
+        ctx.has_rows, ctx.has_bias = rows is not None, bias is not None
+        ctx.save_for_backward(weight, *itertools.chain(*saved))
+        return h
+
+    @staticmethod
+    def backward(ctx: Any, dh_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        weight, *flat = ctx.saved_tensors
+        diags: Diagonals = ctx.diags
+        steps = diags.steps
+        gates, c, tanh_c, z = (flat[k * steps : (k + 1) * steps] for k in range(4))
+        d, width = weight.size(0) // 5, weight.size(1)
+        dh = [torch.zeros_like(x) for x in c]  # from the next diagonal, then dh_out's added
+        dc = [torch.zeros_like(x) for x in c]
+        d_weight = torch.zeros_like(weight)
+        d_bias = weight.new_zeros(5 * d) if ctx.has_bias else None
+        d_rows = d_cols = d_feats = None
+        if ctx.has_rows:
+            d_rows = weight.new_zeros(diags.n, dh_out.size(1), 5 * d)
+            d_cols = weight.new_zeros(diags.m, dh_out.size(1), 5 * d)  # reversed, as cols_rev
+        elif ctx.needs_input_grad[2]:
+            d_feats = weight.new_empty(diags.cells, dh_out.size(1), width - 2 * d)
+        for t in reversed(range(steps)):
+            cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
+            d_gates = torch.empty_like(gates[t])
+            lstm_backward(gates[t], _neighbour_cells(diags, t, c), tanh_c[t],
+                          dh[t].add_(dh_out[cells]), dc[t], d_gates,
+                          _neighbour_cells(diags, t, dc, grad=True))
+            flat_gates = d_gates.view(-1, 5 * d)
+            torch.addmm(d_weight, flat_gates.t(), z[t].view(-1, width), out=d_weight)
+            if d_bias is not None:
+                d_bias.add_(flat_gates.sum(0))
+            if d_rows is not None and d_cols is not None:
+                first_col = diags.m - 1 - t + lo
+                d_rows[lo : lo + n].add_(d_gates)
+                d_cols[first_col : first_col + n].add_(d_gates)
+            dz = flat_gates.mm(weight).view(n, -1, width)
+            if d_feats is not None:
+                d_feats[cells].copy_(dz[..., : width - 2 * d])
+            if t:
+                _neighbour_rows(diags, t, dh[t - 1], dz[..., width - 2 * d :], grad=True)
+        return (d_rows, None if d_cols is None else d_cols.flip(0), d_feats, d_weight, d_bias,
+                None)
+
+
+def _neighbour_rows(diags: Diagonals, t: int, h: torch.Tensor, z: torch.Tensor,
+                    grad: bool = False) -> None:
+    """``z [L_t, B, 2d] = [h_left; h_up]`` of diagonal ``t``'s cells from ``h``, diagonal
+    ``t-1``'s ``[L_{t-1}, B, d]`` (zeros on the border); with ``grad``, the reverse: ``z``'s
+    gradient added into ``h``'s."""
+    d = z.size(-1) // 2
+    for part, (dst, src, k) in enumerate((diags.left[t], diags.up[t]) if t else ()):
+        target = z[dst : dst + k, :, part * d : (part + 1) * d]
+        if grad:
+            h[src : src + k].add_(target)
+        else:
+            target.copy_(h[src : src + k])
+            # the one border row of a diagonal that lacks this neighbour (if any)
+            z[:dst, :, part * d : (part + 1) * d].zero_()
+            z[dst + k :, :, part * d : (part + 1) * d].zero_()
+    if t == 0 and not grad:
+        z.zero_()
+
+
+def _neighbour_cells(diags: Diagonals, t: int, c: Sequence[torch.Tensor],
+                     grad: bool = False) -> list[Any]:
+    """TC-LSTM's previous memory cells of diagonal ``t``, ``[c_{i,j-1}, c_{i-1,j}]`` (the
+    order of the forget gates ``f¹``, ``f²``), as :func:`lstm_forward` takes them, from the
+    per-diagonal ``c``; with ``grad``, only the tensors (to accumulate into)."""
+    if t == 0:
+        return []
+    out = [(dst, c[t - 1][src : src + k]) for dst, src, k in (diags.left[t], diags.up[t])]
+    return [x for _, x in out] if grad else out
+
+
+class TCCell(nn.Module):
+    """Tightly coupled cell (eqs. 9-11); gate order ``[c~, o, i, f¹ (left), f² (up)]``.
+
+    A :class:`~pairrepro.models.grid.FusedGridCell`: the sweep is :class:`_TCSweep`."""
+
+    outputs = (0,)
 
     def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
         super().__init__()
         self.hidden = hidden
         self.first = first
-        self.state_sizes = (hidden, hidden)  # h, c
         if first:  # A's columns for x_i and y_j
             self.w_x = nn.Linear(in_dim, 5 * hidden, bias=False)
             self.w_y = nn.Linear(in_dim, 5 * hidden, bias=False)
@@ -58,37 +190,21 @@ class TCCell(nn.Module):
             # b rides on the rows (added once per row, not once per cell)
             return {"rows": F.linear(x, self.w_x.weight, self.u.bias), "cols": self.w_y(y)}
         assert g is not None
-        # the fused grid stays un-projected: step() projects one diagonal at a time inside
+        # the fused grid stays un-projected: the sweep projects one diagonal at a time inside
         # its recurrent product (a whole-grid projection is memory-bound)
         return {"feats": g}
 
-    def step(self, inp: torch.Tensor | None, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None,
-             feats: torch.Tensor | None = None) -> State:
-        (h_up, c_up), (h_left, c_left) = up, left
-        if feats is None:  # first block: A's x_i, y_j columns and b arrive in inp
-            assert inp is not None
-            z = torch.cat([h_left, h_up], dim=-1)
-            # inp as addmm's added matrix: the sum costs no pass of its own
-            gates = torch.addmm(inp.reshape(-1, inp.size(-1)), z.view(-1, z.size(-1)),
-                                self.u.weight.t()).view(inp.shape)
-        else:  # A [ĥ_{i,j}; h_{i,j-1}; h_{i-1,j}] as one product
-            gates = F.linear(torch.cat([feats, h_left, h_up], dim=-1),
-                             torch.cat([self.w_g.weight, self.u.weight], dim=1), self.u.bias)
-        d = self.hidden
-        # one tanh and one sigmoid call for the five gates (four of them are sigmoids); a
-        # split, as its backward is one concatenation where a slice's zero-fills the whole
-        pre_cand, pre_sig = gates.split([d, 4 * d], dim=-1)
-        cand = torch.tanh(pre_cand)
-        o, i, f1, f2 = torch.sigmoid(pre_sig).chunk(4, dim=-1)
-        c = torch.addcmul(torch.addcmul(cand * i, c_left, f1), c_up, f2)  # fewer passes
-        h = o * torch.tanh(c)
-        return h, c
+    def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """The whole sweep as one :class:`_TCSweep` (see :class:`FusedGridCell`)."""
+        if self.first:
+            rows, cols, weight = compute_dtype(inputs["rows"], inputs["cols"], self.u.weight)
+            return [_TCSweep.apply(rows, cols, None, weight, None, diags)]
+        feats, weight, bias = compute_dtype(
+            inputs["feats"], torch.cat([self.w_g.weight, self.u.weight], dim=1), self.u.bias)
+        return [_TCSweep.apply(None, None, feats, weight, bias, diags)]
 
     def output(self, states: list[torch.Tensor]) -> torch.Tensor:
         return states[0]
-
-    outputs = (0,)
 
 
 class LCCell(nn.Module):
@@ -97,9 +213,6 @@ class LCCell(nn.Module):
     State ``(h¹, c¹, h², c²)``; the per-cell input is ``[A_in x_i; A_in y_j]`` (8d).
     """
 
-    memory = 0
-    memory_up = 0
-    memory_left = 0
     outputs = (0, 2)
 
     def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
@@ -130,7 +243,6 @@ class LCCell(nn.Module):
         return torch.sigmoid(o) * torch.tanh(c), c
 
     def step(self, inp: torch.Tensor | None, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None,
              feats: torch.Tensor | None = None) -> State:
         h1_up, c1_up, h2_up, _ = up
         h1_left, _, h2_left, c2_left = left
@@ -189,13 +301,12 @@ class CoupledLSTM(GridPairModel):
         self.out = nn.Linear(fc_hidden, ctx.num_outputs)
 
     def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
-               g: torch.Tensor | None, left_mask: torch.Tensor, right_mask: torch.Tensor,
-               cells: torch.Tensor) -> torch.Tensor:
-        """One block: the directions in one sweep, summed (eq. 13), padded cells zeroed;
-        the aggregated grid ``ĥ``."""
+               g: torch.Tensor | None, left_mask: torch.Tensor,
+               right_mask: torch.Tensor) -> torch.Tensor:
+        """One block: the directions in one sweep, summed (eq. 13): the aggregated grid ``ĥ``."""
         states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
                                      x=x, y=y, grid=g, outputs=cell.outputs)
-        return cell.output(states).sum(dim=0) * cells
+        return cell.output(states)
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:

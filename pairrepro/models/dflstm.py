@@ -23,14 +23,24 @@ layer: ``num_outputs`` logits, or one score for ranking.
 
 from __future__ import annotations
 
-from typing import Literal
+import itertools
+from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models.base import ModelContext
-from pairrepro.models.grid import GridPairModel, Memory, State, grid_mask, run_grid
-from pairrepro.models.layers import WordEmbedding, masked_max, masked_softmax
+from pairrepro.models.grid import (
+    Diagonals,
+    GridPairModel,
+    compute_dtype,
+    grid_mask,
+    lstm_backward,
+    lstm_forward,
+    run_grid_directions,
+)
+from pairrepro.models.layers import NEG_INF, WordEmbedding, masked_max
 from pairrepro.models.registry import register_model
 
 
@@ -46,75 +56,270 @@ class _Side(nn.Module):
         self.v = nn.Linear(hidden, 1, bias=False)
 
 
-class DFCell(nn.Module):
-    """DF-LSTM cell. State ``([h^x; W h^x], c^x, [h^y; W h^y], c^y, r^x, r^y)``.
+class _Memories:
+    """The ``K``-slot memories of one side (``x``: along X, ``y``: along Y) as strided views.
 
-    The memory components carry each state's attention projection ``W_a^mem h``
-    next to ``h`` so every state is projected once, not once per reader.
+    Each cell's state is stored once, in a grid that keeps the ``K`` states a cell reads
+    next to each other: X-states column by column (``[m, K + n, B, d]``, columns reversed),
+    Y-states row by row (``[n, K + m, B, d]``), each line after ``K`` zero slots (the
+    memory before the grid's first row/column). The ``K`` slots of every cell of a diagonal
+    are then one ``[L, K, B, d]`` view and its stored state one ``[L, B, d]`` view (the
+    slot after its window): no gathers, no stacking. Slots before the border are masked.
     """
 
-    memory_up = 0
-    memory_left = 2
-    outputs = (0, 2)
+    def __init__(self, diags: Diagonals, memory: int, side: int, like: torch.Tensor,
+                 batch: int, d: int) -> None:
+        self.diags, self.memory, self.side = diags, memory, side
+        outer, inner = (diags.m, diags.n) if side == 0 else (diags.n, diags.m)
+        self.shape = (outer, memory + inner, batch, d)
+        self.stride = memory + inner + 1 if side == 0 else memory + inner - 1
+        reach = torch.arange(max(diags.n, diags.m), device=like.device).unsqueeze(1) + \
+            torch.arange(memory, device=like.device)  # slot k of position p: p - K + k >= 0
+        bias = torch.where(reach >= memory, 0.0, NEG_INF).to(like.dtype).unsqueeze(-1)
+        self.bias = bias if side == 0 else bias.flip(0)  # y: positions j fall along a diagonal
+
+    def new(self, like: torch.Tensor) -> torch.Tensor:
+        """A store with zeroed memory slots before the border."""
+        store = like.new_empty(self.shape)
+        store[:, : self.memory].zero_()
+        return store
+
+    def _offset(self, t: int) -> int:
+        lo, d = self.diags.lo[t], self.diags
+        first = (d.m - 1 - t + lo) * (self.shape[1]) + lo if self.side == 0 else (
+            t + lo * self.stride)
+        return first
+
+    def window(self, store: torch.Tensor, t: int) -> torch.Tensor:
+        """``[L, K, B, d]``: the memory slots of diagonal ``t``'s cells."""
+        b, d = self.shape[2:]
+        return store.as_strided((self.diags.count[t], self.memory, b, d),
+                                (self.stride * b * d, b * d, d, 1), self._offset(t) * b * d)
+
+    def slot(self, store: torch.Tensor, t: int) -> torch.Tensor:
+        """``[L, B, d]``: where diagonal ``t``'s own states are stored."""
+        b, d = self.shape[2:]
+        return store.as_strided((self.diags.count[t], b, d), (self.stride * b * d, d, 1),
+                                (self._offset(t) + self.memory) * b * d)
+
+    def mask(self, t: int) -> torch.Tensor:
+        """``[L, K, 1]``: 0 for the slots inside the grid, a large negative number outside."""
+        lo, count = self.diags.lo[t], self.diags.count[t]
+        first = lo if self.side == 0 else self.bias.size(0) - 1 - (t - lo)
+        return self.bias[first : first + count]
+
+
+def _neighbour(diags: Diagonals, t: int, side: int) -> tuple[int, int, int]:
+    """``(first cell, first source, length)`` of the neighbour a side reads: x the cell
+    above (``c^x``, ``r^x`` of ``(i-1, j)``), y the cell on the left."""
+    return diags.up[t] if side == 0 else diags.left[t]
+
+
+class _DFSweep(torch.autograd.Function):
+    """A whole DF-LSTM layer (eqs. 6-17) with a hand-written backward pass.
+
+    Per diagonal and side: the query ``W_read r_prev + z`` (one product), the attention read
+    over the :class:`_Memories` window (``v·tanh(k + q)`` computed as ``2 v·σ(2k + 2q)``, its
+    constant ``Σv`` dropped as the softmax ignores it; one product with ``v``, a masked
+    softmax, the weighted sum), then for both sides the gates from ``H = [r^x; r^y]`` (one product
+    each), :func:`lstm_forward`, and the state's attention key ``W_mem h`` (one product).
+    The backward pass mirrors it diagonal by diagonal in reverse.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, rows: torch.Tensor | None, cols: torch.Tensor | None,  # type: ignore[override]
+                feats: torch.Tensor | None, diags: Diagonals, memory: int,
+                *weights: torch.Tensor) -> torch.Tensor:
+        """``rows`` ``[n, B, 5d]`` and ``cols`` ``[m, B, 5d]`` (each side's ``[gates | z]``
+        input, bias included) for a first layer, else ``feats`` ``[n·m, B, 2d]``;
+        ``weights``: per side (x then y) ``w_in``, ``b_in`` (``[b; 0]``), ``u``, ``w_read``,
+        ``w_mem``, ``v``. Returns ``[h^x; h^y]`` ``[n·m, B, 2d]``."""
+        sides = (weights[:6], weights[6:])
+        d = sides[0][2].size(1) // 2
+        like = rows if feats is None else feats
+        assert like is not None
+        batch = like.size(1)
+        mems = [_Memories(diags, memory, side, like, batch, d) for side in (0, 1)]
+        h = like.new_empty(diags.cells, batch, 2 * d)
+        stores = [mems[side].new(like) for side in (0, 1) for _ in range(2)]  # h^x p^x h^y p^y
+        saved: list[list[torch.Tensor]] = []
+        with torch.autocast(like.device.type, enabled=False):
+            cols_rev = None if cols is None else cols.flip(0)
+            for t in range(diags.steps):
+                cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
+                inputs = []
+                for side, (w_in, b_in, *_) in enumerate(sides):
+                    if rows is None or cols_rev is None:
+                        f = feats[cells][..., side * d : (side + 1) * d]  # type: ignore[index]
+                        inputs.append(torch.addmm(b_in, f.reshape(-1, d), w_in.t()).view(
+                            n, batch, 5 * d))
+                    else:
+                        first = lo if side == 0 else diags.m - 1 - t + lo
+                        inputs.append((rows if side == 0 else cols_rev)[first : first + n])
+                big_h = like.new_empty(n, batch, 2 * d)
+                step: list[torch.Tensor] = [big_h]
+                for side, (_, _, _, w_read, _, v) in enumerate(sides):
+                    q = inputs[side][..., 4 * d :].clone(memory_format=torch.contiguous_format)
+                    dst, src, k = _neighbour(diags, t, side)
+                    if t and k:  # r_prev: r of the neighbour the side reads
+                        rows_q = q[dst : dst + k].view(-1, d)
+                        r_prev = saved[t - 1][0][src : src + k]
+                        torch.addmm(rows_q, r_prev[..., side * d : (side + 1) * d].reshape(-1, d),
+                                    w_read.t(), out=rows_q)
+                    mem = mems[side]
+                    # v·tanh(k + q) = 2 v·σ(2k + 2q) − Σv, and softmax ignores the constant:
+                    # keys are stored doubled, e = σ(2k + 2q) (two passes instead of five)
+                    e = torch.add(mem.window(stores[2 * side + 1], t), q.unsqueeze(1), alpha=2)
+                    scores = torch.mm(e.sigmoid_().view(-1, d), v.t()).mul_(2).view(
+                        n, memory, batch)
+                    attn = torch.softmax(scores.add_(mem.mask(t)), dim=1)
+                    torch.sum(attn.unsqueeze(-1) * mem.window(stores[2 * side], t), dim=1,
+                              out=big_h[..., side * d : (side + 1) * d])
+                    step += [e, attn]
+                for side, (_, _, u, _, w_mem, _) in enumerate(sides):
+                    gates = torch.addmm(inputs[side][..., : 4 * d].reshape(-1, 4 * d),
+                                        big_h.view(-1, 2 * d), u.t()).view(n, batch, 4 * d)
+                    c, tanh_c = like.new_empty(n, batch, d), like.new_empty(n, batch, d)
+                    dst, src, k = _neighbour(diags, t, side)
+                    prev = [(dst, saved[t - 1][6 + 3 * side][src : src + k])] if t and k else []
+                    h_side = h[cells][..., side * d : (side + 1) * d]
+                    lstm_forward(gates, prev, c, tanh_c, h_side)
+                    mems[side].slot(stores[2 * side], t).copy_(h_side)
+                    key = torch.mm(h_side.reshape(-1, d), w_mem.t()).mul_(2)  # doubled, see e
+                    mems[side].slot(stores[2 * side + 1], t).copy_(key.view(n, batch, d))
+                    step += [gates, c, tanh_c]
+                saved.append(step)
+        ctx.diags, ctx.memory, ctx.first = diags, memory, feats is None
+        ctx.save_for_backward(h, *(feats,) if feats is not None else (), *stores,
+                              *weights, *itertools.chain(*saved))
+        return h
+
+    @staticmethod
+    def backward(ctx: Any, dh_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        diags: Diagonals = ctx.diags
+        memory, steps = ctx.memory, diags.steps
+        h, *rest = ctx.saved_tensors
+        feats = None if ctx.first else rest.pop(0)
+        stores, weights, flat = rest[:4], rest[4:16], rest[16:]
+        saved = [flat[t * 11 : (t + 1) * 11] for t in range(steps)]
+        sides = (weights[:6], weights[6:])
+        d, batch = sides[0][2].size(1) // 2, h.size(1)
+        mems = [_Memories(diags, memory, side, h, batch, d) for side in (0, 1)]
+        grads = [torch.zeros_like(w) for w in weights]  # per side: w_in b_in u w_read w_mem v
+        d_stores = [torch.zeros_like(s) for s in stores]
+        d_c = [[torch.zeros_like(saved[t][6 + 3 * side]) for side in (0, 1)]
+               for t in range(steps)]
+        d_r = [torch.zeros_like(saved[t][0]) for t in range(steps)]  # reaching r_prev
+        d_rows = d_cols = d_feats = None
+        if feats is None:
+            d_rows = h.new_zeros(diags.n, batch, 5 * d)
+            d_cols = h.new_zeros(diags.m, batch, 5 * d)  # reversed, as cols_rev
+        else:
+            d_feats = torch.empty_like(feats)
+        v4 = [side[5].view(-1) * 4 for side in sides]
+        for t in reversed(range(steps)):
+            cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
+            big_h, *step = saved[t]
+            d_in = [h.new_empty(n, batch, 5 * d) for _ in (0, 1)]  # [d gates | d z] per side
+            for side, (_, _, _, _, w_mem, _) in enumerate(sides):
+                mem, g_wm = mems[side], grads[6 * side + 4]
+                dh = torch.add(dh_out[cells][..., side * d : (side + 1) * d],
+                               mem.slot(d_stores[2 * side], t))
+                d_key = mem.slot(d_stores[2 * side + 1], t).reshape(-1, d)  # a copy
+                h_side = h[cells][..., side * d : (side + 1) * d].reshape(-1, d)
+                torch.addmm(dh.view(-1, d), d_key, w_mem, out=dh.view(-1, d))
+                torch.addmm(g_wm, d_key.t(), h_side, out=g_wm)
+                gates, _, tanh_c = step[4 + 3 * side : 7 + 3 * side]
+                dst, src, k = _neighbour(diags, t, side)
+                prev, d_prev = [], []
+                if t and k:
+                    prev = [(dst, saved[t - 1][6 + 3 * side][src : src + k])]
+                    d_prev = [d_c[t - 1][side][src : src + k]]
+                lstm_backward(gates, prev, tanh_c, dh, d_c[t][side], d_in[side][..., : 4 * d],
+                              d_prev)
+            d_h = torch.mm(d_in[0][..., : 4 * d].reshape(-1, 4 * d), sides[0][2])
+            torch.addmm(d_h, d_in[1][..., : 4 * d].reshape(-1, 4 * d), sides[1][2], out=d_h)
+            d_h = d_h.view(n, batch, 2 * d).add_(d_r[t])
+            for side, (_, _, _, w_read, _, _) in enumerate(sides):
+                g_u, g_wr, g_v = grads[6 * side + 2], grads[6 * side + 3], grads[6 * side + 5]
+                torch.addmm(g_u, d_in[side][..., : 4 * d].reshape(-1, 4 * d).t(),
+                            big_h.view(-1, 2 * d), out=g_u)
+                mem, (e, attn) = mems[side], step[2 * side : 2 * side + 2]
+                dr = d_h[..., side * d : (side + 1) * d].unsqueeze(1)
+                d_attn = (mem.window(stores[2 * side], t) * dr).sum(-1)
+                mem.window(d_stores[2 * side], t).addcmul_(attn.unsqueeze(-1), dr)
+                d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
+                # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
+                torch.addmm(g_v, d_scores.view(1, -1), e.view(-1, d), alpha=2, out=g_v)
+                # d(k + q) = 4 v e (1 − e) d_scores, elementwise (an outer product written as
+                # a matrix product runs at a few GFLOP/s)
+                d_e = torch.addcmul(e, e, e, value=-1).mul_(v4[side]).mul_(
+                    d_scores.unsqueeze(-1))
+                mem.window(d_stores[2 * side + 1], t).add_(d_e)
+                dq = d_in[side][..., 4 * d :]
+                torch.sum(d_e, dim=1, out=dq)
+                dst, src, k = _neighbour(diags, t, side)
+                if t and k:
+                    dq_rows = dq[dst : dst + k].reshape(-1, d)
+                    r_prev = saved[t - 1][0][src : src + k][..., side * d : (side + 1) * d]
+                    d_prev_r = d_r[t - 1][src : src + k][..., side * d : (side + 1) * d]
+                    d_prev_r.add_(torch.mm(dq_rows, w_read).view(k, batch, d))
+                    torch.addmm(g_wr, dq_rows.t(), r_prev.reshape(-1, d), out=g_wr)
+                if d_rows is not None and d_cols is not None:
+                    first = lo if side == 0 else diags.m - 1 - t + lo
+                    (d_rows if side == 0 else d_cols)[first : first + n].add_(d_in[side])
+                else:
+                    assert feats is not None and d_feats is not None
+                    g_in, g_b = grads[6 * side], grads[6 * side + 1]
+                    flat_in = d_in[side].view(-1, 5 * d)
+                    f = feats[cells][..., side * d : (side + 1) * d].reshape(-1, d)
+                    d_feats[cells][..., side * d : (side + 1) * d].copy_(
+                        torch.mm(flat_in, sides[side][0]).view(n, batch, d))
+                    torch.addmm(g_in, flat_in.t(), f, out=g_in)
+                    g_b.add_(flat_in.sum(0))
+        if feats is None:
+            grads[0] = grads[1] = grads[6] = grads[7] = None  # type: ignore[call-overload]
+        return (d_rows, None if d_cols is None else d_cols.flip(0), d_feats, None, None,
+                *grads)
+
+
+class DFCell(nn.Module):
+    """DF-LSTM cell: the two sides' weights and the layer's sweep (:class:`_DFSweep`)."""
+
+    outputs = (0,)
 
     def __init__(self, in_dim: int, hidden: int, memory: int, first: bool) -> None:
         super().__init__()
         if memory < 1:
             raise ValueError(f"memory (K) must be at least 1, got {memory}")
         self.hidden, self.memory, self.first = hidden, memory, first
-        d = hidden
-        self.state_sizes = (2 * d, d, 2 * d, d, d, d)
         self.x = _Side(in_dim, hidden)
         self.y = _Side(in_dim, hidden)
 
+    def _input_bias(self, side: _Side) -> torch.Tensor:
+        """``[b; 0]``: the LSTM bias next to the attention query's (absent) one."""
+        return torch.cat([side.u.bias, side.u.bias.new_zeros(self.hidden)])
+
     def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Per-cell input ``[x-side 5d | y-side 5d]`` from words; the layer below's grid as
-        ``feats``, which :meth:`step` projects."""
+        """Each side's per-cell input ``[gates 4d | z d]`` from words (``rows`` for the x
+        side, ``cols`` for the y side); the layer below's grid as ``feats``, which the
+        sweep projects one diagonal at a time."""
         if self.first:
             assert x is not None and y is not None
-            px, py = self.x.w_in(x), self.y.w_in(y)
-            return {"rows": torch.cat([px, torch.zeros_like(px)], dim=-1),
-                    "cols": torch.cat([torch.zeros_like(py), py], dim=-1)}
+            return {"rows": F.linear(x, self.x.w_in.weight, self._input_bias(self.x)),
+                    "cols": F.linear(y, self.y.w_in.weight, self._input_bias(self.y))}
         assert g is not None
-        # the grid below stays un-projected: step() projects one diagonal at a time (the
-        # whole-grid projection is 10d wide and memory-bound)
         return {"feats": g}
 
-    def _read(self, side: _Side, mem: Memory, r_prev: torch.Tensor,
-              z: torch.Tensor) -> torch.Tensor:
-        d = self.hidden
-        slots, proj = mem.values[..., :d], mem.values[..., d:]  # [B, L, K, d]
-        query = (side.w_read(r_prev) + z).unsqueeze(2)
-        scores = side.v(torch.tanh(proj + query)).squeeze(-1)  # [B, L, K]
-        attn = masked_softmax(scores, mem.mask.unsqueeze(0))
-        return (attn.unsqueeze(-1) * slots).sum(dim=2)
-
-    @staticmethod
-    def _lstm(gates: torch.Tensor, c_prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cand, o, i, f = gates.chunk(4, dim=-1)
-        c = torch.tanh(cand) * torch.sigmoid(i) + c_prev * torch.sigmoid(f)
-        return torch.sigmoid(o) * torch.tanh(c), c
-
-    def step(self, inp: torch.Tensor | None, up: State, left: State,
-             mem_up: Memory | None, mem_left: Memory | None,
-             feats: torch.Tensor | None = None) -> State:
-        assert mem_up is not None and mem_left is not None
-        d = self.hidden
-        if feats is not None:  # layer below: h^x feeds the x side, h^y the y side
-            fx, fy = feats.split(d, dim=-1)
-            gx, zx = self.x.w_in(fx).split([4 * d, d], dim=-1)
-            gy, zy = self.y.w_in(fy).split([4 * d, d], dim=-1)
-        else:
-            assert inp is not None
-            gx, zx, gy, zy = inp.split([4 * d, d, 4 * d, d], dim=-1)
-        rx = self._read(self.x, mem_up, up[4], zx)  # eqs. 12, 14
-        ry = self._read(self.y, mem_left, left[5], zy)  # eqs. 13, 15
-        big_h = torch.cat([rx, ry], dim=-1)  # eq. 17
-        hx, cx = self._lstm(gx + self.x.u(big_h), up[1])  # eq. 7
-        hy, cy = self._lstm(gy + self.y.u(big_h), left[3])  # eq. 8
-        return (torch.cat([hx, self.x.w_mem(hx)], -1), cx,
-                torch.cat([hy, self.y.w_mem(hy)], -1), cy, rx, ry)
+    def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """The layer's ``[h^x; h^y]`` (see :class:`~pairrepro.models.grid.FusedGridCell`)."""
+        weights = [w for side in (self.x, self.y)
+                   for w in (side.w_in.weight, self._input_bias(side), side.u.weight,
+                             side.w_read.weight, side.w_mem.weight, side.v.weight)]
+        rows, cols, feats, *weights = compute_dtype(inputs.get("rows"), inputs.get("cols"),
+                                                    inputs.get("feats"), *weights)
+        return [_DFSweep.apply(rows, cols, feats, diags, self.memory, *weights)]
 
 
 @register_model("df_lstm")
@@ -161,14 +366,12 @@ class DFLSTM(GridPairModel):
                         nn.init.orthogonal_(block)
 
     def _block(self, cell: DFCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
-               g: torch.Tensor | None, left_mask: torch.Tensor, right_mask: torch.Tensor,
-               cells: torch.Tensor) -> torch.Tensor:
-        """One DF-LSTM layer over the grid (the masks are not needed: padded cells cannot
-        reach real ones); ``[h^x; h^y]`` (``2d``) with padded cells zeroed."""
-        d = self.hidden
-        hx, hy = run_grid(cell, x.size(1), y.size(1), outputs=cell.outputs,
-                          **cell.project(x, y, g))
-        return torch.cat([hx[..., :d], hy[..., :d]], dim=-1) * cells
+               g: torch.Tensor | None, left_mask: torch.Tensor,
+               right_mask: torch.Tensor) -> torch.Tensor:
+        """One DF-LSTM layer over the grid: ``[h^x; h^y]`` (``2d``)."""
+        (h,) = run_grid_directions(cell, cell.project, left_mask, right_mask, 1, x=x, y=y,
+                                   grid=g, outputs=cell.outputs)
+        return h
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,25 @@ the ``K`` previous states along each axis). A cell-by-cell loop needs ``n·m``
 sequential steps; here every anti-diagonal ``t = i + j`` is one batched step,
 so a grid costs ``n + m - 1`` steps whatever the batch size.
 
-Design:
+Two ways to run a sweep:
+
+* **Fused** (:class:`FusedGridCell`: TC-LSTM, DF-LSTM). The cell runs the whole sweep as one
+  ``torch.autograd.Function`` with a hand-written backward pass (``clstm._TCSweep``,
+  ``dflstm._DFSweep``), on the layout of :class:`Diagonals`: cells in diagonal-major order
+  with the batch inside, ``[n·m, B, width]``, so a diagonal's cells are one contiguous block
+  and each matrix product takes them without a copy; neighbours are row ranges of the
+  previous diagonal's block, found in precomputed tables (cells on the border simply have
+  none: no padding, no gathers). Per diagonal there is one matrix product forward and one
+  backward (plus the weight gradient's), and the gate nonlinearities, the cell update and
+  their derivatives run as a few in-place passes (:func:`lstm_forward`,
+  :func:`lstm_backward`) that keep only what the backward pass reads. Tensors are kept per
+  diagonal (a few MB each): whole-grid buffers are allocated fresh from the system at every
+  step on CPU, and their page faults cost more than the work.
+* **Per diagonal under autograd** (:class:`GridCell`: LC-LSTM, :func:`run_grid`). The cell's
+  ``step`` updates one diagonal, stored as ``[B, L_t + 2, size]`` with one zero row on each
+  side, so both neighbours are plain slices of the previous diagonal.
+
+Shared design:
 
 * **Input projections once.** The additive per-cell input of a cell's gates is
   ``rows[i] + cols[j] + grid[i, j]`` (any of the three may be absent): callers
@@ -16,18 +34,11 @@ Design:
   recurrent product (``A [ĥ; h_left; h_up]`` as one matrix product). Projecting
   the whole grid first writes a tensor several times wider than the grid, a
   memory-bound product (under 30% of the GEMM rate measured on CPU).
-* **Diagonal storage.** Diagonal ``t`` holds rows ``lo_t..hi_t`` (its valid
-  cells) plus one zero row on each side, as ``[B, L_t + 2, size]`` tensors.
-  Cell ``(i, j)``'s upper neighbour is row ``i-1`` of diagonal ``t-1``, its left
-  neighbour row ``i`` of diagonal ``t-1``: thanks to the zero rows (the
-  out-of-grid boundary) both are plain slices, one padding per state instead of
-  one per neighbour. The ``k``-th memory slot along either axis lives on diagonal
-  ``t-k`` (sliced, zero-padded where it reaches outside). No in-place writes, so
-  autograd sees a plain graph.
-* **Gathers on narrow tensors.** Grids enter and leave the sweep in
-  diagonal-major order; :func:`run_grid_directions` composes each direction's
-  per-example reversal with that order into one row gather each way, applied
-  to the un-projected ``[.., D]`` grid (not to its ``5D``-wide projection).
+* **Gathers on narrow tensors.** Grids enter and leave the sweep in its own cell
+  order; :func:`run_grid_directions` composes each direction's per-example reversal
+  with that order into one row gather each way (:class:`_Regroup`: the backward pass of
+  each is the other, also a gather), applied to the un-projected ``[.., D]`` grid (not to
+  its ``5D``-wide projection); the four directions' results are summed in the same gather.
 * **Padding.** Sequences are padded at the end and every dependency points to
   smaller indices, so padded cells can never influence a real cell: a batch of
   ragged pairs gives exactly each pair's own result (the padded cells hold
@@ -41,10 +52,11 @@ Design:
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -64,39 +76,15 @@ DIRECTION_FLIPS: tuple[tuple[bool, bool], ...] = (
 )
 
 
-@dataclass
-class Memory:
-    """The ``K`` previous states of one component along one axis, for every cell of a diagonal.
-
-    ``values`` is ``[B, L, K, size]`` (slot ``k-1`` holds the state ``k`` steps back),
-    ``mask`` is ``[L, K]`` (False where the slot lies before the grid's first row/column).
-    """
-
-    values: torch.Tensor
-    mask: torch.Tensor
-
-
 class GridCell(Protocol):
-    """What the engine needs from a cell.
-
-    ``state_sizes`` lists the width of every state component. ``memory`` is the
-    number of previous states kept along each axis (0 for none); ``memory_up``
-    and ``memory_left`` name the components remembered along X (rows) and Y (columns).
-    """
+    """What the per-diagonal engine (:func:`run_grid`, used by LC-LSTMs) needs from a cell:
+    ``state_sizes`` lists the width of every state component, :meth:`step` updates the cells
+    of one diagonal (autograd differentiates the sweep). TC- and DF-LSTMs run their whole
+    sweep themselves instead (:class:`FusedGridCell`)."""
 
     state_sizes: tuple[int, ...]
-    memory: int
-    memory_up: int
-    memory_left: int
 
-    def step(
-        self,
-        inp: torch.Tensor | None,
-        up: State,
-        left: State,
-        mem_up: Memory | None,
-        mem_left: Memory | None,
-    ) -> State:
+    def step(self, inp: torch.Tensor | None, up: State, left: State) -> State:
         """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``.
 
         ``inp`` is the sum of the additive inputs (``rows``, ``cols``, ``grid``; None when
@@ -104,39 +92,6 @@ class GridCell(Protocol):
         argument ``feats`` (``[B, L, F]``), for the cell to project itself.
         """
         ...
-
-
-def _rows(diag: torch.Tensor | None, lo: int, start: int, count: int) -> torch.Tensor | None:
-    """Rows ``start .. start+count-1`` of a diagonal whose first stored row is ``lo``.
-
-    Rows the diagonal does not hold (outside the grid) come back as zeros. Diagonals
-    are stored with a zero row on each side, so the neighbours of every cell are a
-    plain slice (a view); only the memory slots of DF-LSTM reach further and pad.
-    """
-    if diag is None:
-        return None
-    stored = diag.size(1)
-    if lo <= start and start + count <= lo + stored:
-        return diag[:, start - lo : start - lo + count]
-    a = max(start, lo)
-    b = min(start + count, lo + stored)
-    if b <= a:
-        return diag.new_zeros(diag.size(0), count, *diag.shape[2:])
-    piece = diag[:, a - lo : b - lo]
-    pad = [0, 0] * (diag.dim() - 2) + [a - start, start + count - b]
-    return F.pad(piece, pad)
-
-
-def _diagonal_order(n: int, m: int, device: torch.device) -> tuple[torch.Tensor, list[int]]:
-    """Flat cell indices ``i*m + j`` sorted by diagonal (then row), and each diagonal's offset."""
-    order: list[int] = []
-    offsets: list[int] = []
-    for t in range(n + m - 1):
-        offsets.append(len(order))
-        lo, hi = max(0, t - m + 1), min(t, n - 1)
-        order += [i * m + (t - i) for i in range(lo, hi + 1)]
-    offsets.append(len(order))
-    return torch.tensor(order, dtype=torch.long, device=device), offsets
 
 
 def _split_diagonals(flat: torch.Tensor | None, offsets: list[int]) -> tuple[torch.Tensor, ...]:
@@ -154,12 +109,11 @@ def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
            cols: torch.Tensor | None, grid: torch.Tensor | None, feats: torch.Tensor | None,
            offsets: list[int], outputs: Sequence[int]) -> list[torch.Tensor]:
     """The anti-diagonal sweep; ``grid`` and ``feats`` come and results go in diagonal-major
-    order (``[B, n*m, ·]``, cells as :func:`_diagonal_order` lists them)."""
+    order (``[B, n*m, ·]``, cells as :class:`Diagonals` lists them)."""
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     batch = given[0].size(0)
     cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
     grid_diags, feat_diags = _split_diagonals(grid, offsets), _split_diagonals(feats, offsets)
-    K = cell.memory
     diags: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
     for t in range(n + m - 1):
         lo, hi = max(0, t - m + 1), min(t, n - 1)
@@ -179,35 +133,12 @@ def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
             prev, plo = diags[t - 1], max(0, t - m) - 1
             up = tuple(c[:, lo - 1 - plo : lo - 1 - plo + count] for c in prev)
             left = tuple(c[:, lo - plo : lo - plo + count] for c in prev)
-        mem_up = mem_left = None
-        if K > 0:
-            mem_up, mem_left = _memories(cell, diags, t, lo, hi, m, batch, given[0])
         if feat_diags:
-            state = cell.step(inp, up, left, mem_up, mem_left, feats=feat_diags[t])
+            state = cell.step(inp, up, left, feats=feat_diags[t])  # type: ignore[call-arg]
         else:
-            state = cell.step(inp, up, left, mem_up, mem_left)  # type: ignore[arg-type]
+            state = cell.step(inp, up, left)
         diags.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
     return [torch.cat([d[c][:, 1:-1] for d in diags], dim=1) for c in outputs]
-
-
-def _memories(cell: GridCell, diags: list[State], t: int, lo: int, hi: int, m: int,
-              batch: int, like: torch.Tensor) -> tuple[Memory, Memory]:
-    """The ``K`` previous states along X and Y of the cells of diagonal ``t``."""
-    device, count, K = like.device, hi - lo + 1, cell.memory
-    row_idx = torch.arange(lo, hi + 1, device=device)
-    col_idx = t - row_idx
-    ks = torch.arange(1, K + 1, device=device)
-    slots_up, slots_left = [], []
-    for k in range(1, K + 1):
-        if t - k < 0:
-            slots_up.append(like.new_zeros(batch, count, cell.state_sizes[cell.memory_up]))
-            slots_left.append(like.new_zeros(batch, count, cell.state_sizes[cell.memory_left]))
-            continue
-        src, slo = diags[t - k], max(0, t - k - m + 1) - 1
-        slots_up.append(_rows(src[cell.memory_up], slo, lo - k, count))  # type: ignore[arg-type]
-        slots_left.append(_rows(src[cell.memory_left], slo, lo, count))  # type: ignore[arg-type]
-    return (Memory(torch.stack(slots_up, dim=2), row_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0),
-            Memory(torch.stack(slots_left, dim=2), col_idx.unsqueeze(1) - ks.unsqueeze(0) >= 0))
 
 
 def run_grid(
@@ -239,17 +170,177 @@ def run_grid(
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     if not given:
         raise ValueError("run_grid needs at least one of rows, cols, grid, feats")
-    batch, device = given[0].size(0), given[0].device
-    order, offsets = _diagonal_order(n, m, device)
+    batch = given[0].size(0)
+    diags = diagonals(n, m, given[0].device)
 
     def diagonal_major(g: torch.Tensor | None) -> torch.Tensor | None:
-        return None if g is None else g.reshape(batch, n * m, -1).index_select(1, order)
+        return None if g is None else g.reshape(batch, n * m, -1).index_select(1, diags.order)
 
     flat = _sweep(cell, n, m, rows, cols, diagonal_major(grid), diagonal_major(feats),
-                  offsets, outputs)
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel(), device=device)
+                  [*diags.start, n * m], outputs)
+    inverse = torch.empty_like(diags.order)
+    inverse[diags.order] = torch.arange(n * m, device=inverse.device)
     return [f.index_select(1, inverse).view(batch, n, m, -1) for f in flat]
+
+
+@dataclass(frozen=True)
+class Diagonals:
+    """Index tables of an ``n × m`` grid in the *compact diagonal-major* layout of the fused
+    sweeps: cells sorted by anti-diagonal ``t = i + j``, then by row; every per-cell tensor is
+    ``[n·m, B, width]`` (batch inside), so the cells of one diagonal are one contiguous
+    ``[L_t, B, width]`` block and a matrix product over them needs no copy.
+
+    ``lo[t]``, ``count[t]``, ``start[t]``: first row, number of cells and offset of diagonal
+    ``t``. ``left[t]`` and ``up[t]`` (``t >= 1``) say where the neighbours of diagonal ``t``'s
+    cells lie in diagonal ``t-1``, as ``(first cell, its neighbour, length)``, each counted
+    from its diagonal's first cell: the run of cells that have that neighbour at all (the
+    others lie on the grid's border).
+    ``order``, ``rows``, ``cols``: flat grid index ``i·m + j``, row and column of each cell.
+    """
+
+    n: int
+    m: int
+    lo: tuple[int, ...]
+    count: tuple[int, ...]
+    start: tuple[int, ...]
+    left: tuple[tuple[int, int, int], ...]
+    up: tuple[tuple[int, int, int], ...]
+    order: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+
+    @property
+    def cells(self) -> int:
+        return self.n * self.m
+
+    @property
+    def steps(self) -> int:
+        return self.n + self.m - 1
+
+    def block(self, t: int) -> slice:
+        """The cells of diagonal ``t``."""
+        return slice(self.start[t], self.start[t] + self.count[t])
+
+
+@functools.lru_cache(maxsize=64)
+def diagonals(n: int, m: int, device: torch.device) -> Diagonals:
+    """The (cached) :class:`Diagonals` of an ``n × m`` grid, index tensors on ``device``."""
+    lo = [max(0, t - m + 1) for t in range(n + m - 1)]
+    hi = [min(t, n - 1) for t in range(n + m - 1)]
+    count = [h - a + 1 for a, h in zip(lo, hi, strict=True)]
+    start = [0, *itertools.accumulate(count)][:-1]
+    left, up = [(0, 0, 0)], [(0, 0, 0)]
+    for t in range(1, n + m - 1):
+        # left of (i, j) is (i, j-1): row i of diagonal t-1; up is row i-1 of diagonal t-1
+        first, last = lo[t], min(hi[t], hi[t - 1])
+        left.append((0, first - lo[t - 1], last - first + 1))
+        first = max(lo[t], lo[t - 1] + 1)
+        up.append((first - lo[t], first - 1 - lo[t - 1], hi[t] - first + 1))
+    rows = [i for t in range(n + m - 1) for i in range(lo[t], hi[t] + 1)]
+    cols = [t - i for t in range(n + m - 1) for i in range(lo[t], hi[t] + 1)]
+
+    def tensor(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.long, device=device)
+
+    return Diagonals(n, m, tuple(lo), tuple(count), tuple(start), tuple(left), tuple(up),
+                     tensor([i * m + j for i, j in zip(rows, cols, strict=True)]),
+                     tensor(rows), tensor(cols))
+
+
+def tanh_(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``tanh(x)`` into ``out`` (in place when None). On CPU as ``2 σ(2x) − 1``: torch's CPU
+    ``tanh`` is several times slower than its ``sigmoid`` (bench/bench_grid.py ``--micro``),
+    and the identity is exact up to rounding (about 2e-7 absolute in float32)."""
+    out = x if out is None else out
+    if x.device.type != "cpu":
+        return torch.tanh(x, out=out)
+    return torch.mul(x, 2, out=out).sigmoid_().mul_(2).sub_(1)
+
+
+Neighbour = tuple[int, torch.Tensor]  # (first row within the diagonal, rows of a neighbour)
+
+
+def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor,
+                 tanh_c: torch.Tensor, h: torch.Tensor) -> None:
+    """One LSTM update of the cells of a diagonal, written into preallocated tensors.
+
+    ``gates`` ``[L, B, (3+k)·d]`` holds the pre-activations ``[c~, o, i, f_1 .. f_k]`` and is
+    overwritten with the activations (tanh for ``c~``, sigmoid for the rest), which is what
+    :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``: the previous memory cells gated by
+    ``f_k``, for rows ``r .. r + len(c_k) - 1`` (rows without one read zero). Writes
+    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``tanh(c)`` and ``h = o ⊙ tanh(c)``.
+    """
+    d = c.size(-1)
+    cand = gates[..., :d]
+    if gates.device.type == "cpu":  # one sigmoid for all gates: tanh(x) = 2 σ(2x) − 1
+        cand.mul_(2)
+        gates.sigmoid_()
+        cand.mul_(2).sub_(1)
+    else:
+        cand.tanh_()
+        gates[..., d:].sigmoid_()
+    torch.mul(cand, gates[..., 2 * d : 3 * d], out=c)
+    for k, (row, c_k) in enumerate(prev):
+        rows = slice(row, row + c_k.size(0))
+        c[rows].addcmul_(gates[rows, :, (3 + k) * d : (4 + k) * d], c_k)
+    tanh_(c, out=tanh_c)
+    torch.mul(gates[..., d : 2 * d], tanh_c, out=h)
+
+
+def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.Tensor,
+                  dh: torch.Tensor, dc: torch.Tensor, d_gates: torch.Tensor,
+                  d_prev: Sequence[torch.Tensor]) -> None:
+    """The backward pass of :func:`lstm_forward` for one diagonal.
+
+    ``dh`` and ``dc`` are the gradients reaching ``h`` and ``c`` from later cells; ``dc`` is
+    updated in place to the full gradient of ``c``. ``d_gates`` (the pre-activations'
+    gradient) is written (zeros for ``f_k`` where a row has no ``c_k``). ``d_prev[k]`` (rows
+    as ``prev[k]``) accumulates ``c_k``'s gradient.
+    """
+    d = dc.size(-1)
+    cand, o, i = gates[..., :d], gates[..., d : 2 * d], gates[..., 2 * d : 3 * d]
+    one = tanh_c.new_ones(())
+    dc.add_(torch.addcmul(one, tanh_c, tanh_c, value=-1).mul_(o).mul_(dh))
+    torch.mul(dh, tanh_c, out=d_gates[..., d : 2 * d])
+    torch.mul(dc, cand, out=d_gates[..., 2 * d : 3 * d])
+    torch.addcmul(one, cand, cand, value=-1, out=d_gates[..., :d]).mul_(i).mul_(dc)
+    for k in range(gates.size(-1) // d - 3):
+        f = d_gates[..., (3 + k) * d : (4 + k) * d]
+        if k >= len(prev):
+            f.zero_()
+            continue
+        row, c_k = prev[k]
+        rows = slice(row, row + c_k.size(0))
+        f[:row].zero_()
+        f[rows.stop :].zero_()
+        torch.mul(dc[rows], c_k, out=f[rows])
+        d_prev[k].addcmul_(dc[rows], gates[rows, :, (3 + k) * d : (4 + k) * d])
+    sig = gates[..., d:]
+    d_gates[..., d:].mul_(torch.addcmul(sig, sig, sig, value=-1))
+
+
+class FusedGridCell(Protocol):
+    """A cell that runs a whole sweep itself, with a hand-written backward pass.
+
+    ``sweep(diags, inputs)`` gets the projector's tensors (``rows`` ``[n, B, ·]``, ``cols``
+    ``[m, B, ·]``, ``feats`` ``[n·m, B, ·]`` in :class:`Diagonals` order) and returns the
+    requested state components in the same compact layout, ``[n·m, B, size]`` each.
+    """
+
+    def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """Run the sweep."""
+        ...
+
+
+def compute_dtype(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
+    """``tensors`` cast to the autocast dtype when autocast is on for their device (a fused
+    sweep then runs in it, with autocast off inside: its preallocated buffers have one
+    dtype), unchanged otherwise."""
+    device = next(t for t in tensors if t is not None).device.type
+    if not torch.is_autocast_enabled(device):
+        return list(tensors)
+    dtype = torch.get_autocast_dtype(device)
+    return [None if t is None else t.to(dtype) for t in tensors]
 
 
 def flip_index(mask: torch.Tensor) -> torch.Tensor:
@@ -286,7 +377,7 @@ Projector = Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor | N
 
 
 def run_grid_directions(
-    cell: GridCell,
+    cell: GridCell | FusedGridCell,
     project: Projector,
     row_mask: torch.Tensor,
     col_mask: torch.Tensor,
@@ -296,18 +387,22 @@ def run_grid_directions(
     grid: torch.Tensor | None = None,
     outputs: Sequence[int] = (0,),
 ) -> list[torch.Tensor]:
-    """Run the first ``directions`` (1 to 4) C-LSTM directions in one batched sweep.
+    """Run the first ``directions`` (1 to 4) C-LSTM directions in one batched sweep, summed.
 
     ``x [B, n, e]``, ``y [B, m, e]`` and/or ``grid [B, n, m, D]`` are reversed per example
     as :data:`DIRECTION_FLIPS` says, stacked along the batch, and only then turned into
     gate inputs by ``project(x, y, grid) -> {"rows"|"cols"|"grid"|"feats": tensor}`` (a
     position-wise map, so it commutes with the reversal, and reversing the narrower
     un-projected tensors is cheaper; see :func:`run_grid` for the keys). ``project`` gets
-    the grid already in diagonal-major order, ``[directions·B, n·m, D]``, and returns
-    ``grid``/``feats`` in that order. Results are mapped back to the original orientation.
+    the grid already in the sweep's order: ``[directions·B, n·m, D]`` for a
+    :class:`GridCell`, ``[n·m, directions·B, D]`` (batch inside, :class:`Diagonals` order)
+    for a :class:`FusedGridCell`, whose ``x``, ``y`` come as ``[n, directions·B, e]``.
+    Results are mapped back to the original orientation and summed over the directions
+    (eq. 13) in the same gather.
 
     Returns:
-        One ``[directions, B, n, m, size]`` tensor per requested component.
+        One ``[B, n, m, size]`` tensor per requested component (``cell.sweep``'s outputs
+        for a :class:`FusedGridCell`).
     """
     if directions not in (1, 2, 3, 4):
         raise ValueError(f"directions must be between 1 and 4, got {directions}")
@@ -315,30 +410,67 @@ def run_grid_directions(
     batch, device = row_mask.size(0), row_mask.device
     ridx, cidx = flip_index(row_mask), flip_index(col_mask)
     flips = DIRECTION_FLIPS[:directions]
-    x_in = y_in = g_in = None
+    x_in = y_in = None
     if x is not None:
         x_in = torch.cat([flip_seq(x, ridx) if fx else x for fx, _ in flips])
     if y is not None:
         y_in = torch.cat([flip_seq(y, cidx) if fy else y for _, fy in flips])
-    order, offsets = _diagonal_order(n, m, device)
-    # each direction's reversal and the diagonal-major order composed into ONE row gather
+    # each direction's reversal and the sweep's cell order composed into ONE row gather
     # each way (flat cell q of direction d's grid is cell source[d, b, q] of the original;
     # a reversal is its own inverse, so the same map brings the results back)
     source = _direction_cells(ridx, cidx, flips)  # [directions, B, n*m]
     example = torch.arange(batch, device=device).view(1, batch, 1) * (n * m)
+    fused = hasattr(cell, "sweep")
+    diags = diagonals(n, m, device)
+    inverse = torch.empty_like(diags.order)
+    inverse[diags.order] = torch.arange(n * m, device=device)
+    lanes = torch.arange(directions, device=device).view(-1, 1, 1)
+    if fused:  # sweep row (q, d, b) of q·directions·B + d·B + b
+        take = (source[:, :, diags.order] + example).permute(2, 0, 1).reshape(-1)
+        readers = inverse[source] * (directions * batch) + lanes * batch + example // (n * m)
+        x_in, y_in = (None if v is None else v.transpose(0, 1) for v in (x_in, y_in))
+    else:  # sweep row (d, b, q) of d·B·n·m + b·n·m + q
+        take = (source[:, :, diags.order] + example).reshape(-1)
+        readers = inverse[source] + example + lanes * (batch * n * m)
+    readers = readers.reshape(directions, -1)  # [directions, B·n·m]: the rows of each cell
+    g_in = None
     if grid is not None:
-        take = (source[:, :, order] + example).reshape(-1)
-        g_in = grid.reshape(batch * n * m, -1).index_select(0, take).view(
-            directions * batch, n * m, -1)
+        g_in = _Regroup.apply(grid.reshape(batch * n * m, -1), take, readers, False)
+        g_in = g_in.view(*((n * m, -1) if fused else (-1, n * m)), g_in.size(-1))
     proj = project(x_in, y_in, g_in)
-    flat = _sweep(cell, n, m, proj.get("rows"), proj.get("cols"), proj.get("grid"),
-                  proj.get("feats"), offsets, outputs)
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel(), device=device)
-    back = (inverse[source] + example + torch.arange(directions, device=device).view(-1, 1, 1)
-            * (batch * n * m)).reshape(-1)
-    return [f.reshape(-1, f.size(-1)).index_select(0, back).view(directions, batch, n, m, -1)
-            for f in flat]
+    if fused:
+        flat = cell.sweep(diags, {k: v.contiguous() for k, v in proj.items()})  # type: ignore[union-attr]
+    else:
+        flat = _sweep(cell, n, m, proj.get("rows"), proj.get("cols"), proj.get("grid"),  # type: ignore[arg-type]
+                      proj.get("feats"), [*diags.start, n * m], outputs)
+    return [_Regroup.apply(f.reshape(-1, f.size(-1)), take, readers, True).view(
+        batch, n, m, -1) for f in flat]
+
+
+class _Regroup(torch.autograd.Function):
+    """Rows moved between the original grids and a sweep's layout by two index maps that
+    are each other's inverse: sweep row ``r`` belongs to cell ``take[r]``, and cell ``c``'s
+    rows (one per direction) are ``readers[:, c]``.
+
+    Spreading copies every cell to its rows (``x[take]``); collecting sums each cell's rows.
+    Each is the other's adjoint, so forward and backward are both gathers, with no
+    zero-filled buffer and no scatter-add.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, take: torch.Tensor, readers: torch.Tensor,  # type: ignore[override]
+                collect: bool) -> torch.Tensor:
+        ctx.maps, ctx.collect = (take, readers), collect
+        if not collect:
+            return x.index_select(0, take)
+        out = x.index_select(0, readers[0])
+        for rows in readers[1:]:
+            out.add_(x.index_select(0, rows))
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        return _Regroup.apply(grad, *ctx.maps, not ctx.collect), None, None, None
 
 
 def _direction_cells(ridx: torch.Tensor, cidx: torch.Tensor,
@@ -375,10 +507,11 @@ class GridPairModel(PairModel):
         self.checkpoint = checkpoint
 
     def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
-               left_mask: torch.Tensor, right_mask: torch.Tensor,
-               cells: torch.Tensor) -> torch.Tensor:
-        """One block: ``g`` is the grid of the block below (None for the first), ``cells``
-        the ``[B, n, m, 1]`` real-cell mask; returns ``[B, n, m, D]``, padded cells zeroed."""
+               left_mask: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
+        """One block: ``g`` is the grid of the block below (None for the first); returns
+        ``[B, n, m, D]``. Padded cells hold arbitrary values: they can never reach a real
+        cell (padding is at the end and every dependency points to smaller indices), so
+        only the top grid is masked."""
         raise NotImplementedError
 
     def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
@@ -390,17 +523,15 @@ class GridPairModel(PairModel):
         """
         x, y = self.embed.pair(left, left_mask, right, right_mask)
         x, y = self.dropout(x), self.dropout(y)
-        cells = grid_mask(left_mask, right_mask).unsqueeze(-1).to(x.dtype)
         g: torch.Tensor | None = None
         for cell in self.blocks:
             if self.checkpoint and torch.is_grad_enabled():
                 g = torch.utils.checkpoint.checkpoint(
-                    self._block, cell, x, y, g, left_mask, right_mask, cells,
-                    use_reentrant=False)
+                    self._block, cell, x, y, g, left_mask, right_mask, use_reentrant=False)
             else:
-                g = self._block(cell, x, y, g, left_mask, right_mask, cells)
+                g = self._block(cell, x, y, g, left_mask, right_mask)
         assert g is not None
-        return g
+        return g * grid_mask(left_mask, right_mask).unsqueeze(-1).to(g.dtype)
 
 
 def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor,
