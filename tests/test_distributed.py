@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -37,9 +40,9 @@ def _worker(rank: int, world: int, port: int, home: str, runs: str, out: str) ->
                                hooks=TrainHooks(on_step=save))
         (Path(out) / f"result{rank}.json").write_text(json.dumps(results))
     finally:
-        from pairrepro.train.distributed import DistContext, cleanup
+        from pairrepro.train.distributed import leave_process_group
 
-        cleanup(DistContext(rank, world))
+        leave_process_group()
 
 
 def _free_port() -> int:
@@ -79,3 +82,85 @@ def test_ddp_two_ranks_stay_in_sync_and_match_one_process(
     for key in single:
         torch.testing.assert_close(ddp_last[key], single[key], atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(w0[key], single[key], atol=1e-4, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- errors under DDP
+def test_missing_data_is_reported_before_any_rank_starts(
+        data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`train --nproc-per-node 2` checks the recipe, data and embeddings first: one error,
+    its exit code, and no rank started (torchrun gave a copy per rank and a traceback)."""
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+    from pairrepro.train import distributed
+
+    def no_ranks(nproc: int, args: list[str]) -> None:
+        raise AssertionError(f"ranks started: {args}")
+
+    monkeypatch.setattr(distributed, "launch_ranks", no_ranks)
+    result = CliRunner().invoke(app, ["train", str(paths.recipes_dir() / "mv_lstm_tensor.toml"),
+                                      "--nproc-per-node", "2"])
+    assert result.exit_code == 3 and isinstance(result.exception, SystemExit), result.output
+    assert result.output.count("error:") == 1 and "pairrepro preprocess yahoo" in result.output
+
+
+def _failure(tmp_path: Path, rank: int, exitcode: int, message: str | None = None,
+             at: float = 0.0) -> Any:
+    """torchelastic's record of a failed rank, read from the error file ``handle_errors``
+    leaves (a rank's CLI run in-process with RANK and TORCHELASTIC_ERROR_FILE set)."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    error_file = tmp_path / f"error-{rank}-{at}.json"
+    if message is not None:
+        from typer.testing import CliRunner
+
+        from pairrepro.cli.app import app
+
+        env = {"RANK": str(rank), "TORCHELASTIC_ERROR_FILE": str(error_file)}
+        result = CliRunner().invoke(app, ["train", f"recipes/{message}.toml"], env=env)
+        assert result.exit_code == exitcode
+        assert ("error:" in result.output) == (rank == 0)  # only rank 0 prints
+        data = json.loads(error_file.read_text())
+        data["pairrepro"]["time"] = at
+        error_file.write_text(json.dumps(data))
+    return ProcessFailure(local_rank=rank, pid=100 + rank, exitcode=exitcode,
+                          error_file=str(error_file))
+
+
+def test_the_failure_reported_is_the_first_error_nobody_printed(tmp_path: Path) -> None:
+    from pairrepro.train.distributed import reported_failure
+
+    # every rank failed alike: rank 0 printed it, so rank 0 is named even where another rank
+    # recorded it first; only its exit code is left to report
+    alike = reported_failure({0: _failure(tmp_path, 0, 2, "missing", at=2.0),
+                              1: _failure(tmp_path, 1, 2, "missing", at=1.0)})
+    assert (alike.rank, alike.exit_code, alike.message) == (0, 2, None)
+    # rank 1 failed on its own and rank 0 was stopped: rank 1's error, with its message
+    alone = reported_failure({0: _failure(tmp_path, 0, -15),
+                              1: _failure(tmp_path, 1, 2, "only_rank_1", at=1.0)})
+    assert (alone.rank, alone.exit_code) == (1, 2)
+    assert alone.message and "'recipes/only_rank_1.toml' not found" in alone.message
+    # nothing recorded (a crash, a signal): the first failure, signal N as 128 + N
+    killed = reported_failure({1: _failure(tmp_path, 1, -9)})
+    assert (killed.rank, killed.exit_code, killed.message) == (1, 137, None)
+
+
+@pytest.mark.slow
+def test_an_error_in_the_ranks_prints_once_without_a_traceback(
+        data_home: Path, tmp_path: Path) -> None:
+    """Two real ranks (torchelastic, gloo) meet a user error only they can see (the run is
+    finished; rank 0 plans, every rank stops): one error, one summary line, its exit code."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    train_recipe(RECIPE, OVERRIDES, quiet=True, device="cpu")
+    sets = [word for override in OVERRIDES for word in ("--set", override)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "300"}  # no wrapped lines
+    done = subprocess.run(
+        [sys.executable, "-m", "pairrepro", "train", str(RECIPE), *sets, "--device", "cpu",
+         "--threads", "1", "--nproc-per-node", "2"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and lines[0].endswith("already holds a finished run")
+    assert lines[1].startswith("  hint: pass --resume")
+    assert lines[2:] == ["2 ranks: rank 0 exited with code 2"], done.stderr
+    assert done.stdout == ""

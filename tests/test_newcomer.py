@@ -97,6 +97,74 @@ def test_missing_vectors_hint_is_a_set_flag(tmp_path: Path) -> None:
     assert "pairrepro embeddings train" in hint
 
 
+def _missing_steps(recipe: str) -> tuple[list[str], list[str], str]:
+    """Train ``recipe``; its one "needs ..." error as (what is missing, the command for it)
+    per numbered step, in order, and the hint (``--json``: unwrapped by the terminal)."""
+    result = runner.invoke(app, ["--json", "train", recipe])
+    assert result.exit_code == 3, result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, no traceback
+    error = json.loads(result.stdout)
+    numbered = re.findall(r"^ +(\d+)\. (.*)\n +(.*)$", error["error"], re.MULTILINE)
+    assert [int(n) for n, _, _ in numbered] == list(range(1, len(numbered) + 1))
+    assert len(error["error"].splitlines()) == 1 + 2 * len(numbered), error["error"]
+    return [m for _, m, _ in numbered], [c for _, _, c in numbered], error["hint"] or ""
+
+
+def test_yahoo_path_names_every_missing_step_in_one_error(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Yahoo path gave one error at a time and ended with a wrong hint (download GloVe,
+    in TOML syntax): one error lists every step, in order, and doing them word for word
+    (DIR: where the licence-gated file is) makes the recipe run."""
+    pytest.importorskip("gensim")
+    from make_l4_sample import write_l4_sample
+
+    monkeypatch.chdir(tmp_path)  # recipes read word2vec/... from the folder commands run in
+    given = tmp_path / "webscope"
+    given.mkdir()
+    write_l4_sample(given / "manner.xml", 300, seed=0)
+    recipe = str(paths.recipes_dir() / "mv_lstm_tensor.toml")
+    missing, steps, hint = _missing_steps(recipe)
+    assert "licence-gated" in missing[0] and "not prepared" in missing[1]
+    assert "trained on yahoo/mvlstm" in missing[2]
+    assert steps == ["pairrepro fetch yahoo --from DIR",
+                     "pairrepro preprocess yahoo --variant mvlstm",
+                     "pairrepro embeddings train --dataset yahoo --variant mvlstm --dim 50"]
+    assert "--set embeddings.source=glove-6b-50d" in hint and "step 3" in hint
+    assert "embeddings.dim" not in hint  # the recipe's vectors are 50-d already
+    assert " = " not in hint  # a flag for the command line, not TOML
+    for number, command in enumerate(steps):
+        words = command.replace("DIR", str(given)).split()[1:]
+        if words[:2] == ["embeddings", "train"]:
+            words += ["--epochs", "1"]  # the command as printed, one pass for speed
+        done = runner.invoke(app, words)
+        assert done.exit_code == 0, done.output
+        if number < len(steps) - 1:  # the error shrinks to the steps still to do
+            assert _missing_steps(recipe)[1] == steps[number + 1:]
+    # nothing is missing now, and the model gets the trained vector of every word (training
+    # it is test_train's business, and minutes on a busy 2-core machine)
+    from pairrepro.config import load_recipe
+    from pairrepro.data.prepared import load_prepared
+    from pairrepro.train.setup import build_recipe_model, check_prerequisites
+
+    resolved = load_recipe(recipe)
+    check_prerequisites(resolved)
+    _, info = build_recipe_model(resolved, load_prepared("yahoo", "mvlstm"), 2, seed=1)
+    assert info["embedding_oov"] == 0
+
+
+def test_yahoo_glove_recipe_names_every_missing_step(data_home: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A C-LSTM Yahoo recipe: the data's steps, then downloading its GloVe file; the hint
+    gives the packaged vectors as flags, with the dim they need."""
+    monkeypatch.chdir(tmp_path)
+    _, steps, hint = _missing_steps(str(paths.recipes_dir() / "tc_lstm_yahoo.toml"))
+    assert steps[:2] == ["pairrepro fetch yahoo --from DIR",
+                         "pairrepro preprocess yahoo --variant clstm"]
+    assert steps[2].startswith("download glove.6B.100d.txt (from https://nlp.stanford.edu/")
+    assert steps[2].endswith(" to glove/glove.6B.100d.txt") and len(steps) == 3
+    assert hint.endswith("--set embeddings.source=glove-6b-50d --set embeddings.dim=50")
+
+
 def test_twitter_url_fetch_names_the_variant_it_can_prepare(
         data_home: Path, shared_datasets: Path) -> None:
     """`make data-twitter_url` said "complete", then preprocess missed the raw train file."""

@@ -8,7 +8,13 @@ are not here are stand-in values at the recipe's dimension. A recipe whose JSON 
 skipped (delete it to measure again). One model per family runs first, so that a partial
 run already covers every model.
 
-    .venv/bin/python bench/preflight/run_all.py --steps 2 --budget 60
+``--steps`` defaults to ``DEFAULT_STEPS`` (10) of ``pairrepro/train/preflight.py``:
+``loss_falls`` is judged on the last half of the steps, after the first-step transient of
+Adam and AdaGrad (see that module); 2 steps judged the transient itself. A recipe whose
+steps take longer than ``--budget`` runs fewer of them, and its ``loss_falls`` is ``n/a``
+unless the loss already fell.
+
+    .venv/bin/python bench/preflight/run_all.py --budget 60
     .venv/bin/python bench/preflight/run_all.py --only cin csran_trecqa --force
 """
 
@@ -23,6 +29,7 @@ from pathlib import Path
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import PAPERS, load_paper
 from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.train.preflight import DEFAULT_STEPS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -44,7 +51,7 @@ def table_recipe_names() -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")

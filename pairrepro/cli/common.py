@@ -53,8 +53,13 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except PairreproError as exc:
+            if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
+                from pairrepro.train.distributed import record_error
+
+                record_error(str(exc), exc.exit_code)  # the launcher's report names it
             if os.environ.get("RANK", "0") != "0":
-                # under torchrun every process fails alike: rank 0 alone says why
+                # ranks mostly fail alike: rank 0 alone prints; the launcher prints the
+                # error of a rank that failed on its own (its recorded message)
                 raise typer.Exit(exc.exit_code) from None
             if STATE.json:
                 emit_json({"error": exc.message, "hint": exc.hint,

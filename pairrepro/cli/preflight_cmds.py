@@ -41,7 +41,9 @@ def preflight(
     recipes: list[str] = typer.Argument(..., help="Recipe file(s) or name(s)."),
     set_: list[str] = typer.Option(
         [], "--set", help="Override a recipe key: section.key=value (repeatable)."),
-    steps: int = typer.Option(5, "--steps", min=1, help="Optimiser steps on the fixed batch."),
+    steps: int | None = typer.Option(
+        None, "--steps", min=1,
+        help="Optimiser steps on the fixed batch (default: the preflight's DEFAULT_STEPS, 10)."),
     budget: float = typer.Option(300.0, "--budget", min=0.0,
                                  help="Stop stepping after this many seconds (at least one "
                                       "step runs)."),
@@ -89,7 +91,9 @@ def preflight(
     results = []
     for name in recipes:
         recipe = load_recipe(resolve_recipe(name), list(set_))
-        result = run_preflight(recipe, list(set_), steps=steps, budget_s=budget,
+        # steps=None leaves the preflight module's own default in force (one owner)
+        steps_kw = {} if steps is None else {"steps": steps}
+        result = run_preflight(recipe, list(set_), **steps_kw, budget_s=budget,
                                device=device_t, seed=seed, stand_in=stand_in,
                                show_progress=show_progress())
         target = (out_dir / f"{recipe.name}.json" if out_dir is not None

@@ -72,9 +72,9 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
     return rows
 
 
-def resume_command(recipe: str, overrides: list[str], seeds: str, device: str | None) -> str:
-    """The command that continues an interrupted ``train``: the same recipe, seeds,
-    overrides and device, plus ``--resume`` (never ``--force``: the checkpoint is kept)."""
+def train_words(recipe: str, overrides: list[str], seeds: str, device: str | None,
+                *flags: str) -> list[str]:
+    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
     words = ["pairrepro", "train", recipe]
     if seeds.strip():
         words += ["--seeds", seeds]
@@ -82,7 +82,46 @@ def resume_command(recipe: str, overrides: list[str], seeds: str, device: str | 
         words += ["--set", override]
     if device:
         words += ["--device", device]
-    return shlex.join([*words, "--resume"])
+    return [*words, *flags]
+
+
+def resume_command(recipe: str, overrides: list[str], seeds: str, device: str | None) -> str:
+    """The command that continues an interrupted ``train``: the same recipe, seeds,
+    overrides and device, plus ``--resume`` (never ``--force``: the checkpoint is kept)."""
+    return shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
+
+
+def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | None,
+                    resume: bool, force: bool, threads: int | None, nproc: int) -> None:
+    """``train`` as ``nproc`` DDP ranks. What this machine can tell before they start (the
+    recipe, the dataset, the data and embeddings it needs) is checked here, so such an error
+    is printed once and no rank starts; a rank that fails later said why itself, and this
+    adds one line naming it."""
+    from pairrepro.config import load_recipe
+    from pairrepro.train.distributed import launch_ranks
+    from pairrepro.train.setup import check_dataset_known, check_prerequisites
+
+    recipe = load_recipe(path, overrides)
+    check_dataset_known(recipe)
+    check_prerequisites(recipe)
+    flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
+             *(["--threads", str(threads)] if threads else [])]
+    global_flags = [*(["--quiet"] if STATE.quiet else []), *(["--json"] if STATE.json else [])]
+    words = train_words(str(path), overrides, seeds, device, *flags)
+    failed = launch_ranks(nproc, [*global_flags, *words[1:]])
+    if failed is None:
+        return
+    if failed.message is not None:  # no rank printed it: rank 0 did not fail this way
+        if STATE.json:
+            emit_json({"error": failed.message, "rank": failed.rank,
+                       "exit_code": failed.exit_code})
+        else:
+            err_console.print(f"[bold red]error:[/] rank {failed.rank}: "
+                              f"{escape(failed.message)}", markup=True, highlight=False)
+    elif not STATE.json:  # rank 0's JSON error is the whole output
+        err_console.print(f"[dim]{nproc} ranks: rank {failed.rank} exited with code "
+                          f"{failed.exit_code}[/]", highlight=False)
+    raise typer.Exit(failed.exit_code)
 
 
 def _run_dirs(run: str, ensemble: bool) -> list[Path]:
@@ -120,6 +159,10 @@ def train(
         None, "--threads", min=1, help="CPU threads for torch (default: the machine's cores "
         "divided by the runs sharing it: torchrun's processes on this node, else 1 run). "
         "Recorded in manifest.json as cpu_threads."),
+    nproc_per_node: int = typer.Option(
+        1, "--nproc-per-node", min=1, help="Train as N DistributedDataParallel processes on "
+        "this machine (one per GPU), as torchrun --standalone --nproc-per-node N does; a "
+        "missing recipe, data or embeddings is reported once, before any starts."),
 ) -> None:
     """Train a recipe into runs/<recipe>/seed-<n>/ and print its metrics.
 
@@ -133,7 +176,7 @@ def train(
 
       pairrepro train mv_lstm_tensor --threads 1      (two runs side by side on 2 cores)
 
-      torchrun --nproc-per-node 4 $(which pairrepro) train recipes/csran.toml
+      pairrepro train recipes/csran.toml --nproc-per-node 4      (4 GPUs)
     """
     overrides = list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
     path = resolve_recipe(recipe)
@@ -145,6 +188,10 @@ def train(
             emit_json(resolved.to_dict())
         else:  # plain echo: rich reads "[recipe]" as markup and wraps long lines
             typer.echo(resolved.to_toml(), nl=False)
+        return
+    # under torchrun (WORLD_SIZE set) this process is a rank already
+    if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
+        _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node)
         return
     from pairrepro.launch import default_threads, set_threads
     from pairrepro.train.runner import summarise, train_recipe

@@ -14,8 +14,11 @@ Throughput, first found wins (the source is printed):
 4. the median ``pairs_per_s`` that earlier runs of the same model logged.
 
 A model that is not trained (BM25, random guess) needs no training hours. Train pairs come
-from the prepared ``stats.json``, else the manifest's expected count. An estimate is in CPU
-hours or GPU hours, as its throughput figure was measured; the totals keep the two apart.
+from the prepared ``stats.json``, else the manifest's expected count, else the split's
+``planning`` estimate (licence-gated or never-published data: a size derived from the
+paper's published counts, marked ``(est.)`` in the plan with its source in a footnote). An
+estimate is in CPU hours or GPU hours, as its throughput figure was measured; the totals
+keep the two apart.
 With a GPU named (``--gpu h100``) a FLOP-based **lower bound** is added: preflight's FLOPs per
 pair × pairs × epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``): no real run
 reaches peak, so real hours are higher.
@@ -68,6 +71,8 @@ class PlanItem:
     flops_per_pair: float | None = None  # of one training step, from preflight
     gpu: str = ""  # the GPU of ``gpu_lower_bound_hours``
     gpu_peak_flops: float | None = None
+    # where train_pairs comes from when it is the manifest's planning estimate (else "")
+    train_pairs_estimate: str = ""
 
     @property
     def hours(self) -> float | None:
@@ -215,21 +220,26 @@ def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None
     return None
 
 
-def _train_pairs(recipe: Any) -> int | None:
-    """Training pairs of one epoch: the prepared ``stats.json`` count, else the manifest's
-    expected count; capped by ``max_train_pairs``, and for pointwise ranking with
+def _train_pairs(recipe: Any) -> tuple[int | None, str]:
+    """Training pairs of one epoch and, when they are the manifest's ``planning`` estimate,
+    its source (else ""): the prepared ``stats.json`` count, else the manifest's expected
+    count, else that estimate; capped by ``max_train_pairs``, and for pointwise ranking with
     ``max_negatives_per_query`` by the pairs each query keeps."""
     dataset, variant = recipe.data.dataset, recipe.data.variant or None
     split = recipe.data.train_split
     count = split_pairs(dataset, variant, split)
+    estimate = ""
     if count is None:
         try:
             from pairrepro.data.manifests import load_manifest
 
-            spec = load_manifest(dataset).variant(variant)
-            count = spec.splits[split].expected.get("pairs") if split in spec.splits else None
+            spec = load_manifest(dataset).variant(variant).splits.get(split)
         except PairreproError:
-            count = None
+            spec = None
+        if spec is not None:
+            count = spec.expected.get("pairs")
+            if count is None and spec.planning is not None:
+                count, estimate = spec.planning.pairs, spec.planning.source
     if count and recipe.data.max_train_pairs:
         count = min(count, recipe.data.max_train_pairs)
     cap = recipe.task.max_negatives_per_query
@@ -238,7 +248,7 @@ def _train_pairs(recipe: Any) -> int | None:
         capped = capped_pairs(dataset, variant, split, cap)
         if capped is not None:
             count = min(count, capped)
-    return count
+    return count, estimate
 
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,
@@ -274,16 +284,17 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                            f"(with them) && pairrepro preprocess {recipe.data.dataset}")
             speed, source, hardware, record = _throughput(name, recipe.model.name, preflight,
                                                           figures, runs_dir)
+            pairs, estimate = _train_pairs(recipe)
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,
                 seeds_done=[s for s in wanted if s in done],
                 seeds_todo=[s for s in wanted if s not in done], epochs=recipe.train.epochs,
-                train_pairs=_train_pairs(recipe), pairs_per_s=speed, throughput_source=source,
+                train_pairs=pairs, pairs_per_s=speed, throughput_source=source,
                 tables=[f"{paper.paper} T{table.number}"], hardware=hardware,
                 missing_splits=missing, trains=bool(record.get("trains", True)),
                 flops_per_pair=record.get("flops_per_pair"), gpu=gpu_name,
-                gpu_peak_flops=peak,
+                gpu_peak_flops=peak, train_pairs_estimate=estimate,
             )
     return list(items.values())
 
@@ -323,7 +334,8 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             "ready" if it.data_ready else
             ("missing " + ",".join(it.missing_splits) if it.missing_splits else "missing"),
             ",".join(map(str, it.seeds_todo)) or "done",
-            f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}",
+            f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}"
+            + (" (est.)" if it.train_pairs_estimate else ""),
             _speed(it),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
             it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
@@ -334,6 +346,14 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             cells.append("-" if not it.seeds_todo else
                          f"{bound:.3g}" if bound is not None else "?")
         lines.append(" | ".join(cells))
+    estimates = {f"{it.dataset}{'/' + it.variant if it.variant else ''}":
+                 f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
+                 for it in items if it.train_pairs_estimate}
+    if estimates:
+        lines.append("")
+        lines.append("(est.) training pairs not prepared here: the manifest's planning "
+                     "estimate from the paper's counts (a rebuilt set may differ):")
+        lines += [f"  {key}: {text}" for key, text in sorted(estimates.items())]
     missing = {it.dataset: it.data_command for it in items if not it.data_ready}
     if missing:
         lines.append("")

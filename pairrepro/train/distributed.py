@@ -9,7 +9,9 @@ that rank 0 (which alone writes files) computes the metrics over every pair.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,80 @@ def init_distributed(device_type: str) -> DistContext:
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo",
                                 rank=ctx.rank, world_size=world)
     return ctx
+
+
+#: The key of :func:`record_error`'s entry in an error file (beside torchelastic's own).
+ERROR_KEY = "pairrepro"
+
+
+def record_error(message: str, exit_code: int) -> None:
+    """Leave this rank's error where its launcher reads it: the file torchelastic names in
+    ``TORCHELASTIC_ERROR_FILE`` (set for every rank by torchrun and :func:`launch_ranks`),
+    in its format, so that torchrun's own report quotes it too. Nothing outside torchrun."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path:
+        return
+    now = time.time()
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"message": message, "timestamp": int(now),
+                   ERROR_KEY: {"exit_code": exit_code, "time": now}}, handle)
+
+
+@dataclass
+class RankFailure:
+    """How a job of :func:`launch_ranks` failed: the rank whose failure it reports, its exit
+    code, and its message where that rank recorded one and rank 0 did not print it."""
+
+    rank: int
+    exit_code: int
+    message: str | None = None
+
+
+def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as
+    ``torchrun --standalone --nproc-per-node NPROC`` does; None when every rank finished.
+
+    A failed job is reported by its first error a rank recorded (:func:`record_error`; the
+    earliest, rank 0 on a tie), else by torchelastic's first failure (128 + N for a rank
+    killed by signal N). Rank 0 prints its own errors and the others record theirs
+    (:func:`pairrepro.cli.common.handle_errors`), so ``message`` is set only for an error
+    nobody printed (a rank other than 0 failed in its own way). torchrun's agent would add
+    its log lines and a ``ChildFailedError`` traceback for what is a user error, so its logging
+    is off while the ranks run."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    logging.disable(logging.CRITICAL)  # this process only runs the agent meanwhile
+    try:
+        run(parse_args(["--standalone", f"--nproc-per-node={nproc}", "-m", "pairrepro",
+                        *args]))
+    except ChildFailedError as exc:
+        return reported_failure(exc.failures)
+    finally:
+        logging.disable(logging.NOTSET)
+    return None
+
+
+def reported_failure(failures: dict[int, Any]) -> RankFailure:
+    """The failure a job reports, from torchelastic's ``ProcessFailure`` per failed rank:
+    the earliest error a rank recorded (:func:`record_error`; rank 0 on a tie), its message
+    unless rank 0 recorded (and so printed) the same, in which case rank 0 is named; else the first failure torchelastic saw,
+    by its exit code (128 + N for a rank killed by signal N)."""
+    recorded = {rank: failure for rank, failure in failures.items()
+                if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
+    if not recorded:  # a crash or a signal: what the ranks printed is all there is
+        rank = min(failures, key=lambda r: (failures[r].timestamp, r))
+        code = failures[rank].exitcode
+        return RankFailure(rank, code if code > 0 else 128 - code if code < 0 else 1)
+    rank = min(recorded, key=lambda r: (recorded[r].error_file_data[ERROR_KEY]["time"], r))
+    message = recorded[rank].message
+    printed = 0 in recorded and recorded[0].message == message
+    if printed:  # the ranks met the same error, which rank 0 printed: name rank 0, whichever
+        rank = 0  # rank happened to record it first (a race between processes)
+    return RankFailure(rank, int(recorded[rank].error_file_data[ERROR_KEY]["exit_code"]),
+                       None if printed else message)
 
 
 def _comm_device() -> torch.device:
@@ -99,7 +175,7 @@ def broadcast_object(obj: Any, ctx: DistContext) -> Any:
     return box[0]
 
 
-def cleanup(ctx: DistContext) -> None:
-    """Leave the process group."""
-    if ctx.enabled and dist.is_initialized():
+def leave_process_group() -> None:
+    """Leave the process group, if this process joined one."""
+    if dist.is_initialized():
         dist.destroy_process_group()

@@ -50,6 +50,7 @@ from pairrepro.train.distributed import (
     barrier,
     broadcast_object,
     init_distributed,
+    leave_process_group,
 )
 from pairrepro.train.evaluate import predict_outputs, write_predictions
 from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
@@ -59,6 +60,7 @@ from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
     check_dataset_known,
+    check_prerequisites,
     count_parameters,
     load_task_data,
     read_run_recipe,
@@ -235,6 +237,7 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
                 device_t: torch.device, dist_ctx: DistContext, show_progress: bool,
                 hooks: TrainHooks | None) -> dict[str, Any]:
     check_dataset_known(recipe)
+    check_prerequisites(recipe)
     started = time.perf_counter()
     # every rank seeds alike: identical initial weights and identical epoch orders
     seed_everything(seed, recipe.train.deterministic)
@@ -284,6 +287,7 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
             if chosen_epoch == 0:
                 raise TrainingError(f"{recipe.source}: no epoch was trained",
                                     hint="[train] epochs must be >= 1")
+            barrier(dist_ctx)  # rank 0 writes best.pt; the other ranks read it only after
             best = ckpt.load_checkpoint(folder.checkpoint("best"))
             model.load_state_dict(best["model"])
         else:
@@ -401,9 +405,14 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     runs_dir = runs_dir or paths.runs_dir()
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
-    results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,
-                        show_progress=not quiet, hooks=hooks)
-               for seed, folder in zip(seeds, folders, strict=True)]
+    try:
+        results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,
+                            show_progress=not quiet, hooks=hooks)
+                   for seed, folder in zip(seeds, folders, strict=True)]
+    finally:
+        # a rank that exits with the process group alive aborts in gloo's threads
+        # ("terminate called without an active exception") after its clean error
+        leave_process_group()
     summary = folders[0].recipe_dir / "summary.json"
     if all("status" in r for r in results):
         with writing(summary):

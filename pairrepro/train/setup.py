@@ -78,6 +78,33 @@ def check_dataset_known(recipe: Recipe) -> None:
                           f"{recipe.data.dataset!r}", hint=f"known datasets: {', '.join(known)}")
 
 
+def check_prerequisites(recipe: Recipe) -> None:
+    """Everything ``recipe`` needs that is not here yet, in one :class:`DataError` (exit 3):
+    the data's steps (fetch, preprocess: :func:`~pairrepro.data.prepared.prepare_steps`) and
+    the embeddings' (:func:`~pairrepro.data.embeddings.missing_vectors`), numbered in the
+    order to do them, each with its command; the hint gives the flags that run the recipe on
+    other vectors. A user following one error at a time would meet each step only after doing
+    the one before."""
+    from pairrepro.data.embeddings import missing_vectors, other_vectors
+    from pairrepro.data.prepared import prepare_steps
+
+    d, emb = recipe.data, recipe.embeddings
+    steps = prepare_steps(d.dataset, d.variant)
+    vectors = missing_vectors(emb.source, emb.path, emb.dim, d.dataset, d.variant)
+    if vectors is not None:
+        steps.append(vectors)
+    if not steps:
+        return
+    lines = [f"  {number}. {step.missing}\n     {step.command}"
+             for number, step in enumerate(steps, 1)]
+    what = ("one thing that is not here yet:" if len(steps) == 1 else
+            f"{len(steps)} things that are not here yet, in this order:")
+    raise DataError(f"{recipe.source} needs {what}\n"
+                    + "\n".join(lines),
+                    hint=(f"instead of step {len(steps)}, {other_vectors(emb.dim)}"
+                          if vectors is not None and emb.source == "glove-file" else None))
+
+
 def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
                    prepared: PreparedDataset | None = None) -> tuple[PreparedDataset, TaskData]:
     """Open the prepared data of ``recipe`` and encode the splits it uses."""

@@ -1,0 +1,64 @@
+"""The compute plan's training-pair counts for data that is not here (issue 14): the
+manifests' ``planning`` estimates against the papers' own counts, and an hours figure for
+every recipe of every table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pairrepro.data.formats.yahoo_l4 import split_parts
+from pairrepro.data.manifests import load_manifest, parse_manifest
+from pairrepro.errors import ConfigError
+from pairrepro.report.paper_tables import PAPERS, load_paper
+from pairrepro.report.plan import plan_tables, render_plan
+from pairrepro.report.recipe_index import load_recipe_index
+
+
+def test_yahoo_estimates_are_the_papers_counts_split_as_the_reader_splits() -> None:
+    # MV-LSTM 'Experiments': 60,564 positive pairs, 8:1:1, lists of 1 positive + 4 negatives.
+    # By hand: dev = test = floor(60,564 / 10) = 6,056; train takes the remainder 48,452
+    # (not round(60,564 * 0.8) = 48,451); 48,452 lists x 5 candidates = 242,260 pairs.
+    mvlstm = load_manifest("yahoo").variant("mvlstm").splits["train"]
+    assert mvlstm.planning is not None and mvlstm.planning.pairs == 242_260
+    assert "60,564" in mvlstm.planning.source
+    # C-LSTM / DF-LSTM: 220,000 positives, 20:1:1: dev = test = 10,000, train 200,000 x 5
+    clstm = load_manifest("yahoo").variant("clstm").splits["train"]
+    assert clstm.planning is not None and clstm.planning.pairs == 1_000_000
+    assert "220,000" in clstm.planning.source
+    # the reader's own split rounds as the hand computation above
+    rng = np.random.default_rng(0)
+    assert len(split_parts(60_564, {"train": 8, "dev": 1, "test": 1}, rng)["train"]) == 48_452
+    assert len(split_parts(220_000, {"train": 20, "dev": 1, "test": 1}, rng)["train"]) == 200_000
+    # an estimate for planning only: never an expected count that preprocess checks, never an
+    # option the reader sees
+    for split in (mvlstm, clstm):
+        assert "pairs" not in split.expected and "planning" not in split.options
+
+
+def test_a_planning_estimate_must_say_where_it_comes_from() -> None:
+    raw = {"name": "x", "title": "x", "task": "ranking", "reader": "x",
+           "variants": {"v": {"splits": {"train": {"files": [], "planning": {"pairs": 10}}}}}}
+    with pytest.raises(ConfigError, match="source"):
+        parse_manifest(raw, "x.toml")
+
+
+def test_every_recipe_of_every_table_has_an_hours_figure(data_home: Path) -> None:
+    """With nothing prepared and nothing trained (an empty home), every recipe gets hours:
+    throughput from the committed bench/preflight files (another recipe of the same model
+    where it has none of its own), pairs from the manifests (expected or planning)."""
+    index = load_recipe_index()
+    tables = [(paper, table) for paper in map(load_paper, PAPERS) for table in paper.tables]
+    items = plan_tables(tables, index, data_home.parent / "runs", comparisons=True)
+    assert len(items) > 80
+    assert [it.recipe for it in items if it.hours is None] == []
+    text = render_plan(items)
+    assert " | ? |" not in text and "without an estimate" not in text
+    by_name = {it.recipe: it for it in items}
+    # the licence-gated / unpublished sets are marked as estimates with their source
+    assert "20 x 242260 (est.)" in text and by_name["mv_lstm_tensor"].train_pairs == 242_260
+    assert by_name["mv_lstm_tensor_sc"].train_pairs_estimate
+    assert by_name["csran"].train_pairs_estimate == ""  # SNLI: the manifest's expected count
+    assert "yahoo/mvlstm: 242260 training pairs: MV-LSTM paper: 60,564" in text
