@@ -1,7 +1,7 @@
 """CLI of the report area: ``pairrepro report`` and ``pairrepro reproduce``.
 
 ``report`` compares published tables with finished runs and never trains; its sub-commands
-``runs``, ``curves`` and ``figures`` list runs and draw figures, and a paper name in the place
+``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap ladder, and a paper name in the place
 of a sub-command (``pairrepro report csran --table 6``) means ``report paper csran ...``.
 ``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
 table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
@@ -204,6 +204,35 @@ def report_figures(
     _figures(out, _runs_dir(runs))
 
 
+def report_gap(
+    ladder: str = typer.Argument("csran_trecqa", help="A gap ladder of "
+                                 "pairrepro/report/ladders/ (default csran_trecqa)."),
+    results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
+                                        "(default results/, or $PAIRREPRO_RESULTS); your own "
+                                        "runs/ to see your steps."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+) -> None:
+    """What is left between a reproduced number and the paper's, one change per step.
+
+    Each step is a recipe adding one change to the step before; it shows the mean over seeds
+    with its 95% bootstrap interval and a paired randomization test against the step before.
+
+    Examples:
+
+      pairrepro report gap csran_trecqa
+
+      pairrepro report gap csran_trecqa --results runs
+    """
+    from pairrepro.report.ladders import ladder_markdown
+
+    text = ladder_markdown(ladder, results or paths.results_dir())
+    if out is not None:
+        write_text(out, text)
+        info(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
+
+
 def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
     from rich.table import Table
 
@@ -380,5 +409,6 @@ def register(app: typer.Typer) -> None:
     add_command(group, "runs", report_runs)
     add_command(group, "curves", report_curves)
     add_command(group, "figures", report_figures)
+    add_command(group, "gap", report_gap)
     app.add_typer(group, name="report")
     add_command(app, "reproduce", reproduce)

@@ -160,7 +160,7 @@ def recipe_config(index: RecipeIndex, recipe_name: str) -> dict[str, Any]:
     return tomllib.loads(index.recipes[recipe_name].to_toml())
 
 
-def _split_variants(runs: list[RunInfo], config: dict[str, Any]
+def split_variants(runs: list[RunInfo], config: dict[str, Any]
                     ) -> tuple[list[RunInfo], dict[str, list[str]]]:
     """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
     proper: list[RunInfo] = []
@@ -236,8 +236,8 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     reference = find_runs(results_dir, recipe_name) if results_dir is not None else []
     with_value = [r for r in runs if r.value(column.metric) is not None]
     ref_value = [r for r in reference if r.value(column.metric) is not None]
-    own, own_variants = _split_variants(with_value, config)
-    refs, ref_variants = _split_variants(ref_value, config)
+    own, own_variants = split_variants(with_value, config)
+    refs, ref_variants = split_variants(ref_value, config)
     damaged = _damaged(runs) + _damaged(reference)
     notes: list[str] = []
     if own or refs:

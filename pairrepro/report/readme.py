@@ -46,6 +46,36 @@ def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
     return render_table
 
 
+def _ladder(name: str) -> Callable[[Path], str]:
+    def render_ladder(results: Path) -> str:
+        from pairrepro.report.ladders import ladder_markdown
+
+        return ladder_markdown(name, results)
+    return render_ladder
+
+
+def _preflight(results: Path) -> str:
+    """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
+    from pairrepro.report.plan import load_preflight
+
+    lines = ["| recipe | data | steps | checks not passed | pairs/s (1 thread) | peak MB | "
+             "GFLOP/pair | measured |", "|---|---|---|---|---|---|---|---|"]
+    for name, record in load_preflight().items():
+        data = record.get("data", {})
+        where = (f"{data.get('dataset')} {data.get('split')}" if not data.get("synthetic")
+                 else f"random words ({data.get('dataset')} not here)")
+        if data.get("stand_in") and not data.get("synthetic"):
+            where += " (stands in for train)"
+        open_checks = ", ".join(f"{c['name']} {c['status']}" for c in record.get("checks", [])
+                                if c["status"] != "pass") or "none"
+        flops = record.get("flops_per_pair")
+        gflop = f"{flops / 1e9:.3f}" if flops else ""
+        lines.append(f"| `{name}` | {where} | {record.get('steps')} | {open_checks} | "
+                     f"{record.get('pairs_per_s') or 0:,.1f} | {record.get('peak_mb') or 0:,.0f}"
+                     f" | {gflop} | {record.get('measured', '')} |")
+    return "\n".join(lines) + "\n"
+
+
 def _runs(results: Path) -> str:
     from pairrepro.report.runs_table import collect, to_markdown
 
@@ -57,8 +87,11 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table6": _table("csran", 6),
     "csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers kept"),
     "csran-table8": _table("csran", 8),
+    "csran-table8-vs-original": _table("csran", 8, "Original"),
     "csran-table5": _table("csran", 5),
+    "csran-trecqa-gap": _ladder("csran_trecqa"),
     "runs": _runs,
+    "preflight": _preflight,
 }
 
 

@@ -1,0 +1,157 @@
+"""Gap ladders: what is left between a reproduced number and the paper's, one change at a time.
+
+A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell (paper, table,
+row, the metrics) and a list of steps. Each step is a recipe that adds one change to the step
+before it (its recipe ``extends`` the previous one), so the difference between two neighbouring
+steps is what that change is worth. Every number comes from the committed reference runs
+(``results/``): the mean over seeds with its two-level bootstrap interval, and a paired
+randomization test of each step against the one before on the same test queries
+(:mod:`pairrepro.report.evidence`). A step whose recipe has no reference run yet says so, with
+the command that makes one; ``left`` lists what no step here can try, and why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from pairrepro.errors import ConfigError
+from pairrepro.io import read_toml
+from pairrepro.report import evidence
+from pairrepro.report.cells import recipe_config, split_variants
+from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.paper_tables import Column, load_paper
+from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
+from pairrepro.schema import Schema, validate
+from pairrepro.train.run_folder import RunInfo, find_runs
+
+LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
+
+
+class LadderStep(Schema):
+    """One rung: a recipe and, in words, the one change it makes to the rung before."""
+
+    recipe: str
+    change: str
+
+
+class LeftOver(Schema):
+    """Something that may explain the rest of the gap and that no rung here can try."""
+
+    what: str
+    why: str
+
+
+class Ladder(Schema):
+    """A published cell and the rungs that climb towards it."""
+
+    title: str
+    paper: str
+    table: int
+    row: str
+    metrics: list[str]  # "<split>.<metric>", each a column of the table
+    steps: list[LadderStep]
+    left: list[LeftOver] = []
+
+
+def available_ladders() -> list[str]:
+    """The names of the ladder files."""
+    return sorted(p.stem for p in LADDERS_DIR.glob("*.toml"))
+
+
+def load_ladder(name: str) -> Ladder:
+    """Ladder ``name`` (a ConfigError naming the file and key when it is malformed)."""
+    path = LADDERS_DIR / f"{name}.toml"
+    if not path.is_file():
+        raise ConfigError(f"no gap ladder {name!r}",
+                          hint=f"ladders: {', '.join(available_ladders())}")
+    return validate(Ladder, read_toml(path), str(path))
+
+
+def _column(ladder: Ladder, metric: str) -> tuple[Column, float | None]:
+    """The table column of ``metric`` and the row's published value in it."""
+    table = load_paper(ladder.paper).table(ladder.table)
+    column = next((c for c in table.columns if c.metric == metric and c.kind == "metric"),
+                  None)
+    if column is None:
+        raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no column {metric!r}")
+    row = next((r for r in table.rows
+                if normalise_label(r.label) == normalise_label(ladder.row)), None)
+    if row is None:
+        raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no row {ladder.row!r}")
+    return column, parse_published(row.values.get(column.key, ""))
+
+
+def _step_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
+    """The finished reference runs of ``recipe`` itself (variants left out)."""
+    if recipe not in index.recipes:
+        raise ConfigError(f"gap ladder: no recipe {recipe!r}",
+                          hint=f"recipes/{recipe}.toml must exist")
+    runs, _ = split_variants(find_runs(results_dir, recipe), recipe_config(index, recipe))
+    return runs
+
+
+def _value_text(runs: list[RunInfo], column: Column) -> tuple[float, str]:
+    """Mean over seeds in the column's unit, with its bootstrap interval where it exists."""
+    mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
+    text = format_number(mean, column)
+    try:
+        found = evidence.interval(evidence.run_units(runs, column.metric))
+    except ValueError:
+        return mean, text
+    low, high = (format_number(to_unit(v, column), column) for v in (found.low, found.high))
+    return mean, f"{text} [{low}, {high}]"
+
+
+def _versus(runs: list[RunInfo], before: list[RunInfo], column: Column) -> str:
+    """The step's difference from the step before, with the paired test's p-value."""
+    if not runs or not before:
+        return ""
+    try:
+        test = evidence.paired_test(evidence.run_units(runs, column.metric),
+                                    evidence.run_units(before, column.metric))
+    except ValueError as exc:
+        return f"n/a ({exc})"
+    diff = format_number(to_unit(test.difference, column), column, signed=True)
+    p = "p < 0.001" if test.p_value < 0.001 else f"p {test.p_value:.3f}"
+    return f"{diff} ({p})"
+
+
+def ladder_markdown(name: str, results_dir: Path, index: RecipeIndex | None = None) -> str:
+    """Ladder ``name`` as a markdown table rendered from the runs in ``results_dir``."""
+    ladder = load_ladder(name)
+    index = index or load_recipe_index()
+    columns = [_column(ladder, metric) for metric in ladder.metrics]
+    head = ["step", "change", "recipe", "seeds (chosen epochs)"]
+    for column, _ in columns:
+        head += [f"{column.header} [95% interval]", "vs step before"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    before: list[RunInfo] = []
+    last: dict[str, float] = {}
+    for number, step in enumerate(ladder.steps):
+        runs = _step_runs(index, results_dir, step.recipe)
+        cells = [str(number), step.change, f"`{step.recipe}`"]
+        if not runs:
+            cells.append(f"no reference run yet: `pairrepro train recipes/{step.recipe}.toml`")
+            cells += ["", ""] * len(columns)
+        else:
+            cells.append(", ".join(f"{r.seed} ({r.chosen_epoch})"
+                                   for r in runs))
+            for column, _ in columns:
+                last[column.key], text = _value_text(runs, column)
+                cells += [text, _versus(runs, before, column)]
+            before = runs
+        lines.append("| " + " | ".join(cells) + " |")
+    gaps = [f"{column.header} {format_number(published, column)}, "
+            f"{format_number(last[column.key] - published, column, signed=True)} from the "
+            "last step run" for column, published in columns
+            if published is not None and column.key in last]
+    lines += ["", f"The paper ({ladder.paper} Table {ladder.table}, {ladder.row}): "
+              + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ". "
+              "Each step is the mean over its seeds with a 95% bootstrap interval over test "
+              "queries and seeds; *vs step before* is the difference of the per-query means "
+              "and the two-sided p-value of a paired randomization test on the same queries."]
+    if ladder.left:
+        lines += ["", "Not tried here:", ""]
+        lines += [f"- {item.what}: {item.why}" for item in ladder.left]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,84 @@
+"""Gap ladders (pairrepro/report/ladders.py): every number comes from the committed reference
+runs and agrees with their result.json files, read here by hand."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError
+from pairrepro.report import ladders
+
+RESULTS = paths.PROJECT_DIR / "results"
+
+
+def _test_map(recipe: str) -> list[float]:
+    return [json.loads(p.read_text())["metrics"]["test"]["map"]
+            for p in sorted((RESULTS / recipe).glob("seed-*/result.json"))]
+
+
+def _ladder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
+    (tmp_path / "mine.toml").write_text(body, encoding="utf-8")
+    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
+    return "mine"
+
+
+LADDER = """title = "test ladder"
+paper = "csran"
+table = 6
+row = "CSRAN"
+metrics = ["test.map"]
+[[steps]]
+recipe = "csran_trecqa"
+change = "base"
+[[steps]]
+recipe = "csran_no_em_trecqa"
+change = "- exact match"
+[[steps]]
+recipe = "csran_trecqa_es_big"
+change = "+ size"
+[[left]]
+what = "vectors"
+why = "not here"
+"""
+
+
+def test_each_step_is_its_runs_mean_and_the_difference_from_the_step_before(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = _ladder(tmp_path, monkeypatch, LADDER)
+    text = ladders.ladder_markdown(name, RESULTS)
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for line in text.splitlines() if line.startswith("| ")][1:]
+    base, no_em = statistics.fmean(_test_map("csran_trecqa")), \
+        statistics.fmean(_test_map("csran_no_em_trecqa"))
+    assert len(_test_map("csran_trecqa")) == 3
+    assert rows[0][4].startswith(f"{base:.3f} [")  # mean over the three seeds
+    assert rows[0][5] == ""  # the first step has nothing before it
+    assert rows[1][4].startswith(f"{no_em:.3f} [")
+    # MAP is a mean over the same 68 queries, so the per-query difference is the MAPs'
+    diff = f"{no_em - base:+.3f}".replace("-", "−")
+    assert rows[1][5].startswith(f"{diff} (p ")
+    assert "no reference run yet: `pairrepro train recipes/csran_trecqa_es_big.toml`" in rows[2][3]
+    # the paper's value (Table 6, as printed) and the distance from the last step with runs
+    assert f"MAP 0.854, {f'{no_em - 0.854:+.3f}'.replace('-', '−')} from the last step" in text
+    assert "- vectors: not here" in text
+
+
+def test_a_ladder_naming_an_unknown_key_or_recipe_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = _ladder(tmp_path, monkeypatch, LADDER.replace("change = \"base\"",
+                                                          "change = \"base\"\nchnage = 1"))
+    with pytest.raises(ConfigError, match="chnage"):
+        ladders.ladder_markdown(name, RESULTS)
+    name = _ladder(tmp_path, monkeypatch, LADDER.replace("csran_trecqa_es_big", "no_such"))
+    with pytest.raises(ConfigError, match="no recipe 'no_such'"):
+        ladders.ladder_markdown(name, RESULTS)
+
+
+def test_every_committed_ladder_renders() -> None:
+    for name in ladders.available_ladders():
+        assert ladders.ladder_markdown(name, RESULTS).startswith("| step |")
