@@ -15,6 +15,8 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from pydantic import Field
+
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
@@ -51,7 +53,7 @@ class Ladder(Schema):
     row: str
     metrics: list[str]  # "<split>.<metric>", each a column of the table
     steps: list[LadderStep]
-    left: list[LeftOver] = []
+    left: list[LeftOver] = Field(default_factory=list)
 
 
 def available_ladders() -> list[str]:
