@@ -2,7 +2,8 @@
 
 ``report`` compares published tables with finished runs and never trains; its sub-commands
 ``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap
-ladder, and a paper name in the place of a sub-command (``pairrepro report csran --table 6``) means ``report paper csran ...``.
+ladder, and a paper name in the place of a sub-command (``pairrepro report csran --table 6``)
+means ``report paper csran ...``.
 ``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
 table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
 ``make csran-table6``, ``make tables``) call it.
