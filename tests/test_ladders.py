@@ -50,7 +50,7 @@ why = "not here"
 def test_each_step_is_its_runs_mean_and_the_difference_from_the_step_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name = _ladder(tmp_path, monkeypatch, LADDER)
-    text = ladders.ladder_markdown(name, RESULTS)
+    text = ladders.ladder_markdown(ladders.evaluate_ladder(name, RESULTS))
     rows = [[cell.strip() for cell in line.strip("|").split(" | ")]
             for line in text.splitlines() if line.startswith("| ")][1:]
     base, no_em = statistics.fmean(_test_map("csran_trecqa")), \
@@ -73,12 +73,30 @@ def test_a_ladder_naming_an_unknown_key_or_recipe_is_refused(
     name = _ladder(tmp_path, monkeypatch, LADDER.replace("change = \"base\"",
                                                           "change = \"base\"\nchnage = 1"))
     with pytest.raises(ConfigError, match="chnage"):
-        ladders.ladder_markdown(name, RESULTS)
+        ladders.ladder_markdown(ladders.evaluate_ladder(name, RESULTS))
     name = _ladder(tmp_path, monkeypatch, LADDER.replace("csran_trecqa_es_big", "no_such"))
     with pytest.raises(ConfigError, match="no recipe 'no_such'"):
-        ladders.ladder_markdown(name, RESULTS)
+        ladders.ladder_markdown(ladders.evaluate_ladder(name, RESULTS))
 
 
 def test_every_committed_ladder_renders() -> None:
     for name in ladders.available_ladders():
-        assert ladders.ladder_markdown(name, RESULTS).startswith("| step |")
+        result = ladders.evaluate_ladder(name, RESULTS)
+        assert ladders.ladder_markdown(result).startswith("| step |")
+        json.dumps(ladders.ladder_json(result))  # --json output is plain data
+
+
+def test_the_json_form_holds_the_same_numbers(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    data = ladders.ladder_json(ladders.evaluate_ladder(
+        _ladder(tmp_path, monkeypatch, LADDER), RESULTS))
+    assert data["paper"]["published"] == {"test.map": 0.854}
+    first, second, third = data["steps"]
+    assert first["seeds"] == [1, 2, 3]
+    assert first["values"][0]["mean"] == pytest.approx(statistics.fmean(_test_map("csran_trecqa")))
+    assert first["values"][0]["low"] < first["values"][0]["mean"] < first["values"][0]["high"]
+    assert second["values"][0]["difference"] == pytest.approx(
+        statistics.fmean(_test_map("csran_no_em_trecqa"))
+        - statistics.fmean(_test_map("csran_trecqa")))
+    assert 0 < second["values"][0]["p_value"] <= 1
+    assert third["values"] == []

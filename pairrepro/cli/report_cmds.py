@@ -223,10 +223,16 @@ def report_gap(
       pairrepro report gap csran_trecqa
 
       pairrepro report gap csran_trecqa --results runs
-    """
-    from pairrepro.report.ladders import ladder_markdown
 
-    text = ladder_markdown(ladder, results or paths.results_dir())
+      pairrepro report gap csran_trecqa --json
+    """
+    from pairrepro.report.ladders import evaluate_ladder, ladder_json, ladder_markdown
+
+    result = evaluate_ladder(ladder, results or paths.results_dir())
+    if STATE.json:
+        emit_json(ladder_json(result))
+        return
+    text = ladder_markdown(result)
     if out is not None:
         write_text(out, text)
         info(f"wrote {out}")

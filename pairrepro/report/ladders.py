@@ -13,7 +13,9 @@ the command that makes one; ``left`` lists what no step here can try, and why.
 from __future__ import annotations
 
 import statistics
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -93,61 +95,112 @@ def _step_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunIn
     return runs
 
 
-def _value_text(runs: list[RunInfo], column: Column) -> tuple[float, str]:
-    """Mean over seeds in the column's unit, with its bootstrap interval where it exists."""
+@dataclass
+class StepValue:
+    """One metric of one step: the mean over seeds, its interval, the step before's test."""
+
+    metric: str
+    mean: float  # in the column's unit
+    text: str  # "0.753 [0.689, 0.812]"
+    low: float | None = None
+    high: float | None = None
+    difference: float | None = None  # minus the step before, per-unit means
+    p_value: float | None = None
+    versus: str = ""  # "+0.012 (p 0.412)", "n/a (why)" or "" (no step before)
+
+
+@dataclass
+class StepResult:
+    """One step of a ladder and what its reference runs give (no values: no run yet)."""
+
+    number: int
+    recipe: str
+    change: str
+    seeds: list[int] = field(default_factory=list)
+    chosen_epochs: list[int | None] = field(default_factory=list)
+    values: list[StepValue] = field(default_factory=list)
+
+
+@dataclass
+class LadderResult:
+    """A ladder evaluated on a results folder."""
+
+    name: str
+    ladder: Ladder
+    columns: list[tuple[Column, float | None]]  # column, published value
+    steps: list[StepResult]
+
+
+def _step_value(runs: list[RunInfo], before: list[RunInfo], column: Column) -> StepValue:
+    """Mean over seeds in the column's unit, its bootstrap interval where the predictions
+    allow one, and the paired test against the step before's runs."""
     mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
-    text = format_number(mean, column)
+    value = StepValue(column.metric, mean, format_number(mean, column))
     try:
         found = evidence.interval(evidence.run_units(runs, column.metric))
+        value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
+        value.text += (f" [{format_number(value.low, column)}, "
+                       f"{format_number(value.high, column)}]")
     except ValueError:
-        return mean, text
-    low, high = (format_number(to_unit(v, column), column) for v in (found.low, found.high))
-    return mean, f"{text} [{low}, {high}]"
+        pass
+    if before:
+        try:
+            test = evidence.paired_test(evidence.run_units(runs, column.metric),
+                                        evidence.run_units(before, column.metric))
+        except ValueError as exc:
+            value.versus = f"n/a ({exc})"
+        else:
+            value.difference, value.p_value = to_unit(test.difference, column), test.p_value
+            p = "p < 0.001" if test.p_value < 0.001 else f"p {test.p_value:.3f}"
+            value.versus = f"{format_number(value.difference, column, signed=True)} ({p})"
+    return value
 
 
-def _versus(runs: list[RunInfo], before: list[RunInfo], column: Column) -> str:
-    """The step's difference from the step before, with the paired test's p-value."""
-    if not runs or not before:
-        return ""
-    try:
-        test = evidence.paired_test(evidence.run_units(runs, column.metric),
-                                    evidence.run_units(before, column.metric))
-    except ValueError as exc:
-        return f"n/a ({exc})"
-    diff = format_number(to_unit(test.difference, column), column, signed=True)
-    p = "p < 0.001" if test.p_value < 0.001 else f"p {test.p_value:.3f}"
-    return f"{diff} ({p})"
-
-
-def ladder_markdown(name: str, results_dir: Path, index: RecipeIndex | None = None) -> str:
-    """Ladder ``name`` as a markdown table rendered from the runs in ``results_dir``."""
+def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
+                    ) -> LadderResult:
+    """Ladder ``name`` with every step's values from the runs in ``results_dir``; each step is
+    tested against the nearest step before it that has runs."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
     columns = [_column(ladder, metric) for metric in ladder.metrics]
+    steps: list[StepResult] = []
+    before: list[RunInfo] = []
+    for number, step in enumerate(ladder.steps):
+        result = StepResult(number, step.recipe, step.change)
+        runs = _step_runs(index, results_dir, step.recipe)
+        if runs:
+            result.seeds = [r.seed for r in runs]
+            result.chosen_epochs = [r.chosen_epoch for r in runs]
+            result.values = [_step_value(runs, before, column) for column, _ in columns]
+            before = runs
+        steps.append(result)
+    return LadderResult(name, ladder, columns, steps)
+
+
+def ladder_markdown(result: LadderResult) -> str:
+    """A ladder as a markdown table, the distance left to the paper and what is not tried."""
+    ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
         head += [f"{column.header} [95% interval]", "vs step before"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    before: list[RunInfo] = []
-    last: dict[str, float] = {}
-    for number, step in enumerate(ladder.steps):
-        runs = _step_runs(index, results_dir, step.recipe)
-        cells = [str(number), step.change, f"`{step.recipe}`"]
-        if not runs:
+    for step in result.steps:
+        cells = [str(step.number), step.change, f"`{step.recipe}`"]
+        if not step.values:
             cells.append(f"no reference run yet: `pairrepro train recipes/{step.recipe}.toml`")
             cells += ["", ""] * len(columns)
         else:
-            cells.append(", ".join(f"{r.seed} ({r.chosen_epoch})"
-                                   for r in runs))
-            for column, _ in columns:
-                last[column.key], text = _value_text(runs, column)
-                cells += [text, _versus(runs, before, column)]
-            before = runs
+            cells.append(", ".join(f"{seed} ({epoch})"
+                                   for seed, epoch in zip(step.seeds, step.chosen_epochs,
+                                                          strict=True)))
+            for value in step.values:
+                cells += [value.text, value.versus]
         lines.append("| " + " | ".join(cells) + " |")
+    last = next((s for s in reversed(result.steps) if s.values), None)
     gaps = [f"{column.header} {format_number(published, column)}, "
-            f"{format_number(last[column.key] - published, column, signed=True)} from the "
-            "last step run" for column, published in columns
-            if published is not None and column.key in last]
+            f"{format_number(value.mean - published, column, signed=True)} from the last step "
+            "run" for (column, published), value in zip(columns, last.values, strict=True)
+            if published is not None] if last else []
     lines += ["", f"The paper ({ladder.paper} Table {ladder.table}, {ladder.row}): "
               + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ". "
               "Each step is the mean over its seeds with a 95% bootstrap interval over test "
@@ -157,3 +210,14 @@ def ladder_markdown(name: str, results_dir: Path, index: RecipeIndex | None = No
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
+
+
+def ladder_json(result: LadderResult) -> dict[str, Any]:
+    """A ladder as plain data (``report gap --json``)."""
+    return {"ladder": result.name, "title": result.ladder.title,
+            "paper": {"paper": result.ladder.paper, "table": result.ladder.table,
+                      "row": result.ladder.row,
+                      "published": {column.metric: published
+                                    for column, published in result.columns}},
+            "steps": [asdict(step) for step in result.steps],
+            "left": [item.model_dump() for item in result.ladder.left]}

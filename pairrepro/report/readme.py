@@ -48,9 +48,9 @@ def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
 
 def _ladder(name: str) -> Callable[[Path], str]:
     def render_ladder(results: Path) -> str:
-        from pairrepro.report.ladders import ladder_markdown
+        from pairrepro.report.ladders import evaluate_ladder, ladder_markdown
 
-        return ladder_markdown(name, results)
+        return ladder_markdown(evaluate_ladder(name, results))
     return render_ladder
 
 
