@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     Field,
     ValidationInfo,
     create_model,
@@ -271,23 +272,14 @@ class VariantSpec:
     options: dict[str, Any] = field(default_factory=dict)  # variant-wide options as set
 
 
-@dataclass
-class Manifest:
-    name: str
-    title: str
-    task: str  # "classification" | "ranking"
-    reader: str
-    licence: str = ""
-    homepage: str = ""
-    citation: str = ""
-    public: bool = True
-    notes: str = ""
-    label_map: list[str] = field(default_factory=list)
-    default_variant: str = ""
-    files: list[FileSpec] = field(default_factory=list)
-    variants: dict[str, VariantSpec] = field(default_factory=dict)
+class Manifest(ManifestFields):
+    """A validated manifest as readers, fetch and prepare use it: the top-level keys of
+    :class:`ManifestFields`, the variants with each split's files and options resolved, and
+    the file it was read from."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    variants: dict[str, VariantSpec] = Field(default_factory=dict)
     source: str = ""
-    hub: HubSpec | None = None
 
     @property
     def never_published(self) -> bool:
@@ -354,10 +346,9 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
             for sname, smodel in vmodel.splits.items()}
         variants[vname] = VariantSpec(vname, vmodel.description, splits,
                                       _set_options(vmodel, ("description", "splits")))
-    top = {name: getattr(checked, name) for name in ManifestFields.model_fields
-           if name not in ("files", "hub")}
-    return Manifest(**top, files=list(checked.files), variants=variants, source=source,
-                    hub=checked.hub)
+    # the checked values as they are (model_construct: already validated, typed per reader)
+    top = {name: getattr(checked, name) for name in ManifestFields.model_fields}
+    return Manifest.model_construct(**top, variants=variants, source=source)
 
 
 def available_datasets() -> list[str]:
