@@ -202,10 +202,11 @@ def layout(ev: EvalTable) -> Layout:
         lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
         if ev.compare_to:
             lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
-                           "row's, on the same test units, with the two-sided p-value of a "
+                           f"row's, on the same {_splits(ev)} units, with the two-sided "
+                           "p-value of a "
                            f"paired randomization test ({COMPARE_RESAMPLES:,} resamples; "
                            "F1: first seeds' predictions; n/a: no saved predictions or other "
-                           "test units).")
+                           "units).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
@@ -219,10 +220,17 @@ def layout(ev: EvalTable) -> Layout:
 COMPARE_RESAMPLES = 10_000  # pairrepro.stats.paired_randomization_test's default
 
 
+def _splits(ev: EvalTable) -> str:
+    """The splits the table's metric columns score ("test", "dev", "dev / test")."""
+    return " / ".join(sorted({c.metric.split(".")[0] for c in ev.table.columns
+                              if c.kind == "metric" and c.metric})) or "test"
+
+
 def _verdict_rule(ev: EvalTable) -> str:
     """The footer's statement of the verdict rule (pairrepro.report.cells)."""
     cells = [c for r in ev.rows for c in r.cells]
-    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over test queries "
+    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
+            "queries "
             "(ranking) or pairs (classification) and seeds, "
             f"{RESAMPLES:,} resamples] (delta); ✓ the published value lies inside the "
             "interval or within half a unit of its last printed digit; ↓ / ↑ the interval "
