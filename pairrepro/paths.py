@@ -9,6 +9,15 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = PACKAGE_DIR.parent
 
 
+def project_relative(path: str | Path) -> str:
+    """``path`` relative to the project folder when it lies inside it (what committed files
+    such as ``bench/preflight/*.json`` record, the same on every clone), else as given."""
+    resolved = Path(path).resolve()
+    if resolved.is_relative_to(PROJECT_DIR):
+        return str(resolved.relative_to(PROJECT_DIR))
+    return str(path)
+
+
 def home() -> Path:
     """Data home: ``$PAIRREPRO_HOME`` or ``~/.cache/pairrepro`` (XDG cache dir respected)."""
     if env := os.environ.get("PAIRREPRO_HOME"):

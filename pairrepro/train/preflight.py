@@ -71,6 +71,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
@@ -482,7 +483,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                                          with_embeddings=missing is None)
     model = model.to(device)
     result = PreflightResult(
-        recipe=recipe.name, model=recipe.model.name, source=recipe.source,
+        recipe=recipe.name, model=recipe.model.name, source=paths.project_relative(recipe.source),
         overrides=list(overrides or []),
         device=str(device), device_name=device_name(device),
         hardware="gpu" if device.type == "cuda" else "cpu", threads=torch.get_num_threads(),
