@@ -232,10 +232,14 @@ def report_gap(
     if STATE.json:
         emit_json(ladder_json(result))
         return
-    text = ladder_markdown(result)
+    _write_or_print(ladder_markdown(result), out, f"wrote {out}")
+
+
+def _write_or_print(text: str, out: Path | None, written: str) -> None:
+    """``text`` into ``--out`` (saying ``written``), or on standard output without one."""
     if out is not None:
         write_text(out, text)
-        info(f"wrote {out}")
+        info(written)
     else:
         typer.echo(text, nl=False)
 
@@ -250,12 +254,7 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
         emit_json(to_json(lines))
         return
     if out is not None or fmt == "md":
-        text = to_markdown(lines)
-        if out is not None:
-            write_text(out, text)
-            info(f"wrote {out} ({len(lines)} run(s))")
-        else:
-            typer.echo(text, nl=False)
+        _write_or_print(to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
         return
     if fmt != "term":
         raise ConfigError(f"--format {fmt!r}: report runs prints term or md")

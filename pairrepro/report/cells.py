@@ -459,7 +459,8 @@ def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
     return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]
 
 
-def _p_text(p: float) -> str:
+def p_text(p: float) -> str:
+    """A p-value as the report prints it (``p 0.012``, ``p < 0.001``)."""
     return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
 
 
@@ -491,7 +492,7 @@ def compare_to(ev: EvalTable, label: str) -> EvalTable:
                 cell.detail = "; ".join(x for x in (cell.detail, f"--compare-to: {exc}") if x)
                 continue
             diff = format_number(to_unit(test.difference, column), column, signed=True)
-            cell.comparison, cell.comparison_p = f"{diff} ({_p_text(test.p_value)})", \
+            cell.comparison, cell.comparison_p = f"{diff} ({p_text(test.p_value)})", \
                 test.p_value
     return ev
 

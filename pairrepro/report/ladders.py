@@ -22,7 +22,7 @@ from pydantic import Field
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
-from pairrepro.report.cells import recipe_config, split_variants
+from pairrepro.report.cells import p_text, recipe_config, split_variants
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
@@ -72,18 +72,21 @@ def load_ladder(name: str) -> Ladder:
     return validate(Ladder, read_toml(path), str(path))
 
 
-def _column(ladder: Ladder, metric: str) -> tuple[Column, float | None]:
-    """The table column of ``metric`` and the row's published value in it."""
+def _columns(ladder: Ladder) -> list[tuple[Column, float | None]]:
+    """The table column of each of the ladder's metrics and the row's published value."""
     table = load_paper(ladder.paper).table(ladder.table)
-    column = next((c for c in table.columns if c.metric == metric and c.kind == "metric"),
-                  None)
-    if column is None:
-        raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no column {metric!r}")
     row = next((r for r in table.rows
                 if normalise_label(r.label) == normalise_label(ladder.row)), None)
     if row is None:
         raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no row {ladder.row!r}")
-    return column, parse_published(row.values.get(column.key, ""))
+    found = []
+    for metric in ladder.metrics:
+        column = next((c for c in table.columns if c.metric == metric and c.kind == "metric"),
+                      None)
+        if column is None:
+            raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no column {metric!r}")
+        found.append((column, parse_published(row.values.get(column.key, ""))))
+    return found
 
 
 def _step_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
@@ -151,8 +154,8 @@ def _step_value(runs: list[RunInfo], before: list[RunInfo], column: Column) -> S
             value.versus = f"n/a ({exc})"
         else:
             value.difference, value.p_value = to_unit(test.difference, column), test.p_value
-            p = "p < 0.001" if test.p_value < 0.001 else f"p {test.p_value:.3f}"
-            value.versus = f"{format_number(value.difference, column, signed=True)} ({p})"
+            value.versus = (f"{format_number(value.difference, column, signed=True)} "
+                            f"({p_text(test.p_value)})")
     return value
 
 
@@ -162,7 +165,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     tested against the nearest step before it that has runs."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
-    columns = [_column(ladder, metric) for metric in ladder.metrics]
+    columns = _columns(ladder)
     steps: list[StepResult] = []
     before: list[RunInfo] = []
     for number, step in enumerate(ladder.steps):
