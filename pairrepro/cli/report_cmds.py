@@ -2,8 +2,9 @@
 
 ``report`` compares published tables with finished runs and never trains; its sub-commands
 ``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap
-ladder, and a paper name in the place of a sub-command (``pairrepro report csran --table 6``)
-means ``report paper csran ...``.
+ladder, ``orderings`` checks the paper's row orderings against paired tests, and a paper
+name in the place of a sub-command (``pairrepro report csran --table 6``) means
+``report paper csran ...``.
 ``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
 table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
 ``make csran-table6``, ``make tables``) call it.
@@ -235,6 +236,39 @@ def report_gap(
     _write_or_print(ladder_markdown(result), out, f"wrote {out}")
 
 
+def report_orderings(
+    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    table: int = typer.Option(..., "--table", "-t", help="The table number."),
+    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
+                                help="Significance level of the paired tests."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+) -> None:
+    """Which of the paper's orderings of its rows hold in the reproduced runs.
+
+    For every two rows with a published value and runs, column by column: the paper's order
+    (or tie) against a paired randomization test of our two rows on the same test units.
+
+    Examples:
+
+      pairrepro report orderings csran --table 8
+
+      pairrepro report orderings csran --table 8 --json
+    """
+    from pairrepro.report.orderings import orderings_json, orderings_markdown, table_orderings
+
+    if target not in PAPERS:
+        raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
+    (paper, chosen), = _select(target, table)
+    ev = evaluate_table(paper, chosen, _runs_dir(runs), load_recipe_index(),
+                        paths.results_dir())
+    found = table_orderings(ev, alpha)
+    if STATE.json:
+        emit_json(orderings_json(ev, found, alpha))
+        return
+    _write_or_print(orderings_markdown(ev, found, alpha), out, f"wrote {out}")
+
+
 def _write_or_print(text: str, out: Path | None, written: str) -> None:
     """``text`` into ``--out`` (saying ``written``), or on standard output without one."""
     if out is not None:
@@ -416,5 +450,6 @@ def register(app: typer.Typer) -> None:
     add_command(group, "curves", report_curves)
     add_command(group, "figures", report_figures)
     add_command(group, "gap", report_gap)
+    add_command(group, "orderings", report_orderings)
     app.add_typer(group, name="report")
     add_command(app, "reproduce", reproduce)

@@ -34,6 +34,13 @@ CLASSIFICATION_METRICS = ("accuracy", "f1")
 BOOTSTRAP_SEED = 0
 
 
+def unit_name(metric: str) -> str:
+    """What ``metric`` (``<split>.<metric>``) averages over, in words: ``"<split> queries"`` for
+    a ranking metric, ``"<split> pairs"`` for a classification one."""
+    split, name = metric.split(".", 1)
+    return f"{split} {'pairs' if name in CLASSIFICATION_METRICS else 'queries'}"
+
+
 @dataclass(frozen=True)
 class Units:
     """One metric of one or more seeds of a run, unit by unit (units in ``ids`` order)."""

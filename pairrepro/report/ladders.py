@@ -5,7 +5,7 @@ row, the metrics) and a list of steps. Each step is a recipe that adds one chang
 before it (its recipe ``extends`` the previous one), so the difference between two neighbouring
 steps is what that change is worth. Every number comes from the committed reference runs
 (``results/``): the mean over seeds with its two-level bootstrap interval, and a paired
-randomization test of each step against the one before on the same test queries
+randomization test of each step against the one before on the same test units
 (:mod:`pairrepro.report.evidence`). A step whose recipe has no reference run yet says so, with
 the command that makes one; ``left`` lists what no step here can try, and why.
 """
@@ -199,6 +199,7 @@ def ladder_markdown(result: LadderResult) -> str:
             for value in step.values:
                 cells += [value.text, value.versus]
         lines.append("| " + " | ".join(cells) + " |")
+    units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
     gaps = [f"{column.header} {format_number(published, column)}, "
             f"{format_number(value.mean - published, column, signed=True)} from the last step "
@@ -206,9 +207,10 @@ def ladder_markdown(result: LadderResult) -> str:
             if published is not None] if last else []
     lines += ["", f"The paper ({ladder.paper} Table {ladder.table}, {ladder.row}): "
               + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ". "
-              "Each step is the mean over its seeds with a 95% bootstrap interval over test "
-              "queries and seeds; *vs step before* is the difference of the per-query means "
-              "and the two-sided p-value of a paired randomization test on the same queries."]
+              f"Each step is the mean over its seeds with a 95% bootstrap interval over {units} "
+              "and seeds; *vs step before* is the difference of the two steps' values (means "
+              "over seeds of the per-unit values; F1: of the first seeds) and the two-sided "
+              f"p-value of a paired randomization test on the same {units}."]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]

@@ -54,6 +54,16 @@ def _ladder(name: str) -> Callable[[Path], str]:
     return render_ladder
 
 
+def _orderings(paper: str, number: int) -> Callable[[Path], str]:
+    def render_orderings(results: Path) -> str:
+        from pairrepro.report.orderings import orderings_markdown, table_orderings
+
+        doc = load_paper(paper)
+        ev = evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+        return orderings_markdown(ev, table_orderings(ev))
+    return render_orderings
+
+
 def _preflight(results: Path) -> str:
     """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
     from pairrepro.report.plan import load_preflight
@@ -88,8 +98,10 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers kept"),
     "csran-table8": _table("csran", 8),
     "csran-table8-vs-original": _table("csran", 8, "Original"),
+    "csran-table8-orderings": _orderings("csran", 8),
     "csran-table5": _table("csran", 5),
     "csran-trecqa-gap": _ladder("csran_trecqa"),
+    "csran-twitter-url-gap": _ladder("csran_twitter_url"),
     "runs": _runs,
     "preflight": _preflight,
 }

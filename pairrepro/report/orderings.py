@@ -1,0 +1,150 @@
+"""Which of a paper's orderings hold in our runs: for every two rows of a table that both
+have a published value and reproduced runs, the paper's order (or tie) in one column against
+the paired randomization test of our two rows on the same units.
+
+An *ordering* is "row A above row B" as the paper prints it (every metric column here is
+higher-is-better), or a tie when the two printed numbers are equal. Ours is the paired test of
+:func:`pairrepro.report.evidence.paired_test` (the per-unit means over seeds; F1: the first
+seeds), read with one rule (:func:`verdict`):
+
+* **holds**: our difference has the paper's sign and p < alpha;
+* **same direction, not significant**: the paper's sign, p >= alpha;
+* **reversed, not significant** / **reversed**: the other sign, p >= alpha / p < alpha;
+* a printed tie **holds** when p >= alpha and is **broken** when p < alpha.
+
+Rows of the comparison block (recipes' ``compares``) are not the paper's and are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from itertools import combinations
+from typing import Any
+
+from pairrepro.report import evidence
+from pairrepro.report.cells import COMPARISON_BLOCK, EvalRow, EvalTable, p_text
+from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.paper_tables import Column
+
+ALPHA = 0.05
+
+HOLDS = "holds"
+SAME_DIRECTION = "same direction, not significant"
+REVERSED_NOT_SIGNIFICANT = "reversed, not significant"
+REVERSED = "reversed"
+TIE_HOLDS = "tie holds"
+TIE_BROKEN = "tie broken"
+NO_TEST = "no test"
+VERDICTS = (HOLDS, SAME_DIRECTION, REVERSED_NOT_SIGNIFICANT, REVERSED, TIE_HOLDS, TIE_BROKEN,
+            NO_TEST)
+
+
+@dataclass
+class Ordering:
+    """One column's published order of two rows, and what our runs say about it."""
+
+    column: str  # the column's header
+    metric: str  # "<split>.<metric>"
+    higher: str  # row labels, the paper's higher first (a tie: the paper's printed order)
+    lower: str
+    published_higher: float
+    published_lower: float
+    verdict: str
+    difference: float | None = None  # ours, higher row minus lower row, in the column's unit
+    p_value: float | None = None
+    text: str = ""  # "+0.02 (p 0.354)" or why there is no test
+
+    @property
+    def tie(self) -> bool:
+        """The paper prints the same number for both rows."""
+        return self.published_higher == self.published_lower
+
+
+def verdict(paper_difference: float, difference: float, p_value: float,
+            alpha: float = ALPHA) -> str:
+    """The module's rule: our ``difference`` (higher minus lower row of the paper, or the
+    first minus the second of a tie) and its ``p_value`` against the paper's order."""
+    significant = p_value < alpha
+    if paper_difference == 0:
+        return TIE_BROKEN if significant else TIE_HOLDS
+    if difference * paper_difference > 0:
+        return HOLDS if significant else SAME_DIRECTION
+    return REVERSED if significant else REVERSED_NOT_SIGNIFICANT
+
+
+def _paper_rows(ev: EvalTable, column: Column) -> list[tuple[EvalRow, float]]:
+    """The paper's rows with a published value and finished runs in ``column``."""
+    rows = []
+    for erow in ev.rows:
+        if erow.row.block == COMPARISON_BLOCK:
+            continue
+        cell = next(c for c in erow.cells if c.column == column.key)
+        published = parse_published(erow.row.values.get(column.key, ""))
+        if published is not None and cell.runs:
+            rows.append((erow, published))
+    return rows
+
+
+def _ordering(column: Column, first: tuple[EvalRow, float], second: tuple[EvalRow, float],
+              alpha: float) -> Ordering:
+    (high, high_value), (low, low_value) = ((first, second) if first[1] >= second[1]
+                                            else (second, first))
+    found = Ordering(column.header, column.metric, high.row.printed_label,
+                     low.row.printed_label, high_value, low_value, NO_TEST)
+    runs_of = {id(r): next(c for c in r.cells if c.column == column.key).runs
+               for r in (high, low)}
+    try:
+        test = evidence.paired_test(evidence.run_units(runs_of[id(high)], column.metric),
+                                    evidence.run_units(runs_of[id(low)], column.metric))
+    except ValueError as exc:
+        found.text = f"n/a ({exc})"
+        return found
+    found.difference, found.p_value = to_unit(test.difference, column), test.p_value
+    found.verdict = verdict(high_value - low_value, test.difference, test.p_value, alpha)
+    found.text = (f"{format_number(found.difference, column, signed=True)} "
+                  f"({p_text(test.p_value)})")
+    return found
+
+
+def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
+    """Every ordering of two paper rows of ``ev``, column by column, in the paper's row order."""
+    found = []
+    for column in ev.table.columns:
+        if column.kind != "metric":
+            continue
+        for first, second in combinations(_paper_rows(ev, column), 2):
+            found.append(_ordering(column, first, second, alpha))
+    return found
+
+
+def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA) -> str:
+    """The orderings as a markdown table with a count of each verdict."""
+    title = f"#### {ev.paper.paper}: Table {ev.table.number}: which of the paper's orderings hold"
+    if not orderings:
+        return (f"{title}\n\nNo two rows of the paper have both a published value and a "
+                "reference run in the same column.\n")
+    columns = {c.header: c for c in ev.table.columns}
+    lines = [title, "", "| column | the paper | published | ours (higher − lower) | verdict |",
+             "|---|---|---|---|---|"]
+    for item in orderings:
+        column = columns[item.column]
+        sign = "=" if item.tie else ">"
+        published = (f"{format_number(item.published_higher, column)} {sign} "
+                     f"{format_number(item.published_lower, column)}")
+        lines.append(f"| {item.column} | {item.higher} {sign} {item.lower} | {published} | "
+                     f"{item.text} | {item.verdict} |")
+    counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
+    lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
+              + f". Ours is the difference of the two rows' means over seeds on the same "
+              f"{', '.join(sorted({evidence.unit_name(o.metric) for o in orderings}))}, with "
+              "the two-sided p-value of a paired randomization test (10,000 resamples; F1: "
+              f"first seeds); significant means p < {alpha:g}. A row needs a published value "
+              "and a reference run to be compared."]
+    return "\n".join(lines) + "\n"
+
+
+def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA
+                   ) -> dict[str, Any]:
+    """The orderings as plain data (``report orderings --json``)."""
+    return {"paper": ev.paper.paper, "table": ev.table.number, "alpha": alpha,
+            "orderings": [asdict(o) | {"tie": o.tie} for o in orderings]}
