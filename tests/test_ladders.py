@@ -27,7 +27,8 @@ def _ladder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
     return "mine"
 
 
-LADDER = """title = "test ladder"
+UNRUN = "csran_trecqa_es_tuned_no_em_all_negatives_big"  # a step no reference run backs
+LADDER = f"""title = "test ladder"
 paper = "csran"
 table = 6
 row = "CSRAN"
@@ -39,7 +40,7 @@ change = "base"
 recipe = "csran_no_em_trecqa"
 change = "- exact match"
 [[steps]]
-recipe = "csran_trecqa_es_tuned_no_em_all_negatives_big"
+recipe = "{UNRUN}"
 change = "+ size"
 [[left]]
 what = "vectors"
@@ -62,7 +63,8 @@ def test_each_step_is_its_runs_mean_and_the_difference_from_the_step_before(
     # MAP is a mean over the same 68 queries, so the per-query difference is the MAPs'
     diff = f"{no_em - base:+.3f}".replace("-", "−")
     assert rows[1][5].startswith(f"{diff} (p ")
-    assert "no reference run yet: `pairrepro train recipes/csran_trecqa_es_tuned_no_em_all_negatives_big.toml`" in rows[2][3]
+    assert ("no reference run yet: `pairrepro train "
+            f"recipes/{UNRUN}.toml`") in rows[2][3]
     # the paper's value (Table 6, as printed) and the distance from the last step with runs
     assert f"MAP 0.854, {f'{no_em - 0.854:+.3f}'.replace('-', '−')} from the last step" in text
     assert "- vectors: not here" in text
@@ -74,7 +76,7 @@ def test_a_ladder_naming_an_unknown_key_or_recipe_is_refused(
                                                           "change = \"base\"\nchnage = 1"))
     with pytest.raises(ConfigError, match="chnage"):
         ladders.ladder_markdown(ladders.evaluate_ladder(name, RESULTS))
-    name = _ladder(tmp_path, monkeypatch, LADDER.replace("csran_trecqa_es_tuned_no_em_all_negatives_big", "no_such"))
+    name = _ladder(tmp_path, monkeypatch, LADDER.replace(UNRUN, "no_such"))
     with pytest.raises(ConfigError, match="no recipe 'no_such'"):
         ladders.ladder_markdown(ladders.evaluate_ladder(name, RESULTS))
 

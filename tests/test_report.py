@@ -566,6 +566,24 @@ def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
     assert [x["run"] for x in json.loads(only.output)] == ["runs/cs_trec/seed-2"]
 
 
+@pytest.mark.parametrize(("fields", "shown"), [
+    ({"wall_time_s": 812.4}, "812 s"),
+    ({"wall_time_s": 812.4, "resumed": True, "segments": 2}, "812 s (2 segments)"),
+    ({"wall_time_s": 812.4, "resumed": True, "segments": 2, "wall_time_untimed": True},
+     "812 s (2 segments, one untimed)"),
+    # a manifest from before resumed runs added up their segments
+    ({"wall_time_s": 812.4, "resumed": True}, "812 s (last segment only)"),
+])
+def test_report_runs_says_what_a_resumed_runs_wall_time_covers(
+        env: Path, fields: dict[str, object], shown: str) -> None:
+    d = write_run(env / "runs", "tw", 1, {"dev": {"f1": 0.7}, "test": {"f1": 0.6}})
+    (d / "manifest.json").write_text(json.dumps({"dataset": "twitter_url", "epochs_run": 3,
+                                                 **fields}))
+    result = CliRunner().invoke(app, ["report", "runs", "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert f" / 3 | {shown} |" in result.output  # chosen / run epochs, then the wall time
+
+
 def test_plan_counts_the_pairs_an_epoch_really_has(env: Path) -> None:
     """With max_negatives_per_query the plan counts each query's positives plus at most that
     many negatives (counted here by hand), not the whole training split."""

@@ -130,6 +130,8 @@ def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
         train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=ctrl_c_at_step_13))
     status = json.loads((run_dir() / "result.json").read_text())
     assert status["status"] == "interrupted"
+    first = json.loads((run_dir() / "manifest.json").read_text())
+    assert first["segments"] == 1 and first["wall_time_s"] > 0
     saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 13 and saved["progress"]["epoch"] == 1
     with pytest.raises(ConfigError, match="--resume"):
@@ -137,6 +139,10 @@ def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
     (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
     assert resumed["metrics"] == full["metrics"]
     assert resumed["chosen_epoch"] == full["chosen_epoch"]
+    # the wall time covers both segments, not only the one that finished
+    both = json.loads((run_dir() / "manifest.json").read_text())
+    assert both["segments"] == 2 and both["wall_time_s"] > first["wall_time_s"]
+    assert both["resumed"] and "wall_time_untimed" not in both
     for name, ref in (("best.pt", full_best), ("last.pt", full_last)):
         got = model_weights(run_dir() / "checkpoints" / name)
         assert got.keys() == ref.keys()
@@ -172,6 +178,7 @@ def test_resume_after_a_crash_replays_from_the_step_checkpoint(
     assert left["status"] == "failed" and left["error"] == "RuntimeError: simulated kill"
     (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
     assert resumed["metrics"] == full["metrics"]
+    assert json.loads((run_dir() / "manifest.json").read_text())["segments"] == 2
 
 
 def test_checkpoints_load_with_weights_only_and_rng_round_trips(synth: Path) -> None:

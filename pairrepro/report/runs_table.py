@@ -41,6 +41,18 @@ class RunLine:
     evals: dict[str, dict[str, float]]
     status: str = "finished"  # or "damaged": ``problem`` names the file and why
     problem: str = ""
+    wall_time_note: str = ""  # what the wall time covers when the run was resumed
+
+
+def _wall_time_note(manifest: dict[str, Any]) -> str:
+    """What ``wall_time_s`` covers for a resumed run: every segment (``segments``), minus one
+    that recorded none, or, in a manifest from before segments were added up, the last one."""
+    if not manifest.get("resumed"):
+        return ""
+    if "segments" not in manifest:
+        return "last segment only"
+    note = f"{manifest['segments']} segments"
+    return note + (", one untimed" if manifest.get("wall_time_untimed") else "")
 
 
 def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
@@ -86,6 +98,7 @@ def run_line(run: RunInfo) -> RunLine:
         sha256_train=str(sha.get(f"{train_split}.parquet", "")),
         sha256_test=str(sha.get(f"{test_split}.parquet", "")),
         evals={name: record.get("metrics", {}) for name, record in evals.items()},
+        wall_time_note=_wall_time_note(manifest),
     )
 
 
@@ -126,7 +139,8 @@ def format_line(line: RunLine) -> list[str]:
         "" if tie is None else f"{tie:.3f}",
         f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
         f"{line.epochs_run if line.epochs_run is not None else 0}",
-        "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s",
+        "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s"
+        + (f" ({line.wall_time_note})" if line.wall_time_note else ""),
         "" if not line.pairs_per_s else f"{line.pairs_per_s:.0f}",
         "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
         "" if line.cpu_threads is None or line.device.startswith("cuda")

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -242,9 +243,11 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
     # every rank seeds alike: identical initial weights and identical epoch orders
     seed_everything(seed, recipe.train.deterministic)
     prepared, data = load_task_data(recipe, seed)
+    timed = WallTime()
     if action == "resume":  # the checkpoint was trained on the data the manifest names
-        prepared.check_files(folder.read_manifest().get("prepared_sha256", {}),
-                             str(folder.manifest_path))
+        before = folder.read_manifest()
+        prepared.check_files(before.get("prepared_sha256", {}), str(folder.manifest_path))
+        timed = WallTime.after(before)
     model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
     if model.needs_training and prepared.stats.get("lexical_only"):
         raise ConfigError(
@@ -300,6 +303,11 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
     except BaseException as exc:
         if dist_ctx.is_main:
+            if not aside["kept"]:
+                # the segment's wall time, so that --resume can add the next one to it
+                with contextlib.suppress(StorageError):
+                    folder.write_manifest({**manifest,
+                                           **timed.fields(time.perf_counter() - started)})
             _record_failure(folder, recipe, seed, exc, restore=aside["kept"])
         if isinstance(exc, Interrupted):
             raise KeyboardInterrupt(str(exc)) from None
@@ -310,7 +318,7 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
     train_time = sum(h["train_time_s"] for h in history)
     train_items = sum(h["train_pairs"] for h in history)
     manifest.update({"chosen_epoch": chosen_epoch, "epochs_run": len(history),
-                     "wall_time_s": round(wall, 3), "train_time_s": round(train_time, 3),
+                     **timed.fields(wall), "train_time_s": round(train_time, 3),
                      "pairs_per_s": round(train_items / train_time, 1) if train_time else None,
                      "resumed": action == "resume"})
     result: dict[str, Any] = {"recipe": recipe.name, "seed": seed}
@@ -320,6 +328,33 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
                                      chosen_epoch, metrics)
     barrier(dist_ctx)
     return result
+
+
+@dataclass(frozen=True)
+class WallTime:
+    """The wall time of the segments of a run before this one: an interrupted segment records
+    its own in the manifest, and ``--resume`` adds the next segment to it."""
+
+    earlier_s: float = 0.0
+    segments: int = 0  # earlier segments
+    untimed: bool = False  # an earlier segment recorded no wall time (before this rule)
+
+    @classmethod
+    def after(cls, manifest: dict[str, Any]) -> WallTime:
+        """The earlier segments, as an interrupted run's ``manifest`` records them."""
+        if "wall_time_s" not in manifest:
+            return cls(0.0, 1, True)
+        return cls(float(manifest["wall_time_s"]), int(manifest.get("segments", 1)),
+                   bool(manifest.get("wall_time_untimed", False)))
+
+    def fields(self, segment_s: float) -> dict[str, Any]:
+        """The manifest keys for the run so far: ``wall_time_s`` over every timed segment,
+        ``segments``, and ``wall_time_untimed`` when an earlier segment is missing from it."""
+        fields: dict[str, Any] = {"wall_time_s": round(self.earlier_s + segment_s, 3),
+                                  "segments": self.segments + 1}
+        if self.untimed:
+            fields["wall_time_untimed"] = True
+        return fields
 
 
 def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseException,
