@@ -239,3 +239,13 @@ def test_twitter_url_dev_is_held_out_of_train(raw_from_mirror: Callable[[str], P
     first = sorted(ids_dev)
     prepare_dataset("twitter_url", "tokenised", progress=False)  # same seed, same split
     assert sorted(load_prepared("twitter_url", "tokenised").split("dev").pair_id) == first
+    # variant tokenised_disjoint_dev holds out whole first tweets: dev and train share none
+    prepare_dataset("twitter_url", "tokenised_disjoint_dev", progress=False)
+    disjoint = load_prepared("twitter_url", "tokenised_disjoint_dev")
+    train, dev = disjoint.split("train"), disjoint.split("dev")
+    assert len(train) + len(dev) == 42200
+    assert int(train.label.sum()) + int(dev.label.sum()) == 11167
+    assert not dev.left.isin(set(train.left)).any()
+    # a tenth of the 3,553 first tweets of train/a.toks (counted with sort -u), all their pairs
+    assert dev.left.nunique() == 355
+    assert len(disjoint.split("test")) == 9324

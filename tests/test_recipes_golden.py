@@ -19,7 +19,7 @@ GOLDEN = Path(__file__).parent / "golden" / "configs"
 def test_every_golden_config_has_its_recipe_and_back() -> None:
     golden = {p.stem for p in GOLDEN.glob("*.toml")}
     recipes = {p.stem for p in RECIPES}
-    assert len(golden) == 101
+    assert len(golden) == 103
     assert golden == recipes, (sorted(golden - recipes), sorted(recipes - golden))
 
 

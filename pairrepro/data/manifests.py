@@ -113,12 +113,17 @@ class PlanningEstimate(Schema):
 
 
 class Holdout(Schema):
-    """A dev split carved out of a published split that has none (see ``prepare``)."""
+    """A dev split carved out of a published split that has none (see ``prepare``).
+
+    ``by = "group"`` moves whole groups (``group_id``); ``by = "left"`` moves every pair that
+    shares a first text, so no first text of the held-out split heads a pair left behind (a
+    test split whose first texts are all new is judged that way)."""
 
     from_: str = Field(alias="from")
     to: str
     fraction: float
     seed: int = 13
+    by: Literal["group", "left"] = "group"
 
 
 def _no_positive(value: str) -> str:

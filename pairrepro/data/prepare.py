@@ -186,9 +186,10 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dic
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
     """Carve a dev split out of a published split that has none (TwitterURL has train/test only).
 
-    ``holdout = {from = "train", to = "dev", fraction = 0.1, seed = 13}``: whole groups move,
-    chosen by a seeded permutation, so the derived split is the same on every machine. The
-    source split's published counts are checked before anything moves.
+    ``holdout = {from = "train", to = "dev", fraction = 0.1, seed = 13}``: whole groups move
+    (``by = "left"``: all the pairs of one first text), chosen by a seeded permutation, so the
+    derived split is the same on every machine. The source split's published counts are
+    checked before anything moves.
     """
     source, target = holdout["from"], holdout["to"]
     if source not in results:
@@ -199,12 +200,15 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dic
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
                     label_map, published)
-    groups = frame["group_id"].unique()
+    by = holdout.get("by", "group")
+    keys = frame["left" if by == "left" else "group_id"]
+    groups = keys.unique()
     rng = np.random.default_rng(int(holdout.get("seed", 13)))
     chosen = set(rng.permutation(groups)[: round(len(groups) * float(holdout["fraction"]))])
-    in_target = frame["group_id"].isin(chosen).to_numpy()
+    in_target = keys.isin(chosen).to_numpy()
+    whole = " by first text" if by == "left" else ""
     moved = {**results[source].dropped,
-             f"moved to {target!r} (held out, seed {holdout.get('seed', 13)})":
+             f"moved to {target!r} (held out{whole}, seed {holdout.get('seed', 13)})":
              int(in_target.sum())}
     kept = dataclasses.replace(results[source], pairs=frame[~in_target].reset_index(drop=True),
                                dropped=moved)
