@@ -100,6 +100,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table8-vs-original": _table("csran", 8, "Original"),
     "csran-table8-orderings": _orderings("csran", 8),
     "csran-table5": _table("csran", 5),
+    "csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted on train"),
     "csran-trecqa-gap": _ladder("csran_trecqa"),
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
     "runs": _runs,
