@@ -156,11 +156,18 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int = 10_
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int = 10_000, seed: int = 0) -> PairedTest:
     """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs:
-    each resample swaps the two systems' predictions on a random half of the pairs."""
-    tp_a, fp_a, fn_a = _indicators(labels, pred_a)
-    tp_b, fp_b, fn_b = _indicators(labels, pred_b)
-    n = tp_a.size
-    if tp_b.size != n:
+    each resample swaps the two systems' predictions on a random half of the pairs.
+
+    ``pred_a``/``pred_b`` are ``[units]`` or ``[seeds, units]`` with as many seeds each: seed
+    k of A is paired with seed k of B, one resample swaps the same pairs in every seed, and
+    the statistic is the mean over seeds of the per-seed F1 differences (an F1 has no
+    per-unit value to average over seeds first)."""
+    runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
+    if runs_a.shape[0] != runs_b.shape[0]:
+        raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "
+                        f"{runs_b.shape[0]}", hint="pair as many seeds of each system")
+    n = runs_a.shape[1]
+    if runs_b.shape[1] != n:
         raise DataError("paired test: the systems were scored on different pairs")
     swaps = _swap_masks(np.random.default_rng([seed, 31337]), resamples, n)
     keep = 1.0 - swaps
@@ -168,9 +175,14 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
     def f1(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]) -> np.ndarray:
         return _f1_from_counts(*(keep @ u + swaps @ v for u, v in zip(x, y, strict=True)))
 
-    sys_a, sys_b = (tp_a, fp_a, fn_a), (tp_b, fp_b, fn_b)
-    resampled = f1(sys_a, sys_b) - f1(sys_b, sys_a)
-    observed = float(_f1_from_counts(tp_a.sum(), fp_a.sum(), fn_a.sum())
-                     - _f1_from_counts(tp_b.sum(), fp_b.sum(), fn_b.sum()))
+    resampled = np.zeros(resamples)
+    observed = 0.0
+    for one_a, one_b in zip(runs_a, runs_b, strict=True):
+        sys_a, sys_b = _indicators(labels, one_a), _indicators(labels, one_b)
+        resampled += f1(sys_a, sys_b) - f1(sys_b, sys_a)
+        observed += float(_f1_from_counts(*(u.sum() for u in sys_a))
+                          - _f1_from_counts(*(u.sum() for u in sys_b)))
+    seeds = runs_a.shape[0]
+    observed, resampled = observed / seeds, resampled / seeds
     return PairedTest(difference=observed, p_value=_p_value(observed, resampled),
                       resamples=resamples, units=n)

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 from sklearn.metrics import f1_score
 
+from pairrepro.errors import DataError
 from pairrepro.stats import (
     f1_interval,
     mean_interval,
@@ -122,3 +123,24 @@ def test_paired_f1_test_equals_a_loop_with_sklearn() -> None:
     expected = (1 + np.sum(np.abs(stats) >= abs(observed) - 1e-12)) / 301
     assert got.difference == pytest.approx(observed)
     assert got.p_value == pytest.approx(expected, abs=1e-12)
+
+
+def test_paired_f1_test_over_seeds_equals_a_loop_with_sklearn() -> None:
+    """Seeds paired in order: one resample swaps the same pairs in every seed, and the
+    statistic is the mean of the per-seed F1 differences."""
+    rng = np.random.default_rng(7)
+    labels = rng.integers(0, 2, 50)
+    pred_a = np.stack([np.where(rng.random(50) < 0.8, labels, 1 - labels) for _ in range(3)])
+    pred_b = np.stack([np.where(rng.random(50) < 0.7, labels, 1 - labels) for _ in range(3)])
+    got = paired_f1_test(labels, pred_a, pred_b, resamples=200, seed=4)
+    swaps = np.random.default_rng([4, 31337]).integers(0, 2, size=(200, 50)).astype(bool)
+    observed = np.mean([f1_score(labels, a) - f1_score(labels, b)
+                        for a, b in zip(pred_a, pred_b, strict=True)])
+    stats = [np.mean([f1_score(labels, np.where(m, b, a), zero_division=0)
+                      - f1_score(labels, np.where(m, a, b), zero_division=0)
+                      for a, b in zip(pred_a, pred_b, strict=True)]) for m in swaps]
+    expected = (1 + np.sum(np.abs(stats) >= abs(observed) - 1e-12)) / 201
+    assert got.difference == pytest.approx(observed)
+    assert got.p_value == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(DataError, match="3 seeds against 2"):
+        paired_f1_test(labels, pred_a, pred_b[:2])

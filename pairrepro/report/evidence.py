@@ -125,7 +125,8 @@ def interval(units: Units) -> Interval:
 def paired_test(a: Units, b: Units) -> PairedTest:
     """Paired randomization test of ``a`` against ``b`` on the same units (two-sided).
 
-    Mean metrics average each unit over the seeds first; F1 compares the first seed of each
+    Mean metrics average each unit over the seeds first; F1 pairs seed k of one with seed k
+    of the other (as many as both have) and tests the mean of the per-seed F1 differences
     (an F1 has no per-unit value to average). ``ValueError`` when the units differ."""
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise ValueError(f"scored on different {a.metric.split('.')[0]} units")
@@ -138,6 +139,7 @@ def paired_test(a: Units, b: Units) -> PairedTest:
             b_labels = b_labels[order]
         if not np.array_equal(np.asarray(a.labels), b_labels):
             raise ValueError("different gold labels on the same pairs")
-        return paired_f1_test(np.asarray(a.labels), a.values[0], b_values[0],
+        paired = min(len(a.seeds), len(b.seeds))  # seed k against seed k
+        return paired_f1_test(np.asarray(a.labels), a.values[:paired], b_values[:paired],
                               seed=BOOTSTRAP_SEED)
     return paired_randomization_test(a.values, b_values, seed=BOOTSTRAP_SEED)

@@ -22,7 +22,7 @@ from pydantic import Field
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
-from pairrepro.report.cells import p_text, recipe_config, split_variants
+from pairrepro.report.cells import comparison_rows, p_text, recipe_config, split_variants
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
@@ -72,11 +72,14 @@ def load_ladder(name: str) -> Ladder:
     return validate(Ladder, read_toml(path), str(path))
 
 
-def _columns(ladder: Ladder) -> list[tuple[Column, float | None]]:
-    """The table column of each of the ladder's metrics and the row's published value."""
-    table = load_paper(ladder.paper).table(ladder.table)
-    row = next((r for r in table.rows
-                if normalise_label(r.label) == normalise_label(ladder.row)), None)
+def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | None]]:
+    """The table column of each of the ladder's metrics and the row's published value (None
+    for a comparison row, which recipes add under the table: the paper has no number)."""
+    paper = load_paper(ladder.paper)
+    table = paper.table(ladder.table)
+    rows = [*table.rows, *comparison_rows(paper, table, index)]
+    row = next((r for r in rows if normalise_label(r.label) == normalise_label(ladder.row)),
+               None)
     if row is None:
         raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no row {ladder.row!r}")
     found = []
@@ -165,7 +168,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     tested against the nearest step before it that has runs."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
-    columns = _columns(ladder)
+    columns = _columns(ladder, index)
     steps: list[StepResult] = []
     before: list[RunInfo] = []
     for number, step in enumerate(ladder.steps):
@@ -205,12 +208,17 @@ def ladder_markdown(result: LadderResult) -> str:
             f"{format_number(value.mean - published, column, signed=True)} from the last step "
             "run" for (column, published), value in zip(columns, last.values, strict=True)
             if published is not None] if last else []
-    lines += ["", f"The paper ({ladder.paper} Table {ladder.table}, {ladder.row}): "
-              + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ". "
-              f"Each step is the mean over its seeds with a 95% bootstrap interval over {units} "
-              "and seeds; *vs step before* is the difference of the two steps' values (means "
-              "over seeds of the per-unit values; F1: of the first seeds) and the two-sided "
-              f"p-value of a paired randomization test on the same {units}."]
+    where = f"{ladder.paper} Table {ladder.table}, {ladder.row}"
+    if any(value is not None for _, value in columns):
+        paper = (f"The paper ({where}): "
+                 + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ".")
+    else:
+        paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
+    lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
+              f"over {units} and seeds; *vs step before* is the difference of the two steps' "
+              "values (means over seeds of the per-unit values; F1: the mean of per-seed "
+              "differences, seeds paired in order) and "
+              f"the two-sided p-value of a paired randomization test on the same {units}."]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]

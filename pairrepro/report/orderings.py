@@ -4,8 +4,8 @@ the paired randomization test of our two rows on the same units.
 
 An *ordering* is "row A above row B" as the paper prints it (every metric column here is
 higher-is-better), or a tie when the two printed numbers are equal. Ours is the paired test of
-:func:`pairrepro.report.evidence.paired_test` (the per-unit means over seeds; F1: the first
-seeds), read with one rule (:func:`verdict`):
+:func:`pairrepro.report.evidence.paired_test` (the per-unit means over seeds; F1: the mean of
+the per-seed differences, seeds paired in order), read with one rule (:func:`verdict`):
 
 * **holds**: our difference has the paper's sign and p < alpha;
 * **same direction, not significant**: the paper's sign, p >= alpha;
@@ -138,8 +138,9 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
               + f". Ours is the difference of the two rows' means over seeds on the same "
               f"{', '.join(sorted({evidence.unit_name(o.metric) for o in orderings}))}, with "
               "the two-sided p-value of a paired randomization test (10,000 resamples; F1: "
-              f"first seeds); significant means p < {alpha:g}. A row needs a published value "
-              "and a reference run to be compared."]
+              "the mean of per-seed differences, seeds paired in order); significant means "
+              f"p < {alpha:g}. A row needs a published value and a reference run to be "
+              "compared."]
     return "\n".join(lines) + "\n"
 
 

@@ -205,8 +205,8 @@ def layout(ev: EvalTable) -> Layout:
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
                            f"paired randomization test ({COMPARE_RESAMPLES:,} resamples; "
-                           "F1: first seeds' predictions; n/a: no saved predictions or other "
-                           "units).")
+                           "F1: the mean of per-seed differences, seeds paired in order; "
+                           "n/a: no saved predictions or other units).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
