@@ -102,3 +102,33 @@ def test_the_json_form_holds_the_same_numbers(tmp_path: Path,
         - statistics.fmean(_test_map("csran_trecqa")))
     assert 0 < second["values"][0]["p_value"] <= 1
     assert third["values"] == []
+
+
+def test_a_ladder_may_follow_a_comparison_row_and_f1_pairs_its_seeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row recipes add under a table (no published value); F1's step difference is the
+    difference of the steps' mean F1 over seeds (seeds paired in order), read by hand."""
+    name = _ladder(tmp_path, monkeypatch, """title = "cosine"
+paper = "csran"
+table = 5
+row = "MV-LSTM-Cosine (Wan et al., 2016) + EM"
+metrics = ["test.f1"]
+[[steps]]
+recipe = "mv_lstm_cosine_twitter_url"
+change = "pairs"
+[[steps]]
+recipe = "mv_lstm_cosine_twitter_url_disjoint_dev"
+change = "first tweets"
+""")
+    result = ladders.evaluate_ladder(name, RESULTS)
+
+    def f1(recipe: str) -> list[float]:
+        return [json.loads(p.read_text())["metrics"]["test"]["f1"]
+                for p in sorted((RESULTS / recipe).glob("seed-*/result.json"))]
+
+    base, step = f1("mv_lstm_cosine_twitter_url"), f1("mv_lstm_cosine_twitter_url_disjoint_dev")
+    assert len(base) == len(step) == 3
+    (value,) = result.steps[1].values
+    assert value.mean == pytest.approx(statistics.fmean(step))
+    assert value.difference == pytest.approx(statistics.fmean(step) - statistics.fmean(base))
+    assert "The paper prints no number for this row" in ladders.ladder_markdown(result)

@@ -103,6 +103,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted on train"),
     "csran-trecqa-gap": _ladder("csran_trecqa"),
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
+    "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
     "runs": _runs,
     "preflight": _preflight,
 }
