@@ -101,8 +101,10 @@ def _ordering(column: Column, first: tuple[EvalRow, float], second: tuple[EvalRo
         return found
     found.difference, found.p_value = to_unit(test.difference, column), test.p_value
     found.verdict = verdict(high_value - low_value, test.difference, test.p_value, alpha)
-    found.text = (f"{format_number(found.difference, column, signed=True)} "
-                  f"({p_text(test.p_value)})")
+    # one decimal more than the paper prints: a difference smaller than its last digit
+    # still shows its sign
+    finer = column.model_copy(update={"decimals": column.decimals + 1})
+    found.text = f"{format_number(found.difference, finer, signed=True)} ({p_text(test.p_value)})"
     return found
 
 
