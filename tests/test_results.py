@@ -212,6 +212,26 @@ def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
         cl.compare_to(_table6(None), "no such model")
 
 
+def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
+    """BM25 has one seed: each MV-LSTM-Cosine seed stands against it, so the difference is
+    the mean F1 over the three seeds minus BM25's (the result.json values)."""
+    from pairrepro.report import evidence
+    from pairrepro.train.run_folder import find_runs
+
+    def runs(recipe: str) -> list:
+        return [r for r in find_runs(RESULTS, recipe) if r.status == "finished"]
+
+    cosine, bm25 = runs("mv_lstm_cosine_twitter_url"), runs("bm25_twitter_url")
+    assert (len(cosine), len(bm25)) == (3, 1)
+    test = evidence.paired_test(evidence.run_units(cosine, "test.f1"),
+                                evidence.run_units(bm25, "test.f1"))
+    f1 = [json.loads((RESULTS / "mv_lstm_cosine_twitter_url" / f"seed-{r.seed}" /
+                      "result.json").read_text())["metrics"]["test"]["f1"] for r in cosine]
+    bm25_f1 = json.loads((RESULTS / "bm25_twitter_url/seed-1/result.json").read_text()
+                         )["metrics"]["test"]["f1"]
+    assert test.difference == pytest.approx(float(np.mean(f1)) - bm25_f1)
+
+
 def test_verify_says_same_names_variant_keys_and_data(tmp_path: Path) -> None:
     runner = CliRunner()
     run = _copy(tmp_path / "runs")

@@ -122,12 +122,28 @@ def interval(units: Units) -> Interval:
     return mean_interval(units.values, seed=BOOTSTRAP_SEED)
 
 
+# how the paired test treats F1 over seeds, in the words every report footer uses
+F1_PAIRING = ("F1: the mean of per-seed differences, seed k against seed k, a single seed "
+              "against each")
+
+
+def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seed k of ``a`` against seed k of ``b`` (as many as both have); a single seed (a
+    deterministic scorer such as BM25) stands against every seed of the other."""
+    if len(a) == 1 or len(b) == 1:
+        count = max(len(a), len(b))
+        return np.repeat(a, count // len(a), axis=0), np.repeat(b, count // len(b), axis=0)
+    paired = min(len(a), len(b))
+    return a[:paired], b[:paired]
+
+
 def paired_test(a: Units, b: Units) -> PairedTest:
     """Paired randomization test of ``a`` against ``b`` on the same units (two-sided).
 
     Mean metrics average each unit over the seeds first; F1 pairs seed k of one with seed k
-    of the other (as many as both have) and tests the mean of the per-seed F1 differences
-    (an F1 has no per-unit value to average). ``ValueError`` when the units differ."""
+    of the other (as many as both have; a single seed against every seed of the other) and
+    tests the mean of the per-seed F1 differences (an F1 has no per-unit value to average).
+    ``ValueError`` when the units differ."""
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise ValueError(f"scored on different {a.metric.split('.')[0]} units")
     position = {unit: k for k, unit in enumerate(b.ids)}
@@ -139,7 +155,6 @@ def paired_test(a: Units, b: Units) -> PairedTest:
             b_labels = b_labels[order]
         if not np.array_equal(np.asarray(a.labels), b_labels):
             raise ValueError("different gold labels on the same pairs")
-        paired = min(len(a.seeds), len(b.seeds))  # seed k against seed k
-        return paired_f1_test(np.asarray(a.labels), a.values[:paired], b_values[:paired],
-                              seed=BOOTSTRAP_SEED)
+        a_values, b_values = _paired_seeds(a.values, b_values)
+        return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=BOOTSTRAP_SEED)
     return paired_randomization_test(a.values, b_values, seed=BOOTSTRAP_SEED)

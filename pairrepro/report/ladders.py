@@ -216,8 +216,7 @@ def ladder_markdown(result: LadderResult) -> str:
         paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
-              "values (means over seeds of the per-unit values; F1: the mean of per-seed "
-              "differences, seeds paired in order) and "
+              f"values (means over seeds of the per-unit values; {evidence.F1_PAIRING}) and "
               f"the two-sided p-value of a paired randomization test on the same {units}."]
     if ladder.left:
         lines += ["", "Not tried here:", ""]

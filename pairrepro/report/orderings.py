@@ -139,8 +139,8 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
               f"{', '.join(sorted({evidence.unit_name(o.metric) for o in orderings}))}, with "
-              "the two-sided p-value of a paired randomization test (10,000 resamples; F1: "
-              "the mean of per-seed differences, seeds paired in order); significant means "
+              "the two-sided p-value of a paired randomization test (10,000 resamples; "
+              f"{evidence.F1_PAIRING}); significant means "
               f"p < {alpha:g}. A row needs a published value and a reference run to be "
               "compared."]
     return "\n".join(lines) + "\n"

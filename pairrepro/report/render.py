@@ -38,6 +38,7 @@ from pairrepro.report.cells import (
     Cell,
     EvalTable,
 )
+from pairrepro.report.evidence import F1_PAIRING
 from pairrepro.report.model_facts import needs_training
 from pairrepro.stats import CONFIDENCE, RESAMPLES
 from pairrepro.train.run_folder import RunInfo
@@ -205,8 +206,7 @@ def layout(ev: EvalTable) -> Layout:
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
                            f"paired randomization test ({COMPARE_RESAMPLES:,} resamples; "
-                           "F1: the mean of per-seed differences, seeds paired in order; "
-                           "n/a: no saved predictions or other units).")
+                           f"{F1_PAIRING}; n/a: no saved predictions or other units).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
