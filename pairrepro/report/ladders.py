@@ -137,48 +137,62 @@ class LadderResult:
     steps: list[StepResult]
 
 
-def _step_value(runs: list[RunInfo], before: list[RunInfo], column: Column) -> StepValue:
+def _units(runs: list[RunInfo], column: Column) -> evidence.Units | str:
+    """The runs' per-unit values of the column's metric, or why there are none."""
+    try:
+        return evidence.run_units(runs, column.metric)
+    except ValueError as exc:
+        return str(exc)
+
+
+def _step_value(runs: list[RunInfo], units: evidence.Units | str,
+                before: evidence.Units | str | None, column: Column) -> StepValue:
     """Mean over seeds in the column's unit, its bootstrap interval where the predictions
-    allow one, and the paired test against the step before's runs."""
+    allow one, and the paired test against the step before's units (None: no step before)."""
     mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
     value = StepValue(column.metric, mean, format_number(mean, column))
-    try:
-        found = evidence.interval(evidence.run_units(runs, column.metric))
+    if isinstance(units, evidence.Units):
+        found = evidence.interval(units)
         value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
         value.text += (f" [{format_number(value.low, column)}, "
                        f"{format_number(value.high, column)}]")
-    except ValueError:
-        pass
-    if before:
-        try:
-            test = evidence.paired_test(evidence.run_units(runs, column.metric),
-                                        evidence.run_units(before, column.metric))
-        except ValueError as exc:
-            value.versus = f"n/a ({exc})"
-        else:
-            value.difference, value.p_value = to_unit(test.difference, column), test.p_value
-            value.versus = (f"{format_number(value.difference, column, signed=True)} "
-                            f"({p_text(test.p_value)})")
+    if before is None:
+        return value
+    if isinstance(units, str) or isinstance(before, str):
+        value.versus = f"n/a ({units if isinstance(units, str) else before})"
+        return value
+    try:
+        test = evidence.paired_test(units, before)
+    except ValueError as exc:
+        value.versus = f"n/a ({exc})"
+        return value
+    value.difference, value.p_value = to_unit(test.difference, column), test.p_value
+    value.versus = (f"{format_number(value.difference, column, signed=True)} "
+                    f"({p_text(test.p_value)})")
     return value
 
 
 def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
                     ) -> LadderResult:
     """Ladder ``name`` with every step's values from the runs in ``results_dir``; each step is
-    tested against the nearest step before it that has runs."""
+    tested against the nearest step before it that has runs (each step's predictions are
+    read once, for its interval and both of its tests)."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
     steps: list[StepResult] = []
-    before: list[RunInfo] = []
+    before: list[evidence.Units | str] | None = None
     for number, step in enumerate(ladder.steps):
         result = StepResult(number, step.recipe, step.change)
         runs = _step_runs(index, results_dir, step.recipe)
         if runs:
             result.seeds = [r.seed for r in runs]
             result.chosen_epochs = [r.chosen_epoch for r in runs]
-            result.values = [_step_value(runs, before, column) for column, _ in columns]
-            before = runs
+            units = [_units(runs, column) for column, _ in columns]
+            result.values = [
+                _step_value(runs, found, None if before is None else before[k], column)
+                for k, ((column, _), found) in enumerate(zip(columns, units, strict=True))]
+            before = units
         steps.append(result)
     return LadderResult(name, ladder, columns, steps)
 

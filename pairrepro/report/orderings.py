@@ -22,7 +22,7 @@ from itertools import combinations
 from typing import Any
 
 from pairrepro.report import evidence
-from pairrepro.report.cells import COMPARISON_BLOCK, EvalRow, EvalTable, p_text
+from pairrepro.report.cells import COMPARISON_BLOCK, EvalTable, p_text
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column
 
@@ -72,7 +72,18 @@ def verdict(paper_difference: float, difference: float, p_value: float,
     return REVERSED if significant else REVERSED_NOT_SIGNIFICANT
 
 
-def _paper_rows(ev: EvalTable, column: Column) -> list[tuple[EvalRow, float]]:
+@dataclass
+class _RowUnits:
+    """One paper row in one column: its label, printed value and per-unit values (read once,
+    for every pair the row is in), or why there are none."""
+
+    label: str
+    published: float
+    units: evidence.Units | None
+    problem: str = ""
+
+
+def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
     """The paper's rows with a published value and finished runs in ``column``."""
     rows = []
     for erow in ev.rows:
@@ -80,27 +91,31 @@ def _paper_rows(ev: EvalTable, column: Column) -> list[tuple[EvalRow, float]]:
             continue
         cell = next(c for c in erow.cells if c.column == column.key)
         published = parse_published(erow.row.values.get(column.key, ""))
-        if published is not None and cell.runs:
-            rows.append((erow, published))
+        if published is None or not cell.runs:
+            continue
+        try:
+            units, problem = evidence.run_units(cell.runs, column.metric), ""
+        except ValueError as exc:
+            units, problem = None, str(exc)
+        rows.append(_RowUnits(erow.row.printed_label, published, units, problem))
     return rows
 
 
-def _ordering(column: Column, first: tuple[EvalRow, float], second: tuple[EvalRow, float],
-              alpha: float) -> Ordering:
-    (high, high_value), (low, low_value) = ((first, second) if first[1] >= second[1]
-                                            else (second, first))
-    found = Ordering(column.header, column.metric, high.row.printed_label,
-                     low.row.printed_label, high_value, low_value, NO_TEST)
-    runs_of = {id(r): next(c for c in r.cells if c.column == column.key).runs
-               for r in (high, low)}
+def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float) -> Ordering:
+    high, low = (first, second) if first.published >= second.published else (second, first)
+    found = Ordering(column.header, column.metric, high.label, low.label, high.published,
+                     low.published, NO_TEST)
+    if high.units is None or low.units is None:
+        found.text = f"n/a ({high.problem or low.problem})"
+        return found
     try:
-        test = evidence.paired_test(evidence.run_units(runs_of[id(high)], column.metric),
-                                    evidence.run_units(runs_of[id(low)], column.metric))
+        test = evidence.paired_test(high.units, low.units)
     except ValueError as exc:
         found.text = f"n/a ({exc})"
         return found
     found.difference, found.p_value = to_unit(test.difference, column), test.p_value
-    found.verdict = verdict(high_value - low_value, test.difference, test.p_value, alpha)
+    found.verdict = verdict(high.published - low.published, test.difference, test.p_value,
+                            alpha)
     # one decimal more than the paper prints: a difference smaller than its last digit
     # still shows its sign
     finer = column.model_copy(update={"decimals": column.decimals + 1})

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report.cells import compare_to, evaluate_table
+from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
 from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.recipe_index import load_recipe_index
 
@@ -34,12 +34,17 @@ _SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END ge
                       re.DOTALL)
 
 
+def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
+    """Table ``number`` of ``paper`` from the reference runs alone (no user runs)."""
+    doc = load_paper(paper)
+    return evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+
+
 def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
     def render_table(results: Path) -> str:
         from pairrepro.report.render import to_markdown
 
-        doc = load_paper(paper)
-        ev = evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+        ev = _reference_view(paper, number, results)
         if versus:
             compare_to(ev, versus)
         return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
@@ -58,8 +63,7 @@ def _orderings(paper: str, number: int) -> Callable[[Path], str]:
     def render_orderings(results: Path) -> str:
         from pairrepro.report.orderings import orderings_markdown, table_orderings
 
-        doc = load_paper(paper)
-        ev = evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+        ev = _reference_view(paper, number, results)
         return orderings_markdown(ev, table_orderings(ev))
     return render_orderings
 

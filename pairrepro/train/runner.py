@@ -303,12 +303,9 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
     except BaseException as exc:
         if dist_ctx.is_main:
-            if not aside["kept"]:
-                # the segment's wall time, so that --resume can add the next one to it
-                with contextlib.suppress(StorageError):
-                    folder.write_manifest({**manifest,
-                                           **timed.fields(time.perf_counter() - started)})
-            _record_failure(folder, recipe, seed, exc, restore=aside["kept"])
+            _record_failure(folder, recipe, seed, exc, restore=aside["kept"],
+                            manifest={**manifest,
+                                      **timed.fields(time.perf_counter() - started)})
         if isinstance(exc, Interrupted):
             raise KeyboardInterrupt(str(exc)) from None
         raise
@@ -358,15 +355,21 @@ class WallTime:
 
 
 def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseException,
-                    restore: bool) -> None:
+                    restore: bool, manifest: dict[str, Any]) -> None:
     """Leave the folder saying what happened, never ``running``: the run ``--force``
-    replaced is put back if the new one has no checkpoint yet; Ctrl-C/SIGTERM is
-    ``interrupted``; anything else ``failed`` with the error. If even that cannot be written
-    (a full disk), the original error is what the user needs to see, so this stays quiet."""
-    with contextlib.suppress(StorageError):
-        if restore:
+    replaced is put back if the new one has no checkpoint yet; otherwise ``manifest`` (with
+    the segment's wall time, which ``--resume`` adds the next segment to) is written, and
+    Ctrl-C/SIGTERM is ``interrupted``, anything else ``failed`` with the error. If even that
+    cannot be written (a full disk), the original error is what the user needs to see, so
+    this stays quiet."""
+    if restore:
+        with contextlib.suppress(StorageError):
             folder.restore_aside()
-        elif isinstance(exc, Interrupted | KeyboardInterrupt):
+        return
+    with contextlib.suppress(StorageError):
+        folder.write_manifest(manifest)
+    with contextlib.suppress(StorageError):
+        if isinstance(exc, Interrupted | KeyboardInterrupt):
             folder.write_result(recipe.name, seed, "interrupted", recipe.select_metric,
                                 message=str(exc) or "interrupted")
         else:
