@@ -26,12 +26,14 @@ model is built). Ranges are part of the schema::
                   pairrepro.tasks), margin (>= 0), negatives (>= 1),
                   max_negatives_per_query (>= 0, 0 = all); a key the task does not use
                   (Task.recipe_keys) must keep its default
-    [optim]       name, lr (> 0), l2, l2_scope ("all" | "weights" | "lazy"), weight_decay,
+    [optim]       name, lr (> 0), l2, l2_scope ("all" | "weights" | "lazy"; "all" on fine-tuned
+                  pretrained vectors under an adaptive optimiser needs l2_scope_why), weight_decay,
                   clip_norm (>= 0, 0 = no clipping), lr_decay (in (0, 1]), init,
                   init_rules = [{pattern, init}] (a regex on parameter names; first match
                   wins over init), init_range (> 0), lstm_orthogonal; every number finite
     [train]       epochs, batch_size, eval_batch_size (>= 1), patience (>= 0, 0 = none),
-                  select_metric, checkpoint_every (>= 0), device, deterministic,
+                  select_metric, checkpoint_every (>= 0), checkpoint_minutes (>= 0),
+                  device, precision ("auto" | "fp32" | "bf16"), deterministic,
                   score_train_pairs (>= 0, 0 = all)
 
 ``extends = "other.toml"`` (a path relative to the recipe's folder) makes a recipe a delta:
@@ -51,7 +53,7 @@ import copy
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
@@ -128,6 +130,8 @@ class TaskSection(Schema):
 
 
 Initializer = Literal["default", "uniform", "xavier", "zeros"]
+Precision = Literal["auto", "fp32", "bf16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 def _check_regex(pattern: str) -> str:
@@ -153,6 +157,9 @@ class OptimSection(Schema):
     # parameters; "weights" = matrices without embedding tables and biases; "lazy" = the
     # non-embedding parameters and, of the word-embedding table, only the rows of the batch
     l2_scope: Literal["all", "weights", "lazy"] = "all"
+    # why a recipe wants l2_scope = "all" on fine-tuned pretrained vectors under an adaptive
+    # optimiser (without a reason that combination is an error: see _check_l2_scope)
+    l2_scope_why: str = ""
     weight_decay: NonNegative = 0.0  # the optimiser's own decoupled/added decay
     clip_norm: NonNegative = 0.0  # 0 = no clipping
     # multiplied into the learning rate after every epoch (1 = constant)
@@ -172,6 +179,12 @@ class TrainSection(Schema):
     patience: Count = 0  # 0 = no early stopping
     select_metric: str = ""  # empty: accuracy for classification, map for ranking
     checkpoint_every: Count = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
+    # also checkpoint when this many minutes of training passed since the last checkpoint, so
+    # a killed session loses at most that much (0 = off)
+    checkpoint_minutes: NonNegative = 10.0
+    # "auto": bf16 autocast on CUDA, fp32 on CPU; "bf16" on a CPU pays off only with bf16
+    # units (pairrepro.train.device.resolve_precision). Scores are always computed in fp32.
+    precision: Precision = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
     # the chosen checkpoint is scored on the train split once at the end (a diagnostic of
@@ -249,6 +262,7 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
                            "hparams": {k: v for k, v in model.items() if k != "name"}}
     recipe = validate(Recipe, {"name": name, "source": source, **tables}, source)
     _check_task(recipe, source)
+    _check_l2_scope(recipe, source)
     if recipe.embeddings.source == "glove-file" and not recipe.embeddings.path:
         raise ConfigError(f"{source}: [embeddings] path: required when source = 'glove-file'")
     if recipe.embeddings.source == "glove-6b-50d" and recipe.embeddings.dim != 50:
@@ -277,6 +291,26 @@ def _check_task(recipe: Recipe, source: str) -> None:
                 f"{source}: [task] {key}: {value!r}: the {task.type}/{task.loss} task does "
                 f"not use it; leave it at its default {field.default!r}",
                 hint=f"[task] keys this task uses: {uses}")
+
+
+# optimisers that rescale each coordinate's step by its own gradient history
+ADAPTIVE_OPTIMISERS = frozenset({"adagrad", "adam", "adamw", "adadelta", "rmsprop"})
+
+
+def _check_l2_scope(recipe: Recipe, source: str) -> None:
+    """A dense L2 term on fine-tuned pretrained vectors under an adaptive optimiser moves every
+    unused row by a fixed fraction of the learning rate each step (pairrepro.train.losses):
+    rare words lose their vectors. That needs a stated reason (``l2_scope_why``)."""
+    emb, optim = recipe.embeddings, recipe.optim
+    if (optim.l2 > 0 and optim.l2_scope == "all" and not optim.l2_scope_why.strip()
+            and emb.trainable and emb.source != "random"
+            and optim.name in ADAPTIVE_OPTIMISERS):
+        raise ConfigError(
+            f"{source}: [optim] l2_scope: 'all' with fine-tuned {emb.source} vectors under "
+            f"{optim.name}: the L2 term alone shrinks every word row no batch uses, by a "
+            "fraction of the learning rate at each step",
+            hint='use l2_scope = "lazy" (only the rows of the batch\'s words) or "weights" '
+                 '(no embedding tables, no biases), or say why in [optim] l2_scope_why')
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

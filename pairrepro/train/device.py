@@ -1,13 +1,28 @@
-"""Device choice and mixed precision: CPU without a GPU, CUDA with bf16 autocast when present."""
+"""Device, precision and the CPU fingerprint a run records.
+
+Precision (``[train] precision``, ``train --precision``): ``fp32``, ``bf16`` (autocast for the
+training forward pass; the loss, the optimiser and every score stay float32, since bf16 rounds
+scores into ties) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU runs bf16 only with bf16 units
+(AMX or
+AVX512-BF16): :func:`resolve_precision` refuses it elsewhere.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import platform
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 
 from pairrepro.errors import ConfigError
+
+# the CPU flags that decide which kernels oneDNN and MKL pick (and so the last bits of a run)
+KERNEL_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
@@ -29,18 +44,87 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return device
 
 
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_has_bf16_units() -> bool:
+    """Does this CPU compute bf16 matrix products in hardware (AMX or AVX512-BF16)?"""
+    return any(flag in _cpu_flags() for flag in BF16_FLAGS)
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    """A validated ``[train] precision`` (config.PRECISIONS) for ``device``: ``auto`` becomes
+    bf16 on CUDA and fp32 on CPU. bf16 on a CPU without bf16 units is a ConfigError: oneDNN
+    emulates bf16 matrix products there about 80x slower than fp32 (AMD EPYC, AVX2: 1 against
+    84 GFLOP/s on one thread) and has no bf16 LSTM primitive at all."""
+    if name == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    if name == "bf16" and device.type == "cpu" and not cpu_has_bf16_units():
+        raise ConfigError(
+            f"[train] precision: 'bf16' needs a CPU with bf16 units (AMX or AVX512-BF16); "
+            f"this one ({cpu_model()}, {torch.backends.cpu.get_cpu_capability()}) has none: "
+            "bf16 would be emulated far slower than fp32, and LSTMs cannot run in it",
+            hint="use --precision fp32 (or auto) on this machine")
+    return name
+
+
 @contextlib.contextmanager
-def autocast(device: torch.device) -> Iterator[None]:
-    """bf16 autocast on CUDA; nothing on CPU (float32 keeps CPU runs exactly reproducible)."""
-    if device.type == "cuda":
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+def autocast(device: torch.device, precision: str = "fp32") -> Iterator[None]:
+    """bf16 autocast on ``device`` when ``precision`` is bf16, else nothing."""
+    if precision == "bf16":
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             yield
     else:
         yield
 
 
 def device_name(device: torch.device) -> str:
-    """Human-readable name of the device (GPU model or 'cpu')."""
+    """Human-readable name of the device (GPU model, else the CPU model)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "cpu"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8",
+                                                    errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_fingerprint() -> dict[str, Any]:
+    """What picks a CPU run's kernels: model, torch's capability level, the ISA flags that
+    matter, and the MKL / oneDNN versions. Two runs are bit-comparable only when these match."""
+    mkl = torch.backends.mkl.is_available()
+    onednn = torch.backends.mkldnn.is_available()
+    config = torch.__config__.show()
+    return {
+        "model": cpu_model(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "isa": sorted(flag for flag in KERNEL_FLAGS if flag in _cpu_flags()),
+        "mkl": _version_in(config, "Math Kernel Library Version") if mkl else None,
+        "onednn": _version_in(config, "MKL-DNN") if onednn else None,
+    }
+
+
+def _version_in(config: str, marker: str) -> str | None:
+    """The version torch's build configuration prints after ``marker`` (its first word)."""
+    for line in config.splitlines():
+        if marker in line:
+            words = line.split(marker, 1)[1].split()
+            return words[0] if words else None
+    return None

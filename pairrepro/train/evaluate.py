@@ -21,7 +21,6 @@ from pairrepro.config import Recipe
 from pairrepro.data.batches import EncodedSplit, collate_pairs, eval_batches
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.models.base import PairModel
-from pairrepro.train.device import autocast
 from pairrepro.train.distributed import DistContext, gather_rows
 from pairrepro.train.run_folder import writing
 from pairrepro.train.setup import load_run_model, recipe_task, resolve_split
@@ -37,7 +36,7 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
     model.eval()
     mine = eval_batches(split, batch_size)[dist_ctx.rank::dist_ctx.world_size]
     rows_parts, out_parts = [np.zeros(0, dtype=np.int64)], [np.zeros((0, width), np.float32)]
-    with torch.no_grad(), autocast(device):
+    with torch.no_grad():  # scores in fp32 whatever the training precision: bf16 ties them
         for rows in mine:
             batch = collate_pairs(split, rows).to(device)
             out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)

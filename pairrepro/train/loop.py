@@ -132,7 +132,8 @@ class Trainer:
     def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                  seed: int, device: torch.device, dist_ctx: DistContext | None = None,
                  show_progress: bool = True, hooks: TrainHooks | None = None,
-                 on_checkpoint: Callable[[], None] | None = None) -> None:
+                 on_checkpoint: Callable[[], None] | None = None,
+                 precision: str = "fp32") -> None:
         self.recipe = recipe
         self.task = recipe_task(recipe)
         self.module = model.to(device)
@@ -141,6 +142,7 @@ class Trainer:
         self.on_checkpoint = on_checkpoint
         self.seed = seed
         self.device = device
+        self.precision = precision  # resolved: "fp32" or "bf16" (training forward only)
         self.dist = dist_ctx or DistContext()
         self.show_progress = show_progress and self.dist.is_main
         self.hooks = hooks or TrainHooks()
@@ -202,7 +204,7 @@ class Trainer:
         (loss * pairs, correct decisions, pairs)."""
         recipe = self.recipe
         batch = plan.collate(position, self.dist.rank, self.dist.world_size).to(self.device)
-        with autocast(self.device):
+        with autocast(self.device, self.precision):
             outputs = self.model(batch.left, batch.left_mask, batch.right, batch.right_mask)
         loss = self.task.batch_loss(outputs, batch.labels, recipe.task.margin,
                                     batch.num_triples)
@@ -260,6 +262,8 @@ class Trainer:
         pairs_acc = 0
         started = time.perf_counter()
         every = recipe.train.checkpoint_every
+        every_s = recipe.train.checkpoint_minutes * 60
+        last_saved = time.monotonic()
 
         def flush() -> None:
             nonlocal loss_acc, correct_acc, pairs_acc
@@ -286,12 +290,17 @@ class Trainer:
                                 speed=f"{st.pairs / max(elapsed, 1e-9):.0f}")
             if self.hooks.on_step is not None:
                 self.hooks.on_step(self)
-            stop = broadcast_flag(self.stop_flag["stop"], self.dist)
-            if stop or (every and st.global_step % every == 0):
+            # rank 0's flag and clock decide, so every rank saves at the same step; one
+            # broadcast per step, a second only when a checkpoint is due
+            due = bool(every_s) and time.monotonic() - last_saved >= every_s
+            save = broadcast_flag(self.stop_flag["stop"] or due, self.dist)
+            stop = save and broadcast_flag(self.stop_flag["stop"], self.dist)
+            if save or (every and st.global_step % every == 0):
                 flush()
                 st.train_time += time.perf_counter() - started
                 started = time.perf_counter()
                 self.save_last()
+                last_saved = time.monotonic()
                 if stop:
                     raise Interrupted(f"interrupted in epoch {st.epoch + 1} at batch "
                                       f"{st.position}/{len(plan)}; checkpoint saved")

@@ -4,7 +4,7 @@ The recipe's model is built at the recipe's own size, as training builds it
 (:mod:`pairrepro.train.setup`), and trained for a bounded number of optimiser steps
 (``steps``, and ``budget_s`` seconds) on **one fixed batch** at the recipe's batch size,
 through the training loop's own step (:meth:`pairrepro.train.loop.Trainer.train_step`: the
-task's loss, the recipe's L2 scope, clipping and, on CUDA, bf16 autocast). Overfitting one
+task's loss, the recipe's L2 scope, clipping and its precision). Overfitting one
 batch is the standard smoke test: a model that trains must lower the loss on it.
 
 Checks (each ``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
@@ -78,7 +78,12 @@ from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepar
 from pairrepro.errors import DataError, PairreproError, PreflightError
 from pairrepro.models.base import PairModel
 from pairrepro.models.layers import WordEmbedding
-from pairrepro.train.device import autocast, device_name
+from pairrepro.train.device import (
+    autocast,
+    cpu_fingerprint,
+    device_name,
+    resolve_precision,
+)
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
@@ -160,6 +165,10 @@ class PreflightResult:
     flops_per_pair: float | None = None
     parameters: dict[str, int] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
+    precision: str = "fp32"  # of the training steps (eval losses and outputs are fp32)
+    cpu: dict[str, Any] = field(default_factory=dict)  # device.cpu_fingerprint()
+    # the resolved recipe checked (overrides applied): a record vouches for this config only
+    config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[str]:
@@ -308,7 +317,7 @@ def _pick_batch(plan: EpochPlan) -> int:
 
 
 def _outputs(model: PairModel, batch: PairBatch, device: torch.device) -> torch.Tensor:
-    with torch.no_grad(), autocast(device):
+    with torch.no_grad():  # fp32, as every score is
         return model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
 
 
@@ -389,15 +398,15 @@ def check_outputs_vary(outputs: torch.Tensor) -> Check:
                  + ("" if ok else ": the model outputs the same for every pair"), spread)
 
 
-def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device
-                   ) -> tuple[Check, int]:
+def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device,
+                   precision: str = "fp32") -> tuple[Check, int]:
     """``gradients`` of the data loss alone at the current weights, and the FLOPs of that
     forward + backward (one training step's matrix work)."""
     task = recipe_task(recipe)
     model.zero_grad(set_to_none=True)
 
     def step() -> None:
-        with autocast(device):
+        with autocast(device, precision):
             out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
         task.batch_loss(out, batch.labels, recipe.task.margin, batch.num_triples).backward()
 
@@ -474,6 +483,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     from pairrepro.train.seeding import seed_everything
 
     device = device or torch.device("cpu")
+    precision = resolve_precision(recipe.train.precision, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     seed_everything(seed, recipe.train.deterministic)
@@ -488,6 +498,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
         device=str(device), device_name=device_name(device),
         hardware="gpu" if device.type == "cuda" else "cpu", threads=torch.get_num_threads(),
         torch_version=torch.__version__, measured=_dt.date.today().isoformat(),
+        precision=precision, cpu=cpu_fingerprint(), config=recipe.to_dict(),
         data=data_info, embeddings={
             "source": recipe.embeddings.source, "dim": recipe.embeddings.dim,
             "trainable": recipe.embeddings.trainable, "oov": emb_info.get("embedding_oov"),
@@ -505,13 +516,13 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     if not model.needs_training:
         return _score_only(result, model, data, batch, device, data_info["synthetic"])
     result.loss_before, _ = _eval_loss(model, batch, run_recipe, device)
-    gradients, flops = gradient_probe(model, batch, run_recipe, device)
+    gradients, flops = gradient_probe(model, batch, run_recipe, device, precision)
     result.flops_per_step = flops
     result.flops_per_pair = flops / max(batch.num_pairs, 1)
     norms = EmbeddingNorms(model, run_recipe, batch)
     with tempfile.TemporaryDirectory() as tmp:  # the trainer's folder: nothing is written
         trainer = Trainer(run_recipe, model, data, RunFolder(Path(tmp) / "preflight"), seed,
-                          device, show_progress=False)
+                          device, show_progress=False, precision=precision)
         outputs = _train_steps(trainer, plan, position, result, steps, budget_s,
                                show_progress, lambda: _eval_loss(model, batch, run_recipe,
                                                                  device))

@@ -451,9 +451,11 @@ def seed_folders(target: Path) -> list[RunFolder]:
 # Keys that say where or how fast a run was made, not what it computed: a run differing from
 # its recipe only in these is still the recipe's run. The [recipe] bookkeeping keys (which
 # table rows it fills, its prose, its default seed list: the seed is the folder's name) do
-# not change a number either.
+# not change a number either. Precision, like threads, moves only the last bits: `verify`
+# compares runs that differ in it through intervals, never as the same run.
 IGNORED_DIFFERENCES = frozenset({
-    "train.device", "train.threads",
+    "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
+    "optim.l2_scope_why",
     "recipe.description", "recipe.reproduces", "recipe.compares", "recipe.seeds",
 })
 

@@ -45,7 +45,12 @@ from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.train import checkpoint as ckpt
-from pairrepro.train.device import device_name, resolve_device
+from pairrepro.train.device import (
+    cpu_fingerprint,
+    device_name,
+    resolve_device,
+    resolve_precision,
+)
 from pairrepro.train.distributed import (
     DistContext,
     barrier,
@@ -136,8 +141,8 @@ def _versions() -> dict[str, str | None]:
 
 
 def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device: torch.device,
-                   model: PairModel, dist_ctx: DistContext, extra: dict[str, Any]
-                   ) -> dict[str, Any]:
+                   precision: str, model: PairModel, dist_ctx: DistContext,
+                   extra: dict[str, Any]) -> dict[str, Any]:
     """Everything needed to trust and repeat the run (updated when it finishes)."""
     return {
         "recipe": recipe.name, "recipe_source": recipe.source, "seed": seed,
@@ -145,9 +150,10 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "device": str(device), "device_name": device_name(device),
+        "cpu": cpu_fingerprint(),
         "cpu_threads": torch.get_num_threads(),
         "world_size": dist_ctx.world_size,
-        "precision": "bf16-autocast" if device.type == "cuda" else "fp32",
+        "precision": precision,
         "deterministic": recipe.train.deterministic,
         "dataset": recipe.data.dataset, "variant": recipe.data.variant,
         "prepared_dir": str(prepared.root),
@@ -221,6 +227,7 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
     """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
     content (``{"recipe", "seed"}`` only on DDP ranks other than 0)."""
     device_t = resolve_device(device or recipe.train.device)
+    precision = resolve_precision(recipe.train.precision, device_t)
     dist_ctx = init_distributed(device_t.type)
     if dist_ctx.enabled and device_t.type == "cuda":
         device_t = resolve_device("cuda", dist_ctx.local_rank)
@@ -230,15 +237,13 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
         if action == "done":
             return folder.read_result()
         stack.enter_context(sigterm_as_interrupt())
-        return _train_seed(recipe, seed, folder, action, device_t, dist_ctx, show_progress,
-                           hooks)
+        return _train_seed(recipe, seed, folder, action, device_t, precision, dist_ctx,
+                           show_progress, hooks)
 
 
 def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
-                device_t: torch.device, dist_ctx: DistContext, show_progress: bool,
-                hooks: TrainHooks | None) -> dict[str, Any]:
-    check_dataset_known(recipe)
-    check_prerequisites(recipe)
+                device_t: torch.device, precision: str, dist_ctx: DistContext,
+                show_progress: bool, hooks: TrainHooks | None) -> dict[str, Any]:
     started = time.perf_counter()
     # every rank seeds alike: identical initial weights and identical epoch orders
     seed_everything(seed, recipe.train.deterministic)
@@ -256,7 +261,7 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
             f"{prepared.stats.get('description', '')}",
             hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
                  "are tokenised alike (for TrecQA: clean or raw)")
-    manifest = build_manifest(recipe, seed, prepared, device_t, model, dist_ctx,
+    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, dist_ctx,
                               {**emb_info, "no_positive": data.no_positive,
                                "train_pairs": len(data.train)})
     # the recipe, the data and the model are good: only now does the folder change
@@ -281,7 +286,8 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         barrier(dist_ctx)
         if model.needs_training:
             trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
-                              show_progress, hooks, on_checkpoint=drop_replaced)
+                              show_progress, hooks, on_checkpoint=drop_replaced,
+                              precision=precision)
             resume_state = None
             if action == "resume":
                 resume_state = ckpt.load_checkpoint(folder.checkpoint("last"))
