@@ -5,24 +5,28 @@ Batches follow SNLI's shape: premise lengths around 14 tokens and hypothesis len
 encoders see realistic word lengths). Models use the papers' sizes (300-d embeddings; CSRAN
 as in the authors' logged run; CIN with 150 hidden units and 300-wide layers; ESIM 300).
 
-    .venv/bin/python bench/bench_csran_cin.py                    # CPU, and CUDA when present
-    .venv/bin/python bench/bench_csran_cin.py --device cpu --steps 5 --small
+    .venv/bin/python bench/bench_csran_cin.py                    # CPU, 1 thread
+    .venv/bin/python bench/bench_csran_cin.py --small             # reduced sizes
+    .venv/bin/python bench/bench_csran_cin.py --record            # + bench/records/
 
-On CUDA the LSTMs run as cuDNN kernels over packed sequences (``run_rnn``) under bf16
-autocast; CIN's per-example convolution is one batched matmul over unfolded windows.
+On CUDA the LSTMs run as cuDNN kernels over packed sequences (``run_rnn``); CIN's
+per-example convolution is one batched matmul over unfolded windows.
 
 Next to pairs/s (the reference figure: the papers' and ``bench/figures.toml``'s unit) every
-model prints, from the same run (bench/flops.py): FLOPs per step and per pair, FLOP/s, the
-share of a same-shape GEMM's throughput (:data:`GEMM_SHAPES`: the shape of the model's
-LSTM products at this batch, timed interleaved with the model) and the peak memory of one
-training step at the paper's batch size (:data:`PAPER_BATCH`; fresh process, VmHWM).
+model prints, in fp32 and in bf16 autocast (loss in fp32), from the same run and under the
+protocol of bench/protocol.py (pinned core, interleaved equal-length blocks, load recorded
+and judged): FLOPs per step and per pair, FLOP/s, the shares of the same-shape fp32 GEMM
+(:data:`GEMM_SHAPES`: the shape of the model's LSTM products at this batch) and of the
+machine's best GEMM (bench/flops.py), and the peak memory of one training step at the
+paper's batch size (:data:`PAPER_BATCH`; fresh process, VmHWM) in both precisions. Every
+timed step trains on the same batch, so each block does the same work and the minimum over
+blocks compares like with like.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import string
 import sys
 from pathlib import Path
@@ -32,7 +36,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from flops import Share, count_flops, fresh_process_peak, measure
+from flops import (
+    Yardsticks,
+    bench_precisions,
+    describe_precisions,
+    fresh_process_peak,
+    precisions_record,
+    summary,
+    yardsticks,
+)
+from protocol import Load, Machine, add_common_arguments, begin, write_record
 
 from pairrepro.models.base import ModelContext
 from pairrepro.models.registry import build_model
@@ -94,11 +107,11 @@ def setup(name: str, hparams: dict[str, Any], device: torch.device, batches: int
 
 
 def train_step(model: torch.nn.Module, optim: torch.optim.Optimizer,
-               batch: tuple[torch.Tensor, ...], step: bool = True) -> None:
-    """Forward, backward and (with ``step``) an Adam step on one batch."""
+               batch: tuple[torch.Tensor, ...], step: bool = True, amp: bool = False) -> None:
+    """Forward (bf16 autocast with ``amp``), an fp32 loss, backward and (with ``step``) an
+    Adam step on one batch."""
     left, lm, right, rm, labels = batch
-    with torch.autocast(left.device.type, dtype=torch.bfloat16,
-                        enabled=left.device.type == "cuda"):
+    with torch.autocast(left.device.type, dtype=torch.bfloat16, enabled=amp):
         logits = model(left, lm, right, rm)
     loss = torch.nn.functional.cross_entropy(logits.float(), labels)
     optim.zero_grad(set_to_none=True)
@@ -107,66 +120,97 @@ def train_step(model: torch.nn.Module, optim: torch.optim.Optimizer,
         optim.step()
 
 
-def bench(name: str, hparams: dict[str, Any], device: torch.device, steps: int, warmup: int,
-          batch: int, embed_dim: int, vocab: list[str]) -> tuple[float, Share]:
-    """Pairs per second and the FLOP figures over ``steps`` timed training steps (each one
-    followed by a GEMM block, see bench/flops.py), after ``warmup`` untimed ones."""
-    model, optim, data = setup(name, hparams, device, warmup + steps, batch, embed_dim, vocab)
-    for b in data[:warmup]:
-        train_step(model, optim, b)
-    # batches differ in length: the FLOPs of a step are the mean over the timed batches
-    flops = statistics.mean(count_flops(lambda b=b: train_step(model, optim, b, step=False))
-                            for b in data[warmup:])
-    timed = iter(data[warmup:] * 2)  # measure() runs one untimed warm-up step first
-    share = measure(lambda: train_step(model, optim, next(timed)), GEMM_SHAPES[name], device,
-                    rounds=steps, flops=round(flops))
-    return batch / share.step_s, share
+def bench(name: str, hparams: dict[str, Any], device: torch.device, args: argparse.Namespace,
+          embed_dim: int, vocab: list[str], machine: Machine, best: Yardsticks
+          ) -> dict[str, object]:
+    """fp32 and bf16 figures of one model (bench/flops.py's ``bench_precisions``), after
+    ``args.warmup`` untimed steps; every step trains on the same seeded batch."""
+    model, optim, data = setup(name, hparams, device, 1, args.batch, embed_dim, vocab)
+    for _ in range(args.warmup):
+        train_step(model, optim, data[0])
+
+    def step_for(amp: bool) -> Any:
+        return lambda: train_step(model, optim, data[0], amp=amp)
+
+    return bench_precisions(step_for, GEMM_SHAPES[name], device, best, machine, args.rounds,
+                            args.bf16_cap)
 
 
-def peak_memory_gb(name: str, small: bool, batch: int) -> float:
-    """Peak RSS growth (GB) of one training step at ``batch`` pairs, in a fresh process."""
+def peak_memory_gb(name: str, small: bool, batch: int, amp: bool, timeout_s: float
+                   ) -> float | None:
+    """Peak RSS growth (GB) of one training step at ``batch`` pairs, in a fresh process
+    (``None``: past ``timeout_s``)."""
     code = (f"import random, bench_csran_cin as b; vocab = b.make_vocab(20_000, "
             f"random.Random(0)); m, o, d = b.setup({name!r}, "
             f"(b.SMALL if {small} else b.FULL)[{name!r}], torch.device('cpu'), 1, {batch}, "
             f"{100 if small else 300}, vocab)")
-    return fresh_process_peak(code, "b.train_step(m, o, d[0])") / 1e9
+    peak = fresh_process_peak(code, f"b.train_step(m, o, d[0], amp={amp})",
+                              timeout_s=timeout_s)
+    return None if peak is None else peak / 1e9
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--models", default="csran,cin,esim")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved model / GEMM block pairs (minimum of each)")
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="untimed steps before the measurement's own warm-up step")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--bf16-cap", type=float, default=5.0,
+                        help="where bf16 is emulated, skip a bf16 step predicted longer (s)")
+    parser.add_argument("--skip-memory", action="store_true", help="no peak-memory step")
+    parser.add_argument("--small", action="store_true", help="reduced sizes (quick CPU check)")
+    add_common_arguments(parser, "bench_csran_cin")
+    return parser.parse_args()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
-                        help="auto: CPU, then CUDA when available")
-    parser.add_argument("--models", default="csran,cin,esim")
-    parser.add_argument("--steps", type=int, default=0, help="timed steps (0: 5 CPU, 50 CUDA)")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads")
-    parser.add_argument("--skip-memory", action="store_true", help="no peak-memory step")
-    parser.add_argument("--small", action="store_true", help="reduced sizes (quick CPU check)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    devices = ([torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available()
-                                        else [])
-               if args.device == "auto" else [torch.device(args.device)])
+    args = parse_args()
+    device = torch.device(args.device)
+    machine, cores = begin(args.threads)
+    best = yardsticks(machine, device)
     embed_dim = 100 if args.small else 300
     vocab = make_vocab(20_000, random.Random(0))
     sizes = SMALL if args.small else FULL
-    print(f"torch {torch.__version__}, batch {args.batch}, SNLI lengths (14 / 8), "
-          f"{'small' if args.small else 'paper'} sizes, embed {embed_dim}")
-    for device in devices:
-        steps = args.steps or (50 if device.type == "cuda" else 5)
-        label = torch.cuda.get_device_name(device) if device.type == "cuda" else (
-            f"cpu x{torch.get_num_threads()} threads")
-        for name in args.models.split(","):
-            rate, share = bench(name, sizes[name], device, steps, args.warmup, args.batch,
-                                embed_dim, vocab)
-            print(f"{label:28s} {name:6s} {rate:10.1f} pairs/s (train, {steps} steps); "
-                  f"{share.flops / args.batch / 1e9:.3f} GFLOP/pair")
-            print(f"{'':28s} {'':6s} {share.describe()}")
-            if device.type == "cpu" and not args.skip_memory:
-                gb = peak_memory_gb(name, args.small, PAPER_BATCH[name])
-                print(f"{'':28s} {'':6s} peak memory, batch {PAPER_BATCH[name]}: {gb:.2f} GB "
-                      "(peak RSS growth (VmHWM) of one training step, fresh process, 1 thread)")
+    label = (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
+    print(f"torch {torch.__version__}, {label}, batch {args.batch}, SNLI lengths (14 / 8), "
+          f"{'small' if args.small else 'paper'} sizes, embed {embed_dim}; {best.describe()}",
+          flush=True)
+    results = []
+    for name in args.models.split(","):
+        measured = bench(name, sizes[name], device, args, embed_dim, vocab, machine, best)
+        result = {"model": name, "batch": args.batch, **precisions_record(measured, args.batch)}
+        print(f"{name}: {result['flops_per_pair'] / 1e9:.3f} GFLOP/pair")
+        print(describe_precisions(measured, args.batch))
+        if device.type == "cpu" and not args.skip_memory:
+            batch, memory = PAPER_BATCH[name], {}
+            for precision in ("fp32", "bf16"):
+                if "skipped" in result[precision]:
+                    continue
+                memory[f"batch {batch} {precision}"] = peak_memory_gb(
+                    name, args.small, batch, precision == "bf16", args.memory_timeout)
+            result["peak_memory_gb"] = memory
+            print("  peak memory, " + ", ".join(
+                f"{k}: {'past the time limit' if v is None else f'{v:.2f} GB'}"
+                for k, v in memory.items())
+                + " (peak RSS growth (VmHWM) of one training step, fresh process, 1 thread)")
+        for precision in ("fp32", "bf16"):
+            if "load" in result[precision]:
+                print(f"  {precision} {Load(**result[precision]['load']).describe()}",
+                      flush=True)
+        results.append(result)
+    print(summary(results, best), flush=True)
+    if args.record:
+        path = write_record("bench_csran_cin", {
+            "device": label, "machine": machine.as_dict(), "threads": args.threads,
+            "cores": cores, "sizes": "small" if args.small else "paper",
+            "yardsticks": {"best": best.best_label,
+                           "best_flops_per_s": best.best_flops_per_s,
+                           "load": best.load.__dict__},
+            "reference": all(r["reference"] for r in results), "models": results})
+        print(f"recorded in {path.relative_to(Path(__file__).resolve().parents[1])}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import argparse
 import copy
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from rich.progress import Progress
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import LoadMonitor, begin
 
 
 def main() -> None:
@@ -33,7 +37,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    begin(args.threads)
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["PAIRREPRO_HOME"] = str(Path(tmp) / "home")
@@ -81,6 +85,7 @@ def main() -> None:
             return plan.num_items / (time.perf_counter() - start)
 
         engine_train, engine_whole, bare = [], [], []
+        monitor = LoadMonitor(args.threads).start()
         for rep in range(args.repeats):
             start = time.perf_counter()
             trainer._run_epoch(progress)  # the engine's epoch: train, dev eval, checkpoints
@@ -96,6 +101,7 @@ def main() -> None:
               f"{w:.0f}, bare {b:.0f}")
         print(f"ratio engine/bare: {e / b:.3f} (train phase), {w / b:.3f} (whole epoch); "
               f"target >= 0.90 -> {'OK' if e / b >= 0.9 else 'SLOW'}")
+        print(monitor.stop().describe())
 
 
 if __name__ == "__main__":

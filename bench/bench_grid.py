@@ -2,14 +2,16 @@
 
 Forward + backward of four-stacked, four-direction TC-LSTMs (e = 100, d = 50) and of
 two-layer DF-LSTMs (e = 100, d = 100, K = 9; the SNLI sizes) on a batch of 32 pairs with
-n = m = 32. For each model, from the same run (see bench/flops.py): FLOPs per step, FLOP/s,
-the share of a same-shape GEMM's throughput (timed interleaved with the model), the speedup
-over the cell-by-cell reference of tests/grid_reference.py, and the peak memory of one
-training step (in a fresh process on CPU, so the high-water mark is this step's own) at the
-paper's batch size (32) and, for TC-LSTMs, at batch 128 (issue 18's figure), with and without
-per-block checkpointing.
+n = m = 32. For each model, in fp32 and in bf16 autocast, from the same run and under the
+protocol of bench/protocol.py (pinned core, interleaved equal-length blocks, load recorded and
+judged): FLOPs per step, FLOP/s, the shares of the same-shape fp32 GEMM and of the machine's
+best GEMM (bench/flops.py), and the peak memory of one training step (in a fresh process on
+CPU, so the high-water mark is this step's own) at the paper's batch size (32). Optional: the
+speedup over the cell-by-cell reference of tests/grid_reference.py (``--reference``) and the
+memory with per-block checkpointing and, for TC-LSTMs, at batch 128 (``--memory-full``).
 
-    .venv/bin/python bench/bench_grid.py                 # CPU, 2 threads
+    .venv/bin/python bench/bench_grid.py                 # CPU, 1 thread, fp32 and bf16
+    .venv/bin/python bench/bench_grid.py --record        # + bench/records/bench_grid.json
     .venv/bin/python bench/bench_grid.py --device cuda   # adds the projected SNLI epoch time
     .venv/bin/python bench/bench_grid.py --micro         # torch.tanh against 2 sigmoid(2x) - 1
 """
@@ -17,7 +19,6 @@ per-block checkpointing.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -30,8 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the reference lives with the tests
 sys.path.insert(0, str(ROOT / "bench"))
 
-from flops import fresh_process_peak, measure, sync  # noqa: E402
+from flops import (  # noqa: E402
+    Yardsticks,
+    bench_precisions,
+    describe_precisions,
+    fresh_process_peak,
+    precisions_record,
+    summary,
+    sync,
+    yardsticks,
+)
 from grid_reference import reference_forward  # noqa: E402
+from protocol import Machine, add_common_arguments, begin, write_record  # noqa: E402
 
 from pairrepro.models.base import ModelContext  # noqa: E402
 from pairrepro.models.registry import build_model  # noqa: E402
@@ -40,8 +51,9 @@ SNLI_TRAIN_PAIRS = 550_152
 VOCAB = 1000
 # the GEMM whose throughput is the yardstick: the shape of issue 18's measurement
 GEMM_SHAPE = (512, 350, 200)
-# peak memory is measured at the recipes' (the papers') batch size, 32, and for TC-LSTMs also
-# at 128 (issue 18's figure)
+# peak memory is measured at the recipes' (the papers') batch size, 32; with --memory-full for
+# TC-LSTMs also at 128 (issue 18's figure)
+PAPER_BATCH = 32
 MEMORY_BATCHES = {"tc_lstm_4stack": (32, 128), "df_lstm": (32,)}
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "tc_lstm_4stack": ("tc_lstm", {"hidden": 50, "directions": 4, "layers": 4, "pool_p": 1,
@@ -93,8 +105,10 @@ def reference_step(model: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> N
 
 
 def peak_memory(device: torch.device, key: str, batch: int, length: int, amp: bool,
-                checkpoint: bool = False) -> tuple[float, str]:
-    """Peak memory (bytes) of one forward + backward at ``batch`` pairs of ``length`` words."""
+                checkpoint: bool = False, timeout_s: float | None = None
+                ) -> tuple[float | None, str]:
+    """Peak memory (bytes) of one forward + backward at ``batch`` pairs of ``length`` words
+    (``None``: the step ran past ``timeout_s``)."""
     if device.type == "cuda":
         model = make_model(device, key, checkpoint)
         data = make_batch(batch, length, device)
@@ -106,37 +120,55 @@ def peak_memory(device: torch.device, key: str, batch: int, length: int, amp: bo
                 "torch.cuda.max_memory_allocated")
     setup = (f"import bench_grid as b; m = b.make_model(torch.device('cpu'), {key!r}, "
              f"{checkpoint}); d = b.make_batch({batch}, {length}, torch.device('cpu'))")
-    return (fresh_process_peak(setup, "b.engine_step(m, d)"),
+    return (fresh_process_peak(setup, f"b.engine_step(m, d, {amp})", timeout_s=timeout_s),
             "peak RSS growth (VmHWM) in a fresh process, 1 thread")
 
 
-def bench_model(key: str, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+def memory_figures(key: str, args: argparse.Namespace, device: torch.device,
+                   bf16: bool) -> dict[str, Any]:
+    """Peak memory (GB) per precision at the paper's batch; with ``--memory-full`` also with
+    checkpointing and at :data:`MEMORY_BATCHES`. bf16 only where its step was timed."""
+    batches = ([args.memory_batch] if args.memory_batch else
+               MEMORY_BATCHES[key] if args.memory_full else (PAPER_BATCH,))
+    out: dict[str, Any] = {}
+    for batch in batches:
+        for precision in ("fp32", "bf16") if bf16 else ("fp32",):
+            for ckpt in (False, True) if args.memory_full else (False,):
+                peak, out["method"] = peak_memory(device, key, batch, args.length,
+                                                  precision == "bf16", ckpt,
+                                                  timeout_s=args.memory_timeout)
+                label = f"batch {batch} {precision}" + (" checkpoint" if ckpt else "")
+                out[label] = None if peak is None else peak / 1e9
+    return out
+
+
+def bench_model(key: str, args: argparse.Namespace, device: torch.device, machine: Machine,
+                best: Yardsticks) -> dict[str, Any]:
     torch.manual_seed(0)
     model = make_model(device, key, args.checkpoint)
     data = make_batch(args.batch, args.length, device)
-    share = measure(lambda: engine_step(model, data, args.amp), GEMM_SHAPE, device,
-                    rounds=args.rounds)
-    result: dict[str, Any] = {"model": key, **share.as_dict(),
-                              "pairs_per_s": args.batch / share.step_s,
-                              "flops_per_pair": share.flops / args.batch}
-    if not args.skip_reference:
+
+    def step_for(amp: bool) -> Any:
+        return lambda: engine_step(model, data, amp)
+
+    measured = bench_precisions(step_for, GEMM_SHAPE, device, best, machine, args.rounds,
+                                args.bf16_cap)
+    result: dict[str, Any] = {"model": key, "batch": args.batch, "n": args.length,
+                              "measured": measured,
+                              **precisions_record(measured, args.batch)}
+    if args.reference:
+        fp32_s = result["fp32"]["step_s"]
         ref_s = time_step(lambda: reference_step(model, data), args.ref_iters, device)
         result["reference_s_per_step"] = ref_s
-        result["speedup"] = ref_s / share.step_s
+        result["speedup"] = ref_s / fp32_s
         one = tuple(t[:1] for t in data)  # the reference as the tests use it: pair by pair
         result["reference_per_pair_s"] = time_step(lambda: reference_step(model, one),
                                                    args.ref_iters, device)
-        result["speedup_vs_per_pair"] = (result["reference_per_pair_s"] * args.batch
-                                         / share.step_s)
-    result["projected_snli_epoch_min"] = SNLI_TRAIN_PAIRS / result["pairs_per_s"] / 60
-    result["peak_memory_gb"] = {}  # batch -> [without, with checkpointing]
-    for batch in ([args.memory_batch] if args.memory_batch else MEMORY_BATCHES[key]):
-        peaks = []
-        for ckpt in (False, True):
-            peak, result["memory_method"] = peak_memory(device, key, batch, args.length,
-                                                        args.amp, ckpt)
-            peaks.append(peak / 1e9)
-        result["peak_memory_gb"][batch] = peaks
+        result["speedup_vs_per_pair"] = result["reference_per_pair_s"] * args.batch / fp32_s
+    result["projected_snli_epoch_min"] = (SNLI_TRAIN_PAIRS / result["fp32"]["pairs_per_s"]
+                                          / 60)
+    result["peak_memory_gb"] = memory_figures(key, args, device,
+                                              "skipped" not in result["bf16"])
     return result
 
 
@@ -161,65 +193,86 @@ def micro(device: torch.device, rows: int = 4096, width: int = 250) -> None:
     print(f"largest difference from tanh in float64: {error.item():.1e}")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated keys")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="interleaved model / GEMM rounds (medians)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved model / GEMM block pairs (minimum of each)")
+    parser.add_argument("--bf16-cap", type=float, default=5.0,
+                        help="where bf16 is emulated, skip a bf16 step predicted longer (s)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also time the cell-by-cell reference (slow)")
     parser.add_argument("--ref-iters", type=int, default=1)
-    parser.add_argument("--skip-reference", action="store_true")
-    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast (engine only)")
     parser.add_argument("--memory-batch", type=int, default=0,
-                        help="batch of the peak-memory step (0: MEMORY_BATCHES)")
+                        help="batch of the peak-memory step (0: the paper's, 32)")
+    parser.add_argument("--memory-full", action="store_true",
+                        help="memory also with checkpointing and at MEMORY_BATCHES")
     parser.add_argument("--micro", action="store_true",
                         help="only time tanh against its sigmoid form")
     parser.add_argument("--checkpoint", action="store_true",
                         help="time the engine with per-block gradient checkpointing")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    add_common_arguments(parser, "bench_grid")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     device = torch.device(args.device)
+    machine, cores = begin(args.threads)
     if args.micro:
         micro(device)
         return
-    label = str(device) if device.type == "cpu" else torch.cuda.get_device_name(device)
-    if not args.json:
-        print(f"device {label} (threads {torch.get_num_threads()}), batch {args.batch}, "
-              f"n=m={args.length}, forward+backward", flush=True)
+    label = "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    best = yardsticks(machine, device)
+    print(f"device {label}, batch {args.batch}, n=m={args.length}, forward+backward; "
+          f"{best.describe()}", flush=True)
     results = []
     for key in args.models.split(","):
-        results.append(bench_model(key, args, device))
-        if not args.json:  # as each model finishes: a loaded machine makes this slow
-            print_result(results[-1], args.length)
-    if args.json:
-        print(json.dumps({"device": label, "threads": torch.get_num_threads(),
-                          "batch": args.batch, "n": args.length, "m": args.length,
-                          "results": results}, indent=2))
+        results.append(bench_model(key, args, device, machine, best))
+        print_result(results[-1], args.length)  # as each model finishes: slow when loaded
+    print(summary(results, best), flush=True)
+    if args.record:
+        for r in results:
+            del r["measured"]
+        path = write_record("bench_grid", {
+            "device": label, "machine": machine.as_dict(), "threads": args.threads,
+            "cores": cores, "yardsticks": {"best": best.best_label,
+                                           "best_flops_per_s": best.best_flops_per_s,
+                                           "load": best.load.__dict__},
+            "reference": all(r["reference"] for r in results), "models": results})
+        print(f"recorded in {path.relative_to(ROOT)}")
 
 
 def print_result(r: dict[str, Any], length: int) -> None:
     """The figures of one model, as text."""
-    m, k, n = r["gemm_shape"]
     print(f"{r['model']}: {r['flops_per_step'] / 1e9:.2f} GFLOP/step "
-          f"({r['flops_per_pair'] / 1e9:.3f} GFLOP/pair), {r['step_s']:.3f} s/step, "
-          f"{r['pairs_per_s']:.1f} pairs/s")
-    print(f"  {r['flops_per_s'] / 1e9:.1f} GFLOP/s = {r['share_of_gemm']:.0%} of a "
-          f"{m}x{k} @ {k}x{n} GEMM ({r['gemm_flops_per_s'] / 1e9:.1f} GFLOP/s, same run; "
-          "target >= 50%)")
+          f"({r['flops_per_pair'] / 1e9:.3f} GFLOP/pair), batch {r['batch']} (target: fp32 "
+          ">= 50% of the same-shape GEMM)")
+    print(describe_precisions(r["measured"], r["batch"]))
     if "speedup" in r:
         print(f"  {r['speedup']:.1f}x faster than the cell-by-cell reference batched over "
               f"pairs ({r['reference_s_per_step']:.2f} s/step), "
               f"{r['speedup_vs_per_pair']:.1f}x than it pair by pair")
-    print(f"  SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at this speed: "
+    print(f"  SNLI epoch ({SNLI_TRAIN_PAIRS} pairs) at the fp32 speed: "
           f"{r['projected_snli_epoch_min']:.1f} min")
-    for batch, (plain, ckpt) in r["peak_memory_gb"].items():
-        print(f"  peak memory, batch {batch}, {length}x{length} grid: {plain:.2f} GB, with "
-              f"checkpoint = true {ckpt:.2f} GB ({r['memory_method']}; limit 8 GB)")
+    memory = dict(r["peak_memory_gb"])
+    method = memory.pop("method")
+    print("  peak memory, " + ", ".join(
+        f"{label}: {'past the time limit' if gb is None else f'{gb:.2f} GB'}"
+        for label, gb in memory.items()) + f", {length}x{length} grid ({method})")
+    for precision in ("fp32", "bf16"):
+        if "load" in r[precision]:
+            print(f"  {precision} {describe_load(r[precision]['load'])}")
     print(end="", flush=True)
+
+
+def describe_load(load: dict[str, Any]) -> str:
+    from protocol import Load
+
+    return Load(**load).describe()
 
 
 if __name__ == "__main__":

@@ -13,9 +13,14 @@ runs on a few hundred queries and is extrapolated per query; bm25s runs on the f
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from protocol import LoadMonitor, begin
 
 from pairrepro.data.negatives import BM25Params, bm25_top_k, sample_negatives
 
@@ -35,9 +40,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=60_000, help="questions = answers")
     parser.add_argument("--rank-bm25-queries", type=int, default=300)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--top-k", type=int, default=1000)
     args = parser.parse_args()
+    begin(args.threads)
+    monitor = LoadMonitor(args.threads).start()
 
     corpus = synthetic_corpus(args.size)
     params = BM25Params(top_k=args.top_k)
@@ -69,6 +76,7 @@ def main() -> None:
     print(f"rank_bm25: index {index_time:.1f} s, {per_query_ref * 1e3:.1f} ms/query over {n_ref} "
           f"queries -> {ref_total:.0f} s extrapolated to {args.size}")
     print(f"speed-up: {ref_total / ours:.0f}x (per query {per_query_ref / per_query_ours:.0f}x)")
+    print(monitor.stop().describe())
 
 
 if __name__ == "__main__":

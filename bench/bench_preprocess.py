@@ -128,16 +128,10 @@ def run(pairs: int, workdir: Path) -> dict:
         kept = sum(1 for line in handle if '"gold_label": "-"' not in line)
     (manifests / "snlibench.toml").write_text(MANIFEST.format(pairs=kept), encoding="utf-8")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    cmd = ["taskset", "-c", "0"] if _has_taskset() else []
-    out = subprocess.run([*cmd, sys.executable, __file__, "--child", str(workdir), str(pairs)],
+    # the child inherits the core main() pinned this process to (bench/protocol.py)
+    out = subprocess.run([sys.executable, __file__, "--child", str(workdir), str(pairs)],
                          check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def _has_taskset() -> bool:
-    from shutil import which
-
-    return which("taskset") is not None
 
 
 def main() -> int:
@@ -149,8 +143,14 @@ def main() -> int:
     if args.child:
         child(Path(args.child[0]), int(args.child[1]))
         return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from protocol import LoadMonitor, begin
+
+    begin(1)
+    monitor = LoadMonitor(1).start()
     with tempfile.TemporaryDirectory(prefix="pairrepro-bench-") as tmp:
         results = [run(n, Path(tmp)) for n in (args.small, args.pairs)]
+    load = monitor.stop()
     for r in results:
         print(f"{r['pairs_in']:>9,} pairs: {r['cpu_seconds']:6.2f} CPU s "
               f"{r['pairs_per_s']:>9,.0f} pairs/s (wall {r['seconds']:.2f} s, "
@@ -167,6 +167,7 @@ def main() -> int:
     ok_memory = mem_ratio <= size_ratio * 1.25
     print(f"speed target {TARGET_PAIRS_PER_S:,} pairs/s: {'met' if ok_speed else 'MISSED'}; "
           f"memory linear in the output: {'yes' if ok_memory else 'NO'}")
+    print(load.describe())
     return 0 if ok_speed and ok_memory else 1
 
 

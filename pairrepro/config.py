@@ -332,6 +332,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     """Return a copy of ``raw`` with every ``section.key=value`` override applied."""
     out = copy.deepcopy(raw)
     for text in overrides:
+        try:  # config.toml is UTF-8: bytes that are not (kept by Python as surrogates) cannot go in
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"override {text!r}: not valid UTF-8 text",
+                              hint="pass the value in UTF-8 (check the shell's locale)") from None
         path, value = parse_override(text)
         node = out
         for part in path[:-1]:
@@ -342,16 +347,31 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return out
 
 
-def merge_tables(base: dict[str, Any], delta: dict[str, Any]) -> dict[str, Any]:
+def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
+                 table: str = "") -> dict[str, Any]:
     """``delta`` merged into a copy of ``base``: tables merge key by key (recursively),
-    lists and scalars replace."""
+    lists and scalars replace. A table on one side and a value on the other is a
+    :class:`ConfigError` naming ``source`` (the file of ``delta``) and the key: neither
+    merging nor replacing is what such a recipe means."""
     out = copy.deepcopy(base)
     for key, value in delta.items():
+        dotted = f"{table}.{key}" if table else key
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge_tables(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
+            out[key] = merge_tables(out[key], value, source, dotted)
+            continue
+        if key in out and isinstance(value, dict) != isinstance(out[key], dict):
+            here, there = (_kind(value), _kind(out[key]))
+            raise ConfigError(
+                f"{source or 'recipe'}: {dotted}: {here} here, but {there} in the recipe it "
+                "extends", hint=f"give {dotted} as {there} (tables merge key by key, values "
+                                "replace values), or drop extends")
+        out[key] = copy.deepcopy(value)
     return out
+
+
+def _kind(value: Any) -> str:
+    """``value``'s kind in words, for a merge conflict."""
+    return "a table" if isinstance(value, dict) else f"the value {value!r}"
 
 
 def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -378,7 +398,7 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
     section = inherited.get("recipe")
     if isinstance(section, dict):  # what the base *is* does not carry over
         inherited["recipe"] = {k: v for k, v in section.items() if k not in OWN_KEYS}
-    return merge_tables(inherited, raw)
+    return merge_tables(inherited, raw, str(path))
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
@@ -391,18 +411,37 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     return recipe_from_dict(raw, name=p.stem, source=str(p))
 
 
+# TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                 "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string that ``tomllib`` reads back unchanged: a control
+    character written raw makes the whole file invalid TOML."""
+    return '"' + "".join(
+        _TOML_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F
+                                  else ch) for ch in value) + '"'
+
+
+def _toml_key(key: str) -> str:
+    """A key bare when TOML allows it, else quoted."""
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-        return f'"{escaped}"'
+        return _toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
     if value is None:
         return '""'
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
@@ -413,9 +452,9 @@ def dumps_toml(data: dict[str, Any]) -> str:
     lines: list[str] = []
     for section, values in data.items():
         if not isinstance(values, dict):
-            lines.insert(0, f"{section} = {_toml_value(values)}")
+            lines.insert(0, f"{_toml_key(section)} = {_toml_value(values)}")
             continue
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items()]
+        lines.append(f"[{_toml_key(section)}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]
         lines.append("")
     return "\n".join(lines)

@@ -74,11 +74,19 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file; invalid TOML is a :class:`ConfigError` naming the file, line and
-    column (a missing file raises ``FileNotFoundError`` for the caller to explain)."""
+    """Read a TOML file; invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary
+    file), is a :class:`ConfigError` naming the file, line and column (a missing file raises
+    ``FileNotFoundError`` for the caller to explain)."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line "
+                          f"{line}, column {column}",
+                          hint="TOML files are UTF-8: save it as UTF-8 (e.g. iconv -f latin1 "
+                               "-t utf-8), or check that it is the text file meant") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
 

@@ -53,9 +53,12 @@ def recipes_dir() -> Path:
     return Path(os.environ.get("PAIRREPRO_RECIPES", PROJECT_DIR / "recipes"))
 
 
+DEFAULT_RUNS = "runs"
+
+
 def runs_dir() -> Path:
     """Where training runs are written; ``$PAIRREPRO_RUNS`` overrides (default ``./runs``)."""
-    return Path(os.environ.get("PAIRREPRO_RUNS", "runs"))
+    return Path(os.environ.get("PAIRREPRO_RUNS", DEFAULT_RUNS))
 
 
 def results_dir() -> Path:

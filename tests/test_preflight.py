@@ -58,7 +58,9 @@ def _glove(tmp_path: Path, home: Path, dim: int = 8) -> Path:
 
 def _pretrained(glove: Path, scope: str, l2: float) -> list[str]:
     return [*TINY, "embeddings.source=glove-file", f"embeddings.path={glove}",
-            f"optim.l2={l2}", f"optim.l2_scope={scope}", f"optim.lr={LR}", "optim.clip_norm=0"]
+            f"optim.l2={l2}", f"optim.l2_scope={scope}", f"optim.lr={LR}", "optim.clip_norm=0",
+            # the schema refuses "all" here without a reason: preflight must catch it anyway
+            'optim.l2_scope_why="testing the embedding_norms check"']
 
 
 def test_a_small_recipe_passes_every_check(synth: Path) -> None:

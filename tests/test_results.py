@@ -5,9 +5,11 @@ results/bm25_trecqa run, copied into tmp folders and edited; no training."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,8 +117,32 @@ def test_copy_compact_drops_checkpoints_train_predictions_and_extra_columns(
     assert (out / "result.json").read_bytes() == (src / "result.json").read_bytes()
 
 
-def test_add_reference_refuses_a_variant_and_an_existing_reference(tmp_path: Path) -> None:
+def test_add_reference_refuses_a_dirty_run_naming_why(tmp_path: Path) -> None:
     run = _copy(tmp_path / "runs")
+    for git, words in [({"commit": "b9d01b25f5aa", "dirty": True,
+                         "untracked": ["pairrepro/x.py"]},
+                        "made with uncommitted changes (commit b9d01b25f5; untracked: "
+                        "pairrepro/x.py)"),
+                       ({"commit": None, "dirty": None}, "no record of its git state")]:
+        _edit_json(run / "manifest.json", lambda m, git=git: m.update(git=git))
+        with pytest.raises(ConfigError, match=re.escape(words)) as caught:
+            add_reference(run, tmp_path / "results")
+        assert "manifest.json" in caught.value.message and "commit the changes" in str(
+            caught.value)
+        assert not (tmp_path / "results").exists()
+    out = CliRunner().invoke(app, ["results", "add", str(run), "--results",
+                                   str(tmp_path / "results")])
+    assert out.exit_code == 2 and "only a run of committed code" in out.output
+
+
+def _clean(run: Path) -> Path:
+    _edit_json(run / "manifest.json", lambda m: m.update(
+        git={"commit": "0" * 40, "dirty": False, "untracked": []}))
+    return run
+
+
+def test_add_reference_refuses_a_variant_and_an_existing_reference(tmp_path: Path) -> None:
+    run = _clean(_copy(tmp_path / "runs"))
     dest, _ = add_reference(run, tmp_path / "results")
     assert (dest.path / "result.json").is_file()
     with pytest.raises(ConfigError, match="already holds"):
@@ -149,9 +175,14 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     result["metrics"]["test"]["map"] = 0.5
     (own / "result.json").write_text(json.dumps(result))
     cell = _cell(_table6(runs), BM25_ROW)
+    # 0.5 is not what its predictions give: a damaged run, no number is claimed
+    assert cell.status == cl.DAMAGED and cell.mean is None
+    assert f"{own / 'result.json'} disagrees with its saved predictions" in cell.detail
+    # without test predictions there is nothing to check it against: its number, no interval
+    (own / "predictions" / "test.parquet").unlink()
+    cell = _cell(_table6(runs), BM25_ROW)
     assert cell.source == cl.OWN and cell.reproduced_text == "0.500"
-    assert cell.reference_text == f"ref {recorded:.3f}" and cell.interval is None  # 0.5 is
-    # not what the predictions give: no interval is claimed
+    assert cell.reference_text == f"ref {recorded:.3f}" and cell.interval is None
     # the own run made with --set: a variant, the reference number stays, the variant noted
     _edit_config(own, "data", "max_train_pairs", 2000)
     cell = _cell(_table6(runs), BM25_ROW)
@@ -232,12 +263,83 @@ def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
     assert test.difference == pytest.approx(float(np.mean(f1)) - bm25_f1)
 
 
-def test_verify_says_same_names_variant_keys_and_data(tmp_path: Path) -> None:
+CPU = {"model": "Xeon 8480", "capability": "AVX512", "isa": ["amx_bf16", "avx512f"],
+       "mkl": "2025.0", "onednn": "3.7"}
+
+
+def _edit_json(path: Path, edit: Any) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _fingerprinted(tmp_path: Path) -> tuple[Path, Path]:
+    """(a run, its reference in a private results folder), both made on CPU, fp32."""
+    results = tmp_path / "results"
+    run, ref = _copy(tmp_path / "runs"), _copy(results)
+    for folder in (run, ref):
+        _edit_json(folder / "manifest.json", lambda m: m.update(cpu=dict(CPU),
+                                                                precision="fp32"))
+    return run, results
+
+
+def test_verify_says_same_only_in_the_same_environment(tmp_path: Path) -> None:
     runner = CliRunner()
-    run = _copy(tmp_path / "runs")
-    args = ["verify", str(run), "--results", str(RESULTS)]
+    run, results = _fingerprinted(tmp_path)
+    args = ["verify", str(run), "--results", str(results)]
     out = runner.invoke(app, args)
     assert out.exit_code == 0 and out.output.startswith("same: "), out.output
+    for change, words in [(lambda m: m.pop("cpu"), "unknown cpu"),
+                          (lambda m: m["cpu"].update(isa=["avx2"]), "cpu Xeon 8480"),
+                          (lambda m: m.update(precision="bf16"), "precision bf16 vs "
+                                                                "reference fp32")]:
+        _edit_json(run / "manifest.json", change)
+        out = runner.invoke(app, args)
+        # the same bit-equal metrics, but no bit-equality claim: checked against intervals
+        assert out.exit_code == 0 and out.output.startswith("consistent: "), out.output
+        assert words in out.output and "test.map" in out.output and "dev.map" in out.output
+        _edit_json(run / "manifest.json", lambda m: m.update(cpu=dict(CPU), precision="fp32"))
+
+
+def test_verify_checks_every_dev_and_test_metric_and_names_the_unchecked(
+        tmp_path: Path) -> None:
+    runner = CliRunner()
+    run, results = _fingerprinted(tmp_path)
+    _edit_json(run / "manifest.json", lambda m: m.pop("cpu"))
+    args = ["verify", str(run), "--results", str(results)]
+    ref_result = results / "bm25_trecqa" / "seed-1" / "result.json"
+    original = ref_result.read_text()
+    # hostile case 2: the reference's test MAP raised by 0.10 is a damaged reference
+    _edit_json(ref_result, lambda r: r["metrics"]["test"].update(
+        map=r["metrics"]["test"]["map"] + 0.10))
+    out = runner.invoke(app, args)
+    assert out.exit_code == 9 and out.output.startswith("reference damaged: "), out.output
+    assert "result.json disagrees with its saved predictions: test.map" in out.output
+    ref_result.write_text(original)
+    # the run's dev MAP far from the reference: dev is compared on this path too
+    _edit_json(run / "result.json", lambda r: r["metrics"]["dev"].update(map=0.1))
+    out = runner.invoke(app, args)
+    assert out.exit_code == 9 and out.output.startswith("different: "), out.output
+    assert "dev.map 0.1 outside" in out.output
+    _edit_json(run / "result.json", lambda r: r["metrics"]["dev"].update(
+        map=json.loads(original)["metrics"]["dev"]["map"]))
+    # a metric no interval covers is named and fails: it cannot be called consistent
+    for path in (run / "result.json", ref_result):
+        _edit_json(path, lambda r: r["metrics"]["test"].update(r10_at_1=0.5))
+    out = runner.invoke(app, args)
+    assert out.exit_code == 9 and "cannot be checked: test.r10_at_1" in out.output, out.output
+    assert "not checked: train" in out.output
+
+
+def test_verify_says_variant_keys_and_data(tmp_path: Path) -> None:
+    runner = CliRunner()
+    run = _copy(tmp_path / "runs")
+    _edit_json(run / "manifest.json", lambda m: m.pop("cpu", None))
+    args = ["verify", str(run), "--results", str(RESULTS)]
+    out = runner.invoke(app, args)
+    # a run that carries no CPU fingerprint: never a bit-equality claim
+    assert out.exit_code == 0 and out.output.startswith("consistent: "), out.output
+    assert "unknown cpu" in out.output
     _edit_config(run, "data", "max_train_pairs", 2000)
     out = runner.invoke(app, args)
     assert out.exit_code == 9 and out.output.startswith("variant: "), out.output
@@ -252,3 +354,199 @@ def test_verify_says_same_names_variant_keys_and_data(tmp_path: Path) -> None:
     other = _copy(tmp_path / "other", "bm25_twitter_url")
     out = runner.invoke(app, ["verify", str(other), "--results", str(tmp_path / "none")])
     assert out.exit_code == 7, out.output
+
+
+# ------------------------------------------------------------------ tamper evidence
+def _pytrec(frame: pd.DataFrame, no_positive: str) -> dict[str, float]:
+    """MAP, MRR, P@1 and the query counts of trec_eval itself (pytrec_eval), which breaks
+    ties by docno descending as our metrics do."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrel: dict[str, dict[str, int]] = {}
+    scored: dict[str, dict[str, float]] = {}
+    for q, d, label, score in frame[["group_id", "pair_id", "label", "score"]].itertuples(
+            index=False):
+        qrel.setdefault(str(q), {})[str(d)] = int(label)
+        scored.setdefault(str(q), {})[str(d)] = float(score)
+    judged = {q: r for q, r in qrel.items() if no_positive == "zero" or max(r.values()) > 0}
+    res = pytrec_eval.RelevanceEvaluator(judged, {"map", "recip_rank", "P_1"}).evaluate(scored)
+    return {"map": float(np.mean([r["map"] for r in res.values()])),
+            "mrr": float(np.mean([r["recip_rank"] for r in res.values()])),
+            "p_at_1": float(np.mean([r["P_1"] for r in res.values()])),
+            "num_queries": float(len(res)),
+            "skipped_queries": float(len(qrel) - len(judged))}
+
+
+def _sklearn(frame: pd.DataFrame) -> dict[str, float]:
+    from sklearn.metrics import accuracy_score, f1_score
+
+    gold, pred = frame["label"].to_numpy(), frame["prediction"].to_numpy()
+    return {"accuracy": accuracy_score(gold, pred), "f1": f1_score(gold, pred),
+            "macro_f1": f1_score(gold, pred, average="macro")}
+
+
+def test_every_committed_run_gives_its_result_json_from_its_predictions() -> None:
+    """What CI checks: every reference run in results/ re-scored from its saved predictions
+    by independent code (trec_eval, scikit-learn) gives what its result.json records."""
+    checked = 0
+    for folder in sorted(RESULTS.glob("*/seed-*")):
+        result = json.loads((folder / "result.json").read_text())
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for path in sorted((folder / "predictions").glob("*.parquet")):
+            frame = pd.read_parquet(path)
+            recorded = result["metrics"][path.stem]
+            truth = (_pytrec(frame, manifest.get("no_positive") or "skip")
+                     if "score" in frame.columns else _sklearn(frame))
+            for name, value in truth.items():
+                assert recorded[name] == pytest.approx(value, abs=1e-9), (path, name)
+                checked += 1
+    assert checked > 400
+    assert evidence.tampered_runs(RESULTS) == []  # the report's own check agrees
+
+
+def _tampered_table6(tmp_path: Path, edit: Any) -> tuple[Path, cl.Cell]:
+    results = tmp_path / "results"
+    for seed in (1, 2, 3):
+        shutil.copytree(RESULTS / "csran_trecqa" / f"seed-{seed}",
+                        results / "csran_trecqa" / f"seed-{seed}")
+        edit(results / "csran_trecqa" / f"seed-{seed}")
+    paper = load_paper("csran")
+    ev = cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(), results)
+    return results, _cell(ev, "CSRAN")
+
+
+def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Path) -> None:
+    """Hostile case 1: the published 0.8541 typed into result.json is no reproduced cell;
+    the README cannot be rewritten from it (exit 3, the file named)."""
+    from pairrepro.report.readme import render_sections
+    from pairrepro.report.render import to_markdown
+
+    def edit(folder: Path) -> None:
+        _edit_json(folder / "result.json", lambda r: r["metrics"]["test"].update(map=0.8541))
+
+    results, cell = _tampered_table6(tmp_path, edit)
+    assert cell.status == cl.DAMAGED and cell.mean is None and not cell.runs
+    assert "csran_trecqa/seed-1/result.json disagrees with its saved predictions: " \
+           "test.map 0.8541 where predictions/test.parquet give 0.766440" in cell.detail
+    paper = load_paper("csran")
+    text = to_markdown(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(),
+                                         results))
+    assert "0.854 ±" not in text and "damaged" in text
+    with pytest.raises(evidence.TamperedRunError, match=r"seed-1/result\.json"):
+        render_sections(results)
+    readme = tmp_path / "README.md"
+    readme.write_text("x\n")
+    out = CliRunner().invoke(app, ["results", "readme", "--readme", str(readme),
+                                   "--results", str(results)])
+    assert out.exit_code == 3 and "result.json disagrees" in out.output, out.output
+    assert readme.read_text() == "x\n"
+
+
+def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
+        tmp_path: Path) -> None:
+    """Hostile case 12: a reference's predictions changed under its result.json."""
+    from pairrepro.report.render import to_markdown
+
+    def edit(folder: Path) -> None:
+        path = folder / "predictions" / "test.parquet"
+        frame = pd.read_parquet(path)
+        frame["score"] = -frame["score"]  # the worst ranking the model could give
+        frame.to_parquet(path)
+
+    results, cell = _tampered_table6(tmp_path, edit)
+    assert cell.status == cl.DAMAGED and cell.interval is None
+    assert "predictions/test.parquet give" in cell.detail
+    paper = load_paper("csran")
+    text = to_markdown(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(),
+                                         results))
+    assert "without saved predictions" not in text and "± 0.0" not in text
+
+
+def test_run_lists_print_each_seeds_commit_in_seed_order_with_dirty() -> None:
+    from pairrepro.report.render import layout
+
+    lay = layout(_table6(None))
+    for recipe in ("esim_no_em_trecqa", "csran_trecqa", "mv_lstm_tensor_trecqa"):
+        expected = []
+        for folder in sorted((RESULTS / recipe).glob("seed-*"),
+                             key=lambda p: int(p.name.split("-")[1])):
+            git = json.loads((folder / "manifest.json").read_text())["git"]
+            expected.append(git["commit"][:10] + ("+dirty" if git["dirty"] else ""))
+        text = lay.runs[f"{recipe} (reference)"]
+        words = (f"commit {expected[0]};" if len(set(expected)) == 1
+                 else f"commits in seed order {', '.join(expected)};")
+        assert words in text, (recipe, text)
+
+
+# ------------------------------------------------------- stable verdicts, marks, Holm
+def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, str, str]]:
+    """Every verdict the README prints from Tables 6 and 8 and Table 8's orderings, with
+    resampling seed ``seed``."""
+    from pairrepro.report.orderings import table_orderings
+
+    monkeypatch.setattr(evidence, "BOOTSTRAP_SEED", seed)
+    paper = load_paper("csran")
+    found = []
+    for number in (6, 8):
+        ev = cl.evaluate_table(paper, paper.table(number), None, load_recipe_index(), RESULTS)
+        found += [(r.row.label, c.column, c.status) for r in ev.rows for c in r.cells]
+        if number == 8:
+            found += [(f"{o.higher} > {o.lower}", o.column, o.verdict)
+                      for o in table_orderings(ev)]
+    return found
+
+
+def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    first = _verdicts(monkeypatch, 0)
+    assert any(status == cl.BELOW for _, _, status in first)
+    for seed in range(1, 10):
+        assert _verdicts(monkeypatch, seed) == first, seed
+
+
+def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing() -> None:
+    from pairrepro.report.render import to_markdown
+
+    ev = _table6(None)
+    marked = {r.row.label for r in ev.rows for c in r.cells if c.one_model}
+    for erow in ev.rows:
+        for cell in erow.cells:
+            if cell.runs:
+                model = cell.runs[0].config["model"]["name"]
+                assert cell.one_model == (len(cell.runs) == 1 and model != "bm25"), erow.row
+    assert {"CSRAN", BM25_ROW}.isdisjoint(marked) and marked
+    text = to_markdown(ev)
+    assert "†: one trained model" in text
+    for label in marked:
+        line = next(x for x in text.splitlines() if x.startswith(f"| {label} †"))
+        assert "✓" not in line and "↓" not in line and "↑" not in line, line
+    assert "one trained model" in ev.counts()
+
+
+def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() -> None:
+    from pairrepro.report.numbers import format_number
+    from pairrepro.report.render import to_markdown
+
+    paper = load_paper("csran")
+    ev = cl.evaluate_table(paper, paper.table(8), None, load_recipe_index(), RESULTS)
+    cell = _cell(ev, "Original", "trec_map")
+    last = [json.loads((RESULTS / "csran_trecqa" / f"seed-{s}" / "metrics.jsonl"
+                        ).read_text().splitlines()[-1])["dev"]["map"] for s in (1, 2, 3)]
+    assert cell.last_epoch == pytest.approx(np.mean(last))
+    text = to_markdown(ev)
+    column = next(c for c in ev.table.columns if c.key == "trec_map")
+    assert f"(last epoch {format_number(float(np.mean(last)), column)})" in text
+    assert "also the split each run's epoch was chosen on" in text
+
+
+def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
+    from pairrepro.report.render import to_markdown
+
+    ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
+    tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
+    raw = [c.comparison_p or 1.0 for c in tested]
+    ranks = np.argsort(raw, kind="stable")
+    m = len(raw)
+    for k, i in enumerate(ranks):  # Holm by its definition: a max over the smaller ones
+        expected = max(min(1.0, (m - j) * raw[ranks[j]]) for j in range(k + 1))
+        assert tested[i].comparison_holm == pytest.approx(expected)
+    assert m > 5 and "Holm p" in to_markdown(ev)

@@ -144,3 +144,59 @@ def test_paired_f1_test_over_seeds_equals_a_loop_with_sklearn() -> None:
     assert got.p_value == pytest.approx(expected, abs=1e-12)
     with pytest.raises(DataError, match="3 seeds against 2"):
         paired_f1_test(labels, pred_a, pred_b[:2])
+
+
+# ------------------------------------------------------- Monte-Carlo error and Holm
+def test_holm_matches_its_definition_by_hand() -> None:
+    from pairrepro.stats import holm
+
+    # sorted: .005 x4 = .02, .01 x3 = .03, .03 x2 = .06, .04 x1 = .04 -> monotone .06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+    assert holm([]) == []
+
+
+def test_endpoint_mc_error_matches_the_spread_over_resampling_seeds() -> None:
+    """The order-statistic s.e. of an endpoint against the plain truth: the standard
+    deviation of that endpoint over 150 resampling seeds."""
+    values = np.random.default_rng(0).beta(2, 3, size=60)
+    found = [mean_interval(values, resamples=2000, seed=s) for s in range(150)]
+    spread = np.std([i.low for i in found], ddof=1)
+    estimate = np.median([i.low_se for i in found])
+    assert 0.6 < estimate / spread < 1.6, (estimate, spread)
+
+
+def test_an_adaptive_interval_stops_once_decided_and_says_undecided_at_the_cap() -> None:
+    from pairrepro.stats import ENDPOINT_SE, INTERVAL_CAP, RESAMPLES
+
+    values = np.random.default_rng(1).beta(2, 3, size=400)
+    far = mean_interval(values, targets=(0.9,))
+    assert far.resamples == RESAMPLES and far.mc_se <= ENDPOINT_SE
+    assert not far.straddles(0.9)
+    # a target on the endpoint: more resamples cannot decide it
+    edge = mean_interval(values, targets=(far.low,))
+    assert edge.resamples == INTERVAL_CAP and edge.straddles(far.low)
+    assert edge.mc_se < far.mc_se
+
+
+def test_p_value_mc_error_and_an_undecided_test() -> None:
+    from pairrepro.stats import P_MARGIN, TEST_BATCH, TEST_CAP, PairedTest
+
+    test = PairedTest(difference=0.1, p_value=0.2, resamples=10_000, units=5)
+    assert test.mc_se == pytest.approx(np.sqrt(0.2 * 0.8 / 10_000))
+    assert not test.straddles(0.05) and PairedTest(0.1, 0.054, 10_000, 5).straddles(0.05)
+    assert PairedTest(0.1, 0.056, 10_000, 5).straddles(0.05)  # 3 s.e. = 0.0069 > 0.006
+    rng = np.random.default_rng(3)
+    noise = rng.normal(size=80)
+    noise -= noise.mean()
+    low, high = 0.0, 0.6
+    for _ in range(30):  # the shift whose p-value is 0.05, by bisection
+        mid = (low + high) / 2
+        p = paired_randomization_test(noise + mid, np.zeros(80), resamples=20_000).p_value
+        low, high = (mid, high) if p > 0.05 else (low, mid)
+    edge = paired_randomization_test(noise + (low + high) / 2, np.zeros(80))
+    # inside the margin around 0.05 for sure: undecided, and more resamples cannot help
+    assert edge.straddles(0.05) and abs(edge.p_value - 0.05) < P_MARGIN
+    assert edge.resamples < TEST_CAP and edge.settled([0.05])
+    clear = paired_randomization_test(noise + 1.0, np.zeros(80))
+    assert clear.resamples == TEST_BATCH and clear.p_value < 0.001

@@ -17,7 +17,7 @@ from pairrepro.cli import (
     train_cmds,
     verify_cmds,
 )
-from pairrepro.cli.common import STATE
+from pairrepro.cli.common import STATE, fit_consoles
 
 # global flags (no values) accepted anywhere before a ``--``
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
@@ -112,6 +112,7 @@ def main_options(
     ``pairrepro eval RUN --json``)."""
     STATE.quiet = quiet
     STATE.json = json_output
+    fit_consoles()
 
 
 data_cmds.register(app)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pairrepro.errors import ConfigError, PairreproError
+from pairrepro.errors import ConfigError, PairreproError, StorageError
 
 
 @dataclass
@@ -26,7 +28,23 @@ class CliState:
 STATE = CliState()
 console = Console(stderr=False, highlight=False)
 err_console = Console(stderr=True, highlight=False)
+#: The width rich lays out to when a stream is not a terminal (a pipe, a log, CI): rich
+#: would otherwise assume 80 columns and cut table cells ("0.…"); a table keeps its natural
+#: width and a line is never wrapped, so every number is printed whole.
+UNCUT_WIDTH = 10_000
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fit_consoles() -> None:
+    """The one output-width policy of every command: a terminal's own width, anything else
+    laid out uncut at :data:`UNCUT_WIDTH`. Called per invocation: the streams may differ
+    between calls (tests, a piped ``pairrepro ... | cat``)."""
+    for stream in (console, err_console):
+        # the file itself, not rich's is_terminal: FORCE_COLOR (set on many CI runners)
+        # makes a log file a "terminal" of 80 columns
+        isatty = getattr(stream.file, "isatty", None)
+        tty = bool(isatty and isatty())
+        stream.width = None if tty else UNCUT_WIDTH  # type: ignore[assignment]
 
 
 def info(message: str) -> None:
@@ -45,13 +63,38 @@ def show_progress() -> bool:
     return not (STATE.quiet or STATE.json)
 
 
+#: Errors of a folder or file that cannot be written: exit 8, wherever they surface.
+CANNOT_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT,
+                          errno.ENOTDIR})
+
+
+def storage_error(exc: OSError) -> StorageError:
+    """``exc`` as the :class:`StorageError` (exit 8) it is, naming the path; under the
+    default data home (no ``PAIRREPRO_HOME``), the hint says how to choose another."""
+    from pairrepro import paths
+
+    where = exc.filename or "a file"
+    hint = "make the folder writable, or free disk space"
+    if exc.filename and not os.environ.get("PAIRREPRO_HOME"):
+        home = paths.home()
+        if Path(exc.filename).is_relative_to(home) or home.is_relative_to(exc.filename):
+            hint = (f"the data home {home} cannot be written here: set PAIRREPRO_HOME to a "
+                    "writable folder (e.g. export PAIRREPRO_HOME=$PWD/.pairrepro)")
+    return StorageError(f"{where}: cannot write ({exc.strerror or exc})", hint=hint)
+
+
 def handle_errors(fn: F) -> F:
     """Turn :class:`PairreproError` into a red one-paragraph message and its exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except OSError as exc:
+                if exc.errno not in CANNOT_WRITE:
+                    raise
+                raise storage_error(exc) from None
         except PairreproError as exc:
             if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
                 from pairrepro.train.distributed import record_error
@@ -76,15 +119,35 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: The largest seed: numpy's generators take seeds in 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; empty or absent -> None (the recipe's seeds)."""
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; empty or absent -> None (the recipe's seeds).
+    Checked whole before anything runs: a bad seed found later would leave a run folder
+    (``seed--1/``) or a half-done list behind."""
     if not text or not text.strip():
         return None
-    try:
-        return [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected integers separated by commas, "
-                          "e.g. --seeds 1,2,3") from None
+    example = "e.g. --seeds 1,2,3"
+    seeds: list[int] = []
+    for part in text.replace(" ", "").split(","):
+        if not part:
+            continue
+        if not (part.isascii() and part.isdecimal()):  # int() would take "-1", "+1", "1_0"
+            raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed: seeds are "
+                              f"integers from 0 to {MAX_SEED}", hint=example)
+        seed = int(part)
+        if seed > MAX_SEED:
+            raise ConfigError(f"--seeds {text!r}: {seed} is larger than {MAX_SEED}, the "
+                              "largest seed numpy takes", hint=example)
+        if seed in seeds:
+            raise ConfigError(f"--seeds {text!r}: seed {seed} is given twice",
+                              hint="name each seed once (each has one run folder)")
+        seeds.append(seed)
+    if not seeds:
+        raise ConfigError(f"--seeds {text!r}: no seed given", hint=example)
+    return seeds
 
 
 def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: Any) -> None:

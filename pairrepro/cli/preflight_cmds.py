@@ -10,8 +10,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
-from pairrepro.errors import ConfigError, PreflightError
+from pairrepro.errors import ConfigError, DataError, PreflightError
 from pairrepro.io import write_json
 
 STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "n/a": "[dim]n/a[/]"}
@@ -53,10 +54,11 @@ def preflight(
     seed: int = typer.Option(1, "--seed", help="Seed of the weights and the batch."),
     stand_in: bool = typer.Option(False, "--stand-in", help="Time a recipe whose dataset is "
                                   "not prepared on random words at its typical lengths."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="preflight.json path (one "
-                                    "recipe; default ./preflight.json)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="The record's path (one "
+                                    "recipe; default <runs>/preflight/<recipe>.json)."),
     out_dir: Path | None = typer.Option(None, "--out-dir", help="Write <DIR>/<recipe>.json "
-                                        "for each recipe instead."),
+                                        "for each recipe (bench/preflight: the plan's "
+                                        "figures)."),
 ) -> None:
     """Run a recipe's model at its full size for a few steps on one batch: check it trains.
 
@@ -65,7 +67,7 @@ def preflight(
     does not change the output. Measures pairs/s, peak memory and FLOPs per pair on this
     device. Without the training split, the dev split stands in (and says so).
 
-    Exit code 0: every check passed; 9: a check failed (named); 3: no data.
+    Exit code 0: every check passed; {preflight}: a check failed (named); {data}: no data.
 
     Examples:
 
@@ -96,8 +98,9 @@ def preflight(
         result = run_preflight(recipe, list(set_), **steps_kw, budget_s=budget,
                                device=device_t, seed=seed, stand_in=stand_in,
                                show_progress=show_progress())
-        target = (out_dir / f"{recipe.name}.json" if out_dir is not None
-                  else out or Path("preflight.json"))
+        # by default into the (ignored) runs folder: never a stray file in the project
+        folder = out_dir if out_dir is not None else paths.runs_dir() / "preflight"
+        target = out or folder / f"{recipe.name}.json"
         write_json(target, result.to_json())
         results.append(result)
         if not STATE.json:
@@ -116,4 +119,7 @@ def preflight(
 
 def register(app: typer.Typer) -> None:
     """Add ``preflight`` to the main app."""
-    add_command(app, "preflight", preflight)
+    # the exit codes of the help come from the errors themselves (errors.py's table)
+    text = (preflight.__doc__ or "").format(preflight=PreflightError.exit_code,
+                                            data=DataError.exit_code)
+    add_command(app, "preflight", preflight, help=text)

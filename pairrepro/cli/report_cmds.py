@@ -133,9 +133,9 @@ def report_paper(
 
       pairrepro report clstm --table 2
 
-      pairrepro report csran --table 6 --format md --out csran-t6.md
+      pairrepro report csran --table 6 --format md --out out/csran-t6.md
 
-      pairrepro report all --format html --out tables.html
+      pairrepro report all --format html --out out/tables.html
 
       pairrepro report all --table 2 --plan
     """
@@ -163,7 +163,8 @@ def report_runs(
     runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
 ) -> None:
-    """Every finished run's key manifest fields, one line per run.
+    """Every finished run's key manifest fields, one line per run; a stopped run says where
+    its last checkpoint stands and, when it can go on, the command that continues it.
 
     A damaged run folder shows as a line naming the file; the other runs still print.
 
@@ -179,31 +180,43 @@ def report_runs(
 def report_curves(
     run: Path = typer.Argument(..., help="A run directory runs/<recipe>/seed-<n>."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Folder for the PNG and SVG "
-                                    "(default: the run directory)."),
+                                    "(default: the run directory when it is under the runs "
+                                    "folder, else <runs>/figures)."),
 ) -> None:
     """Training curves of one run from its metrics.jsonl (PNG and SVG).
 
-    Example:
+    Examples:
 
       pairrepro report curves runs/bilstm_max_synthetic/seed-1
+
+      pairrepro report curves results/csran_trecqa/seed-1      (drawn into RUNS/figures/)
     """
     from pairrepro.report.figures import curves_figure
 
-    _say_written(curves_figure(run, out))
+    _say_written(curves_figure(run, out or _curves_dir(run)))
+
+
+def _curves_dir(run: Path) -> Path:
+    """Where a run's curves go by default: beside a run of the runs folder; anything else
+    (a tracked reference run under results/, which only ``results add`` may change) into
+    the runs folder's ``figures/``."""
+    runs = paths.runs_dir().resolve()
+    return run if run.resolve().is_relative_to(runs) else runs / "figures"
 
 
 def report_figures(
-    out: Path = typer.Option(Path("figures"), "--figures", "--out", "-o",
-                             help="Folder for the PNG and SVG files."),
+    out: Path | None = typer.Option(None, "--figures", "--out", "-o",
+                                    help="Folder for the PNG and SVG files (default: "
+                                    "<runs>/figures)."),
     runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
 ) -> None:
     """Every paper figure (CSRAN depth curves, MV-LSTM k plot) from the finished runs.
 
     Example:
 
-      pairrepro report figures --figures figs/
+      pairrepro report figures --figures out/figs/
     """
-    _figures(out, _runs_dir(runs))
+    _figures(out or paths.runs_dir() / "figures", _runs_dir(runs))
 
 
 def report_gap(
@@ -292,7 +305,7 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
         return
     if fmt != "term":
         raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
-    table = Table(*HEADERS, title=f"finished runs in {runs_dir}")
+    table = Table(*HEADERS, title=f"runs in {runs_dir}")
     for line in lines:  # escaped: paths and damage reports are not rich markup
         table.add_row(*(escape(cell) for cell in format_line(line)))
     console.print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import shlex
 from pathlib import Path
@@ -22,8 +23,15 @@ from pairrepro.cli.common import (
     parse_seeds,
     show_progress,
 )
-from pairrepro.errors import ConfigError
-from pairrepro.train.run_folder import seed_folders
+from pairrepro.config import PRECISIONS, Recipe, load_recipe
+from pairrepro.errors import ConfigError, DataError
+from pairrepro.train.run_folder import (
+    DamagedRunError,
+    RunFolder,
+    prediction_keys,
+    read_run,
+    seed_folders,
+)
 
 SPLIT_ORDER = ("train", "dev")
 
@@ -54,7 +62,7 @@ def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> 
     table.add_column("run", no_wrap=True)
     table.add_column("split", no_wrap=True)
     for name in names:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", overflow="fold")  # a number is never cut
     for run, split, metrics in rows:
         table.add_row(run, split, *(_fmt(metrics.get(n, "")) for n in names))
     return table
@@ -152,6 +160,11 @@ def train(
                                       "(default: the recipe's, auto)."),
     max_epochs: int | None = typer.Option(None, "--max-epochs", min=1,
                                           help="Shortcut for --set train.epochs=N."),
+    precision: str | None = typer.Option(
+        None, "--precision", metavar="|".join(PRECISIONS),
+        help="Shortcut for --set train.precision=P: bf16 autocasts the training forward pass "
+        "(on CUDA, and on CPUs with AMX or AVX512-BF16 units; refused on others); scores "
+        "are fp32 either way. Not a variant: verify compares it by interval."),
     print_config: bool = typer.Option(
         False, "--print-config", help="Print the resolved recipe (extends and --set "
         "applied) as TOML and exit without training."),
@@ -178,12 +191,13 @@ def train(
 
       pairrepro train recipes/csran.toml --nproc-per-node 4      (4 GPUs)
     """
-    overrides = list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
+    overrides = (list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
+                 + ([f'train.precision="{precision}"'] if precision else []))
     path = resolve_recipe(recipe)
-    if print_config:  # before importing the trainer: printing a recipe needs no torch
-        from pairrepro.config import load_recipe
-
-        resolved = load_recipe(path, overrides)
+    seed_list = parse_seeds(seeds)  # before anything runs or is written
+    resolved = load_recipe(path, overrides)
+    check_model_keys(resolved)  # what training would reject, --print-config rejects too
+    if print_config:
         if STATE.json:
             emit_json(resolved.to_dict())
         else:  # plain echo: rich reads "[recipe]" as markup and wraps long lines
@@ -194,12 +208,12 @@ def train(
         _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node)
         return
     from pairrepro.launch import default_threads, set_threads
-    from pairrepro.train.runner import summarise, train_recipe
+    from pairrepro.train.runner import train_recipe
 
     # torchrun starts LOCAL_WORLD_SIZE processes on this node: they share its cores
     set_threads(threads or default_threads(int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     try:
-        results = train_recipe(path, overrides, parse_seeds(seeds), resume=resume,
+        results = train_recipe(path, overrides, seed_list, resume=resume,
                                device=device, quiet=not show_progress(), force=force,
                                runs_dir=paths.runs_dir())
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: a checkpoint was saved
@@ -209,9 +223,21 @@ def train(
         raise typer.Exit(130) from None
     if not results or "status" not in results[0]:
         return  # a non-zero DDP rank: rank 0 reports
-    if STATE.json:
+    _print_results(results)
+
+
+def _print_results(results: list[dict[str, Any]]) -> None:
+    """What ``train`` prints of its seeds' results: JSON, a table (and the mean over seeds),
+    or with --quiet one line per seed; a request that was not carried out is a warning."""
+    from pairrepro.train.runner import summarise
+
+    if STATE.json:  # a result's "warnings" say what was asked and not done
         emit_json(results)
-    elif not STATE.quiet:
+        return
+    for r in results:  # even with --quiet: a request was not carried out
+        for warning in r.get("warnings", []):
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
+    if not STATE.quiet:
         console.print(metrics_table(results[0]["recipe"], _result_rows(results)))
         if len(results) > 1:
             summary = summarise(results)["metrics"]
@@ -225,6 +251,28 @@ def train(
             tests = {k: v.get(metric) for k, v in r["metrics"].items()}
             console.print(f"seed {r['seed']}: {metric} " +
                           " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
+
+
+def check_model_keys(recipe: Recipe) -> None:
+    """The ``[model]`` keys of ``recipe`` against its model's constructor, naming the file:
+    an unknown key (``hiden``), or a table where the constructor's default is a plain value
+    (``[model.hidden]``), which would otherwise reach the model's own arithmetic."""
+    from pairrepro.models.registry import model_hparams
+
+    name = recipe.model.name
+    allowed = model_hparams(name)  # an unknown model name: ConfigError listing the known
+    for key, value in recipe.model.hparams.items():
+        if key not in allowed:
+            raise ConfigError(f"{recipe.source}: [model] {key}: model {name!r} has no "
+                              f"hyper-parameter {key!r}",
+                              hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}")
+        default = allowed[key].default
+        if (isinstance(value, dict) and default is not inspect.Parameter.empty
+                and not isinstance(default, dict)):
+            raise ConfigError(f"{recipe.source}: [model] {key}: a table, where model "
+                              f"{name!r} takes a value such as {default!r}",
+                              hint=f"write {key} = VALUE under [model], not a [model.{key}] "
+                                   "table")
 
 
 def evaluate(
@@ -242,7 +290,8 @@ def evaluate(
     save: bool = typer.Option(False, "--save", help="Keep the result in the run folder: "
                               "evals/<split>@<variant>.json (shown by report runs)."),
 ) -> None:
-    """Re-score a run from its checkpoint and print the metrics (--json for scripts).
+    """Re-score a run from its checkpoint and print the metrics (--json for scripts). A run
+    without checkpoints (a reference run under results/) is scored from its saved predictions.
 
     Examples:
 
@@ -260,6 +309,17 @@ def evaluate(
     if ensemble and (variant or save):
         raise ConfigError("--ensemble cannot be combined with --variant or --save")
     dirs = _run_dirs(run, ensemble)
+    if any(_predictions_only(d) for d in dirs):
+        rows = [(f"{d.parent.name}/{d.name}", split,
+                 _score_saved_predictions(d, split, checkpoint, ensemble, variant, save))
+                for d in dirs]
+        if STATE.json:
+            emit_json([{"run": r, "split": s, "source": "predictions", "metrics": m}
+                       for r, s, m in rows])
+        else:
+            console.print(metrics_table(f"{split} (saved predictions of the best checkpoint)",
+                                        rows))
+        return
     if ensemble:
         rows = [(f"ensemble of {len(dirs)}", split,
                  evaluate_ensemble(dirs, split, checkpoint))]
@@ -271,10 +331,43 @@ def evaluate(
             for d, (_, _, metrics) in zip(dirs, rows, strict=True):
                 info(f"saved {record_evaluation(d, split, variant, checkpoint, metrics)}")
     if STATE.json:
-        emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "metrics": m}
-                   for r, s, m in rows])
+        emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "source": "checkpoint",
+                    "metrics": m} for r, s, m in rows])
     else:
         console.print(metrics_table(f"{rows[0][1]} ({checkpoint} checkpoint)", rows))
+
+
+def _predictions_only(run_dir: Path) -> bool:
+    """A run that keeps its saved predictions but no checkpoint (a reference run under
+    results/, copied without its weights)."""
+    folder = RunFolder(run_dir)
+    return (not any(folder.checkpoint(c).is_file() for c in ("best", "last"))
+            and bool(prediction_keys(folder)))
+
+
+def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensemble: bool,
+                             variant: str, save: bool) -> dict[str, float]:
+    """``split``'s metrics from the run's saved predictions (the functions training used),
+    or an error saying why they cannot answer what was asked."""
+    from pairrepro.report.evidence import rescore
+
+    why = f"{run_dir} keeps no checkpoint, only the predictions of its best one"
+    retrain = (f"train the recipe for a run with checkpoints (pairrepro train "
+               f"{run_dir.parent.name} --seeds {RunFolder(run_dir).seed})")
+    for wanted, flag in ((ensemble, "--ensemble"), (bool(variant), "--variant"),
+                         (save, "--save"), (checkpoint != "best", f"--checkpoint {checkpoint}")):
+        if wanted:
+            raise ConfigError(f"{flag} needs the run's model: {why}",
+                              hint=f"drop {flag.split()[0]}, or {retrain}")
+    run_info = read_run(run_dir)
+    if run_info.status == "damaged":
+        raise DamagedRunError(run_info.problem, hint="restore the run's files, or " + retrain)
+    scored = rescore(run_info)
+    if split not in scored:
+        have = ", ".join(sorted(scored)) or "none"
+        raise DataError(f"{run_dir}: no saved predictions of split {split!r}, and {why}",
+                        hint=f"splits it can score: {have} (--split NAME); or {retrain}")
+    return scored[split]
 
 
 DEMO_DATA = ("auto", "synthetic", "trecqa")

@@ -40,9 +40,12 @@ def verify(
     """Compare runs with the reference runs of the same recipe and seed in results/.
 
     Checks the prepared data (sha256), the resolved config (which keys differ; device and
-    threads do not count) and the metrics (bit-equal when device, torch build and threads
-    match; else inside the reference's 95% bootstrap interval). One verdict line per run:
-    same, consistent, different data, variant, different, no reference.
+    threads do not count) and the metrics: "same" (bit-equal) only when device, torch build,
+    threads, precision and the CPU fingerprint recorded in both manifests match; otherwise
+    every dev and test metric must lie inside the reference's 95% bootstrap interval (counts
+    equal), and a metric that cannot be checked is named and fails. One verdict line per
+    run: same, consistent, different data, variant, different, reference damaged, no
+    reference.
 
     Exit codes: 0 every run is same or consistent (runs without a reference, and runs not
     finished, are listed and skipped); 9 a run differs from its reference; 7 no run has a

@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from pairrepro import io, paths
 from pairrepro.data.fetch_record import FetchReport, FileResult, merge_record
@@ -65,15 +66,25 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
                                                 revision=spec.revision or None)
         builder.download_and_prepare()
         loaded = builder.as_dataset()
+    except yaml.YAMLError as exc:  # the dataset card's front matter (README.md)
+        raise DataError(
+            f"{location}: the YAML header of its README.md (the dataset card that declares "
+            f"the configs) cannot be read: {' '.join(str(exc).split())}",
+            hint="fix the YAML between the leading '---' lines of README.md, or fetch "
+                 "without --source hub (mirror, --from the official files)") from None
     except (ConnectionError, FileNotFoundError, OSError, ValueError) as exc:
         offline = datasets.config.HF_DATASETS_OFFLINE
+        instead = ("--from DIR (a local copy of the hub repository) or fetch without --source "
+                   "hub (mirror, --from the official files)")
         raise DownloadError(
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
             f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-            hint="with internet, unset HF_DATASETS_OFFLINE; without it, --from DIR (a local "
-                 "copy of the hub repository) or fetch without --source hub (mirror, "
-                 "--from the official files)") from exc
+            # the offline switch is named only where it is set: advice to unset a variable
+            # nobody set sends the user the wrong way
+            hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {instead}"
+                  if offline else f"check the hub id and the network, or use {instead}")
+        ) from exc
     data_files = {str(split): [str(f) for f in files]
                   for split, files in (builder.config.data_files or {}).items()}
     return loaded, data_files, str(builder.hash or "")

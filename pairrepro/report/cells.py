@@ -44,8 +44,14 @@ from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError
 from pairrepro.report import evidence
-from pairrepro.report.model_facts import committed_weights
-from pairrepro.report.numbers import format_count, format_number, parse_published, to_unit
+from pairrepro.report.model_facts import committed_weights, needs_training
+from pairrepro.report.numbers import (
+    format_count,
+    format_number,
+    from_unit,
+    parse_published,
+    to_unit,
+)
 from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
 from pairrepro.report.recipe_index import (
     RecipeIndex,
@@ -54,14 +60,20 @@ from pairrepro.report.recipe_index import (
     normalise_label,
     settings,
 )
-from pairrepro.stats import Interval
-from pairrepro.train.run_folder import RunInfo, config_differences, find_runs
+from pairrepro.stats import Interval, holm
+from pairrepro.train.run_folder import (
+    DamagedRunError,
+    RunInfo,
+    config_differences,
+    find_runs,
+)
 
 # Cell statuses, in the order a reader cares about them.
 REPRODUCED = "reproduced"
 OFF = "off"  # a hyper-parameter or parameter count that differs from the paper's
 BELOW = "below"  # a metric whose interval lies below the published value
 ABOVE = "above"
+UNDECIDED = "undecided"  # the published value sits at an endpoint, within its MC error
 VARIANT = "variant"  # only runs whose config differs from the recipe
 NO_REFERENCE = "no reference run"  # reference-only view (README): nothing in results/
 NEW = "no published value"
@@ -74,10 +86,11 @@ DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
 NOT_REPRODUCIBLE = "not reproducible"
 INFO = "info"
-STATUSES = (REPRODUCED, BELOW, ABOVE, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
+STATUSES = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
             NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
 # statuses whose cell carries a number and a verdict (no note needed)
-VERDICTS = (REPRODUCED, BELOW, ABOVE, OFF, NEW)
+VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
+ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
 REFERENCE = "reference"  # Cell.source: the number comes from results/
 OWN = "runs"  # ... from the user's runs/
 
@@ -112,6 +125,15 @@ class Cell:
     interval_note: str = ""  # why there is no interval (no predictions saved, ...)
     comparison: str = ""  # --compare-to: "+0.052 (p 0.003)"
     comparison_p: float | None = None
+    comparison_holm: float | None = None  # Holm-adjusted over the table's --compare-to tests
+    comparison_undecided: bool = False  # p < 0.05 or not may depend on the resampling seed
+    # one trained model (one seed of a model that learns): the interval covers the test
+    # units only, and the verdict is about that model, not the method
+    one_model: bool = False
+    # the selection split: the mean over seeds of the value at each run's last epoch
+    # (metrics.jsonl), beside the chosen epoch's
+    last_epoch: float | None = None
+    last_epoch_text: str = ""
 
 
 @dataclass
@@ -131,12 +153,14 @@ class EvalTable:
     compare_to: str = ""  # the row label of --compare-to
 
     def counts(self) -> dict[str, int]:
-        """How many cells have each status (info cells left out)."""
+        """How many cells have each status (info cells left out; a one-model cell's verdict
+        is no claim about the method, so it counts as ``one trained model``)."""
         out: dict[str, int] = {}
         for row in self.rows:
             for cell in row.cells:
                 if cell.status != INFO:
-                    out[cell.status] = out.get(cell.status, 0) + 1
+                    key = ONE_MODEL if cell.one_model else cell.status
+                    out[key] = out.get(key, 0) + 1
         return out
 
 
@@ -199,6 +223,10 @@ def _verdict(cell: Cell, table: PaperTable, column: Column, target: float) -> No
         low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
         ok = low - 1e-9 <= target <= high + 1e-9 or abs(cell.delta) <= band
         cell.rule = "interval"
+        if abs(cell.delta) > band and cell.interval.straddles(from_unit(target, column)):
+            # inside or not would depend on the resampling seed: no verdict
+            cell.status = UNDECIDED
+            return
     else:
         ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
         cell.rule = "tolerance"
@@ -206,24 +234,57 @@ def _verdict(cell: Cell, table: PaperTable, column: Column, target: float) -> No
 
 
 def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunInfo]) -> None:
-    """Mean, interval (when the predictions allow one), text and verdict from ``runs``."""
+    """Mean, interval (when the predictions allow one), text and verdict from ``runs``; a run
+    whose result.json disagrees with its predictions makes the cell damaged (no number)."""
+    try:
+        units = evidence.run_units(runs, column.metric)
+    except ValueError as exc:
+        units, cell.interval_note = None, str(exc)
+    except DamagedRunError as exc:  # TamperedRunError included: nothing here can be trusted
+        cell.status, cell.runs = DAMAGED, []
+        cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return
     values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
     cell.mean, cell.std, cell.reproduced_text = _values_text(values, column)
     cell.seeds = [r.seed for r in runs]
-    try:
-        cell.interval = evidence.interval(evidence.run_units(runs, column.metric))
-    except ValueError as exc:
-        cell.interval, cell.interval_note = None, str(exc)
+    model = str(runs[0].config.get("model", {}).get("name", ""))
+    # a run without a model name (hand-written test folders) makes no claim either way
+    cell.one_model = len(runs) == 1 and bool(model) and needs_training(model) is not False
+    _fill_last_epoch(cell, column, runs)
+    target = parse_published(cell.published)
+    targets = () if target is None else (from_unit(target, column),)
+    cell.interval = evidence.interval(units, targets) if units is not None else None
     if cell.interval is not None:
         low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
         cell.interval_text = f"[{format_number(low, column)}, {format_number(high, column)}]"
     elif len(values) > 1:
         cell.reproduced_text += f" ± {format_number(cell.std, column)}"
-    target = parse_published(cell.published)
     if target is None:
         cell.status = NEW
     else:
         _verdict(cell, table, column, target)
+
+
+def _fill_last_epoch(cell: Cell, column: Column, runs: list[RunInfo]) -> None:
+    """For a column on the split epochs are chosen on (``data.dev_split``, scored in each
+    epoch's line of metrics.jsonl), the mean over seeds of the last epoch's value: the chosen
+    epoch's value is the best of several looks at this split, the last epoch's is not."""
+    split, name = column.metric.split(".", 1)
+    found = []
+    for run in runs:
+        if run.config.get("data", {}).get("dev_split", "dev") != split:
+            return  # not the selection split: its value was looked at once
+        try:
+            log = run.folder.read_metrics()
+        except DamagedRunError:
+            return
+        value = log[-1].get(split, {}).get(name) if log else None
+        if not isinstance(value, int | float):
+            return
+        found.append(to_unit(float(value), column))
+    if found:
+        cell.last_epoch = statistics.fmean(found)
+        cell.last_epoch_text = f"last epoch {format_number(cell.last_epoch, column)}"
 
 
 def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
@@ -243,11 +304,20 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     if own or refs:
         cell.source, cell.runs = (OWN, own) if own else (REFERENCE, refs)
         _fill_number(cell, table, column, cell.runs)
+        if cell.status == DAMAGED:
+            return cell
         if own and refs:
-            cell.reference_runs = refs
-            ref_mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
-                                        for r in refs)
-            cell.reference_text = f"ref {format_number(ref_mean, column)}"
+            try:
+                for ref in refs:
+                    evidence.check_recorded(ref)
+            except DamagedRunError as exc:
+                cell.reference_text = "ref damaged"
+                notes.append(exc.message)
+            else:
+                cell.reference_runs = refs
+                ref_mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
+                                            for r in refs)
+                cell.reference_text = f"ref {format_number(ref_mean, column)}"
         pending = [r for r in runs if r.status == "running"]
         stopped = [r for r in runs if r.status in ("stale", "interrupted")]
         notes += [f"{len(pending)} more seed(s) running"] if pending else []
@@ -492,8 +562,14 @@ def compare_to(ev: EvalTable, label: str) -> EvalTable:
                 cell.detail = "; ".join(x for x in (cell.detail, f"--compare-to: {exc}") if x)
                 continue
             diff = format_number(to_unit(test.difference, column), column, signed=True)
-            cell.comparison, cell.comparison_p = f"{diff} ({p_text(test.p_value)})", \
-                test.p_value
+            cell.comparison_undecided = test.straddles()
+            undecided = ", undecided at 0.05" if cell.comparison_undecided else ""
+            cell.comparison, cell.comparison_p = \
+                f"{diff} ({p_text(test.p_value)}{undecided})", test.p_value
+    tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
+    for cell, adjusted in zip(tested, holm([c.comparison_p or 1.0 for c in tested]),
+                              strict=True):
+        cell.comparison_holm = adjusted
     return ev
 
 
@@ -533,7 +609,10 @@ def eval_to_json(ev: EvalTable) -> dict[str, Any]:
                  "source": c.source, "rule": c.rule,
                  "interval": None if c.interval is None else [c.interval.low, c.interval.high],
                  "variant_keys": c.variant_keys, "comparison": c.comparison,
-                 "comparison_p": c.comparison_p,
+                 "comparison_p": c.comparison_p, "comparison_holm": c.comparison_holm,
+                 "one_model": c.one_model, "last_epoch": c.last_epoch,
+                 "mc_se": None if c.interval is None else c.interval.mc_se,
+                 "resamples": None if c.interval is None else c.interval.resamples,
                  "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
                            "commit": run.commit, "chosen_epoch": run.chosen_epoch,
                            "problem": run.problem}

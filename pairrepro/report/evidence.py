@@ -7,31 +7,128 @@ pair for classification (correct or not for accuracy; the predicted and gold cla
 which is not a mean and is recomputed from counts). Several seeds give a ``[seeds, units]``
 matrix on the same units. Predictions come through
 :func:`pairrepro.train.run_folder.read_predictions` (the report opens no parquet file), and
-the per-unit values must give back each run's ``result.json`` value (to 1e-6): when they do
-not, no interval is claimed.
+every metric a run's ``result.json`` records must be what its saved predictions give (to
+1e-6; :func:`check_recorded`): when one is not, the run is damaged or was edited by hand, and
+:class:`TamperedRunError` names the file (no interval, no number, no test is claimed from it).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from pairrepro.metrics import per_query_metrics
+from pairrepro.errors import DataError
+from pairrepro.metrics import classification_metrics, per_query_metrics, ranking_metrics
 from pairrepro.stats import (
     Interval,
     PairedTest,
     f1_interval,
+    macro_f1_interval,
     mean_interval,
     paired_f1_test,
     paired_randomization_test,
+    ratio_interval,
 )
-from pairrepro.train.run_folder import DamagedRunError, RunInfo, read_predictions
+from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, read_predictions
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
 # the seed of every resampling: the same runs always give the same interval and p-value
 BOOTSTRAP_SEED = 0
+
+
+# how far a recorded metric may lie from the one its predictions give (float32 scores and
+# summation order move the 1e-16 digits, an edit moves the visible ones)
+RECORD_TOLERANCE = 1e-6
+
+
+class TamperedRunError(DamagedRunError):
+    """A run's ``result.json`` disagrees with what its saved predictions give: one of the two
+    was edited or damaged, so neither can be trusted (exit 3)."""
+
+
+def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
+    """Every split's metrics recomputed from the run's saved predictions (the same functions
+    training used); splits without saved predictions are left out. A prediction file that
+    cannot be read or scored is a :class:`DamagedRunError`."""
+    out: dict[str, dict[str, float]] = {}
+    for split, recorded in sorted(run.metrics.items()):
+        frame = read_predictions(run.folder, split)
+        if frame is None:
+            continue
+        try:
+            if "map" in recorded and "score" in frame.columns:
+                no_positive = str(run.manifest.get("no_positive") or "skip")
+                out[split] = ranking_metrics(frame["group_id"].astype(str).tolist(),
+                                             frame["label"].to_numpy(),
+                                             frame["score"].to_numpy(),
+                                             frame["pair_id"].astype(str).tolist(), no_positive)
+            elif "accuracy" in recorded and "prediction" in frame.columns:
+                gold, pred = frame["label"].to_numpy(), frame["prediction"].to_numpy()
+                # a binary run records the F1 of class 1; macro F1 counts every class
+                classes = 2 if "f1" in recorded else int(max(gold.max(), pred.max())) + 1
+                out[split] = classification_metrics(gold, pred, classes)
+        except (DataError, KeyError, ValueError) as exc:
+            raise DamagedRunError(f"{run.folder.predictions(split)}: cannot be scored ({exc})",
+                                  hint=_TAMPER_HINT) from None
+    return out
+
+
+_TAMPER_HINT = ("restore the run's files as committed (git checkout -- FOLDER), or retrain "
+                "it and add it again (pairrepro results add runs/RECIPE/seed-N --force)")
+_CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
+
+
+def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
+    """The run's result.json and prediction files as (name, size, mtime): a file rewritten
+    since the last check gets checked again."""
+    files = [run.folder.path / "result.json",
+             *sorted((run.folder.path / "predictions").glob("*.parquet"))]
+    stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    return str(run.folder.path.resolve()), tuple(stats)
+
+
+def check_recorded(run: RunInfo) -> None:
+    """Raise :class:`TamperedRunError` naming ``result.json`` when a metric it records differs
+    from what the saved predictions give (every split with predictions, every metric they
+    give). Runs already checked and unchanged since are not scored again."""
+    key = _signature(run)
+    if key in _CHECKED:
+        return
+    problems = []
+    for split, values in rescore(run).items():
+        for name, recorded in sorted(run.metrics.get(split, {}).items()):
+            given = values.get(name)
+            if given is None:
+                continue
+            if not isinstance(recorded, int | float) or not math.isclose(
+                    float(recorded), given, rel_tol=0, abs_tol=RECORD_TOLERANCE):
+                problems.append(f"{split}.{name} {recorded!r} where "
+                                f"predictions/{split}.parquet give {given:.6f}")
+    if problems:
+        raise TamperedRunError(f"{Path(run.path) / 'result.json'} disagrees with its saved "
+                               f"predictions: {'; '.join(problems)}", hint=_TAMPER_HINT)
+    _CHECKED.add(key)
+
+
+def tampered_runs(results_dir: Path) -> list[str]:
+    """Why each finished run under ``results_dir`` cannot be trusted (a damaged folder, or
+    result.json against its predictions); empty when every one checks."""
+    problems = []
+    for run in all_runs(results_dir):
+        if run.status == "damaged":
+            problems.append(run.problem or f"{run.path}: damaged")
+            continue
+        if run.status != "finished":
+            continue
+        try:
+            check_recorded(run)
+        except DamagedRunError as exc:
+            problems.append(exc.message)
+    return problems
 
 
 def unit_name(metric: str) -> str:
@@ -93,17 +190,20 @@ def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
 def run_units(runs: list[RunInfo], metric: str) -> Units:
     """The per-unit values of ``metric`` over the finished ``runs`` (one row per seed).
 
-    Raises ``ValueError`` (with the reason a note can print) when a run has no readable
-    predictions, the seeds were scored on different units, or the per-unit values do not
-    give back a run's recorded value."""
+    Raises ``ValueError`` (with the reason a note can print) when a run has no predictions
+    for the split, or the seeds were scored on different units; :class:`TamperedRunError`
+    (not a ValueError: no caller may fall back to a number without evidence) when a run's
+    result.json disagrees with its predictions."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
+        check_recorded(run)
         kind, seed_ids, values, seed_labels = _seed_units(run, metric)
         recorded = run.value(metric)
         point = _point(kind, values, seed_labels)
-        if recorded is None or abs(point - recorded) > 1e-6:
-            raise ValueError(f"{run.path}: predictions give {metric} {point:.6f}, result.json "
-                             f"{recorded}")
+        if recorded is None or abs(point - recorded) > RECORD_TOLERANCE:
+            raise TamperedRunError(f"{Path(run.path) / 'result.json'}: {metric} {recorded!r} "
+                                   f"where its predictions give {point:.6f}",
+                                   hint=_TAMPER_HINT)
         if ids is not None and seed_ids != ids:
             raise ValueError(f"{run.path}: scored on other {metric.split('.')[0]} units than "
                              "the other seeds")
@@ -115,11 +215,54 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
                  labels=labels, seeds=tuple(r.seed for r in runs))
 
 
-def interval(units: Units) -> Interval:
-    """The 95% two-level bootstrap interval of the metric (units and seeds resampled)."""
+def interval(units: Units, targets: tuple[float, ...] = ()) -> Interval:
+    """The 95% two-level bootstrap interval of the metric (units and seeds resampled), with
+    resamples enough that whether each of ``targets`` (in the metric's scale: the values a
+    verdict compares with) lies inside does not depend on the seed, or says it may
+    (:meth:`pairrepro.stats.Interval.straddles`)."""
     if units.kind == "f1":
-        return f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED)
-    return mean_interval(units.values, seed=BOOTSTRAP_SEED)
+        return f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
+                           targets=targets)
+    return mean_interval(units.values, seed=BOOTSTRAP_SEED, targets=targets)
+
+
+def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(query ids, tied candidates, candidates) of every evaluated query: the units of
+    ``tie_share`` (a candidate is tied when another of its query has the same score)."""
+    frame = read_predictions(run.folder, split)
+    if frame is None or "score" not in frame.columns:
+        raise ValueError(f"{run.path} has no ranking predictions/{split}.parquet")
+    frame = frame.assign(group_id=frame["group_id"].astype(str))
+    size = frame.groupby(["group_id", "score"])["score"].transform("size")
+    per_query = frame.assign(tied=(size > 1).astype(np.float64), one=1.0,
+                             rel=(frame["label"] > 0).astype(np.float64)
+                             ).groupby("group_id")[["tied", "one", "rel"]].sum().sort_index()
+    if str(run.manifest.get("no_positive") or "skip") == "skip":
+        per_query = per_query[per_query["rel"] > 0]
+    return (per_query.index.tolist(), per_query["tied"].to_numpy(),
+            per_query["one"].to_numpy())
+
+
+def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
+                    ) -> Interval:
+    """The 95% interval of any metric the predictions give per unit: the means and F1 of
+    :func:`run_units`, macro F1 (pairs) and tie share (tied over all candidates, queries as
+    units). ``ValueError`` for a metric with no such interval (a count, an Ubuntu R@k)."""
+    split, name = metric.split(".", 1)
+    if name == "macro_f1":
+        units = run_units(runs, f"{split}.f1")
+        return macro_f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
+                                 targets=targets)
+    if name == "tie_share":
+        for run in runs:
+            check_recorded(run)
+        found = [_tie_counts(run, split) for run in runs]
+        if any(ids != found[0][0] for ids, _, _ in found):
+            raise ValueError(f"the seeds were scored on other {split} queries")
+        return ratio_interval(np.vstack([t for _, t, _ in found]),
+                              np.vstack([c for _, _, c in found]), seed=BOOTSTRAP_SEED,
+                              targets=targets)
+    return interval(run_units(runs, metric), targets)
 
 
 # how the paired test treats F1 over seeds, in the words every report footer uses

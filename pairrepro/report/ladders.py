@@ -27,6 +27,7 @@ from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
 from pairrepro.schema import Schema, validate
+from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
 from pairrepro.train.run_folder import RunInfo, find_runs
 
 LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
@@ -113,6 +114,7 @@ class StepValue:
     difference: float | None = None  # minus the step before, per-unit means
     p_value: float | None = None
     versus: str = ""  # "+0.012 (p 0.412)", "n/a (why)" or "" (no step before)
+    holm: float | None = None  # Holm-adjusted over the ladder's tests
 
 
 @dataclass
@@ -167,8 +169,9 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
         value.versus = f"n/a ({exc})"
         return value
     value.difference, value.p_value = to_unit(test.difference, column), test.p_value
+    undecided = ", undecided at 0.05" if test.straddles() else ""
     value.versus = (f"{format_number(value.difference, column, signed=True)} "
-                    f"({p_text(test.p_value)})")
+                    f"({p_text(test.p_value)}{undecided})")
     return value
 
 
@@ -194,6 +197,9 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
                 for k, ((column, _), found) in enumerate(zip(columns, units, strict=True))]
             before = units
         steps.append(result)
+    tested = [v for step in steps for v in step.values if v.p_value is not None]
+    for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
+        value.holm = adjusted
     return LadderResult(name, ladder, columns, steps)
 
 
@@ -202,19 +208,20 @@ def ladder_markdown(result: LadderResult) -> str:
     ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
-        head += [f"{column.header} [95% interval]", "vs step before"]
+        head += [f"{column.header} [95% interval]", "vs step before", "Holm p"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for step in result.steps:
         cells = [str(step.number), step.change, f"`{step.recipe}`"]
         if not step.values:
             cells.append(f"no reference run yet: `pairrepro train recipes/{step.recipe}.toml`")
-            cells += ["", ""] * len(columns)
+            cells += ["", "", ""] * len(columns)
         else:
             cells.append(", ".join(f"{seed} ({epoch})"
                                    for seed, epoch in zip(step.seeds, step.chosen_epochs,
                                                           strict=True)))
             for value in step.values:
-                cells += [value.text, value.versus]
+                cells += [value.text, value.versus,
+                          "" if value.holm is None else p_text(value.holm).removeprefix("p ")]
         lines.append("| " + " | ".join(cells) + " |")
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
@@ -231,7 +238,12 @@ def ladder_markdown(result: LadderResult) -> str:
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
               f"values (means over seeds of the per-unit values; {evidence.F1_PAIRING}) and "
-              f"the two-sided p-value of a paired randomization test on the same {units}."]
+              f"the two-sided p-value of a paired randomization test on the same {units} "
+              f"(resamples until the p-value's Monte-Carlo s.e. is at most {P_SE:g}, at most "
+              f"{TEST_CAP:,}; undecided at 0.05: p within the larger of {P_MARGIN:g} and "
+              f"{MC_Z:g} MC s.e. of 0.05); Holm p: adjusted "
+              f"by Holm's step-down method over the ladder's "
+              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]

@@ -41,3 +41,8 @@ def format_count(value: float) -> str:
 def to_unit(value: float, column: Column) -> float:
     """A fraction (as runs record metrics) in ``column``'s unit."""
     return value * 100 if column.unit == "%" else value
+
+
+def from_unit(value: float, column: Column) -> float:
+    """A value in ``column``'s unit as a fraction (the scale runs record metrics in)."""
+    return value / 100 if column.unit == "%" else value

@@ -10,7 +10,12 @@ the per-seed differences, seeds paired in order), read with one rule (:func:`ver
 * **holds**: our difference has the paper's sign and p < alpha;
 * **same direction, not significant**: the paper's sign, p >= alpha;
 * **reversed, not significant** / **reversed**: the other sign, p >= alpha / p < alpha;
-* a printed tie **holds** when p >= alpha and is **broken** when p < alpha.
+* a printed tie **holds** when p >= alpha and is **broken** when p < alpha;
+* **undecided** when alpha lies within the p-value's Monte-Carlo error (resampling stops at
+  its cap with ``p < alpha`` still depending on the seed: :mod:`pairrepro.stats`).
+
+Every ordering also carries its Holm-adjusted p-value over all the table's orderings (the
+verdicts use the raw p-value; the adjusted one says what survives the number of tests).
 
 Rows of the comparison block (recipes' ``compares``) are not the paper's and are left out.
 """
@@ -25,6 +30,7 @@ from pairrepro.report import evidence
 from pairrepro.report.cells import COMPARISON_BLOCK, EvalTable, p_text
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column
+from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP, holm
 
 ALPHA = 0.05
 
@@ -34,9 +40,10 @@ REVERSED_NOT_SIGNIFICANT = "reversed, not significant"
 REVERSED = "reversed"
 TIE_HOLDS = "tie holds"
 TIE_BROKEN = "tie broken"
+UNDECIDED = "undecided"
 NO_TEST = "no test"
 VERDICTS = (HOLDS, SAME_DIRECTION, REVERSED_NOT_SIGNIFICANT, REVERSED, TIE_HOLDS, TIE_BROKEN,
-            NO_TEST)
+            UNDECIDED, NO_TEST)
 
 
 @dataclass
@@ -53,6 +60,8 @@ class Ordering:
     difference: float | None = None  # ours, higher row minus lower row, in the column's unit
     p_value: float | None = None
     text: str = ""  # "+0.02 (p 0.354)" or why there is no test
+    holm: float | None = None  # Holm-adjusted over the table's orderings
+    one_model: bool = False  # a row is one trained model: no claim about the method
 
     @property
     def tie(self) -> bool:
@@ -81,6 +90,7 @@ class _RowUnits:
     published: float
     units: evidence.Units | None
     problem: str = ""
+    one_model: bool = False
 
 
 def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
@@ -97,14 +107,15 @@ def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
             units, problem = evidence.run_units(cell.runs, column.metric), ""
         except ValueError as exc:
             units, problem = None, str(exc)
-        rows.append(_RowUnits(erow.row.printed_label, published, units, problem))
+        rows.append(_RowUnits(erow.row.printed_label, published, units, problem,
+                              cell.one_model))
     return rows
 
 
 def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float) -> Ordering:
     high, low = (first, second) if first.published >= second.published else (second, first)
     found = Ordering(column.header, column.metric, high.label, low.label, high.published,
-                     low.published, NO_TEST)
+                     low.published, NO_TEST, one_model=high.one_model or low.one_model)
     if high.units is None or low.units is None:
         found.text = f"n/a ({high.problem or low.problem})"
         return found
@@ -114,8 +125,9 @@ def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float)
         found.text = f"n/a ({exc})"
         return found
     found.difference, found.p_value = to_unit(test.difference, column), test.p_value
-    found.verdict = verdict(high.published - low.published, test.difference, test.p_value,
-                            alpha)
+    found.verdict = (UNDECIDED if test.straddles(alpha) else
+                     verdict(high.published - low.published, test.difference, test.p_value,
+                             alpha))
     # one decimal more than the paper prints: a difference smaller than its last digit
     # still shows its sign
     finer = column.model_copy(update={"decimals": column.decimals + 1})
@@ -131,6 +143,9 @@ def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
             continue
         for first, second in combinations(_paper_rows(ev, column), 2):
             found.append(_ordering(column, first, second, alpha))
+    tested = [o for o in found if o.p_value is not None]
+    for item, adjusted in zip(tested, holm([o.p_value or 1.0 for o in tested]), strict=True):
+        item.holm = adjusted
     return found
 
 
@@ -141,23 +156,31 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
         return (f"{title}\n\nNo two rows of the paper have both a published value and a "
                 "reference run in the same column.\n")
     columns = {c.header: c for c in ev.table.columns}
-    lines = [title, "", "| column | the paper | published | ours (higher − lower) | verdict |",
-             "|---|---|---|---|---|"]
+    lines = [title, "", "| column | the paper | published | ours (higher − lower) | Holm p | "
+             "verdict |", "|---|---|---|---|---|---|"]
     for item in orderings:
         column = columns[item.column]
         sign = "=" if item.tie else ">"
         published = (f"{format_number(item.published_higher, column)} {sign} "
                      f"{format_number(item.published_lower, column)}")
-        lines.append(f"| {item.column} | {item.higher} {sign} {item.lower} | {published} | "
-                     f"{item.text} | {item.verdict} |")
+        adjusted = "" if item.holm is None else p_text(item.holm).removeprefix("p ")
+        dagger = " †" if item.one_model else ""
+        lines.append(f"| {item.column} | {item.higher} {sign} {item.lower}{dagger} | "
+                     f"{published} | {item.text} | {adjusted} | {item.verdict} |")
     counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
               f"{', '.join(sorted({evidence.unit_name(o.metric) for o in orderings}))}, with "
-              "the two-sided p-value of a paired randomization test (10,000 resamples; "
-              f"{evidence.F1_PAIRING}); significant means "
-              f"p < {alpha:g}. A row needs a published value and a reference run to be "
-              "compared."]
+              "the two-sided p-value of a paired randomization test (resamples in batches "
+              f"of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. sqrt(p(1-p)/R) is at "
+              f"most {P_SE:g}, at most {TEST_CAP:,}; undecided where p lies within the larger "
+              f"of {P_MARGIN:g} and {MC_Z:g} MC s.e. of {alpha:g}; {evidence.F1_PAIRING}); "
+              f"significant means p < {alpha:g}. Holm p: adjusted by Holm's step-down "
+              f"method over the {sum(o.holm is not None for o in orderings)} tests of this "
+              "table. A row needs a published value and a reference run to be compared."]
+    if any(o.one_model for o in orderings):
+        lines[-1] += (" †: a row is one trained model (one seed); the test says what that "
+                      "model does, not the method.")
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,7 @@ error names the file, the table (``tables[0] (Table 2)``), the block and the row
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -115,6 +116,8 @@ class Row(Schema):
                 if mark not in columns:
                     raise ValueError(f"bold/best: unknown column {mark!r} (columns: "
                                      f"{', '.join(columns)})")
+        for key, unit in context.get("units", {}).items():
+            _check_scale(key, self.values.get(key, ""), unit)
         if context.get("kind") == "hparams" and not self.keys:
             raise ValueError("an hparams row needs keys = [\"section.key\", ...]")
         return self
@@ -122,6 +125,21 @@ class Row(Schema):
     @property
     def printed_label(self) -> str:
         return f"{self.label} ({self.cite})" if self.cite else self.label
+
+
+# the largest magnitude a published metric may have in each unit, and its name in errors
+SCALE = {"%": (100.0, "percentage (0..100)"), "fraction": (1.0, "fraction (0..1)")}
+
+
+def _check_scale(key: str, printed: str, unit: str) -> None:
+    """A published number must fit its column's unit: "85.4" in a fraction column is a
+    percentage typed into the wrong scale, and would be compared as 85.4."""
+    if not _NUMBER.match(printed) or not any(ch.isdigit() for ch in printed):
+        return  # "-", "" or not a plain number: nothing to compare
+    largest, name = SCALE[unit]
+    if abs(float(printed.replace("−", "-"))) > largest:
+        raise ValueError(f"{key}: {printed!r} is not a {name}, the unit of column {key!r} "
+                         f"(unit = {unit!r})")
 
 
 class Block(Schema):
@@ -258,6 +276,21 @@ class _PaperHead(Schema):
 _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
 
 
+@functools.cache
+def metric_names() -> frozenset[str]:
+    """Every metric name a run's result.json records, as the metric functions of
+    :mod:`pairrepro.metrics` return them: called on a two-class example and on one query of
+    ten candidates with one positive (which adds R10@k and R2@1), so this cannot fall behind
+    the functions training uses."""
+    import numpy as np
+
+    from pairrepro.metrics import classification_metrics, ranking_metrics
+
+    labels = np.array([1] + [0] * 9)
+    ranking = ranking_metrics(["q"] * 10, labels, np.arange(10.0)[::-1].copy())
+    return frozenset(classification_metrics(labels, labels, 2)) | frozenset(ranking)
+
+
 def _with_format(column: Column, published: list[str]) -> Column:
     """Decimals and leading-zero style from the paper's own numbers in this column, unless the
     file gives them."""
@@ -285,10 +318,15 @@ def _load_table(paper: str, raw: Any, where: str) -> PaperTable:
         elif col.kind == "metric" and "." not in col.metric:
             raise ConfigError(f"{where}: columns[{i}] {col.key!r}: metric: expected "
                               f"'<split>.<metric>' (e.g. test.accuracy), got {col.metric!r}")
+        elif col.kind == "metric" and col.metric_name not in metric_names():
+            raise ConfigError(f"{where}: columns[{i}] {col.key!r}: metric: unknown metric "
+                              f"{col.metric_name!r} in {col.metric!r}",
+                              hint=f"metrics a run records: {', '.join(sorted(metric_names()))}")
     keys = [c.key for c in columns]
     if len(set(keys)) != len(keys):
         raise ConfigError(f"{where}: column keys must be unique, got {keys}")
-    context = {"columns": keys, "kind": head.kind}
+    units = {c.key: c.unit for c in columns if c.kind == "metric"}
+    context = {"columns": keys, "kind": head.kind, "units": units}
     blocks: list[Block] = []
     for b, braw in enumerate(head.blocks):
         bw = f"{where} blocks[{b}]"

@@ -30,7 +30,9 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field
 
 from pairrepro import paths
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
@@ -39,8 +41,15 @@ from pairrepro.io import read_toml
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import Paper, PaperTable
 from pairrepro.report.recipe_index import RecipeIndex
+from pairrepro.schema import Schema, validate
 from pairrepro.tasks import POINTWISE_RANKING, task_for
-from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, find_runs
+from pairrepro.train.run_folder import (
+    DamagedRunError,
+    RunInfo,
+    all_runs,
+    config_differences,
+    find_runs,
+)
 
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
 PREFLIGHT_DIR = paths.PROJECT_DIR / "bench" / "preflight"
@@ -122,18 +131,80 @@ def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
     return models
 
 
+class PreflightCheck(Schema):
+    """One check of a preflight record (``pairrepro.train.preflight.Check``)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    name: str
+    status: Literal["pass", "fail", "n/a"]
+
+
+class PreflightRecord(Schema):
+    """What the plan and the README read of ``bench/preflight/<recipe>.json``. The record's
+    other keys (losses, step times, parameter counts) are diagnostics that preflight adds to
+    over time: they pass unchecked, since no estimate is computed from them."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    recipe: str
+    pairs_per_s: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    hardware: Literal["cpu", "gpu"]
+    flops_per_pair: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    peak_mb: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    steps: Annotated[int, Field(ge=0)] = 0
+    checks: list[PreflightCheck] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
 def load_preflight(folder: Path | None = None) -> dict[str, dict[str, Any]]:
-    """``bench/preflight/<recipe>.json`` as ``{recipe: preflight.json}`` (unreadable files
-    are skipped: a plan is an estimate)."""
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted((folder or PREFLIGHT_DIR).glob("*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(data, dict) and data.get("pairs_per_s"):
-            out[path.stem] = data
-    return out
+    """``bench/preflight/<recipe>.json`` as ``{recipe: preflight.json}``. A record that
+    cannot be read or whose figures are impossible is a :class:`ConfigError` naming the file
+    and key: skipping it would silently put another recipe's figure in its place."""
+    return {path.stem: load_preflight_record(path)
+            for path in sorted((folder or PREFLIGHT_DIR).glob("*.json"))}
+
+
+def load_preflight_record(path: Path) -> dict[str, Any]:
+    """One ``bench/preflight/<recipe>.json``, validated (:class:`PreflightRecord`)."""
+    again = (f"measure it again (pairrepro preflight {path.stem} --out-dir {path.parent}), "
+             "or delete the file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc})", hint=again) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column "
+                          f"{exc.colno}: {exc.msg})", hint=again) from None
+    record = validate(PreflightRecord, data, str(path), hint=again)
+    if record.recipe != path.stem:
+        raise ConfigError(f"{path}: recipe: {record.recipe!r} is not the file's recipe "
+                          f"{path.stem!r}", hint=again)
+    return data
+
+
+# keys that change how long or how often a run trains or is scored, not one training step:
+# a preflight record of the recipe still vouches for a config that differs in them
+STEP_NEUTRAL = frozenset({"train.epochs", "train.patience", "train.score_train_pairs",
+                          "train.eval_batch_size", "train.checkpoint_every"})
+
+
+def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None = None) -> str:
+    """Why ``recipe`` with the resolved ``config`` (``Recipe.to_dict()``) has no passing
+    preflight record of that config in ``folder`` (``bench/preflight``); "" when it has one.
+    The gate of ``results add``: nothing is a reference run before its recipe passed."""
+    path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
+    if not path.is_file():
+        return f"no preflight record {path}"
+    data = load_preflight_record(path)
+    failed = [c["name"] for c in data.get("checks", []) if c.get("status") == "fail"]
+    if failed:
+        return f"{path}: failed check(s) {', '.join(failed)}"
+    if not data.get("config"):
+        return f"{path} does not say which config it checked (made before records did)"
+    diffs = config_differences(data["config"], config, also_ignore=STEP_NEUTRAL)
+    if diffs:
+        return f"{path} checked another config: " + ", ".join(
+            f"{key} {theirs!r} there, {mine!r} here" for key, (theirs, mine) in diffs.items())
+    return ""
 
 
 def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:

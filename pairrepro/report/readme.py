@@ -25,6 +25,7 @@ from pathlib import Path
 from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
+from pairrepro.report.evidence import TamperedRunError, tampered_runs
 from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.recipe_index import load_recipe_index
 
@@ -96,6 +97,13 @@ def _runs(results: Path) -> str:
     return to_markdown(collect(results))
 
 
+def _bench(results: Path) -> str:
+    """The model benchmark table: reference-marked bench records, not ``results/``."""
+    from pairrepro.report.bench_records import bench_markdown
+
+    return bench_markdown()
+
+
 # section name -> how it is rendered from the results folder (README order)
 SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table6": _table("csran", 6),
@@ -110,6 +118,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
     "runs": _runs,
     "preflight": _preflight,
+    "benchmarks": _bench,
 }
 
 
@@ -118,6 +127,15 @@ def render_sections(results_dir: Path | None = None) -> dict[str, str]:
     from the project folder with ``results/`` named relatively (links and paths in the
     README must not depend on where the clone lives)."""
     folder = (results_dir or paths.results_dir()).absolute()
+    # a README number must be what the committed predictions give: one hand-edited or
+    # damaged run stops the rewrite (and --check), naming every such file
+    problems = tampered_runs(folder)
+    if problems:
+        raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "
+                               "trusted: " + " | ".join(problems),
+                               hint="restore them as committed (git checkout -- results/), or "
+                                    "retrain and add them again (pairrepro results add RUN "
+                                    "--force)")
     with contextlib.chdir(paths.PROJECT_DIR):
         results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
         return {name: render(results) for name, render in SECTIONS.items()}

@@ -33,24 +33,37 @@ from pairrepro.report.cells import (
     REPRODUCED,
     RUNNING,
     STALE,
+    UNDECIDED,
     VARIANT,
     VERDICTS,
     Cell,
     EvalTable,
+    p_text,
 )
 from pairrepro.report.evidence import F1_PAIRING
 from pairrepro.report.model_facts import needs_training
-from pairrepro.stats import CONFIDENCE, RESAMPLES
+from pairrepro.stats import (
+    CONFIDENCE,
+    ENDPOINT_SE,
+    INTERVAL_CAP,
+    MC_Z,
+    P_MARGIN,
+    P_SE,
+    RESAMPLES,
+    TEST_BATCH,
+    TEST_CAP,
+)
 from pairrepro.train.run_folder import RunInfo
 
 FORMATS = ("term", "md", "latex", "html")
-MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑"}
+MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
 SHORT = {
     RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
     NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
     NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant",
 }
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
+         UNDECIDED: "yellow",
          VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
          FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
          NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
@@ -96,16 +109,27 @@ def _where(runs: list[RunInfo]) -> str:
     return ", ".join(seen)
 
 
+def _commit(run: RunInfo) -> str:
+    """The run's commit as its manifest records it, ``+dirty`` when the code was not all
+    committed (``unknown`` without a record)."""
+    git = run.manifest.get("git") if isinstance(run.manifest.get("git"), dict) else {}
+    commit = str(git.get("commit") or run.commit or "")[:10] or "unknown"
+    return commit + ("+dirty" if git.get("dirty") else "")
+
+
 def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) -> str:
-    finished = [r for r in runs if r.status == "finished"]
-    commits = sorted({r.commit[:10] for r in finished if r.commit}) or ["unknown"]
+    finished = sorted((r for r in runs if r.status == "finished"), key=lambda r: r.seed)
+    commits = [_commit(r) for r in finished] or ["unknown"]
+    if len(set(commits)) == 1:
+        commits = commits[:1]  # one commit for every seed
     seeds = ",".join(str(r.seed) for r in finished)
     epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
     folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
     setup = _run_setup(finished[0].config) if finished else ""
     where = _where(finished)
     return (f"{folder} ({'reference run; ' if reference else ''}"
-            f"{'made on ' + where + '; ' if where else ''}commit {', '.join(commits)}; "
+            f"{'made on ' + where + '; ' if where else ''}"
+            f"commit{'s in seed order' if len(commits) > 1 else ''} {', '.join(commits)}; "
             f"seeds {seeds}; chosen epochs {epochs}{'; ' + setup if setup else ''})")
 
 
@@ -138,8 +162,12 @@ def _ours(cell: Cell, layout: Layout) -> Text:
             parts.append(cell.interval_text)
         if cell.delta_text:
             parts.append(f"({cell.delta_text})")
-        if cell.status in MARKS:
+        if cell.one_model and cell.status in MARKS:
+            parts.append("†")  # one trained model: no verdict about the method
+        elif cell.status in MARKS:
             parts.append(MARKS[cell.status])
+        if cell.last_epoch_text:
+            parts.append(f"({cell.last_epoch_text})")
         if cell.reference_text:
             parts.append(f"({cell.reference_text})")
         out.text = " ".join(parts)
@@ -176,7 +204,7 @@ def layout(ev: EvalTable) -> Layout:
         else:
             lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
             if ev.compare_to and column.kind == "metric":
-                lay.headers.append(f"{column.header} vs {ev.compare_to}")
+                lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
     previous_block = None
     for i, erow in enumerate(ev.rows):
         row = erow.row
@@ -186,6 +214,8 @@ def layout(ev: EvalTable) -> Layout:
         label = row.printed_label
         if row.footnote:
             label = f"{label} [footnote {row.footnote}]"
+        if any(c.one_model for c in erow.cells):
+            label += " †"
         line = [Text(label)]
         for column, cell in zip(table.columns, erow.cells, strict=True):
             line.append(Text(cell.published or "", bold=cell.bold or cell.best))
@@ -194,6 +224,8 @@ def layout(ev: EvalTable) -> Layout:
             if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
                 same = row.printed_label == ev.compare_to
                 line.append(Text("(the named row)" if same else cell.comparison))
+                line.append(Text("" if cell.comparison_holm is None
+                                 else p_text(cell.comparison_holm).removeprefix("p ")))
         lay.rows.append(line)
     counts = ev.counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
@@ -205,8 +237,10 @@ def layout(ev: EvalTable) -> Layout:
             lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
-                           f"paired randomization test ({COMPARE_RESAMPLES:,} resamples; "
-                           f"{F1_PAIRING}; n/a: no saved predictions or other units).")
+                           f"paired randomization test ({_test_resamples(ev)}; "
+                           f"{F1_PAIRING}; n/a: no saved predictions or other units). "
+                           "Holm p: the same p-values adjusted by Holm's step-down method "
+                           f"over the {_tests(ev)} tests of this table (family-wise error).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
@@ -217,7 +251,16 @@ def layout(ev: EvalTable) -> Layout:
     return lay
 
 
-COMPARE_RESAMPLES = 10_000  # pairrepro.stats.paired_randomization_test's default
+def _tests(ev: EvalTable) -> int:
+    return sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
+
+
+def _test_resamples(ev: EvalTable) -> str:
+    """The paired tests' resampling in words (adaptive: pairrepro.stats)."""
+    return (f"resamples in batches of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
+            f"sqrt(p(1-p)/R) is at most {P_SE:g} and it is sure whether p lies within "
+            f"{P_MARGIN:g} of 0.05, at most {TEST_CAP:,}; 'undecided at 0.05' where p lies "
+            f"within the larger of {P_MARGIN:g} and {MC_Z:g} MC s.e. of 0.05")
 
 
 def _splits(ev: EvalTable) -> str:
@@ -231,17 +274,41 @@ def _verdict_rule(ev: EvalTable) -> str:
     cells = [c for r in ev.rows for c in r.cells]
     text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
-            "(ranking) or pairs (classification) and seeds, "
-            f"{RESAMPLES:,} resamples] (delta); ✓ the published value lies inside the "
-            "interval or within half a unit of its last printed digit; ↓ / ↑ the interval "
-            "lies below / above it.")
+            "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
+            "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
+            "the interval lies below / above it. " + _mc_text(cells))
+    if any(c.one_model for c in cells):
+        text += (" †: one trained model (one seed); its interval covers the test units only, "
+                 "not training randomness, so its verdict is about that model, not the "
+                 "method.")
+    if any(c.last_epoch_text for c in cells):
+        text += (f" {_splits(ev)} is also the split each run's epoch was chosen on (the "
+                 "chosen epoch's value is the best of several looks at it, so it leans "
+                 "high); 'last epoch' is the mean over seeds of the value at each run's "
+                 "final epoch (metrics.jsonl).")
     if any(c.rule == "tolerance" for c in cells):
-        text += (f" Cells without saved predictions (no interval; mean ± std over seeds): ✓ "
+        text += (f" Cells without per-unit values (no interval; mean ± std over seeds): ✓ "
                  f"within ±{_tolerances(ev)} of the published value.")
     if any(c.source == REFERENCE for c in cells):
         text += (" Values from results/ are the project's reference runs (where each was made "
                  "is listed under Runs); values from runs/ are your own, with the reference "
                  "value beside them (ref).")
+    return text
+
+
+def _mc_text(cells: list[Cell]) -> str:
+    """How many resamples the intervals took and their largest Monte-Carlo error."""
+    found = [c.interval for c in cells if c.interval is not None]
+    text = (f"Resamples are drawn in batches of {RESAMPLES:,} until each endpoint's "
+            f"Monte-Carlo s.e. is at most {ENDPOINT_SE:g} (fraction scale) and the published "
+            f"value lies more than {MC_Z:g} s.e. from both endpoints, at most "
+            f"{INTERVAL_CAP:,}; ? undecided: still within that at the cap, so inside or "
+            "outside would depend on the resampling seed.")
+    if found:
+        counts = sorted({i.resamples for i in found})
+        span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
+        text += (f" Here {span} resamples; largest endpoint MC s.e. "
+                 f"{max(i.mc_se for i in found):.4f}.")
     return text
 
 

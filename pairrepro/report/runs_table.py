@@ -8,11 +8,14 @@ cannot be read shows as a ``damaged`` line naming the file; the other lines stil
 
 from __future__ import annotations
 
+import json
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs
+from pairrepro import paths
+from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, config_differences
 
 RANKING_METRICS = ("map", "mrr")
 
@@ -39,7 +42,9 @@ class RunLine:
     sha256_test: str
     # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
     evals: dict[str, dict[str, float]]
-    status: str = "finished"  # or "damaged": ``problem`` names the file and why
+    # or "damaged" (``problem`` names the file and why), or a stopped run's status
+    # (``problem`` says where it stands and, when resumable, the command that continues it)
+    status: str = "finished"
     problem: str = ""
     wall_time_note: str = ""  # what the wall time covers when the run was resumed
 
@@ -102,10 +107,63 @@ def run_line(run: RunInfo) -> RunLine:
     )
 
 
+# a run that stopped with its last.pt on disk: ``train --resume`` continues it
+RESUMABLE = ("interrupted", "stale")
+
+
+def resume_command(run: RunInfo, runs_dir: Path) -> str:
+    """The command that continues ``run``: its recipe, its seed, ``--set`` for every key in
+    which its config differs from the recipe file, and ``PAIRREPRO_RUNS`` when the runs
+    folder is not the default."""
+    from pairrepro.config import load_recipe
+    from pairrepro.errors import PairreproError
+
+    recipe_file = paths.recipes_dir() / f"{run.recipe}.toml"
+    words = ["pairrepro", "train", run.recipe, "--seeds", str(run.seed), "--resume"]
+    try:
+        recipe = load_recipe(recipe_file).to_dict()
+    except PairreproError:
+        recipe = {}
+    for key, (mine, _) in config_differences(run.config, recipe).items():
+        if mine is not None:
+            words += ["--set", f"{key}={json.dumps(mine)}"]
+    # a later shell may not have PAIRREPRO_RUNS set: name any folder but the default
+    default = runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve()
+    return ("" if default else f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir))} ") + shlex.join(words)
+
+
+def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
+    """A run that did not finish: where its last checkpoint stands and how to continue."""
+    line = _damaged_line(run, "")
+    line.status = run.status
+    try:
+        progress = run.folder.read_progress()
+    except DamagedRunError as exc:
+        line.problem = exc.message
+        return line
+    has_checkpoint = run.folder.checkpoint("last").is_file()
+    if progress:
+        where = (f"at epoch {progress['epochs_done'] + 1}, step {progress['step']} of "
+                 f"{progress['steps']} (last checkpoint {progress['saved']})"
+                 if progress["step"] else
+                 f"after epoch {progress['epochs_done']} (last checkpoint {progress['saved']})")
+    else:
+        where = "with a checkpoint" if has_checkpoint else "before its first checkpoint"
+    line.problem = f"{run.status} {where}"
+    if run.status in RESUMABLE:
+        line.problem += "; continue: " + resume_command(run, runs_dir)
+    return line
+
+
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished or damaged run under ``runs_dir`` (of ``dataset`` when given; a damaged
-    run whose dataset cannot be read is always listed), sorted by path."""
-    lines = [run_line(r) for r in all_runs(runs_dir) if r.status in ("finished", "damaged")]
+    """Every finished, damaged or stopped (interrupted, stale: its process died; failed) run
+    under ``runs_dir`` (of ``dataset`` when given; a damaged run whose dataset cannot be read
+    is always listed), sorted by path."""
+    runs = all_runs(runs_dir)
+    lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
+    lines += [_stopped_line(r, runs_dir) for r in runs
+              if r.status in (*RESUMABLE, "failed")]
+    lines.sort(key=lambda x: x.run)
     return [x for x in lines
             if not dataset or x.dataset == dataset or (x.status == "damaged" and not x.dataset)]
 
@@ -128,8 +186,9 @@ HEADERS = ["run", "dev MAP / MRR (or F1)", "test MAP / MRR (or F1)", "test tie s
 
 def format_line(line: RunLine) -> list[str]:
     """The printed cells of a line, in :data:`HEADERS` order."""
-    if line.status == "damaged":
-        return [line.run, f"damaged: {line.problem}", *[""] * (len(HEADERS) - 2)]
+    if line.status != "finished":
+        text = line.problem if line.status != "damaged" else f"damaged: {line.problem}"
+        return [line.run, text, *[""] * (len(HEADERS) - 2)]
     tie = line.test.get("tie_share")
     commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
     return [

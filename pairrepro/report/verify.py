@@ -7,17 +7,24 @@ the reference run of the same recipe and seed (``pairrepro results add``,
 1. **data**: the sha256 of every prepared file the two runs recorded (``prepared_sha256``);
 2. **config**: the resolved configs, key by key
    (:func:`pairrepro.train.run_folder.config_differences`: device and threads do not count);
-3. **metrics**: every metric of every split bit-equal; when they are not, and the two runs were
-   made on the same device, torch build and thread count, that is a difference (a
-   deterministic run repeats exactly there); elsewhere each test metric with per-unit values
-   must lie inside the reference run's 95% bootstrap interval
-   (:mod:`pairrepro.report.evidence`).
+3. **metrics**: every metric of every split bit-equal. ``same`` claims bit-equality and is
+   given only when the two runs were also made in the same environment: device, torch build,
+   CPU threads, precision and the CPU fingerprint (model, kernel capability, the ISA flags
+   that choose kernels, MKL and oneDNN versions; a manifest without one is *unknown*, never
+   the same). There, metrics that are not bit-equal are a difference (a deterministic run
+   repeats exactly). Elsewhere, every metric of every split the reference kept predictions of
+   (dev and test) is checked: the means, F1, macro F1 and tie share must lie inside the
+   reference run's 95% bootstrap interval (:mod:`pairrepro.report.evidence`), counts (queries
+   scored and skipped) must be equal, and a metric that none of these covers is reported as
+   unchecked and fails the run. Train metrics (the reference keeps no train predictions) are
+   listed as not checked. A reference whose result.json disagrees with its predictions is
+   ``reference damaged``.
 
-Verdicts: ``same`` (same data and config, metrics bit-equal), ``consistent`` (same data and
-config, another device/build/thread count, every test metric inside the reference interval),
-``different data``, ``variant`` (config keys differ), ``different`` (metrics), ``no reference``.
-The first two exit 0; ``no reference`` for every run exits 7; any other exits 9
-(:class:`~pairrepro.errors.VerificationError`).
+Verdicts: ``same`` (same data, config and environment, metrics bit-equal), ``consistent``
+(same data and config, another or unknown environment, every dev and test metric checked and
+inside), ``different data``, ``variant`` (config keys differ), ``different`` (metrics),
+``reference damaged``, ``no reference``. The first two exit 0; ``no reference`` for every run
+exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
 """
 
 from __future__ import annotations
@@ -31,11 +38,13 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.report import evidence
 from pairrepro.train.run_folder import (
+    DamagedRunError,
     RunFolder,
     RunInfo,
     check_name,
     config_differences,
     copy_compact,
+    read_predictions,
     read_run,
 )
 
@@ -45,6 +54,7 @@ DIFFERENT_DATA = "different data"
 VARIANT = "variant"
 DIFFERENT = "different"
 NO_REFERENCE = "no reference"
+REFERENCE_DAMAGED = "reference damaged"
 NOT_FINISHED = "not finished"
 PASSING = (SAME, CONSISTENT)
 
@@ -69,9 +79,29 @@ class Verification:
             f" ({why})" if why else "")
 
 
-def _environment(run: RunInfo) -> tuple[Any, Any, Any]:
-    m = run.manifest
-    return m.get("device"), m.get("torch"), m.get("cpu_threads")
+# what must match for a bit-equality claim (manifest keys; "cpu" is the CPU fingerprint)
+ENVIRONMENT = ("device", "torch", "cpu_threads", "precision", "cpu")
+# metrics that count things: equal on the same data, whatever the environment
+COUNTS = ("num_queries", "skipped_queries")
+
+
+def _environment(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
+    """(same environment?, what differs or is unknown, in words)."""
+    differ, unknown = [], []
+    for key in ENVIRONMENT:
+        mine, theirs = run.manifest.get(key), ref.manifest.get(key)
+        if mine is None or theirs is None:
+            unknown.append(key)
+        elif mine != theirs:
+            differ.append(f"{key} {_short(mine)} vs reference {_short(theirs)}")
+    words = differ + ([f"unknown {', '.join(unknown)}"] if unknown else [])
+    return not words, "; ".join(words)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):  # the CPU fingerprint: its model and capability say enough
+        return f"{value.get('model', '?')} ({value.get('capability', '?')})"
+    return str(value)
 
 
 def _flat_metrics(run: RunInfo) -> dict[str, float]:
@@ -79,26 +109,51 @@ def _flat_metrics(run: RunInfo) -> dict[str, float]:
             for name, value in values.items()}
 
 
+def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
+    """("inside" | "outside" | "unchecked", the words) for one metric."""
+    value = run.value(metric)
+    name = metric.split(".", 1)[1]
+    if name in COUNTS:
+        same = value == ref.value(metric)
+        return ("inside" if same else "outside",
+                f"{metric} {value} {'=' if same else '!='} {ref.value(metric)}")
+    try:
+        ci = evidence.metric_interval([ref], metric, () if value is None else (value,))
+    except ValueError as exc:
+        return "unchecked", f"{metric} ({exc})"
+    if value is not None and ci.straddles(value):
+        return "unchecked", (f"{metric} {value:.4f} at the edge of [{ci.low:.4f}, "
+                             f"{ci.high:.4f}] within its Monte-Carlo error")
+    if value is None or not ci.contains(value):
+        return "outside", f"{metric} {value} outside [{ci.low:.4f}, {ci.high:.4f}]"
+    return "inside", f"{metric} {value:.4f} in [{ci.low:.4f}, {ci.high:.4f}]"
+
+
 def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
-    """Every test metric with per-unit values inside the reference's interval?"""
-    outside, inside, skipped = [], [], []
-    for name in sorted(ref.metrics.get("test", {})):
-        metric = f"test.{name}"
-        value = run.value(metric)
-        try:
-            ci = evidence.interval(evidence.run_units([ref], metric))
-        except ValueError:
-            skipped.append(name)
-            continue
-        if value is None or not ci.contains(value):
-            outside.append(f"{name} {value} outside [{ci.low:.4f}, {ci.high:.4f}]")
-        else:
-            inside.append(f"{name} {value:.4f} in [{ci.low:.4f}, {ci.high:.4f}]")
-    if not inside and not outside:
-        return False, "no test metric has per-unit values in the reference to compare with"
-    if outside:
-        return False, "; ".join(outside)
-    return True, "within the reference's 95% interval: " + ", ".join(inside)
+    """Every dev/test metric of the reference checked against its interval (or, for a count,
+    equal); a metric that cannot be checked fails the run and is named."""
+    found: dict[str, list[str]] = {"inside": [], "outside": [], "unchecked": []}
+    splits = [s for s in sorted(ref.metrics) if read_predictions(ref.folder, s) is not None]
+    for split in splits:
+        for name in sorted(ref.metrics[split]):
+            kind, text = _check_metric(run, ref, f"{split}.{name}")
+            found[kind].append(text)
+    skipped = sorted(set(ref.metrics) - set(splits))
+    parts = []
+    if found["outside"]:
+        parts.append("outside the reference's 95% interval: " + "; ".join(found["outside"]))
+    if found["unchecked"]:
+        parts.append("cannot be checked: " + "; ".join(found["unchecked"]))
+    if not found["inside"] and not parts:
+        parts.append("no dev or test metric with saved predictions in the reference")
+    ok = not parts
+    if found["inside"]:
+        parts.append("within the reference's 95% interval (counts equal): "
+                     + ", ".join(found["inside"]))
+    if skipped:
+        parts.append(f"not checked: {', '.join(skipped)} (the reference keeps no "
+                     "predictions of it)")
+    return ok, "; ".join(parts)
 
 
 def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
@@ -124,40 +179,49 @@ def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
     out.checks["config"] = ("differs in " + ", ".join(
         f"{k} ({a!r} vs reference {b!r})" for k, (a, b) in diffs.items())
         if diffs else "same resolved config")
-    mine, theirs = _flat_metrics(run), _flat_metrics(ref)
-    same_env = _environment(run) == _environment(ref)
-    env = "device {}, torch {}, {} thread(s)".format(*_environment(ref))
-    if mine == theirs:
-        out.checks["metrics"] = f"bit-equal ({len(theirs)} values)"
-        metrics_ok, bit_equal = True, True
-    elif same_env:
-        changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        out.checks["metrics"] = (f"not bit-equal on the same {env}: "
-                                 + ", ".join(f"{k} {mine.get(k)} vs {theirs.get(k)}"
-                                             for k in changed))
-        metrics_ok, bit_equal = False, False
-    else:
-        metrics_ok, text = _interval_check(run, ref)
-        out.checks["metrics"] = f"{text} (reference made on {env})"
-        bit_equal = False
+    try:
+        evidence.check_recorded(ref)
+    except DamagedRunError as exc:
+        out.verdict, out.checks["reference"] = REFERENCE_DAMAGED, exc.message
+        return out
+    ok, out.checks["metrics"], bit_equal = _metrics_check(run, ref)
     if files:
         out.verdict = DIFFERENT_DATA
     elif diffs:
         out.verdict = VARIANT
-    elif not metrics_ok:
+    elif not ok:
         out.verdict = DIFFERENT
     else:
         out.verdict = SAME if bit_equal else CONSISTENT
     return out
 
 
+def _metrics_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str, bool]:
+    """(metrics pass?, the words, a bit-equality claim in the same environment?)."""
+    mine, theirs = _flat_metrics(run), _flat_metrics(ref)
+    same_env, env = _environment(run, ref)
+    if mine == theirs and same_env:
+        return True, f"bit-equal ({len(theirs)} values) in the same environment", True
+    if same_env:
+        changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        return False, ("not bit-equal in the same environment: " + ", ".join(
+            f"{k} {mine.get(k)} vs {theirs.get(k)}" for k in changed)), False
+    ok, text = _interval_check(run, ref)
+    equal = f"bit-equal ({len(theirs)} values), but " if mine == theirs else ""
+    return ok, f"{text} ({equal}environment: {env})", False
+
+
 def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = False,
-                  recipes_dir: Path | None = None) -> tuple[RunFolder, list[Path]]:
+                  recipes_dir: Path | None = None, preflight_dir: Path | None = None
+                  ) -> tuple[RunFolder, list[Path]]:
     """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
     (:func:`pairrepro.train.run_folder.copy_compact`: no checkpoints, dev/test predictions
-    as ids, label and score). Only a run of the recipe itself can be a reference: a variant
-    (config keys differing from ``recipes/<recipe>.toml``) is a ConfigError naming them."""
+    as ids, label and score). Only a run of the recipe itself, made from committed code, can
+    be a reference: a variant (config keys differing from ``recipes/<recipe>.toml``), a
+    dirty run (``git.dirty`` not false in its manifest) or a recipe without a passing
+    preflight record of its config (``bench/preflight``) is a ConfigError naming why."""
     from pairrepro.config import load_recipe
+    from pairrepro.report.plan import preflight_problem
 
     results_dir = results_dir or paths.results_dir()
     run = read_run(run_dir)
@@ -166,13 +230,32 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                           f"(status {run.status}{': ' + run.problem if run.problem else ''})",
                           hint="finish it first (pairrepro train RECIPE --resume)")
     check_name(run.recipe, "recipe", str(run_dir))
+    git = run.manifest.get("git") if isinstance(run.manifest.get("git"), dict) else {}
+    if git.get("dirty") is not False:
+        # a reference number must come from code some commit holds
+        state = "uncommitted changes" if git.get("dirty") else "no record of its git state"
+        untracked = ", ".join(git.get("untracked") or [])
+        raise ConfigError(f"{run_dir}/manifest.json: the run was made with {state} "
+                          f"(commit {str(git.get('commit') or 'unknown')[:10]}"
+                          f"{'; untracked: ' + untracked if untracked else ''}): only a run of "
+                          "committed code can be a reference",
+                          hint="commit the changes (git status shows them), then retrain: "
+                               f"pairrepro train recipes/{run.recipe}.toml --seeds {run.seed} "
+                               "--force")
     recipe_path = (recipes_dir or paths.recipes_dir()) / f"{run.recipe}.toml"
-    diffs = config_differences(run.config, tomllib.loads(load_recipe(recipe_path).to_toml()))
+    recipe = load_recipe(recipe_path)
+    diffs = config_differences(run.config, tomllib.loads(recipe.to_toml()))
     if diffs:
         raise ConfigError(f"{run_dir} is a variant of {recipe_path}, not its run: "
                           + ", ".join(f"{k} = {a!r} (recipe {b!r})"
                                       for k, (a, b) in diffs.items()),
                           hint="train the recipe as it is, or make the change a recipe")
+    problem = preflight_problem(run.recipe, recipe.to_dict(), preflight_dir)
+    if problem:
+        raise ConfigError(f"{run_dir}: recipe {run.recipe} has no passing preflight record of "
+                          f"its config: {problem}",
+                          hint=f"pairrepro preflight {run.recipe} --threads 1 --out-dir "
+                               "bench/preflight (every check must pass), then add the run")
     dest = RunFolder.of(results_dir, run.recipe, run.seed)
     if dest.exists() and not force:
         raise ConfigError(f"{dest.path} already holds a reference run",

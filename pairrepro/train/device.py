@@ -45,7 +45,8 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 @functools.cache
-def _cpu_flags() -> frozenset[str]:
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -58,7 +59,7 @@ def _cpu_flags() -> frozenset[str]:
 
 def cpu_has_bf16_units() -> bool:
     """Does this CPU compute bf16 matrix products in hardware (AMX or AVX512-BF16)?"""
-    return any(flag in _cpu_flags() for flag in BF16_FLAGS)
+    return any(flag in cpu_flags() for flag in BF16_FLAGS)
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
@@ -115,7 +116,7 @@ def cpu_fingerprint() -> dict[str, Any]:
     return {
         "model": cpu_model(),
         "capability": torch.backends.cpu.get_cpu_capability(),
-        "isa": sorted(flag for flag in KERNEL_FLAGS if flag in _cpu_flags()),
+        "isa": sorted(flag for flag in KERNEL_FLAGS if flag in cpu_flags()),
         "mkl": _version_in(config, "Math Kernel Library Version") if mkl else None,
         "onednn": _version_in(config, "MKL-DNN") if onednn else None,
     }

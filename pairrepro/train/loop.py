@@ -49,6 +49,62 @@ from pairrepro.train.setup import TaskData, recipe_task
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+class PlainProgress:
+    """The training progress when stderr is not a terminal (a log file, CI, a pipe), where
+    rich's live bar draws nothing: one plain line when an epoch ends and, in a long epoch,
+    one per tenth of it (at most every ``min_interval_s``), with pairs/s and the epoch's ETA.
+    Offers the part of :class:`rich.progress.Progress` that the loop uses."""
+
+    def __init__(self, console: Console, min_interval_s: float = 30.0,
+                 unit: str = "batches") -> None:
+        self.console = console
+        self.min_interval_s = min_interval_s
+        self.unit = unit
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, completed: int = 0,
+                 **fields: Any) -> int:
+        now = time.monotonic()
+        self.tasks[len(self.tasks)] = {"description": description, "total": total,
+                                       "start": completed, "completed": completed,
+                                       "started": now, "printed": now, "tenth": 0, **fields}
+        return len(self.tasks) - 1
+
+    def update(self, task_id: int, completed: int | None = None, advance: int = 0,
+               **fields: Any) -> None:
+        task = self.tasks[task_id]
+        task.update(fields)
+        task["completed"] = (task["completed"] + advance) if completed is None else completed
+        tenth = 10 * task["completed"] // max(task["total"], 1)
+        now = time.monotonic()
+        if (task["completed"] >= task["total"]
+                or (tenth > task["tenth"] and now - task["printed"] >= self.min_interval_s)):
+            task["tenth"], task["printed"] = tenth, now
+            self._line(task, now)
+
+    def remove_task(self, task_id: int) -> None:
+        self.tasks.pop(task_id, None)
+
+    def _line(self, task: dict[str, Any], now: float) -> None:
+        done, total = task["completed"], task["total"]
+        rate = (done - task["start"]) / max(now - task["started"], 1e-9)  # batches per second
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        when = ("done" if done >= total else
+                f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}"
+                if math.isfinite(eta) else "ETA -")
+        # plain text: no markup, colour or cursor codes in a log
+        self.console.print(f"{task['description']}: {done}/{total} {self.unit} "
+                           f"({100 * done // max(total, 1)}%), loss {task.get('loss', '-')}, "
+                           f"{task.get('speed', '-')} pairs/s, {when}",
+                           markup=False, highlight=False, soft_wrap=True)
+
+
 class Interrupted(Exception):
     """Training stopped by Ctrl-C or SIGTERM after a checkpoint was written."""
 
@@ -157,6 +213,7 @@ class Trainer:
             ids = [device.index] if device.type == "cuda" else None
             self.model = DistributedDataParallel(self.module, device_ids=ids)
         self.state = TrainState()
+        self.steps_in_epoch = 0  # of the epoch in progress (for checkpoints/last.json)
         self.stop_flag = {"stop": False}
         # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
         self.sync_every = 1 if device.type == "cpu" else 50
@@ -179,6 +236,11 @@ class Trainer:
             self._check_finite(math.nan)
         if self.dist.is_main:
             ckpt.save_checkpoint(self.folder.checkpoint("last"), self.checkpoint_state())
+            st = self.state
+            self.folder.write_progress({
+                "epochs_done": st.epoch, "step": st.position, "steps": self.steps_in_epoch,
+                "global_step": st.global_step, "epochs": self.recipe.train.epochs,
+                "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             if self.on_checkpoint is not None:
                 self.on_checkpoint()
 
@@ -238,23 +300,26 @@ class Trainer:
         cfg = recipe.train
         self.module.train()
         console = Console(stderr=True)
-        progress = Progress(
+        progress: Progress | PlainProgress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} pairs/s"),
             TimeRemainingColumn(), console=console, transient=True,
             disable=not self.show_progress,
         )
+        if self.show_progress and not console.file.isatty():  # rich's bar would show nothing
+            progress = PlainProgress(console)
         with progress if self.show_progress else nullcontext(), deferred_stop(
                 self.stop_flag):
             while not self.state.done and self.state.epoch < cfg.epochs:
                 self._run_epoch(progress)
         return self.state
 
-    def _run_epoch(self, progress: Progress) -> None:
+    def _run_epoch(self, progress: Progress | PlainProgress) -> None:
         recipe, st = self.recipe, self.state
         plan = EpochPlan(self.data.train, recipe.train.batch_size, self.seed, st.epoch,
                          self.task, recipe.task.negatives,
                          max_negatives_per_query=recipe.task.max_negatives_per_query)
+        self.steps_in_epoch = len(plan)
         task = progress.add_task(f"epoch {st.epoch + 1}/{recipe.train.epochs}", total=len(plan),
                                  completed=st.position, loss="-", speed="-")
         loss_acc = torch.zeros((), device=self.device)

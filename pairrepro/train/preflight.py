@@ -553,13 +553,18 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    progress = Progress(TextColumn(f"preflight {result.recipe}"), BarColumn(),
-                        MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-                        console=Console(stderr=True), transient=True,
-                        disable=not show_progress)
+    from pairrepro.train.loop import PlainProgress
+
+    console = Console(stderr=True)
+    progress: Progress | PlainProgress = Progress(
+        TextColumn(f"preflight {result.recipe}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]}"), console=console, transient=True,
+        disable=not show_progress)
+    if show_progress and not console.file.isatty():  # a log: plain lines, not a live bar
+        progress = PlainProgress(console, unit="steps")
     started = time.perf_counter()
     with progress if show_progress else nullcontext():
-        bar = progress.add_task("steps", total=steps, loss="-")
+        bar = progress.add_task(f"preflight {result.recipe}", total=steps, loss="-")
         for _ in range(max(steps, 1)):
             t0 = time.perf_counter()
             loss_sum, _, pairs = trainer.train_step(plan, position)
@@ -569,7 +574,8 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
             result.steps += 1
             after, outputs = evaluate()
             result.eval_losses.append(after)
-            progress.update(bar, advance=1, loss=f"{after:.4f}")
+            progress.update(bar, advance=1, loss=f"{after:.4f}",
+                            speed=f"{result.pairs_per_step / max(result.step_s[-1], 1e-9):.0f}")
             if (not (math.isfinite(loss) and math.isfinite(after))
                     or time.perf_counter() - started > budget_s):
                 break

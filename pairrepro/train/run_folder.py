@@ -48,6 +48,7 @@ MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
 RESULT = "result.json"
 CHECKPOINTS = "checkpoints"
+PROGRESS = "last.json"  # beside last.pt: its epoch and step
 PREDICTIONS = "predictions"
 EVALS = "evals"
 LOGS = "logs"  # in the recipe folder: runs/<recipe>/logs/
@@ -134,6 +135,20 @@ class RunFolder:
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
         return self.checkpoint_dir / f"{name}.pt"
+
+    @property
+    def progress_path(self) -> Path:
+        """``checkpoints/last.json``: where ``last.pt`` stands, readable without torch."""
+        return self.checkpoint_dir / PROGRESS
+
+    def write_progress(self, progress: dict[str, Any]) -> None:
+        with writing(self.progress_path):
+            io.write_json(self.progress_path, progress)
+
+    def read_progress(self) -> dict[str, Any]:
+        """``checkpoints/last.json``, or {} when there is none (no checkpoint yet, or a run
+        older than it); a damaged one is a DamagedRunError naming it."""
+        return self._read_json(self.progress_path) if self.progress_path.is_file() else {}
 
     def predictions(self, key: str) -> Path:
         """``predictions/<key>.parquet``."""
@@ -318,27 +333,53 @@ class RunFolder:
     def lock(self) -> Iterator[None]:
         """Hold this run folder exclusively for the life of a run (``flock``: the kernel
         releases it when the process dies, however it dies). A second writer gets a
-        :class:`RunLockedError` naming the holder (pid@host)."""
-        with writing(self.lock_path):
-            self.recipe_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        :class:`RunLockedError` naming the holder (pid@host). The holder removes the file
+        before it lets go, so a finished or failed run leaves none behind (one killed with
+        SIGKILL leaves a file nobody holds, which the next run takes over)."""
+        fd = self._acquire_lock()
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-                    raise
-                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "?"
-                raise RunLockedError(
-                    f"{self.path} is in use by another process ({holder})",
-                    hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
-                         "then --resume)") from None
             with writing(self.lock_path):
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
             yield
         finally:
+            # unlinked while still held: a process that opened the old file meanwhile sees
+            # that it is no longer the path's (the inode check) and tries again
+            with contextlib.suppress(OSError):
+                os.unlink(self.lock_path)
             os.close(fd)  # closing the descriptor releases the lock
+            with contextlib.suppress(OSError):  # a run that failed before writing anything
+                self.recipe_dir.rmdir()  # only when empty
+
+    def _acquire_lock(self) -> int:
+        """A descriptor of the lock file, locked, that is still the file at its path."""
+        while True:
+            with writing(self.lock_path):
+                self.recipe_dir.mkdir(parents=True, exist_ok=True)
+                try:
+                    fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+                except FileNotFoundError:  # the folder was removed as empty meanwhile
+                    continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                try:
+                    if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                        raise
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "?"
+                finally:
+                    os.close(fd)
+                raise RunLockedError(
+                    f"{self.path} is in use by another process ({holder})",
+                    hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
+                         "then --resume)") from None
+            try:
+                current = os.stat(self.lock_path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                return fd
+            os.close(fd)  # its holder removed it after we opened it: take the new one
 
 
 _REPAIR = ("the run folder is damaged: retrain with --force (a finished run is kept aside "

@@ -235,10 +235,29 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
     with contextlib.ExitStack() as stack:
         action = _decide(folder, recipe, resume, force, dist_ctx, stack)
         if action == "done":
-            return folder.read_result()
+            result = folder.read_result()
+            note = _ignored_resume(folder, recipe) if resume else ""
+            # not written to result.json: it is about this request, not about the run
+            return {**result, "warnings": [note]} if note else result
         stack.enter_context(sigterm_as_interrupt())
         return _train_seed(recipe, seed, folder, action, device_t, precision, dist_ctx,
                            show_progress, hooks)
+
+
+def _ignored_resume(folder: RunFolder, recipe: Recipe) -> str:
+    """Why ``--resume`` of a finished run trained nothing although ``train.epochs`` asked
+    for a different length ("" when it asked for what the run has)."""
+    old = folder.read_config().get("train", {}).get("epochs")
+    asked = recipe.train.epochs
+    if not isinstance(old, int) or asked == old:
+        return ""
+    if asked < old:
+        return (f"--resume: {folder.path} finished {old} epochs; train.epochs={asked} asks for "
+                f"fewer, so nothing was trained and its {old}-epoch result is shown (to train "
+                f"{asked} epochs from scratch, use --force instead of --resume)")
+    return (f"--resume: {folder.path} cannot train on to {asked} epochs: its checkpoint "
+            f"{folder.checkpoint('last')} is missing; its {old}-epoch result is shown (--force "
+            "trains it again)")
 
 
 def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
@@ -449,6 +468,9 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     runs_dir = runs_dir or paths.runs_dir()
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
+    # the data and embeddings every seed needs, before any folder is locked or created
+    check_dataset_known(recipe)
+    check_prerequisites(recipe)
     try:
         results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,
                             show_progress=not quiet, hooks=hooks)

@@ -1,0 +1,114 @@
+"""README's model benchmark table, rendered from the committed bench records
+(``bench/records/<script>.json``, written by ``bench/bench_grid.py --record`` and
+``bench/bench_csran_cin.py --record``), never typed: only runs the bench protocol marked as
+*reference measurements* (load at most the machine's cores, other processes at most 10% of
+the bench's pinned core; ``bench/protocol.py``) appear, each with its machine, load and
+threads, and the latest two such runs of a model side by side with their largest share
+difference, so a reader sees whether the figure is stable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+
+RECORDS = paths.PROJECT_DIR / "bench" / "records"
+SCRIPTS = ("bench_grid", "bench_csran_cin")
+SHARES = ("share_of_gemm", "share_of_best")
+
+
+def _runs(folder: Path) -> list[tuple[str, dict[str, Any]]]:
+    """``(script, run)`` for every reference run recorded in ``folder``, oldest first."""
+    out = []
+    for script in SCRIPTS:
+        path = folder / f"{script}.json"
+        if path.is_file():
+            runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+            out += [(script, run) for run in runs if run.get("reference")]
+    return out
+
+
+def _machine(runs: list[dict[str, Any]]) -> str:
+    """The machines of ``runs``: their fixed facts, with the range of the bf16 probe."""
+    out = []
+    for key in sorted({(r["machine"]["cpu"], r["machine"]["cores"],
+                        " ".join(r["machine"]["flags"]), r["machine"]["torch"],
+                        r["machine"]["bf16_native"]) for r in runs}):
+        cpu, cores, flags, torch, native = key
+        slow = [r["machine"]["fp32_probe"] / r["machine"]["bf16_probe"] for r in runs
+                if (r["machine"]["cpu"], r["machine"]["bf16_native"]) == (cpu, native)]
+        bf16 = ("bf16 units: bf16 is the best GEMM" if native else
+                f"no bf16 units (a bf16 GEMM {min(slow):.0f}-{max(slow):.0f}x slower than "
+                "fp32: emulated)")
+        out.append(f"{cpu}, {cores} cores, ISA {flags}, torch {torch}; {bf16}")
+    return "; ".join(out)
+
+
+def _precision(fig: dict[str, Any]) -> str:
+    if "skipped" in fig:
+        return "skipped (emulated)"
+    mark = " (emulated, one block)" if "note" in fig else ""
+    return (f"{fig['pairs_per_s']:.1f} pairs/s, {fig['share_of_gemm']:.0%} / "
+            f"{fig['share_of_best']:.0%}{mark}")
+
+
+def _load(model: dict[str, Any]) -> str:
+    loads = [model[p]["load"] for p in ("fp32", "bf16") if "load" in model[p]]
+    worst = max(max(x["load_start"], x["load_end"]) for x in loads)
+    others = max(x["others_on_ours"] for x in loads)
+    rest = max(x["others_cores"] for x in loads)
+    return f"{worst:.2f}, others {others:.0%} of its core, {rest:.1f} cores in all"
+
+
+def _memory(model: dict[str, Any]) -> str:
+    memory = {k: v for k, v in model.get("peak_memory_gb", {}).items() if k != "method"}
+    return ", ".join(f"{k}: {'-' if v is None else f'{v:.2f} GB'}" for k, v in memory.items())
+
+
+def _agreement(rows: list[dict[str, Any]]) -> str:
+    """The largest relative difference of a share between the two latest runs."""
+    if len(rows) < 2:
+        return "one run"
+    worst = 0.0
+    for precision in ("fp32", "bf16"):
+        a, b = rows[-2][precision], rows[-1][precision]
+        if "skipped" in a or "skipped" in b or "note" in a or "note" in b:
+            continue  # emulated bf16 is a one-block look, not a figure to compare
+        worst = max([worst, *(abs(a[s] - b[s]) / max(a[s], b[s]) for s in SHARES)])
+    return f"{worst:.0%}"
+
+
+def bench_markdown(folder: Path | None = None) -> str:
+    """The table, or a line saying that no reference run is recorded."""
+    runs = _runs(folder or RECORDS)
+    if not runs:
+        return ("No reference benchmark run is recorded yet (`bench/bench_grid.py --record`, "
+                "`bench/bench_csran_cin.py --record` on a quiet core).\n")
+    lines = ["Reference runs only (`bench/records/`); machine: "
+             + _machine([run for _, run in runs]) + ".",
+             "Each figure is pairs/s, then the share of the same-shape fp32 GEMM / of the "
+             "machine's best GEMM, timed in interleaved blocks (minimum of each) on one "
+             "pinned core. Load: the 1-minute load average (the bench's own thread included)"
+             " and the other processes' share of the bench's core and their CPU in all (a "
+             "job on another core still shares the L3 cache and memory bandwidth: a "
+             "memory-bound step slows where an L2-sized GEMM does not).", "",
+             "| model | batch | run (threads, load) | fp32 | bf16 | peak memory, paper's "
+             "batch | shares of the last two runs differ by |", "|---|---|---|---|---|---|---|"]
+    by_model: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for _, run in runs:
+        for model in run["models"]:
+            by_model.setdefault(model["model"], []).append((run, model))
+    for name, entries in by_model.items():
+        latest = entries[-2:]
+        agree = _agreement([m for _, m in latest])
+        for run, model in latest:
+            best = run["yardsticks"]
+            lines.append(f"| {name} | {model['batch']} | {run['measured']} ({run['threads']} "
+                         f"thread, load {_load(model)}; best GEMM {best['best']} "
+                         f"{best['best_flops_per_s'] / 1e9:.1f} GFLOP/s) | "
+                         f"{_precision(model['fp32'])} | "
+                         f"{_precision(model['bf16'])} | {_memory(model)} | {agree} |")
+    return "\n".join(lines) + "\n"

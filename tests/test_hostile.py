@@ -1,0 +1,417 @@
+"""Hostile and non-interactive use (issue 27): piped output, bad seeds, odd bytes, stale
+locks, records and tables that lie. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from synth_prepared import write_synthetic
+from typer.testing import CliRunner
+
+from pairrepro import paths
+from pairrepro.cli.app import app
+from pairrepro.train.runner import train_recipe
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("env", [{"COLUMNS": "80"}, {"COLUMNS": "60", "FORCE_COLOR": "1"}])
+def test_piped_output_never_cuts_a_cell(env: dict[str, str]) -> None:
+    """Off a terminal rich assumed 80 columns and cut cells to "0.…"."""
+    result = runner.invoke(app, ["datasets"], env=env)
+    assert result.exit_code == 0, result.output
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", result.output)
+    assert "dev_mismatched 9,832" in plain
+    assert max(len(line) for line in plain.splitlines()) > 80
+
+
+NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
+SMALL = ["model.hidden=8", "model.mlp_hidden=8", "embeddings.dim=8",
+         "data.max_train_pairs=64", "train.batch_size=16", "train.epochs=1"]
+
+
+def test_missing_prerequisites_leave_no_trace_in_runs(data_home: Path) -> None:
+    """Exit 3 for missing data left runs/<recipe>/.seed-1.lock behind: everything is
+    checked before the run folder is touched."""
+    result = runner.invoke(app, ["train", str(NLI), "--seeds", "1,2"])
+    assert result.exit_code == 3, result.output
+    assert not paths.runs_dir().exists() or not any(paths.runs_dir().rglob("*"))
+
+
+def test_a_finished_run_leaves_no_lock_file(data_home: Path) -> None:
+    """The lock file goes with its holder: a run folder never shows a stale lock."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    train_recipe(NLI, SMALL, quiet=True)
+    recipe_dir = paths.runs_dir() / "bilstm_max_synthetic"
+    assert (recipe_dir / "seed-1" / "result.json").is_file()
+    assert not list(recipe_dir.glob(".*.lock"))
+
+
+REFERENCE = paths.PROJECT_DIR / "results" / "csran_trecqa" / "seed-1"
+
+
+@pytest.fixture
+def reference_run(tmp_path: Path) -> Path:
+    """A copy of a committed reference run: predictions, no checkpoints."""
+    run = tmp_path / "results" / "csran_trecqa" / "seed-1"
+    shutil.copytree(REFERENCE, run)
+    return run
+
+
+def test_eval_of_a_reference_run_scores_its_saved_predictions(reference_run: Path) -> None:
+    """`eval results/csran_trecqa/seed-1` exited 6 ("best.pt not found"); piped, every
+    metric column of the table is printed whole."""
+    recorded = json.loads((reference_run / "result.json").read_text())["metrics"]
+    out = runner.invoke(app, ["--json", "eval", str(reference_run)])
+    assert out.exit_code == 0, out.output
+    (row,) = json.loads(out.output)
+    assert row["source"] == "predictions"
+    assert row["metrics"]["map"] == pytest.approx(recorded["test"]["map"], abs=1e-9)
+    out = runner.invoke(app, ["eval", str(reference_run), "--split", "dev"],
+                        env={"COLUMNS": "40"})
+    assert out.exit_code == 0, out.output
+    assert f"{recorded['dev']['map']:.4f}" in out.output
+    assert "saved predictions" in out.output and "…" not in out.output
+
+
+@pytest.mark.parametrize(("flags", "code", "words"), [
+    (["--split", "train"], 3, "no saved predictions of split 'train'"),
+    (["--checkpoint", "last"], 2, "--checkpoint last"),
+    (["--save"], 2, "--save"),
+    (["--variant", "raw"], 2, "--variant"),
+    (["--ensemble"], 2, "--ensemble"),
+])
+def test_eval_of_a_reference_run_says_what_it_cannot_do(
+        reference_run: Path, flags: list[str], code: int, words: str) -> None:
+    target = reference_run.parent if "--ensemble" in flags else reference_run
+    out = runner.invoke(app, ["--json", "eval", str(target), *flags])
+    assert out.exit_code == code, out.output
+    error = json.loads(out.output)
+    assert words in error["error"] and error["hint"], error
+
+
+PREFLIGHT = paths.PROJECT_DIR / "bench" / "preflight"
+
+
+def _preflight_record(folder: Path, recipe: str, text: str | None = None, **changes: object
+                      ) -> Path:
+    """A copy of the committed preflight record of ``recipe`` in ``folder``, changed."""
+    record = json.loads((PREFLIGHT / f"{recipe}.json").read_text())
+    path = folder / f"{recipe}.json"
+    body = json.dumps({**record, **changes})
+    path.write_text(body if text is None else text, encoding="utf-8")
+    return path
+
+
+def test_committed_preflight_records_are_valid() -> None:
+    from pairrepro.report.plan import load_preflight
+
+    assert len(load_preflight()) == len(list(PREFLIGHT.glob("*.json")))
+
+
+@pytest.mark.parametrize(("changes", "key"), [
+    ({"pairs_per_s": -37.8}, "pairs_per_s"),
+    ({"pairs_per_s": float("nan")}, "pairs_per_s"),
+    ({"flops_per_pair": 0}, "flops_per_pair"),
+    ({"hardware": "tpu"}, "hardware"),
+    ({"pairs_per_s": "fast"}, "pairs_per_s"),
+])
+def test_a_false_preflight_figure_is_an_error_naming_file_and_key(
+        tmp_path: Path, changes: dict[str, object], key: str) -> None:
+    """pairs_per_s = -37.8 gave "-1.29" hours with exit 0."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.plan import load_preflight
+
+    _preflight_record(tmp_path, "arc_ii")
+    path = _preflight_record(tmp_path, "arc_i", **changes)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: {key}")) as info:
+        load_preflight(tmp_path)
+    assert "pairrepro preflight arc_i" in (info.value.hint or "")
+
+
+def test_a_truncated_preflight_record_is_an_error_not_another_figure(tmp_path: Path) -> None:
+    """A truncated record was skipped, and the plan took another recipe's figure."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.plan import load_preflight
+
+    _preflight_record(tmp_path, "arc_ii")
+    whole = (PREFLIGHT / "arc_i.json").read_text()
+    path = _preflight_record(tmp_path, "arc_i", text=whole[: len(whole) // 2])
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: not valid JSON")):
+        load_preflight(tmp_path)
+
+
+CSRAN_TABLES = paths.PROJECT_DIR / "pairrepro" / "report" / "papers" / "csran.toml"
+
+
+@pytest.mark.parametrize(("old", "new", "words"), [
+    ('values = { map = "0.854", mrr = "0.935" }', 'values = { map = "85.4", mrr = "0.935" }',
+     "'CSRAN': map: '85.4' is not a fraction"),
+    ('metric = "test.map", unit = "fraction"', 'metric = "test.mapx", unit = "fraction"',
+     "metric: unknown metric 'mapx' in 'test.mapx'"),
+])
+def test_a_paper_table_value_or_metric_that_cannot_be_right_is_a_schema_error(
+        tmp_path: Path, old: str, new: str, words: str) -> None:
+    """"85.4" in a fraction column rendered "(−84.647) ↓"; `test.mapx` turned existing runs
+    into "not run"."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.paper_tables import load_paper_file
+
+    text = CSRAN_TABLES.read_text(encoding="utf-8")
+    assert old in text
+    bad = tmp_path / "csran.toml"
+    bad.write_text(text.replace(old, new, 1), encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape(words)) as info:
+        load_paper_file(bad)
+    assert str(bad) in info.value.message and "(Table 6)" in info.value.message
+
+
+CONTROL = "".join(map(chr, [*range(0x20), 0x7F]))
+
+
+def test_every_control_character_round_trips_through_config_toml() -> None:
+    """A `--set recipe.description="a\\x01b"` run wrote a config.toml that eval and
+    --resume could not read."""
+    import tomllib
+
+    from pairrepro.config import dumps_toml
+
+    text = f'a{CONTROL}b "quoted" \\ back\\slash ünï €'
+    data = {"recipe": {"description": text, "tags": [text], "table": {"k": text}},
+            "model": {"weird key": text}}
+    assert tomllib.loads(dumps_toml(data)) == data
+
+
+def test_a_control_character_override_trains_into_a_readable_config() -> None:
+    from pairrepro.config import load_recipe, recipe_from_dict
+
+    recipe = load_recipe(NLI, ['recipe.description="a\\u0001b\\u007f"'])
+    assert recipe.recipe.description == "a\x01b\x7f"
+    import tomllib
+
+    again = recipe_from_dict(tomllib.loads(recipe.to_toml()), recipe.name, recipe.source)
+    assert again.recipe.description == recipe.recipe.description
+
+
+def test_an_override_that_is_not_utf8_is_a_config_error() -> None:
+    from pairrepro.config import load_recipe
+    from pairrepro.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not valid UTF-8"):
+        load_recipe(NLI, ["recipe.description=a\udcffb"])
+
+
+@pytest.mark.parametrize(("seeds", "words"), [
+    ("-1", "'-1' is not a seed"),
+    ("99999999999999999999", "larger than 4294967295"),
+    ("1,1", "seed 1 is given twice"),
+    ("1,x", "'x' is not a seed"),
+    (",", "no seed given"),
+])
+def test_bad_seeds_are_refused_before_anything_is_touched(
+        data_home: Path, seeds: str, words: str) -> None:
+    """--seeds -1 left seed--1/ marked failed; a huge seed overflowed; 1,1 trained then
+    exited 2."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    out = runner.invoke(app, ["--json", "train", str(NLI), "--seeds", seeds])
+    assert out.exit_code == 2, out.output
+    assert words in json.loads(out.output)["error"]
+    assert not paths.runs_dir().exists()
+
+
+def test_parse_seeds_keeps_good_seeds_in_order() -> None:
+    from pairrepro.cli.common import parse_seeds
+
+    assert parse_seeds(" 3, 1,0 ,4294967295") == [3, 1, 0, 4294967295]
+    assert parse_seeds("") is None
+
+
+def _extending(tmp_path: Path, body: str) -> Path:
+    """A recipe that extends the synthetic NLI recipe (copied beside it) with ``body``."""
+    shutil.copy(NLI, tmp_path / NLI.name)
+    path = tmp_path / "child.toml"
+    path.write_text(f'extends = "{NLI.name}"\n{body}', encoding="utf-8")
+    return path
+
+
+def test_a_table_over_a_value_in_extends_names_file_and_key(tmp_path: Path) -> None:
+    """[model.hidden] over the base's hidden = 50 gave "'<' not supported between
+    instances of 'dict' and 'int'"."""
+    child = _extending(tmp_path, "[model.hidden]\nsize = 8\n")
+    out = runner.invoke(app, ["--json", "train", str(child), "--print-config"])
+    assert out.exit_code == 2, out.output
+    error = json.loads(out.output)
+    assert error["error"].startswith(f"{child}: model.hidden: a table here, but the value")
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("hidden = 48\n", "hidden = 48\nhiden = 8\n"),
+    ("hidden = 48\n", "[model.hidden]\nsize = 8\n"),
+])
+def test_print_config_rejects_what_train_rejects(tmp_path: Path, data_home: Path, old: str,
+                                                 new: str) -> None:
+    """--print-config printed an unknown [model] key with exit 0 while train refused it."""
+    text = NLI.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "own.toml"
+    # a [model.hidden] table goes last: the lines after a table header belong to it
+    moved = text.replace(old, "", 1) + new if new.startswith("[") else text.replace(old, new)
+    path.write_text(moved, encoding="utf-8")
+    for flags in (["--print-config"], ["--seeds", "1"]):
+        out = runner.invoke(app, ["--json", "train", str(path), *flags])
+        assert out.exit_code == 2, out.output
+        error = json.loads(out.output)["error"]
+        assert error.startswith(f"{path}: [model] hid"), error
+
+
+BAD_CARD = """---
+configs:
+- config_name: plain_text
+  data_files: [unclosed
+---
+# a dataset card whose YAML header is broken
+"""
+
+
+def test_a_hub_folder_with_a_broken_card_is_a_data_error(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A malformed README front matter gave a yaml ParserError traceback."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "snli-hub"
+    (repo / "plain_text").mkdir(parents=True)
+    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
+    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
+    (repo / "README.md").write_text(BAD_CARD, encoding="utf-8")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
+                              str(repo)])
+    assert out.exit_code == 3, out.output
+    error = json.loads(out.output[out.output.index("{"):])
+    assert "README.md" in error["error"] and str(repo) in error["error"]
+
+
+def test_an_unwritable_default_data_home_is_exit_8_with_a_hint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A HOME that cannot be written gave an OSError traceback (exit 1)."""
+    not_a_folder = tmp_path / "home"
+    not_a_folder.write_text("a file where HOME should be a folder")
+    monkeypatch.delenv("PAIRREPRO_HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(not_a_folder))
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
+    out = runner.invoke(app, ["--json", "fetch", "synthetic"])
+    assert out.exit_code == 8, out.output
+    error = json.loads(out.output[out.output.index("{"):])
+    assert str(not_a_folder) in error["error"] and "PAIRREPRO_HOME" in error["hint"]
+
+
+@pytest.mark.parametrize("body", ['[recipe]\ndescription = "caf\xe9"\n'.encode("latin-1"),
+                                  bytes(range(256))])
+def test_a_recipe_that_is_not_utf8_is_a_config_error(tmp_path: Path, body: bytes) -> None:
+    """A Latin-1 or binary recipe gave a UnicodeDecodeError traceback."""
+    path = tmp_path / "latin.toml"
+    path.write_bytes(body)
+    out = runner.invoke(app, ["--json", "train", str(path), "--print-config"])
+    assert out.exit_code == 2, out.output
+    error = json.loads(out.output)
+    assert error["error"].startswith(f"{path}: not UTF-8 text: byte 0x") and error["hint"]
+
+
+def test_resume_with_fewer_epochs_says_nothing_was_trained(data_home: Path) -> None:
+    """--resume --set train.epochs=1 on a finished 2-epoch run printed the old result
+    without a word."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    two = [*SMALL, "train.epochs=2"]
+    (first,) = train_recipe(NLI, two, quiet=True)
+    sets = [x for o in [*SMALL, "train.epochs=1"] for x in ("--set", o)]
+    out = runner.invoke(app, ["--json", "train", str(NLI), *sets, "--resume"])
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output)
+    assert result["chosen_epoch"] == first["chosen_epoch"]
+    assert "nothing was trained" in result["warnings"][0]
+    out = runner.invoke(app, ["train", str(NLI), *sets, "--resume"])
+    assert out.exit_code == 0 and "warning: --resume:" in out.output, out.output
+    stored = json.loads((paths.runs_dir() / "bilstm_max_synthetic" / "seed-1" /
+                         "result.json").read_text())
+    assert "warnings" not in stored
+
+
+def test_preflight_help_takes_its_exit_codes_from_the_errors() -> None:
+    """`preflight --help` said exit 9; errors.py says 10."""
+    from pairrepro.errors import DataError, PreflightError
+
+    out = runner.invoke(app, ["preflight", "--help"], env={"COLUMNS": "200"})
+    assert out.exit_code == 0
+    assert (f"Exit code 0: every check passed; {PreflightError.exit_code}: a check failed"
+            in out.output), out.output
+    assert f"{DataError.exit_code}: no data" in out.output
+
+
+def test_preflight_writes_its_record_under_runs_by_default(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --out-dir, preflight wrote preflight.json into the current folder (the
+    repository root)."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    monkeypatch.chdir(tmp_path)
+    out = runner.invoke(app, ["preflight", str(NLI), "--steps", "2",
+                              *[x for o in SMALL for x in ("--set", o)]])
+    assert out.exit_code in (0, 10), out.output
+    # off a terminal, the progress is a plain line on stderr
+    assert "preflight bilstm_max_synthetic: 2/2 steps (100%)" in out.stderr, out.stderr
+    assert (paths.runs_dir() / "preflight" / "bilstm_max_synthetic.json").is_file()
+    assert not (tmp_path / "preflight.json").exists()
+
+
+def test_curves_of_a_reference_run_are_drawn_outside_results(
+        reference_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report curves results/...` wrote PNG and SVG into the tracked results/ folder."""
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
+    before = sorted(p.name for p in reference_run.rglob("*"))
+    out = runner.invoke(app, ["--json", "report", "curves", str(reference_run)])
+    assert out.exit_code == 0, out.output
+    written = [Path(p) for p in json.loads(out.output)["written"]]
+    assert written and all(p.parent == tmp_path / "runs" / "figures" for p in written)
+    assert sorted(p.name for p in reference_run.rglob("*")) == before
+
+
+def test_training_off_a_terminal_prints_plain_progress_lines(data_home: Path) -> None:
+    """Training printed nothing while stderr was not a terminal; --quiet and --json stay
+    silent."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    sets = [x for o in [*SMALL, "train.epochs=2"] for x in ("--set", o)]
+    out = runner.invoke(app, ["train", str(NLI), *sets])
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.stderr.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/2", "epoch 2/2"], out.stderr
+    assert all("pairs/s" in line and line.endswith("done") for line in lines)
+    assert "\x1b" not in out.stderr
+    for flag in ("--quiet", "--json"):
+        again = runner.invoke(app, [flag, "train", str(NLI), *sets, "--force"])
+        assert again.exit_code == 0, again.output
+        assert "pairs/s" not in again.stderr
+        if flag == "--json":
+            assert json.loads(again.stdout)[0]["status"] == "finished"
+
+
+def test_plain_progress_prints_tenths_of_a_long_epoch_with_an_eta() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pairrepro.train.loop import PlainProgress
+
+    buffer = io.StringIO()
+    progress = PlainProgress(Console(file=buffer), min_interval_s=0.0)
+    task = progress.add_task("epoch 1/3", total=100, loss="-", speed="-")
+    for step in range(1, 101):
+        progress.update(task, completed=step, loss="0.5000", speed="1234")
+    lines = buffer.getvalue().splitlines()
+    assert len(lines) == 10 and lines[0].startswith("epoch 1/3: 10/100 batches (10%)")
+    assert "ETA 0:00:00" in lines[0] and lines[-1].endswith("1234 pairs/s, done")
