@@ -45,16 +45,22 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
+def _cpuinfo() -> dict[str, str]:
+    """The first CPU's ``/proc/cpuinfo`` fields (empty where there is none), read once."""
+    fields: dict[str, str] = {}
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return frozenset()
+        return fields
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; empty where there is none)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
 
 
 def cpu_has_bf16_units() -> bool:
@@ -89,7 +95,8 @@ def autocast(device: torch.device, precision: str = "fp32") -> Iterator[None]:
 
 
 def device_name(device: torch.device) -> str:
-    """Human-readable name of the device (GPU model, else the CPU model)."""
+    """Human-readable name of the device: the GPU model, or "cpu" (the CPU's model is in
+    :func:`cpu_fingerprint`)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "cpu"
@@ -97,14 +104,7 @@ def device_name(device: torch.device) -> str:
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8",
-                                                    errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return (_cpuinfo().get("model name") or platform.processor() or platform.machine())
 
 
 def cpu_fingerprint() -> dict[str, Any]:
