@@ -8,12 +8,14 @@ PIP    := $(PY) -m pip
 CLI    := $(VENV)/bin/pairrepro
 TORCH_PIN ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
-SEEDS  ?= 1
+# empty: each recipe's own seeds, as `pairrepro reproduce` and `report --plan` plan them
+SEEDS  ?=
 DEVICE ?= auto
-# a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir, else $PAIRREPRO_MIRROR,
-# else ../shared/datasets when it exists; empty means the official URLs
-MIRROR ?= $(or $(PAIRREPRO_MIRROR),$(abspath $(wildcard ../shared/datasets)))
+# a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir; MIRROR= (empty) means the
+# official URLs; unset, pairrepro's own default applies (pairrepro/paths.py mirror_setting)
+ifneq ($(origin MIRROR),undefined)
 export PAIRREPRO_MIRROR := $(MIRROR)
+endif
 
 .PHONY: install demo test lint bench clean help
 help:  ## list the targets
@@ -42,7 +44,7 @@ lint: $(STAMP)  ## ruff
 # the model benches print fp32 and bf16 figures with the load (bench/protocol.py); RECORD=1
 # appends reference-marked runs to bench/records/, which README's table is rendered from.
 # bench_negatives runs at a third of its size here (its rank_bm25 baseline alone takes
-# minutes at 60k); about 8 minutes in all on one core
+# minutes at 60k)
 BENCH_RECORD = $(if $(RECORD),--record)
 bench: $(STAMP)  ## every benchmark script in bench/ (RECORD=1: record the model benches)
 	@echo "== bench/bench_grid.py" && $(PY) bench/bench_grid.py $(BENCH_RECORD)
@@ -59,7 +61,7 @@ data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-trecqa VARIA
 # The work is done by `pairrepro reproduce` (pairrepro/pipeline.py); exit 7 = nothing ran.
 PAPERS := clstm dflstm mvlstm csran cin
 # COMPARE=1 also trains a table's comparison rows (models run here that the paper lacks)
-REPRO_ARGS = --seeds $(SEEDS) $(if $(JOBS),--jobs $(JOBS)) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)
+REPRO_ARGS = $(if $(SEEDS),--seeds $(SEEDS)) $(if $(JOBS),--jobs $(JOBS)) $(if $(filter-out auto,$(DEVICE)),--device $(DEVICE)) $(if $(DRY),--dry-run) $(if $(COMPARE),--compare)
 
 .PHONY: tables table2
 tables: $(STAMP)  ## every table of every paper (SEEDS=1,2,3 DEVICE=cuda JOBS=2 DRY=1)

@@ -41,11 +41,12 @@ from flops import (
     bench_precisions,
     describe_precisions,
     fresh_process_peak,
+    open_model_bench,
     precisions_record,
     summary,
     yardsticks,
 )
-from protocol import Load, Machine, add_common_arguments, begin, write_record
+from protocol import Load, Machine, add_common_arguments
 
 from pairrepro.models.base import ModelContext
 from pairrepro.models.registry import build_model
@@ -151,15 +152,10 @@ def peak_memory_gb(name: str, small: bool, batch: int, amp: bool, timeout_s: flo
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--models", default="csran,cin,esim")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved model / GEMM block pairs (minimum of each)")
     parser.add_argument("--warmup", type=int, default=0,
                         help="untimed steps before the measurement's own warm-up step")
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--bf16-cap", type=float, default=5.0,
-                        help="where bf16 is emulated, skip a bf16 step predicted longer (s)")
     parser.add_argument("--skip-memory", action="store_true", help="no peak-memory step")
     parser.add_argument("--small", action="store_true", help="reduced sizes (quick CPU check)")
     add_common_arguments(parser, "bench_csran_cin")
@@ -168,23 +164,22 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    device = torch.device(args.device)
-    machine, cores = begin(args.threads)
-    best = yardsticks(machine, device)
+    run = open_model_bench(args)
+    best = yardsticks(run.machine, run.device)
     embed_dim = 100 if args.small else 300
     vocab = make_vocab(20_000, random.Random(0))
     sizes = SMALL if args.small else FULL
-    label = (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu")
-    print(f"torch {torch.__version__}, {label}, batch {args.batch}, SNLI lengths (14 / 8), "
+    print(f"torch {torch.__version__}, {run.label}, batch {args.batch}, SNLI lengths (14 / 8), "
           f"{'small' if args.small else 'paper'} sizes, embed {embed_dim}; {best.describe()}",
           flush=True)
     results = []
     for name in args.models.split(","):
-        measured = bench(name, sizes[name], device, args, embed_dim, vocab, machine, best)
+        measured = bench(name, sizes[name], run.device, args, embed_dim, vocab, run.machine,
+                         best)
         result = {"model": name, "batch": args.batch, **precisions_record(measured, args.batch)}
         print(f"{name}: {result['flops_per_pair'] / 1e9:.3f} GFLOP/pair")
         print(describe_precisions(measured, args.batch))
-        if device.type == "cpu" and not args.skip_memory:
+        if run.device.type == "cpu" and not args.skip_memory:
             batch, memory = PAPER_BATCH[name], {}
             for precision in ("fp32", "bf16"):
                 if "skipped" in result[precision]:
@@ -203,14 +198,8 @@ def main() -> None:
         results.append(result)
     print(summary(results, best), flush=True)
     if args.record:
-        path = write_record("bench_csran_cin", {
-            "device": label, "machine": machine.as_dict(), "threads": args.threads,
-            "cores": cores, "sizes": "small" if args.small else "paper",
-            "yardsticks": {"best": best.best_label,
-                           "best_flops_per_s": best.best_flops_per_s,
-                           "load": best.load.__dict__},
-            "reference": all(r["reference"] for r in results), "models": results})
-        print(f"recorded in {path.relative_to(Path(__file__).resolve().parents[1])}")
+        run.record("bench_csran_cin", args, best, results,
+                   sizes="small" if args.small else "paper")
 
 
 if __name__ == "__main__":

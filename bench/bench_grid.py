@@ -36,13 +36,14 @@ from flops import (  # noqa: E402
     bench_precisions,
     describe_precisions,
     fresh_process_peak,
+    open_model_bench,
     precisions_record,
     summary,
     sync,
     yardsticks,
 )
 from grid_reference import reference_forward  # noqa: E402
-from protocol import Machine, add_common_arguments, begin, write_record  # noqa: E402
+from protocol import Machine, add_common_arguments  # noqa: E402
 
 from pairrepro.models.base import ModelContext  # noqa: E402
 from pairrepro.models.registry import build_model  # noqa: E402
@@ -195,14 +196,9 @@ def micro(device: torch.device, rows: int = 4096, width: int = 250) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated keys")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved model / GEMM block pairs (minimum of each)")
-    parser.add_argument("--bf16-cap", type=float, default=5.0,
-                        help="where bf16 is emulated, skip a bf16 step predicted longer (s)")
     parser.add_argument("--reference", action="store_true",
                         help="also time the cell-by-cell reference (slow)")
     parser.add_argument("--ref-iters", type=int, default=1)
@@ -220,30 +216,22 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    device = torch.device(args.device)
-    machine, cores = begin(args.threads)
+    run = open_model_bench(args)
     if args.micro:
-        micro(device)
+        micro(run.device)
         return
-    label = "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device)
-    best = yardsticks(machine, device)
-    print(f"device {label}, batch {args.batch}, n=m={args.length}, forward+backward; "
+    best = yardsticks(run.machine, run.device)
+    print(f"device {run.label}, batch {args.batch}, n=m={args.length}, forward+backward; "
           f"{best.describe()}", flush=True)
     results = []
     for key in args.models.split(","):
-        results.append(bench_model(key, args, device, machine, best))
+        results.append(bench_model(key, args, run.device, run.machine, best))
         print_result(results[-1], args.length)  # as each model finishes: slow when loaded
     print(summary(results, best), flush=True)
     if args.record:
         for r in results:
             del r["measured"]
-        path = write_record("bench_grid", {
-            "device": label, "machine": machine.as_dict(), "threads": args.threads,
-            "cores": cores, "yardsticks": {"best": best.best_label,
-                                           "best_flops_per_s": best.best_flops_per_s,
-                                           "load": best.load.__dict__},
-            "reference": all(r["reference"] for r in results), "models": results})
-        print(f"recorded in {path.relative_to(ROOT)}")
+        run.record("bench_grid", args, best, results)
 
 
 def print_result(r: dict[str, Any], length: int) -> None:

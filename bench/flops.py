@@ -26,19 +26,21 @@ high-water mark reset just before the measured step, so the peak belongs to that
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from protocol import Load, LoadMonitor, Machine, interleave
+from protocol import RECORDS, Load, LoadMonitor, Machine, begin, interleave, write_record
 
 ROOT = Path(__file__).resolve().parents[1]
 BEST_SIZE = 1024  # the square GEMM of the machine's best rate
@@ -325,6 +327,39 @@ def fresh_process_peak(setup: str, step: str, threads: int = 1,
     except subprocess.TimeoutExpired:
         return None
     return float(out.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class ModelBench:
+    """What a model bench (``bench_grid.py``, ``bench_csran_cin.py``) opens with: its device
+    and the device's name, the machine, and the cores it was pinned to."""
+
+    device: torch.device
+    label: str  # "cpu" or the CUDA device's name
+    machine: Machine
+    cores: list[int]
+
+    def record(self, script: str, args: argparse.Namespace, best: Yardsticks,
+               models: list[dict[str, Any]], **extra: object) -> None:
+        """Append this run to ``records/<script>.json``: the machine, threads, cores,
+        ``extra``, the best GEMM and its load, each model's figures, and the run's
+        *reference measurement* verdict (every model's); say where it went."""
+        path = write_record(script, {
+            "device": self.label, "machine": self.machine.as_dict(), "threads": args.threads,
+            "cores": self.cores, **extra,
+            "yardsticks": {"best": best.best_label, "best_flops_per_s": best.best_flops_per_s,
+                           "load": best.load.__dict__},
+            "reference": all(m["reference"] for m in models), "models": models})
+        print(f"recorded in {path.relative_to(RECORDS.parents[1])}")
+
+
+def open_model_bench(args: argparse.Namespace) -> ModelBench:
+    """A model bench's start: pin and print the machine (:func:`begin`) for ``args.threads``
+    on ``args.device``."""
+    device = torch.device(args.device)
+    machine, cores = begin(args.threads)
+    label = "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    return ModelBench(device, label, machine, cores)
 
 
 def main() -> None:

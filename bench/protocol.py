@@ -289,7 +289,13 @@ KEEP_RUNS = 4  # runs kept per script: the README shows the latest reference one
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, script: str) -> None:
-    """The options every model bench takes: threads, the peak-memory time limit, --record."""
+    """The options every model bench takes: device, threads, interleaved rounds, the bf16
+    cap, the peak-memory time limit, --record."""
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved model / GEMM block pairs (minimum of each)")
+    parser.add_argument("--bf16-cap", type=float, default=5.0,
+                        help="where bf16 is emulated, skip a bf16 step predicted longer (s)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--memory-timeout", type=float, default=120.0)
     parser.add_argument("--record", action="store_true",

@@ -8,43 +8,23 @@ and what is allowed::
     recipes/x.toml: [optim] lr: 'fast': expected a number
     recipes/x.toml: [train] batch_size: 0: Input should be greater than or equal to 1
 
-Layout (every section but ``[model]`` has a fixed set of keys; ``[model]`` holds ``name``
-plus the model's own hyper-parameters, checked against the model's constructor when the
-model is built). Ranges are part of the schema::
-
-    extends       (top level) "<recipe>.toml": start from that recipe (see below)
-    [recipe]      description, paper, seeds (>= 0, at least one),
-                  reproduces = [{paper, table (>= 1), row}], compares = [{paper, table, row}]
-    [data]        dataset (required), variant, train_split, dev_split, test_splits,
-                  max_len (>= 0, 0 = no truncation), min_count (>= 0),
-                  max_train_pairs (>= 0, 0 = all)
-    [embeddings]  source ("random" | "glove-6b-50d" | "glove-file"), path (required for
-                  glove-file), dim (>= 1; 50 for glove-6b-50d), trainable,
-                  oov_init ("glove_stats" | "normal_0.1": words without a pretrained vector)
-    [model]       name (required) + hyper-parameters
-    [task]        type ("classification" | "ranking"), loss (one that fits the type:
-                  pairrepro.tasks), margin (>= 0), negatives (>= 1),
-                  max_negatives_per_query (>= 0, 0 = all); a key the task does not use
-                  (Task.recipe_keys) must keep its default
-    [optim]       name, lr (> 0), l2, l2_scope ("all" | "weights" | "lazy"; "all" on fine-tuned
-                  pretrained vectors under an adaptive optimiser needs l2_scope_why), weight_decay,
-                  clip_norm (>= 0, 0 = no clipping), lr_decay (in (0, 1]), init,
-                  init_rules = [{pattern, init}] (a regex on parameter names; first match
-                  wins over init), init_range (> 0), lstm_orthogonal; every number finite
-    [train]       epochs, batch_size, eval_batch_size (>= 1), patience (>= 0, 0 = none),
-                  select_metric, checkpoint_every (>= 0), checkpoint_minutes (>= 0),
-                  device, precision ("auto" | "fp32" | "bf16"), deterministic,
-                  score_train_pairs (>= 0, 0 = all)
+Every section but ``[model]`` has a fixed set of keys; ``[model]`` holds ``name`` plus the
+model's own hyper-parameters, checked against the model's constructor when it is built.
 
 ``extends = "other.toml"`` (a path relative to the recipe's folder) makes a recipe a delta:
 the base recipe is read first (it may extend another; a cycle is an error naming the
 files), then this file is merged into it table by table: a key given here replaces the
-base's, tables merge key by key, lists and scalars replace whole. Three ``[recipe]`` keys
-say what one file *is* and are never inherited: ``description`` (each recipe describes
-itself completely), ``reproduces`` and ``compares`` (a variant of a recipe does not
-reproduce its base's table rows). The recipe's name stays its file stem, and ``--set``
-overrides apply after the merge. ``pairrepro train RECIPE --print-config`` prints the
-resolved recipe.
+base's, tables merge key by key, lists and scalars replace whole. A recipe's prose is a
+delta too: ``description`` is inherited, and a file that extends states ``change``, one
+line saying what it changes in its base (or its own ``description``, when it describes
+itself whole). The resolved ``change`` is the chain of those lines below the description,
+base first, each as ``"<recipe>: <line>"``, so the description and the changes read in order
+describe the recipe. ``paper``, ``reproduces`` and ``compares`` say what one file *is* and
+are never inherited: a recipe states the paper whose settings it follows and the table rows
+it fills itself (a variant of a recipe does not reproduce its base's rows, and a recipe on a
+new dataset is not held to its base's paper). The recipe's name stays its file stem, and
+``--set`` overrides apply after the merge. ``pairrepro train RECIPE --print-config`` prints
+the resolved recipe.
 """
 
 from __future__ import annotations
@@ -57,6 +37,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field
 
+from pairrepro.data.embeddings import EmbeddingSource, OovInit
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.schema import Schema, validate
@@ -82,6 +63,7 @@ class TableRow(Schema):
 
 class RecipeSection(Schema):
     description: str = ""
+    change: list[str] = Field(default_factory=list)
     paper: str = ""
     seeds: Annotated[list[Count], Field(min_length=1)] = Field(default_factory=lambda: [1])
     reproduces: list[TableRow] = Field(default_factory=list)
@@ -102,14 +84,19 @@ class DataSection(Schema):
     max_train_pairs: Count = 0  # 0 = all; >0 subsamples (seeded) for quick runs
 
 
+# The choice lists of the recipe, each stated once, here: the modules that implement them key
+# their dispatch on these (tests/test_choices.py checks each against its implementation).
+OptimiserName = Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"]  # train.optim
+L2Scope = Literal["all", "weights", "lazy"]  # train.losses.L2Penalty
+Initializer = Literal["default", "uniform", "xavier", "zeros"]  # train.optim
+
+
 class EmbeddingsSection(Schema):
-    source: Literal["random", "glove-6b-50d", "glove-file"] = "random"
+    source: EmbeddingSource = "random"
     path: str = ""
     dim: Positive = 50
     trainable: bool = True
-    # rows of words without a pretrained vector (<unk> included): "glove_stats" = normal with
-    # the mean and std of the vectors found (AllenNLP); "normal_0.1" = N(0, 0.1^2) (CIN's paper)
-    oov_init: Literal["glove_stats", "normal_0.1"] = "glove_stats"
+    oov_init: OovInit = "glove_stats"
 
 
 class ModelSection(Schema):
@@ -124,12 +111,9 @@ class TaskSection(Schema):
     loss: Loss = CLASSIFICATION.loss
     margin: NonNegative = 1.0
     negatives: Positive = 1  # sampled negatives per positive for the hinge loss
-    # pointwise ranking: each epoch, every training query keeps all its positives and a
-    # fresh seeded sample of at most this many of its negatives (0 = all of them)
-    max_negatives_per_query: Count = 0
+    max_negatives_per_query: Count = 0  # pointwise, per query and epoch (0 = all)
 
 
-Initializer = Literal["default", "uniform", "xavier", "zeros"]
 Precision = Literal["auto", "fp32", "bf16"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 
@@ -150,13 +134,10 @@ class InitRule(Schema):
 
 
 class OptimSection(Schema):
-    name: Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"] = "adam"
+    name: OptimiserName = "adam"
     lr: PositiveFloat = 1e-3
     l2: NonNegative = 0.0  # coefficient of 0.5 * ||theta||^2 added to the loss
-    # which theta the L2 term covers (pairrepro.train.losses.L2Penalty): "all" trainable
-    # parameters; "weights" = matrices without embedding tables and biases; "lazy" = the
-    # non-embedding parameters and, of the word-embedding table, only the rows of the batch
-    l2_scope: Literal["all", "weights", "lazy"] = "all"
+    l2_scope: L2Scope = "all"
     # why a recipe wants l2_scope = "all" on fine-tuned pretrained vectors under an adaptive
     # optimiser (without a reason that combination is an error: see _check_l2_scope)
     l2_scope_why: str = ""
@@ -164,8 +145,6 @@ class OptimSection(Schema):
     clip_norm: NonNegative = 0.0  # 0 = no clipping
     # multiplied into the learning rate after every epoch (1 = constant)
     lr_decay: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
-    # the fallback initializer; init_rules (first match wins) name parameters by regex; a
-    # module's documented init (PairModel.documented_init) is never overwritten
     init: Initializer = "default"
     init_rules: list[InitRule] = Field(default_factory=list)
     init_range: PositiveFloat = 0.1
@@ -182,8 +161,6 @@ class TrainSection(Schema):
     # also checkpoint when this many minutes of training passed since the last checkpoint, so
     # a killed session loses at most that much (0 = off)
     checkpoint_minutes: NonNegative = 10.0
-    # "auto": bf16 autocast on CUDA, fp32 on CPU; "bf16" on a CPU pays off only with bf16
-    # units (pairrepro.train.device.resolve_precision). Scores are always computed in fp32.
     precision: Precision = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
@@ -242,7 +219,8 @@ SECTIONS: dict[str, type[Schema]] = {
     "train": TrainSection,
 }
 # [recipe] keys that say what one file is: a recipe that extends another does not inherit them
-OWN_KEYS = ("description", "reproduces", "compares")
+# (``change`` is built from the chain instead: :func:`_recipe_prose`)
+OWN_KEYS = ("paper", "reproduces", "compares", "change")
 
 
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
@@ -293,8 +271,8 @@ def _check_task(recipe: Recipe, source: str) -> None:
                 hint=f"[task] keys this task uses: {uses}")
 
 
-# optimisers that rescale each coordinate's step by its own gradient history
-ADAPTIVE_OPTIMISERS = frozenset({"adagrad", "adam", "adamw", "adadelta", "rmsprop"})
+# optimisers that rescale each coordinate's step by its own gradient history: all but SGD
+ADAPTIVE_OPTIMISERS = frozenset(get_args(OptimiserName)) - {"sgd"}
 
 
 def _check_l2_scope(recipe: Recipe, source: str) -> None:
@@ -380,6 +358,11 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
     raw = read_toml(path)
     base_name = raw.pop("extends", None)
     if base_name is None:
+        own = raw.get("recipe")
+        if isinstance(own, dict) and isinstance(own.get("change"), str):
+            # a resolved config.toml holds the chain as a list; a line has no base to change
+            raise ConfigError(f"{path}: [recipe] change: a recipe that extends none changes "
+                              "nothing", hint="say what it is in [recipe] description")
         return raw
     if not isinstance(base_name, str) or not base_name.endswith(".toml"):
         raise ConfigError(f"{path}: extends: {base_name!r}: expected a recipe file name "
@@ -398,7 +381,31 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
     section = inherited.get("recipe")
     if isinstance(section, dict):  # what the base *is* does not carry over
         inherited["recipe"] = {k: v for k, v in section.items() if k not in OWN_KEYS}
+    own = raw.get("recipe", {})
+    if isinstance(own, dict):  # else merge_tables names the conflict
+        chain = section.get("change") if isinstance(section, dict) else None
+        raw["recipe"] = {**own, "change": _recipe_prose(path, own, raw, chain)}
     return merge_tables(inherited, raw, str(path))
+
+
+def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes: Any
+                  ) -> list[str]:
+    """The resolved ``change`` chain of a file that extends: its base's chain (none when the
+    file describes itself whole in its own ``description``) and its own ``change`` line. A
+    file without one (a quick delta of the user's) is named with the keys it sets, so the
+    description is never read as all there is to it."""
+    line = own.get("change")
+    if line is not None and (not isinstance(line, str) or not line.strip()):
+        raise ConfigError(f"{path}: [recipe] change: {line!r}: expected one line of text "
+                          "saying what this recipe changes in the one it extends")
+    if line is None and "description" not in own:
+        keys = [f"{section}.{key}" for section, table in raw.items()
+                if isinstance(table, dict) and section != "recipe" for key in table]
+        line = f"sets {', '.join(keys)}" if keys else "changes nothing"
+    if "description" in own:  # the recipe describes itself whole: the chain starts here
+        changes = []
+    chain = list(changes) if isinstance(changes, list) else []
+    return chain + ([f"{path.stem}: {line.strip()}"] if line is not None else [])
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:

@@ -39,6 +39,12 @@ class DataError(PairreproError):
     exit_code = 3
 
 
+class NoEvidenceError(DataError):
+    """A run's saved predictions give no per-unit values for a metric (none saved for the
+    split, a metric without units, seeds or rows scored on different units): a report prints
+    the message where the interval or paired test would be."""
+
+
 class DownloadError(PairreproError):
     """A file could not be downloaded (no network, HTTP error)."""
 

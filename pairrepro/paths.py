@@ -53,6 +53,13 @@ def recipes_dir() -> Path:
     return Path(os.environ.get("PAIRREPRO_RECIPES", PROJECT_DIR / "recipes"))
 
 
+def reader_dirs() -> list[Path]:
+    """Folders of readers kept outside the package (``<DIR>/<reader>.py``), searched after
+    ``pairrepro/data/formats/``: ``$PAIRREPRO_READERS``, a list like ``$PATH``."""
+    return [Path(p).expanduser() for p in os.environ.get("PAIRREPRO_READERS", "").split(
+        os.pathsep) if p]
+
+
 DEFAULT_RUNS = "runs"
 
 
@@ -67,7 +74,52 @@ def results_dir() -> Path:
     return Path(os.environ.get("PAIRREPRO_RESULTS", PROJECT_DIR / "results"))
 
 
+MIRROR_ENV = "PAIRREPRO_MIRROR"
+
+
+def user_config_path() -> Path:
+    """The user's settings file: ``$XDG_CONFIG_HOME/pairrepro/config.toml`` (default
+    ``~/.config/pairrepro/config.toml``); optional."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base).expanduser() / "pairrepro" / "config.toml"
+
+
+def checkout_mirror() -> Path:
+    """``shared/datasets`` beside the checkout (``../shared/datasets`` from its root): where
+    this project's machines keep the dataset mirror."""
+    return PROJECT_DIR.parent / "shared" / "datasets"
+
+
+def mirror_setting() -> tuple[Path, str] | None:
+    """The local mirror folder (laid out ``<DIR>/<dataset>/<file>``) and where it was set,
+    first found of:
+
+    1. ``$PAIRREPRO_MIRROR``; set but empty means no mirror at all (the official URLs), which
+       ``make MIRROR=`` relies on;
+    2. ``mirror = "DIR"`` in :func:`user_config_path` (a relative DIR is relative to that
+       file's folder);
+    3. :func:`checkout_mirror`, when that folder exists.
+
+    ``fetch --mirror DIR`` overrides all three. ``None``: no mirror."""
+    if (env := os.environ.get(MIRROR_ENV)) is not None:
+        return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
+    config = user_config_path()
+    if config.is_file():
+        from pairrepro.io import read_toml
+        from pairrepro.schema import Schema, validate
+
+        class UserConfig(Schema):
+            mirror: str = ""
+
+        settings = validate(UserConfig, read_toml(config), str(config))
+        if settings.mirror:
+            return config.parent / Path(settings.mirror).expanduser(), f"{config}: mirror"
+    if checkout_mirror().is_dir():
+        return checkout_mirror(), "shared/datasets beside the checkout"
+    return None
+
+
 def mirror_dir() -> Path | None:
-    """Local mirror folder from ``$PAIRREPRO_MIRROR``, if set."""
-    env = os.environ.get("PAIRREPRO_MIRROR")
-    return Path(env).expanduser() if env else None
+    """The local mirror folder of :func:`mirror_setting`, or ``None``."""
+    setting = mirror_setting()
+    return setting[0] if setting else None

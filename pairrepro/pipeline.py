@@ -1,9 +1,9 @@
 """Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``).
 
 No CLI here: :func:`run_tables` does the work and returns what ran and what failed; the CLI
-(``cli/report_cmds.py``) renders the tables afterwards. Data is fetched and prepared first,
+(``cli/pipeline_cmds.py``) renders the tables afterwards. Data is fetched and prepared first,
 once per (dataset, variant); then every (recipe, seed) still to train becomes a
-:class:`~pairrepro.launch.RunSpec` for a launcher (:mod:`pairrepro.launch`): in this process
+:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`): in this process
 (``jobs=1``), a local pool of ``jobs`` processes, or a Slurm array. Finished seeds are
 skipped, interrupted ones resume. A recipe whose data cannot be fetched or prepared, or a run
 whose training fails, is recorded in :attr:`Outcome.failed` and the others still run.
@@ -11,7 +11,6 @@ whose training fails, is recorded in :attr:`Outcome.failed` and the others still
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,17 +18,17 @@ from typing import Any
 
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError, PairreproError
-from pairrepro.launch import LAUNCHERS, RunOutcome, RunSpec, specs_of
+from pairrepro.launch.spec import LAUNCHERS, RunOutcome, RunSpec, silent, specs_of
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import Paper, PaperTable
+from pairrepro.report.plan import done_seeds
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.train.run_folder import config_differences, find_runs
 
 
 @dataclass
 class Outcome:
     """What :func:`run_tables` did: recipes trained (or already finished), why others could
-    not run, and one :class:`~pairrepro.launch.RunOutcome` per (recipe, seed) launched."""
+    not run, and one :class:`~pairrepro.launch.spec.RunOutcome` per (recipe, seed) launched."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -45,34 +44,20 @@ class Outcome:
 class Launch:
     """How to run the trainings: ``launcher`` (local | slurm | submitit-local), ``jobs`` at a
     time (local), ``threads`` each (default cores // jobs), and for Slurm the ``[slurm]``
-    file values and ``--slurm-*`` options (None: not given), and whether to wait."""
+    table of ``--slurm-config`` and whether to wait."""
 
     launcher: str = "local"
     jobs: int = 1
     threads: int | None = None
     slurm_file: dict[str, Any] = field(default_factory=dict)
-    slurm_options: dict[str, Any] = field(default_factory=dict)
     wait: bool = True
-
-
-def _quiet(_kind: str, _message: str) -> None:
-    return None
-
-
-def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe*. A run made
-    with ``--set`` overrides (a variant: :func:`config_differences` finds keys other than
-    device and threads) is not the recipe's reproduction and does not count as done."""
-    config = tomllib.loads(recipe.to_toml())
-    return {r.seed for r in find_runs(runs_dir, recipe.name)
-            if r.status == "finished" and not config_differences(r.config, config)}
 
 
 def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None = None, device: str | None = None,
                mirror: Path | None = None, comparisons: bool = False,
                progress: bool = True, index: RecipeIndex | None = None,
-               notify: Callable[[str, str], None] = _quiet,
+               notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
     """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
     with ``comparisons``) into ``runs_dir``; failures are collected, not raised.
@@ -132,19 +117,18 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
 def _launch(specs: list[RunSpec], runs_dir: Path, device: str | None, progress: bool,
             index: RecipeIndex, notify: Callable[[str, str], None],
             launch: Launch) -> list[RunOutcome]:
-    from pairrepro import launch as launcher
+    from pairrepro.launch import local, slurm
 
     if not specs:
         return []
     if launch.launcher == "local":
-        return launcher.run_local(specs, runs_dir, launch.jobs, device, launch.threads,
-                                  live=progress, quiet=not progress, notify=notify)
-    settings = {name: launcher.slurm_settings(index.recipes[name], device, launch.slurm_file,
-                                              launch.slurm_options)
+        return local.run_local(specs, runs_dir, launch.jobs, device, launch.threads,
+                               live=progress, quiet=not progress, notify=notify)
+    settings = {name: slurm.slurm_settings(index.recipes[name], device, launch.slurm_file)
                 for name in dict.fromkeys(s.recipe for s in specs)}
     cluster = "local" if launch.launcher == "submitit-local" else "slurm"
-    submitted = launcher.submit_slurm(specs, runs_dir, settings, device, cluster, notify)
+    submitted = slurm.submit_slurm(specs, runs_dir, settings, device, cluster, notify)
     if not launch.wait:
         return [RunOutcome(spec, "submitted", job_id=str(job.job_id),
                            log=str(job.paths.stdout)) for spec, job in submitted]
-    return launcher.wait_slurm(submitted, runs_dir, live=progress, notify=notify)
+    return slurm.wait_slurm(submitted, runs_dir, live=progress, notify=notify)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pairrepro.errors import DataError
+from pairrepro.metrics import f1_from_counts
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # an interval's batch: adaptive intervals draw this many at a time
@@ -153,11 +154,6 @@ def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                       confidence, resamples, seed, targets)
 
 
-def _f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    denom = 2 * tp + fp + fn
-    return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
-
-
 def _indicators(labels: np.ndarray, predictions: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gold = np.asarray(labels).astype(bool)
@@ -176,8 +172,8 @@ def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float =
     pred = np.asarray(predictions)
     pred = pred[None, :] if pred.ndim == 1 else pred
     tp, fp, fn = _indicators(np.broadcast_to(labels, pred.shape), pred)
-    point = float(_f1_from_counts(tp.sum(1), fp.sum(1), fn.sum(1)).mean())
-    return _two_level(lambda w: _f1_from_counts(w @ tp.T, w @ fp.T, w @ fn.T), point,
+    point = float(f1_from_counts(tp.sum(1), fp.sum(1), fn.sum(1)).mean())
+    return _two_level(lambda w: f1_from_counts(w @ tp.T, w @ fp.T, w @ fn.T), point,
                       pred.shape[0], pred.shape[1], confidence, resamples, seed, targets)
 
 
@@ -193,7 +189,7 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
     zeros = _indicators(1 - np.asarray(gold), 1 - pred)
 
     def macro(*counts: np.ndarray) -> np.ndarray:
-        return (_f1_from_counts(*counts[:3]) + _f1_from_counts(*counts[3:])) / 2
+        return (f1_from_counts(*counts[:3]) + f1_from_counts(*counts[3:])) / 2
 
     point = float(macro(*(u.sum(1) for u in ones + zeros)).mean())
     return _two_level(lambda w: macro(*(w @ u.T for u in ones + zeros)), point,
@@ -305,15 +301,15 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
     systems = [(_indicators(labels, one_a), _indicators(labels, one_b))
                for one_a, one_b in zip(runs_a, runs_b, strict=True)]
     seeds = runs_a.shape[0]
-    observed = sum(float(_f1_from_counts(*(u.sum() for u in sys_a))
-                         - _f1_from_counts(*(u.sum() for u in sys_b)))
+    observed = sum(float(f1_from_counts(*(u.sum() for u in sys_a))
+                         - f1_from_counts(*(u.sum() for u in sys_b)))
                    for sys_a, sys_b in systems) / seeds
 
     def resample(swaps: np.ndarray) -> np.ndarray:
         keep = 1.0 - swaps
 
         def f1(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]) -> np.ndarray:
-            return _f1_from_counts(*(keep @ u + swaps @ v for u, v in zip(x, y, strict=True)))
+            return f1_from_counts(*(keep @ u + swaps @ v for u, v in zip(x, y, strict=True)))
 
         return sum(f1(sys_a, sys_b) - f1(sys_b, sys_a) for sys_a, sys_b in systems) / seeds
 

@@ -12,13 +12,8 @@ Each task owns which ``[task]`` keys it uses (:attr:`Task.recipe_keys`); a key i
 use must keep its default, so ``max_negatives_per_query`` on a hinge recipe is an error
 rather than silently ignored.
 
-Everything else that depends on the task lives here too, so no other module compares loss
-names or task types: the number of model outputs (:meth:`Task.num_outputs`), the batch loss
-and the running-correct count (:meth:`Task.batch_loss`, :meth:`Task.batch_correct`), scores
-from outputs (:meth:`Task.scores`), metrics from scores (:meth:`Task.metrics`), the items of
-a training epoch and how a batch of them is collated (:meth:`Task.epoch_items`,
-:meth:`Task.collate`), the prediction-file columns (:meth:`Task.prediction_frame`) and
-whether subsets are drawn by whole groups (:attr:`Task.by_group`).
+Everything else that depends on the task lives here too (the methods of :class:`Task`), so no
+other module compares loss names or task types.
 
 torch, pandas, the metrics and the batching helpers are imported on first use: the recipe
 schema names its choices from :data:`LOSSES`/:data:`TASK_TYPES`, and reading a recipe (or a

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
+
+from pairrepro.train.device import THREAD_VARIABLES
 
 torch.set_num_threads(1)
 
@@ -43,6 +45,31 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"not found at {DATASETS} / {SHARED}. Point PAIRREPRO_MIRROR at the dataset "
             "mirror (or PAIRREPRO_SHARED at the folder holding datasets/, papers/, spec/) to "
             "run them; on CI (CI=true) they fail instead.", yellow=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user's ``~/.config/pairrepro/config.toml`` (a default mirror) never reaches a test:
+    its settings would change what fetch reads."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.getbasetemp() / "no-config"))
+
+
+@pytest.fixture(autouse=True)
+def _process_state_restored() -> Iterator[None]:
+    """A test that trains in this process (``train`` sets threads for the machine and asks
+    for deterministic kernels) leaves no global state behind: two OpenMP threads on a core
+    that another process also uses made a later CIN test ~50x slower."""
+    environment = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    yield
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(deterministic)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The layering of ARCHITECTURE.md, checked on the source: no import cycle anywhere in the
-package, and the report reads runs without building models or parquet files.
+package, and the report reads runs (through ``pairrepro.runs``) without the trainer, model
+code or parquet files. No function is longer than 100 lines, and only ``pairrepro.console``
+builds a rich console.
 
 Imports are read with ``ast`` (module level and inside functions alike; ``if TYPE_CHECKING:``
 blocks are skipped, they never run). ``from a.b import c`` counts as an import of ``a.b.c``
@@ -30,14 +32,15 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(path: Path) -> list[tuple[str, int, str]]:
-    """(imported name, line, what the line imports) of every import that runs."""
+def _imports(path: Path, type_only: bool = False) -> list[tuple[str, int, str]]:
+    """(imported name, line, what the line imports) of every import that runs; with
+    ``type_only`` also those of ``if TYPE_CHECKING:`` blocks."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: list[tuple[str, int, str]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_only:
             for child in node.orelse:
                 visit(child)
             return
@@ -59,12 +62,12 @@ def _imports(path: Path) -> list[tuple[str, int, str]]:
     return found
 
 
-def _graph() -> dict[str, dict[str, int]]:
-    """module -> {imported pairrepro module: first line}."""
+def _graph(type_only: bool = False) -> dict[str, dict[str, int]]:
+    """module -> {imported pairrepro module: first line} (``type_only``: see _imports)."""
     graph: dict[str, dict[str, int]] = {}
     for name, path in MODULES.items():
         edges = graph.setdefault(name, {})
-        for target, line, _ in _imports(path):
+        for target, line, _ in _imports(path, type_only):
             if target in MODULES and target != name:
                 edges.setdefault(target, line)
     return graph
@@ -123,18 +126,108 @@ def test_no_import_cycle() -> None:
     assert not offenders, "import cycles:\n" + "\n".join(offenders)
 
 
-def test_report_builds_no_models_and_reads_no_parquet() -> None:
-    """The report reads run folders (run_folder) and committed data, never model code or
-    prediction/prepared parquet files."""
+# what the report never imports: it reads run folders through pairrepro.runs and committed
+# data, and neither trains, builds models nor opens parquet files itself
+REPORT_FORBIDDEN = ("pairrepro.train", "pairrepro.models", "pyarrow")
+
+
+def _import_offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    """``file:line: imports name`` for every import of a ``forbidden`` module (or one under
+    it) by a module of ``package``."""
     offenders = []
+    for name, path in MODULES.items():
+        if name != package and not name.startswith(f"{package}."):
+            continue
+        for target, line, what in _imports(path):
+            if any(target == f or target.startswith(f"{f}.") for f in forbidden):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line}: imports {what}")
+    return offenders
+
+
+def test_the_import_check_sees_a_lazy_import_of_the_trainer() -> None:
+    """The checker itself: the CLI imports ``train.runner`` inside a command function, and
+    the check finds that import."""
+    found = _import_offenders("pairrepro.cli", ("pairrepro.train",))
+    assert any("imports pairrepro.train.runner.train_recipe" in f for f in found), found
+
+
+def test_report_imports_no_trainer_no_models_and_reads_no_parquet() -> None:
+    """The report reads run folders (``pairrepro.runs``) and committed data, never the
+    trainer, model code or prediction/prepared parquet files."""
+    offenders = _import_offenders("pairrepro.report", REPORT_FORBIDDEN)
     for name, path in MODULES.items():
         if not name.startswith("pairrepro.report"):
             continue
         source = path.read_text(encoding="utf-8")
-        for target, line, what in _imports(path):
-            if target.startswith(("pairrepro.models", "pyarrow")):
-                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{line}: imports {what}")
         for n, text in enumerate(source.splitlines(), 1):
             if "read_parquet" in text:
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{n}: {text.strip()}")
     assert not offenders, "report reaches past the run folder:\n" + "\n".join(offenders)
+
+
+#: The longest a function of the package may be, its signature and docstring included.
+MAX_FUNCTION_LINES = 100
+
+
+def _long_functions(source: str, where: str) -> list[str]:
+    """``where:line name (n lines)`` for every function (methods and nested ones included)
+    longer than :data:`MAX_FUNCTION_LINES`, counted from ``def`` to its last line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                found.append(f"{where}:{node.lineno} {node.name} ({length} lines)")
+    return found
+
+
+def test_the_length_check_finds_a_long_method() -> None:
+    """The checker itself: a method of 101 lines is found, one of 100 is not."""
+    body = "\n".join(f"        x{i} = {i}" for i in range(98))
+    source = f"class A:\n    def long(self):\n{body}\n        x = 0\n        return x\n"
+    assert _long_functions(source, "a.py") == ["a.py:2 long (101 lines)"]
+    assert _long_functions(source.replace("        x = 0\n", ""), "a.py") == []
+
+
+def test_no_function_over_100_lines() -> None:
+    offenders = [found for path in MODULES.values()
+                 for found in _long_functions(path.read_text(encoding="utf-8"),
+                                              str(path.relative_to(PACKAGE.parent)))]
+    assert not offenders, ("functions over 100 lines (split them into named steps):\n"
+                           + "\n".join(offenders))
+
+
+def test_one_owner_of_the_consoles() -> None:
+    """Only ``pairrepro.console`` builds a rich ``Console`` for output (every output follows
+    the one quiet/json/width policy; a console given ``file=`` renders into a buffer, not to
+    the user), and it imports nothing of pairrepro, so any layer may use it."""
+    builders = []
+    for name, path in MODULES.items():
+        if name == "pairrepro.console":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call)
+                    and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Console"
+                    and not any(k.arg == "file" for k in node.keywords)):
+                builders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not builders, "rich consoles built outside pairrepro.console:\n" + "\n".join(builders)
+    assert not [t for t, _, _ in _imports(MODULES["pairrepro.console"])
+                if t.startswith("pairrepro")]
+
+
+def test_no_import_cycle_even_through_type_hints() -> None:
+    """A circle kept alive only by ``if TYPE_CHECKING:`` (``tasks`` <-> ``data.batches``) is
+    still two modules that each need the other to be understood."""
+    cycles = _cycles(_graph(type_only=True))
+    assert not cycles, "import cycles through type hints: " + "; ".join(map(" / ".join, cycles))
+
+
+def test_nothing_below_the_cli_imports_it() -> None:
+    """The CLI sits on top: the package's layers are used by it and never reach back up
+    (``launch`` once took its console from ``cli.common``)."""
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{line}: imports {what}"
+                 for name, path in MODULES.items()
+                 if not name.startswith("pairrepro.cli") and name != "pairrepro.__main__"
+                 for target, line, what in _imports(path, type_only=True)
+                 if target == "pairrepro.cli" or target.startswith("pairrepro.cli.")]
+    assert not offenders, "imports of the CLI from below it:\n" + "\n".join(offenders)

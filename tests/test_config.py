@@ -198,10 +198,17 @@ lr = 0.25
     assert recipe.model.hparams == {"hidden": 16, "dropout": 0.1}
     assert (recipe.optim.name, recipe.optim.lr, recipe.optim.clip_norm) == ("adagrad", 0.25, 5.0)
     assert recipe.data.variant == "nli" and recipe.data.test_splits == ["test"]  # replaced
-    # paper and seeds carry over; what the base *is* does not
-    assert recipe.recipe.paper == "cin" and recipe.seeds == [1, 2]
-    assert recipe.recipe.description == "" and recipe.recipe.reproduces == []
-    assert load_recipe(tmp_path / "middle.toml").recipe.description == "the middle"
+    # seeds and the prose carry over; what the base *is* (its paper and rows) does not, and
+    # a file without a change line is named with the keys it sets
+    assert recipe.recipe.paper == "" and recipe.seeds == [1, 2]
+    assert recipe.recipe.description == "the middle" and recipe.recipe.reproduces == []
+    assert recipe.recipe.change == ["child: sets model.hidden"]
+    middle = load_recipe(tmp_path / "middle.toml").recipe  # its own description: no chain
+    assert (middle.description, middle.change) == ("the middle", [])
+    grandchild = write(tmp_path, 'extends = "child.toml"\n[recipe]\nchange = " hidden 4 "\n'
+                       '[model]\nhidden = 4\n', "grandchild.toml")
+    assert load_recipe(grandchild).recipe.change == ["child: sets model.hidden",
+                                                     "grandchild: hidden 4"]
     assert load_recipe(tmp_path / "base.toml").recipe.reproduces[0].row == "CIN"
     # --set applies after the merge, and the resolved recipe needs no extends to reload
     again = load_recipe(write(tmp_path, recipe.to_toml(), "resolved.toml"))
@@ -224,6 +231,12 @@ def test_extends_errors_name_the_files(tmp_path: Path) -> None:
     write(tmp_path, BASE + "[train]\nepochs = 'x'\n", "badbase.toml")
     msg = error_of(write(tmp_path, 'extends = "badbase.toml"\n', "kid.toml"))
     assert "kid.toml: [train] epochs: 'x'" in msg
+    # a change line is one line of text, and only a recipe that extends has one
+    write(tmp_path, BASE, "r.toml")
+    msg = error_of(write(tmp_path, 'extends = "r.toml"\n[recipe]\nchange = 3\n', "c3.toml"))
+    assert "c3.toml: [recipe] change: 3" in msg
+    msg = error_of(write(tmp_path, BASE + '[recipe]\nchange = "x"\n', "root.toml"))
+    assert "root.toml: [recipe] change" in msg and "extends none" in msg
 
 
 def test_cli_error_keeps_section_brackets(tmp_path: Path) -> None:

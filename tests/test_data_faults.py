@@ -39,7 +39,7 @@ JACANA_TEST = "jacana/answer/test-less-than-40.manual-edit.xml"
 
 @pytest.fixture(autouse=True)
 def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
+    monkeypatch.setenv("PAIRREPRO_MIRROR", "")  # empty: no mirror, not even the default
     STATE.quiet = STATE.json = False
 
 

@@ -23,8 +23,8 @@ from typer.testing import CliRunner, Result
 from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.errors import DataError, StorageError
+from pairrepro.runs import RunFolder, find_runs, read_run
 from pairrepro.train.loop import Trainer, TrainHooks
-from pairrepro.train.run_folder import RunFolder, find_runs, read_run
 from pairrepro.train.runner import train_recipe
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"

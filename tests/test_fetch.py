@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.cli.common import STATE
 from pairrepro.data import archives, download, fetch
@@ -47,7 +48,7 @@ def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(download, "_open_url", guarded)
     monkeypatch.setattr(download, "HTTP_TIMEOUT", 5.0)
-    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
+    monkeypatch.setenv("PAIRREPRO_MIRROR", "")  # empty: no mirror, not even the default
     STATE.quiet = STATE.json = False
 
 
@@ -354,6 +355,79 @@ def test_mirror_from_environment(shared_datasets: Path, data_home: Path,
     report = fetch.fetch_dataset("quora")
     assert report.splits_present == ["dev", "test"]
     assert report.splits_missing == ["train"]
+
+
+def _mirror_of_quora(folder: Path, shared_datasets: Path) -> Path:
+    """A mirror folder holding only quora (a link to the real files): what fetch takes from
+    it shows which mirror it used."""
+    folder.mkdir(parents=True)
+    (folder / "quora").symlink_to(shared_datasets / "quora", target_is_directory=True)
+    return folder
+
+
+def test_default_mirror_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$PAIRREPRO_MIRROR (empty: none), else the user config's mirror (relative to its file),
+    else shared/datasets beside the checkout when it exists, else none."""
+    config_home = tmp_path / "config"
+    checkout = tmp_path / "work" / "main"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+    monkeypatch.setattr(paths, "PROJECT_DIR", checkout)
+    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    assert paths.mirror_dir() is None  # nothing configured, no folder beside the checkout
+    beside = tmp_path / "work" / "shared" / "datasets"
+    beside.mkdir(parents=True)
+    assert paths.mirror_dir() == beside
+    (config_home / "pairrepro").mkdir(parents=True)
+    (config_home / "pairrepro" / "config.toml").write_text('mirror = "../../my-mirror"\n')
+    assert paths.mirror_dir().resolve() == (tmp_path / "my-mirror").resolve()
+    monkeypatch.setenv("PAIRREPRO_MIRROR", str(tmp_path / "env-mirror"))
+    assert paths.mirror_dir() == tmp_path / "env-mirror"
+    monkeypatch.setenv("PAIRREPRO_MIRROR", "")
+    assert paths.mirror_dir() is None
+
+
+def test_fetch_uses_the_mirror_of_the_user_config(tmp_path: Path, shared_datasets: Path,
+                                                  data_home: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    mirror = _mirror_of_quora(tmp_path / "mirror", shared_datasets)
+    config = tmp_path / "config" / "pairrepro" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'mirror = "{mirror}"\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    result = runner.invoke(app, ["--json", "fetch", "quora"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["splits_present"] == ["dev", "test"]
+    record = json.loads((data_home / "raw" / "quora" / ".fetched.json").read_text())
+    sources = [f["source"] for f in record["files"]]
+    assert sources and all(s.startswith(f"mirror:{mirror.resolve()}/quora/") for s in sources)
+
+
+def test_fetch_uses_the_mirror_beside_the_checkout(tmp_path: Path, shared_datasets: Path,
+                                                   data_home: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _mirror_of_quora(tmp_path / "shared" / "datasets", shared_datasets)
+    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(paths.manifests_dir()))
+    monkeypatch.setattr(paths, "PROJECT_DIR", tmp_path / "checkout")
+    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    report = fetch.fetch_dataset("quora")
+    assert report.splits_present == ["dev", "test"]
+
+
+def test_user_config_faults_name_the_file(tmp_path: Path, data_home: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "pairrepro" / "config.toml"
+    config.parent.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    config.write_text('mirorr = "/data"\n')
+    with pytest.raises(ConfigError, match=r"config\.toml: .*unknown key 'mirorr'"):
+        paths.mirror_dir()
+    config.write_text(f'mirror = "{tmp_path / "gone"}"\n')
+    result = runner.invoke(app, ["fetch", "quora"])
+    assert result.exit_code == 2
+    # whitespace dropped: the terminal may wrap the long path anywhere
+    assert f"{config}:mirror" in "".join(result.output.split())
 
 
 def test_snli_partial_availability(shared_datasets: Path, data_home: Path) -> None:

@@ -405,7 +405,7 @@ def test_plain_progress_prints_tenths_of_a_long_epoch_with_an_eta() -> None:
 
     from rich.console import Console
 
-    from pairrepro.train.loop import PlainProgress
+    from pairrepro.console import PlainProgress
 
     buffer = io.StringIO()
     progress = PlainProgress(Console(file=buffer), min_interval_s=0.0)

@@ -15,11 +15,14 @@ import torch
 from synth_prepared import write_synthetic
 from typer.testing import CliRunner
 
-from pairrepro import launch, paths
+from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
-from pairrepro.train.run_folder import RunFolder
+from pairrepro.launch import live, local, slurm
+from pairrepro.launch.spec import RunSpec, specs_of
+from pairrepro.runs import RunFolder
+from pairrepro.train import device
 
 BASE = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
 
@@ -60,8 +63,8 @@ def manifest(runs: Path, recipe: str, seed: int = 1) -> dict:
 
 # --------------------------------------------------------------------------- threads
 def test_default_threads_divide_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(launch, "available_cores", lambda: 8)
-    assert [launch.default_threads(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
+    monkeypatch.setattr(device, "available_cores", lambda: 8)
+    assert [device.default_threads(n) for n in (1, 2, 3, 8, 16)] == [8, 4, 2, 1, 1]
 
 
 def test_train_threads_option_and_default_are_recorded(synth: Path, tmp_path: Path,
@@ -74,7 +77,7 @@ def test_train_threads_option_and_default_are_recorded(synth: Path, tmp_path: Pa
     assert manifest(runs, "tiny")["cpu_threads"] == 2
     # default: the machine's cores (3 here) divided by the runs sharing it (1; torchrun: its
     # processes on this node)
-    monkeypatch.setattr(launch, "available_cores", lambda: 3)
+    monkeypatch.setattr(device, "available_cores", lambda: 3)
     result = runner.invoke(app, ["--quiet", "train", str(recipe), "--force"])
     assert result.exit_code == 0, result.output
     assert manifest(runs, "tiny")["cpu_threads"] == 3
@@ -86,16 +89,16 @@ def test_train_threads_option_and_default_are_recorded(synth: Path, tmp_path: Pa
 
 
 def test_exit_status_of_a_pool_process_becomes_the_outcome(tmp_path: Path) -> None:
-    spec = launch.RunSpec("r", "r.toml", 1)
+    spec = RunSpec("r", "r.toml", 1)
     log = tmp_path / "r.log"
     log.write_text("loading\nerror: recipes/r.toml: [data] dataset: 'nope' is unknown\n")
-    assert launch._ended(spec, 0, tmp_path, log).status == "finished"
-    assert (launch._ended(spec, 130, tmp_path, log).status,
-            launch._ended(spec, -15, tmp_path, log).exit_code) == ("interrupted", 130)
-    failed = launch._ended(spec, 2, tmp_path, log)
+    assert local._ended(spec, 0, tmp_path, log).status == "finished"
+    assert (local._ended(spec, 130, tmp_path, log).status,
+            local._ended(spec, -15, tmp_path, log).exit_code) == ("interrupted", 130)
+    failed = local._ended(spec, 2, tmp_path, log)
     assert (failed.status, failed.exit_code) == ("failed", 2)
     assert failed.reason == "recipes/r.toml: [data] dataset: 'nope' is unknown"
-    killed = launch._ended(spec, -9, tmp_path, log)
+    killed = local._ended(spec, -9, tmp_path, log)
     assert (killed.status, killed.reason) == ("failed", "killed by signal SIGKILL")
 
 
@@ -149,35 +152,45 @@ def test_pool_never_runs_more_than_jobs_at_once(tmp_path: Path,
         return process
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr(launch, "POLL_S", 0.05)
-    specs = [launch.RunSpec("r", "r.toml", seed) for seed in range(5)]
-    outcomes = launch.run_local(specs, tmp_path, jobs=2, threads=1)
+    monkeypatch.setattr(live, "POLL_S", 0.05)
+    specs = [RunSpec("r", "r.toml", seed) for seed in range(5)]
+    outcomes = local.run_local(specs, tmp_path, jobs=2, threads=1)
     assert [o.status for o in outcomes] == ["finished"] * 5 and peak[0] == 2
 
 
 # --------------------------------------------------------------------------- Slurm
-def test_slurm_resources_from_preflight_file_and_options(tmp_path: Path) -> None:
+def test_slurm_time_and_memory_come_from_the_committed_preflight_record(
+        data_home: Path) -> None:
+    """TC-LSTM's record as committed (bench/preflight/tc_lstm.json: pairs_per_s, peak_mb,
+    measured on a CPU) and SNLI's training pairs (nothing prepared here: the manifest's
+    549,367, the SNLI paper's 550,152 less its 785 pairs without a gold label)."""
+    record = json.loads((paths.PROJECT_DIR / "bench" / "preflight" / "tc_lstm.json")
+                        .read_text())
+    recipe = load_recipe(paths.PROJECT_DIR / "recipes" / "tc_lstm.toml")
+    epoch_s = 549_367 / record["pairs_per_s"]
+    assert slurm.recipe_resources(recipe, "cpu") == {
+        "gpus_per_node": 0, "mem_gb": int(record["peak_mb"] / 1024 * 1.5 + 2.999),
+        "timeout_min": int(epoch_s * recipe.train.epochs * 1.5 / 60) + 30}
+    # a GPU job takes no time limit from a CPU figure (it would ask for days): the default
+    gpu = slurm.slurm_settings(recipe, "cuda", {})
+    assert (gpu.gpus_per_node, gpu.timeout_min) == (1, slurm.SlurmSettings().timeout_min)
+
+
+def test_slurm_resources_without_a_record_then_the_config_file(tmp_path: Path) -> None:
     recipe = load_recipe(paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml")
-    # no preflight figures: a GPU unless the device is cpu, defaults otherwise
-    assert launch.recipe_resources(recipe, None, tmp_path) == {"gpus_per_node": 1}
-    (tmp_path / "bilstm_max_synthetic.json").write_text(json.dumps(
-        {"pairs_per_s": 100.0, "train_pairs": 6000, "peak_memory_mb": 4096}))
-    found = launch.recipe_resources(recipe, "cpu", tmp_path)
-    # 5 epochs × 60 s × 1.5 = 7.5 min + 30; memory 4 GB × 1.5 + 2 = 8 GB
-    assert found == {"gpus_per_node": 0, "timeout_min": 37, "mem_gb": 8}
+    # no preflight record: a GPU unless the device is cpu, defaults otherwise
+    assert slurm.recipe_resources(recipe, None, tmp_path) == {"gpus_per_node": 1}
     config = tmp_path / "slurm.toml"
     config.write_text('[slurm]\npartition = "gpu"\nmem_gb = 32\ntimeout_min = 90\n')
-    file_values = launch.load_slurm_config(config)
-    settings = launch.slurm_settings(recipe, "cpu", file_values,
-                                     {"timeout_min": 60, "partition": None}, tmp_path)
+    settings = slurm.slurm_settings(recipe, "cpu", slurm.load_slurm_config(config), tmp_path)
     assert (settings.partition, settings.mem_gb, settings.timeout_min,
-            settings.gpus_per_node) == ("gpu", 32, 60, 0)
-    params = launch.executor_parameters(settings, "pairrepro")
-    assert params["slurm_partition"] == "gpu" and params["timeout_min"] == 60
+            settings.gpus_per_node) == ("gpu", 32, 90, 0)
+    params = slurm.executor_parameters(settings, "pairrepro")
+    assert params["slurm_partition"] == "gpu" and params["timeout_min"] == 90
     config.write_text("[slurm]\nmem = 32\n")
     with pytest.raises(ConfigError,
                        match=r"(?s)slurm.toml: \[slurm\]: mem: unknown key.*allowed keys: part"):
-        launch.load_slurm_config(config)
+        slurm.load_slurm_config(config)
 
 
 EPOCHS = 30
@@ -208,10 +221,10 @@ def test_slurm_array_through_submitit_resumes_a_preempted_job(synth: Path, tmp_p
     # enough epochs that the signal after the first one always lands mid-run, on any machine
     recipe = load_recipe(tiny_recipe(tmp_path / "recipes", "tiny", epochs=EPOCHS))
     runs = tmp_path / "runs"
-    specs = launch.specs_of(recipe, [1, 2])
+    specs = specs_of(recipe, [1, 2])
     small = {"timeout_min": 30, "cpus_per_task": 1, "mem_gb": 1}  # fits a 2-CPU test node
-    settings = {"tiny": launch.slurm_settings(recipe, "cpu", {}, small)}
-    submitted = launch.submit_slurm(specs, runs, settings, device="cpu", cluster=cluster)
+    settings = {"tiny": slurm.slurm_settings(recipe, "cpu", small)}
+    submitted = slurm.submit_slurm(specs, runs, settings, device="cpu", cluster=cluster)
     assert [spec.seed for spec, _ in submitted] == [1, 2]
     first = RunFolder.of(runs, "tiny", 1)
     deadline = time.monotonic() + 300
@@ -228,7 +241,7 @@ def test_slurm_array_through_submitit_resumes_a_preempted_job(synth: Path, tmp_p
     else:
         pid = int(re.search(r"\(pid (\d+)\)", log.read_text()).group(1))
         os.kill(pid, signal.SIGUSR2)
-    outcomes = launch.wait_slurm(submitted, runs)
+    outcomes = slurm.wait_slurm(submitted, runs)
     assert [o.status for o in outcomes] == ["finished", "finished"], outcomes
     assert Path(outcomes[0].log) == log and log.parent == runs / "tiny" / "logs"  # with the run
     assert log.read_text().count("pairrepro: tiny seed 1 in job") == 2  # started twice

@@ -14,9 +14,9 @@ from synth_prepared import write_synthetic
 from pairrepro import paths
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
+from pairrepro.runs import config_differences
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train import device as device_mod
-from pairrepro.train.run_folder import config_differences
 from pairrepro.train.runner import train_recipe
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
@@ -145,9 +145,10 @@ def test_report_runs_says_where_a_stopped_run_stands_and_its_command_continues_i
     assert text.startswith("interrupted at epoch 2, step 2 of 4 (last checkpoint ")
     command = text.split("; continue: ", 1)[1]
     env, *words = shlex.split(command)
-    assert env == f"PAIRREPRO_RUNS={runs}" and words[:6] == [
-        "pairrepro", "train", "bilstm_max_synthetic", "--seeds", "1", "--resume"]
-    assert sorted(w for w in words[6:] if w != "--set") == sorted(
+    assert env == f"PAIRREPRO_RUNS={runs}" and words[:5] == [
+        "pairrepro", "train", "bilstm_max_synthetic", "--seeds", "1"]
+    assert words[-1] == "--resume" and "--force" not in words
+    assert sorted(w for w in words[5:-1] if w != "--set") == sorted(
         ["model.hidden=8", "model.mlp_hidden=8", "embeddings.dim=8", "train.epochs=2",
          "train.batch_size=50"])
     result = CliRunner().invoke(app, ["--quiet", *words[1:]])

@@ -56,11 +56,11 @@ def test_tour_fetches_and_prepares_before_use() -> None:
 
 
 def _help_texts() -> str:
-    from pairrepro.cli import data_cmds, report_cmds, train_cmds
+    from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds
 
     bash = [block.split("```", 1)[0] for block in README.split("```bash")[1:]]
     texts = [*bash, data_cmds.FETCH_HELP, data_cmds.DATASETS_HELP]
-    for module in (train_cmds, report_cmds):
+    for module in (train_cmds, report_cmds, pipeline_cmds):
         texts += [fn.__doc__ or "" for fn in vars(module).values() if callable(fn)]
     return "\n".join(texts)
 
@@ -241,3 +241,27 @@ def test_pyproject_licence_is_current(monkeypatch: pytest.MonkeyPatch) -> None:
     project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT"
     assert all((PROJECT / f).is_file() for f in project["license-files"])
+
+
+def test_trecqa_demo_table_has_the_projects_reference_rows(
+        data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the demo's Table 6 printed "CSRAN | 0.854 | not run" while ``report csran
+    --table 6`` showed the committed reference run (results/csran_trecqa): the README promises
+    "published rows, this project's rows, yours". Fetching, preprocessing and training are
+    stubbed: only what the demo renders is under test."""
+    import pairrepro.data.fetch
+    import pairrepro.data.prepare
+    import pairrepro.train.runner
+
+    monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
+        {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
+    demo = runner.invoke(app, ["--json", "demo", "--data", "trecqa"])
+    report = runner.invoke(app, ["--json", "report", "csran", "--table", "6", "--runs",
+                                 str(data_home.parent / "runs" / "demo")])
+    assert demo.exit_code == 0 and report.exit_code == 0, demo.output + report.output
+    (shown,), (reported,) = json.loads(demo.stdout), json.loads(report.stdout)
+    csran = next(row for row in shown["rows"] if row["label"] == "CSRAN")
+    assert "results/csran_trecqa" in json.dumps(csran)  # the reference run is the number
+    assert shown == reported

@@ -4,17 +4,26 @@ every recipe of every table."""
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from pairrepro.cli.app import app
 from pairrepro.data.formats.yahoo_l4 import split_parts
 from pairrepro.data.manifests import load_manifest, parse_manifest
 from pairrepro.errors import ConfigError
 from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.plan import plan_tables, render_plan
+from pairrepro.report.plan import done_seeds, plan_tables, render_plan
 from pairrepro.report.recipe_index import load_recipe_index
+
+PROJECT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
 
 
 def test_yahoo_estimates_are_the_papers_counts_split_as_the_reader_splits() -> None:
@@ -35,7 +44,7 @@ def test_yahoo_estimates_are_the_papers_counts_split_as_the_reader_splits() -> N
     # an estimate for planning only: never an expected count that preprocess checks, never an
     # option the reader sees
     for split in (mvlstm, clstm):
-        assert "pairs" not in split.expected and "planning" not in split.options
+        assert "pairs" not in split.expected and not hasattr(split.options, "planning")
 
 
 def test_a_planning_estimate_must_say_where_it_comes_from() -> None:
@@ -62,3 +71,45 @@ def test_every_recipe_of_every_table_has_an_hours_figure(data_home: Path) -> Non
     assert by_name["mv_lstm_tensor_sc"].train_pairs_estimate
     assert by_name["csran"].train_pairs_estimate == ""  # SNLI: the manifest's expected count
     assert "yahoo/mvlstm: 242260 training pairs: MV-LSTM paper: 60,564" in text
+
+
+def _total_line(output: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith("estimated "))
+
+
+def test_make_dry_run_reproduce_dry_run_and_report_plan_show_one_figure(
+        data_home: Path) -> None:
+    """Issue 27: ``make tables DRY=1`` totalled 11,830 CPU hours while ``reproduce all
+    --dry-run`` and ``report all --plan`` totalled 15,154: make passed ``--seeds 1`` by
+    default, the others planned each recipe's own seeds. One plan, one figure."""
+    made = subprocess.run(["make", "-n", "tables", "DRY=1", "STAMP="], cwd=PROJECT,
+                          capture_output=True, text=True, check=True).stdout
+    words = shlex.split(next(line for line in made.splitlines() if " reproduce " in line))
+    outputs = [runner.invoke(app, args) for args in (
+        words[1:], ["reproduce", "all", "--dry-run"], ["report", "all", "--plan"])]
+    assert all(o.exit_code == 0 for o in outputs), [o.output[-500:] for o in outputs]
+    totals = {_total_line(o.output) for o in outputs}
+    assert len(totals) == 1, totals
+    # and the figure is each recipe's seeds: CSRAN Table 6's TrecQA recipe plans 3 of them
+    assert re.search(r"^csran_trecqa \| [^|]+\| [^|]+\| [^|]+\| 1,2,3 \|", outputs[0].output,
+                     re.MULTILINE), outputs[0].output[:2000]
+
+
+def test_a_variant_run_is_not_a_done_seed_of_the_plan(data_home: Path) -> None:
+    """The plan and ``reproduce`` agree on what is done: a finished run made with ``--set``
+    overrides (a variant) leaves its seed to train in both."""
+    index = load_recipe_index()
+    recipe = index.recipes["csran_trecqa"]
+    runs = data_home.parent / "runs"
+    for name, text in (("csran_trecqa", recipe.to_toml().replace(
+            f"epochs = {recipe.train.epochs}", f"epochs = {recipe.train.epochs + 1}")),):
+        seed = runs / name / "seed-1"
+        seed.mkdir(parents=True)
+        (seed / "config.toml").write_text(text)
+        (seed / "result.json").write_text(json.dumps(
+            {"recipe": name, "seed": 1, "status": "finished", "metrics": {}}))
+    paper = load_paper("csran")
+    (item,) = [it for it in plan_tables([(paper, paper.table(6))], index, runs)
+               if it.recipe == "csran_trecqa"]
+    assert 1 in item.seeds_todo and item.seeds_done == []
+    assert done_seeds(runs, recipe) == set()

@@ -12,12 +12,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pairrepro.data.formats import get_reader
+from pairrepro.data.formats import get_reader, trecqa, ubuntu_v1
 from pairrepro.data.formats._common import EMPTY_GROUP_RULE, PairCollector, json_lines
 from pairrepro.data.formats.snli import NO_MAJORITY_RULE
 from pairrepro.data.formats.trecqa import CLEAN_RULE
 from pairrepro.data.formats.twitter_url import AMBIGUOUS_RULE, BLANK_RULE
-from pairrepro.data.manifests import SplitSpec, VariantSpec, load_manifest
+from pairrepro.data.manifests import (
+    SplitSpec,
+    VariantOptions,
+    VariantSpec,
+    load_manifest,
+    variant_model,
+)
 from pairrepro.data.prepare import _variant_with_labels
 
 RawLink = Callable[[str], Path]
@@ -85,7 +91,7 @@ def test_trecqa_xml_agrees_with_token_files(raw_from_mirror: RawLink) -> None:
     xml = _read(root, "trecqa", "clean", "test").pairs
     folder = "nce-cnn-torch/TrecQA/clean-test"
     split = SplitSpec("test", [f"{folder}/{n}" for n in ("a.toks", "b.toks", "sim.txt", "id.txt")],
-                      options={"format": "toks"})
+                      options=trecqa.Options(format="toks"))
     toks = get_reader("trecqa").read_split(root, split, VariantSpec("t")).pairs
     assert len(toks) == 1442 and toks["group_id"].nunique() == 68
 
@@ -151,8 +157,9 @@ def test_malformed_rows_are_reported_with_line_numbers(tmp_path: Path) -> None:
     xml = ("<QApairs id='1'>\n<question>\nwho\t?\n</question>\n<positive>\nhim\n</positive>\n"
            "</QApairs>\n<QApairs id='2'>\n<question>\nwhat\n</question>\n<negative>\n")
     _write(tmp_path / "t.xml", xml)
+    options = variant_model("trecqa")(format="jacana_xml")  # set variant-wide
     trec = get_reader("trecqa").read_split(tmp_path, SplitSpec("test", ["t.xml"]),
-                                           VariantSpec("v", options={"format": "jacana_xml"}))
+                                           VariantSpec("v", options=options))
     assert list(trec.pairs["left"]) == ["who ?"]
     assert [(m.line, "ends before" in m.reason) for m in trec.malformed] == [(9, True)]
 
@@ -177,7 +184,8 @@ def test_ubuntu_v1_csv_groups(tmp_path: Path) -> None:
 def test_ubuntu_wu_txt_and_scitail_tsv(tmp_path: Path) -> None:
     rows = [f"{int(i % 10 == 0)}\tturn one\tturn two\tresponse {i}" for i in range(20)]
     _write(tmp_path / "valid.txt", "\n".join(rows) + "\n")
-    split = SplitSpec("dev", ["valid.txt"], options={"format": "wu_txt", "group_size": 10})
+    split = SplitSpec("dev", ["valid.txt"], options=ubuntu_v1.Options(format="wu_txt",
+                                                                     group_size=10))
     dev = get_reader("ubuntu_v1").read_split(tmp_path, split, VariantSpec("v"))
     assert dev.pairs["group_id"].nunique() == 2 and dev.malformed == []
     assert dev.pairs["left"][0] == "turn one __eot__ turn two"
@@ -187,7 +195,7 @@ def test_ubuntu_wu_txt_and_scitail_tsv(tmp_path: Path) -> None:
            "p three\th three\tcontradiction\n")
     sci = get_reader("scitail").read_split(
         tmp_path, SplitSpec("test", ["scitail_1.0_test.tsv"]),
-        VariantSpec("v", options={"label_map": ["entails", "neutral"]}))
+        VariantSpec("v", options=VariantOptions(label_map=["entails", "neutral"])))
     assert list(sci.pairs["label"]) == [0, 1]
     assert [(m.line, "contradiction" in m.reason) for m in sci.malformed] == [(3, True)]
 

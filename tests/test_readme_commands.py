@@ -47,7 +47,7 @@ SMALL: dict[str, list[str]] = {
     "pairrepro reproduce csran --table 6 --compare --seeds 1": ["--dry-run"],
     "pairrepro reproduce csran --table 6 --seeds 1,2,3 --device cuda": ["--dry-run"],
     "pairrepro reproduce csran --table 8 --jobs 2": ["--dry-run"],
-    "pairrepro reproduce csran --table 6 --launcher slurm --slurm-partition gpu --no-wait":
+    "pairrepro reproduce csran --table 6 --launcher slurm --slurm-config slurm.toml --no-wait":
         ["--dry-run"],
 }
 #: documented commands that need data this machine lacks -> (exit code, words of the hint).
@@ -166,3 +166,71 @@ def test_every_documented_command_works(sandbox: Path, shared_datasets: Path,
         if "Traceback" in result.output:
             failures.append(f"{command}: printed a traceback")
     assert not failures, "\n".join(failures)
+
+
+# ------------------------------------------------------------- what the README quotes beside them
+
+#: the README's generated sections (rendered from records, checked by test_readme_drift)
+GENERATED = re.compile(r"<!-- BEGIN generated: [\w-]+ -->.*?<!-- END generated -->", re.S)
+#: a duration as typed: "2.3 s", "10 min 53 s", "103 seconds", "about 3 minutes", "a few minutes"
+TYPED_TIME = re.compile(r"\b\d[\d,.]*\s?(?:ms|s|min|minutes?|seconds?|hours?)\b(?![.-]\w)"
+                        r"|\b(?:a few|several|some|about \d+)\s+(?:seconds|minutes|hours)\b")
+#: "exit 2", "exits 10", "exit 3 / 2", "the exit code is 6"
+EXIT_MENTION = re.compile(r"\bexits? (?:code is )?(\d+)(?: / (\d+))?")
+
+
+def typed_readme() -> str:
+    """README.md without its generated sections: the text a person typed."""
+    return GENERATED.sub("", (PROJECT / "README.md").read_text())
+
+
+def exit_code_table() -> dict[int, str]:
+    """``pairrepro/errors.py``'s table (its docstring): exit code -> meaning."""
+    from pairrepro import errors
+
+    table = (errors.__doc__ or "").split("Exit codes", 1)[1].split(":", 1)[1]
+    return {int(code): " ".join(meaning.split())
+            for code, meaning in re.findall(r"(\d+) ([^·]+)", table)}
+
+
+def test_exit_codes_are_the_errors_table() -> None:
+    """Every error class's code is in the table, the README's list is the table, in order, and
+    every exit code the README quotes beside a command is one of the table's."""
+    from pairrepro import errors
+
+    table = exit_code_table()
+    assert {0, 1, 130} <= set(table), table
+    classes = [c for c in vars(errors).values()
+               if isinstance(c, type) and issubclass(c, errors.PairreproError)]
+    assert {c.exit_code for c in classes} <= set(table), {c.__name__: c.exit_code
+                                                          for c in classes}
+    text = typed_readme()
+    listed = text.split("Exit codes scripts can rely on (`pairrepro/errors.py`):", 1)[1]
+    listed = listed.split("\n\n", 1)[0]
+    assert [int(c) for c in re.findall(r"`(\d+)`", listed)] == list(table)
+    quoted = {int(c) for pair in EXIT_MENTION.findall(text) for c in pair if c}
+    assert quoted, "the README quotes no exit code: the pattern is stale"
+    assert quoted <= set(table), f"README quotes exit codes not in errors.py: {quoted - set(table)}"
+
+
+def test_exit_code_pattern_and_time_pattern_find_what_they_should() -> None:
+    """The two patterns above against known text, so that a test passing on the README is not a
+    pattern matching nothing."""
+    found = [m.group(0) for m in TYPED_TIME.finditer(
+        "took 2.231 s, then 10 min 53 s; about 12 minutes or a few minutes; 3 s.e. apart, a "
+        "60-second budget, 5 seconds")]
+    assert found == ["2.231 s", "10 min", "53 s", "about 12 minutes", "a few minutes",
+                     "5 seconds"]
+    assert EXIT_MENTION.findall("exit 2; exits 10 naming it; exit 3 / 2; the exit code is 6") == [
+        ("2", ""), ("10", ""), ("3", "2"), ("6", "")]
+
+
+def test_typed_times_say_where_they_were_measured() -> None:
+    """A time typed into the README (outside the sections generated from records) must say on
+    what machine and under what load it was measured, in its own paragraph or table row."""
+    unqualified = []
+    for block in re.split(r"\n\s*\n|\n(?=\|)", typed_readme()):
+        times = TYPED_TIME.findall(block)
+        if times and not ("load" in block and re.search(r"machine|cores?\b", block)):
+            unqualified.append(f"{times}: {' '.join(block.split())[:160]}")
+    assert not unqualified, "typed times without machine and load:\n" + "\n".join(unqualified)

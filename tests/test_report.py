@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from pairrepro import runs as rf
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
 from pairrepro.report import cells as cl
@@ -29,7 +30,6 @@ from pairrepro.report import render as rd
 from pairrepro.report.figures import series_points
 from pairrepro.report.model_facts import MODEL_FACTS
 from pairrepro.report.plan import load_bench_figures, plan_tables, render_plan
-from pairrepro.train import run_folder as rf
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -81,7 +81,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(tmp_path / "manifests"))
     monkeypatch.setenv("PAIRREPRO_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PAIRREPRO_RUNS", "runs")
-    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
+    monkeypatch.setenv("PAIRREPRO_MIRROR", "")  # empty: no mirror, not even the default
     for name, task, public in (("snli", "classification", "true"),
                                ("trecqa", "ranking", "true"), ("yahoo", "ranking", "false")):
         (tmp_path / "manifests" / f"{name}.toml").write_text(
@@ -673,6 +673,38 @@ def test_damaged_run_shows_as_damaged_and_the_rest_renders(env: Path) -> None:
         "runs/tc4/seed-1/metrics.jsonl:2: not valid JSON")
 
 
+def test_a_number_without_evidence_keeps_its_value_and_says_why(env: Path) -> None:
+    """Where the predictions give no per-unit values (none saved; seeds scored on different
+    pairs) the cell keeps result.json's mean and the interval's place says why: a
+    NoEvidenceError, a DataError (exit 3 should one reach the CLI), not a bare ValueError."""
+    import pandas as pd
+
+    from pairrepro.errors import DataError, NoEvidenceError
+    from pairrepro.report import evidence
+
+    add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
+    for seed in (1, 2):
+        write_run(env / "runs", "tc4", seed, {"test": {"accuracy": 0.75}})
+    c = cell(evaluate("clstm", 2), "four stacked TC-LSTMs", "test")
+    # 75.0 against the published 85.1: a number, and a verdict, without an interval
+    assert c.mean == pytest.approx(75.0) and c.status == cl.BELOW and c.interval is None
+    assert c.interval_note == "runs/tc4/seed-1 has no predictions/test.parquet"
+    # 3 of 4 pairs right in each seed (hand-counted), but seed 2 scored pair e, not d
+    for seed, last in ((1, "d"), (2, "e")):
+        rf.RunFolder.of(Path("runs"), "tc4", seed).write_predictions("test", pd.DataFrame({
+            "pair_id": ["a", "b", "c", last], "group_id": ["a", "b", "c", last],
+            "label": [0, 1, 2, 0], "prediction": [0, 1, 2, 1]}))
+    runs = rf.find_runs(Path("runs"), "tc4")
+    assert evidence.run_units(runs[:1], "test.accuracy").values.tolist() == [[1, 1, 1, 0]]
+    with pytest.raises(NoEvidenceError, match="seed-2: scored on other test units") as info:
+        evidence.run_units(runs, "test.accuracy")
+    assert isinstance(info.value, DataError) and not isinstance(info.value, ValueError)
+    assert info.value.exit_code == 3
+    c = cell(evaluate("clstm", 2), "four stacked TC-LSTMs", "test")
+    assert c.mean == pytest.approx(75.0) and c.status == cl.BELOW and c.interval is None
+    assert c.interval_note.endswith("seed-2: scored on other test units than the other seeds")
+
+
 def test_data_counts_as_prepared_only_with_its_done_marker(env: Path) -> None:
     """The report's rule is the loader's: parquet files without DONE are an unfinished
     preprocess, so the row needs data, not training."""
@@ -750,3 +782,18 @@ def test_reproduce_passes_the_runs_folder_explicitly(env: Path,
     assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), True)] * 2
     bad = CliRunner().invoke(app, ["reproduce", "clstm", "--seeds", "1,x"])
     assert bad.exit_code == 2 and "'x' is not a seed" in bad.output
+
+
+def test_report_runs_points_at_the_demos_runs_folder(env: Path) -> None:
+    """Issue 27: after the demo (runs in runs/demo/), ``report runs --dataset trecqa`` was an
+    empty table without a word; it now names the folder and the option that lists them."""
+    d = write_run(env / "runs" / "demo", "bm25_trecqa", 1, {"test": {"map": 0.683}})
+    (d / "manifest.json").write_text(json.dumps({"dataset": "trecqa"}))
+    result = CliRunner().invoke(app, ["report", "runs", "--dataset", "trecqa"])
+    assert result.exit_code == 0, result.output
+    assert "pairrepro report runs --runs runs/demo --dataset trecqa" in result.output
+    listed = CliRunner().invoke(app, ["--json", "report", "runs", "--runs", "runs/demo"])
+    assert [x["run"] for x in json.loads(listed.stdout)] == ["runs/demo/bm25_trecqa/seed-1"]
+    # another dataset's runs are no reason to point there
+    quiet = CliRunner().invoke(app, ["report", "runs", "--dataset", "snli"])
+    assert "--runs" not in quiet.output

@@ -21,20 +21,20 @@ from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.metrics import per_query_metrics
-from pairrepro.pipeline import done_seeds
 from pairrepro.report import cells as cl
 from pairrepro.report import evidence
 from pairrepro.report.paper_tables import load_paper
+from pairrepro.report.plan import done_seeds
 from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.report.verify import add_reference
-from pairrepro.stats import paired_randomization_test
-from pairrepro.train.run_folder import (
+from pairrepro.runs import (
     COMPACT_COLUMNS,
     RunFolder,
     config_differences,
     copy_compact,
     read_run,
 )
+from pairrepro.stats import paired_randomization_test
 
 RESULTS = paths.PROJECT_DIR / "results"
 BM25 = RESULTS / "bm25_trecqa" / "seed-1"
@@ -247,7 +247,7 @@ def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
     """BM25 has one seed: each MV-LSTM-Cosine seed stands against it, so the difference is
     the mean F1 over the three seeds minus BM25's (the result.json values)."""
     from pairrepro.report import evidence
-    from pairrepro.train.run_folder import find_runs
+    from pairrepro.runs import find_runs
 
     def runs(recipe: str) -> list:
         return [r for r in find_runs(RESULTS, recipe) if r.status == "finished"]

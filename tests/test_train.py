@@ -387,8 +387,8 @@ def test_test_only_words_stay_for_scorers_without_parameters(data_home: Path) ->
 
 def test_corrupt_run_config_is_a_clear_error(tmp_path: Path) -> None:
     """A run whose config.toml was damaged is named in the error, not a TOML traceback (a
-    damaged run folder: exit 3, as every file of it, run_folder.DamagedRunError)."""
-    from pairrepro.train.run_folder import DamagedRunError
+    damaged run folder: exit 3, as every file of it, runs.DamagedRunError)."""
+    from pairrepro.runs import DamagedRunError
     from pairrepro.train.setup import load_run_model
 
     run = tmp_path / "runs" / "x" / "seed-1"

@@ -3,7 +3,6 @@ real manifest variants (data_manifests/yahoo.toml)."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
@@ -11,10 +10,12 @@ import pandas as pd
 import pytest
 from make_l4_sample import write_l4_sample
 
+from pairrepro import paths
 from pairrepro.data.formats.yahoo_l4 import candidates_path, read_variant
-from pairrepro.data.manifests import VariantSpec, load_manifest
+from pairrepro.data.manifests import VariantSpec, parse_manifest
 from pairrepro.data.negatives import analyze
 from pairrepro.errors import ConfigError, DataError
+from pairrepro.io import read_toml
 
 N_QUESTIONS = 300
 
@@ -28,8 +29,11 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list]:
 
 
 def _variant(name: str, **options: object) -> VariantSpec:
-    variant = load_manifest("yahoo").variant(name)
-    return dataclasses.replace(variant, options={**variant.options, **options})
+    """Variant ``name`` of the real manifest with ``options`` set, validated as a manifest is."""
+    source = paths.manifests_dir() / "yahoo.toml"
+    raw = read_toml(source)
+    raw["variants"][name].update(options)
+    return parse_manifest(raw, str(source)).variant(name)
 
 
 def _fresh(raw: Path, variant: VariantSpec) -> dict:
@@ -144,5 +148,5 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     (raw / "manner.xml").write_text("<ystfeed>\n<document><uri>1</uri>\n</ystfeed>\n")
     with pytest.raises(DataError, match=r"manner.xml:3:\d+: not valid XML"):
         read_variant(raw, _variant("mvlstm"))
-    with pytest.raises(ConfigError, match="lengths"):
-        read_variant(raw, _variant("mvlstm", lengths=[50, 5]))
+    with pytest.raises(ConfigError, match=r"yahoo.toml: \[variants.mvlstm\] lengths.*min <= max"):
+        _variant("mvlstm", lengths=[50, 5])  # refused where the manifest is read

@@ -28,11 +28,11 @@ from pathlib import Path
 
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import PAPERS, load_paper
+from pairrepro.report.plan import PREFLIGHT_DIR
 from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.train.preflight import DEFAULT_STEPS
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def table_recipe_names() -> list[str]:
@@ -61,12 +61,12 @@ def main() -> None:
     cli = Path(sys.executable).with_name("pairrepro")
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     for name in args.only or table_recipe_names():
-        out = HERE / f"{name}.json"
+        out = PREFLIGHT_DIR / f"{name}.json"
         if out.exists() and not args.force:
             continue
         cmd = [str(cli), "--quiet", "preflight", name, "--steps", str(args.steps),
                "--budget", str(args.budget), "--threads", str(args.threads),
-               "--device", args.device, "--stand-in", "--out-dir", str(HERE)]
+               "--device", args.device, "--stand-in", "--out-dir", str(PREFLIGHT_DIR)]
         rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
         print(f"{name}: exit {rc}", flush=True)
 

@@ -11,13 +11,14 @@ from pairrepro import __version__
 from pairrepro.cli import (
     data_cmds,
     embeddings_cmds,
+    pipeline_cmds,
     preflight_cmds,
     prepare_cmds,
     report_cmds,
     train_cmds,
     verify_cmds,
 )
-from pairrepro.cli.common import STATE, fit_consoles
+from pairrepro.cli.common import set_global_options
 
 # global flags (no values) accepted anywhere before a ``--``
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
@@ -110,9 +111,7 @@ def main_options(
 ) -> None:
     """Global options, before or after the command (``pairrepro --quiet train ...``,
     ``pairrepro eval RUN --json``)."""
-    STATE.quiet = quiet
-    STATE.json = json_output
-    fit_consoles()
+    set_global_options(quiet=quiet, json=json_output)
 
 
 data_cmds.register(app)
@@ -121,6 +120,7 @@ embeddings_cmds.register(app)
 train_cmds.register(app)
 preflight_cmds.register(app)
 report_cmds.register(app)
+pipeline_cmds.register(app)
 verify_cmds.register(app)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from pairrepro import console as output
 from pairrepro.errors import ConfigError, PairreproError, StorageError
 
 
@@ -26,25 +26,17 @@ class CliState:
 
 
 STATE = CliState()
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
-#: The width rich lays out to when a stream is not a terminal (a pipe, a log, CI): rich
-#: would otherwise assume 80 columns and cut table cells ("0.…"); a table keeps its natural
-#: width and a line is never wrapped, so every number is printed whole.
-UNCUT_WIDTH = 10_000
+#: The consoles of :mod:`pairrepro.console` (the one owner of output), named for the commands.
+console = output.get_console()
+err_console = output.get_err_console()
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fit_consoles() -> None:
-    """The one output-width policy of every command: a terminal's own width, anything else
-    laid out uncut at :data:`UNCUT_WIDTH`. Called per invocation: the streams may differ
-    between calls (tests, a piped ``pairrepro ... | cat``)."""
-    for stream in (console, err_console):
-        # the file itself, not rich's is_terminal: FORCE_COLOR (set on many CI runners)
-        # makes a log file a "terminal" of 80 columns
-        isatty = getattr(stream.file, "isatty", None)
-        tty = bool(isatty and isatty())
-        stream.width = None if tty else UNCUT_WIDTH  # type: ignore[assignment]
+def set_global_options(*, quiet: bool, json: bool) -> None:
+    """Record ``--quiet``/``--json`` for the commands and set the output state from them
+    (consoles fitted to this invocation's streams, logging routed through rich)."""
+    STATE.quiet, STATE.json = quiet, json
+    output.configure(quiet=quiet, json=json)
 
 
 def info(message: str) -> None:
@@ -60,7 +52,7 @@ def emit_json(data: Any) -> None:
 
 def show_progress() -> bool:
     """Whether rich progress bars should be drawn."""
-    return not (STATE.quiet or STATE.json)
+    return output.show_progress()
 
 
 #: Errors of a folder or file that cannot be written: exit 8, wherever they surface.

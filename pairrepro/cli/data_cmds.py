@@ -17,8 +17,9 @@ from pairrepro.data.sources import fetch_from
 
 FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
 
-Sources, in order: --from PATH, the mirror (--mirror DIR or $PAIRREPRO_MIRROR,
-laid out DIR/NAME/FILE), then the official and alternative URLs. Every file is
+Sources, in order: --from PATH, the mirror (--mirror DIR, else $PAIRREPRO_MIRROR,
+else `mirror` in ~/.config/pairrepro/config.toml, else ../shared/datasets beside
+the checkout; laid out DIR/NAME/FILE), then the official and alternative URLs. Every file is
 checked against its sha256; downloads resume after a cut connection. A dataset
 only partly available is fetched as far as it goes and the missing splits are named.
 
@@ -174,7 +175,9 @@ def fetch_cmd(
     name: str = typer.Argument(..., help="Dataset name (see `pairrepro datasets`)."),
     mirror: Path | None = typer.Option(
         None, "--mirror", metavar="DIR",
-        help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR)."),
+        help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR, else "
+             "mirror in ~/.config/pairrepro/config.toml, else ../shared/datasets beside the "
+             "checkout when it exists)."),
     from_path: Path | None = typer.Option(
         None, "--from", metavar="PATH",
         help="A file or folder you obtained yourself (licence-gated data)."),

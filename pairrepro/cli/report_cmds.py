@@ -1,13 +1,12 @@
-"""CLI of the report area: ``pairrepro report`` and ``pairrepro reproduce``.
+"""CLI of the report area: ``pairrepro report``.
 
 ``report`` compares published tables with finished runs and never trains; its sub-commands
 ``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap
 ladder, ``orderings`` checks the paper's row orderings against paired tests, and a paper
 name in the place of a sub-command (``pairrepro report csran --table 6``) means
-``report paper csran ...``.
-``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
-table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
-``make csran-table6``, ``make tables``) call it.
+``report paper csran ...``. The table helpers (:func:`select_tables`, :func:`output_tables`,
+:func:`print_plan`) are also what ``reproduce`` and ``demo`` (``pipeline_cmds.py``) render
+with.
 """
 
 from __future__ import annotations
@@ -27,9 +26,8 @@ from pairrepro.cli.common import (
     emit_json,
     err_console,
     info,
-    parse_seeds,
 )
-from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
+from pairrepro.errors import ConfigError
 from pairrepro.io import write_text
 from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
 from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
@@ -40,7 +38,8 @@ SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", 
 RUNS_HELP = "Runs folder (default ./runs or $PAIRREPRO_RUNS)."
 
 
-def _select(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
+def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
+    """The tables ``target`` (a paper or ``all``) and ``--table`` name."""
     names = PAPERS if target == "all" else (target,)
     chosen: list[tuple[Paper, PaperTable]] = []
     for name in names:
@@ -56,13 +55,22 @@ def _select(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
     return chosen
 
 
-def _runs_dir(runs: Path | None) -> Path:
+def runs_folder(runs: Path | None) -> Path:
     """``--runs``, else the default runs folder; passed on explicitly (never via the
     environment) to the readers and to training."""
     return runs if runs is not None else paths.runs_dir()
 
 
-def _output(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
+def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
+                    ) -> list[EvalTable]:
+    """Every selected table as the report shows it: the published rows, the project's
+    reference runs (``results/``) and the runs of ``runs_dir``."""
+    index = load_recipe_index()
+    return [evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected]
+
+
+def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
+    """Evaluated tables as JSON (``--json``), into ``--out``, or on the terminal."""
     from pairrepro.report.render import FORMATS, render_many, term_renderables
 
     if out is not None and fmt == "term":
@@ -85,9 +93,11 @@ def _output(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     typer.echo(render_many(evs, fmt), nl=False)
 
 
-def _plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
-          seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
-          device: str | None = None) -> list[Any]:
+def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
+               seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
+               device: str | None = None) -> list[Any]:
+    """The plan of ``report --plan`` and ``reproduce --dry-run`` (one planner, one figure:
+    :func:`pairrepro.report.plan.plan_tables`), as text or ``--json``."""
     from pairrepro.report.plan import plan_tables, plan_to_json, render_plan
 
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
@@ -139,20 +149,19 @@ def report_paper(
 
       pairrepro report all --table 2 --plan
     """
-    runs_dir = _runs_dir(runs)
+    runs_dir = runs_folder(runs)
     if target != "all" and target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}",
                           hint=f"choose one of {', '.join(PAPERS)}, all; or a sub-command: "
                                "runs, curves, figures")
-    selected = _select(target, table)
+    selected = select_tables(target, table)
     if plan:
-        _plan(selected, runs_dir, None)
+        print_plan(selected, runs_dir, None)
         return
-    index = load_recipe_index()
-    evs = [evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected]
+    evs = evaluate_tables(selected, runs_dir)
     if compare:
         evs = [compare_to(ev, compare) for ev in evs]
-    _output(evs, fmt, out)
+    output_tables(evs, fmt, out)
     if figures is not None:
         _figures(figures, runs_dir, papers={p.paper for p, _ in selected})
 
@@ -174,7 +183,7 @@ def report_runs(
 
       pairrepro report runs --json
     """
-    _runs_table(_runs_dir(runs), dataset, fmt, out)
+    _runs_table(runs_folder(runs), dataset, fmt, out)
 
 
 def report_curves(
@@ -216,7 +225,7 @@ def report_figures(
 
       pairrepro report figures --figures out/figs/
     """
-    _figures(out or paths.runs_dir() / "figures", _runs_dir(runs))
+    _figures(out or paths.runs_dir() / "figures", runs_folder(runs))
 
 
 def report_gap(
@@ -272,8 +281,8 @@ def report_orderings(
 
     if target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
-    (paper, chosen), = _select(target, table)
-    ev = evaluate_table(paper, chosen, _runs_dir(runs), load_recipe_index(),
+    (paper, chosen), = select_tables(target, table)
+    ev = evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
                         paths.results_dir())
     found = table_orderings(ev, alpha)
     if STATE.json:
@@ -297,6 +306,8 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
     from pairrepro.report.runs_table import HEADERS, collect, format_line, to_json, to_markdown
 
     lines = collect(runs_dir, dataset)
+    if not lines and not STATE.quiet:
+        _hint_nested_runs(runs_dir, dataset)
     if STATE.json:
         emit_json(to_json(lines))
         return
@@ -309,6 +320,21 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
     for line in lines:  # escaped: paths and damage reports are not rich markup
         table.add_row(*(escape(cell) for cell in format_line(line)))
     console.print(table)
+
+
+def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
+    """On stderr: the folders one level down that hold runs (the demo trains into
+    ``runs/demo/``), with the ``--runs`` option that lists them."""
+    from pairrepro.report.runs_table import collect
+
+    if not runs_dir.is_dir():
+        return
+    of = f" of {dataset}" if dataset else ""
+    for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir() and collect(d, dataset)):
+        err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but {escape(str(folder))} "
+                          f"holds some: pairrepro report runs --runs {escape(str(folder))}"
+                          + (f" --dataset {escape(dataset)}" if dataset else ""),
+                          highlight=False)
 
 
 def _say_written(written: list[Path]) -> None:
@@ -337,122 +363,6 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
 
 
 
-def reproduce(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
-                                 "'all'."),
-    table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
-    seeds: str | None = typer.Option(None, "--seeds", help="Seeds, e.g. 1,2,3 (default: each "
-                                     "recipe's own)."),
-    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda, cuda:N."),
-    runs: Path | None = typer.Option(None, "--runs", help="Runs folder."),
-    fmt: str = typer.Option("term", "--format", "-f", help=FORMAT_HELP),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write the tables to this file."),
-    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Only print the plan."),
-    mirror: Path | None = typer.Option(None, "--mirror", help="Local dataset mirror folder."),
-    compare: bool = typer.Option(False, "--compare", help="Also train the comparison rows "
-                                 "(models run here that the paper's table does not have)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Runs (recipe × seed) trained at "
-                             "the same time, each in its own process, with one live table "
-                             "(local launcher)."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads per run "
-                                       "(default: cores // jobs)."),
-    launcher: str = typer.Option("local", "--launcher", help="local (this machine), slurm "
-                                 "(one submitit array job per run) or submitit-local (the "
-                                 "Slurm code path in local processes, to try a setup)."),
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="Slurm: wait for the jobs and "
-                              "render the tables (--no-wait: submit and exit)."),
-    slurm_config: Path | None = typer.Option(None, "--slurm-config", help="TOML file with a "
-                                             "\\[slurm] table (partition, account, qos, "
-                                             "gpus_per_node, cpus_per_task, mem_gb, "
-                                             "timeout_min, ...)."),
-    slurm_partition: str | None = typer.Option(None, "--slurm-partition",
-                                                  help="Slurm partition."),
-    slurm_account: str | None = typer.Option(None, "--slurm-account",
-                                                help="Slurm account."),
-    slurm_qos: str | None = typer.Option(None, "--slurm-qos", help="Slurm QOS."),
-    slurm_gpus: int | None = typer.Option(None, "--slurm-gpus", min=0, help="GPUs per job."),
-    slurm_cpus: int | None = typer.Option(None, "--slurm-cpus", min=1, help="CPUs per job."),
-    slurm_mem_gb: int | None = typer.Option(None, "--slurm-mem-gb", min=1,
-                                            help="Memory per job (GB)."),
-    slurm_time: int | None = typer.Option(None, "--slurm-time", min=1,
-                                          help="Time limit per job (minutes); a job that "
-                                          "times out is requeued and resumes."),
-    gpu: str = typer.Option("", "--gpu", help="With --dry-run: add a FLOP-based lower bound "
-                            "of hours on this GPU (h100, h200, a100, l4, ...)."),
-) -> None:
-    """Fetch, preprocess and train what a table needs, then render it.
-
-    Finished seeds are skipped; interrupted ones resume. Rows whose data cannot be fetched
-    stay marked in the table. A failed run does not stop the others: the runs that did not
-    finish are listed at the end with their exit reason. Exit code 7 if nothing at all could
-    run, 6 if any run failed, 130 after Ctrl-C (every running run saved a checkpoint).
-
-    Examples:
-
-      pairrepro reproduce csran --table 6 --seeds 1,2,3 --device cuda
-
-      pairrepro reproduce csran --table 8 --jobs 2      (2 runs at a time, cores // 2 threads)
-
-      pairrepro reproduce csran --table 6 --launcher slurm --slurm-partition gpu --no-wait
-
-      pairrepro reproduce csran --table 6 --compare --seeds 1
-
-      pairrepro reproduce all --table 2 --dry-run
-
-      pairrepro reproduce all --dry-run --device cuda --gpu h100
-    """
-    runs_dir = _runs_dir(runs)
-    selected = _select(target, table)
-    seed_list = parse_seeds(seeds)
-    if dry_run:
-        _plan(selected, runs_dir, seed_list, compare, gpu, device)
-        return
-    from pairrepro.launch import load_slurm_config
-    from pairrepro.pipeline import Launch, run_tables
-
-    launch = Launch(launcher=launcher, jobs=jobs, threads=threads, wait=wait,
-                    slurm_file=load_slurm_config(slurm_config) if slurm_config else {},
-                    slurm_options={"partition": slurm_partition, "account": slurm_account,
-                                   "qos": slurm_qos, "gpus_per_node": slurm_gpus,
-                                   "cpus_per_task": slurm_cpus, "mem_gb": slurm_mem_gb,
-                                   "timeout_min": slurm_time})
-    index = load_recipe_index()
-    outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare,
-                         progress=not STATE.quiet, index=index, notify=_notify, launch=launch)
-    _output([evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected],
-            fmt, out)
-    submitted = [r for r in outcome.runs if r.status == "submitted"]
-    if submitted:
-        info(f"submitted {len(submitted)} job(s) ({', '.join(r.job_id for r in submitted)}); "
-             f"logs: {runs_dir}/<recipe>/logs/; pairrepro report {target} shows their progress")
-    if not outcome.ran:
-        problems = "; ".join(f"{k}: {v}" for k, v in outcome.failed.items())
-        raise NothingToRunError(
-            f"nothing could run for {target}"
-            + (f" table {table}" if table is not None else "")
-            + (f" ({problems})" if problems else " (no recipe declares a row of it)"),
-            hint="see the table above for the command each row needs",
-        )
-    failed = outcome.failed_runs
-    if failed:
-        from pairrepro.launch import summary_lines
-
-        for line in summary_lines(failed):
-            err_console.print(f"[red]{escape(line)}[/]", markup=True, highlight=False)
-        raise TrainingError(f"{len(failed)} of {len(outcome.runs)} run(s) did not finish "
-                            f"(listed above)",
-                            hint="fix the cause and run the same command again: finished "
-                                 "seeds are skipped, interrupted ones resume")
-
-
-def _notify(kind: str, message: str) -> None:
-    """Print a pipeline step as it happens (failures in red, even with --quiet)."""
-    if kind == "failed":
-        err_console.print(f"[red]{escape(message)}[/]", markup=True, highlight=False)
-    else:
-        info(message)
-
-
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
     group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
@@ -465,4 +375,3 @@ def register(app: typer.Typer) -> None:
     add_command(group, "gap", report_gap)
     add_command(group, "orderings", report_orderings)
     app.add_typer(group, name="report")
-    add_command(app, "reproduce", reproduce)

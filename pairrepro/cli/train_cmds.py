@@ -1,10 +1,9 @@
-"""CLI commands of the train area: ``train``, ``eval`` and ``demo``."""
+"""CLI commands of the train area: ``train`` and ``eval``."""
 
 from __future__ import annotations
 
 import inspect
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,14 @@ from pairrepro.cli.common import (
 )
 from pairrepro.config import PRECISIONS, Recipe, load_recipe
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.train.run_folder import (
+from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
     prediction_keys,
     read_run,
+    resume_command,
     seed_folders,
+    train_words,
 )
 
 SPLIT_ORDER = ("train", "dev")
@@ -78,25 +79,6 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
             rows.append((f"seed {r['seed']} (ep {r.get('chosen_epoch')})", split,
                          r["metrics"][split]))
     return rows
-
-
-def train_words(recipe: str, overrides: list[str], seeds: str, device: str | None,
-                *flags: str) -> list[str]:
-    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
-    words = ["pairrepro", "train", recipe]
-    if seeds.strip():
-        words += ["--seeds", seeds]
-    for override in overrides:
-        words += ["--set", override]
-    if device:
-        words += ["--device", device]
-    return [*words, *flags]
-
-
-def resume_command(recipe: str, overrides: list[str], seeds: str, device: str | None) -> str:
-    """The command that continues an interrupted ``train``: the same recipe, seeds,
-    overrides and device, plus ``--resume`` (never ``--force``: the checkpoint is kept)."""
-    return shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
 
 
 def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | None,
@@ -207,7 +189,7 @@ def train(
     if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
         _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node)
         return
-    from pairrepro.launch import default_threads, set_threads
+    from pairrepro.train.device import default_threads, set_threads
     from pairrepro.train.runner import train_recipe
 
     # torchrun starts LOCAL_WORLD_SIZE processes on this node: they share its cores
@@ -217,7 +199,7 @@ def train(
                                device=device, quiet=not show_progress(), force=force,
                                runs_dir=paths.runs_dir())
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: a checkpoint was saved
-        again = resume_command(recipe, overrides, seeds, device)
+        again = resume_command(recipe, seeds, overrides, device)
         err_console.print(f"[yellow]{escape(str(exc) or 'interrupted')}[/]\n  continue "
                           f"with: {escape(again)}", markup=True, highlight=False)
         raise typer.Exit(130) from None
@@ -370,157 +352,7 @@ def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensembl
     return scored[split]
 
 
-DEMO_DATA = ("auto", "synthetic", "trecqa")
-#: The TrecQA demo's MV-LSTM: the recipe's sizes, two epochs, a smaller fit diagnostic.
-DEMO_MVLSTM_OVERRIDES = ["train.epochs=2", "train.score_train_pairs=1000"]
-
-
-def demo(
-    seed: int = typer.Option(1, "--seed", help="Training seed."),
-    epochs: int | None = typer.Option(None, "--epochs", min=1,
-                                      help="Override the trained model's epochs."),
-    threads: int = typer.Option(1, "--threads", min=1,
-                                help="CPU threads for torch (a model this small runs "
-                                "fastest on one; more threads only contend)."),
-    data: str = typer.Option(
-        "auto", "--data", metavar="auto|synthetic|trecqa",
-        help="trecqa: the real thing (BM25 and a small MV-LSTM on TrecQA, then CSRAN's "
-        "Table 6); synthetic: offline, built-in data; auto: TrecQA when it can be fetched "
-        "(mirror or official URLs), else synthetic."),
-    max_train_pairs: int | None = typer.Option(
-        None, "--max-train-pairs", min=1, hidden=True,
-        help="Train on a seeded sample (whole queries): the test suite's short demo."),
-) -> None:
-    """The pipeline end to end: fetch, preprocess, train, evaluate, report.
-
-    With TrecQA reachable (PAIRREPRO_MIRROR or the official URLs) it trains BM25 and a small
-    MV-LSTM (two epochs, one thread; a few minutes on 2 cores) into runs/demo/ and renders
-    CSRAN's Table 6: the published rows, the project's reference rows and yours. Offline it
-    trains BiLSTM-max on the built-in synthetic NLI data (runs/bilstm_max_synthetic/seed-N,
-    replaced by each demo) and reports it against the majority class and chance.
-
-    Examples:
-
-      pairrepro demo
-
-      pairrepro demo --data synthetic
-
-      pairrepro demo --data trecqa --epochs 1
-    """
-    import torch
-
-    from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.errors import DataError, DownloadError
-
-    if data not in DEMO_DATA:
-        raise ConfigError(f"--data {data!r}: expected one of {', '.join(DEMO_DATA)}")
-    torch.set_num_threads(threads)
-    extra = [f"data.max_train_pairs={max_train_pairs}"] if max_train_pairs else []
-    if data != "synthetic":
-        info("[bold]1/5[/] pairrepro fetch trecqa")
-        try:
-            fetch_dataset("trecqa", progress=show_progress())
-        except (DownloadError, DataError) as exc:
-            if data == "trecqa":
-                raise
-            info(f"[yellow]TrecQA cannot be fetched here[/] ({escape(exc.message)}); the "
-                 "offline demo on synthetic data instead (set PAIRREPRO_MIRROR=DIR to use a "
-                 "mirror)")
-        else:
-            _demo_trecqa(seed, epochs, extra)
-            return
-    _demo_synthetic(seed, epochs, extra)
-
-
-def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
-    """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
-    # the code path of `pairrepro report csran --table 6 --runs DIR`
-    from pairrepro.cli.report_cmds import _output, _select
-    from pairrepro.data.prepare import prepare_dataset
-    from pairrepro.report.cells import evaluate_table
-    from pairrepro.report.recipe_index import load_recipe_index
-    from pairrepro.train.runner import train_recipe
-
-    runs_dir = paths.runs_dir() / "demo"
-    info("[bold]2/5[/] pairrepro preprocess trecqa --variant clean")
-    prepare_dataset("trecqa", "clean", progress=show_progress())
-    bm25 = paths.recipes_dir() / "bm25_trecqa.toml"
-    info(f"[bold]3/5[/] pairrepro train {bm25.name} --force  (BM25: statistics of the "
-         f"answers, no training; writes {runs_dir})")
-    results = train_recipe(bm25, [], [seed], force=True, quiet=not show_progress(),
-                           runs_dir=runs_dir)
-    mvlstm = paths.recipes_dir() / "mv_lstm_tensor_trecqa.toml"
-    overrides = [*DEMO_MVLSTM_OVERRIDES, *extra,
-                 *([f"train.epochs={epochs}"] if epochs else [])]
-    info(f"[bold]4/5[/] pairrepro train {mvlstm.name} --seeds {seed} --force "
-         + " ".join(f"--set {o}" for o in overrides))
-    results += train_recipe(mvlstm, overrides, [seed], force=True,
-                            quiet=not show_progress(), runs_dir=runs_dir)
-    info(f"[bold]5/5[/] pairrepro report csran --table 6 --runs {runs_dir}")
-    index = load_recipe_index()
-    _output([evaluate_table(p, t, runs_dir, index) for p, t in _select("csran", 6)],
-            "term", None)
-    if STATE.json:
-        return
-    # the table marks a run with --set overrides as a variant of its recipe: its numbers here
-    console.print(metrics_table(f"your demo runs in {runs_dir} (clean TrecQA)", [
-        (r["recipe"], split, {k: v for k, v in r["metrics"][split].items()
-                              if k in ("map", "mrr", "p_at_1")})
-        for r in results for split in ("dev", "test")]))
-    info("The recipes' own runs (README.md, 'What we reproduced') train longer: "
-         "pairrepro reproduce csran --table 6 --compare")
-
-
-def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
-    """BiLSTM-max on the synthetic NLI data, reported against the majority class and chance."""
-    import pandas as pd
-
-    from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.data.prepare import prepare_dataset
-    from pairrepro.train.evaluate import evaluate_run
-    from pairrepro.train.run_folder import RunFolder
-    from pairrepro.train.runner import train_recipe
-
-    recipe = paths.recipes_dir() / "bilstm_max_synthetic.toml"
-    info("[bold]1/5[/] pairrepro fetch synthetic  (generated, no download)")
-    fetch_dataset("synthetic", progress=show_progress())
-    info("[bold]2/5[/] pairrepro preprocess synthetic --variant nli")
-    prepare_dataset("synthetic", "nli", progress=show_progress())
-    runs_dir = paths.runs_dir()
-    folder = RunFolder.of(runs_dir, recipe.stem, seed)
-    run_dir = folder.path
-    info(f"[bold]3/5[/] pairrepro train {recipe.name} --seeds {seed} --force "
-         f"(writes {run_dir})")
-    overrides = [*extra, *([f"train.epochs={epochs}"] if epochs else [])]
-    (result,) = train_recipe(recipe, overrides, [seed], force=True,
-                             quiet=not show_progress(), runs_dir=runs_dir)
-    info(f"[bold]4/5[/] pairrepro eval {run_dir}")
-    test = evaluate_run(run_dir, "test", "best")
-    info("[bold]5/5[/] report: accuracy against the majority class and uniform chance")
-    rows = []
-    for split in ("train", "dev", "test"):
-        labels = pd.read_parquet(folder.predictions(split))["label"]
-        majority = float(labels.value_counts(normalize=True).max())
-        accuracy = test["accuracy"] if split == "test" else result["metrics"][split][
-            "accuracy"]
-        rows.append({"split": split, "accuracy": accuracy, "majority_class": majority,
-                     "uniform_chance": 1 / 3})
-    if STATE.json:
-        emit_json({"run": str(run_dir), "chosen_epoch": result["chosen_epoch"],
-                   "results": rows})
-        return
-    table = Table(title=f"BiLSTM-max on synthetic NLI (seed {seed}, epoch "
-                        f"{result['chosen_epoch']} chosen on dev)")
-    for col in ("split", "accuracy", "majority class", "uniform chance"):
-        table.add_column(col, justify="left" if col == "split" else "right")
-    for row in rows:
-        table.add_row(row["split"], f"{row['accuracy']:.3f}", f"{row['majority_class']:.3f}",
-                      f"{row['uniform_chance']:.3f}")
-    console.print(table)
-
-
 def register(app: typer.Typer) -> None:
     """Add this area's commands to the main app."""
     add_command(app, "train", train)
     add_command(app, "eval", evaluate)
-    add_command(app, "demo", demo)

@@ -12,7 +12,7 @@ from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, info
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.io import write_text
-from pairrepro.train.run_folder import seed_folders
+from pairrepro.runs import seed_folders
 
 RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."
 

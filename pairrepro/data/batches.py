@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -29,9 +29,6 @@ import torch
 
 from pairrepro.data.prepared import PAD_ID
 from pairrepro.errors import DataError
-
-if TYPE_CHECKING:  # tasks builds on this module (its epochs are made of these helpers)
-    from pairrepro.tasks import Task
 
 
 @dataclass
@@ -238,6 +235,16 @@ def subsample(split: EncodedSplit, max_pairs: int, seed: int, by_group: bool) ->
     return split.subset(np.sort(np.concatenate(chosen)))
 
 
+class EpochTask(Protocol):
+    """What an epoch needs of a task (``pairrepro.tasks.Task`` is one). Named here rather
+    than imported: tasks builds on this module, so importing it back would be a circle."""
+
+    def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
+                    max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def collate(self, split: EncodedSplit, items: np.ndarray) -> PairBatch: ...
+
+
 class EpochPlan:
     """The seeded order of one training epoch, resumable from any batch position.
 
@@ -248,7 +255,7 @@ class EpochPlan:
     """
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
-                 task: Task, negatives: int = 1, chunk_batches: int = 50,
+                 task: EpochTask, negatives: int = 1, chunk_batches: int = 50,
                  max_negatives_per_query: int = 0) -> None:
         self.split = split
         self.task = task

@@ -40,14 +40,15 @@ def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:
     from rich.progress import (
         BarColumn,
         DownloadColumn,
-        Progress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                        TransferSpeedColumn(), TimeRemainingColumn(), transient=True)
+    from pairrepro.console import live_progress
+
+    progress = live_progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                             TransferSpeedColumn(), TimeRemainingColumn(), enabled=True)
     progress.add_task(label, total=total)
     return progress
 

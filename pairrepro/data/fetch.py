@@ -1,15 +1,11 @@
 """Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of
 the sources and what a fetch reports. The parts have their own modules:
 
-* local copies, ``--from PATH`` then the mirror: :mod:`pairrepro.data.local_copies`;
-* the official URL, then the alternative URLs, over HTTP(S): :mod:`pairrepro.data.download`;
-* every file checked against the manifest's sha256 (or size when no hash is known) *before*
-  it appears under its final name; a corrupt file is deleted and raises
-  :class:`ChecksumError`: :mod:`pairrepro.data.checksums`;
-* archives, only the members the manifest names, staged and pinned:
-  :mod:`pairrepro.data.archives`;
-* the ``.fetched.json`` record and the :class:`FetchReport`: :mod:`pairrepro.data.fetch_record`;
-* which splits and variants the files here serve: :mod:`pairrepro.data.coverage`.
+local copies (``--from PATH``, then the mirror: :mod:`~pairrepro.data.local_copies`), the
+URLs (:mod:`~pairrepro.data.download`), checksums (:mod:`~pairrepro.data.checksums`: a file is
+checked *before* it appears under its final name), archives (:mod:`~pairrepro.data.archives`),
+the record and report (:mod:`~pairrepro.data.fetch_record`) and which splits the files here
+serve (:mod:`~pairrepro.data.coverage`).
 
 A file already fetched is trusted while its size and mtime are those recorded (``--verify``:
 every file is hashed again). A dataset that is only partly available (SNLI dev/test in the
@@ -20,7 +16,9 @@ missing. Only when no split at all could be had is it an error. The hub is the o
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pairrepro import io, paths
 from pairrepro.data.archives import extract_members, safe_extract
@@ -97,10 +95,10 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``
     (the hub source is ``data/sources.py``'s other choice).
 
-    ``mirror`` defaults to ``$PAIRREPRO_MIRROR``. Files already fetched (as the record
-    says, same sha256) are kept unless ``force``. A split is present when at least one
-    file that serves it was obtained (archives count once extracted); files serving
-    only splits that are already present are not downloaded. Returns a
+    ``mirror`` defaults to the configured one (:func:`paths.mirror_setting`). Files already
+    fetched (as the record says, same sha256) are kept unless ``force``. A split is present
+    when at least one file that serves it was obtained (archives count once extracted); files
+    serving only splits that are already present are not downloaded. Returns a
     :class:`FetchReport`; raises :class:`ChecksumError` for a corrupt file that no
     other source replaced, :class:`DownloadError` / :class:`DataError` when no split
     at all could be obtained. Files already here are trusted while their size and mtime are
@@ -116,62 +114,102 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
             hint=manifest.notes or manifest.licence or "see the manifest " + manifest.source)
     from_path = resolve_from(manifest, from_path)
     mirror = resolve_mirror(mirror)
-    root = paths.raw_dir(name)
     record = (None if force else read_record(name)) or {}
-    known = {entry["path"]: entry for entry in record.get("files", [])}
-    extracted: dict[str, list[str]] = dict(record.get("extracted", {}))
+    run = _FetchRun(manifest, paths.raw_dir(name), record, verify)
+    run.take_local(from_path, mirror)
+    run.download_missing(progress, timeout)
+    run.recheck_members()
+    run.extract_archives()
+    return run.finish()
 
-    report = FetchReport(name, root)
-    results: dict[str, FileResult] = {}
-    checksum_errors: dict[str, ChecksumError] = {}
-    download_errors: list[DownloadError] = []
-    fresh_archives: list[FileSpec] = []
 
-    def obtained(spec: FileSpec, result: FileResult) -> None:
-        results[spec.path] = result
-        if spec.archive and (result.status == "fetched" or spec.path not in extracted):
-            fresh_archives.append(spec)
+@dataclass
+class _FetchRun:
+    """One fetch of one dataset, in the order of its steps: what is here or in a local
+    source (:meth:`take_local`), HTTP for what is still needed (:meth:`download_missing`),
+    archive members still as recorded (:meth:`recheck_members`), archives extracted
+    (:meth:`extract_archives`), the report, record and errors (:meth:`finish`)."""
 
-    # 1. what is already here, then local sources (--from, mirror)
-    for spec in manifest.files:
-        target = root / spec.path
-        entry = known.get(spec.path)
-        if target.is_file() and entry and (not spec.sha256 or entry["sha256"] == spec.sha256):
-            try:
-                present = recheck_recorded(target, entry, spec.sha256, verify, report.warnings)
-            except ChecksumError as exc:
-                checksum_errors[spec.path] = exc
-                target.unlink()  # a corrupt copy is never kept where it could be read
-                present = None
-            if present is not None:
-                obtained(spec, FileResult(spec.path, "present", entry["source"],
-                                          present[0], present[1], present[2],
-                                          list(spec.splits)))
-                continue
-        for origin, source in local_candidates(name, spec, from_path, mirror):
-            try:
-                digest, verified = install_copy(source, target, spec, str(source))
-            except ChecksumError as exc:
-                checksum_errors[spec.path] = exc
-                continue
-            obtained(spec, FileResult(spec.path, "fetched", origin, digest,
-                                      target.stat().st_size, verified, list(spec.splits)))
-            checksum_errors.pop(spec.path, None)
-            break
+    manifest: Manifest
+    root: Path
+    record: dict[str, Any]
+    verify: bool
+    report: FetchReport = field(init=False)
+    known: dict[str, dict[str, Any]] = field(init=False)
+    extracted: dict[str, list[str]] = field(init=False)
+    results: dict[str, FileResult] = field(default_factory=dict)
+    members: dict[str, FileResult] = field(default_factory=dict)
+    checksum_errors: dict[str, ChecksumError] = field(default_factory=dict)
+    download_errors: list[DownloadError] = field(default_factory=list)
+    fresh_archives: list[FileSpec] = field(default_factory=list)
 
-    def covered() -> set[str]:
-        return {s for r in results.values() if r.status in ("fetched", "present")
+    def __post_init__(self) -> None:
+        self.report = FetchReport(self.manifest.name, self.root)
+        self.known = {entry["path"]: entry for entry in self.record.get("files", [])}
+        self.extracted = dict(self.record.get("extracted", {}))
+
+    def obtained(self, spec: FileSpec, result: FileResult) -> None:
+        self.results[spec.path] = result
+        if spec.archive and (result.status == "fetched" or spec.path not in self.extracted):
+            self.fresh_archives.append(spec)
+
+    def covered(self) -> set[str]:
+        return {s for r in self.results.values() if r.status in ("fetched", "present")
                 for s in r.splits}
 
-    # 2. HTTP for what is still missing and still needed
-    for spec in manifest.files:
-        if spec.path in results:
-            continue
-        target = root / spec.path
+    def take_local(self, from_path: Path | None, mirror: Path | None) -> None:
+        """Step 1: what is already here and still matches its record, then local sources
+        (``--from``, the mirror)."""
+        for spec in self.manifest.files:
+            target = self.root / spec.path
+            entry = self.known.get(spec.path)
+            if (target.is_file() and entry
+                    and (not spec.sha256 or entry["sha256"] == spec.sha256)):
+                try:
+                    present = recheck_recorded(target, entry, spec.sha256, self.verify,
+                                               self.report.warnings)
+                except ChecksumError as exc:
+                    self.checksum_errors[spec.path] = exc
+                    target.unlink()  # a corrupt copy is never kept where it could be read
+                    present = None
+                if present is not None:
+                    self.obtained(spec, FileResult(spec.path, "present", entry["source"],
+                                                   present[0], present[1], present[2],
+                                                   list(spec.splits)))
+                    continue
+            for origin, source in local_candidates(self.manifest.name, spec, from_path,
+                                                   mirror):
+                try:
+                    digest, verified = install_copy(source, target, spec, str(source))
+                except ChecksumError as exc:
+                    self.checksum_errors[spec.path] = exc
+                    continue
+                self.obtained(spec, FileResult(spec.path, "fetched", origin, digest,
+                                               target.stat().st_size, verified,
+                                               list(spec.splits)))
+                self.checksum_errors.pop(spec.path, None)
+                break
+
+    def download_missing(self, progress: bool, timeout: float | None) -> None:
+        """Step 2: HTTP for what is still missing and still needed (a file whose splits are
+        all covered already is "not needed")."""
+        for spec in self.manifest.files:
+            if spec.path in self.results:
+                continue
+            if spec.splits and set(spec.splits) <= self.covered():
+                self.results[spec.path] = FileResult(spec.path, "not needed",
+                                                     splits=list(spec.splits))
+                continue
+            result = self._download(spec, progress, timeout)
+            if result.status == "fetched":
+                self.obtained(spec, result)
+            else:
+                self.results[spec.path] = result
+
+    def _download(self, spec: FileSpec, progress: bool, timeout: float | None) -> FileResult:
+        """The official URL, then the alternatives, until one gives verified bytes."""
+        target = self.root / spec.path
         urls = [u for u in (spec.url, *spec.alt_urls) if u]
-        if spec.splits and set(spec.splits) <= covered():
-            results[spec.path] = FileResult(spec.path, "not needed", splits=list(spec.splits))
-            continue
         result = FileResult(spec.path, "missing", splits=list(spec.splits))
         if not urls:
             result.error = "no download URL (give the file with --from PATH)"
@@ -179,85 +217,91 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
             try:
                 digest, verified = install_download(url, target, spec, progress, timeout)
             except ChecksumError as exc:
-                checksum_errors[spec.path] = exc
+                self.checksum_errors[spec.path] = exc
                 result.error = exc.message
                 continue
             except DownloadError as exc:
                 if spec.splits:
-                    download_errors.append(exc)
+                    self.download_errors.append(exc)
                 result.error = exc.message
                 continue
-            result = FileResult(spec.path, "fetched", url, digest, target.stat().st_size,
-                                verified, list(spec.splits))
-            checksum_errors.pop(spec.path, None)
-            break
-        if result.status == "fetched":
-            obtained(spec, result)
-        else:
-            results[spec.path] = result
+            self.checksum_errors.pop(spec.path, None)
+            return FileResult(spec.path, "fetched", url, digest, target.stat().st_size,
+                              verified, list(spec.splits))
+        return result
 
-    # 3. archives: extract what was fetched (or never extracted)
-    members: dict[str, FileResult] = {}
-    for spec in manifest.files:  # members extracted earlier: still what was recorded?
-        if spec.path not in results or spec in fresh_archives:
-            continue
-        for member in spec.members:
-            entry, target = known.get(member.path), root / member.path
-            if entry is None or not target.is_file():
+    def recheck_members(self) -> None:
+        """Step 3: members extracted earlier are kept while still what was recorded; an
+        archive with one that is not is extracted again."""
+        for spec in self.manifest.files:
+            if spec.path not in self.results or spec in self.fresh_archives:
                 continue
+            for member in spec.members:
+                entry, target = self.known.get(member.path), self.root / member.path
+                if entry is None or not target.is_file():
+                    continue
+                try:
+                    present = recheck_recorded(target, entry, member.sha256, self.verify,
+                                               self.report.warnings)
+                except ChecksumError as exc:
+                    self.report.warnings.append(f"{exc.message}; extracting it again")
+                    present = None
+                if present is None:
+                    self.fresh_archives.append(spec)
+                    break
+                self.members[member.path] = FileResult(member.path, "present",
+                                                       entry["source"], *present, [])
+
+    def extract_archives(self) -> None:
+        """Step 4: extract what was fetched (or never extracted)."""
+        for spec in self.fresh_archives:
             try:
-                present = recheck_recorded(target, entry, member.sha256, verify, report.warnings)
-            except ChecksumError as exc:
-                report.warnings.append(f"{exc.message}; extracting it again")
-                present = None
-            if present is None:
-                fresh_archives.append(spec)
-                break
-            members[member.path] = FileResult(member.path, "present", entry["source"],
-                                               *present, [])
-    for spec in fresh_archives:
-        try:
-            if spec.members:
-                current = {**known, **{r.path: {"verified": r.verified}
-                                       for r in results.values()
-                                       if r.status in ("fetched", "present")}}
-                archive = results.get(spec.path)
-                found, notes = extract_members(root / spec.path, root, spec, current,
-                                               archive_verified=bool(archive
-                                                                     and archive.verified))
-                members.update((r.path, r) for r in found)
-                report.warnings.extend(notes)
-                extracted[spec.path] = [r.path for r in found]
-            else:  # the manifest names no member: every file, each checked, none pinned
-                extracted[spec.path] = safe_extract(root / spec.path, root, spec.archive)
-        except (DataError, ChecksumError):
-            # a hostile or broken archive is never kept where a later run could trust it
-            (root / spec.path).unlink(missing_ok=True)
-            raise
+                if spec.members:
+                    current = {**self.known, **{r.path: {"verified": r.verified}
+                                                for r in self.results.values()
+                                                if r.status in ("fetched", "present")}}
+                    archive = self.results.get(spec.path)
+                    found, notes = extract_members(
+                        self.root / spec.path, self.root, spec, current,
+                        archive_verified=bool(archive and archive.verified))
+                    self.members.update((r.path, r) for r in found)
+                    self.report.warnings.extend(notes)
+                    self.extracted[spec.path] = [r.path for r in found]
+                else:  # the manifest names no member: every file, each checked, none pinned
+                    self.extracted[spec.path] = safe_extract(self.root / spec.path, self.root,
+                                                             spec.archive)
+            except (DataError, ChecksumError):
+                # a hostile or broken archive is never kept where a later run could trust it
+                (self.root / spec.path).unlink(missing_ok=True)
+                raise
 
-    report.files = [results[s.path] for s in manifest.files] + list(members.values())
-    report.variants_missing, report.splits_unreadable = variant_gaps(manifest, root)
-    present = covered()
-    declared = file_splits(manifest)
-    report.splits_present = [s for s in declared if s in present]
-    report.splits_missing = [s for s in declared if s not in present]
-    for exc in checksum_errors.values():
-        report.warnings.append(exc.message)
-
-    have_any = any(r.status in ("fetched", "present") for r in report.files)
-    if have_any:
-        merge_record(manifest, report, extracted=extracted)
-    if checksum_errors:
-        raise next(iter(checksum_errors.values()))
-    if declared and not report.splits_present:
-        if download_errors:
-            first = download_errors[0]
-            urls = sorted({e.message for e in download_errors})
-            raise DownloadError(
-                f"nothing of dataset {name!r} could be fetched: " + "; ".join(urls),
-                hint=first.hint)
-        raise DataError(
-            f"nothing of dataset {name!r} could be fetched: no local copy and no download URL",
-            hint=(manifest.licence if not manifest.public else
-                  "give the files with --from PATH or a mirror with --mirror DIR"))
-    return report
+    def finish(self) -> FetchReport:
+        """Step 5: the report and the record; a corrupt file no source replaced, or no split
+        at all, is an error."""
+        manifest, report, name = self.manifest, self.report, self.manifest.name
+        report.files = ([self.results[s.path] for s in manifest.files]
+                        + list(self.members.values()))
+        report.variants_missing, report.splits_unreadable = variant_gaps(manifest, self.root)
+        present = self.covered()
+        declared = file_splits(manifest)
+        report.splits_present = [s for s in declared if s in present]
+        report.splits_missing = [s for s in declared if s not in present]
+        for exc in self.checksum_errors.values():
+            report.warnings.append(exc.message)
+        if any(r.status in ("fetched", "present") for r in report.files):
+            merge_record(manifest, report, extracted=self.extracted)
+        if self.checksum_errors:
+            raise next(iter(self.checksum_errors.values()))
+        if declared and not report.splits_present:
+            if self.download_errors:
+                first = self.download_errors[0]
+                urls = sorted({e.message for e in self.download_errors})
+                raise DownloadError(
+                    f"nothing of dataset {name!r} could be fetched: " + "; ".join(urls),
+                    hint=first.hint)
+            raise DataError(
+                f"nothing of dataset {name!r} could be fetched: no local copy and no download "
+                "URL",
+                hint=(manifest.licence if not manifest.public else
+                      "give the files with --from PATH or a mirror with --mirror DIR"))
+        return report

@@ -9,10 +9,8 @@ and writes one parquet file per split under ``raw/<name>/hub/``. The manifest's 
 reads those files (reader ``hub_parquet``), so ``preprocess NAME --variant hub`` checks the same
 published counts and uses the same label map as the variant read from the official files.
 
-What was used is recorded twice: in ``raw/<name>/hub/source.json`` and under ``"hub"`` in
-the dataset's ``.fetched.json`` (hub id, config, the revision resolved from the data files'
-URLs, the builder's fingerprint, every data file ``datasets`` resolved, and per split the
-rows read and the parquet file written with its sha256).
+What was used is recorded in ``raw/<name>/hub/source.json`` and under ``"hub"`` in the
+dataset's ``.fetched.json``.
 
 ``--from DIR`` loads a local folder laid out as a hub dataset repository instead (the parquet
 files and the README.md whose YAML header declares the configs, as on the hub): what the

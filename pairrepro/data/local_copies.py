@@ -1,9 +1,10 @@
 """Local copies of a dataset's files: ``--from PATH`` and the mirror folder.
 
-``--from`` is a file or a folder the user gives (licence-gated data, manual downloads): a
-folder may hold the manifest paths, ``<name>/<path>`` or the bare file names. A mirror
-(``--mirror DIR`` or ``$PAIRREPRO_MIRROR``) is laid out ``<DIR>/<dataset>/<path as in the
-manifest>``. A copy is verified before it gets its final name (:func:`install_copy`).
+``--from`` is a file or a folder the user gives (licence-gated data, manual downloads): a folder
+may hold the manifest paths, ``<name>/<path>`` or the bare file names. A mirror (``--mirror DIR``,
+else the configured one: :func:`pairrepro.paths.mirror_setting`) is laid out
+``<DIR>/<dataset>/<path as in the manifest>``. A copy is verified before it gets its final name
+(:func:`install_copy`).
 """
 
 from __future__ import annotations
@@ -37,17 +38,19 @@ def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
 
 
 def resolve_mirror(mirror: Path | None) -> Path | None:
-    """The mirror folder (``mirror``, else ``$PAIRREPRO_MIRROR``) as an absolute path; a
-    :class:`ConfigError` when it is not a folder."""
-    mirror = mirror if mirror is not None else paths.mirror_dir()
-    if mirror is None:
+    """The mirror folder (``mirror``, else the configured one: :func:`paths.mirror_setting`)
+    as an absolute path; a :class:`ConfigError` naming where it was set when it is not a
+    folder."""
+    setting = (mirror, "--mirror") if mirror is not None else paths.mirror_setting()
+    if setting is None:
         return None
-    mirror = mirror.expanduser().resolve()
-    if not mirror.is_dir():
-        raise ConfigError(f"mirror folder {mirror} does not exist",
+    folder = setting[0].expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"mirror folder {folder} ({setting[1]}) does not exist",
                           hint="give --mirror DIR (or $PAIRREPRO_MIRROR) a folder laid out "
-                          "<DIR>/<dataset>/<file>")
-    return mirror
+                          "<DIR>/<dataset>/<file>; PAIRREPRO_MIRROR= (empty) uses the "
+                          "official URLs")
+    return folder
 
 
 def local_candidates(name: str, spec: FileSpec, from_path: Path | None,

@@ -8,7 +8,6 @@ variants with the files each split needs and the counts expected after reading.
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -134,12 +133,16 @@ def _no_positive(value: str) -> str:
     return value
 
 
+#: How prepare splits text into tokens (``prepare.Tokenizer``): the choices, stated once.
+TokenizerName = Literal["regex", "whitespace"]
+
+
 class VariantOptions(Schema):
     """Variant-wide options read by ``prepare`` and ``train`` (any reader); the reader's own
     options (its ``Options`` model) are added to these."""
 
     description: str = ""
-    tokenizer: Literal["regex", "whitespace"] = "regex"
+    tokenizer: TokenizerName = "regex"
     lowercase: bool = True
     numbers: str = ""
     vocab_split: str = "train"
@@ -221,28 +224,31 @@ def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
     declare ``SplitOptions`` when its per-split options differ (Yahoo). A reader without a
     module (a dataset never published) takes no options.
     """
-    from pairrepro.data.formats import ReaderOptions
+    from pairrepro.data.formats import ReaderOptions, find_reader
 
-    if not reader.isidentifier():
-        return ReaderOptions, ReaderOptions
-    try:
-        module = importlib.import_module(f"pairrepro.data.formats.{reader}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"pairrepro.data.formats.{reader}":
-            raise
+    module = find_reader(reader)
+    if module is None:
         return ReaderOptions, ReaderOptions
     options = getattr(module, "Options", ReaderOptions)
     return options, getattr(module, "SplitOptions", options)
 
 
 @functools.cache
+def variant_model(reader: str) -> type[VariantOptions]:
+    """The schema of a ``[variants.<v>]`` table of reader ``reader``: the common options, the
+    reader's own, and the splits with the reader's per-split options."""
+    variant_options, split_options = reader_options(reader)
+    split = create_model(f"{reader}.Split", __base__=(SplitFields, split_options))
+    return create_model(  # type: ignore[no-any-return]
+        f"{reader}.Variant", __base__=(VariantOptions, variant_options),
+        splits=(dict[str, split], {}))  # type: ignore[valid-type]
+
+
+@functools.cache
 def manifest_model(reader: str) -> type[ManifestFields]:
     """The schema of a manifest whose reader is ``reader``: its variants and splits take
     exactly the options that reader reads, so a misspelt option is an error at load time."""
-    variant_options, split_options = reader_options(reader)
-    split = create_model(f"{reader}.Split", __base__=(SplitFields, split_options))
-    variant = create_model(f"{reader}.Variant", __base__=(VariantOptions, variant_options),
-                           splits=(dict[str, split], {}))  # type: ignore[valid-type]
+    variant = variant_model(reader)
 
     def default_is_a_variant(self: Any) -> Any:
         if self.default_variant and self.variants and self.default_variant not in self.variants:
@@ -257,24 +263,36 @@ def manifest_model(reader: str) -> type[ManifestFields]:
             default_is_a_variant)})
 
 
+def _no_reader_options() -> Schema:
+    # imported here as reader_options does: the readers' package is loaded only when needed
+    from pairrepro.data.formats import ReaderOptions
+
+    return ReaderOptions()
+
+
 @dataclass
 class SplitSpec:
-    """How a reader builds one split: the files it reads, reader options, expected counts
-    and the planner's size estimate (``planning``, used only while it is not prepared)."""
+    """How a reader builds one split: the files it reads, the split's own reader options
+    (typed; what it sets overrides the variant's, see ``formats._common.reader_options``),
+    expected counts and the planner's size estimate (``planning``, used only while it is
+    not prepared)."""
 
     name: str
     files: list[str]
     expected: dict[str, Any] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)
+    options: Schema = field(default_factory=_no_reader_options)
     planning: PlanningEstimate | None = None
 
 
 @dataclass
 class VariantSpec:
+    """A variant: its splits and its validated options (the common :class:`VariantOptions`
+    and its reader's ``Options``, defaults included: the models own them)."""
+
     name: str
     description: str = ""
     splits: dict[str, SplitSpec] = field(default_factory=dict)
-    options: dict[str, Any] = field(default_factory=dict)  # variant-wide options as set
+    options: VariantOptions = field(default_factory=VariantOptions)
 
 
 class Manifest(ManifestFields):
@@ -328,29 +346,28 @@ class Manifest(ManifestFields):
         raise DataError(f"{self.source}: no [[files]] entry with path {path!r}")
 
 
-def _set_options(model: Schema, skip: tuple[str, ...]) -> dict[str, Any]:
-    """The options a table sets (not their defaults: readers and prepare keep theirs)."""
-    data = model.model_dump(by_alias=True, exclude_unset=True)
-    return {k: v for k, v in data.items() if k not in skip}
-
-
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
     """Validate a manifest dict against the schema of its reader (errors name ``source``,
     the ``[files][i]`` / ``[variants.<v>.splits.<s>]`` table, the key, the value and what
     is allowed)."""
     reader = raw.get("reader") if isinstance(raw, dict) else None
-    model = manifest_model(reader if isinstance(reader, str) else "")
-    checked: Any = validate(model, raw, source)
+    reader = reader if isinstance(reader, str) else ""
+    checked: Any = validate(manifest_model(reader), raw, source)
+    split_model = reader_options(reader)[1]
+
+    def reader_part(smodel: Schema) -> Schema:  # the split's options, without its other keys
+        own = set(split_model.model_fields)
+        return split_model.model_construct(own & smodel.model_fields_set,
+                                           **{key: getattr(smodel, key) for key in own})
+
     variants = {}
     for vname, vmodel in checked.variants.items():
         splits = {
             sname: SplitSpec(sname, list(smodel.files),
                              smodel.expected.model_dump(exclude_unset=True),
-                             _set_options(smodel, ("files", "expected", "planning")),
-                             smodel.planning)
+                             reader_part(smodel), smodel.planning)
             for sname, smodel in vmodel.splits.items()}
-        variants[vname] = VariantSpec(vname, vmodel.description, splits,
-                                      _set_options(vmodel, ("description", "splits")))
+        variants[vname] = VariantSpec(vname, vmodel.description, splits, vmodel)
     # the checked values as they are (model_construct: already validated, typed per reader)
     top = {name: getattr(checked, name) for name in ManifestFields.model_fields}
     return Manifest.model_construct(**top, variants=variants, source=source)

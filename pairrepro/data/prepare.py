@@ -44,7 +44,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
@@ -58,13 +58,19 @@ from pairrepro.data.formats._common import (
     missing_files,
     take_read_hashes,
 )
-from pairrepro.data.manifests import Manifest, VariantSpec, load_manifest
+from pairrepro.data.manifests import (
+    Holdout,
+    Manifest,
+    TokenizerName,
+    VariantSpec,
+    load_manifest,
+)
 from pairrepro.data.prepared import PAD, UNK, write_prepared
 from pairrepro.errors import ChecksumError, ConfigError, DataError
 
 #: Words (with PTB-style ``n't`` split off), clitics ``'s 're 'll ...``, single symbols.
 TOKEN_PATTERN = r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]"
-TOKENIZERS = ("regex", "whitespace")
+TOKENIZERS: tuple[TokenizerName, ...] = get_args(TokenizerName)
 #: A number token as TRAIN-ALL's normalisation saw it: digits, optional ",ddd" thousands
 #: groups, an optional decimal part (``1997``, ``50,000``, ``3.5``). Tokens such as
 #: ``1980s``, ``.08``, ``1/2``, ``11.4.26`` are left as they are, there and here.
@@ -79,7 +85,7 @@ MAX_MALFORMED_IN_STATS = 1000
 class Tokenizer:
     """The tokenisation settings of a variant; ``split(text)`` gives its tokens."""
 
-    kind: str = "regex"
+    kind: TokenizerName = "regex"
     lowercase: bool = True
     numbers: str = ""  # placeholder for number tokens ("" keeps them)
 
@@ -141,9 +147,11 @@ class _Encoder:
 
 
 def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpec:
-    """The variant as readers see it: the manifest's ``label_map`` added to its options."""
-    options = dict(variant.options)
-    options.setdefault("label_map", list(manifest.label_map))
+    """The variant as readers see it: the manifest's ``label_map`` in its options unless the
+    variant sets its own."""
+    if "label_map" in variant.options.model_fields_set:
+        return variant
+    options = variant.options.model_copy(update={"label_map": list(manifest.label_map)})
     return dataclasses.replace(variant, options=options)
 
 
@@ -182,7 +190,7 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
             )
 
 
-def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dict[str, Any],
+def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
     """Carve a dev split out of a published split that has none (TwitterURL has train/test only).
 
@@ -191,7 +199,7 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dic
     derived split is the same on every machine. The source split's published counts are
     checked before anything moves.
     """
-    source, target = holdout["from"], holdout["to"]
+    source, target = holdout.from_, holdout.to
     if source not in results:
         return results
     frame = results[source].pairs
@@ -200,15 +208,15 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: dic
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
                     label_map, published)
-    by = holdout.get("by", "group")
+    by = holdout.by
     keys = frame["left" if by == "left" else "group_id"]
     groups = keys.unique()
-    rng = np.random.default_rng(int(holdout.get("seed", 13)))
-    chosen = set(rng.permutation(groups)[: round(len(groups) * float(holdout["fraction"]))])
+    rng = np.random.default_rng(holdout.seed)
+    chosen = set(rng.permutation(groups)[: round(len(groups) * holdout.fraction)])
     in_target = keys.isin(chosen).to_numpy()
     whole = " by first text" if by == "left" else ""
     moved = {**results[source].dropped,
-             f"moved to {target!r} (held out{whole}, seed {holdout.get('seed', 13)})":
+             f"moved to {target!r} (held out{whole}, seed {holdout.seed})":
              int(in_target.sum())}
     kept = dataclasses.replace(results[source], pairs=frame[~in_target].reset_index(drop=True),
                                dropped=moved)
@@ -280,10 +288,12 @@ class _Steps:
     def __init__(self, enabled: bool) -> None:
         self.progress = None
         if enabled:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                     TimeElapsedColumn(), transient=True)
+            from pairrepro.console import live_progress
+
+            self.progress = live_progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                          TimeElapsedColumn(), enabled=True)
 
     def __enter__(self) -> Callable[[str], None]:
         if self.progress is None:
@@ -326,104 +336,37 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     manifest = load_manifest(name)
     manifest.require_published()
     spec = manifest.variant(variant)
-    label_map = list(spec.options.get("label_map") or manifest.label_map)
-    task = spec.options.get("task", manifest.task)
+    label_map = list(spec.options.label_map or manifest.label_map)
     raw_root = paths.raw_dir(name)
     present, missing = _split_availability(raw_root, spec)
     if not present:
-        from_hub = spec.options.get("reader") == "hub_parquet"
-        raise DataError(
-            f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
-            hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a local "
-                 "copy of the hub repository)" if from_hub else
-                 f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
-        )
-    reader_name = spec.options.get("reader") or manifest.reader  # the hub variant has its own
+        raise _no_raw_data(name, spec, raw_root)
+    reader_name = spec.options.reader or manifest.reader  # the hub variant has its own
     reader = get_reader(reader_name)
     reader_variant = _variant_with_labels(manifest, spec)
-    tokenizer = Tokenizer(spec.options.get("tokenizer", "regex"),
-                          bool(spec.options.get("lowercase", True)),
-                          str(spec.options.get("numbers", "")))
-    vocab_split = spec.options.get("vocab_split", "train")
+    tokenizer = Tokenizer(spec.options.tokenizer, spec.options.lowercase, spec.options.numbers)
 
     take_read_hashes()  # forget files read before: the hashes below are this run's
     with _Steps(progress) as step:
-        results: dict[str, ReaderResult] = {}
-        if hasattr(reader, "read_variant"):
-            step(f"{name}: reading {', '.join(present)}")
-            results = {k: v for k, v in reader.read_variant(raw_root, reader_variant).items()
-                       if k in present}
-        else:
-            for split in present:
-                step(f"{name}: reading {split}")
-                results[split] = reader.read_split(raw_root, reader_variant.splits[split],
-                                                   reader_variant)
-
+        results = _read_splits(name, reader, raw_root, reader_variant, present, step)
         # before anything is counted: are these the bytes fetch verified?
         used_files = [f for s in present for f in spec.splits[s].files]
         sources, unverified = _source_hashes(manifest, raw_root, used_files)
-
-        malformed: list[dict[str, Any]] = []
-        for split, result in results.items():
-            malformed.extend({"split": split, **dataclasses.asdict(row)}
-                             for row in result.malformed)
-        if strict and malformed:
-            first = malformed[0]
-            raise DataError(
-                f"{name}: {len(malformed)} malformed row(s); first: {first['file']} line "
-                f"{first['line']}: {first['reason']}",
-                hint="fix or re-fetch the file, or run without --strict to skip and report them",
-            )
-
-        holdout = spec.options.get("holdout")
-        if holdout:
-            results = _split_off_holdout(name, results, holdout, spec, label_map)
+        malformed = _malformed_rows(name, results, strict)
+        if spec.options.holdout:
+            results = _split_off_holdout(name, results, spec.options.holdout, spec, label_map)
 
         encoder = _Encoder(tokenizer)
         encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         summaries: dict[str, dict[str, Any]] = {}
         for split, result in results.items():
             step(f"{name}: tokenising {split} ({len(result.pairs):,} pairs)")
-            frame = result.pairs
-            left, left_len = encoder.encode(frame["left"])
-            right, right_len = encoder.encode(frame["right"])
-            encoded[split] = (left, left_len, right, right_len)
-            labels = frame["label"].to_numpy()
-            counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
-            avg_l, max_l = _length_stats(left_len)
-            avg_r, max_r = _length_stats(right_len)
-            summary = {
-                "pairs": len(frame),
-                "groups": int(frame["group_id"].nunique()),
-                "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
-                           for i, c in enumerate(counts)},
-                "avg_len_left": avg_l, "max_len_left": max_l,
-                "avg_len_right": avg_r, "max_len_right": max_r,
-                "empty_left": int((left_len == 0).sum()),
-                "empty_right": int((right_len == 0).sum()),
-                "dropped": dict(result.dropped),
-                "malformed": len(result.malformed),
-            }
-            if split in spec.splits and not (holdout and split == holdout["from"]):
-                _check_expected(name, split, spec.splits[split].expected, frame, result,
-                                label_map, summary)
-            summaries[split] = summary
+            encoded[split], summaries[split] = _encode_split(name, split, result, encoder,
+                                                             spec, label_map)
 
         step(f"{name}: building the vocabulary")
-        size = len(encoder.index)
-        train_counts = np.zeros(size, dtype=np.int64)
-        total_counts = np.zeros(size, dtype=np.int64)
-        for split, (left, _, right, _) in encoded.items():
-            counts = np.bincount(left, minlength=size) + np.bincount(right, minlength=size)
-            total_counts += counts
-            if split == vocab_split:
-                train_counts += counts
-        order = np.lexsort((np.arange(size), -total_counts, -train_counts))
-        remap = np.empty(size, dtype=np.int32)
-        remap[order] = np.arange(2, size + 2, dtype=np.int32)
-        tokens = list(encoder.index)
-        vocab = [PAD, UNK, *(tokens[i] for i in order)]
-        vocab_counts = [0, 0, *train_counts[order].tolist()]
+        vocab, vocab_counts, remap, train_counts = _build_vocab(encoder, encoded,
+                                                                spec.options.vocab_split)
 
         step(f"{name}: writing")
         frames = {}
@@ -437,17 +380,18 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "dataset": name,
             "variant": spec.name,
             "description": spec.description,
-            "task": task,
+            "task": spec.options.task or manifest.task,
             "label_map": label_map,
             "splits": summaries,
             "missing_splits": missing,
             "vocab_size": len(vocab),
-            "vocab_split": vocab_split if vocab_split in results else None,
+            "vocab_split": (spec.options.vocab_split if spec.options.vocab_split in results
+                            else None),
             "train_vocab_size": int((train_counts > 0).sum()) + 2,
             "tokenisation": tokenizer.settings(),
             # a variant whose splits are only consistent for non-learning scorers (TrecQA
             # clean_digits); pairrepro train refuses it for trained models
-            "lexical_only": bool(spec.options.get("lexical_only", False)),
+            "lexical_only": spec.options.lexical_only,
             "malformed_count": len(malformed),
             "malformed": malformed[:MAX_MALFORMED_IN_STATS],
             "dropped": {split: dict(r.dropped) for split, r in results.items()},
@@ -463,4 +407,105 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     stats["prepared_dir"] = str(root)
     stats["seconds"] = round(time.perf_counter() - started, 3)
     return stats
+
+
+def _no_raw_data(name: str, spec: VariantSpec, raw_root: Path) -> DataError:
+    """The error for a variant none of whose splits has its raw files here."""
+    from_hub = spec.options.reader == "hub_parquet"
+    return DataError(
+        f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
+        hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a local "
+             "copy of the hub repository)" if from_hub else
+             f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
+    )
+
+
+def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: VariantSpec,
+                 present: list[str], step: Callable[[str], None]) -> dict[str, ReaderResult]:
+    """The reader's canonical pair tables of the ``present`` splits: one ``read_variant``
+    call when the reader reads a variant whole, else ``read_split`` per split."""
+    if hasattr(reader, "read_variant"):
+        step(f"{name}: reading {', '.join(present)}")
+        return {k: v for k, v in reader.read_variant(raw_root, reader_variant).items()
+                if k in present}
+    results: dict[str, ReaderResult] = {}
+    for split in present:
+        step(f"{name}: reading {split}")
+        results[split] = reader.read_split(raw_root, reader_variant.splits[split],
+                                           reader_variant)
+    return results
+
+
+def _malformed_rows(name: str, results: dict[str, ReaderResult],
+                    strict: bool) -> list[dict[str, Any]]:
+    """Every malformed row the reader reported, tagged with its split; with ``strict`` any
+    is a :class:`DataError` naming the first."""
+    malformed: list[dict[str, Any]] = []
+    for split, result in results.items():
+        malformed.extend({"split": split, **dataclasses.asdict(row)}
+                         for row in result.malformed)
+    if strict and malformed:
+        first = malformed[0]
+        raise DataError(
+            f"{name}: {len(malformed)} malformed row(s); first: {first['file']} line "
+            f"{first['line']}: {first['reason']}",
+            hint="fix or re-fetch the file, or run without --strict to skip and report them",
+        )
+    return malformed
+
+
+def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder, spec: VariantSpec,
+                  label_map: list[str]
+                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                             dict[str, Any]]:
+    """One split's texts as token ids of ``encoder`` and its ``stats.json`` summary, checked
+    against the manifest's ``expected`` counts (not for a split a holdout was carved from)."""
+    frame = result.pairs
+    left, left_len = encoder.encode(frame["left"])
+    right, right_len = encoder.encode(frame["right"])
+    labels = frame["label"].to_numpy()
+    counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
+    avg_l, max_l = _length_stats(left_len)
+    avg_r, max_r = _length_stats(right_len)
+    summary = {
+        "pairs": len(frame),
+        "groups": int(frame["group_id"].nunique()),
+        "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
+                   for i, c in enumerate(counts)},
+        "avg_len_left": avg_l, "max_len_left": max_l,
+        "avg_len_right": avg_r, "max_len_right": max_r,
+        "empty_left": int((left_len == 0).sum()),
+        "empty_right": int((right_len == 0).sum()),
+        "dropped": dict(result.dropped),
+        "malformed": len(result.malformed),
+    }
+    holdout = spec.options.holdout
+    if split in spec.splits and not (holdout and split == holdout.from_):
+        _check_expected(name, split, spec.splits[split].expected, frame, result,
+                        label_map, summary)
+    return (left, left_len, right, right_len), summary
+
+
+def _build_vocab(encoder: _Encoder,
+                 encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+                 vocab_split: str | None
+                 ) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:
+    """The vocabulary ordered by count in ``vocab_split`` (then in all splits, then first
+    seen), after ``<pad>`` and ``<unk>``: ``(vocab, its train counts, the remap from encoder
+    ids to vocab ids, train counts by encoder id)``."""
+    size = len(encoder.index)
+    train_counts = np.zeros(size, dtype=np.int64)
+    total_counts = np.zeros(size, dtype=np.int64)
+    for split, (left, _, right, _) in encoded.items():
+        counts = np.bincount(left, minlength=size) + np.bincount(right, minlength=size)
+        total_counts += counts
+        if split == vocab_split:
+            train_counts += counts
+    order = np.lexsort((np.arange(size), -total_counts, -train_counts))
+    remap = np.empty(size, dtype=np.int32)
+    remap[order] = np.arange(2, size + 2, dtype=np.int32)
+    tokens = list(encoder.index)
+    vocab = [PAD, UNK, *(tokens[i] for i in order)]
+    vocab_counts = [0, 0, *train_counts[order].tolist()]
+    return vocab, vocab_counts, remap, train_counts
 

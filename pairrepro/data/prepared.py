@@ -36,7 +36,6 @@ PAD, UNK = "<pad>", "<unk>"
 #: Ids of the two reserved vocabulary entries (lines 0 and 1 of ``vocab.tsv``): padding, and
 #: every word the vocabulary (or the recipe's ``min_count``) does not keep.
 PAD_ID, UNK_ID = 0, 1
-PAIR_COLUMNS = ["pair_id", "group_id", "left", "right", "label"]
 PREPARED_SCHEMA = pa.schema(
     [
         ("pair_id", pa.string()),
@@ -297,11 +296,11 @@ class Step(NamedTuple):
 
 
 def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
-    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in the order to
-    do it: fetch (unless its raw files are here: licence-gated data with ``--from DIR``, the
-    hub's with ``--source hub``, else with ``--mirror DIR`` unless ``$PAIRREPRO_MIRROR`` is
-    set), then preprocess; ``[]`` when prepared (a dataset without a manifest: preprocess
-    alone). Raises the manifest's errors: a variant it lacks, data never published."""
+    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in the order to do it:
+    fetch (unless its raw files are here: licence-gated data with ``--from DIR``, the hub's with
+    ``--source hub``, else with ``--mirror DIR`` unless a mirror is configured:
+    :func:`paths.mirror_dir`), then preprocess; ``[]`` when prepared (a dataset without a manifest:
+    preprocess alone). Raises the manifest's errors: a variant it lacks, data never published."""
     from pairrepro.data.coverage import reads_hub, variant_missing
     from pairrepro.data.manifests import load_manifest
 

@@ -13,13 +13,15 @@ pad more and compare.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from pairrepro.data.prepared import PAD_ID
+from pairrepro.errors import ConfigError
 
 
 @dataclass
@@ -74,6 +76,35 @@ class PairModel(nn.Module):
     ) -> torch.Tensor:
         """Score a batch: ``[B, n]`` / ``[B, m]`` ids and masks -> ``[B, num_outputs]``."""
         raise NotImplementedError
+
+
+class Allowed(NamedTuple):
+    """What a hyper-parameter may be: ``what`` says it in an error, ``test`` decides."""
+
+    what: str
+    test: Callable[[Any], bool]
+
+
+def at_least(minimum: int) -> Allowed:
+    return Allowed(f">= {minimum}", lambda value: value >= minimum)
+
+
+def one_of(choices: Sequence[str]) -> Allowed:
+    return Allowed(f"one of {', '.join(choices)}", lambda value: value in choices)
+
+
+POSITIVE = at_least(1)
+#: a convolution width with a centre: an odd number of positions
+ODD_WIDTH = Allowed("an odd number >= 1 (a centred window)",
+                    lambda value: value >= 1 and value % 2 == 1)
+
+
+def check_hparams(model: str, **checks: tuple[Any, Allowed]) -> None:
+    """The one check of a model's hyper-parameter ranges: ``name=(value, allowed)``; a value
+    outside is a :class:`ConfigError` naming the model, the key, what is allowed and the value."""
+    for name, (value, allowed) in checks.items():
+        if not allowed.test(value):
+            raise ConfigError(f"{model}: {name} must be {allowed.what}, got {value!r}")
 
 
 def count_weight_params(model: nn.Module) -> int:

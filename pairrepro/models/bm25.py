@@ -24,7 +24,7 @@ from pairrepro.data.batches import pad
 from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
 from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import Allowed, ModelContext, PairModel, at_least, check_hparams
 from pairrepro.models.registry import register_model
 
 
@@ -47,8 +47,8 @@ class BM25(PairModel):
         if ctx.num_outputs not in (1, 2):
             raise ConfigError(f"bm25 gives one score per pair: it can rank (1 or 2 outputs) or "
                               f"decide between 2 classes, not {ctx.num_outputs}")
-        if k1 < 0 or not 0 <= b <= 1:
-            raise ConfigError(f"bm25: k1 must be >= 0 and b in 0..1 (got k1={k1}, b={b})")
+        check_hparams("bm25", k1=(k1, at_least(0)),
+                      b=(b, Allowed("in 0..1", lambda value: 0 <= value <= 1)))
         self.k1 = float(k1)
         self.b = float(b)
         self.match_unknown = match_unknown

@@ -35,7 +35,7 @@ from torch import nn
 
 from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ODD_WIDTH, ModelContext, PairModel, check_hparams, one_of
 from pairrepro.models.layers import (
     MLP,
     CharEncoder,
@@ -144,9 +144,7 @@ class CINLayer(nn.Module):
     def __init__(self, c_in: int, c_out: int, tau: int, kmax: int, use_intra: bool,
                  dropout: float, filter_scale: str = "normalised") -> None:
         super().__init__()
-        if filter_scale not in FILTER_SCALES:
-            raise ConfigError(f"cin: filter_scale {filter_scale!r} is not one of "
-                              f"{FILTER_SCALES}")
+        check_hparams("cin", filter_scale=(filter_scale, one_of(FILTER_SCALES)))
         self.use_intra, self.filter_scale = use_intra, filter_scale
         self.fgn = FilterGenerator(c_in, c_out, tau, kmax)
         self.fuse = nn.Linear((5 if use_intra else 1) * c_out, c_out)
@@ -187,11 +185,8 @@ class CIN(PairModel):
         use_exact_match: append the exact-match feature to the word representation.
         use_interaction: False = Table 5 "Remove whole interaction".
         use_intra: False = Table 5 "Remove intra-attention".
-        filter_scale: how generated filters are scaled (:func:`scale_filters`, a departure
-            from Eq. 18, which has no scaling): ``"normalised"`` (rows sum to 1, the
-            default), ``"fixed"`` (times ``1 / (tau c_in)``), ``"none"`` (Eq. 18 literally,
-            which saturates at init). The filters are ``dim x tau d_in`` (e.g. 300 x 3*701
-            with the paper's sizes), not the square ``d x tau d`` of Eqs. 10/18.
+        filter_scale: ``"normalised"`` (default), ``"fixed"`` or ``"none"``
+            (:func:`scale_filters`; a departure from Eq. 18, see the module docstring).
         normalise_filters: the older boolean spelling: True = ``"normalised"``, False =
             ``"none"``; given together with a different ``filter_scale`` it is an error.
         aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
@@ -221,8 +216,7 @@ class CIN(PairModel):
         dropout: float = 0.1,
     ) -> None:
         super().__init__(ctx)
-        if window < 1 or window % 2 == 0:
-            raise ConfigError(f"cin: window must be a positive odd number, got {window}")
+        check_hparams("cin", window=(window, ODD_WIDTH))
         if normalise_filters is not None:
             implied = "normalised" if normalise_filters else "none"
             if filter_scale not in ("normalised", implied):

@@ -48,8 +48,7 @@ class _TCSweep(torch.autograd.Function):
     one matrix product ``[ĥ; h_left; h_up] → gates`` (its operand ``z`` is assembled from
     the previous diagonal's ``h``) and the gate update of :func:`lstm_forward`; the backward
     pass runs :func:`lstm_backward` and one product ``d gates → d z``, and accumulates the
-    weight gradient. Tensors are kept per diagonal: a few MB each, which the allocator
-    recycles, where whole-grid buffers would be fresh pages (page faults) at every step.
+    weight gradient. Tensors are kept per diagonal (see :mod:`pairrepro.models.grid`).
     """
 
     @staticmethod

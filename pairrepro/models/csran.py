@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import POSITIVE, ModelContext, PairModel, check_hparams, one_of
 from pairrepro.models.layers import (
     MLP,
     CharEncoder,
@@ -151,11 +151,8 @@ class CSRAN(PairModel):
         use_exact_match: bool = False,
     ) -> None:
         super().__init__(ctx)
-        if layers < 1:
-            raise ConfigError(f"csran: layers must be >= 1, got {layers}")
-        if affinity not in AFFINITIES:
-            raise ConfigError(f"csran: unknown affinity {affinity!r}",
-                              hint=f"choose one of {AFFINITIES}")
+        check_hparams("csran", layers=(layers, POSITIVE),
+                      affinity=(affinity, one_of(AFFINITIES)))
         self.use_mar, self.use_csra, self.affinity = use_mar, use_csra, affinity
         self.compare_pooled = compare_pooled
         self.embed = WordEmbedding(ctx, use_exact_match)

@@ -8,46 +8,19 @@ so a grid costs ``n + m - 1`` steps whatever the batch size.
 
 Two ways to run a sweep:
 
-* **Fused** (:class:`FusedGridCell`: TC-LSTM, DF-LSTM). The cell runs the whole sweep as one
-  ``torch.autograd.Function`` with a hand-written backward pass (``clstm._TCSweep``,
-  ``dflstm._DFSweep``), on the layout of :class:`Diagonals`: cells in diagonal-major order
-  with the batch inside, ``[n·m, B, width]``, so a diagonal's cells are one contiguous block
-  and each matrix product takes them without a copy; neighbours are row ranges of the
-  previous diagonal's block, found in precomputed tables (cells on the border simply have
-  none: no padding, no gathers). Per diagonal there is one matrix product forward and one
-  backward (plus the weight gradient's), and the gate nonlinearities, the cell update and
-  their derivatives run as a few in-place passes (:func:`lstm_forward`,
-  :func:`lstm_backward`) that keep only what the backward pass reads. Tensors are kept per
-  diagonal (a few MB each): whole-grid buffers are allocated fresh from the system at every
-  step on CPU, and their page faults cost more than the work.
-* **Per diagonal under autograd** (:class:`GridCell`: LC-LSTM, :func:`run_grid`). The cell's
-  ``step`` updates one diagonal, stored as ``[B, L_t + 2, size]`` with one zero row on each
-  side, so both neighbours are plain slices of the previous diagonal.
+* **Fused** (:class:`FusedGridCell`: TC-LSTM, DF-LSTM): one ``torch.autograd.Function``
+  per sweep with a hand-written backward pass, on the :class:`Diagonals` layout (a
+  diagonal's cells are one contiguous block, so each matrix product takes them without a
+  copy). Tensors are kept per diagonal: whole-grid buffers are allocated fresh from the
+  system at every step on CPU, and their page faults cost more than the work.
+* **Per diagonal under autograd** (:class:`GridCell`, :func:`run_grid`).
 
-Shared design:
-
-* **Input projections once.** The additive per-cell input of a cell's gates is
-  ``rows[i] + cols[j] + grid[i, j]`` (any of the three may be absent): callers
-  project word vectors (``rows``/``cols``) once, in one large matrix product,
-  before the sweep. A lower block's grid is better passed as ``feats``: the cell
-  gets each diagonal's un-projected slice and folds its projection into the
-  recurrent product (``A [ĥ; h_left; h_up]`` as one matrix product). Projecting
-  the whole grid first writes a tensor several times wider than the grid, a
-  memory-bound product (under 30% of the GEMM rate measured on CPU).
-* **Gathers on narrow tensors.** Grids enter and leave the sweep in its own cell
-  order; :func:`run_grid_directions` composes each direction's per-example reversal
-  with that order into one row gather each way (:class:`_Regroup`: the backward pass of
-  each is the other, also a gather), applied to the un-projected ``[.., D]`` grid (not to
-  its ``5D``-wide projection); the four directions' results are summed in the same gather.
-* **Padding.** Sequences are padded at the end and every dependency points to
-  smaller indices, so padded cells can never influence a real cell: a batch of
-  ragged pairs gives exactly each pair's own result (the padded cells hold
-  values the caller masks out).
-* **Directions.** The four directions of C-LSTMs are the same recurrence on
-  inputs reversed per example (by each example's own length, so the grid of a
-  shorter pair still starts at its own last token). :func:`run_grid_directions`
-  stacks the orientations along the batch dimension, runs one sweep and maps
-  the results back to the original orientation.
+Callers project word vectors (``rows``/``cols``) once, before the sweep; a lower block's
+grid is better passed as ``feats``, projected one diagonal at a time inside the recurrent
+product: projecting the whole grid first is a memory-bound product several times wider
+than the grid (under 30% of the GEMM rate measured on CPU). Sequences are padded at the
+end and every dependency points to smaller indices, so padded cells never influence a real
+cell.
 """
 
 from __future__ import annotations
@@ -77,10 +50,8 @@ DIRECTION_FLIPS: tuple[tuple[bool, bool], ...] = (
 
 
 class GridCell(Protocol):
-    """What the per-diagonal engine (:func:`run_grid`, used by LC-LSTMs) needs from a cell:
-    ``state_sizes`` lists the width of every state component, :meth:`step` updates the cells
-    of one diagonal (autograd differentiates the sweep). TC- and DF-LSTMs run their whole
-    sweep themselves instead (:class:`FusedGridCell`)."""
+    """A cell of the per-diagonal engine: ``state_sizes`` lists the width of every state
+    component, :meth:`step` updates the cells of one diagonal."""
 
     state_sizes: tuple[int, ...]
 
@@ -160,9 +131,7 @@ def run_grid(
         cols: ``[B, m, G]`` input projection of ``y_j``.
         grid: ``[B, n, m, G]`` per-cell input projection (higher blocks).
         outputs: indices of the state components to return.
-        feats: ``[B, n, m, F]`` per-cell features handed to ``cell.step`` as ``feats=``
-            (the cell projects them itself, one diagonal at a time: a whole-grid
-            projection is a memory-bound matrix product several times wider than ``F``).
+        feats: ``[B, n, m, F]`` per-cell features handed to ``cell.step`` as ``feats=``.
 
     Returns:
         One ``[B, n, m, size]`` grid per requested component.
@@ -360,18 +329,6 @@ def flip_seq(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.gather(1, idx)
 
 
-def flip_grid(g: torch.Tensor, row_index: torch.Tensor | None,
-              col_index: torch.Tensor | None) -> torch.Tensor:
-    """Reverse a ``[B, n, m, D]`` grid per example along rows and/or columns (one gather)."""
-    if row_index is None and col_index is None:
-        return g
-    batch, n, m = g.shape[:3]
-    rows = row_index if row_index is not None else torch.arange(n, device=g.device).expand(batch, n)
-    cols = col_index if col_index is not None else torch.arange(m, device=g.device).expand(batch, m)
-    flat = (rows.unsqueeze(2) * m + cols.unsqueeze(1)).reshape(batch, n * m)
-    return flip_seq(g.reshape(batch, n * m, -1), flat).view(g.shape)
-
-
 Projector = Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None],
                      dict[str, torch.Tensor]]
 
@@ -509,18 +466,12 @@ class GridPairModel(PairModel):
     def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
                left_mask: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
         """One block: ``g`` is the grid of the block below (None for the first); returns
-        ``[B, n, m, D]``. Padded cells hold arbitrary values: they can never reach a real
-        cell (padding is at the end and every dependency points to smaller indices), so
-        only the top grid is masked."""
+        ``[B, n, m, D]``. Padded cells hold arbitrary values (only the top grid is masked)."""
         raise NotImplementedError
 
     def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                     right_mask: torch.Tensor) -> torch.Tensor:
-        """The top block's grid as ``[B, n, m, D]`` (zeros on padded cells).
-
-        With ``checkpoint`` (and grad enabled) each block is recomputed during the backward
-        pass (see :meth:`__init__`).
-        """
+        """The top block's grid as ``[B, n, m, D]`` (zeros on padded cells)."""
         x, y = self.embed.pair(left, left_mask, right, right_mask)
         x, y = self.dropout(x), self.dropout(y)
         g: torch.Tensor | None = None

@@ -110,12 +110,6 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> t
     return probs * mask.to(probs.dtype)
 
 
-def kmax_pooling(x: torch.Tensor, k: int, dim: int = -1) -> torch.Tensor:
-    """The ``k`` largest values along ``dim``, in descending order (MV-LSTM's k-max pooling)."""
-    k = min(k, x.size(dim))
-    return x.topk(k, dim=dim, sorted=True).values
-
-
 def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
     """The ``k`` largest real values along the last dim, descending: ``[..., T] -> [..., k]``.
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import POSITIVE, ModelContext, PairModel, check_hparams, one_of
 from pairrepro.models.layers import (
     MLP,
     BilinearTensor,
@@ -64,13 +63,9 @@ class MVLSTM(PairModel):
                  k: int = 5, tensor_slices: int = 10, mlp_hidden: int = 50,
                  dropout: float = 0.0, use_exact_match: bool = False) -> None:
         super().__init__(ctx)
-        if interaction not in INTERACTIONS:
-            raise ConfigError(f"mv_lstm: interaction {interaction!r} is not one of "
-                              f"{', '.join(INTERACTIONS)}")
-        for name, value in (("hidden", hidden), ("k", k), ("tensor_slices", tensor_slices),
-                            ("mlp_hidden", mlp_hidden)):
-            if value < 1:
-                raise ConfigError(f"mv_lstm: {name} must be >= 1, got {value}")
+        check_hparams("mv_lstm", interaction=(interaction, one_of(INTERACTIONS)),
+                      hidden=(hidden, POSITIVE), k=(k, POSITIVE),
+                      tensor_slices=(tensor_slices, POSITIVE), mlp_hidden=(mlp_hidden, POSITIVE))
         self.interaction = interaction
         self.k = k
         self.embed = WordEmbedding(ctx, use_exact_match)

@@ -1,18 +1,8 @@
 """Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5); readings in
 ``../shared/spec/mvlstm.md`` section 4.
 
-* ``lstm_rnn`` — LSTM-RNN (Palangi et al. 2015): the last state of one LSTM per text
-  (shared weights), matched by cosine.
-* ``bilstm_rnn`` — Bi-LSTM-RNN (MV-LSTM Table 2): a Bi-LSTM, the sentence vector is
-  ``[forward state at the last word; backward state at the first word]``, cosine.
-* ``arc_i`` — ARC-I (Hu et al. 2014): a CNN per text (width-3 convolution, ReLU, max pooling
-  over windows of 2, repeated), the vectors concatenated into an MLP.
-* ``arc_ii`` — ARC-II (Hu et al. 2014): layer 1 convolves every pair of width-3 windows
-  ``ReLU(W [x_i:i+2; y_j:j+2] + b)`` into a 2-D map, then 2x2 max pooling and 3x3 2-D
-  convolutions, then an MLP.
-* ``cntn`` — CNTN (Qiu and Huang 2015): ARC-I-like CNN sentence vectors matched by a neural
-  tensor layer ``u^T tanh(v_q^T M^[1:r] v_a + V [v_q; v_a] + b)``.
-* ``random_guess`` — seeded uniform random scores (no training).
+Models: ``lstm_rnn``, ``bilstm_rnn``, ``arc_i``, ``arc_ii``, ``cntn``, ``random_guess`` (one class
+each below).
 
 Padding is never seen: embeddings and feature maps are zeroed on padding before every
 convolution and pooling is masked. Where the original models flatten a fixed-size map (ARC-I,
@@ -34,8 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import (
+    ODD_WIDTH,
+    POSITIVE,
+    ModelContext,
+    PairModel,
+    at_least,
+    check_hparams,
+)
 from pairrepro.models.layers import (
     MLP,
     NEG_INF,
@@ -47,18 +43,6 @@ from pairrepro.models.layers import (
     run_rnn,
 )
 from pairrepro.models.registry import register_model
-
-
-def _check_positive(model: str, **values: int) -> None:
-    for name, value in values.items():
-        if value < 1:
-            raise ConfigError(f"{model}: {name} must be >= 1, got {value}")
-
-
-def _check_width(model: str, width: int) -> None:
-    if width < 1 or width % 2 == 0:
-        raise ConfigError(f"{model}: width must be an odd number >= 1 (a centred window), "
-                          f"got {width}")
 
 
 class CosineHead(nn.Module):
@@ -78,7 +62,7 @@ class _RecurrentCosine(PairModel):
 
     def __init__(self, ctx: ModelContext, hidden: int = 50, dropout: float = 0.0) -> None:
         super().__init__(ctx)
-        _check_positive(type(self).__name__, hidden=hidden)
+        check_hparams(type(self).__name__, hidden=(hidden, POSITIVE))
         self.embed = WordEmbedding(ctx)
         self.dropout = nn.Dropout(dropout)
         self.rnn = nn.LSTM(ctx.embed_dim, hidden, batch_first=True,
@@ -154,9 +138,9 @@ class ARCI(PairModel):
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
                  dropout: float = 0.0) -> None:
         super().__init__(ctx)
-        _check_positive("arc_i", filters=filters, conv_layers=conv_layers, pool=pool,
-                        mlp_hidden=mlp_hidden)
-        _check_width("arc_i", width)
+        check_hparams("arc_i", filters=(filters, POSITIVE), conv_layers=(conv_layers, POSITIVE),
+                      pool=(pool, POSITIVE), mlp_hidden=(mlp_hidden, POSITIVE),
+                      width=(width, ODD_WIDTH))
         self.embed = WordEmbedding(ctx)
         self.dropout = nn.Dropout(dropout)
         self.encoder = ConvEncoder(ctx.embed_dim, filters, conv_layers, width, pool)
@@ -207,10 +191,9 @@ class ARCII(PairModel):
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
                  dropout: float = 0.0) -> None:
         super().__init__(ctx)
-        _check_positive("arc_ii", filters=filters, pool=pool, mlp_hidden=mlp_hidden)
-        _check_width("arc_ii", width)
-        if conv2d_layers < 0:
-            raise ConfigError(f"arc_ii: conv2d_layers must be >= 0, got {conv2d_layers}")
+        check_hparams("arc_ii", filters=(filters, POSITIVE), pool=(pool, POSITIVE),
+                      mlp_hidden=(mlp_hidden, POSITIVE), width=(width, ODD_WIDTH),
+                      conv2d_layers=(conv2d_layers, at_least(0)))
         self.embed = WordEmbedding(ctx)
         self.dropout = nn.Dropout(dropout)
         self.conv_x = nn.Conv1d(ctx.embed_dim, filters, width, padding=width // 2)
@@ -253,9 +236,9 @@ class CNTN(PairModel):
                  width: int = 3, pool: int = 2, tensor_slices: int = 10,
                  dropout: float = 0.0) -> None:
         super().__init__(ctx)
-        _check_positive("cntn", filters=filters, conv_layers=conv_layers, pool=pool,
-                        tensor_slices=tensor_slices)
-        _check_width("cntn", width)
+        check_hparams("cntn", filters=(filters, POSITIVE), conv_layers=(conv_layers, POSITIVE),
+                      pool=(pool, POSITIVE), tensor_slices=(tensor_slices, POSITIVE),
+                      width=(width, ODD_WIDTH))
         self.embed = WordEmbedding(ctx)
         self.dropout = nn.Dropout(dropout)
         self.encoder = ConvEncoder(ctx.embed_dim, filters, conv_layers, width, pool)

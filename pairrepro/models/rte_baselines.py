@@ -1,11 +1,8 @@
 """Baselines of the C-LSTM and DF-LSTM tables (spec/clstm.md §4, spec/dflstm.md §4).
 
-* ``nbow``: each sentence is the sum of its word vectors; ``[u; v]`` feeds a tanh MLP.
-* ``single_lstm`` (Rocktäschel et al. 2015): one LSTM reads the premise, then
-  continues over the hypothesis from the premise's final state (= one LSTM over
-  the concatenation); its last state feeds a tanh layer.
-* ``parallel_lstms`` (Bowman et al. 2015): two LSTMs encode the sentences
-  separately; ``[u; v]`` feeds a tanh MLP (Bowman et al.: three 200-d layers).
+``nbow``, ``single_lstm`` (Rocktäschel et al. 2015), ``parallel_lstms`` (Bowman et al. 2015:
+three 200-d MLP layers) and
+
 * ``attention_lstm`` / ``attention_lstm_wbw`` (Rocktäschel et al. 2015):
   conditional encoding (hypothesis LSTM starts from the premise LSTM's final
   state) with attention over the premise outputs ``Y``, either once from the

@@ -8,7 +8,7 @@ Rules of a cell (documented once, here):
   runs; with both, the reference value is shown beside the user's;
 * only runs of the recipe count: a run whose resolved config differs from its recipe in
   anything but device and threads
-  (:func:`pairrepro.train.run_folder.config_differences`) is a *variant*; its cell says
+  (:func:`pairrepro.runs.config_differences`) is a *variant*; its cell says
   ``variant (keys ...)``, never a reproduced number;
 * reproduced values are the mean over the finished seeds, converted to the column's unit
   (fractions × 100 for ``%`` columns), with a 95% bootstrap interval over the test units
@@ -26,9 +26,6 @@ Rules of a cell (documented once, here):
 * a parameter count (θ_M) is the ``parameters.weights`` a run recorded in its manifest, else
   the count committed in ``bench/model_facts.json`` (``python bench/model_facts.py``); the
   report never imports model code.
-
-Runs are read through :mod:`pairrepro.train.run_folder` and data readiness comes from
-:func:`pairrepro.data.prepared.data_status`.
 """
 
 from __future__ import annotations
@@ -42,7 +39,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.data.prepared import data_status
-from pairrepro.errors import ConfigError
+from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.report import evidence
 from pairrepro.report.model_facts import committed_weights, needs_training
 from pairrepro.report.numbers import (
@@ -60,13 +57,13 @@ from pairrepro.report.recipe_index import (
     normalise_label,
     settings,
 )
-from pairrepro.stats import Interval, holm
-from pairrepro.train.run_folder import (
+from pairrepro.runs import (
     DamagedRunError,
     RunInfo,
     config_differences,
     find_runs,
 )
+from pairrepro.stats import Interval, holm
 
 # Cell statuses, in the order a reader cares about them.
 REPRODUCED = "reproduced"
@@ -238,7 +235,7 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
     whose result.json disagrees with its predictions makes the cell damaged (no number)."""
     try:
         units = evidence.run_units(runs, column.metric)
-    except ValueError as exc:
+    except NoEvidenceError as exc:
         units, cell.interval_note = None, str(exc)
     except DamagedRunError as exc:  # TamperedRunError included: nothing here can be trusted
         cell.status, cell.runs = DAMAGED, []
@@ -557,7 +554,7 @@ def compare_to(ev: EvalTable, label: str) -> EvalTable:
             try:
                 test = evidence.paired_test(evidence.run_units(cell.runs, column.metric),
                                             evidence.run_units(ref.runs, column.metric))
-            except ValueError as exc:
+            except NoEvidenceError as exc:
                 cell.comparison = "n/a"
                 cell.detail = "; ".join(x for x in (cell.detail, f"--compare-to: {exc}") if x)
                 continue

@@ -5,11 +5,10 @@ A *unit* is what a metric averages over: a query for ranking metrics (AP, RR, P@
 :func:`pairrepro.metrics.per_query_metrics`, with the run's recorded ``no_positive`` rule), a
 pair for classification (correct or not for accuracy; the predicted and gold class for F1,
 which is not a mean and is recomputed from counts). Several seeds give a ``[seeds, units]``
-matrix on the same units. Predictions come through
-:func:`pairrepro.train.run_folder.read_predictions` (the report opens no parquet file), and
-every metric a run's ``result.json`` records must be what its saved predictions give (to
-1e-6; :func:`check_recorded`): when one is not, the run is damaged or was edited by hand, and
-:class:`TamperedRunError` names the file (no interval, no number, no test is claimed from it).
+matrix on the same units. Every metric a run's ``result.json`` records must be what its saved
+predictions give (to 1e-6; :func:`check_recorded`): when one is not, the run is damaged or was
+edited by hand, and :class:`TamperedRunError` names the file (no interval, no number, no test
+is claimed from it).
 """
 
 from __future__ import annotations
@@ -20,8 +19,20 @@ from pathlib import Path
 
 import numpy as np
 
-from pairrepro.errors import DataError
-from pairrepro.metrics import classification_metrics, per_query_metrics, ranking_metrics
+from pairrepro.errors import DataError, NoEvidenceError
+from pairrepro.metrics import (
+    binary_f1,
+    classification_metrics,
+    per_query_metrics,
+    ranking_metrics,
+)
+from pairrepro.runs import (
+    DamagedRunError,
+    RunInfo,
+    all_runs,
+    prediction_keys,
+    read_predictions,
+)
 from pairrepro.stats import (
     Interval,
     PairedTest,
@@ -32,7 +43,6 @@ from pairrepro.stats import (
     paired_randomization_test,
     ratio_interval,
 )
-from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, read_predictions
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
@@ -85,8 +95,8 @@ _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
 def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
     """The run's result.json and prediction files as (name, size, mtime): a file rewritten
     since the last check gets checked again."""
-    files = [run.folder.path / "result.json",
-             *sorted((run.folder.path / "predictions").glob("*.parquet"))]
+    files = [run.folder.result_path,
+             *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
     return str(run.folder.path.resolve()), tuple(stats)
 
@@ -109,7 +119,7 @@ def check_recorded(run: RunInfo) -> None:
                 problems.append(f"{split}.{name} {recorded!r} where "
                                 f"predictions/{split}.parquet give {given:.6f}")
     if problems:
-        raise TamperedRunError(f"{Path(run.path) / 'result.json'} disagrees with its saved "
+        raise TamperedRunError(f"{run.folder.result_path} disagrees with its saved "
                                f"predictions: {'; '.join(problems)}", hint=_TAMPER_HINT)
     _CHECKED.add(key)
 
@@ -152,14 +162,12 @@ class Units:
 
 def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                                                    np.ndarray | None]:
-    """(kind, ids, values, labels) of one run; a ``ValueError`` says why not."""
+    """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not (an
+    unreadable prediction file is a :class:`DamagedRunError`, as in :func:`rescore`)."""
     split, name = metric.split(".", 1)
-    try:
-        frame = read_predictions(run.folder, split)
-    except DamagedRunError as exc:
-        raise ValueError(exc.message) from None
+    frame = read_predictions(run.folder, split)
     if frame is None:
-        raise ValueError(f"{run.path} has no predictions/{split}.parquet")
+        raise NoEvidenceError(f"{run.path} has no predictions/{split}.parquet")
     if name in RANKING_METRICS and "score" in frame.columns:
         no_positive = str(run.manifest.get("no_positive") or "skip")
         per_query = per_query_metrics(frame["group_id"].astype(str).tolist(),
@@ -175,25 +183,23 @@ def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
         if name == "accuracy":
             return "mean", ids, (gold == pred).astype(np.float64), None
         return "f1", ids, (pred == 1).astype(np.float64), (gold == 1).astype(np.float64)
-    raise ValueError(f"no per-unit values for {name} (intervals cover "
+    raise NoEvidenceError(f"no per-unit values for {name} (intervals cover "
                      f"{', '.join(RANKING_METRICS + CLASSIFICATION_METRICS)})")
 
 
 def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
     if kind == "mean":
         return float(values.mean())
-    pred, gold = values.astype(bool), np.asarray(labels).astype(bool)
-    tp, fp, fn = (pred & gold).sum(), (pred & ~gold).sum(), (~pred & gold).sum()
-    return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 0.0
+    return binary_f1(np.asarray(labels), values)
 
 
 def run_units(runs: list[RunInfo], metric: str) -> Units:
     """The per-unit values of ``metric`` over the finished ``runs`` (one row per seed).
 
-    Raises ``ValueError`` (with the reason a note can print) when a run has no predictions
-    for the split, or the seeds were scored on different units; :class:`TamperedRunError`
-    (not a ValueError: no caller may fall back to a number without evidence) when a run's
-    result.json disagrees with its predictions."""
+    Raises :class:`NoEvidenceError` (with the reason a note can print) when a run has no
+    predictions for the split, or the seeds were scored on different units;
+    :class:`TamperedRunError` (a :class:`DamagedRunError`: no caller may fall back to a number
+    without evidence) when a run's result.json disagrees with its predictions."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)
@@ -201,16 +207,16 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
         recorded = run.value(metric)
         point = _point(kind, values, seed_labels)
         if recorded is None or abs(point - recorded) > RECORD_TOLERANCE:
-            raise TamperedRunError(f"{Path(run.path) / 'result.json'}: {metric} {recorded!r} "
+            raise TamperedRunError(f"{run.folder.result_path}: {metric} {recorded!r} "
                                    f"where its predictions give {point:.6f}",
                                    hint=_TAMPER_HINT)
         if ids is not None and seed_ids != ids:
-            raise ValueError(f"{run.path}: scored on other {metric.split('.')[0]} units than "
-                             "the other seeds")
+            raise NoEvidenceError(f"{run.path}: scored on other {metric.split('.')[0]} units "
+                                  "than the other seeds")
         ids, labels = seed_ids, seed_labels
         rows.append(values)
     if not rows or ids is None:
-        raise ValueError("no finished run")
+        raise NoEvidenceError("no finished run")
     return Units(metric=metric, kind=kind, ids=tuple(ids), values=np.vstack(rows),
                  labels=labels, seeds=tuple(r.seed for r in runs))
 
@@ -231,7 +237,7 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
     ``tie_share`` (a candidate is tied when another of its query has the same score)."""
     frame = read_predictions(run.folder, split)
     if frame is None or "score" not in frame.columns:
-        raise ValueError(f"{run.path} has no ranking predictions/{split}.parquet")
+        raise NoEvidenceError(f"{run.path} has no ranking predictions/{split}.parquet")
     frame = frame.assign(group_id=frame["group_id"].astype(str))
     size = frame.groupby(["group_id", "score"])["score"].transform("size")
     per_query = frame.assign(tied=(size > 1).astype(np.float64), one=1.0,
@@ -247,7 +253,8 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
                     ) -> Interval:
     """The 95% interval of any metric the predictions give per unit: the means and F1 of
     :func:`run_units`, macro F1 (pairs) and tie share (tied over all candidates, queries as
-    units). ``ValueError`` for a metric with no such interval (a count, an Ubuntu R@k)."""
+    units). :class:`NoEvidenceError` for a metric with no such interval (a count, an Ubuntu
+    R@k)."""
     split, name = metric.split(".", 1)
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
@@ -258,7 +265,7 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
             check_recorded(run)
         found = [_tie_counts(run, split) for run in runs]
         if any(ids != found[0][0] for ids, _, _ in found):
-            raise ValueError(f"the seeds were scored on other {split} queries")
+            raise NoEvidenceError(f"the seeds were scored on other {split} queries")
         return ratio_interval(np.vstack([t for _, t, _ in found]),
                               np.vstack([c for _, _, c in found]), seed=BOOTSTRAP_SEED,
                               targets=targets)
@@ -286,9 +293,9 @@ def paired_test(a: Units, b: Units) -> PairedTest:
     Mean metrics average each unit over the seeds first; F1 pairs seed k of one with seed k
     of the other (as many as both have; a single seed against every seed of the other) and
     tests the mean of the per-seed F1 differences (an F1 has no per-unit value to average).
-    ``ValueError`` when the units differ."""
+    :class:`NoEvidenceError` when the units differ."""
     if a.kind != b.kind or set(a.ids) != set(b.ids):
-        raise ValueError(f"scored on different {a.metric.split('.')[0]} units")
+        raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
     position = {unit: k for k, unit in enumerate(b.ids)}
     order = np.array([position[i] for i in a.ids]) if a.ids != b.ids else None
     b_values = b.values if order is None else b.values[:, order]
@@ -297,7 +304,7 @@ def paired_test(a: Units, b: Units) -> PairedTest:
         if order is not None:
             b_labels = b_labels[order]
         if not np.array_equal(np.asarray(a.labels), b_labels):
-            raise ValueError("different gold labels on the same pairs")
+            raise NoEvidenceError("different gold labels on the same pairs")
         a_values, b_values = _paired_seeds(a.values, b_values)
         return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=BOOTSTRAP_SEED)
     return paired_randomization_test(a.values, b_values, seed=BOOTSTRAP_SEED)

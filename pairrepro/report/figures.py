@@ -25,7 +25,7 @@ from pairrepro.io import atomic_path
 from pairrepro.report.cells import EvalTable
 from pairrepro.report.paper_tables import FigureSpec
 from pairrepro.report.recipe_index import flatten, settings
-from pairrepro.train.run_folder import RunFolder, RunInfo, all_runs
+from pairrepro.runs import RunFolder, RunInfo, all_runs
 
 FIGURE_FORMATS = ("png", "svg")
 
@@ -122,7 +122,7 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
     """Every numeric series of ``metrics.jsonl`` against the epoch (or line number); a
-    damaged line is a :class:`~pairrepro.train.run_folder.DamagedRunError` naming it."""
+    damaged line is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
     folder = RunFolder(run_dir)
     if not folder.metrics_path.is_file():
         raise DataError(f"{folder.metrics_path} not found",

@@ -19,16 +19,16 @@ from typing import Any
 
 from pydantic import Field
 
-from pairrepro.errors import ConfigError
+from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
 from pairrepro.report.cells import comparison_rows, p_text, recipe_config, split_variants
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
+from pairrepro.runs import RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
-from pairrepro.train.run_folder import RunInfo, find_runs
 
 LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
 
@@ -143,7 +143,7 @@ def _units(runs: list[RunInfo], column: Column) -> evidence.Units | str:
     """The runs' per-unit values of the column's metric, or why there are none."""
     try:
         return evidence.run_units(runs, column.metric)
-    except ValueError as exc:
+    except NoEvidenceError as exc:
         return str(exc)
 
 
@@ -165,7 +165,7 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
         return value
     try:
         test = evidence.paired_test(units, before)
-    except ValueError as exc:
+    except NoEvidenceError as exc:
         value.versus = f"n/a ({exc})"
         return value
     value.difference, value.p_value = to_unit(test.difference, column), test.p_value

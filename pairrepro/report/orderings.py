@@ -4,8 +4,7 @@ the paired randomization test of our two rows on the same units.
 
 An *ordering* is "row A above row B" as the paper prints it (every metric column here is
 higher-is-better), or a tie when the two printed numbers are equal. Ours is the paired test of
-:func:`pairrepro.report.evidence.paired_test` (the per-unit means over seeds; F1: the mean of
-the per-seed differences, seeds paired in order), read with one rule (:func:`verdict`):
+:func:`pairrepro.report.evidence.paired_test`, read with one rule (:func:`verdict`):
 
 * **holds**: our difference has the paper's sign and p < alpha;
 * **same direction, not significant**: the paper's sign, p >= alpha;
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any
 
+from pairrepro.errors import NoEvidenceError
 from pairrepro.report import evidence
 from pairrepro.report.cells import COMPARISON_BLOCK, EvalTable, p_text
 from pairrepro.report.numbers import format_number, parse_published, to_unit
@@ -105,7 +105,7 @@ def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
             continue
         try:
             units, problem = evidence.run_units(cell.runs, column.metric), ""
-        except ValueError as exc:
+        except NoEvidenceError as exc:
             units, problem = None, str(exc)
         rows.append(_RowUnits(erow.row.printed_label, published, units, problem,
                               cell.one_model))
@@ -121,7 +121,7 @@ def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float)
         return found
     try:
         test = evidence.paired_test(high.units, low.units)
-    except ValueError as exc:
+    except NoEvidenceError as exc:
         found.text = f"n/a ({exc})"
         return found
     found.difference, found.p_value = to_unit(test.difference, column), test.p_value

@@ -27,7 +27,6 @@ from pairrepro.schema import Schema, validate
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"
 PAPERS = ("clstm", "dflstm", "mvlstm", "csran", "cin")
 COLUMN_KINDS = ("metric", "info", "params")
-UNITS = ("%", "fraction")
 
 
 class RowRef(Schema):

@@ -1,10 +1,9 @@
 """What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
 
-The one planner: ``report ... --plan`` and ``reproduce --dry-run`` (``make ... DRY=1``) both
-print :func:`render_plan` of :func:`plan_tables`. For every recipe of a table: its dataset and
-whether **every split it uses** is prepared (SNLI with dev/test only is not ready for a recipe
-that trains on SNLI train; the command that fetches it otherwise), the seeds still to train,
-and an estimate of hours, ``seeds × epochs × train pairs / pairs_per_s``.
+For every recipe of a table: its dataset and whether **every split it uses** is prepared (SNLI
+with dev/test only is not ready for a recipe that trains on SNLI train; the command that
+fetches it otherwise), the seeds still to train, and an estimate of hours,
+``seeds × epochs × train pairs / pairs_per_s``.
 
 Throughput, first found wins (the source is printed):
 
@@ -28,6 +27,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -41,15 +41,15 @@ from pairrepro.io import read_toml
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import Paper, PaperTable
 from pairrepro.report.recipe_index import RecipeIndex
-from pairrepro.schema import Schema, validate
-from pairrepro.tasks import POINTWISE_RANKING, task_for
-from pairrepro.train.run_folder import (
+from pairrepro.runs import (
     DamagedRunError,
     RunInfo,
     all_runs,
     config_differences,
     find_runs,
 )
+from pairrepro.schema import Schema, validate
+from pairrepro.tasks import POINTWISE_RANKING, task_for
 
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
 PREFLIGHT_DIR = paths.PROJECT_DIR / "bench" / "preflight"
@@ -163,6 +163,13 @@ def load_preflight(folder: Path | None = None) -> dict[str, dict[str, Any]]:
             for path in sorted((folder or PREFLIGHT_DIR).glob("*.json"))}
 
 
+def preflight_record(recipe: str, folder: Path | None = None) -> dict[str, Any] | None:
+    """The validated record ``bench/preflight/<recipe>.json`` (``folder`` instead of
+    ``bench/preflight``), or None when the recipe has none."""
+    path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
+    return load_preflight_record(path) if path.is_file() else None
+
+
 def load_preflight_record(path: Path) -> dict[str, Any]:
     """One ``bench/preflight/<recipe>.json``, validated (:class:`PreflightRecord`)."""
     again = (f"measure it again (pairrepro preflight {path.stem} --out-dir {path.parent}), "
@@ -192,9 +199,9 @@ def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None =
     preflight record of that config in ``folder`` (``bench/preflight``); "" when it has one.
     The gate of ``results add``: nothing is a reference run before its recipe passed."""
     path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
-    if not path.is_file():
+    data = preflight_record(recipe, folder)
+    if data is None:
         return f"no preflight record {path}"
-    data = load_preflight_record(path)
     failed = [c["name"] for c in data.get("checks", []) if c.get("status") == "fail"]
     if failed:
         return f"{path}: failed check(s) {', '.join(failed)}"
@@ -291,7 +298,7 @@ def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None
     return None
 
 
-def _train_pairs(recipe: Any) -> tuple[int | None, str]:
+def train_pairs(recipe: Any) -> tuple[int | None, str]:
     """Training pairs of one epoch and, when they are the manifest's ``planning`` estimate,
     its source (else ""): the prepared ``stats.json`` count, else the manifest's expected
     count, else that estimate; capped by ``max_train_pairs``, and for pointwise ranking with
@@ -322,6 +329,22 @@ def _train_pairs(recipe: Any) -> tuple[int | None, str]:
     return count, estimate
 
 
+def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
+    """Seconds of one training epoch of ``recipe`` at the throughput of its preflight
+    ``record`` (:func:`train_pairs` / ``pairs_per_s``); None when its pairs are unknown."""
+    pairs, _ = train_pairs(recipe)
+    return pairs / float(record["pairs_per_s"]) if pairs else None
+
+
+def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe*. A run made
+    with ``--set`` overrides (a variant: :func:`config_differences` finds keys other than
+    device and threads) is not the recipe's reproduction and does not count as done."""
+    config = tomllib.loads(recipe.to_toml())
+    return {r.seed for r in find_runs(runs_dir, recipe.name)
+            if r.status == "finished" and not config_differences(r.config, config)}
+
+
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,
                 seeds: list[int] | None = None,
                 figures: dict[str, dict[str, Any]] | None = None,
@@ -345,7 +368,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 continue
             recipe = index.recipes[name]
             wanted = seeds or recipe.seeds
-            done = [r.seed for r in find_runs(runs_dir, name) if r.status == "finished"]
+            done = done_seeds(runs_dir, recipe)
             ready, command = data_status(recipe.data.dataset, recipe.data.variant)
             missing = _missing_splits(recipe) if ready else []
             if missing:
@@ -355,7 +378,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                            f"(with them) && pairrepro preprocess {recipe.data.dataset}")
             speed, source, hardware, record = _throughput(name, recipe.model.name, preflight,
                                                           figures, runs_dir)
-            pairs, estimate = _train_pairs(recipe)
+            pairs, estimate = train_pairs(recipe)
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,

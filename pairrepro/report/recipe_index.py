@@ -18,7 +18,7 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.report.model_facts import model_defaults
 from pairrepro.report.paper_tables import PaperTable, load_paper
-from pairrepro.train.run_folder import flatten_config as flatten
+from pairrepro.runs import flatten_config as flatten
 
 
 def normalise_label(label: str) -> str:

@@ -42,6 +42,7 @@ from pairrepro.report.cells import (
 )
 from pairrepro.report.evidence import F1_PAIRING
 from pairrepro.report.model_facts import needs_training
+from pairrepro.runs import RunInfo
 from pairrepro.stats import (
     CONFIDENCE,
     ENDPOINT_SE,
@@ -53,7 +54,6 @@ from pairrepro.stats import (
     TEST_BATCH,
     TEST_CAP,
 )
-from pairrepro.train.run_folder import RunInfo
 
 FORMATS = ("term", "md", "latex", "html")
 MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}

@@ -8,14 +8,17 @@ cannot be read shows as a ``damaged`` line naming the file; the other lines stil
 
 from __future__ import annotations
 
-import json
-import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
-from pairrepro.train.run_folder import DamagedRunError, RunInfo, all_runs, config_differences
+from pairrepro.runs import (
+    DamagedRunError,
+    RunInfo,
+    all_runs,
+    resume_command,
+    resume_overrides,
+)
 
 RANKING_METRICS = ("map", "mrr")
 
@@ -111,27 +114,6 @@ def run_line(run: RunInfo) -> RunLine:
 RESUMABLE = ("interrupted", "stale")
 
 
-def resume_command(run: RunInfo, runs_dir: Path) -> str:
-    """The command that continues ``run``: its recipe, its seed, ``--set`` for every key in
-    which its config differs from the recipe file, and ``PAIRREPRO_RUNS`` when the runs
-    folder is not the default."""
-    from pairrepro.config import load_recipe
-    from pairrepro.errors import PairreproError
-
-    recipe_file = paths.recipes_dir() / f"{run.recipe}.toml"
-    words = ["pairrepro", "train", run.recipe, "--seeds", str(run.seed), "--resume"]
-    try:
-        recipe = load_recipe(recipe_file).to_dict()
-    except PairreproError:
-        recipe = {}
-    for key, (mine, _) in config_differences(run.config, recipe).items():
-        if mine is not None:
-            words += ["--set", f"{key}={json.dumps(mine)}"]
-    # a later shell may not have PAIRREPRO_RUNS set: name any folder but the default
-    default = runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve()
-    return ("" if default else f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir))} ") + shlex.join(words)
-
-
 def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
     """A run that did not finish: where its last checkpoint stands and how to continue."""
     line = _damaged_line(run, "")
@@ -151,7 +133,8 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
         where = "with a checkpoint" if has_checkpoint else "before its first checkpoint"
     line.problem = f"{run.status} {where}"
     if run.status in RESUMABLE:
-        line.problem += "; continue: " + resume_command(run, runs_dir)
+        line.problem += "; continue: " + resume_command(
+            run.recipe, str(run.seed), resume_overrides(run), runs_dir=runs_dir)
     return line
 
 

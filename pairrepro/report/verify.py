@@ -6,7 +6,7 @@ the reference run of the same recipe and seed (``pairrepro results add``,
 
 1. **data**: the sha256 of every prepared file the two runs recorded (``prepared_sha256``);
 2. **config**: the resolved configs, key by key
-   (:func:`pairrepro.train.run_folder.config_differences`: device and threads do not count);
+   (:func:`pairrepro.runs.config_differences`: device and threads do not count);
 3. **metrics**: every metric of every split bit-equal. ``same`` claims bit-equality and is
    given only when the two runs were also made in the same environment: device, torch build,
    CPU threads, precision and the CPU fingerprint (model, kernel capability, the ISA flags
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
-from pairrepro.errors import ConfigError
+from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.report import evidence
-from pairrepro.train.run_folder import (
+from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
     RunInfo,
@@ -119,7 +119,7 @@ def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
                 f"{metric} {value} {'=' if same else '!='} {ref.value(metric)}")
     try:
         ci = evidence.metric_interval([ref], metric, () if value is None else (value,))
-    except ValueError as exc:
+    except NoEvidenceError as exc:
         return "unchecked", f"{metric} ({exc})"
     if value is not None and ci.straddles(value):
         return "unchecked", (f"{metric} {value:.4f} at the edge of [{ci.low:.4f}, "
@@ -215,7 +215,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
     """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.train.run_folder.copy_compact`: no checkpoints, dev/test predictions
+    (:func:`pairrepro.runs.copy_compact`: no checkpoints, dev/test predictions
     as ids, label and score). Only a run of the recipe itself, made from committed code, can
     be a reference: a variant (config keys differing from ``recipes/<recipe>.toml``), a
     dirty run (``git.dirty`` not false in its manifest) or a recipe without a passing

@@ -17,7 +17,7 @@ import torch
 
 from pairrepro import io
 from pairrepro.errors import TrainingError
-from pairrepro.train.run_folder import writing
+from pairrepro.runs import writing
 
 FORMAT_VERSION = 1
 

@@ -3,14 +3,20 @@
 Precision (``[train] precision``, ``train --precision``): ``fp32``, ``bf16`` (autocast for the
 training forward pass; the loss, the optimiser and every score stay float32, since bf16 rounds
 scores into ties) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU runs bf16 only with bf16 units
-(AMX or
-AVX512-BF16): :func:`resolve_precision` refuses it elsewhere.
+(AMX or AVX512-BF16): :func:`resolve_precision` refuses it elsewhere.
+
+Threads: a run on CPU is given ``cores // runs sharing the machine`` torch threads
+(:func:`default_threads`: ``train`` divides by torchrun's processes on the node, a local pool
+by its jobs); two runs of 2 threads each on 2 cores were measured ~13× slower per CPU second
+than with one thread each. The count is set before training (:func:`set_threads`) and
+recorded in the manifest (``cpu_threads``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import platform
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +29,35 @@ from pairrepro.errors import ConfigError
 # the CPU flags that decide which kernels oneDNN and MKL pick (and so the last bits of a run)
 KERNEL_FLAGS = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+# what OpenMP, MKL and OpenBLAS read in the processes a run starts
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def available_cores() -> int:
+    """CPUs this process may run on (its affinity mask, which Slurm and taskset restrict;
+    a cgroup CPU quota lowers it further)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    return max(1, cores)
+
+
+def default_threads(runs: int = 1) -> int:
+    """Torch threads for one of ``runs`` runs sharing this machine: cores // runs, at least 1."""
+    return max(1, available_cores() // max(1, runs))
+
+
+def set_threads(threads: int) -> None:
+    """Use ``threads`` torch intra-op threads in this process, and tell OpenMP/MKL the same
+    (for the processes it starts)."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    torch.set_num_threads(threads)
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:

@@ -1,5 +1,5 @@
-"""Scoring: model outputs for a split, prediction files, re-scoring runs, ensembles (what
-scores and metrics mean for each task is :mod:`pairrepro.tasks`).
+"""Scoring: model outputs for a split, re-scoring runs, ensembles (what scores and metrics
+mean for each task is :mod:`pairrepro.tasks`; prediction files: :mod:`pairrepro.runs`).
 
 ``evaluate_run`` re-scores a finished (or interrupted) run from one of its checkpoints;
 ``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several
@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
-from pairrepro import io
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EncodedSplit, collate_pairs, eval_batches
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.models.base import PairModel
 from pairrepro.train.distributed import DistContext, gather_rows
-from pairrepro.train.run_folder import writing
 from pairrepro.train.setup import load_run_model, recipe_task, resolve_split
 
 
@@ -47,12 +44,6 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
     result[rows] = outs
     model.train(was_training)
     return result
-
-
-def write_predictions(path: Path, frame: pd.DataFrame) -> None:
-    """Write a predictions parquet atomically (a full disk is a StorageError)."""
-    with writing(path), io.atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
 
 
 def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""

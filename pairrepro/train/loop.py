@@ -17,19 +17,20 @@ import math
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
 from pairrepro.config import Recipe
+from pairrepro.console import PlainProgress, step_progress
 from pairrepro.data.batches import EncodedSplit, EpochPlan
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel
+from pairrepro.runs import RunFolder
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import autocast
 from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag
@@ -41,68 +42,11 @@ from pairrepro.train.optim import (
     clip_gradients,
     trainable_parameters,
 )
-from pairrepro.train.run_folder import RunFolder
 from pairrepro.train.seeding import capture_rng_state, restore_rng_state
 from pairrepro.train.setup import TaskData, recipe_task
 
 # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class PlainProgress:
-    """The training progress when stderr is not a terminal (a log file, CI, a pipe), where
-    rich's live bar draws nothing: one plain line when an epoch ends and, in a long epoch,
-    one per tenth of it (at most every ``min_interval_s``), with pairs/s and the epoch's ETA.
-    Offers the part of :class:`rich.progress.Progress` that the loop uses."""
-
-    def __init__(self, console: Console, min_interval_s: float = 30.0,
-                 unit: str = "batches") -> None:
-        self.console = console
-        self.min_interval_s = min_interval_s
-        self.unit = unit
-        self.tasks: dict[int, dict[str, Any]] = {}
-
-    def __enter__(self) -> PlainProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def add_task(self, description: str, total: int, completed: int = 0,
-                 **fields: Any) -> int:
-        now = time.monotonic()
-        self.tasks[len(self.tasks)] = {"description": description, "total": total,
-                                       "start": completed, "completed": completed,
-                                       "started": now, "printed": now, "tenth": 0, **fields}
-        return len(self.tasks) - 1
-
-    def update(self, task_id: int, completed: int | None = None, advance: int = 0,
-               **fields: Any) -> None:
-        task = self.tasks[task_id]
-        task.update(fields)
-        task["completed"] = (task["completed"] + advance) if completed is None else completed
-        tenth = 10 * task["completed"] // max(task["total"], 1)
-        now = time.monotonic()
-        if (task["completed"] >= task["total"]
-                or (tenth > task["tenth"] and now - task["printed"] >= self.min_interval_s)):
-            task["tenth"], task["printed"] = tenth, now
-            self._line(task, now)
-
-    def remove_task(self, task_id: int) -> None:
-        self.tasks.pop(task_id, None)
-
-    def _line(self, task: dict[str, Any], now: float) -> None:
-        done, total = task["completed"], task["total"]
-        rate = (done - task["start"]) / max(now - task["started"], 1e-9)  # batches per second
-        eta = (total - done) / rate if rate > 0 else float("nan")
-        when = ("done" if done >= total else
-                f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}"
-                if math.isfinite(eta) else "ETA -")
-        # plain text: no markup, colour or cursor codes in a log
-        self.console.print(f"{task['description']}: {done}/{total} {self.unit} "
-                           f"({100 * done // max(total, 1)}%), loss {task.get('loss', '-')}, "
-                           f"{task.get('speed', '-')} pairs/s, {when}",
-                           markup=False, highlight=False, soft_wrap=True)
 
 
 class Interrupted(Exception):
@@ -299,17 +243,11 @@ class Trainer:
         recipe = self.recipe
         cfg = recipe.train
         self.module.train()
-        console = Console(stderr=True)
-        progress: Progress | PlainProgress = Progress(
+        progress = step_progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} pairs/s"),
-            TimeRemainingColumn(), console=console, transient=True,
-            disable=not self.show_progress,
-        )
-        if self.show_progress and not console.file.isatty():  # rich's bar would show nothing
-            progress = PlainProgress(console)
-        with progress if self.show_progress else nullcontext(), deferred_stop(
-                self.stop_flag):
+            TimeRemainingColumn(), enabled=self.show_progress)
+        with progress, deferred_stop(self.stop_flag):
             while not self.state.done and self.state.epoch < cfg.epochs:
                 self._run_epoch(progress)
         return self.state

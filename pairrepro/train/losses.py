@@ -23,13 +23,13 @@ lr 0.005 / l2 1e-5 leaves ~5% of a row's norm after 20,000 steps; Adam lr 4e-4 /
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import get_args
 
 import torch
 from torch import nn
 
+from pairrepro.config import L2Scope
 from pairrepro.models.layers import WordEmbedding
-
-L2_SCOPES = ("all", "weights", "lazy")
 
 
 def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor | None:
@@ -56,24 +56,25 @@ class L2Penalty:
     other scopes ignore them. Returns ``None`` when there is nothing to add.
     """
 
-    def __init__(self, model: nn.Module, coefficient: float, scope: str = "all") -> None:
-        if scope not in L2_SCOPES:
-            raise ValueError(f"l2 scope {scope!r} is not one of {L2_SCOPES}")
+    def __init__(self, model: nn.Module, coefficient: float, scope: L2Scope = "all") -> None:
         self.coefficient = coefficient
         trainable = [p for p in model.parameters() if p.requires_grad]
         embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         words = {id(m.embedding.weight): m.embedding.weight for m in model.modules()
                  if isinstance(m, WordEmbedding) and m.embedding.weight.requires_grad}
         self.rows: list[torch.Tensor] = []  # tables penalised on the batch's rows only
+        self.dense: list[torch.Tensor]
         if scope == "all":
-            self.dense: list[torch.Tensor] = list(trainable)
+            self.dense = list(trainable)
         elif scope == "weights":
             biases = bias_parameter_ids(model)
             self.dense = [p for p in trainable if p.dim() >= 2 and id(p) not in embeddings
                           and id(p) not in biases]
-        else:
+        elif scope == "lazy":
             self.dense = [p for p in trainable if id(p) not in words]
             self.rows = list(words.values())
+        else:
+            raise ValueError(f"l2 scope {scope!r} is not one of {get_args(L2Scope)}")
 
     def __call__(self, *ids: torch.Tensor) -> torch.Tensor | None:
         if self.coefficient <= 0:

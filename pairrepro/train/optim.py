@@ -2,20 +2,21 @@
 
 L2 regularisation is a loss term (``0.5 * l2 * ||theta||^2``, theta as ``[optim] l2_scope``
 says; see :class:`pairrepro.train.losses.L2Penalty`), distinct from the optimiser's
-``weight_decay``. The learning rate is multiplied by ``lr_decay`` after
-every epoch.
+``weight_decay``. The learning rate is multiplied by ``lr_decay`` after every epoch.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from pairrepro.config import OptimSection
+from pairrepro.config import Initializer, OptimiserName, OptimSection
 
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+# keyed by the recipe's choices (config.OptimiserName; tests/test_choices.py: all of them)
+OPTIMIZERS: dict[OptimiserName, type[torch.optim.Optimizer]] = {
     "adagrad": torch.optim.Adagrad,
     "adam": torch.optim.Adam,
     "adamw": torch.optim.AdamW,
@@ -57,7 +58,7 @@ def documented_init_ids(model: nn.Module) -> set[int]:
             for name in getattr(module, "documented_init", ())}
 
 
-def initializer_for(name: str, cfg: OptimSection) -> str:
+def initializer_for(name: str, cfg: OptimSection) -> Initializer:
     """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
     name (``re.search``), else ``init``."""
     for rule in cfg.init_rules:
@@ -66,16 +67,24 @@ def initializer_for(name: str, cfg: OptimSection) -> str:
     return cfg.init
 
 
-def _apply_init(param: torch.Tensor, init: str, init_range: float) -> None:
-    if init == "uniform":
-        param.uniform_(-init_range, init_range)
-    elif init == "xavier":
-        if param.dim() >= 2:
-            nn.init.xavier_uniform_(param)
-        else:
-            param.zero_()
-    elif init == "zeros":
+def _xavier(param: torch.Tensor, init_range: float) -> None:
+    if param.dim() >= 2:
+        nn.init.xavier_uniform_(param)
+    else:
         param.zero_()
+
+
+# keyed by the recipe's choices (config.Initializer); "default" keeps the layers' own init
+INITIALIZERS: dict[Initializer, Callable[[torch.Tensor, float], object]] = {
+    "default": lambda param, init_range: None,
+    "uniform": lambda param, init_range: param.uniform_(-init_range, init_range),
+    "xavier": _xavier,
+    "zeros": lambda param, init_range: param.zero_(),
+}
+
+
+def _apply_init(param: torch.Tensor, init: Initializer, init_range: float) -> None:
+    INITIALIZERS[init](param, init_range)
 
 
 def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:

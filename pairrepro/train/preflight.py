@@ -10,22 +10,17 @@ batch is the standard smoke test: a model that trains must lower the loss on it.
 Checks (each ``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
 
 * ``loss_falls``: the lowest eval-mode loss of the batch (no dropout to blur it, measured
-  after every step) over the **last half** of the steps is lower than the loss before them.
-  Not the loss after one or two steps: the first update of Adam and of AdaGrad is
-  ``lr * sign(g)`` on every weight whatever the gradient's size (Adam's bias-corrected
-  ``m/sqrt(v)`` is ``g/|g|`` at step 1; AdaGrad's accumulator starts at 0), and on a wide layer
-  whose inputs share a sign those coherent moves add up, so the loss of a healthy model often
-  rises for a few steps before it falls (CSRAN on SNLI dev: 1.10, 1.23 after 2 steps, 0.06
-  after 9; CIN: 1.44, 2.34 after 1, 0.59 after 9). Judging the last half lets that transient
-  pass and still asks for a loss below the start once it is over; ``DEFAULT_STEPS`` leaves
-  room for it. When the budget stopped the steps early and the loss has not fallen, the
-  check is ``n/a`` (too few steps to tell a transient from a model that does not learn: give
-  more ``--budget``), never a pass;
+  after every step) over the **last half** of the steps is lower than the loss before them
+  (the loss of a healthy model may rise for its first few steps under Adam or AdaGrad: see
+  ARCHITECTURE.md, "Design decisions and history"); ``DEFAULT_STEPS`` leaves room for that.
+  When the budget stopped the steps early and the loss has not fallen, the check is ``n/a``
+  (too few steps to tell a transient from a model that does not learn: give more
+  ``--budget``), never a pass;
 * ``finite``: every step's loss and every parameter after the steps are finite;
 * ``gradients``: every trainable parameter tensor receives a non-zero gradient from the
   data loss alone (no L2 term) at initialisation: catches a saturated classifier, whose
-  zero gradient never reaches the layers below (CIN before its filter rescaling); under the
-  pairwise hinge loss a one-number score bias is exempt (it cancels in ``s+ - s-``);
+  zero gradient never reaches the layers below; under the pairwise hinge loss a one-number
+  score bias is exempt (it cancels in ``s+ - s-``);
 * ``embedding_norms``: with pretrained, fine-tuned word vectors, the rows the batch never
   uses (no data gradient) keep their norm over the steps (relative change at most
   :data:`NORM_TOLERANCE`): catches an L2 penalty on the whole table, which under Adam or
@@ -215,6 +210,7 @@ def peak_memory_mb(device: torch.device) -> float:
 def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
                       ) -> tuple[PreparedDataset, str]:
     """Random words at the dataset's typical lengths, as a prepared dataset in memory."""
+    from pairrepro.data.formats import yahoo_l4
     from pairrepro.data.manifests import load_manifest
 
     label_map: list[str] = ["0", "1"]
@@ -222,9 +218,10 @@ def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
     try:
         manifest = load_manifest(recipe.data.dataset)
         label_map = list(manifest.label_map) or label_map
-        declared = manifest.variant(recipe.data.variant or None).options.get("lengths")
-        if declared:  # a construction's own length filter (Yahoo's variants)
-            lengths = (tuple(declared), tuple(declared))  # type: ignore[assignment]
+        options = manifest.variant(recipe.data.variant or None).options
+        if isinstance(options, yahoo_l4.Options):  # a construction's own length filter
+            declared = (options.lengths[0], options.lengths[1])
+            lengths = (declared, declared)
     except PairreproError:
         pass
     rng = np.random.default_rng([seed, 2718])
@@ -478,8 +475,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     seconds of steps, at least one) on one fixed batch, check and measure it (see the module
     docstring). Failed checks are in the result, not raised (:meth:`PreflightResult.
     raise_if_failed`)."""
+    from pairrepro.runs import RunFolder
     from pairrepro.train.loop import Trainer
-    from pairrepro.train.run_folder import RunFolder
     from pairrepro.train.seeding import seed_everything
 
     device = device or torch.device("cpu")
@@ -548,22 +545,15 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
     the evaluations too); fills the losses, the eval-mode losses after each step
     (``evaluate``), the step times (training only) and pairs/s of ``result``. Returns the
     outputs after the last step."""
-    from contextlib import nullcontext
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from pairrepro.console import step_progress
 
-    from pairrepro.train.loop import PlainProgress
-
-    console = Console(stderr=True)
-    progress: Progress | PlainProgress = Progress(
+    progress = step_progress(
         TextColumn(f"preflight {result.recipe}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"), console=console, transient=True,
-        disable=not show_progress)
-    if show_progress and not console.file.isatty():  # a log: plain lines, not a live bar
-        progress = PlainProgress(console, unit="steps")
+        TextColumn("loss {task.fields[loss]}"), enabled=show_progress, unit="steps")
     started = time.perf_counter()
-    with progress if show_progress else nullcontext():
+    with progress:
         bar = progress.add_task(f"preflight {result.recipe}", total=steps, loss="-")
         for _ in range(max(steps, 1)):
             t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 ``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
 builds the model, trains it (or fits its statistics for non-neural scorers), scores the
 test splits once with the checkpoint chosen on dev, and writes the run folder (its layout and
-files: :mod:`pairrepro.train.run_folder`, which every read and write here goes through).
+files: :mod:`pairrepro.runs`, which every read and write here goes through).
 
 Faults, and what a run does about them:
 
@@ -38,12 +38,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from pairrepro import io, paths
+from pairrepro import paths
 from pairrepro.config import Recipe, load_recipe
 from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
 from pairrepro.models.base import PairModel
+from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import (
     cpu_fingerprint,
@@ -58,9 +59,8 @@ from pairrepro.train.distributed import (
     init_distributed,
     leave_process_group,
 )
-from pairrepro.train.evaluate import predict_outputs, write_predictions
+from pairrepro.train.evaluate import predict_outputs
 from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
-from pairrepro.train.run_folder import RunFolder, check_name, config_differences, writing
 from pairrepro.train.seeding import seed_everything
 from pairrepro.train.setup import (
     TaskData,
@@ -300,7 +300,7 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
             folder.write_config(recipe.to_toml())
             folder.write_manifest(manifest)
             # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; a report
-            # checks whether this process still exists (run_folder.read_run: "stale")
+            # checks whether this process still exists (runs.read_run: "stale")
             folder.write_result(recipe.name, seed, "running", recipe.select_metric)
         barrier(dist_ctx)
         if model.needs_training:
@@ -423,7 +423,7 @@ def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFol
         key = "train" if name == data.train_split else "dev" if name == data.dev_split else name
         metrics[key] = task.metrics(split, scores, data.num_classes, data.no_positive)
         if dist_ctx.is_main:
-            write_predictions(folder.predictions(key), task.prediction_frame(split, scores))
+            folder.write_predictions(key, task.prediction_frame(split, scores))
     return metrics
 
 
@@ -457,7 +457,7 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
 
     Returns one result.json dict per seed. Raises :class:`ConfigError` for invalid recipes
     or recipe names, an existing run without ``resume``/``force`` and a folder another
-    process holds (:class:`~pairrepro.train.run_folder.RunLockedError`), :class:`DataError`
+    process holds (:class:`~pairrepro.runs.RunLockedError`), :class:`DataError`
     for missing data and a damaged run folder, :class:`TrainingError` for a diverged run,
     :class:`~pairrepro.errors.StorageError` when a file cannot be written,
     ``KeyboardInterrupt`` after Ctrl-C or SIGTERM (a checkpoint is saved first).
@@ -479,8 +479,6 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
         # a rank that exits with the process group alive aborts in gloo's threads
         # ("terminate called without an active exception") after its clean error
         leave_process_group()
-    summary = folders[0].recipe_dir / "summary.json"
     if all("status" in r for r in results):
-        with writing(summary):
-            io.write_json(summary, {"recipe": recipe.name, **summarise(results)})
+        write_summary(folders[0].recipe_dir, {"recipe": recipe.name, **summarise(results)})
     return results

@@ -22,11 +22,11 @@ from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, DataError, PairreproError
 from pairrepro.models.base import ModelContext, PairModel, count_weight_params
 from pairrepro.models.registry import available_models, build_model
+from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
 from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import resolve_device
 from pairrepro.train.optim import initialise
-from pairrepro.train.run_folder import RunFolder
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
             from pairrepro.data.manifests import load_manifest
 
             variant = load_manifest(recipe.data.dataset).variant(recipe.data.variant or None)
-            mode = variant.options.get("no_positive")
+            mode = variant.options.no_positive
         except PairreproError:  # a dataset without a manifest (tests): the default
             mode = None
     return str(mode or "skip")
@@ -189,7 +189,7 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
 
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
     """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
-    is a :class:`~pairrepro.train.run_folder.DamagedRunError` naming it."""
+    is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
     if not folder.is_run():
         raise ConfigError(f"{folder.path} is not a run directory (no config.toml)",
                           hint="pass runs/<recipe>/seed-<n>")

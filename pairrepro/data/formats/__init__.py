@@ -10,20 +10,25 @@ then calls that instead.
 
 It declares the options it reads as ``Options``, a :class:`ReaderOptions` model (set
 variant-wide or per split; ``SplitOptions`` when the per-split ones differ): the manifest
-schema takes exactly those keys, so a misspelt option fails when the manifest is loaded.
+schema takes exactly those keys, so a misspelt option fails when the manifest is loaded, and
+the reader reads them typed, defaults included (``_common.split_options(split, variant, Options)``).
 ``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``; file paths
-in ``split.files`` are relative to it.
+in ``split.files`` are relative to it. A reader kept outside the package is ``<name>.py`` in a
+folder of ``$PAIRREPRO_READERS`` (:func:`find_reader`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 
 import pandas as pd
 from pydantic import Field
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.schema import Schema
 
@@ -57,11 +62,41 @@ class ReaderResult:
     dropped: dict[str, int] = field(default_factory=dict)  # documented rule -> count
 
 
-def get_reader(name: str) -> ModuleType:
-    """Import reader module ``name`` (a :class:`ConfigError` if there is none)."""
+def find_reader(name: str) -> ModuleType | None:
+    """Reader module ``name``: ``pairrepro/data/formats/<name>.py``, else ``<name>.py`` in the
+    first folder of :func:`pairrepro.paths.reader_dirs` that has it; ``None`` when neither.
+
+    A reader from a folder is loaded once under the package's own name
+    (``pairrepro.data.formats.<name>``), so it is the same module wherever it is looked up."""
+    module_name = f"{__name__}.{name}"
+    if not name.isidentifier():
+        return None
     try:
-        return importlib.import_module(f"pairrepro.data.formats.{name}")
+        return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name != f"pairrepro.data.formats.{name}":
+        if exc.name != module_name:
             raise
-        raise ConfigError(f"no reader named {name!r} (pairrepro/data/formats/{name}.py)") from None
+    for folder in paths.reader_dirs():
+        file = folder / f"{name}.py"
+        if file.is_file():
+            spec = importlib.util.spec_from_file_location(module_name, file)
+            assert spec is not None and spec.loader is not None  # a .py file always has both
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module  # before running it, as import does
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[module_name]
+                raise
+            return module
+    return None
+
+
+def get_reader(name: str) -> ModuleType:
+    """Reader module ``name`` (:func:`find_reader`; a :class:`ConfigError` if there is none)."""
+    module = find_reader(name)
+    if module is None:
+        raise ConfigError(f"no reader named {name!r} (pairrepro/data/formats/{name}.py)",
+                          hint="add the module there, or put <name>.py in a folder named by "
+                               "$PAIRREPRO_READERS")
+    return module

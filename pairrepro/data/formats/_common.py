@@ -1,8 +1,8 @@
 """Helpers shared by the readers: opening raw files, mapping labels, collecting pairs.
 
 Reader options come from the manifest variant (variant-wide) and its split (per split);
-:func:`option` looks in the split first. ``prepare`` adds the manifest's ``label_map``
-to the variant options so that readers turn label names into class indices without
+:func:`split_options` merges them, the split's first. ``prepare`` sets the manifest's
+``label_map`` in the variant options so that readers turn label names into class indices without
 knowing the manifest; ``label_aliases`` (name -> name in the label map) renames labels
 that a derived copy spells differently (SciTail's ``not_entailment`` -> ``neutral``).
 """
@@ -20,7 +20,7 @@ from typing import IO, Any, TypeVar
 
 import pandas as pd
 
-from pairrepro.data.formats import MalformedRow, ReaderResult
+from pairrepro.data.formats import LabelOptions, MalformedRow, ReaderOptions, ReaderResult
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import DataError
 
@@ -29,15 +29,20 @@ from pairrepro.errors import DataError
 EMPTY_GROUP_RULE = "question without candidates"
 
 T = TypeVar("T")
+OptionsT = TypeVar("OptionsT", bound=ReaderOptions)
 # raw_decode skips json.loads' Python-level wrappers (a third of the cost per line)
 _DECODE = json.JSONDecoder().raw_decode
 
 
-def option(split: SplitSpec, variant: VariantSpec, key: str, default: Any = None) -> Any:
-    """A reader option: the split's value, else the variant's, else ``default``."""
-    if key in split.options:
-        return split.options[key]
-    return variant.options.get(key, default)
+def split_options(split: SplitSpec | None, variant: VariantSpec,
+                  model: type[OptionsT]) -> OptionsT:
+    """A reader's ``Options`` for one split (``None``: variant-wide): what the split sets, else
+    what the variant sets, else the model's default (the model owns the defaults; the manifest
+    validated the values)."""
+    sources = (variant.options,) if split is None else (variant.options, split.options)
+    values = {key: getattr(source, key) for key in model.model_fields for source in sources
+              if key in source.model_fields_set}  # the split's, when set, comes last and wins
+    return model.model_construct(**values)
 
 
 def find_raw_file(raw_root: Path, rel: str) -> Path | None:
@@ -237,9 +242,10 @@ class LabelMapper:
     """Label name (or its alias) -> class index in the manifest's label map."""
 
     def __init__(self, split: SplitSpec, variant: VariantSpec, default: list[str]) -> None:
-        names = list(option(split, variant, "label_map", None) or default)
+        names = list(variant.options.label_map or default)
         self.index = {name: i for i, name in enumerate(names)}
-        for alias, target in (option(split, variant, "label_aliases", None) or {}).items():
+        aliases = split_options(split, variant, LabelOptions).label_aliases
+        for alias, target in aliases.items():
             if target not in self.index:
                 raise DataError(f"label alias {alias!r} -> {target!r}: {target!r} is not a label",
                                 hint=f"labels: {', '.join(names)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pairrepro.data.formats import ReaderOptions, ReaderResult
-from pairrepro.data.formats._common import PairCollector, json_lines, option
+from pairrepro.data.formats._common import PairCollector, json_lines
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
 FIELDS = ("pair_id", "group_id", "left", "right", "label")
@@ -20,7 +20,7 @@ Options = ReaderOptions  # the label map (a variant option of prepare) is all it
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
     """Read canonical jsonl file(s) of one split."""
-    n_labels = len(option(split, variant, "label_map", None) or ["0", "1"])
+    n_labels = len(variant.options.label_map or ["0", "1"])
     out = PairCollector()
     for rel in split.files:
         for number, values in json_lines(raw_root, rel, out,

@@ -22,11 +22,10 @@ from pairrepro.data.formats._common import (
     PairCollector,
     numbered_lines,
     open_text,
-    option,
     raw_file,
+    split_options,
 )
 from pairrepro.data.manifests import SplitSpec, VariantSpec
-from pairrepro.errors import ConfigError
 
 LABELS = ["entails", "neutral"]
 
@@ -37,9 +36,7 @@ class Options(LabelOptions):
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
     """Read one split into canonical 2-class pairs."""
-    fmt = option(split, variant, "format", "tsv")
-    if fmt not in ("tsv", "csv"):
-        raise ConfigError(f"scitail split {split.name!r}: format {fmt!r} is not 'tsv' or 'csv'")
+    fmt = split_options(split, variant, Options).format
     labels = LabelMapper(split, variant, LABELS)
     out = PairCollector()
     for rel in split.files:

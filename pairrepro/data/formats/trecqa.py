@@ -31,15 +31,14 @@ from pairrepro.data.formats._common import (
     PairCollector,
     json_lines,
     numbered_lines,
-    option,
     raw_file,
+    split_options,
 )
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import ConfigError
 
 CLEAN_RULE = "clean: questions without both a positive and a negative answer"
 CLEAN_PAIRS_RULE = "clean: candidate pairs of those questions"
-FORMATS = ("jacana_xml", "jsonl", "toks")
 _QID = re.compile(r"""id=['"]([^'"]+)['"]""")
 
 
@@ -57,10 +56,8 @@ class _Question:
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
     """Read one TrecQA split into canonical ranking pairs (group = question)."""
-    fmt = option(split, variant, "format", "jacana_xml")
-    if fmt not in FORMATS:
-        raise ConfigError(f"trecqa split {split.name!r}: format {fmt!r} is not one of {FORMATS}")
-    clean = bool(option(split, variant, "clean", False))
+    opts = split_options(split, variant, Options)
+    fmt, clean = opts.format, opts.clean
     out = PairCollector()
     if fmt == "toks":
         questions = _read_toks(raw_root, split, out)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from pairrepro.data.formats import ReaderOptions, ReaderResult
-from pairrepro.data.formats._common import PairCollector, numbered_lines, option, raw_file
+from pairrepro.data.formats._common import PairCollector, numbered_lines, raw_file, split_options
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import ConfigError
 
@@ -32,12 +32,9 @@ class Options(ReaderOptions):
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
     """Read one split into canonical binary pairs (1 = paraphrase)."""
-    fmt = option(split, variant, "format", "raw")
-    if fmt == "raw":
-        return _read_raw(raw_root, split)
-    if fmt == "toks":
+    if split_options(split, variant, Options).format == "toks":
         return _read_toks(raw_root, split)
-    raise ConfigError(f"twitter_url split {split.name!r}: format {fmt!r} is not 'raw' or 'toks'")
+    return _read_raw(raw_root, split)
 
 
 def _read_raw(raw_root: Path, split: SplitSpec) -> ReaderResult:

@@ -27,8 +27,8 @@ from pairrepro.data.formats._common import (
     PairCollector,
     numbered_lines,
     open_text,
-    option,
     raw_file,
+    split_options,
 )
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
@@ -43,8 +43,9 @@ class Options(ReaderOptions):
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
     """Read one split into canonical ranking pairs (group = context)."""
     out = PairCollector()
-    if option(split, variant, "format", "csv") == "wu_txt":
-        _read_wu(raw_root, split, int(option(split, variant, "group_size", 1)), out)
+    opts = split_options(split, variant, Options)
+    if opts.format == "wu_txt":
+        _read_wu(raw_root, split, opts.group_size, out)
         return out.result()
     csv.field_size_limit(1 << 24)  # some contexts are long
     for rel in split.files:

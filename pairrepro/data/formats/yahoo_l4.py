@@ -65,12 +65,12 @@ import pandas as pd
 from pydantic import AfterValidator, Field
 
 from pairrepro.data.formats import MalformedRow, ReaderOptions, ReaderResult
-from pairrepro.data.formats._common import find_raw_file
+from pairrepro.data.formats._common import find_raw_file, split_options
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.io import atomic_open
-from pairrepro.schema import Schema, validate
+from pairrepro.schema import Schema
 
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SPACE_RE = re.compile(r"\s+")
@@ -189,7 +189,7 @@ class Options(ReaderOptions):
     answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
     bm25: BM25Options = BM25Options()
     split_ratios: dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
-        default_factory=lambda: {"train": 8, "dev": 1, "test": 1})
+        default_factory=lambda: {"train": 8, "dev": 1, "test": 1}, min_length=1)
     seed: int = 1
 
 
@@ -201,15 +201,13 @@ class SplitOptions(ReaderOptions):
 
 
 def parse_options(variant: VariantSpec) -> _Options:
-    """Validate the variant's reader options (errors name the variant and the key)."""
+    """The construction of a variant from its options, which the manifest validated; what
+    involves several tables is checked here (errors name the variant and the key)."""
     where = f"yahoo variant {variant.name!r}"
-    opts = validate(Options, {k: v for k, v in variant.options.items()
-                              if k in Options.model_fields}, where)
-    if not opts.split_ratios:
-        raise ConfigError(f"{where}: split_ratios must map parts to positive numbers")
+    opts = split_options(None, variant, Options)
     splits = {}
     for name, spec in variant.splits.items():
-        split = validate(SplitOptions, dict(spec.options), f"{where}: splits.{name}")
+        split = split_options(spec, variant, SplitOptions)
         part = split.part or name
         if part not in opts.split_ratios:
             raise ConfigError(f"{where}: splits.{name}: part {part!r} is not in split_ratios",

@@ -1,5 +1,5 @@
 """The run folder ``runs/<recipe>/seed-<n>/``: its layout, its one reader, its writers and
-its lock. Nothing else opens these files (as ``data/prepared.py`` owns the prepared folder).
+its lock (as ``data/prepared.py`` owns the prepared folder).
 
 Layout::
 
@@ -11,7 +11,8 @@ Layout::
     evals/            <split>@<variant>.json: saved re-scorings (``pairrepro eval --save``)
     result.json       status running | interrupted | failed | finished, metrics per split
 
-and beside the seed folders, ``runs/<recipe>/logs/seed-<n>.<launcher>.log``: the output of
+and beside the seed folders, in ``runs/<recipe>/``: ``summary.json`` (mean and std over the
+seeds of the last ``train --seeds`` call) and ``logs/seed-<n>.<launcher>.log``, the output of
 runs started by ``reproduce --jobs N`` (``local``) or ``--launcher slurm`` (``slurm-<job>``).
 
 One error policy: a file that exists but cannot be read (not UTF-8, not JSON/TOML, wrong
@@ -19,9 +20,8 @@ shape) is *damaged*. :func:`read_run` never raises for it: the run's status beco
 ``damaged`` and ``problem`` names the file and why, so a report shows that line and renders
 the rest. Commands that must act on one run (``eval``, ``--resume``) call
 :meth:`RunFolder.read_result` & co., which raise :class:`DamagedRunError` (exit 3) naming the
-file. No module outside this one reads these files.
-
-This module imports neither torch nor the models: the report reads runs through it.
+file. No module outside this one reads or writes these files (but for the bytes of the
+``.pt`` checkpoints). It imports neither torch nor the models: the report reads runs through it.
 """
 
 from __future__ import annotations
@@ -32,16 +32,20 @@ import fcntl
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pairrepro import io
-from pairrepro.errors import ConfigError, DataError, StorageError
+from pairrepro import io, paths
+from pairrepro.errors import ConfigError, DataError, PairreproError, StorageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CONFIG = "config.toml"
 MANIFEST = "manifest.json"
@@ -52,6 +56,7 @@ PROGRESS = "last.json"  # beside last.pt: its epoch and step
 PREDICTIONS = "predictions"
 EVALS = "evals"
 LOGS = "logs"  # in the recipe folder: runs/<recipe>/logs/
+SUMMARY = "summary.json"  # in the recipe folder
 STATUSES = ("running", "interrupted", "failed", "finished")
 # names that become folders: recipes, datasets (nothing that could climb out of a root)
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -295,6 +300,12 @@ class RunFolder:
             io.write_json(path, record)
         return path
 
+    def write_predictions(self, key: str, frame: pd.DataFrame) -> None:
+        """Write ``predictions/<key>.parquet`` (read back by :func:`read_predictions`)."""
+        path = self.predictions(key)
+        with writing(path), io.atomic_path(path) as tmp:
+            frame.to_parquet(tmp, index=False)
+
     # ------------------------------------------------------------------ --force
     @property
     def aside_path(self) -> Path:
@@ -488,16 +499,64 @@ def seed_folders(target: Path) -> list[RunFolder]:
     return sorted(folders, key=lambda f: f.seed)
 
 
+def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
+    """Write ``runs/<recipe>/summary.json`` (the seeds of the last ``train`` call)."""
+    path = recipe_dir / SUMMARY
+    with writing(path):
+        io.write_json(path, summary)
+    return path
+
+
+# ---------------------------------------------------------------------- continuing a run
+def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
+                *flags: str) -> list[str]:
+    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
+    words = ["pairrepro", "train", recipe]
+    if seeds.strip():
+        words += ["--seeds", seeds]
+    for override in overrides:
+        words += ["--set", override]
+    if device:
+        words += ["--device", device]
+    return [*words, *flags]
+
+
+def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
+                   device: str | None = None, runs_dir: Path | None = None) -> str:
+    """The command that continues a stopped ``train``: the same recipe, seeds, overrides and
+    device, plus ``--resume`` (never ``--force``: the checkpoint is kept). With ``runs_dir``
+    other than the default, ``PAIRREPRO_RUNS`` is named: a later shell may not have it set."""
+    command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
+    if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
+        return command
+    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir))} {command}"
+
+
+def resume_overrides(run: RunInfo) -> list[str]:
+    """``--set`` values for every key in which ``run``'s config differs from its recipe file
+    today (none when the file cannot be read), so that ``--resume`` finds the same config."""
+    from pairrepro.config import load_recipe  # the schema; config imports nothing here
+
+    try:
+        recipe = load_recipe(paths.recipes_dir() / f"{run.recipe}.toml").to_dict()
+    except PairreproError:
+        recipe = {}
+    return [f"{key}={json.dumps(mine)}"
+            for key, (mine, _) in config_differences(run.config, recipe).items()
+            if mine is not None]
+
+
 # ---------------------------------------------------------------------- variants
 # Keys that say where or how fast a run was made, not what it computed: a run differing from
-# its recipe only in these is still the recipe's run. The [recipe] bookkeeping keys (which
-# table rows it fills, its prose, its default seed list: the seed is the folder's name) do
-# not change a number either. Precision, like threads, moves only the last bits: `verify`
-# compares runs that differ in it through intervals, never as the same run.
+# its recipe only in these is still the recipe's run. The [recipe] bookkeeping keys (its
+# paper, which table rows it fills, its prose, its default seed list: the seed is the
+# folder's name) do not change a number either. Precision, like threads, moves only the
+# last bits: `verify` compares runs that differ in it through intervals, never as the same run.
 IGNORED_DIFFERENCES = frozenset({
     "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
     "optim.l2_scope_why",
-    "recipe.description", "recipe.reproduces", "recipe.compares", "recipe.seeds",
+    "recipe.description", "recipe.change", "recipe.paper", "recipe.reproduces",
+    "recipe.compares", "recipe.seeds",
 })
 
 
@@ -520,7 +579,6 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
     a new key alone never makes an old run differ. A config today's schema cannot read is
     returned as it is (every key then compares as written)."""
     from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
-    from pairrepro.errors import PairreproError
 
     try:
         return tomllib.loads(recipe_from_dict(config, name="run", source=CONFIG).to_toml())
@@ -537,11 +595,7 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
     (:func:`resolved_config`). Device, threads and the [recipe] bookkeeping keys
     (:data:`IGNORED_DIFFERENCES`), and ``also_ignore``, are not differences; an empty
     ``run_config`` (a folder without ``config.toml``: every real run writes one first) claims
-    none.
-
-    The one rule for "is this run the recipe's reproduction or a *variant*": the report's
-    cells, ``reproduce``'s "is this seed done" check, ``pairrepro verify`` and ``--resume``'s
-    "did the recipe change" check all call it.
+    none. The one rule for "is this run the recipe's reproduction or a *variant*".
     """
     if not run_config:  # a folder that recorded no config.toml: nothing to compare
         return {}
@@ -555,8 +609,7 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 # ---------------------------------------------------------------------- predictions
 def read_predictions(folder: RunFolder, key: str) -> Any:
     """``predictions/<key>.parquet`` as a pandas DataFrame, or None when absent; a file that
-    cannot be read is a :class:`DamagedRunError`. (Readers of runs, the report included, get
-    predictions here: nothing else opens a run's parquet files.)"""
+    cannot be read is a :class:`DamagedRunError`."""
     import pandas as pd
 
     path = folder.predictions(key)

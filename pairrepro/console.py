@@ -1,0 +1,162 @@
+"""Where everything pairrepro prints goes: the one owner of output state.
+
+:func:`get_console` (stdout: results and tables) and :func:`get_err_console` (stderr:
+progress, warnings, errors, log records) are the only rich consoles of the package; off a
+terminal they are laid out to :data:`UNCUT_WIDTH`, so that no number is ever cut to ``0.…``.
+:func:`configure` sets the output state (``quiet``, ``json``) once per invocation and routes
+the ``pairrepro`` logger to stderr (WARNING and up under ``quiet`` or ``json``, whose stdout
+is then the result alone).
+
+This module imports nothing of pairrepro: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import Progress, ProgressColumn
+
+#: The width rich lays out to when a stream is not a terminal: rich would otherwise assume
+#: 80 columns and cut table cells ("0.…"); a table keeps its natural width and a line is never
+#: wrapped, so every number is printed whole.
+UNCUT_WIDTH = 10_000
+#: The logger every module's ``logging.getLogger(__name__)`` descends from.
+LOGGER = "pairrepro"
+
+
+@dataclass
+class OutputState:
+    """What the user asked of the output: ``quiet`` (errors and results only), ``json``
+    (machine-readable stdout)."""
+
+    quiet: bool = False
+    json: bool = False
+
+
+STATE = OutputState()
+_console = Console(stderr=False, highlight=False)
+_err_console = Console(stderr=True, highlight=False)
+_handler: logging.Handler | None = None
+
+
+def is_terminal(console: Console) -> bool:
+    """Whether ``console`` writes to a terminal: asked of the file itself, not rich's
+    ``is_terminal``, since FORCE_COLOR (set on many CI runners) makes a log file a "terminal"
+    of 80 columns."""
+    isatty = getattr(console.file, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _fit(console: Console) -> Console:
+    # per call: the streams may change between calls (tests, a piped ``pairrepro ... | cat``)
+    console.width = None if is_terminal(console) else UNCUT_WIDTH  # type: ignore[assignment]
+    return console
+
+
+def get_console() -> Console:
+    """The stdout console (results, tables), fitted to its stream."""
+    return _fit(_console)
+
+
+def get_err_console() -> Console:
+    """The stderr console (progress, warnings, errors, log records), fitted to its stream."""
+    return _fit(_err_console)
+
+
+def configure(*, quiet: bool = False, json: bool = False) -> None:
+    """Set the output state and route the ``pairrepro`` logger to stderr through rich."""
+    global _handler
+    STATE.quiet, STATE.json = quiet, json
+    get_console()
+    get_err_console()
+    logger = logging.getLogger(LOGGER)
+    if _handler is not None:
+        logger.removeHandler(_handler)
+    _handler = RichHandler(console=_err_console, show_time=False, show_path=False,
+                           markup=False, rich_tracebacks=False)
+    logger.addHandler(_handler)
+    logger.setLevel(logging.WARNING if (quiet or json) else logging.INFO)
+    # the handler above is the output: the root logger's (if any) would print it twice
+    logger.propagate = False
+
+
+def show_progress() -> bool:
+    """Whether progress displays are wanted (neither ``quiet`` nor ``json``)."""
+    return not (STATE.quiet or STATE.json)
+
+
+def live_progress(*columns: str | ProgressColumn, enabled: bool) -> Progress:
+    """A transient rich progress display on stderr; a no-op one when not ``enabled``."""
+    return Progress(*columns, console=get_err_console(), transient=True, disable=not enabled)
+
+
+def step_progress(*columns: str | ProgressColumn, enabled: bool,
+                  unit: str = "batches") -> Progress | PlainProgress:
+    """:func:`live_progress` on a terminal; off one, where rich's live bar draws nothing,
+    :class:`PlainProgress` lines counting ``unit``."""
+    console = get_err_console()
+    if enabled and not is_terminal(console):
+        return PlainProgress(console, unit=unit)
+    return live_progress(*columns, enabled=enabled)
+
+
+class PlainProgress:
+    """Progress when stderr is not a terminal (a log file, CI, a pipe): one plain line when a
+    task ends and, in a long one, one per tenth of it (at most every ``min_interval_s``), with
+    its ``loss`` and ``speed`` fields and the ETA. Offers the part of
+    :class:`rich.progress.Progress` that the training loop and preflight use."""
+
+    def __init__(self, console: Console, min_interval_s: float = 30.0,
+                 unit: str = "batches") -> None:
+        self.console = console
+        self.min_interval_s = min_interval_s
+        self.unit = unit
+        self.tasks: dict[int, dict[str, Any]] = {}
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int, completed: int = 0,
+                 **fields: Any) -> int:
+        now = time.monotonic()
+        self.tasks[len(self.tasks)] = {"description": description, "total": total,
+                                       "start": completed, "completed": completed,
+                                       "started": now, "printed": now, "tenth": 0, **fields}
+        return len(self.tasks) - 1
+
+    def update(self, task_id: int, completed: int | None = None, advance: int = 0,
+               **fields: Any) -> None:
+        task = self.tasks[task_id]
+        task.update(fields)
+        task["completed"] = (task["completed"] + advance) if completed is None else completed
+        tenth = 10 * task["completed"] // max(task["total"], 1)
+        now = time.monotonic()
+        if (task["completed"] >= task["total"]
+                or (tenth > task["tenth"] and now - task["printed"] >= self.min_interval_s)):
+            task["tenth"], task["printed"] = tenth, now
+            self._line(task, now)
+
+    def remove_task(self, task_id: int) -> None:
+        self.tasks.pop(task_id, None)
+
+    def _line(self, task: dict[str, Any], now: float) -> None:
+        done, total = task["completed"], task["total"]
+        rate = (done - task["start"]) / max(now - task["started"], 1e-9)  # units per second
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        when = ("done" if done >= total else
+                f"ETA {int(eta // 3600)}:{int(eta % 3600 // 60):02d}:{int(eta % 60):02d}"
+                if math.isfinite(eta) else "ETA -")
+        # plain text: no markup, colour or cursor codes in a log
+        self.console.print(f"{task['description']}: {done}/{total} {self.unit} "
+                           f"({100 * done // max(total, 1)}%), loss {task.get('loss', '-')}, "
+                           f"{task.get('speed', '-')} pairs/s, {when}",
+                           markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,135 @@
+"""Launch runs on this machine: one after another in this process, or a pool of ``jobs``
+``pairrepro train`` processes, each pinned to ``cores // jobs`` threads."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pairrepro.errors import ConfigError
+from pairrepro.launch import live as table
+from pairrepro.launch.spec import (
+    Notify,
+    RunOutcome,
+    RunSpec,
+    failed_reason,
+    run_inline,
+    silent,
+)
+from pairrepro.runs import RunFolder
+from pairrepro.train.device import THREAD_VARIABLES, default_threads, set_threads
+
+
+def child_command(spec: RunSpec, threads: int, device: str | None) -> list[str]:
+    """The ``pairrepro train`` command line a pool process runs for ``spec``."""
+    command = [sys.executable, "-c", "from pairrepro.cli.app import main; main()",
+               "--quiet", "train", spec.source, "--seeds", str(spec.seed), "--resume",
+               "--threads", str(threads)]
+    return [*command, "--device", device] if device else command
+
+
+def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str | None = None,
+              threads: int | None = None, live: bool = False, quiet: bool = True,
+              notify: Notify = silent) -> list[RunOutcome]:
+    """Train every spec; ``jobs`` at a time, each with ``threads`` torch threads (default:
+    cores // jobs). ``jobs == 1`` trains in this process (its own progress bars); more runs
+    are ``pairrepro train`` processes, drawn as one live table when ``live``.
+
+    A failed run does not stop the others. Ctrl-C/SIGTERM stops the running ones (each saves a
+    checkpoint), starts no more, and re-raises ``KeyboardInterrupt``.
+    """
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: expected 1 or more")
+    threads = threads or default_threads(jobs)
+    if jobs == 1:
+        set_threads(threads)
+        outcomes = []
+        for spec in specs:
+            notify("training", f"training {spec.label} ({threads} thread(s))")
+            outcome = run_inline(spec, runs_dir, device, quiet)
+            if outcome.status == "failed":
+                notify("failed", f"{spec.label} failed (exit {outcome.exit_code}): "
+                                 f"{outcome.reason}")
+            outcomes.append(outcome)
+        return outcomes
+    return _pool(specs, runs_dir, jobs, threads, device, live, notify)
+
+
+def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
+          device: str | None, live: bool, notify: Notify) -> list[RunOutcome]:
+    from pairrepro.train.loop import sigterm_as_interrupt
+
+    rows = [table.LiveRow(spec) for spec in specs]
+    outcomes: dict[int, RunOutcome] = {}
+    running: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+    queue = list(range(len(specs)))
+    env = {**os.environ, "PAIRREPRO_RUNS": str(runs_dir),
+           **{name: str(threads) for name in THREAD_VARIABLES}}
+    title = f"{len(specs)} run(s), {jobs} at a time, {threads} thread(s) each"
+    with sigterm_as_interrupt(), table.display(rows, title, live) as redraw:
+        try:
+            while queue or running:
+                while queue and len(running) < jobs:
+                    i = queue.pop(0)
+                    spec = specs[i]
+                    log = RunFolder.of(runs_dir, spec.recipe, spec.seed).log_path("local")
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    with open(log, "ab") as out:  # the child keeps its own descriptor
+                        process = subprocess.Popen(child_command(spec, threads, device),
+                                                   stdout=out, stderr=subprocess.STDOUT,
+                                                   stdin=subprocess.DEVNULL, env=env)
+                    running[i] = (process, log)
+                    rows[i].status, rows[i].started = "running", time.monotonic()
+                    notify("training", f"started {spec.label} (pid {process.pid}, log {log})")
+                time.sleep(table.POLL_S)
+                for i, (process, log) in list(running.items()):
+                    rows[i].poll(runs_dir)
+                    code = process.poll()
+                    if code is None:
+                        continue
+                    del running[i]
+                    outcomes[i] = _ended(specs[i], code, runs_dir, log)
+                    rows[i].status = outcomes[i].status + (
+                        f" (exit {code})" if outcomes[i].status == "failed" else "")
+                    if outcomes[i].status == "failed":
+                        notify("failed", f"{specs[i].label} failed (exit {code}): "
+                                         f"{outcomes[i].reason}; log {log}")
+                redraw()
+        except KeyboardInterrupt:
+            _stop(running)
+            raise
+    return [outcomes[i] for i in range(len(specs))]
+
+
+def _ended(spec: RunSpec, code: int, runs_dir: Path, log: Path) -> RunOutcome:
+    if code == 0:
+        return RunOutcome(spec, "finished", 0, "", str(log))
+    if code in (130, -signal.SIGINT, -signal.SIGTERM):
+        return RunOutcome(spec, "interrupted", 130, "interrupted: --resume continues",
+                          str(log))
+    if code < 0:
+        reason = f"killed by signal {signal.Signals(-code).name}"
+    else:
+        reason = failed_reason(spec, runs_dir, log)
+    return RunOutcome(spec, "failed", code if code > 0 else 1, reason, str(log))
+
+
+def _stop(running: dict[int, tuple[subprocess.Popen[bytes], Path]],
+          grace_s: float = 120.0) -> None:
+    """Ask every running child to stop (SIGTERM: it checkpoints at the next step) and wait;
+    a child still alive after ``grace_s`` is killed."""
+    for process, _ in running.values():
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for process, _ in running.values():
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+

@@ -1,0 +1,282 @@
+"""Launch runs as Slurm job arrays through submitit (``reproduce --launcher slurm``).
+
+Resources (GPUs, memory, time, CPUs) come from the recipe and its preflight record
+``bench/preflight/<recipe>.json`` (:func:`recipe_resources`), then the ``[slurm]`` table of
+the user's ``--slurm-config`` file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from pairrepro.console import get_err_console
+from pairrepro.errors import ConfigError
+from pairrepro.io import read_toml
+from pairrepro.launch import live as table
+from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
+from pairrepro.report.plan import epoch_seconds, preflight_record
+from pairrepro.runs import RunFolder, read_run
+from pairrepro.schema import Schema, validate
+from pairrepro.train.device import default_threads, set_threads
+
+# after SIGTERM in a Slurm job, how long to wait for the requeue signal (pre-emption sends
+# SIGTERM, then USR2); a plain scancel sends no USR2 and the run stays ``interrupted``
+REQUEUE_WAIT_S = 30.0
+
+
+class SlurmSettings(Schema):
+    """Resources of one Slurm job (the ``[slurm]`` table of ``--slurm-config``; every key
+    optional there)."""
+
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    gpus_per_node: int = Field(default=0, ge=0)
+    cpus_per_task: int = Field(default=4, ge=1)
+    mem_gb: int = Field(default=16, ge=1)
+    timeout_min: int = Field(default=24 * 60, ge=1)
+    array_parallelism: int = Field(default=64, ge=1)
+    # any other sbatch option, as submitit's slurm_additional_parameters (e.g. {mail_type="END"})
+    additional: dict[str, str | int] = Field(default_factory=dict)
+
+
+class _SlurmFile(Schema):
+    slurm: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_slurm_config(path: Path) -> dict[str, Any]:
+    """The ``[slurm]`` table of ``path``, validated (unknown keys and wrong types are a
+    ConfigError naming the file and key); only the keys it sets."""
+    if not path.is_file():
+        raise ConfigError(f"--slurm-config {path}: no such file",
+                          hint="a TOML file with a [slurm] table, e.g. partition = \"gpu\"")
+    data = validate(_SlurmFile, read_toml(path), str(path)).slurm
+    validate(SlurmSettings, data, f"{path}: [slurm]", sections=False)
+    return data
+
+
+def recipe_resources(recipe: Any, device: str | None = None,
+                     preflight_dir: Path | None = None) -> dict[str, Any]:
+    """Default Slurm resources of one recipe, from what its preflight record holds: a GPU
+    unless it trains on CPU; memory 1.5× the record's ``peak_mb`` + 2 GB; time 1.5× its
+    epochs at the record's ``pairs_per_s`` over the plan's training pairs
+    (:func:`~pairrepro.report.plan.epoch_seconds`) + 30 min. The time comes only from a
+    record measured on the job's own hardware: a CPU figure would ask a GPU job for days.
+    Without a record: :class:`SlurmSettings`' defaults (16 GB, 24 h)."""
+    wanted = device or recipe.train.device
+    out: dict[str, Any] = {"gpus_per_node": 0 if wanted == "cpu" else 1}
+    record = preflight_record(recipe.name, preflight_dir)
+    if record is None:
+        return out
+    if record.get("peak_mb"):
+        out["mem_gb"] = int(record["peak_mb"] / 1024 * 1.5 + 2.999)
+    hardware = "cpu" if wanted == "cpu" else "gpu"
+    epoch_s = epoch_seconds(recipe, record) if record["hardware"] == hardware else None
+    if epoch_s is not None:
+        out["timeout_min"] = int(epoch_s * recipe.train.epochs * 1.5 / 60) + 30
+    return out
+
+
+def slurm_settings(recipe: Any, device: str | None, file_values: dict[str, Any],
+                   preflight_dir: Path | None = None) -> SlurmSettings:
+    """Resources of ``recipe``'s jobs: recipe/preflight defaults, then the ``[slurm]`` file
+    values (:func:`load_slurm_config`)."""
+    merged = {**recipe_resources(recipe, device, preflight_dir), **file_values}
+    return validate(SlurmSettings, merged, f"slurm resources of {recipe.name}",
+                    sections=False)
+
+
+def executor_parameters(settings: SlurmSettings, name: str) -> dict[str, Any]:
+    """submitit ``update_parameters`` keywords for ``settings``."""
+    params: dict[str, Any] = {
+        "name": name, "timeout_min": settings.timeout_min, "mem_gb": settings.mem_gb,
+        "gpus_per_node": settings.gpus_per_node, "cpus_per_task": settings.cpus_per_task,
+        "tasks_per_node": 1, "nodes": 1, "slurm_array_parallelism": settings.array_parallelism,
+    }
+    for key in ("partition", "account", "qos", "constraint"):
+        if getattr(settings, key):
+            params[f"slurm_{key}"] = getattr(settings, key)
+    if settings.additional:
+        params["slurm_additional_parameters"] = dict(settings.additional)
+    return params
+
+
+@contextlib.contextmanager
+def _output_to(log: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for descriptor in (fd, *saved):
+            os.close(descriptor)
+
+
+def _requeue_signal() -> signal.Signals:
+    """The signal submitit uses for pre-emption and time-outs (``SUBMITIT_PREEMPT_SIGNAL``)."""
+    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+    return signal.Signals[name if name.startswith("SIG") else f"SIG{name}"]
+
+
+def _checkpointable_base() -> type:
+    try:
+        from submitit.helpers import Checkpointable
+    except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
+        return object
+    return Checkpointable
+
+
+class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
+    """The function each array job runs: train one spec with ``resume=True``.
+
+    Pre-emption and time-out: Slurm (or submitit's local executor) sends SIGUSR2 (after a
+    SIGTERM on pre-emption). The run turns it into SIGTERM, which the trainer handles like
+    Ctrl-C (a checkpoint at the next step, status ``interrupted``); then submitit's handler
+    calls :meth:`checkpoint` (``helpers.Checkpointable``: the same call again) and requeues
+    the job, which resumes from that checkpoint. A SIGTERM without SIGUSR2 within
+    :data:`REQUEUE_WAIT_S` (``scancel``) leaves the run ``interrupted``."""
+
+    def __init__(self, runs_dir: Path, device: str | None = None,
+                 threads: int | None = None) -> None:
+        self.runs_dir = Path(runs_dir).absolute()
+        self.device = device
+        self.threads = threads  # None: the job's CPUs (SLURM_CPUS_PER_TASK, affinity)
+
+    def __call__(self, spec: RunSpec) -> dict[str, Any]:
+        job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
+        try:
+            import submitit
+
+            job_id = submitit.JobEnvironment().job_id
+        except (ImportError, RuntimeError):
+            pass
+        log = RunFolder.of(self.runs_dir, spec.recipe, spec.seed).log_path(f"slurm-{job_id}")
+        preempted: list[tuple[int, Any]] = []
+        sig = _requeue_signal()
+        submitit_handler = signal.getsignal(sig)
+
+        def on_preempt(signum: int, frame: Any) -> None:
+            preempted.append((signum, frame))
+            os.kill(os.getpid(), signal.SIGTERM)  # the trainer: checkpoint, then stop
+
+        set_threads(self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0"))
+                    or default_threads(1))
+        previous = signal.signal(sig, on_preempt)
+        try:
+            with _output_to(log):
+                # the job's log header: plain text, whole, whatever the log's width
+                get_err_console().print(f"pairrepro: {spec.label} in job {job_id} on "
+                                        f"{os.uname().nodename} (pid {os.getpid()})",
+                                        markup=False, highlight=False, soft_wrap=True)
+                outcome = run_inline(spec, self.runs_dir, self.device, quiet=True)
+        except KeyboardInterrupt:
+            # Slurm pre-empts with SIGTERM first, then the requeue signal: the run has
+            # checkpointed on SIGTERM; wait a little for the signal that says "requeue"
+            deadline = time.monotonic() + REQUEUE_WAIT_S
+            while not preempted and time.monotonic() < deadline:
+                time.sleep(0.2)
+            signal.signal(sig, previous)
+            if preempted and callable(submitit_handler):
+                submitit_handler(*preempted[0])  # checkpoint() + requeue + exit
+            raise
+        finally:
+            signal.signal(sig, previous)
+        outcome.log, outcome.job_id = str(log), job_id
+        return outcome.to_json()
+
+
+def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, SlurmSettings],
+                 device: str | None = None, cluster: str = "slurm",
+                 notify: Notify = silent) -> list[tuple[RunSpec, Any]]:
+    """Submit every spec as one job of a submitit array (one array per distinct resource
+    set: ``settings`` maps a recipe name to its resources); returns (spec, job) pairs.
+    ``cluster="local"`` runs the same code through submitit's local executor."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError("--launcher slurm needs the submitit package",
+                          hint="pip install 'submitit>=1.5' (a dependency of pairrepro)") from None
+    folder = Path(runs_dir).absolute() / ".submitit" / "%j"
+    groups: dict[str, tuple[SlurmSettings, list[RunSpec]]] = {}
+    for spec in specs:  # one array per distinct resource set (an array shares them)
+        resources = settings[spec.recipe]
+        groups.setdefault(resources.model_dump_json(), (resources, []))[1].append(spec)
+    submitted: list[tuple[RunSpec, Any]] = []
+    for resources, group in groups.values():
+        try:
+            executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+        except RuntimeError as exc:  # no sbatch on this machine
+            raise ConfigError(f"--launcher slurm: {exc}",
+                              hint="run on a Slurm login node (sbatch on PATH), or use "
+                                   "--launcher local --jobs N") from None
+        executor.update_parameters(**executor_parameters(resources, "pairrepro"))
+        # submitit's local executor starts the whole array at once on this machine
+        threads = None if cluster == "slurm" else default_threads(len(group))
+        jobs = executor.map_array(SlurmRun(runs_dir, device, threads), group)
+        for spec, job in zip(group, jobs, strict=True):
+            notify("training", f"submitted {spec.label}: job {job.job_id}")
+            submitted.append((spec, job))
+    return submitted
+
+
+def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool = False,
+               notify: Notify = silent) -> list[RunOutcome]:
+    """Wait for submitted jobs (polling the run folders for the live table); one outcome each.
+    A job that requeues itself keeps its id and is waited for until it ends."""
+    rows = [table.LiveRow(spec, status="submitted", started=time.monotonic())
+            for spec, _ in submitted]
+    outcomes: dict[int, RunOutcome] = {}
+    with table.display(rows, f"{len(submitted)} Slurm job(s)", live) as redraw:
+        while len(outcomes) < len(submitted):
+            for i, (spec, job) in enumerate(submitted):
+                if i in outcomes:
+                    continue
+                rows[i].poll(runs_dir)
+                if read_run(RunFolder.of(runs_dir, spec.recipe, spec.seed).path
+                            ).status == "running":
+                    rows[i].status = "running"
+                if not job.done():
+                    continue
+                outcomes[i] = _job_outcome(spec, job, runs_dir)
+                rows[i].status = outcomes[i].status
+                if outcomes[i].status == "failed":
+                    notify("failed", f"{spec.label} failed (job {job.job_id}, exit "
+                                     f"{outcomes[i].exit_code}): {outcomes[i].reason}")
+            redraw()
+            if len(outcomes) < len(submitted):
+                time.sleep(table.POLL_S)
+    return [outcomes[i] for i in range(len(submitted))]
+
+
+def _job_outcome(spec: RunSpec, job: Any, runs_dir: Path) -> RunOutcome:
+    try:
+        result = job.result()
+    except Exception as exc:  # submitit's FailedJobError/UncompletedJobError: a crash
+        reason = failed_reason(spec, runs_dir, Path(job.paths.stdout))
+        first = str(exc).strip().splitlines()
+        return RunOutcome(spec, "failed", 1, reason if reason != "no error recorded" else (
+            first[0] if first else type(exc).__name__), str(job.paths.stdout), job.job_id)
+    return RunOutcome(spec, str(result["status"]), int(result["exit_code"]),
+                      str(result["reason"]), str(result["log"]), str(job.job_id))
+
+
