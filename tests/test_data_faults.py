@@ -195,6 +195,34 @@ def test_raw_file_edited_after_fetch_is_not_trusted(shared_datasets: Path,
     assert "test-less-than-40" in text and pin in text and _sha(edited) in text
 
 
+@pytest.mark.parametrize("same_stat", [True, False])
+def test_a_changed_raw_file_is_reported_even_with_a_mirror(shared_datasets: Path,
+                                                           data_home: Path,
+                                                           same_stat: bool) -> None:
+    """Issue 27: with a mirror, --verify (or a later fetch that sees a new size/mtime)
+    quietly copied the mirror's file over the edited one (exit 0, "sha256 ok"). The change
+    is exit 5 naming the file whatever the sources; fetching again is the next command."""
+    mirror = ["--mirror", str(shared_datasets)]
+    assert runner.invoke(app, ["fetch", "trecqa", *mirror]).exit_code == 0
+    target = data_home / "raw" / "trecqa" / JACANA_TEST
+    original = target.read_bytes()
+    edited = original.replace(b"<positive>", b"<negative>", 1)
+    stat = target.stat()
+    target.write_bytes(edited if same_stat else edited + b"\n")
+    if same_stat:
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    result = runner.invoke(app, ["fetch", "trecqa", *mirror, *(["--verify"] * same_stat)])
+    assert result.exit_code == 5, result.output
+    text = "".join(result.output.split())
+    assert "test-less-than-40" in text and _sha(original) in text
+    assert not target.exists()  # the changed copy is not kept, nor silently replaced
+    record = json.loads((data_home / "raw" / "trecqa" / RECORD_NAME).read_text())
+    assert JACANA_TEST not in {f["path"] for f in record["files"]}
+    # the explicit next step brings the published bytes back
+    assert runner.invoke(app, ["fetch", "trecqa", *mirror]).exit_code == 0
+    assert target.read_bytes() == (shared_datasets / "trecqa" / JACANA_TEST).read_bytes()
+
+
 def test_preprocess_refuses_bytes_that_differ_from_the_fetch_record(
         shared_datasets: Path, data_home: Path) -> None:
     fetch.fetch_dataset("trecqa", mirror=shared_datasets)

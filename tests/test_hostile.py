@@ -4,6 +4,7 @@ locks, records and tables that lie. Each test failed before its fix."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -415,3 +416,180 @@ def test_plain_progress_prints_tenths_of_a_long_epoch_with_an_eta() -> None:
     lines = buffer.getvalue().splitlines()
     assert len(lines) == 10 and lines[0].startswith("epoch 1/3: 10/100 batches (10%)")
     assert "ETA 0:00:00" in lines[0] and lines[-1].endswith("1234 pairs/s, done")
+
+
+# --------------------------------------------------------------------------- issue 27, last items
+
+
+def test_a_split_with_no_file_is_named_once_among_the_missing(shared_datasets: Path,
+                                                               data_home: Path) -> None:
+    """`fetch snli --mirror` said "missing train, train (no variant can read it)": the mirror
+    has no train file, so no variant can read train either; the split is named once."""
+    result = runner.invoke(app, ["fetch", "snli", "--mirror", str(shared_datasets)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    missing = text[text.index("; missing ") + len("; missing "):text.index(" (later steps")]
+    assert missing == "train"
+
+
+def test_hub_without_network_fails_at_once_and_names_no_unset_variable(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--source hub` with no network retried five times (26 s) before failing. The hub's
+    host name not resolving is the answer at once; HF_DATASETS_OFFLINE, not set, is only
+    named as the switch for a cached copy, never as something to unset."""
+    import socket
+
+    import datasets
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", False)
+    tried: list[str] = []
+
+    def no_dns(host: str, *args: object, **kwargs: object) -> list[object]:
+        tried.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    def hub_client(*args: object, **kwargs: object) -> None:  # what used to retry
+        raise AssertionError("the hub client was called without a network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(datasets, "load_dataset_builder", hub_client)
+    result = runner.invoke(app, ["fetch", "snli", "--source", "hub"])
+    assert result.exit_code == 4, result.output
+    text = " ".join(result.output.split())
+    assert tried == ["huggingface.co"] and "huggingface.co cannot be resolved" in text
+    assert "unset HF_DATASETS_OFFLINE" not in text and "HF_DATASETS_OFFLINE=1" in text
+
+
+def test_the_slurm_skip_reason_points_only_to_what_exists() -> None:
+    """The skipped Slurm case said "see the README" for set-up steps the README does not
+    have: its reason either says what is needed itself or points to text that is there."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parent / "test_launch.py").read_text(encoding="utf-8"))
+    (reason,) = [ast.literal_eval(k.value) for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) for k in node.keywords
+                 if k.arg == "reason" and "Slurm" in ast.literal_eval(k.value)]
+    readme = (paths.PROJECT_DIR / "README.md").read_text(encoding="utf-8")
+    assert "sinfo" in reason
+    if "README" in reason:  # the steps it points to are there
+        assert "slurmctld" in readme and "slurmd" in readme, reason
+
+
+def test_markdown_reports_link_runs_without_this_machines_paths(tmp_path: Path,
+                                                                data_home: Path) -> None:
+    """`report --format md --out` linked results/ rows as /abs/path/of/the/renderer/results/…;
+    links are relative (to the file's folder, or to the checkout for its own results/), and
+    each one leads to the run folder."""
+    inside = paths.PROJECT_DIR / f".report-links-{tmp_path.name}"  # removed below
+    for out in (tmp_path / "out" / "t6.md", inside / "t6.md"):
+        try:
+            result = runner.invoke(app, ["report", "csran", "--table", "6", "--format", "md",
+                                         "--out", str(out), "--runs", str(tmp_path / "runs")])
+            assert result.exit_code == 0, result.output
+            links = re.findall(r"\]\(([^)\s]+)\)", out.read_text(encoding="utf-8"))
+        finally:
+            out.unlink(missing_ok=True)
+            if out.parent == inside and inside.is_dir():
+                inside.rmdir()
+        assert "results/csran_trecqa" in " ".join(links)
+        for link in links:
+            assert not link.startswith("/") and str(paths.PROJECT_DIR) not in link, link
+            # lexically (normpath): the folder of the file inside the checkout is gone by now
+            from_file = Path(os.path.normpath(out.parent / link))
+            assert from_file.is_dir() or (paths.PROJECT_DIR / link).is_dir(), link
+            if out.is_relative_to(paths.PROJECT_DIR):  # inside the checkout: from the file
+                assert from_file.is_dir(), link
+
+
+def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C twice, the second while last.pt is written: the second raised
+    KeyboardInterrupt inside the write, so the checkpoint the first asked for was never
+    written (the run went back to an older one, or to none). The handler only sets a flag
+    there; the abort follows the write, and the resumed run ends where an uninterrupted one
+    does, weight for weight."""
+    import os
+    import signal
+
+    import torch
+
+    from pairrepro.train import checkpoint as ckpt
+    from pairrepro.train.loop import Trainer, TrainHooks
+
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    small = [*SMALL, "train.epochs=2", "model.dropout=0.3"]  # 4 steps an epoch
+    train_recipe(NLI, small, quiet=True)
+    full = torch.load(paths.runs_dir() / "bilstm_max_synthetic" / "seed-1" / "checkpoints"
+                      / "last.pt", weights_only=True)["model"]
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
+    folder = paths.runs_dir() / "bilstm_max_synthetic" / "seed-1"
+    real_save = ckpt.save_checkpoint
+    sent: list[int] = []
+
+    def first_ctrl_c(trainer: Trainer) -> None:
+        if trainer.state.global_step == 6 and not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def save_with_a_second_ctrl_c(path: Path, state: dict) -> None:
+        if sent == [1] and path.name == "last.pt":
+            sent.append(2)
+            os.kill(os.getpid(), signal.SIGINT)  # lands inside the write
+        real_save(path, state)
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_with_a_second_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=first_ctrl_c))
+    assert sent == [1, 2]
+    saved = ckpt.load_checkpoint(folder / "checkpoints" / "last.pt")
+    assert (saved["progress"]["global_step"], saved["progress"]["position"]) == (6, 2)
+    assert json.loads((folder / "checkpoints" / "last.json").read_text())["global_step"] == 6
+    assert json.loads((folder / "result.json").read_text())["status"] == "interrupted"
+    monkeypatch.setattr(ckpt, "save_checkpoint", real_save)
+    train_recipe(NLI, small, quiet=True, resume=True)
+    resumed = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)["model"]
+    assert resumed.keys() == full.keys()
+    assert all(torch.equal(resumed[k], full[k]) for k in full)
+
+
+def test_a_stop_between_loss_flushes_leaves_the_training_loss_unchanged(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step losses are summed on the device and added to the epoch's sum every
+    ``sync_every`` steps (50 on a GPU). A checkpoint added them at the stop as well, so an
+    interrupted and resumed run summed them in other groups: its training loss differed from
+    the uninterrupted run's by ~1e-8. The open sums now go into the checkpoint as they are."""
+    import os
+    import signal
+
+    from pairrepro.train.loop import Trainer, TrainHooks
+
+    real_init = Trainer.__init__
+
+    def every_third_step(self: Trainer, *args: object, **kwargs: object) -> None:
+        real_init(self, *args, **kwargs)
+        self.sync_every = 8  # as on a GPU, where it is 50
+
+    monkeypatch.setattr(Trainer, "__init__", every_third_step)
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    small = [*SMALL, "train.epochs=2", "data.max_train_pairs=192"]  # 12 steps an epoch
+
+    def epochs() -> list[dict]:
+        path = paths.runs_dir() / "bilstm_max_synthetic" / "seed-1" / "metrics.jsonl"
+        return [{k: v for k, v in json.loads(line).items()
+                 if k in ("train_loss", "train_running_accuracy", "dev")}
+                for line in path.read_text().splitlines()]
+
+    train_recipe(NLI, small, quiet=True)
+    full = epochs()
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
+
+    def ctrl_c_at_step_3(trainer: Trainer) -> None:  # before the first flush (step 8)
+        if trainer.state.global_step == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=ctrl_c_at_step_3))
+    train_recipe(NLI, small, quiet=True, resume=True)
+    assert epochs() == full

@@ -209,8 +209,10 @@ def _slurm_answers() -> bool:
 
 
 @pytest.mark.parametrize("cluster", ["local", pytest.param("slurm", marks=pytest.mark.skipif(
-    not _slurm_answers(), reason="no Slurm controller answers sinfo here (a real cluster, "
-                                 "or a single-node slurmctld+slurmd: see the README)"))])
+    not _slurm_answers(), reason="no Slurm controller answers `sinfo -h` here: this case runs "
+                                 "where one does (a cluster's login node, or slurmctld and "
+                                 "slurmd started on this machine); the local case ran the "
+                                 "same job function"))])
 def test_slurm_array_through_submitit_resumes_a_preempted_job(synth: Path, tmp_path: Path,
                                                               cluster: str) -> None:
     """Two seeds as one submitit array (``local``: submitit's local executor, the Slurm job

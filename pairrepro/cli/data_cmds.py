@@ -144,8 +144,9 @@ def _print_report(report: FetchReport) -> None:
         for split, files in splits.items():
             info(f"  variant {variant}, split {split}: missing {', '.join(files)}")
     if report.splits_missing or report.splits_unreadable:
-        missing = [*report.splits_missing,
-                   *(f"{s} (no variant can read it)" for s in report.splits_unreadable)]
+        missing = [*report.splits_missing,  # a split with no file is not named twice
+                   *(f"{s} (no variant can read it)" for s in report.splits_unreadable
+                     if s not in report.splits_missing)]
         info(f"[yellow]{report.dataset}: partly available[/]: splits present "
              f"{', '.join(report.splits_present) or '-'}; missing "
              f"{', '.join(missing)} (later steps use the splits present; "

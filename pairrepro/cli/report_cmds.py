@@ -81,7 +81,8 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
         emit_json([eval_to_json(ev) for ev in evs])
         return
     if out is not None:
-        write_text(out, render_many(evs, fmt))
+        # run links relative to the file written: the document works in any checkout
+        write_text(out, render_many(evs, fmt, links_from=out.parent))
         info(f"wrote {out} ({len(evs)} table(s), {fmt})")
         return
     if fmt == "term":
@@ -90,7 +91,7 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
                 console.print(item)
             console.print()
         return
-    typer.echo(render_many(evs, fmt), nl=False)
+    typer.echo(render_many(evs, fmt, links_from=Path.cwd()), nl=False)  # piped to a file here
 
 
 def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,

@@ -169,14 +169,12 @@ class _FetchRun:
                     present = recheck_recorded(target, entry, spec.sha256, self.verify,
                                                self.report.warnings)
                 except ChecksumError as exc:
-                    self.checksum_errors[spec.path] = exc
-                    target.unlink()  # a corrupt copy is never kept where it could be read
-                    present = None
-                if present is not None:
-                    self.obtained(spec, FileResult(spec.path, "present", entry["source"],
-                                                   present[0], present[1], present[2],
-                                                   list(spec.splits)))
+                    self._changed_in_place(spec, target, exc)
                     continue
+                self.obtained(spec, FileResult(spec.path, "present", entry["source"],
+                                               present[0], present[1], present[2],
+                                               list(spec.splits)))
+                continue
             for origin, source in local_candidates(self.manifest.name, spec, from_path,
                                                    mirror):
                 try:
@@ -189,6 +187,20 @@ class _FetchRun:
                                                list(spec.splits)))
                 self.checksum_errors.pop(spec.path, None)
                 break
+
+    def _changed_in_place(self, spec: FileSpec, target: Path, exc: ChecksumError) -> None:
+        """A file fetched earlier whose bytes changed here: deleted (never kept where it
+        could be read) and reported (exit 5 naming it), never quietly replaced from the
+        mirror, ``--from`` or a URL in the same run: fetching it again is the user's next,
+        explicit step."""
+        target.unlink()
+        error = ChecksumError(
+            f"{exc.message}; the changed copy was deleted",
+            hint=f"fetch it again: pairrepro fetch {self.manifest.name} (with --mirror / "
+            "--from as before)")
+        self.checksum_errors[spec.path] = error
+        self.results[spec.path] = FileResult(spec.path, "missing", splits=list(spec.splits),
+                                             error=error.message)
 
     def download_missing(self, progress: bool, timeout: float | None) -> None:
         """Step 2: HTTP for what is still missing and still needed (a file whose splits are

@@ -59,6 +59,8 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
     except ImportError as exc:  # declared in pyproject; a broken environment still gets a hint
         raise ConfigError("the `datasets` package is not installed",
                           hint="pip install 'datasets>=2.14'") from exc
+    if not Path(location).exists() and not datasets.config.HF_DATASETS_OFFLINE:
+        _require_hub_host(location, spec)
     try:
         builder = datasets.load_dataset_builder(location, spec.config,
                                                 revision=spec.revision or None)
@@ -86,6 +88,26 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
     data_files = {str(split): [str(f) for f in files]
                   for split, files in (builder.config.data_files or {}).items()}
     return loaded, data_files, str(builder.hash or "")
+
+
+def _require_hub_host(location: str, spec: HubSpec) -> None:
+    """A :class:`DownloadError` at once when the hub's host name cannot be resolved (no
+    network): the hub client would retry five times, about half a minute, then fail."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    host = urlsplit(constants.ENDPOINT).hostname or constants.ENDPOINT
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as exc:
+        raise DownloadError(
+            f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub: "
+            f"{host} cannot be resolved ({exc.strerror or exc}); no network, so not retried",
+            hint="with a copy in the Hugging Face cache, set HF_DATASETS_OFFLINE=1; otherwise "
+                 "--from DIR (a local copy of the hub repository) or fetch without --source "
+                 "hub (mirror, --from the official files)") from None
 
 
 def _label_key(value: Any) -> str:

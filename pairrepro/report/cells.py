@@ -72,7 +72,7 @@ BELOW = "below"  # a metric whose interval lies below the published value
 ABOVE = "above"
 UNDECIDED = "undecided"  # the published value sits at an endpoint, within its MC error
 VARIANT = "variant"  # only runs whose config differs from the recipe
-NO_REFERENCE = "no reference run"  # reference-only view (README): nothing in results/
+NO_REFERENCE = "no reference run"  # nothing in results/ (nor in runs/, where one is read)
 NEW = "no published value"
 RUNNING = "running"
 STALE = "stale"  # interrupted (Ctrl-C), or "running" but its process is gone
@@ -352,16 +352,15 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         cell.status = FAILED
         cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
         return cell
-    if runs_dir is None:  # the reference-only view: the same on every machine
+    ready, command = True, ""
+    if runs_dir is not None:  # the reference-only view (README) is the same on every machine
+        recipe = index.recipes[recipe_name]
+        ready, command = data_status(recipe.data.dataset, recipe.data.variant)
+    if ready:  # one status and wording in both views, as the README states it
         cell.status = NO_REFERENCE
-        cell.detail = ("no reference run in results/ yet: "
-                       f"pairrepro train recipes/{recipe_name}.toml")
-        return cell
-    recipe = index.recipes[recipe_name]
-    ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-    if ready:
-        cell.status = NOT_RUN
-        cell.detail = f"pairrepro train {_recipe_path(recipe_name)}"
+        recipe_file = (f"recipes/{recipe_name}.toml" if runs_dir is None
+                       else _recipe_path(recipe_name))
+        cell.detail = f"no reference run in results/ yet: pairrepro train {recipe_file}"
     else:
         cell.status = DATA_MISSING
         cell.detail = command

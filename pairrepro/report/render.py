@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import html
 import io
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from pairrepro import paths
 from pairrepro.report.cells import (
     ABOVE,
     BELOW,
@@ -328,8 +331,23 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def to_markdown(ev: EvalTable) -> str:
-    """A GitHub-flavoured Markdown table with notes and run links."""
+def _link(link: str, links_from: Path | None) -> str:
+    """A run folder as a link from the folder ``links_from`` (where the document is read),
+    never the absolute path of the machine that rendered it; a run of this checkout
+    (``results/``) linked from a document outside it: relative to the checkout, as in the
+    README. ``None``: as found."""
+    if links_from is None:
+        return link
+    target, base = Path(link).absolute(), links_from.absolute()
+    project = paths.PROJECT_DIR.absolute()
+    if target.is_relative_to(project) and not base.is_relative_to(project):
+        base = project
+    return Path(os.path.relpath(target, base)).as_posix()
+
+
+def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
+    """A GitHub-flavoured Markdown table with notes and run links (relative to
+    ``links_from``, the folder of the file written, when given)."""
     lay = layout(ev)
     out = [f"### {ev.paper.paper}: {lay.title}", ""]
     out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
@@ -341,7 +359,7 @@ def to_markdown(ev: EvalTable) -> str:
             if t.bold and text:
                 text = f"**{text}**"
             if t.link:
-                text = f"[{text}]({t.link})"
+                text = f"[{text}]({_link(t.link, links_from)})"
             if t.note:
                 text += f" [{t.note}]"
             cells.append(text)
@@ -400,8 +418,9 @@ def to_latex(ev: EvalTable) -> str:
     return "\n".join(out + notes + runs) + "\n"
 
 
-def to_html(ev: EvalTable) -> str:
-    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs."""
+def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
+    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs
+    (relative to ``links_from`` when given, as :func:`to_markdown`)."""
     lay = layout(ev)
     esc = html.escape
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
@@ -417,7 +436,8 @@ def to_html(ev: EvalTable) -> str:
                 text = f"<b>{text}</b>"
             if t.link:
                 title = esc(lay.runs.get(t.run_ref, ""), quote=True)
-                text = f'<a href="{esc(t.link, quote=True)}" title="{title}">{text}</a>'
+                href = esc(_link(t.link, links_from), quote=True)
+                text = f'<a href="{href}" title="{title}">{text}</a>'
             if t.note:
                 anchor = f"{ev.paper.paper}-{ev.table.number}-n{t.note}"
                 text += f'<sup><a href="#{anchor}">[{t.note}]</a></sup>'
@@ -487,14 +507,18 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
     return buffer.getvalue()
 
 
-def render(ev: EvalTable, fmt: str) -> str:
-    """Render one evaluated table in ``fmt`` (term | md | latex | html)."""
-    return {"term": to_term, "md": to_markdown, "latex": to_latex, "html": to_html}[fmt](ev)
+def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
+    """Render one evaluated table in ``fmt`` (term | md | latex | html); Markdown and HTML
+    link runs relative to ``links_from`` when given."""
+    if fmt in ("md", "html"):
+        return (to_markdown if fmt == "md" else to_html)(ev, links_from)
+    return {"term": to_term, "latex": to_latex}[fmt](ev)
 
 
-def render_many(evs: list[EvalTable], fmt: str) -> str:
-    """Several tables in one document (HTML gets a full page)."""
-    body = "\n".join(render(ev, fmt) for ev in evs)
+def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
+    """Several tables in one document (HTML gets a full page); run links relative to
+    ``links_from`` (the document's folder) when given."""
+    body = "\n".join(render(ev, fmt, links_from) for ev in evs)
     if fmt == "html":
         return HTML_HEAD + body + "</body></html>\n"
     return body

@@ -8,7 +8,10 @@ the position of the next batch, the model/optimiser/scheduler states, the RNG st
 
 Ctrl-C (SIGINT) and SIGTERM (``kill``, a cluster scheduler's pre-emption) are deferred to the
 next step boundary: a checkpoint is written there and :class:`Interrupted` is raised (the
-run's status becomes ``interrupted`` and the CLI exits 130). A second signal aborts at once.
+run's status becomes ``interrupted`` and the CLI exits 130). A second signal aborts at once,
+except while a checkpoint and its progress files are being written (:meth:`Trainer.saving`):
+there it only sets a flag, and the abort follows the write, so the checkpoint the first signal
+asked for is always on disk and ``last.pt``, ``last.json`` and ``metrics.jsonl`` agree.
 """
 
 from __future__ import annotations
@@ -70,6 +73,11 @@ class TrainState:
     loss_sum: float = 0.0
     correct: float = 0.0
     pairs: float = 0.0
+    # the step sums not yet added to the three above when the checkpoint was written: when
+    # they are added up (every sync_every steps) must not depend on where a run stopped
+    pending_loss: float = 0.0
+    pending_correct: float = 0.0
+    pending_pairs: int = 0
     train_time: float = 0.0
     best_value: float = -math.inf
     best_epoch: int = 0  # 1-based; 0 = none yet
@@ -99,11 +107,14 @@ def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
 
 
 @contextmanager
-def deferred_stop(flag: dict[str, bool]) -> Iterator[None]:
+def deferred_stop(flag: dict[str, Any]) -> Iterator[None]:
     """Turn the first SIGINT or SIGTERM into ``flag['stop'] = True``; a second one raises
-    ``KeyboardInterrupt`` at once."""
+    ``KeyboardInterrupt`` at once, or, while ``flag['saving']`` (a checkpoint being written),
+    sets ``flag['abort']`` for :meth:`Trainer.saving` to raise it once the write is done."""
     def handler(signum: int, frame: Any) -> None:
-        if flag["stop"]:
+        if flag["stop"] and flag.get("saving"):
+            flag["abort"] = True
+        elif flag["stop"]:
             raise KeyboardInterrupt
         flag["stop"] = True
 
@@ -158,11 +169,27 @@ class Trainer:
             self.model = DistributedDataParallel(self.module, device_ids=ids)
         self.state = TrainState()
         self.steps_in_epoch = 0  # of the epoch in progress (for checkpoints/last.json)
-        self.stop_flag = {"stop": False}
+        self.stop_flag: dict[str, Any] = {"stop": False, "saving": 0, "abort": False}
         # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
         self.sync_every = 1 if device.type == "cpu" else 50
 
     # ------------------------------------------------------------------ checkpoints
+    @contextmanager
+    def saving(self) -> Iterator[None]:
+        """A checkpoint write that no signal cuts: a second Ctrl-C/SIGTERM inside it only
+        sets a flag, and ``KeyboardInterrupt`` is raised once the write is done (nested
+        blocks: once the outermost is)."""
+        flag = self.stop_flag
+        flag["saving"] += 1
+        try:
+            yield
+        finally:
+            flag["saving"] -= 1
+        if not flag["saving"] and flag["abort"]:
+            flag["abort"] = False
+            raise KeyboardInterrupt("interrupted again while a checkpoint was written; "
+                                    "checkpoint saved")
+
     def checkpoint_state(self) -> dict[str, Any]:
         return {
             "model": self.module.state_dict(),
@@ -179,14 +206,16 @@ class Trainer:
         if not all(bool(torch.isfinite(p).all()) for p in self.params):
             self._check_finite(math.nan)
         if self.dist.is_main:
-            ckpt.save_checkpoint(self.folder.checkpoint("last"), self.checkpoint_state())
-            st = self.state
-            self.folder.write_progress({
-                "epochs_done": st.epoch, "step": st.position, "steps": self.steps_in_epoch,
-                "global_step": st.global_step, "epochs": self.recipe.train.epochs,
-                "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            if self.on_checkpoint is not None:
-                self.on_checkpoint()
+            with self.saving():
+                ckpt.save_checkpoint(self.folder.checkpoint("last"), self.checkpoint_state())
+                st = self.state
+                self.folder.write_progress({
+                    "epochs_done": st.epoch, "step": st.position,
+                    "steps": self.steps_in_epoch, "global_step": st.global_step,
+                    "epochs": self.recipe.train.epochs,
+                    "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                if self.on_checkpoint is not None:
+                    self.on_checkpoint()
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint written by :meth:`checkpoint_state`."""
@@ -260,9 +289,13 @@ class Trainer:
         self.steps_in_epoch = len(plan)
         task = progress.add_task(f"epoch {st.epoch + 1}/{recipe.train.epochs}", total=len(plan),
                                  completed=st.position, loss="-", speed="-")
-        loss_acc = torch.zeros((), device=self.device)
-        correct_acc = torch.zeros((), device=self.device, dtype=torch.long)
-        pairs_acc = 0
+        # float32 as the step losses; a resumed run starts from the sums it had not flushed
+        loss_acc = torch.tensor(st.pending_loss, device=self.device, dtype=torch.float32)
+        correct_acc = torch.tensor(int(st.pending_correct), device=self.device,
+                                   dtype=torch.long)
+        pairs_acc = st.pending_pairs
+        st.pending_loss = st.pending_correct = 0.0
+        st.pending_pairs = 0
         started = time.perf_counter()
         every = recipe.train.checkpoint_every
         every_s = recipe.train.checkpoint_minutes * 60
@@ -299,10 +332,15 @@ class Trainer:
             save = broadcast_flag(self.stop_flag["stop"] or due, self.dist)
             stop = save and broadcast_flag(self.stop_flag["stop"], self.dist)
             if save or (every and st.global_step % every == 0):
-                flush()
+                # not flushed here: the checkpoint keeps the open sums as they are
+                st.pending_loss, st.pending_correct = float(loss_acc), float(correct_acc)
+                st.pending_pairs = pairs_acc
+                self._check_finite(st.pending_loss)
                 st.train_time += time.perf_counter() - started
                 started = time.perf_counter()
                 self.save_last()
+                st.pending_loss = st.pending_correct = 0.0  # still in the accumulators
+                st.pending_pairs = 0
                 last_saved = time.monotonic()
                 if stop:
                     raise Interrupted(f"interrupted in epoch {st.epoch + 1} at batch "
@@ -344,6 +382,7 @@ class Trainer:
         st.done = bool(patience and st.bad_epochs >= patience)
         st.epoch, st.position = epoch, 0
         st.loss_sum = st.correct = st.pairs = st.train_time = 0.0
-        self.save_last()
-        if self.dist.is_main:
-            self.folder.write_metrics(st.history)
+        with self.saving():  # last.pt and metrics.jsonl: both or neither
+            self.save_last()
+            if self.dist.is_main:
+                self.folder.write_metrics(st.history)
