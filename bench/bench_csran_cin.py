@@ -4,6 +4,10 @@ Batches follow SNLI's shape: premise lengths around 14 tokens and hypothesis len
 (CIN Table 1), batch 64, a 20,000-word vocabulary of random strings (so the character
 encoders see realistic word lengths). Models use the papers' sizes (300-d embeddings; CSRAN
 as in the authors' logged run; CIN with 150 hidden units and 300-wide layers; ESIM 300).
+``csran_trecqa`` is CSRAN as the TrecQA gap ladder's last step trains it
+(recipes/csran_trecqa_es_tuned_no_em_all_negatives_big.toml: the paper's layer sizes, 50-d
+vectors, two output classes) on TrecQA TRAIN-ALL's shape: questions around 8 tokens,
+answers around 29.
 
     .venv/bin/python bench/bench_csran_cin.py                    # CPU, 1 thread
     .venv/bin/python bench/bench_csran_cin.py --small             # reduced sizes
@@ -29,6 +33,7 @@ import argparse
 import random
 import string
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +60,8 @@ FULL: dict[str, dict[str, Any]] = {
     "csran": {"hidden": 200, "layers": 3, "aggr_layers": 2, "out_hidden": 300},
     "cin": {"hidden": 150, "dim": 300, "layers": 2, "window": 3, "kmax": 4, "char_dim": 15},
     "esim": {"hidden": 300},
+    "csran_trecqa": {"hidden": 200, "layers": 3, "aggr_layers": 2, "aggr_hidden": 200,
+                     "out_hidden": 300, "char_hidden": 128, "highway_layers": 2},
 }
 SMALL: dict[str, dict[str, Any]] = {
     "csran": {"hidden": 50, "layers": 3, "aggr_layers": 1, "out_hidden": 100,
@@ -62,7 +69,26 @@ SMALL: dict[str, dict[str, Any]] = {
     "cin": {"hidden": 50, "dim": 100, "layers": 2, "window": 3, "kmax": 4, "char_dim": 10,
             "char_filters": 32},
     "esim": {"hidden": 100},
+    "csran_trecqa": {"hidden": 64, "layers": 3, "aggr_layers": 2, "aggr_hidden": 64,
+                     "out_hidden": 100, "char_hidden": 32, "highway_layers": 2},
 }
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a bench entry trains on: the registered model, mean lengths of the two texts,
+    the embedding width at paper sizes (``--small``: 100) and the number of outputs."""
+
+    model: str
+    lengths: tuple[float, float]
+    embed_dim: int
+    outputs: int
+
+
+SNLI = (14.0, 8.0)
+SHAPES = {"csran": Shape("csran", SNLI, 300, 3), "cin": Shape("cin", SNLI, 300, 3),
+          "esim": Shape("esim", SNLI, 300, 3),
+          "csran_trecqa": Shape("csran", (8.3, 29.0), 50, 2)}
 
 
 def make_vocab(size: int, rng: random.Random) -> list[str]:
@@ -85,24 +111,29 @@ def make_batch(batch: int, mean_len: float, vocab_size: int, gen: torch.Generato
 # the yardstick GEMM per model: [batch, input] @ [input, 4·hidden], the shape of its LSTM
 # products (per time step: cuDNN-less CPU LSTMs run one such product per step and direction)
 GEMM_SHAPES: dict[str, tuple[int, int, int]] = {
-    "csran": (64, 300, 800), "cin": (64, 300, 600), "esim": (64, 300, 1200)}
-PAPER_BATCH = {"csran": 128, "cin": 64, "esim": 32}  # recipes/<model>.toml (ESIM: the paper's)
+    "csran": (64, 300, 800), "cin": (64, 300, 600), "esim": (64, 300, 1200),
+    "csran_trecqa": (64, 400, 800)}
+# recipes/<model>.toml (ESIM: the paper's; CSRAN on TrecQA: the ladder's batch)
+PAPER_BATCH = {"csran": 128, "cin": 64, "esim": 32, "csran_trecqa": 64}
 
 
-def setup(name: str, hparams: dict[str, Any], device: torch.device, batches: int, batch: int,
-          embed_dim: int, vocab: list[str]) -> tuple[torch.nn.Module, torch.optim.Optimizer,
-                                                     list[tuple[torch.Tensor, ...]]]:
-    """The model, its Adam optimiser and ``batches`` seeded SNLI-shaped batches."""
+def setup(name: str, small: bool, device: torch.device, batches: int, batch: int,
+          vocab: list[str]) -> tuple[torch.nn.Module, torch.optim.Optimizer,
+                                     list[tuple[torch.Tensor, ...]]]:
+    """Entry ``name``'s model at paper (or ``small``) sizes, its Adam optimiser and
+    ``batches`` seeded batches of its shape."""
+    shape = SHAPES[name]
     torch.manual_seed(0)
-    ctx = ModelContext(vocab_size=len(vocab), embed_dim=embed_dim, num_outputs=3, vocab=vocab)
-    model = build_model(name, ctx, hparams).to(device).train()
+    ctx = ModelContext(vocab_size=len(vocab), embed_dim=100 if small else shape.embed_dim,
+                       num_outputs=shape.outputs, vocab=vocab)
+    model = build_model(shape.model, ctx, (SMALL if small else FULL)[name]).to(device).train()
     optim = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     gen = torch.Generator().manual_seed(1)
     data = []
     for _ in range(batches):
-        left, lm = make_batch(batch, 14.0, len(vocab), gen)
-        right, rm = make_batch(batch, 8.0, len(vocab), gen)
-        labels = torch.randint(0, 3, (batch,), generator=gen)
+        left, lm = make_batch(batch, shape.lengths[0], len(vocab), gen)
+        right, rm = make_batch(batch, shape.lengths[1], len(vocab), gen)
+        labels = torch.randint(0, shape.outputs, (batch,), generator=gen)
         data.append(tuple(t.to(device) for t in (left, lm, right, rm, labels)))
     return model, optim, data
 
@@ -121,12 +152,11 @@ def train_step(model: torch.nn.Module, optim: torch.optim.Optimizer,
         optim.step()
 
 
-def bench(name: str, hparams: dict[str, Any], device: torch.device, args: argparse.Namespace,
-          embed_dim: int, vocab: list[str], machine: Machine, best: Yardsticks
-          ) -> dict[str, object]:
+def bench(name: str, device: torch.device, args: argparse.Namespace, vocab: list[str],
+          machine: Machine, best: Yardsticks) -> dict[str, object]:
     """fp32 and bf16 figures of one model (bench/flops.py's ``bench_precisions``), after
     ``args.warmup`` untimed steps; every step trains on the same seeded batch."""
-    model, optim, data = setup(name, hparams, device, 1, args.batch, embed_dim, vocab)
+    model, optim, data = setup(name, args.small, device, 1, args.batch, vocab)
     for _ in range(args.warmup):
         train_step(model, optim, data[0])
 
@@ -142,9 +172,8 @@ def peak_memory_gb(name: str, small: bool, batch: int, amp: bool, timeout_s: flo
     """Peak RSS growth (GB) of one training step at ``batch`` pairs, in a fresh process
     (``None``: past ``timeout_s``)."""
     code = (f"import random, bench_csran_cin as b; vocab = b.make_vocab(20_000, "
-            f"random.Random(0)); m, o, d = b.setup({name!r}, "
-            f"(b.SMALL if {small} else b.FULL)[{name!r}], torch.device('cpu'), 1, {batch}, "
-            f"{100 if small else 300}, vocab)")
+            f"random.Random(0)); m, o, d = b.setup({name!r}, {small}, torch.device('cpu'), "
+            f"1, {batch}, vocab)")
     peak = fresh_process_peak(code, f"b.train_step(m, o, d[0], amp={amp})",
                               timeout_s=timeout_s)
     return None if peak is None else peak / 1e9
@@ -152,7 +181,8 @@ def peak_memory_gb(name: str, small: bool, batch: int, amp: bool, timeout_s: flo
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="csran,cin,esim")
+    parser.add_argument("--models", default=",".join(SHAPES),
+                        help=f"comma-separated, of {', '.join(SHAPES)}")
     parser.add_argument("--warmup", type=int, default=0,
                         help="untimed steps before the measurement's own warm-up step")
     parser.add_argument("--batch", type=int, default=64)
@@ -166,18 +196,19 @@ def main() -> None:
     args = parse_args()
     run = open_model_bench(args)
     best = yardsticks(run.machine, run.device)
-    embed_dim = 100 if args.small else 300
     vocab = make_vocab(20_000, random.Random(0))
-    sizes = SMALL if args.small else FULL
-    print(f"torch {torch.__version__}, {run.label}, batch {args.batch}, SNLI lengths (14 / 8), "
-          f"{'small' if args.small else 'paper'} sizes, embed {embed_dim}; {best.describe()}",
-          flush=True)
+    print(f"torch {torch.__version__}, {run.label}, batch {args.batch}, "
+          f"{'small' if args.small else 'paper'} sizes; {best.describe()}", flush=True)
     results = []
     for name in args.models.split(","):
-        measured = bench(name, sizes[name], run.device, args, embed_dim, vocab, run.machine,
-                         best)
+        if name not in SHAPES:
+            raise SystemExit(f"--models: unknown {name!r} (choose from {', '.join(SHAPES)})")
+        shape = SHAPES[name]
+        measured = bench(name, run.device, args, vocab, run.machine, best)
         result = {"model": name, "batch": args.batch, **precisions_record(measured, args.batch)}
-        print(f"{name}: {result['flops_per_pair'] / 1e9:.3f} GFLOP/pair")
+        print(f"{name}: {result['flops_per_pair'] / 1e9:.3f} GFLOP/pair (lengths "
+              f"{shape.lengths[0]:g} / {shape.lengths[1]:g}, embed "
+              f"{100 if args.small else shape.embed_dim})")
         print(describe_precisions(measured, args.batch))
         if run.device.type == "cpu" and not args.skip_memory:
             batch, memory = PAPER_BATCH[name], {}

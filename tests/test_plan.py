@@ -113,3 +113,16 @@ def test_a_variant_run_is_not_a_done_seed_of_the_plan(data_home: Path) -> None:
                if it.recipe == "csran_trecqa"]
     assert 1 in item.seeds_todo and item.seeds_done == []
     assert done_seeds(runs, recipe) == set()
+
+
+def test_every_recipe_has_a_passing_preflight_record_of_its_own_config() -> None:
+    """Preflight is a gate, not an option: each recipe in recipes/ has a committed record
+    (bench/preflight/<recipe>.json) whose checks all passed on the recipe's resolved config
+    as it is today (keys that do not change a training step aside), so `results add` can
+    take any recipe's run. A recipe changed since its record was made fails here."""
+    from pairrepro.report.plan import preflight_problem
+
+    index = load_recipe_index()
+    problems = [f"{name}: {problem}" for name, recipe in sorted(index.recipes.items())
+                if (problem := preflight_problem(name, recipe.to_dict()))]
+    assert len(index.recipes) >= 100 and not problems, "\n".join(problems)

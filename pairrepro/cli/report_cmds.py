@@ -2,7 +2,8 @@
 
 ``report`` compares published tables with finished runs and never trains; its sub-commands
 ``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap
-ladder, ``orderings`` checks the paper's row orderings against paired tests, and a paper
+ladder, ``orderings`` checks the paper's row orderings against paired tests, ``parity``
+sets bf16 runs against fp32 runs of the same recipes, and a paper
 name in the place of a sub-command (``pairrepro report csran --table 6``) means
 ``report paper csran ...``. The table helpers (:func:`select_tables`, :func:`output_tables`,
 :func:`print_plan`) are also what ``reproduce`` and ``demo`` (``pipeline_cmds.py``) render
@@ -259,6 +260,32 @@ def report_gap(
     _write_or_print(ladder_markdown(result), out, f"wrote {out}")
 
 
+def report_parity(
+    results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
+                                        "(default results/, or $PAIRREPRO_RESULTS)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+) -> None:
+    """bf16 against fp32: the pairs of pairrepro/report/parity.toml, seed for seed.
+
+    For each model and metric: both precisions' means with 95% intervals, the seed-by-seed
+    differences, a paired randomization test (Holm-adjusted), and whether the difference lies
+    within the spread between fp32 seeds.
+
+    Examples:
+
+      pairrepro report parity
+
+      pairrepro report parity --json
+    """
+    from pairrepro.report.parity import evaluate_parity, parity_json, parity_markdown
+
+    found = evaluate_parity(results or paths.results_dir())
+    if STATE.json:
+        emit_json(parity_json(found))
+        return
+    _write_or_print(parity_markdown(found), out, f"wrote {out}")
+
+
 def report_orderings(
     target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
     table: int = typer.Option(..., "--table", "-t", help="The table number."),
@@ -375,4 +402,5 @@ def register(app: typer.Typer) -> None:
     add_command(group, "figures", report_figures)
     add_command(group, "gap", report_gap)
     add_command(group, "orderings", report_orderings)
+    add_command(group, "parity", report_parity)
     app.add_typer(group, name="report")

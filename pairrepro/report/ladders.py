@@ -93,7 +93,7 @@ def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | N
     return found
 
 
-def _step_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
+def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
     """The finished reference runs of ``recipe`` itself (variants left out)."""
     if recipe not in index.recipes:
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
@@ -187,7 +187,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     before: list[evidence.Units | str] | None = None
     for number, step in enumerate(ladder.steps):
         result = StepResult(number, step.recipe, step.change)
-        runs = _step_runs(index, results_dir, step.recipe)
+        runs = recipe_runs(index, results_dir, step.recipe)
         if runs:
             result.seeds = [r.seed for r in runs]
             result.chosen_epochs = [r.chosen_epoch for r in runs]

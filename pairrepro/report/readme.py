@@ -91,6 +91,12 @@ def _preflight(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _parity(results: Path) -> str:
+    from pairrepro.report.parity import evaluate_parity, parity_markdown
+
+    return parity_markdown(evaluate_parity(results))
+
+
 def _runs(results: Path) -> str:
     from pairrepro.report.runs_table import collect, to_markdown
 
@@ -116,6 +122,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-trecqa-gap": _ladder("csran_trecqa"),
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
     "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
+    "bf16-parity": _parity,
     "runs": _runs,
     "preflight": _preflight,
     "benchmarks": _bench,

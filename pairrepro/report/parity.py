@@ -1,0 +1,207 @@
+"""Precision parity: do runs trained under bf16 autocast give the numbers fp32 runs give?
+
+``pairrepro/report/parity.toml`` pairs recipes: each bf16 recipe extends an fp32 one and
+changes only ``[train] precision`` (checked here: any other difference is a ConfigError). For
+every pair and metric, from the committed reference runs (``results/``) of each precision:
+the mean over seeds with its bootstrap interval, the seed-by-seed differences, and a paired
+randomization test of bf16 against fp32 on the same test units (Holm-adjusted over the
+table). bf16 passes for a metric when the test finds no difference (p >= 0.05, decided) *and*
+the difference of the means lies within seed noise: no larger than the spread between the
+fp32 seeds (largest minus smallest), the change a new seed alone makes.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pairrepro.errors import ConfigError, NoEvidenceError
+from pairrepro.io import read_toml
+from pairrepro.report import evidence
+from pairrepro.report.cells import p_text, recipe_config
+from pairrepro.report.ladders import recipe_runs
+from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.runs import RunInfo, config_differences
+from pairrepro.schema import Schema, validate
+from pairrepro.stats import ALPHA, holm
+
+PARITY_FILE = Path(__file__).resolve().parent / "parity.toml"
+PRECISIONS = ("fp32", "bf16")
+
+
+class ParityPair(Schema):
+    """One model in both precisions: two recipes that differ only in ``train.precision``."""
+
+    model: str
+    fp32: str
+    bf16: str
+
+
+class ParityTable(Schema):
+    title: str
+    metrics: list[str]  # "<split>.<metric>"
+    pairs: list[ParityPair]
+
+
+@dataclass
+class ParityValue:
+    """One metric of one pair: both precisions' seeds and what their comparison says."""
+
+    metric: str
+    seeds: list[int] = field(default_factory=list)  # seeds both precisions have
+    fp32: list[float] = field(default_factory=list)  # per seed, in seed order
+    bf16: list[float] = field(default_factory=list)
+    fp32_text: str = ""  # "0.753 [0.689, 0.812]"
+    bf16_text: str = ""
+    difference: float | None = None  # bf16 minus fp32, per-unit means over seeds
+    p_value: float | None = None
+    undecided: bool = False
+    holm: float | None = None
+    spread: float | None = None  # largest minus smallest fp32 seed
+    verdict: str = ""
+    missing: str = ""  # why there is no comparison (runs to make, no evidence)
+
+
+@dataclass
+class ParityResult:
+    model: str
+    fp32: str
+    bf16: str
+    values: list[ParityValue]
+
+
+def load_parity(path: Path | None = None) -> ParityTable:
+    """The parity pairs; each bf16 recipe must be its fp32 recipe but for the precision."""
+    path = path or PARITY_FILE
+    return validate(ParityTable, read_toml(path), str(path))
+
+
+def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
+    for precision in PRECISIONS:
+        recipe = index.recipes.get(getattr(pair, precision))
+        if recipe is None:
+            raise ConfigError(f"{source}: [[pairs]] {precision} = {getattr(pair, precision)!r}:"
+                              " no such recipe", hint="name a file of recipes/ without .toml")
+        if precision == "bf16" and recipe.train.precision != "bf16":
+            raise ConfigError(f"{source}: [[pairs]] bf16 = {pair.bf16!r} trains in "
+                              f"{recipe.train.precision}", hint="set train.precision = \"bf16\" "
+                              "in that recipe")
+    others = config_differences(recipe_config(index, pair.bf16), recipe_config(index, pair.fp32))
+    if others:
+        raise ConfigError(f"{source}: {pair.bf16} differs from {pair.fp32} in "
+                          f"{', '.join(others)}, not only in train.precision",
+                          hint="a parity pair may differ in nothing but the precision")
+
+
+def _precision_runs(index: RecipeIndex, results: Path, recipe: str, precision: str
+                    ) -> list[RunInfo]:
+    """The recipe's finished reference runs that were trained in ``precision`` (a run made
+    with ``--precision`` is its recipe's run, but not evidence for the other precision)."""
+    return [run for run in recipe_runs(index, results, recipe)
+            if str(run.manifest.get("precision") or "fp32") == precision]
+
+
+def _verdict(value: ParityValue) -> str:
+    if value.p_value is None or value.difference is None or value.spread is None:
+        return "n/a"
+    if value.undecided:
+        return "undecided"
+    if value.p_value < ALPHA:
+        return "differs"
+    if abs(value.difference) > value.spread:
+        return "beyond seed noise"
+    return "same"
+
+
+def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) -> ParityValue:
+    value = ParityValue(metric)
+    by_seed = {run.seed: run for run in bf16_runs}
+    fp32_runs = [run for run in fp32_runs if run.seed in by_seed]
+    bf16_runs = [by_seed[run.seed] for run in fp32_runs]
+    if len(fp32_runs) < 2:
+        value.missing = "needs the same 2+ seeds in both precisions"
+        return value
+    value.seeds = [run.seed for run in fp32_runs]
+    value.fp32 = [run.value(metric) or 0.0 for run in fp32_runs]
+    value.bf16 = [run.value(metric) or 0.0 for run in bf16_runs]
+    value.spread = max(value.fp32) - min(value.fp32)
+    try:
+        units = [evidence.run_units(runs, metric) for runs in (fp32_runs, bf16_runs)]
+        test = evidence.paired_test(units[1], units[0])
+    except NoEvidenceError as exc:
+        value.missing = str(exc)
+        return value
+    for name, found, per_seed in (("fp32_text", units[0], value.fp32),
+                                  ("bf16_text", units[1], value.bf16)):
+        interval = evidence.interval(found)
+        setattr(value, name, f"{statistics.fmean(per_seed):.3f} "
+                             f"[{interval.low:.3f}, {interval.high:.3f}]")
+    value.difference, value.p_value = test.difference, test.p_value
+    value.undecided = test.straddles()
+    return value
+
+
+def evaluate_parity(results: Path, index: RecipeIndex | None = None,
+                    table: ParityTable | None = None) -> list[ParityResult]:
+    """Every pair of ``parity.toml`` on the runs of ``results``, Holm-adjusted over all the
+    tests the table prints."""
+    index = index or load_recipe_index()
+    table = table or load_parity()
+    found: list[ParityResult] = []
+    for pair in table.pairs:
+        _check_pair(pair, index, str(PARITY_FILE))
+        fp32 = _precision_runs(index, results, pair.fp32, "fp32")
+        bf16 = _precision_runs(index, results, pair.bf16, "bf16")
+        found.append(ParityResult(pair.model, pair.fp32, pair.bf16,
+                                  [_compare(metric, fp32, bf16) for metric in table.metrics]))
+    tested = [v for result in found for v in result.values if v.p_value is not None]
+    for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
+        value.holm = adjusted
+        value.verdict = _verdict(value)
+    return found
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}".replace("-", "−")
+
+
+def parity_markdown(found: list[ParityResult]) -> str:
+    """The parity table, one row per model and metric, and how to read it."""
+    head = ["model", "metric", "seeds", "fp32 [95% interval]", "bf16 [95% interval]",
+            "bf16 − fp32, seed by seed", "bf16 − fp32", "Holm p", "fp32 seed spread",
+            "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for result in found:
+        for value in result.values:
+            cells = [result.model, value.metric]
+            if value.missing:
+                cells += [value.missing + f": `pairrepro train recipes/{result.fp32}.toml`, "
+                          f"`pairrepro train recipes/{result.bf16}.toml`"] + [""] * 7
+            else:
+                cells += [", ".join(map(str, value.seeds)), value.fp32_text, value.bf16_text,
+                          ", ".join(_signed(b - a) for a, b in zip(value.fp32, value.bf16,
+                                                                   strict=True)),
+                          f"{_signed(value.difference or 0.0)} ({p_text(value.p_value or 1.0)})",
+                          "" if value.holm is None else p_text(value.holm).removeprefix("p "),
+                          f"{value.spread:.3f}", value.verdict]
+            lines.append("| " + " | ".join(cells) + " |")
+    tests = sum(v.holm is not None for r in found for v in r.values)
+    lines += ["", "Each bf16 recipe is its fp32 recipe with `train.precision = \"bf16\"` "
+              "(autocast of the training forward pass; loss, optimiser, dev selection and every "
+              "test score in fp32). Each cell is the mean over the seeds both precisions have, "
+              "with a 95% bootstrap interval over test queries and seeds; *bf16 − fp32* is the "
+              "difference of the per-query means and the two-sided p-value of a paired "
+              "randomization test on the same queries; Holm p: adjusted over the table's "
+              f"{tests} tests. Verdict *same*: p ≥ {ALPHA:g} (decided) and |bf16 − fp32| no "
+              "larger than the fp32 seed spread (largest minus smallest seed, what changing "
+              "the seed alone moves); *differs*: p < 0.05; *beyond seed noise*: not "
+              "significant, but larger than that spread; *undecided*: p within Monte-Carlo "
+              "error of 0.05."]
+    return "\n".join(lines) + "\n"
+
+
+def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
+    """The parity table as plain data (``report parity --json``)."""
+    return [asdict(result) for result in found]
