@@ -476,8 +476,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     docstring). Failed checks are in the result, not raised (:meth:`PreflightResult.
     raise_if_failed`)."""
     from pairrepro.runs import RunFolder
+    from pairrepro.train.device import seed_everything
     from pairrepro.train.loop import Trainer
-    from pairrepro.train.seeding import seed_everything
 
     device = device or torch.device("cpu")
     precision = resolve_precision(recipe.train.precision, device)

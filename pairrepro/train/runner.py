@@ -30,7 +30,6 @@ import platform
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +44,12 @@ from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
-from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import (
     cpu_fingerprint,
     device_name,
     resolve_device,
     resolve_precision,
+    seed_everything,
 )
 from pairrepro.train.distributed import (
     DistContext,
@@ -59,9 +58,13 @@ from pairrepro.train.distributed import (
     init_distributed,
     leave_process_group,
 )
-from pairrepro.train.evaluate import predict_outputs
-from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
-from pairrepro.train.seeding import seed_everything
+from pairrepro.train.loop import (
+    Interrupted,
+    Trainer,
+    TrainHooks,
+    predict_outputs,
+    sigterm_as_interrupt,
+)
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
@@ -186,8 +189,7 @@ def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
         raise ConfigError(f"{folder.path} already holds {what}", hint=hint)
     old = folder.read_config()
     # the seed list and the prose may change; what the run computes may not
-    changed = sorted(config_differences(old, tomllib.loads(recipe.to_toml()),
-                                        also_ignore=RESUMABLE_CHANGES))
+    changed = sorted(config_differences(old, recipe.to_dict(), also_ignore=RESUMABLE_CHANGES))
     if changed:
         raise ConfigError(f"--resume: the recipe changed since {folder.path} started "
                           f"({', '.join(changed)})",
@@ -309,21 +311,21 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
                               precision=precision)
             resume_state = None
             if action == "resume":
-                resume_state = ckpt.load_checkpoint(folder.checkpoint("last"))
+                resume_state = folder.load_checkpoint("last")
             state = trainer.fit(resume_state)
             chosen_epoch = state.best_epoch
             if chosen_epoch == 0:
                 raise TrainingError(f"{recipe.source}: no epoch was trained",
                                     hint="[train] epochs must be >= 1")
             barrier(dist_ctx)  # rank 0 writes best.pt; the other ranks read it only after
-            best = ckpt.load_checkpoint(folder.checkpoint("best"))
+            best = folder.load_checkpoint("best")
             model.load_state_dict(best["model"])
         else:
             model.fit_statistics(data.train.left, data.train.right, data.train.labels)
             model.to(device_t)
             if dist_ctx.is_main:
-                ckpt.save_checkpoint(folder.checkpoint("best"),
-                                     {"model": model.state_dict(), "epoch": 0, "dev": {}})
+                folder.save_checkpoint("best", {"model": model.state_dict(), "epoch": 0,
+                                                "dev": {}})
                 drop_replaced()
         metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
     except BaseException as exc:

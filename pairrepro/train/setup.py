@@ -24,7 +24,6 @@ from pairrepro.models.base import ModelContext, PairModel, count_weight_params
 from pairrepro.models.registry import available_models, build_model
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
-from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import resolve_device
 from pairrepro.train.optim import initialise
 
@@ -230,6 +229,6 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
                                   with_embeddings=False)
     if not model.needs_training:
         model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    state = ckpt.load_checkpoint(folder.checkpoint(checkpoint))
+    state = folder.load_checkpoint(checkpoint)
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device
