@@ -2,23 +2,10 @@
 
 ``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
 builds the model, trains it (or fits its statistics for non-neural scorers), scores the
-test splits once with the checkpoint chosen on dev, and writes the run folder (its layout and
-files: :mod:`pairrepro.runs`, which every read and write here goes through).
-
-Faults, and what a run does about them:
-
-* The folder is locked (``flock``) for the whole life of a run, before it is looked at; a
-  second ``train`` of the same recipe and seed, ``--resume`` of a live run and ``--force`` on
-  a locked folder stop with exit 2 naming the holder (pid and host). Under DDP rank 0 locks.
-* A finished run is never overwritten silently: ``resume`` continues from
-  ``checkpoints/last.pt`` (exactly, on CPU), or trains the extra epochs when
-  ``train.epochs`` grew; ``force`` first validates the recipe, the data and the model, then
-  moves the old run aside (``.seed-<n>.replaced``) and deletes it only once the new run has
-  written its first checkpoint (it is put back if the new run fails before that).
-* A run that fails for any reason is marked ``failed`` with the error (the exception still
-  propagates, so the CLI exits with its code); Ctrl-C and SIGTERM checkpoint and mark it
-  ``interrupted`` (exit 130). A file that cannot be written (disk full, read-only folder) is
-  a :class:`~pairrepro.errors.StorageError` (exit 8).
+test splits once with the checkpoint chosen on dev, and writes the run folder through
+:mod:`pairrepro.runs`. What a run does about locks, ``--resume``, ``--force``, failures and
+signals is ARCHITECTURE.md's "Run directory and result.json"; a file that cannot be written
+is a :class:`~pairrepro.errors.StorageError` (exit 8).
 """
 
 from __future__ import annotations
@@ -68,7 +55,6 @@ from pairrepro.train.loop import (
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
-    check_dataset_known,
     check_prerequisites,
     count_parameters,
     load_task_data,
@@ -471,7 +457,6 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
     # the data and embeddings every seed needs, before any folder is locked or created
-    check_dataset_known(recipe)
     check_prerequisites(recipe)
     try:
         results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,

@@ -67,27 +67,23 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
     return str(mode or "skip")
 
 
-def check_dataset_known(recipe: Recipe) -> None:
-    """An unknown dataset name is a recipe error (naming the file, key and the choices)."""
-    from pairrepro.data.manifests import available_datasets
-
-    known = available_datasets() if paths.manifests_dir().is_dir() else []
-    if known and recipe.data.dataset not in known:
-        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset "
-                          f"{recipe.data.dataset!r}", hint=f"known datasets: {', '.join(known)}")
-
-
 def check_prerequisites(recipe: Recipe) -> None:
-    """Everything ``recipe`` needs that is not here yet, in one :class:`DataError` (exit 3):
+    """An unknown dataset name is a :class:`ConfigError` naming the file, key and the choices.
+    Everything else ``recipe`` needs that is not here yet is one :class:`DataError` (exit 3):
     the data's steps (fetch, preprocess: :func:`~pairrepro.data.prepared.prepare_steps`) and
     the embeddings' (:func:`~pairrepro.data.embeddings.missing_vectors`), numbered in the
     order to do them, each with its command; the hint gives the flags that run the recipe on
     other vectors. A user following one error at a time would meet each step only after doing
     the one before."""
     from pairrepro.data.embeddings import missing_vectors, other_vectors
+    from pairrepro.data.manifests import available_datasets
     from pairrepro.data.prepared import prepare_steps
 
     d, emb = recipe.data, recipe.embeddings
+    known = available_datasets() if paths.manifests_dir().is_dir() else []
+    if known and d.dataset not in known:
+        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset {d.dataset!r}",
+                          hint=f"known datasets: {', '.join(known)}")
     steps = prepare_steps(d.dataset, d.variant)
     vectors = missing_vectors(emb.source, emb.path, emb.dim, d.dataset, d.variant)
     if vectors is not None:
