@@ -34,7 +34,6 @@ from pairrepro.runs import RunFolder, check_name, config_differences, write_summ
 from pairrepro.train.device import (
     cpu_fingerprint,
     device_name,
-    resolve_device,
     resolve_precision,
     seed_everything,
 )
@@ -214,12 +213,8 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
     """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
     content (``{"recipe", "seed"}`` only on DDP ranks other than 0)."""
-    device_t = resolve_device(device or recipe.train.device)
+    device_t, dist_ctx = init_distributed(device or recipe.train.device)
     precision = resolve_precision(recipe.train.precision, device_t)
-    dist_ctx = init_distributed(device_t.type)
-    if dist_ctx.enabled and device_t.type == "cuda":
-        device_t = resolve_device("cuda", dist_ctx.local_rank)
-        torch.cuda.set_device(device_t)
     with contextlib.ExitStack() as stack:
         action = _decide(folder, recipe, resume, force, dist_ctx, stack)
         if action == "done":
