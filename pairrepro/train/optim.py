@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from pairrepro.config import Initializer, L2Scope, OptimiserName, OptimSection
+from pairrepro.models.base import embedding_parameter_ids
 from pairrepro.models.layers import WordEmbedding
 
 # keyed by the recipe's choices (config.OptimiserName; tests/test_choices.py: all of them)
@@ -49,11 +50,6 @@ def build_optimizer(model: nn.Module, cfg: OptimSection) -> torch.optim.Optimize
     """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one)."""
     cls = OPTIMIZERS[cfg.name]
     return cls(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
-
-
-def embedding_parameter_ids(model: nn.Module) -> set[int]:
-    """Ids of the weights of every ``nn.Embedding`` of ``model``."""
-    return {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
 
 
 def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor | None:

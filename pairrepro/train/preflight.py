@@ -71,7 +71,7 @@ from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
 from pairrepro.errors import DataError, PairreproError, PreflightError
-from pairrepro.models.base import PairModel
+from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.train.device import (
     autocast,
@@ -82,7 +82,6 @@ from pairrepro.train.device import (
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
-    count_parameters,
     load_task_data,
     recipe_task,
 )

@@ -29,7 +29,7 @@ from pairrepro.config import Recipe, load_recipe
 from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
-from pairrepro.models.base import PairModel
+from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
 from pairrepro.train.device import (
     cpu_fingerprint,
@@ -55,7 +55,6 @@ from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
     check_prerequisites,
-    count_parameters,
     load_task_data,
     read_run_recipe,
     recipe_task,

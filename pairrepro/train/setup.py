@@ -20,7 +20,7 @@ from pairrepro.config import Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, DataError, PairreproError
-from pairrepro.models.base import ModelContext, PairModel, count_weight_params
+from pairrepro.models.base import ModelContext, PairModel
 from pairrepro.models.registry import available_models, build_model
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
@@ -166,20 +166,6 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
 def resolve_split(recipe: Recipe, split: str) -> str:
     """Result-file split keys ``train``/``dev`` -> the recipe's split names."""
     return {"train": recipe.data.train_split, "dev": recipe.data.dev_split}.get(split, split)
-
-
-def count_parameters(model: torch.nn.Module) -> dict[str, int]:
-    """Parameters in total, without embedding tables, trainable, and ``weights`` (θ as the
-    papers count it: :func:`~pairrepro.models.base.count_weight_params`)."""
-    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
-                 for p in m.parameters()}
-    params = list(model.parameters())
-    return {
-        "total": sum(p.numel() for p in params),
-        "without_embeddings": sum(p.numel() for p in params if id(p) not in embedding),
-        "trainable": sum(p.numel() for p in params if p.requires_grad),
-        "weights": count_weight_params(model),
-    }
 
 
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
