@@ -48,9 +48,8 @@ def main() -> None:
         from pairrepro.paths import PROJECT_DIR
         from pairrepro.runs import RunFolder
         from pairrepro.tasks import CLASSIFICATION
-        from pairrepro.train.device import resolve_device
+        from pairrepro.train.device import resolve_device, seed_everything
         from pairrepro.train.loop import Trainer
-        from pairrepro.train.seeding import seed_everything
         from pairrepro.train.setup import build_recipe_model, load_task_data
 
         fetch_dataset("synthetic")

@@ -20,8 +20,8 @@ shape) is *damaged*. :func:`read_run` never raises for it: the run's status beco
 ``damaged`` and ``problem`` names the file and why, so a report shows that line and renders
 the rest. Commands that must act on one run (``eval``, ``--resume``) call
 :meth:`RunFolder.read_result` & co., which raise :class:`DamagedRunError` (exit 3) naming the
-file. No module outside this one reads or writes these files (but for the bytes of the
-``.pt`` checkpoints). It imports neither torch nor the models: the report reads runs through it.
+file. No module outside this one reads or writes these files. It imports torch only to save
+and load checkpoints, and never the models: the report reads runs through it.
 """
 
 from __future__ import annotations
@@ -38,11 +38,12 @@ import socket
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pairrepro import io, paths
-from pairrepro.errors import ConfigError, DataError, PairreproError, StorageError
+from pairrepro.errors import ConfigError, DataError, PairreproError, StorageError, TrainingError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,6 +101,41 @@ def inside(root: Path, path: Path) -> Path:
     return path
 
 
+# checkpoints hold tensors, numbers, strings, lists and dicts only, so that they load with
+# torch.load(weights_only=True): no code runs on load
+CHECKPOINT_FORMAT = 1
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` atomically: a crash mid-write leaves the previous file intact. Written
+    from Python, not by torch's own writer, so a full disk is an OSError with its errno
+    (a :class:`StorageError`), not a bare RuntimeError."""
+    import torch
+
+    buffer = BytesIO()
+    torch.save({"format_version": CHECKPOINT_FORMAT, **state}, buffer)
+    with writing(path), io.atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint onto the CPU with ``weights_only=True``."""
+    import torch
+
+    if not path.is_file():
+        raise TrainingError(f"checkpoint {path} not found",
+                            hint="train the run first, or pick --checkpoint last|best")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file: say which one
+        raise TrainingError(f"checkpoint {path} cannot be read: {exc}",
+                            hint="delete it and re-train with --force") from exc
+    if state.get("format_version") != CHECKPOINT_FORMAT:
+        raise TrainingError(f"checkpoint {path} has format {state.get('format_version')!r}, "
+                            f"expected {CHECKPOINT_FORMAT}", hint="re-train with --force")
+    return state
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """One seed folder; ``path`` need not exist yet."""
@@ -140,6 +176,12 @@ class RunFolder:
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
         return self.checkpoint_dir / f"{name}.pt"
+
+    def save_checkpoint(self, name: str, state: dict[str, Any]) -> None:
+        save_checkpoint(self.checkpoint(name), state)
+
+    def load_checkpoint(self, name: str) -> dict[str, Any]:
+        return load_checkpoint(self.checkpoint(name))
 
     @property
     def progress_path(self) -> Path:
@@ -581,7 +623,7 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
     from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
 
     try:
-        return tomllib.loads(recipe_from_dict(config, name="run", source=CONFIG).to_toml())
+        return recipe_from_dict(config, name="run", source=CONFIG).to_dict()
     except PairreproError:
         return config
 
@@ -589,8 +631,8 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
 def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
                        also_ignore: frozenset[str] = frozenset()
                        ) -> dict[str, tuple[Any, Any]]:
-    """The keys in which a run's resolved config differs from a recipe's (``recipe.to_toml()``
-    parsed, or another run's config): ``{"section.key": (run value, recipe value)}``, ``None``
+    """The keys in which a run's resolved config differs from a recipe's (``recipe.to_dict()``,
+    or another run's config): ``{"section.key": (run value, recipe value)}``, ``None``
     where one side lacks the key. Both sides are read through today's schema first
     (:func:`resolved_config`). Device, threads and the [recipe] bookkeeping keys
     (:data:`IGNORED_DIFFERENCES`), and ``also_ignore``, are not differences; an empty

@@ -24,8 +24,7 @@ from pairrepro.data.manifests import TokenizerName, VariantOptions
 from pairrepro.data.prepare import TOKENIZERS, Tokenizer
 from pairrepro.models.base import ModelContext
 from pairrepro.models.layers import WordEmbedding
-from pairrepro.train.losses import L2Penalty
-from pairrepro.train.optim import INITIALIZERS, OPTIMIZERS, build_optimizer
+from pairrepro.train.optim import INITIALIZERS, OPTIMIZERS, L2Penalty, build_optimizer
 
 
 def _schema_choices(model: type, key: str) -> set[str]:

@@ -198,9 +198,9 @@ def test_sigterm_checkpoints_and_prints_the_command_that_resumes(
     assert out.exit_code == 130, out.output
     result = folder(2).read_result()
     assert result["status"] == "interrupted"
-    from pairrepro.train import checkpoint as ckpt
+    from pairrepro.runs import load_checkpoint
 
-    assert ckpt.load_checkpoint(folder(2).checkpoint("last"))["progress"]["global_step"] == 3
+    assert load_checkpoint(folder(2).checkpoint("last"))["progress"]["global_step"] == 3
     command = out.output.split("continue with:", 1)[1].strip()
     assert "--force" not in out.output
     words = shlex.split(command)

@@ -21,8 +21,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.layers import FactorizationMachine, WordEmbedding
 from pairrepro.models.registry import build_model
-from pairrepro.train.losses import L2Penalty
-from pairrepro.train.optim import initialise
+from pairrepro.train.optim import L2Penalty, initialise
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"

@@ -515,7 +515,7 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
 
     import torch
 
-    from pairrepro.train import checkpoint as ckpt
+    from pairrepro import runs
     from pairrepro.train.loop import Trainer, TrainHooks
 
     write_synthetic(data_home, n_train=200, n_eval=60)
@@ -525,7 +525,7 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
                       / "last.pt", weights_only=True)["model"]
     monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
     folder = paths.runs_dir() / "bilstm_max_synthetic" / "seed-1"
-    real_save = ckpt.save_checkpoint
+    real_save = runs.save_checkpoint
     sent: list[int] = []
 
     def first_ctrl_c(trainer: Trainer) -> None:
@@ -539,15 +539,15 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
             os.kill(os.getpid(), signal.SIGINT)  # lands inside the write
         real_save(path, state)
 
-    monkeypatch.setattr(ckpt, "save_checkpoint", save_with_a_second_ctrl_c)
+    monkeypatch.setattr(runs, "save_checkpoint", save_with_a_second_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=first_ctrl_c))
     assert sent == [1, 2]
-    saved = ckpt.load_checkpoint(folder / "checkpoints" / "last.pt")
+    saved = runs.load_checkpoint(folder / "checkpoints" / "last.pt")
     assert (saved["progress"]["global_step"], saved["progress"]["position"]) == (6, 2)
     assert json.loads((folder / "checkpoints" / "last.json").read_text())["global_step"] == 6
     assert json.loads((folder / "result.json").read_text())["status"] == "interrupted"
-    monkeypatch.setattr(ckpt, "save_checkpoint", real_save)
+    monkeypatch.setattr(runs, "save_checkpoint", real_save)
     train_recipe(NLI, small, quiet=True, resume=True)
     resumed = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)["model"]
     assert resumed.keys() == full.keys()

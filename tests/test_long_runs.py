@@ -12,10 +12,10 @@ import torch
 from synth_prepared import write_synthetic
 
 from pairrepro import paths
+from pairrepro import runs as run_files
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.runs import config_differences
-from pairrepro.train import checkpoint as ckpt
 from pairrepro.train import device as device_mod
 from pairrepro.train.runner import train_recipe
 
@@ -78,13 +78,13 @@ def test_checkpoints_come_by_the_clock_as_well_as_per_epoch(
     """With checkpoint_minutes tiny every step is past due: one last.pt per step, plus the
     epoch's own; with 0 only the epoch's."""
     saved: list[str] = []
-    real = ckpt.save_checkpoint
+    real = run_files.save_checkpoint
 
     def counting(path: Path, state: dict) -> None:
         saved.append(Path(path).name)
         real(path, state)
 
-    monkeypatch.setattr(ckpt, "save_checkpoint", counting)
+    monkeypatch.setattr(run_files, "save_checkpoint", counting)
     overrides = [*TINY, "train.epochs=1", "train.batch_size=50"]
     train_recipe(NLI, [*overrides, "train.checkpoint_minutes=0"], quiet=True, seeds=[1])
     per_epoch = saved.count("last.pt")

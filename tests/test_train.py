@@ -19,11 +19,11 @@ from synth_prepared import write_synthetic
 from pairrepro import paths
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.metrics import classification_metrics
-from pairrepro.train import checkpoint as ckpt
+from pairrepro.runs import load_checkpoint
+from pairrepro.train.device import capture_rng_state, restore_rng_state
 from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
-from pairrepro.train.seeding import capture_rng_state, restore_rng_state
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
 RANKING = paths.PROJECT_DIR / "recipes" / "bilstm_max_ranking_synthetic.toml"
@@ -132,7 +132,7 @@ def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
     assert status["status"] == "interrupted"
     first = json.loads((run_dir() / "manifest.json").read_text())
     assert first["segments"] == 1 and first["wall_time_s"] > 0
-    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    saved = load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 13 and saved["progress"]["epoch"] == 1
     with pytest.raises(ConfigError, match="--resume"):
         train_recipe(NLI, overrides, quiet=True)
@@ -170,7 +170,7 @@ def test_resume_after_a_crash_replays_from_the_step_checkpoint(
 
     with pytest.raises(RuntimeError, match="simulated kill"):
         train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=crash_at_step_6))
-    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    saved = load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 4  # the last step checkpoint before the crash
     # an exception of any kind marks the run failed with the error (a kill -9, which
     # nothing can catch, leaves "running" with its pid: test_faults.py checks that)
@@ -205,7 +205,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(synth: Path) -
         train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=poison_at_step_6))
     result = json.loads((run_dir() / "result.json").read_text())
     assert result["status"] == "failed" and "non-finite" in result["error"]
-    saved = ckpt.load_checkpoint(run_dir() / "checkpoints/last.pt")
+    saved = load_checkpoint(run_dir() / "checkpoints/last.pt")
     assert saved["progress"]["global_step"] == 4
     assert all(torch.isfinite(v).all() for v in saved["model"].values())
     with pytest.raises(TrainingError, match="non-finite"):
@@ -281,11 +281,11 @@ def test_optimiser_options_do_what_the_recipe_says() -> None:
     from pairrepro.config import OptimSection
     from pairrepro.models.base import ModelContext
     from pairrepro.models.registry import build_model
-    from pairrepro.train.losses import l2_penalty
     from pairrepro.train.optim import (
         build_optimizer,
         clip_gradients,
         initialise,
+        l2_penalty,
         trainable_parameters,
     )
 

@@ -40,13 +40,9 @@ def train_embeddings(
         help="Output file (default: word2vec/<dataset>-<variant>-sg-<dim>d.txt, where "
         "recipes read a dataset's own vectors)."),
 ) -> None:
+    from pairrepro.data.embeddings import trained_vectors_path
     from pairrepro.data.prepared import load_prepared
-    from pairrepro.data.word2vec import (
-        corpus_sentences,
-        train_skipgram,
-        trained_vectors_path,
-        write_glove_text,
-    )
+    from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
 
     data = load_prepared(dataset, variant or None)
     sentences = corpus_sentences(data)

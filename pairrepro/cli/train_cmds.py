@@ -89,10 +89,9 @@ def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | 
     adds one line naming it."""
     from pairrepro.config import load_recipe
     from pairrepro.train.distributed import launch_ranks
-    from pairrepro.train.setup import check_dataset_known, check_prerequisites
+    from pairrepro.train.setup import check_prerequisites
 
     recipe = load_recipe(path, overrides)
-    check_dataset_known(recipe)
     check_prerequisites(recipe)
     flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
              *(["--threads", str(threads)] if threads else [])]

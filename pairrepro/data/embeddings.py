@@ -34,7 +34,6 @@ from typing import IO, Literal, get_args
 import numpy as np
 
 from pairrepro.data.prepared import Step
-from pairrepro.data.word2vec import train_command, trained_vectors_path
 from pairrepro.errors import ConfigError, DataError
 
 #: ``[embeddings] source`` and ``oov_init``: the recipe schema takes its choices from here
@@ -73,14 +72,22 @@ def other_vectors(dim: int | None = None) -> str:
             f"packaged vectors: {packaged}")
 
 
+def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
+    """Where ``pairrepro embeddings train`` (:mod:`pairrepro.data.word2vec`) writes by default,
+    and where recipes that use a dataset's own vectors read them:
+    ``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the folder commands run in
+    (recipes' embedding paths are), one file per variant and size."""
+    name = f"{dataset}-{variant}" if variant else dataset
+    return Path("word2vec") / f"{name}-sg-{dim}d.txt"
+
+
 def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                     ) -> Step | None:
     """What a recipe's ``[embeddings]`` lacks here, and how to get it; None when nothing.
 
-    A ``glove-file`` at :func:`~pairrepro.data.word2vec.trained_vectors_path` of the recipe's
-    dataset, variant and dim is the dataset's own word2vec vectors (MV-LSTM's): the step is the
-    ``pairrepro embeddings train`` command that writes it. Any other missing file is a
-    download."""
+    A ``glove-file`` at :func:`trained_vectors_path` of the recipe's dataset, variant and dim
+    is the dataset's own word2vec vectors (MV-LSTM's): the step is the ``pairrepro embeddings
+    train`` command that writes it. Any other missing file is a download."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
             return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
@@ -91,7 +98,8 @@ def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
     if Path(path) == trained_vectors_path(dataset, variant, dim):
         return Step(f"embeddings {path}: not found; they are skip-gram vectors trained on "
                     f"{dataset}{'/' + variant if variant else ''}'s own text",
-                    train_command(dataset, variant, dim))
+                    f"pairrepro embeddings train --dataset {dataset}"
+                    + (f" --variant {variant}" if variant else "") + f" --dim {dim}")
     return Step(f"embeddings {path}: not found",
                 f"download {Path(path).name} (from {GLOVE_PAGE}) to {path}")
 

@@ -20,21 +20,6 @@ from pairrepro.errors import ConfigError
 from pairrepro.io import atomic_open
 
 
-def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
-    """Where ``pairrepro embeddings train`` writes by default, and where recipes that use a
-    dataset's own vectors read them: ``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative
-    to the folder commands run in (recipes' embedding paths are), one file per variant and
-    size."""
-    name = f"{dataset}-{variant}" if variant else dataset
-    return Path("word2vec") / f"{name}-sg-{dim}d.txt"
-
-
-def train_command(dataset: str, variant: str, dim: int) -> str:
-    """The ``pairrepro embeddings train`` command that writes :func:`trained_vectors_path`."""
-    return (f"pairrepro embeddings train --dataset {dataset}"
-            + (f" --variant {variant}" if variant else "") + f" --dim {dim}")
-
-
 def corpus_sentences(data: PreparedDataset) -> list[list[str]]:
     """Every distinct left and right text of every split, as token strings (no specials)."""
     seen: set[tuple[int, ...]] = set()

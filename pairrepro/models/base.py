@@ -107,10 +107,26 @@ def check_hparams(model: str, **checks: tuple[Any, Allowed]) -> None:
             raise ConfigError(f"{model}: {name} must be {allowed.what}, got {value!r}")
 
 
+def embedding_parameter_ids(model: nn.Module) -> set[int]:
+    """Ids of the tables of every ``nn.Embedding`` of ``model``."""
+    return {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+
+
 def count_weight_params(model: nn.Module) -> int:
     """θ as the papers count it: weight matrices only (``dim >= 2``), no biases, no embedding
     tables (their size depends on the vocabulary, not on the model)."""
-    embedding_ids = {id(p) for m in model.modules() if isinstance(m, nn.Embedding)
-                     for p in m.parameters()}
-    return sum(p.numel() for p in model.parameters()
-               if p.dim() >= 2 and id(p) not in embedding_ids)
+    tables = embedding_parameter_ids(model)
+    return sum(p.numel() for p in model.parameters() if p.dim() >= 2 and id(p) not in tables)
+
+
+def count_parameters(model: nn.Module) -> dict[str, int]:
+    """Parameters in total, without embedding tables, trainable, and ``weights``
+    (:func:`count_weight_params`)."""
+    tables = embedding_parameter_ids(model)
+    params = list(model.parameters())
+    return {
+        "total": sum(p.numel() for p in params),
+        "without_embeddings": sum(p.numel() for p in params if id(p) not in tables),
+        "trainable": sum(p.numel() for p in params if p.requires_grad),
+        "weights": count_weight_params(model),
+    }

@@ -29,7 +29,6 @@ exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,7 +243,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                                "--force")
     recipe_path = (recipes_dir or paths.recipes_dir()) / f"{run.recipe}.toml"
     recipe = load_recipe(recipe_path)
-    diffs = config_differences(run.config, tomllib.loads(recipe.to_toml()))
+    diffs = config_differences(run.config, recipe.to_dict())
     if diffs:
         raise ConfigError(f"{run_dir} is a variant of {recipe_path}, not its run: "
                           + ", ".join(f"{k} = {a!r} (recipe {b!r})"

@@ -1,4 +1,5 @@
-"""Device, precision and the CPU fingerprint a run records.
+"""Where and how a run computes: device, precision, threads, seeds and determinism, and the
+CPU fingerprint a run records.
 
 Precision (``[train] precision``, ``train --precision``): ``fp32``, ``bf16`` (autocast for the
 training forward pass; the loss, the optimiser and every score stay float32, since bf16 rounds
@@ -10,6 +11,9 @@ Threads: a run on CPU is given ``cores // runs sharing the machine`` torch threa
 by its jobs); two runs of 2 threads each on 2 cores were measured ~13× slower per CPU second
 than with one thread each. The count is set before training (:func:`set_threads`) and
 recorded in the manifest (``cpu_threads``).
+
+RNG states are captured as plain tensors and lists, so checkpoints load with
+``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import contextlib
 import functools
 import os
 import platform
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from pairrepro.errors import ConfigError
@@ -164,3 +170,45 @@ def _version_in(config: str, marker: str) -> str | None:
             words = line.split(marker, 1)[1].split()
             return words[0] if words else None
     return None
+
+
+def seed_everything(seed: int, deterministic: bool = True) -> None:
+    """Seed python, numpy and torch (all devices); optionally ask for deterministic kernels."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if deterministic:
+        # cuBLAS needs this workspace setting for deterministic matmuls on CUDA
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
+    else:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark = True
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The RNG states of python, numpy, torch and CUDA as tensors, lists and numbers."""
+    version, internal, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": {"name": np_name, "keys": torch.from_numpy(np_keys.astype(np.int64)),
+                  "pos": int(np_pos), "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`capture_rng_state`."""
+    version, internal, gauss = state["python"]
+    random.setstate((int(version), tuple(int(x) for x in internal), gauss))
+    np_state = state["numpy"]
+    np.random.set_state((np_state["name"], np_state["keys"].numpy().astype(np.uint32),
+                         np_state["pos"], np_state["has_gauss"], np_state["gauss"]))
+    torch.set_rng_state(state["torch"].cpu())
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from pairrepro.train.device import resolve_device
+
 
 @dataclass
 class DistContext:
@@ -37,17 +39,23 @@ class DistContext:
         return self.rank == 0
 
 
-def init_distributed(device_type: str) -> DistContext:
-    """Join the process group when launched by torchrun (nccl on CUDA, gloo on CPU)."""
+def init_distributed(device: str) -> tuple[torch.device, DistContext]:
+    """This process's device (``device`` resolved) and place in the job. Launched by
+    torchrun, a CUDA rank takes the GPU of its ``LOCAL_RANK`` and every rank joins the
+    process group (nccl on CUDA, gloo on CPU)."""
+    device_t = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
-        return DistContext()
+        return device_t, DistContext()
     ctx = DistContext(rank=int(os.environ["RANK"]), world_size=world,
                       local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    if device_t.type == "cuda":
+        device_t = resolve_device("cuda", ctx.local_rank)
+        torch.cuda.set_device(device_t)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo",
+        dist.init_process_group(backend="nccl" if device_t.type == "cuda" else "gloo",
                                 rank=ctx.rank, world_size=world)
-    return ctx
+    return device_t, ctx
 
 
 #: The key of :func:`record_error`'s entry in an error file (beside torchelastic's own).

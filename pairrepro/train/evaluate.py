@@ -1,5 +1,5 @@
-"""Scoring: model outputs for a split, re-scoring runs, ensembles (what scores and metrics
-mean for each task is :mod:`pairrepro.tasks`; prediction files: :mod:`pairrepro.runs`).
+"""Re-scoring runs and ensembles (a split's outputs: :func:`pairrepro.train.loop.predict_outputs`;
+what scores and metrics mean for each task: :mod:`pairrepro.tasks`).
 
 ``evaluate_run`` re-scores a finished (or interrupted) run from one of its checkpoints;
 ``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several
@@ -13,37 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from pairrepro.config import Recipe
-from pairrepro.data.batches import EncodedSplit, collate_pairs, eval_batches
+from pairrepro.data.batches import EncodedSplit
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.models.base import PairModel
-from pairrepro.train.distributed import DistContext, gather_rows
+from pairrepro.train.loop import predict_outputs
 from pairrepro.train.setup import load_run_model, recipe_task, resolve_split
-
-
-def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
-                    device: torch.device, dist_ctx: DistContext | None = None) -> np.ndarray:
-    """Raw outputs ``[N, num_outputs]`` (float32, input order). Under DDP each rank scores
-    a share of the batches and every rank receives all rows."""
-    dist_ctx = dist_ctx or DistContext()
-    width = model.ctx.num_outputs
-    was_training = model.training
-    model.eval()
-    mine = eval_batches(split, batch_size)[dist_ctx.rank::dist_ctx.world_size]
-    rows_parts, out_parts = [np.zeros(0, dtype=np.int64)], [np.zeros((0, width), np.float32)]
-    with torch.no_grad():  # scores in fp32 whatever the training precision: bf16 ties them
-        for rows in mine:
-            batch = collate_pairs(split, rows).to(device)
-            out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
-            rows_parts.append(rows)
-            out_parts.append(out.float().cpu().numpy())
-    rows, outs = gather_rows(np.concatenate(rows_parts), np.concatenate(out_parts), dist_ctx)
-    result = np.zeros((len(split), width), dtype=np.float32)
-    result[rows] = outs
-    model.train(was_training)
-    return result
 
 
 def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""

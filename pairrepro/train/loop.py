@@ -1,4 +1,5 @@
-"""The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly.
+"""The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly;
+:func:`predict_outputs`, the one scoring pass over a split.
 
 Resuming is exact on CPU because everything that decides the rest of the run is in the
 checkpoint or rebuilt from the seed: the epoch's batch order is a pure function of
@@ -24,28 +25,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch import nn
 
 from pairrepro.config import Recipe
 from pairrepro.console import PlainProgress, step_progress
-from pairrepro.data.batches import EncodedSplit, EpochPlan
+from pairrepro.data.batches import EncodedSplit, EpochPlan, collate_pairs, eval_batches
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.runs import RunFolder
-from pairrepro.train import checkpoint as ckpt
-from pairrepro.train.device import autocast
-from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag
-from pairrepro.train.evaluate import predict_outputs
-from pairrepro.train.losses import L2Penalty
+from pairrepro.train.device import autocast, capture_rng_state, restore_rng_state
+from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag, gather_rows
 from pairrepro.train.optim import (
+    L2Penalty,
     build_optimizer,
     build_scheduler,
     clip_gradients,
     trainable_parameters,
 )
-from pairrepro.train.seeding import capture_rng_state, restore_rng_state
 from pairrepro.train.setup import TaskData, recipe_task
 
 # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
@@ -134,6 +133,29 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
 
 
+def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
+                    device: torch.device, dist_ctx: DistContext | None = None) -> np.ndarray:
+    """Raw outputs ``[N, num_outputs]`` (float32, input order). Under DDP each rank scores
+    a share of the batches and every rank receives all rows."""
+    dist_ctx = dist_ctx or DistContext()
+    width = model.ctx.num_outputs
+    was_training = model.training
+    model.eval()
+    mine = eval_batches(split, batch_size)[dist_ctx.rank::dist_ctx.world_size]
+    rows_parts, out_parts = [np.zeros(0, dtype=np.int64)], [np.zeros((0, width), np.float32)]
+    with torch.no_grad():  # scores in fp32 whatever the training precision: bf16 ties them
+        for rows in mine:
+            batch = collate_pairs(split, rows).to(device)
+            out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
+            rows_parts.append(rows)
+            out_parts.append(out.float().cpu().numpy())
+    rows, outs = gather_rows(np.concatenate(rows_parts), np.concatenate(out_parts), dist_ctx)
+    result = np.zeros((len(split), width), dtype=np.float32)
+    result[rows] = outs
+    model.train(was_training)
+    return result
+
+
 class Trainer:
     """Trains one model of one recipe with one seed inside the run ``folder``.
 
@@ -207,7 +229,7 @@ class Trainer:
             self._check_finite(math.nan)
         if self.dist.is_main:
             with self.saving():
-                ckpt.save_checkpoint(self.folder.checkpoint("last"), self.checkpoint_state())
+                self.folder.save_checkpoint("last", self.checkpoint_state())
                 st = self.state
                 self.folder.write_progress({
                     "epochs_done": st.epoch, "step": st.position,
@@ -371,7 +393,7 @@ class Trainer:
         if improved:
             st.best_value, st.best_epoch, st.bad_epochs = dev[metric], epoch, 0
             if self.dist.is_main:
-                ckpt.save_checkpoint(self.folder.checkpoint("best"), {
+                self.folder.save_checkpoint("best", {
                     "model": self.module.state_dict(), "epoch": epoch, "dev": dev})
         else:
             st.bad_epochs += 1

@@ -71,7 +71,7 @@ from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
 from pairrepro.errors import DataError, PairreproError, PreflightError
-from pairrepro.models.base import PairModel
+from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.train.device import (
     autocast,
@@ -82,7 +82,6 @@ from pairrepro.train.device import (
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
-    count_parameters,
     load_task_data,
     recipe_task,
 )
@@ -476,8 +475,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     docstring). Failed checks are in the result, not raised (:meth:`PreflightResult.
     raise_if_failed`)."""
     from pairrepro.runs import RunFolder
+    from pairrepro.train.device import seed_everything
     from pairrepro.train.loop import Trainer
-    from pairrepro.train.seeding import seed_everything
 
     device = device or torch.device("cpu")
     precision = resolve_precision(recipe.train.precision, device)

@@ -2,23 +2,10 @@
 
 ``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
 builds the model, trains it (or fits its statistics for non-neural scorers), scores the
-test splits once with the checkpoint chosen on dev, and writes the run folder (its layout and
-files: :mod:`pairrepro.runs`, which every read and write here goes through).
-
-Faults, and what a run does about them:
-
-* The folder is locked (``flock``) for the whole life of a run, before it is looked at; a
-  second ``train`` of the same recipe and seed, ``--resume`` of a live run and ``--force`` on
-  a locked folder stop with exit 2 naming the holder (pid and host). Under DDP rank 0 locks.
-* A finished run is never overwritten silently: ``resume`` continues from
-  ``checkpoints/last.pt`` (exactly, on CPU), or trains the extra epochs when
-  ``train.epochs`` grew; ``force`` first validates the recipe, the data and the model, then
-  moves the old run aside (``.seed-<n>.replaced``) and deletes it only once the new run has
-  written its first checkpoint (it is put back if the new run fails before that).
-* A run that fails for any reason is marked ``failed`` with the error (the exception still
-  propagates, so the CLI exits with its code); Ctrl-C and SIGTERM checkpoint and mark it
-  ``interrupted`` (exit 130). A file that cannot be written (disk full, read-only folder) is
-  a :class:`~pairrepro.errors.StorageError` (exit 8).
+test splits once with the checkpoint chosen on dev, and writes the run folder through
+:mod:`pairrepro.runs`. What a run does about locks, ``--resume``, ``--force``, failures and
+signals is ARCHITECTURE.md's "Run directory and result.json"; a file that cannot be written
+is a :class:`~pairrepro.errors.StorageError` (exit 8).
 """
 
 from __future__ import annotations
@@ -30,7 +17,6 @@ import platform
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +29,13 @@ from pairrepro.config import Recipe, load_recipe
 from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
-from pairrepro.models.base import PairModel
+from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
-from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import (
     cpu_fingerprint,
     device_name,
-    resolve_device,
     resolve_precision,
+    seed_everything,
 )
 from pairrepro.train.distributed import (
     DistContext,
@@ -59,15 +44,17 @@ from pairrepro.train.distributed import (
     init_distributed,
     leave_process_group,
 )
-from pairrepro.train.evaluate import predict_outputs
-from pairrepro.train.loop import Interrupted, Trainer, TrainHooks, sigterm_as_interrupt
-from pairrepro.train.seeding import seed_everything
+from pairrepro.train.loop import (
+    Interrupted,
+    Trainer,
+    TrainHooks,
+    predict_outputs,
+    sigterm_as_interrupt,
+)
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
-    check_dataset_known,
     check_prerequisites,
-    count_parameters,
     load_task_data,
     read_run_recipe,
     recipe_task,
@@ -186,8 +173,7 @@ def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
         raise ConfigError(f"{folder.path} already holds {what}", hint=hint)
     old = folder.read_config()
     # the seed list and the prose may change; what the run computes may not
-    changed = sorted(config_differences(old, tomllib.loads(recipe.to_toml()),
-                                        also_ignore=RESUMABLE_CHANGES))
+    changed = sorted(config_differences(old, recipe.to_dict(), also_ignore=RESUMABLE_CHANGES))
     if changed:
         raise ConfigError(f"--resume: the recipe changed since {folder.path} started "
                           f"({', '.join(changed)})",
@@ -226,12 +212,8 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
     """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
     content (``{"recipe", "seed"}`` only on DDP ranks other than 0)."""
-    device_t = resolve_device(device or recipe.train.device)
+    device_t, dist_ctx = init_distributed(device or recipe.train.device)
     precision = resolve_precision(recipe.train.precision, device_t)
-    dist_ctx = init_distributed(device_t.type)
-    if dist_ctx.enabled and device_t.type == "cuda":
-        device_t = resolve_device("cuda", dist_ctx.local_rank)
-        torch.cuda.set_device(device_t)
     with contextlib.ExitStack() as stack:
         action = _decide(folder, recipe, resume, force, dist_ctx, stack)
         if action == "done":
@@ -309,21 +291,21 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
                               precision=precision)
             resume_state = None
             if action == "resume":
-                resume_state = ckpt.load_checkpoint(folder.checkpoint("last"))
+                resume_state = folder.load_checkpoint("last")
             state = trainer.fit(resume_state)
             chosen_epoch = state.best_epoch
             if chosen_epoch == 0:
                 raise TrainingError(f"{recipe.source}: no epoch was trained",
                                     hint="[train] epochs must be >= 1")
             barrier(dist_ctx)  # rank 0 writes best.pt; the other ranks read it only after
-            best = ckpt.load_checkpoint(folder.checkpoint("best"))
+            best = folder.load_checkpoint("best")
             model.load_state_dict(best["model"])
         else:
             model.fit_statistics(data.train.left, data.train.right, data.train.labels)
             model.to(device_t)
             if dist_ctx.is_main:
-                ckpt.save_checkpoint(folder.checkpoint("best"),
-                                     {"model": model.state_dict(), "epoch": 0, "dev": {}})
+                folder.save_checkpoint("best", {"model": model.state_dict(), "epoch": 0,
+                                                "dev": {}})
                 drop_replaced()
         metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
     except BaseException as exc:
@@ -469,7 +451,6 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
     # the data and embeddings every seed needs, before any folder is locked or created
-    check_dataset_known(recipe)
     check_prerequisites(recipe)
     try:
         results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,

@@ -20,11 +20,10 @@ from pairrepro.config import Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.errors import ConfigError, DataError, PairreproError
-from pairrepro.models.base import ModelContext, PairModel, count_weight_params
+from pairrepro.models.base import ModelContext, PairModel
 from pairrepro.models.registry import available_models, build_model
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
-from pairrepro.train import checkpoint as ckpt
 from pairrepro.train.device import resolve_device
 from pairrepro.train.optim import initialise
 
@@ -68,27 +67,23 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
     return str(mode or "skip")
 
 
-def check_dataset_known(recipe: Recipe) -> None:
-    """An unknown dataset name is a recipe error (naming the file, key and the choices)."""
-    from pairrepro.data.manifests import available_datasets
-
-    known = available_datasets() if paths.manifests_dir().is_dir() else []
-    if known and recipe.data.dataset not in known:
-        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset "
-                          f"{recipe.data.dataset!r}", hint=f"known datasets: {', '.join(known)}")
-
-
 def check_prerequisites(recipe: Recipe) -> None:
-    """Everything ``recipe`` needs that is not here yet, in one :class:`DataError` (exit 3):
+    """An unknown dataset name is a :class:`ConfigError` naming the file, key and the choices.
+    Everything else ``recipe`` needs that is not here yet is one :class:`DataError` (exit 3):
     the data's steps (fetch, preprocess: :func:`~pairrepro.data.prepared.prepare_steps`) and
     the embeddings' (:func:`~pairrepro.data.embeddings.missing_vectors`), numbered in the
     order to do them, each with its command; the hint gives the flags that run the recipe on
     other vectors. A user following one error at a time would meet each step only after doing
     the one before."""
     from pairrepro.data.embeddings import missing_vectors, other_vectors
+    from pairrepro.data.manifests import available_datasets
     from pairrepro.data.prepared import prepare_steps
 
     d, emb = recipe.data, recipe.embeddings
+    known = available_datasets() if paths.manifests_dir().is_dir() else []
+    if known and d.dataset not in known:
+        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset {d.dataset!r}",
+                          hint=f"known datasets: {', '.join(known)}")
     steps = prepare_steps(d.dataset, d.variant)
     vectors = missing_vectors(emb.source, emb.path, emb.dim, d.dataset, d.variant)
     if vectors is not None:
@@ -173,20 +168,6 @@ def resolve_split(recipe: Recipe, split: str) -> str:
     return {"train": recipe.data.train_split, "dev": recipe.data.dev_split}.get(split, split)
 
 
-def count_parameters(model: torch.nn.Module) -> dict[str, int]:
-    """Parameters in total, without embedding tables, trainable, and ``weights`` (θ as the
-    papers count it: :func:`~pairrepro.models.base.count_weight_params`)."""
-    embedding = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding)
-                 for p in m.parameters()}
-    params = list(model.parameters())
-    return {
-        "total": sum(p.numel() for p in params),
-        "without_embeddings": sum(p.numel() for p in params if id(p) not in embedding),
-        "trainable": sum(p.numel() for p in params if p.requires_grad),
-        "weights": count_weight_params(model),
-    }
-
-
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
     """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
     is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
@@ -230,6 +211,6 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
                                   with_embeddings=False)
     if not model.needs_training:
         model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    state = ckpt.load_checkpoint(folder.checkpoint(checkpoint))
+    state = folder.load_checkpoint(checkpoint)
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device
