@@ -73,8 +73,8 @@ def _preflight(results: Path) -> str:
     """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
     from pairrepro.report.plan import load_preflight
 
-    lines = ["| recipe | data | steps | checks not passed | pairs/s (1 thread) | peak MB | "
-             "GFLOP/pair | measured |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| recipe | data | steps | checks not passed | precision | pairs/s (1 thread) | "
+             "peak MB | GFLOP/pair | measured on |", "|---|---|---|---|---|---|---|---|---|"]
     for name, record in load_preflight().items():
         data = record.get("data", {})
         where = (f"{data.get('dataset')} {data.get('split')}" if not data.get("synthetic")
@@ -85,9 +85,13 @@ def _preflight(results: Path) -> str:
                                 if c["status"] != "pass") or "none"
         flops = record.get("flops_per_pair")
         gflop = f"{flops / 1e9:.3f}" if flops else ""
+        cpu = record.get("cpu") or {}  # rates compare only on the same CPU and kernels
+        machine = (f"{cpu.get('model')}, {cpu.get('capability')} kernels" if cpu.get("model")
+                   else record.get("device_name", ""))
         lines.append(f"| `{name}` | {where} | {record.get('steps')} | {open_checks} | "
-                     f"{record.get('pairs_per_s') or 0:,.1f} | {record.get('peak_mb') or 0:,.0f}"
-                     f" | {gflop} | {record.get('measured', '')} |")
+                     f"{record.get('precision', 'fp32')} | {record.get('pairs_per_s') or 0:,.1f}"
+                     f" | {record.get('peak_mb') or 0:,.0f} | {gflop} | "
+                     f"{record.get('measured', '')}, {machine} |")
     return "\n".join(lines) + "\n"
 
 
