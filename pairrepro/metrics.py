@@ -1,27 +1,21 @@
-"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions).
+"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions,
+checked against pytrec_eval in the tests).
 
-Ranking conventions (checked against pytrec_eval, the trec_eval C code, in the tests):
-
-* A query ("group") is ranked by score, highest first. **Ties** are broken as trec_eval does
-  (``form_res_rels.c``: score descending, then *docno descending* by ``strcmp``). With
-  ``pair_ids`` the pair id is the docno. Without them, the docno is the candidate's position
-  in the input, so tied candidates are ranked *later position first*; for lists stored with the
-  positive first (Ubuntu, our Yahoo lists) a model that outputs constants is therefore ranked
-  pessimistically instead of scoring perfectly. ``tie_share`` reports how many candidates tie
-  another one of their query, so a collapsed model is visible in every result.
-* A candidate is relevant when its label is > 0. AP is the mean precision at the ranks of the
-  relevant candidates; RR is 1 / rank of the first relevant one; P@1 is whether rank 1 is
-  relevant. Each is averaged over queries (macro average, as trec_eval's ``map``,
-  ``recip_rank`` and ``P_1``).
-* Queries with no relevant candidate are handled as ``no_positive`` says: ``"skip"`` leaves them
-  out and counts them in ``skipped_queries`` (the *clean* TrecQA convention, and trec_eval's
-  behaviour for queries missing from the qrels); ``"zero"`` counts them with AP = RR = P@1 = 0
-  (trec_eval's behaviour when such a query is in the qrels with only non-relevant judgements,
-  i.e. the *raw* TrecQA convention); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
-* Ubuntu metrics (Lowe et al. 2015) are added when every evaluated query has exactly 10
-  candidates and exactly one positive: ``r10_at_k`` = share of queries whose positive is in the
-  top k of the 10; ``r2_at_1`` = share whose positive is ranked above the *first negative in
-  input order* (the 1-in-2 setting), with the same tie rule.
+* A query ("group") is ranked by score, highest first; **ties** as trec_eval breaks them
+  (``form_res_rels.c``: then *docno descending* by ``strcmp``). The docno is the pair id, or
+  without ``pair_ids`` the position in the input, so tied candidates rank later position
+  first: a constant model scores pessimistically on lists stored positive first (Ubuntu, our
+  Yahoo lists). ``tie_share`` (candidates that tie another of their query) makes a collapsed
+  model visible in every result.
+* Relevant = label > 0. AP, RR (1 / rank of the first relevant) and P@1 are macro-averaged
+  over queries, as trec_eval's ``map``, ``recip_rank``, ``P_1``.
+* Queries without a relevant candidate follow ``no_positive``: ``"skip"`` leaves them out and
+  counts them in ``skipped_queries`` (*clean* TrecQA; trec_eval for queries missing from the
+  qrels); ``"zero"`` scores them 0 (*raw* TrecQA; trec_eval for a query judged all
+  non-relevant); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
+* Ubuntu metrics (Lowe et al. 2015), when every evaluated query has 10 candidates and one
+  positive: ``r10_at_k``, the share whose positive is in the top k; ``r2_at_1``, the share
+  whose positive ranks above the *first negative in input order*, with the same tie rule.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``).
-
-No CLI here: :func:`run_tables` does the work and returns what ran and what failed; the CLI
-(``cli/pipeline_cmds.py``) renders the tables afterwards. Data is fetched and prepared first,
-once per (dataset, variant); then every (recipe, seed) still to train becomes a
-:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`): in this process
-(``jobs=1``), a local pool of ``jobs`` processes, or a Slurm array. Finished seeds are
-skipped, interrupted ones resume. A recipe whose data cannot be fetched or prepared, or a run
-whose training fails, is recorded in :attr:`Outcome.failed` and the others still run.
+"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``);
+no CLI: the CLI renders the tables after :func:`run_tables`. Data is fetched and prepared once
+per (dataset, variant); every (recipe, seed) still to train becomes a
+:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`). A recipe
+whose data fails, or a run that fails, goes to :attr:`Outcome.failed` and the rest still run.
 """
 
 from __future__ import annotations

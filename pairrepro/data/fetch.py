@@ -1,17 +1,14 @@
-"""Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of
-the sources and what a fetch reports. The parts have their own modules:
+"""Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of the
+sources and what a fetch reports. The parts have their own modules: local copies
+(:mod:`~pairrepro.data.local_copies`), URLs (:mod:`~pairrepro.data.download`), checksums
+(:mod:`~pairrepro.data.checksums`: checked *before* a file gets its final name), archives
+(:mod:`~pairrepro.data.archives`), the record and report (:mod:`~pairrepro.data.fetch_record`),
+which splits the files serve (:mod:`~pairrepro.data.coverage`); the hub is
+:mod:`pairrepro.data.sources`' other source.
 
-local copies (``--from PATH``, then the mirror: :mod:`~pairrepro.data.local_copies`), the
-URLs (:mod:`~pairrepro.data.download`), checksums (:mod:`~pairrepro.data.checksums`: a file is
-checked *before* it appears under its final name), archives (:mod:`~pairrepro.data.archives`),
-the record and report (:mod:`~pairrepro.data.fetch_record`) and which splits the files here
-serve (:mod:`~pairrepro.data.coverage`).
-
-A file already fetched is trusted while its size and mtime are those recorded (``--verify``:
-every file is hashed again). A dataset that is only partly available (SNLI dev/test in the
-mirror but no train) is fetched as far as it goes: the report names the splits that are
-missing. Only when no split at all could be had is it an error. The hub is the other source
-(:mod:`pairrepro.data.sources`).
+A fetched file is trusted while its size and mtime are those recorded (``--verify`` hashes
+again). A partly available dataset is fetched as far as it goes, the report naming the splits
+missing; only when no split could be had is it an error.
 """
 
 from __future__ import annotations

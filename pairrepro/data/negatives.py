@@ -1,23 +1,18 @@
 """BM25 with Lucene's scoring, and seeded negative sampling from the top BM25 results.
 
-The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists by using each best
-answer as a Lucene query over the whole answer set and drawing random negatives from the top
-1,000 results. Lucene's ``BM25Similarity`` (Lucene >= 8, defaults k1 = 1.2, b = 0.75) scores a
-document d for a query q as::
+The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists with each best answer
+as a Lucene query over the whole answer set, drawing negatives from the top 1,000 results.
+Lucene's ``BM25Similarity`` (Lucene >= 8; k1 = 1.2, b = 0.75)::
 
     score(q, d) = sum over query terms t (with repetition) of
                   idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-(the ``(k1 + 1)`` numerator factor was dropped in Lucene 8; it does not change rankings).
-:func:`lucene_idf` and :func:`lucene_term_weight` are the one implementation of this formula in
-the project (the ``bm25`` model uses them); retrieval over a whole collection uses ``bm25s``
-with ``method="lucene"``, whose scores the tests check equal ours. One known difference from a
-real Lucene index: Lucene stores document lengths lossily (one byte, ``SmallFloat``); we use
-exact lengths, so scores can differ in the last digits and near-ties can swap.
-
-The analyzer approximates Lucene's ``StandardAnalyzer`` (no stop words since Lucene 8):
-lower-cased word tokens (Unicode ``\\w`` runs, apostrophes inside words kept).
+:func:`lucene_idf` and :func:`lucene_term_weight` are the project's one implementation (the
+``bm25`` model uses them); retrieval over a collection uses ``bm25s`` (``method="lucene"``),
+whose scores the tests check equal ours. Lucene stores document lengths lossily (one byte); we
+use exact ones, so near-ties can swap. The analyzer approximates Lucene 8's
+``StandardAnalyzer``: lower-cased ``\\w`` runs, apostrophes inside words kept, no stop words.
 """
 
 from __future__ import annotations

@@ -1,37 +1,25 @@
 """``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics.
 
-For one dataset variant this reads every split whose files are present in
-``raw/<name>/`` (missing splits are skipped and reported), checks the counts the
-manifest expects, tokenises, builds the vocabulary and writes the prepared folder
-through :func:`pairrepro.data.prepared.write_prepared`.
+For one variant: read every split whose raw files are here (missing splits are skipped and
+reported), check the counts the manifest expects, tokenise, build the vocabulary and write the
+prepared folder (:func:`pairrepro.data.prepared.write_prepared`).
 
-Tokenisation (variant options, recorded in ``stats.json``):
+Tokenisation (variant options, recorded in ``stats.json``): ``tokenizer = "regex"``
+(:data:`TOKEN_PATTERN`: words, PTB-style clitics, single punctuation marks) or
+``"whitespace"`` (sources published tokenised: Quora BiMPM, TrecQA, TwitterURL, Ubuntu);
+``lowercase`` (default on, as in every paper here and the GloVe 6B vectors); ``numbers =
+"<num>"`` replaces every number token (:data:`NUMBER_PATTERN`) in every split: TrecQA's
+TRAIN-ALL is published with ``<num>`` while DEV/TEST keep their digits.
 
-* ``tokenizer = "regex"`` (default) — :data:`TOKEN_PATTERN`: words, PTB-style clitics
-  (``n't``, ``'s``) and single punctuation marks; ``"whitespace"`` keeps the tokens of
-  sources published already tokenised (Quora BiMPM, TrecQA, TwitterURL, Ubuntu).
-* ``lowercase = true`` (default): every paper reproduced here lower-cases (CSRAN's code
-  uses ``use_lower 1``; the GloVe 6B vectors are lower-cased).
-* ``numbers = "<num>"`` (default ``""``: keep numbers): every token that is a number
-  (:data:`NUMBER_PATTERN`) becomes that placeholder, in every
-  split. TrecQA needs it: the published TRAIN-ALL file already has its numbers replaced by
-  ``<num>`` while DEV/TEST keep them, so without the same rule on DEV/TEST a model would be
-  trained on ``<num>`` and tested on digits it never saw.
+Vocabulary: ``<pad>``, ``<unk>``, then every token of any split by its count in the train
+split (ties: count over all splits, then first appearance). Train-absent tokens stay (train
+count 0) so that they can get pretrained vectors; the recipe's ``min_count`` decides which
+become ``<unk>`` (:meth:`~pairrepro.data.prepared.PreparedDataset.rare_token_map`).
 
-Vocabulary: id 0 ``<pad>``, id 1 ``<unk>``, then every token seen in any split, ordered
-by its count in the train split (ties: count over all splits, then first appearance).
-Tokens absent from train are kept (with ``train_count`` 0) so that a recipe can still
-give them pretrained vectors; the recipe's ``min_count`` decides which become ``<unk>``
-(:meth:`pairrepro.data.prepared.PreparedDataset.rare_token_map`).
-
-Expected counts (``expected`` of a manifest split; a mismatch is a :class:`DataError`):
-``pairs``, ``groups`` (distinct ``group_id``), ``positive`` (pairs with label 1),
-``labels`` (``{label name = count}``) and ``questions`` (groups plus the queries a reader
-dropped for having no candidate at all, as TrecQA's published question counts include them).
-
-Memory: lines are streamed by the readers; token ids go straight into flat ``int32``
-arrays (no per-pair Python lists), so what grows with the number of pairs is the
-output itself: the text columns and the id arrays.
+Expected counts (a split's ``expected``; a mismatch is a :class:`DataError`): ``pairs``,
+``groups``, ``positive`` (label 1), ``labels`` (per name) and ``questions`` (groups plus the
+queries a reader dropped for having no candidate, as TrecQA's published counts include them).
+Token ids go straight into flat ``int32`` arrays: memory grows with the output alone.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
 
-A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
-
-* ``{split}.parquet``: the canonical pair table with token ids —
-  ``pair_id: str, group_id: str, left: str, right: str, label: int64,
-  left_ids: list<int32>, right_ids: list<int32>``.
-  Classification: ``label`` is the class index of the dataset's label map.
-  Ranking: ``group_id`` is the query; ``label`` is 1 for relevant candidates, else 0.
-* ``vocab.tsv``: ``token<TAB>train_count`` per line; line *i* is id *i*;
-  id 0 is ``<pad>``, id 1 is ``<unk>``.
-* ``stats.json``: pairs per split, label distribution, average lengths, vocab size,
-  malformed rows, tokenisation settings, source file sha256s.
-* ``DONE``: written last; a folder without it is incomplete and never read.
+A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds
+``{split}.parquet`` (:data:`PREPARED_SCHEMA`: the canonical pair table plus ``left_ids``,
+``right_ids``), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*; 0 ``<pad>``, 1
+``<unk>``), ``stats.json`` (counts, tokenisation, source sha256s, and the ``files`` record every
+file is checked against) and ``DONE``, written last: a folder without it is never read.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""The contract between the trainer and every model.
-
-A model receives token ids and boolean masks for the two texts of a pair and
-returns one row of ``num_outputs`` scores per pair:
-
-* classification: ``num_outputs = number of classes`` (logits);
-* pairwise ranking (hinge loss): ``num_outputs = 1`` (a relevance score);
-* pointwise ranking (two-class softmax, CSRAN): ``num_outputs = 2``.
-
-Padding positions (``mask == False``) must never change the output: the tests
-pad more and compare.
+"""The contract between the trainer and every model (ARCHITECTURE.md, "Model contract"): token
+ids and boolean masks of a pair's two texts in, ``num_outputs`` scores per pair out (classes;
+1 for pairwise ranking; 2 for pointwise ranking, CSRAN); padding (``mask == False``) never
+changes the output.
 """
 
 from __future__ import annotations

@@ -1,31 +1,23 @@
 """Published vs reproduced: the status, value and delta of every cell of a paper table.
 
-Rules of a cell (documented once, here):
+The rules of a cell, stated here once:
 
-* two sources of runs: ``results/`` (the project's reference runs, tracked in git, so a fresh
-  clone renders every cell that has one) and ``runs/`` (the user's own). A cell's number comes
-  from the user's runs of the recipe when there are finished ones, else from the reference
-  runs; with both, the reference value is shown beside the user's;
-* only runs of the recipe count: a run whose resolved config differs from its recipe in
-  anything but device and threads
-  (:func:`pairrepro.runs.config_differences`) is a *variant*; its cell says
-  ``variant (keys ...)``, never a reproduced number;
-* reproduced values are the mean over the finished seeds, converted to the column's unit
-  (fractions × 100 for ``%`` columns), with a 95% bootstrap interval over the test units
-  (queries for ranking, pairs for classification) and the seeds
-  (:mod:`pairrepro.report.evidence`); without saved predictions, the mean ± sample std;
-* ``delta = mean − published`` in the column's unit, on unrounded numbers;
-* verdict: *reproduced* when the published value lies inside the interval, or within half a
-  unit of its last printed digit (the paper's own precision); otherwise *below* or *above*.
-  A cell without an interval falls back to ``|delta| <= tolerance`` (the table's
-  ``tolerance`` for ``%`` columns, in points; ``tolerance_fraction`` for fraction columns);
-* values print with the decimals of the paper's own numbers in that column, and fractions keep
-  the paper's style (``0.739`` or ``.739``);
-* a run folder that cannot be read is *damaged*: the cell names the file (when no other seed
-  finished) and the rest of the table renders;
-* a parameter count (θ_M) is the ``parameters.weights`` a run recorded in its manifest, else
-  the count committed in ``bench/model_facts.json`` (``python bench/model_facts.py``); the
-  report never imports model code.
+* a cell's number comes from the user's finished runs of the recipe (``runs/``), else from the
+  reference runs (``results/``, tracked, so a fresh clone renders them); with both, the
+  reference value is shown beside the user's;
+* a run whose resolved config differs from its recipe (:func:`pairrepro.runs.config_differences`)
+  is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
+* the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
+  with a 95% bootstrap interval over test units and seeds (:mod:`pairrepro.report.evidence`;
+  without saved predictions, mean ± sample std); ``delta = mean − published``, unrounded;
+* *reproduced* when the published value lies in the interval or within half a unit of its
+  last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
+  ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the
+  paper's decimals and fraction style (``0.739`` or ``.739``);
+* an unreadable run folder is *damaged*: the cell names the file when no other seed finished,
+  and the rest of the table renders;
+* θ_M is the ``parameters.weights`` a run's manifest records, else ``bench/model_facts.json``:
+  the report never imports model code.
 """
 
 from __future__ import annotations

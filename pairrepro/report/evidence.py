@@ -1,14 +1,11 @@
 """The evidence behind a reproduced number: per-unit values from a run's saved predictions,
 their bootstrap interval, and paired tests between two rows on the same test units.
 
-A *unit* is what a metric averages over: a query for ranking metrics (AP, RR, P@1 per query by
-:func:`pairrepro.metrics.per_query_metrics`, with the run's recorded ``no_positive`` rule), a
-pair for classification (correct or not for accuracy; the predicted and gold class for F1,
-which is not a mean and is recomputed from counts). Several seeds give a ``[seeds, units]``
-matrix on the same units. Every metric a run's ``result.json`` records must be what its saved
-predictions give (to 1e-6; :func:`check_recorded`): when one is not, the run is damaged or was
-edited by hand, and :class:`TamperedRunError` names the file (no interval, no number, no test
-is claimed from it).
+A *unit* is what a metric averages over: a query for ranking (AP, RR, P@1 from
+:func:`pairrepro.metrics.per_query_metrics`, under the run's recorded ``no_positive``), a pair
+for classification (F1, not a mean, is recomputed from counts); seeds stack into ``[seeds,
+units]``. Every metric of ``result.json`` must equal what the predictions give (to 1e-6;
+:func:`check_recorded`), else :class:`TamperedRunError` names the file and nothing is claimed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Paper tables as data: the schema of ``pairrepro/report/papers/<paper>.toml`` and its loader.
 
-A paper file holds every table with numbers of one paper: caption, columns (a metric as
-``<split>.<metric>`` from ``result.json``, unit ``%`` or ``fraction``), row blocks in the
-paper's order, each published value as the string printed in the paper, bold/best marks,
-footnote rows, and for rows no recipe can reproduce, ``why``. Figures (``[[figures]]``) name
-a score against a recipe setting.
-
-Validation goes through :func:`pairrepro.schema.validate`, one level at a time, so that an
+A paper file holds every table with numbers of one paper: caption, columns (``<split>.<metric>``
+of ``result.json``, unit ``%`` or ``fraction``), row blocks in the paper's order with each
+value as printed, bold/best marks, footnote rows, ``why`` for rows no recipe can reproduce, and
+``[[figures]]``. Validation (:func:`pairrepro.schema.validate`) runs one level at a time, so an
 error names the file, the table (``tables[0] (Table 2)``), the block and the row by its label
 (``blocks[0] rows[3] 'CSRAN'``) or the column, and what is allowed.
 """

@@ -1,26 +1,15 @@
 """What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
 
-For every recipe of a table: its dataset and whether **every split it uses** is prepared (SNLI
-with dev/test only is not ready for a recipe that trains on SNLI train; the command that
-fetches it otherwise), the seeds still to train, and an estimate of hours,
-``seeds × epochs × train pairs / pairs_per_s``.
-
-Throughput, first found wins (the source is printed):
-
-1. ``bench/preflight/<recipe>.json``: ``pairrepro preflight`` of that recipe, at its own size;
-2. the preflight of another recipe of the same model (``preflight of <recipe>``);
-3. ``bench/figures.toml`` (model name -> pairs/s and its hardware);
-4. the median ``pairs_per_s`` that earlier runs of the same model logged.
-
-A model that is not trained (BM25, random guess) needs no training hours. Train pairs come
-from the prepared ``stats.json``, else the manifest's expected count, else the split's
-``planning`` estimate (licence-gated or never-published data: a size derived from the
-paper's published counts, marked ``(est.)`` in the plan with its source in a footnote). An
-estimate is in CPU hours or GPU hours, as its throughput figure was measured; the totals
-keep the two apart.
-With a GPU named (``--gpu h100``) a FLOP-based **lower bound** is added: preflight's FLOPs per
-pair × pairs × epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``): no real run
-reaches peak, so real hours are higher.
+For every recipe of a table: whether **every split it uses** is prepared (else the command
+that fetches it), the seeds still to train, and hours, ``seeds × epochs × train pairs /
+pairs_per_s``. Throughput, first found wins (its source is printed): the recipe's preflight
+record (``bench/preflight/<recipe>.json``), another recipe's of the same model,
+``bench/figures.toml``, the median ``pairs_per_s`` of earlier runs of the model. A model that
+is not trained needs no hours. Train pairs come from the prepared ``stats.json``, else the
+manifest's expected count, else the split's ``planning`` estimate (marked ``(est.)``, its
+source in a footnote). Hours are CPU or GPU hours as their throughput was measured, totalled
+apart. With ``--gpu NAME`` a FLOP **lower bound** is added: preflight's FLOPs per pair × pairs ×
+epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``).
 """
 
 from __future__ import annotations

@@ -86,16 +86,11 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as
-    ``torchrun --standalone --nproc-per-node NPROC`` does; None when every rank finished.
-
-    A failed job is reported by its first error a rank recorded (:func:`record_error`; the
-    earliest, rank 0 on a tie), else by torchelastic's first failure (128 + N for a rank
-    killed by signal N). Rank 0 prints its own errors and the others record theirs
-    (:func:`pairrepro.cli.common.handle_errors`), so ``message`` is set only for an error
-    nobody printed (a rank other than 0 failed in its own way). torchrun's agent would add
-    its log lines and a ``ChildFailedError`` traceback for what is a user error, so its logging
-    is off while the ranks run."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as ``torchrun
+    --standalone --nproc-per-node NPROC`` does; None when every rank finished, else the job's
+    failure (:func:`reported_failure`: ``message`` only for an error no rank printed).
+    torchrun's agent logging is off while the ranks run: its ``ChildFailedError`` traceback
+    would bury what is a user error."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
