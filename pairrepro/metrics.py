@@ -58,11 +58,8 @@ def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
 def classification_metrics(
     labels: np.ndarray, predictions: np.ndarray, num_classes: int
 ) -> dict[str, float]:
-    """Accuracy, macro F1 and, for two classes, ``f1`` (the F1 of class 1).
-
-    Macro F1 averages the per-class F1 over all ``num_classes`` classes; a class that is neither
-    present nor predicted counts as F1 = 0 (scikit-learn's ``zero_division=0``).
-    """
+    """Accuracy, macro F1 over all ``num_classes`` (a class neither present nor predicted
+    counts 0, scikit-learn's ``zero_division=0``) and, for two classes, ``f1`` of class 1."""
     labels = np.asarray(labels).astype(np.int64).ravel()
     predictions = np.asarray(predictions).astype(np.int64).ravel()
     n = _check_lengths(labels=labels, predictions=predictions)
@@ -187,21 +184,10 @@ def ranking_metrics(
     pair_ids: Sequence[str] | None = None,
     no_positive: str = "skip",
 ) -> dict[str, float]:
-    """MAP, MRR, P@1 (and Ubuntu R10@k / R2@1 where they apply) over query groups.
-
-    Args:
-        group_ids: the query of each candidate (candidates of a query need not be adjacent).
-        labels: relevance per candidate (> 0 = relevant).
-        scores: model score per candidate (higher = more relevant); NaN is an error.
-        pair_ids: docno of each candidate for trec_eval's tie rule (default: input position).
-        no_positive: ``"skip"``, ``"zero"`` or ``"error"`` for queries with no relevant
-            candidate (see the module docstring).
-
-    Returns:
-        ``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (queries averaged over),
-        ``skipped_queries``; plus ``r10_at_1``, ``r10_at_2``, ``r10_at_5``, ``r2_at_1`` when
-        every evaluated query has 10 candidates with one positive.
-    """
+    """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (averaged over),
+    ``skipped_queries`` and, where they apply, ``r10_at_1/2/5``, ``r2_at_1``, by the module
+    docstring's conventions. Candidates of a query need not be adjacent; labels > 0 are
+    relevant; a NaN score is an error; ``pair_ids`` are the docnos of the tie rule."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return {

@@ -55,15 +55,11 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
-    with ``comparisons``) into ``runs_dir``; failures are collected, not raised.
-
-    ``notify(kind, message)`` hears each step (``"training"``, ``"failed"``) so a caller can
-    print it as it happens; ``progress`` draws the fetch/prepare/train progress bars (and the
-    live table of a pool). ``launch`` chooses how the runs are started (default: one after
-    another in this process). Ctrl-C/SIGTERM propagates as ``KeyboardInterrupt`` after the
-    running trainings saved a checkpoint.
-    """
+    """Fetch, prepare and train every recipe of ``selected`` (with ``comparisons``, of their
+    comparison rows too) into ``runs_dir``, collecting failures. ``notify(kind, message)``
+    hears each step (``"training"``, ``"failed"``); ``progress`` draws the bars (and a pool's
+    live table); ``launch`` starts the runs (default: in this process). Ctrl-C/SIGTERM comes
+    out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.prepare import prepare_dataset
 

@@ -202,11 +202,8 @@ def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
 
 
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """The part of one global batch that ``rank`` processes (strided, as DistributedSampler).
-
-    A batch smaller than the world size gives ranks without rows its first row, so every
-    rank runs a step (DDP needs all ranks to join every gradient all-reduce).
-    """
+    """``rank``'s strided part of a global batch (as DistributedSampler); a rank left without
+    rows gets the first, as DDP needs every rank in every gradient all-reduce."""
     if world_size <= 1:
         return rows
     part = rows[rank::world_size]
@@ -242,13 +239,10 @@ class EpochTask(Protocol):
 
 
 class EpochPlan:
-    """The seeded order of one training epoch, resumable from any batch position.
-
-    ``items`` are what the task trains on (pair rows, or ``[T, 2]`` triples for pairwise
-    ranking; see :meth:`pairrepro.tasks.Task.epoch_items`); ``batches`` index into ``items``.
-    ``max_negatives_per_query`` (pointwise only, 0 = all) keeps per group all positives and
-    that many sampled negatives.
-    """
+    """The seeded order of one training epoch, resumable from any batch position: ``batches``
+    index ``items`` (:meth:`pairrepro.tasks.Task.epoch_items`: pair rows, or ``[T, 2]``
+    triples); ``max_negatives_per_query`` (pointwise, 0 = all) as
+    :func:`sample_query_negatives`."""
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
                  task: EpochTask, negatives: int = 1, chunk_batches: int = 50,

@@ -21,12 +21,9 @@ CHUNK = 1 << 16
 
 
 def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
-    """Check ``path`` against ``spec``; return ``(sha256, verified)``.
-
-    Raises :class:`ChecksumError` naming ``origin`` (the file as the user knows it), the
-    expected and the actual value. With no sha256 in the manifest the size is checked
-    when known, and the hash is only recorded.
-    """
+    """``(sha256, verified)`` of ``path`` against ``spec`` (no pinned sha256: the size when
+    known, the hash only recorded); a :class:`ChecksumError` names ``origin`` (the file as the
+    user knows it) and both values."""
     actual = io.sha256_file(path)
     if spec.sha256:
         if actual != spec.sha256.lower():

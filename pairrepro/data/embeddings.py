@@ -73,11 +73,9 @@ def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
 
 def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                     ) -> Step | None:
-    """What a recipe's ``[embeddings]`` lacks here, and how to get it; None when nothing.
-
-    A ``glove-file`` at :func:`trained_vectors_path` of the recipe's dataset, variant and dim
-    is the dataset's own word2vec vectors (MV-LSTM's): the step is the ``pairrepro embeddings
-    train`` command that writes it. Any other missing file is a download."""
+    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing): the
+    ``pairrepro embeddings train`` command for the dataset's own vectors
+    (:func:`trained_vectors_path`, MV-LSTM's), else a download."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
             return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
@@ -178,11 +176,9 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            path: str | Path | None = None, dim: int = 50, seed: int = 0,
                            oov_init: OovInit = "glove_stats"
                            ) -> tuple[np.ndarray, int]:
-    """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
-
-    Rows as the module docstring says, drawn from ``seed`` (``<unk>`` is not counted as OOV;
-    ``glove_stats`` falls back to ``uniform(-0.05, 0.05)`` when no word has a vector).
-    """
+    """``[len(vocab), dim]`` float32 rows as the module docstring says, seeded, and the
+    number of words without a vector (not counting ``<unk>``); ``glove_stats`` with no vector
+    found falls back to ``uniform(-0.05, 0.05)``."""
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
     if oov_init not in OOV_DRAWS:

@@ -89,18 +89,11 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
                   timeout: float | None = None, verify: bool = False) -> FetchReport:
-    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``
-    (the hub source is ``data/sources.py``'s other choice).
-
-    ``mirror`` defaults to the configured one (:func:`paths.mirror_setting`). Files already
-    fetched (as the record says, same sha256) are kept unless ``force``. A split is present
-    when at least one file that serves it was obtained (archives count once extracted); files
-    serving only splits that are already present are not downloaded. Returns a
-    :class:`FetchReport`; raises :class:`ChecksumError` for a corrupt file that no
-    other source replaced, :class:`DownloadError` / :class:`DataError` when no split
-    at all could be obtained. Files already here are trusted while their size and mtime are
-    those recorded; ``verify`` hashes every one again.
-    """
+    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)`` (``mirror``:
+    :func:`paths.mirror_setting` by default); files fetched before are kept unless ``force``.
+    A split is present once a file serving it is (archives once extracted); a file serving only
+    present splits is not downloaded. Raises :class:`ChecksumError` for a corrupt file no other
+    source replaced, :class:`DownloadError` / :class:`DataError` when no split could be had."""
     manifest = load_manifest(name)
     manifest.require_published()  # before any option check: nothing could ever help
     if manifest.name == "synthetic":

@@ -1,9 +1,5 @@
-"""Dataset manifests: ``data_manifests/<name>.toml`` read into typed, validated objects.
-
-A manifest is data, not code (see ARCHITECTURE.md for the full layout): where the
-files come from and their sha256, the licence, the label map, the reader, and the
-variants with the files each split needs and the counts expected after reading.
-"""
+"""Dataset manifests: ``data_manifests/<name>.toml`` (layout: ARCHITECTURE.md) read into
+typed, validated objects."""
 
 from __future__ import annotations
 
@@ -112,11 +108,9 @@ class PlanningEstimate(Schema):
 
 
 class Holdout(Schema):
-    """A dev split carved out of a published split that has none (see ``prepare``).
-
-    ``by = "group"`` moves whole groups (``group_id``); ``by = "left"`` moves every pair that
-    shares a first text, so no first text of the held-out split heads a pair left behind (a
-    test split whose first texts are all new is judged that way)."""
+    """A dev split carved out of a published split that has none (``prepare``), moving whole
+    groups, or (``by = "left"``) every pair of a first text, so the held-out first texts are
+    all new, as a test split judged that way needs."""
 
     from_: str = Field(alias="from")
     to: str
@@ -218,12 +212,8 @@ class ManifestFields(Schema):
 
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
-    """The options models of reader ``reader``: (variant-wide, per split).
-
-    A reader module declares ``Options`` (options allowed variant-wide and per split) and may
-    declare ``SplitOptions`` when its per-split options differ (Yahoo). A reader without a
-    module (a dataset never published) takes no options.
-    """
+    """Reader ``reader``'s options models, (variant-wide ``Options``, per split:
+    ``SplitOptions`` where it has one, else ``Options``); none for a reader without a module."""
     from pairrepro.data.formats import ReaderOptions, find_reader
 
     module = find_reader(reader)

@@ -180,13 +180,9 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
 
 def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
-    """Carve a dev split out of a published split that has none (TwitterURL has train/test only).
-
-    ``holdout = {from = "train", to = "dev", fraction = 0.1, seed = 13}``: whole groups move
-    (``by = "left"``: all the pairs of one first text), chosen by a seeded permutation, so the
-    derived split is the same on every machine. The source split's published counts are
-    checked before anything moves.
-    """
+    """Carve a dev split out of a published split that has none (TwitterURL) as
+    :class:`~pairrepro.data.manifests.Holdout` says, by a seeded permutation (the same on every
+    machine), after checking the source split's published counts."""
     source, target = holdout.from_, holdout.to
     if source not in results:
         return results
@@ -214,13 +210,9 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
 
 def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
                    ) -> tuple[dict[str, str], list[str]]:
-    """sha256 of the bytes of every raw file used, as the readers read them (hashed while
-    reading; a file a reader did not read through :class:`~pairrepro.data.formats._common.
-    TextFile` is hashed here), and the files no pin verified.
-
-    The bytes of a file fetch recorded must match the manifest's pin and that record: a file
-    edited or replaced after fetch is a :class:`ChecksumError` (exit 5) naming both hashes.
-    Files fetch never recorded (placed by hand) are used and listed as unverified."""
+    """sha256 of every raw file used, as the readers read it (else hashed here), and the files
+    no pin verified (placed by hand, not fetched). A fetched file must still match its pin and
+    record: one edited or replaced since is a :class:`ChecksumError` (exit 5) naming both."""
     from pairrepro.data.fetch_record import read_record
 
     read = take_read_hashes()
@@ -314,12 +306,9 @@ def _link_default(name: str, variant: str) -> None:
 
 def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                     progress: bool = True) -> dict[str, Any]:
-    """Preprocess one dataset variant; return its statistics (also in ``stats.json``).
-
-    Raises :class:`DataError` when no raw data is present (saying which ``pairrepro fetch``
-    to run), when a split's counts differ from the manifest's ``expected``, or — with
-    ``strict`` — when any row is malformed (naming file and line).
-    """
+    """Preprocess one dataset variant; its statistics (as in ``stats.json``). A
+    :class:`DataError` when no raw data is here (naming the ``fetch``), a split's counts are not
+    the ``expected``, or with ``strict`` a row is malformed (naming file and line)."""
     started = time.perf_counter()
     manifest = load_manifest(name)
     manifest.require_published()

@@ -57,12 +57,9 @@ class PreparedDataset:
         return sorted(p.stem for p in self.root.glob("*.parquet"))
 
     def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
-        """An id -> id table sending rare tokens to ``<unk>`` (``None`` when nothing changes).
-
-        A token seen in the train split fewer than ``min_count`` times becomes ``<unk>``.
-        Tokens never seen in train (dev/test-only words) stay when ``keep_unseen`` (they can
-        still get pretrained vectors) and become ``<unk>`` otherwise (nothing could train them).
-        """
+        """An id -> id table (``None``: no change) sending to ``<unk>`` the tokens seen in train
+        fewer than ``min_count`` times, but train-unseen ones only without ``keep_unseen``
+        (pretrained vectors could still serve them)."""
         counts = np.asarray(self.train_counts, dtype=np.int64)
         rare = counts < min_count
         if keep_unseen:
@@ -152,11 +149,9 @@ def write_prepared(
     train_counts: list[int],
     stats: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
-    """Write a prepared folder atomically file by file; ``DONE`` marks it complete.
-
-    ``stats.json`` gets a ``files`` record (returned too): per ``{split}.parquet`` its sha256,
-    rows and groups, for ``vocab.tsv`` its sha256 and rows; :func:`load_prepared` checks the
-    files against it. Each file is serialised in memory and hashed from that buffer."""
+    """Write a prepared folder atomically file by file, ``DONE`` last. ``stats.json`` gets (and
+    this returns) the ``files`` record :func:`load_prepared` checks: sha256 (of the buffer
+    written), rows, and groups of each file."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
     if vocab[:2] != [PAD, UNK]:

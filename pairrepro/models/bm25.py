@@ -122,11 +122,9 @@ class BM25(PairModel):
 
 def best_f1_threshold(scores: np.ndarray, positive: np.ndarray) -> float:
     """The threshold ``t`` whose rule "class 1 iff score > t" gives the highest F1 of class 1
-    on ``scores`` (midway between neighbouring distinct scores; the highest such cut on ties).
-
-    F1 at every cut is scikit-learn's ``precision_recall_curve`` (rule "score >= threshold",
-    one threshold per distinct score); the cut is then moved midway down to the next lower
-    distinct score, so that it also separates unseen scores sensibly."""
+    on ``scores``: the best cut of scikit-learn's ``precision_recall_curve`` (the highest on
+    ties), moved midway down to the next lower distinct score, so that it also separates
+    unseen scores sensibly."""
     if len(scores) == 0 or not positive.any():
         return 0.0
     precision, recall, thresholds = precision_recall_curve(positive, scores)

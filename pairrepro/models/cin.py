@@ -67,17 +67,15 @@ def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) ->
 
 
 def normalise_filters(weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1.
+    """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1 (an
+    all-zero row stays zero).
 
-    Why: Eq. 18's ReLU makes every filter entry >= 0, and from the second layer on the fused
-    input is a ReLU output (>= 0) too, so a window product sums ``tau c_in`` positive terms with
-    no cancellation; the filter itself grows with the input (through ``z``), and ``u * v``
-    multiplies two such sums. Unnormalised, the second layer's outputs reach the hundreds at
-    Xavier init, the tanh classifier saturates and no gradient reaches anything below it (the
-    model then scores by padding length). With rows summing to 1 (the filters are already
-    non-negative: an L1 norm), each output is a weighted average of its window, as attention
-    weights are (Sec. 3.3), and its scale follows the input's. An all-zero row stays zero.
-    """
+    Why: Eq. 18's ReLU makes every entry >= 0, and from the second layer on so is the input,
+    so a window product sums ``tau c_in`` positive terms, the filter grows with the input
+    (through ``z``) and ``u * v`` multiplies two such sums: at Xavier init the second layer's
+    outputs reach the hundreds, the tanh classifier saturates and no gradient reaches below
+    it. Rows summing to 1 make each output a weighted average of its window, as attention
+    weights (Sec. 3.3), at the input's scale."""
     return weight / weight.sum(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -85,14 +83,10 @@ FILTER_SCALES = ("normalised", "fixed", "none")
 
 
 def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
-    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says.
-
-    ``"normalised"``: each row sums to 1 (:func:`normalise_filters`; a convex combination of
-    the window, so a filter's own magnitude is lost); ``"fixed"``: every entry times
-    ``1 / (tau c_in)``, a constant that bounds the output range at initialisation just as
-    well (an output is the mean of its window's products) and keeps each filter's
-    magnitude, and so what the FGN learns about it; ``"none"``: Eq. 18 literally.
-    """
+    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says:
+    ``"normalised"`` (:func:`normalise_filters`; a filter's own magnitude is lost),
+    ``"fixed"`` (times ``1 / (tau c_in)``: the output range is as bounded at init, and each
+    filter keeps its magnitude, which the FGN learns), ``"none"`` (Eq. 18 literally)."""
     if scale == "normalised":
         return normalise_filters(weight)
     if scale == "fixed":

@@ -47,12 +47,9 @@ class GridCell(Protocol):
     state_sizes: tuple[int, ...]
 
     def step(self, inp: torch.Tensor | None, up: State, left: State) -> State:
-        """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``.
-
-        ``inp`` is the sum of the additive inputs (``rows``, ``cols``, ``grid``; None when
-        there are none). When the sweep is given ``feats``, they come as a further keyword
-        argument ``feats`` (``[B, L, F]``), for the cell to project itself.
-        """
+        """New state of one diagonal's cells (tensors ``[B, L, ...]``) from ``inp``, the sum of
+        ``rows``, ``cols`` and ``grid`` (None: none); a sweep given ``feats`` passes them as
+        the keyword ``feats`` (``[B, L, F]``) for the cell to project."""
         ...
 
 

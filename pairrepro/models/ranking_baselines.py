@@ -58,6 +58,8 @@ class CosineHead(nn.Module):
 
 
 class _RecurrentCosine(PairModel):
+    """``hidden``: LSTM units per direction (MV-LSTM paper: 50); ``dropout`` on the embeddings."""
+
     bidirectional = False
 
     def __init__(self, ctx: ModelContext, hidden: int = 50, dropout: float = 0.0) -> None:
@@ -81,22 +83,12 @@ class _RecurrentCosine(PairModel):
 
 @register_model("lstm_rnn")
 class LSTMRNN(_RecurrentCosine):
-    """LSTM-RNN (Palangi et al. 2015): cosine of the last LSTM states.
-
-    Args:
-        hidden: LSTM units (MV-LSTM paper: 50).
-        dropout: dropout on the embeddings.
-    """
+    """LSTM-RNN (Palangi et al. 2015): cosine of the last LSTM states."""
 
 
 @register_model("bilstm_rnn")
 class BiLSTMRNN(_RecurrentCosine):
-    """Bi-LSTM-RNN: cosine of ``[forward last state; backward first state]``.
-
-    Args:
-        hidden: LSTM units per direction (MV-LSTM paper: 50).
-        dropout: dropout on the embeddings.
-    """
+    """Bi-LSTM-RNN: cosine of ``[forward last state; backward first state]``."""
 
     bidirectional = True
 
@@ -155,11 +147,9 @@ class ARCI(PairModel):
 
 def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over real cells.
-
-    ``mask [B, n, m]``; returns ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``
-    with zeros on windows that hold no real cell.
-    """
+    """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over the real cells of
+    ``mask [B, n, m]``: ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``, zero where
+    a window holds none."""
     extra_n, extra_m = -x.size(2) % size, -x.size(3) % size
     if extra_n or extra_m:
         x = F.pad(x, (0, extra_m, 0, extra_n))

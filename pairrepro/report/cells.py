@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,8 +168,8 @@ def _damaged(runs: list[RunInfo]) -> list[str]:
 
 
 def recipe_config(index: RecipeIndex, recipe_name: str) -> dict[str, Any]:
-    """A recipe's resolved config as its runs record it (``config.toml``)."""
-    return tomllib.loads(index.recipes[recipe_name].to_toml())
+    """A recipe's resolved config (:meth:`~pairrepro.config.Recipe.to_dict`)."""
+    return index.recipes[recipe_name].to_dict()
 
 
 def split_variants(runs: list[RunInfo], config: dict[str, Any]
@@ -463,11 +462,8 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
 def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
                    index: RecipeIndex | None = None,
                    results_dir: Path | None = None) -> EvalTable:
-    """Every cell of ``table`` with its published value, reproduced value and status.
-
-    ``runs_dir`` holds the user's runs, ``results_dir`` the reference runs (None: none);
-    ``runs_dir=None`` is the reference-only view of the README, which must render the same
-    on every machine (no data-readiness checks)."""
+    """Every cell of ``table``: published value, reproduced value, status. ``runs_dir=None``
+    is the README's reference-only view, the same on every machine (no readiness checks)."""
     index = index or load_recipe_index()
     rows: list[EvalRow] = []
     for row in table.rows + comparison_rows(paper, table, index):
@@ -523,11 +519,9 @@ def p_text(p: float) -> str:
 
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
-    """``--compare-to ROW``: test every row's number against row ``label``'s, column by
-    column, with a paired randomization test on the same test units (queries or pairs;
-    :func:`pairrepro.report.evidence.paired_test`). Fills each cell's ``comparison``
-    (``"+0.052 (p 0.003)"``: the difference in the column's unit and the two-sided
-    p-value) and returns ``ev``. An unknown label is a ConfigError listing the rows."""
+    """``--compare-to ROW``: each cell's ``comparison`` (``"+0.052 (p 0.003)"``, in the
+    column's unit) against row ``label``'s by :func:`~pairrepro.report.evidence.paired_test`,
+    Holm over the table; ``ev``. An unknown label is a ConfigError listing the rows."""
     wanted = normalise_label(label)
     base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
                  or normalise_label(r.row.printed_label) == wanted), None)

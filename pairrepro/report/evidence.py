@@ -191,12 +191,10 @@ def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
 
 
 def run_units(runs: list[RunInfo], metric: str) -> Units:
-    """The per-unit values of ``metric`` over the finished ``runs`` (one row per seed).
-
-    Raises :class:`NoEvidenceError` (with the reason a note can print) when a run has no
-    predictions for the split, or the seeds were scored on different units;
-    :class:`TamperedRunError` (a :class:`DamagedRunError`: no caller may fall back to a number
-    without evidence) when a run's result.json disagrees with its predictions."""
+    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed. A run
+    without the split's predictions, or seeds on other units: :class:`NoEvidenceError` (the
+    reason a note prints); a result.json that disagrees with its predictions:
+    :class:`TamperedRunError`, a :class:`DamagedRunError` no caller may fall back from."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)
@@ -285,12 +283,9 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def paired_test(a: Units, b: Units) -> PairedTest:
-    """Paired randomization test of ``a`` against ``b`` on the same units (two-sided).
-
-    Mean metrics average each unit over the seeds first; F1 pairs seed k of one with seed k
-    of the other (as many as both have; a single seed against every seed of the other) and
-    tests the mean of the per-seed F1 differences (an F1 has no per-unit value to average).
-    :class:`NoEvidenceError` when the units differ."""
+    """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
+    :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
+    with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
     position = {unit: k for k, unit in enumerate(b.ids)}

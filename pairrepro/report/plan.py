@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -326,10 +325,9 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
 
 
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe*. A run made
-    with ``--set`` overrides (a variant: :func:`config_differences` finds keys other than
-    device and threads) is not the recipe's reproduction and does not count as done."""
-    config = tomllib.loads(recipe.to_toml())
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant,
+    :func:`config_differences`, does not count as done)."""
+    config = recipe.to_dict()
     return {r.seed for r in find_runs(runs_dir, recipe.name)
             if r.status == "finished" and not config_differences(r.config, config)}
 

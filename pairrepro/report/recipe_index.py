@@ -102,13 +102,9 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A recipe's (or a run's ``config.toml``) settings as flat ``section.key`` names.
-
-    Recipes record only the model hyper-parameters they set, so the model constructor's
-    defaults fill the other ``model.*`` names (from ``bench/model_facts.json``: the report
-    does not import model code): a report or a figure then sees what the run actually used.
-    Unknown model names (fake recipes) get no defaults.
-    """
+    """A recipe's (or run's) settings as flat ``section.key`` names, the model constructor's
+    defaults (``bench/model_facts.json``) filling the ``model.*`` keys it leaves unset, so a
+    report sees what the run used; an unknown model gets none."""
     flat = flatten(config)
     name = flat.get("model.name")
     defaults = model_defaults(name) if isinstance(name, str) else None

@@ -204,11 +204,8 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
     """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.runs.copy_compact`: no checkpoints, dev/test predictions
-    as ids, label and score). Only a run of the recipe itself, made from committed code, can
-    be a reference: a variant (config keys differing from ``recipes/<recipe>.toml``), a
-    dirty run (``git.dirty`` not false in its manifest) or a recipe without a passing
-    preflight record of its config (``bench/preflight``) is a ConfigError naming why."""
+    (:func:`pairrepro.runs.copy_compact`). A variant, a dirty run (``git.dirty`` not false) or
+    a recipe without a passing preflight record of its config is a ConfigError naming why."""
     from pairrepro.config import load_recipe
     from pairrepro.report.plan import preflight_problem
 

@@ -75,11 +75,8 @@ def clean_text(text: str | None) -> str:
 
 
 def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
-    """Stream the documents of an L4 file (``.xml`` or ``.xml.gz``).
-
-    Documents without a ``<uri>`` are recorded in ``malformed`` (by document number); invalid
-    XML is a :class:`DataError` naming the line and column.
-    """
+    """Stream the documents of an L4 ``.xml[.gz]`` file; one without ``<uri>`` goes to
+    ``malformed``, invalid XML is a :class:`DataError` naming line and column."""
     opener = gzip.open if path.suffix == ".gz" else open
     number = 0
     with opener(path, "rb") as handle:
