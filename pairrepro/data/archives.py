@@ -1,10 +1,6 @@
-"""Archives: members checked before anything is written, and only the members a manifest names.
-
-:func:`safe_extract` writes every member of an archive (a manifest that names none);
-:func:`extract_members` writes only the ``[[files.members]]`` a manifest names, staged in a
-hidden folder while hashed, each checked against its own pin, then moved into place. Either
-way every entry is checked first: absolute paths, ``..``, links, devices and names that would
-land on fetch's record or staging folder are refused with a :class:`DataError` naming them.
+"""Archives: every entry checked before anything is written (absolute paths, ``..``, links,
+devices and names landing on fetch's own files are a :class:`DataError` naming them);
+:func:`safe_extract` writes all members, :func:`extract_members` only those a manifest names.
 """
 
 from __future__ import annotations

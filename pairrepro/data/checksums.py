@@ -1,8 +1,6 @@
-"""Whether bytes are the bytes a manifest pins: the one place fetch compares hashes.
-
-A manifest file is pinned by its sha256, or only by its size when no hash is known (the hash
-of what arrived is then recorded, unverified). A file fetch recorded is trusted while its size
-and mtime are those recorded, and hashed again otherwise (or with ``--verify``).
+"""Whether bytes are the bytes a manifest pins (sha256, else size, the hash then recorded
+unverified): the one place fetch compares hashes. A recorded file is trusted while its size and
+mtime are the record's, hashed again otherwise or with ``--verify``.
 """
 
 from __future__ import annotations

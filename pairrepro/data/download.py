@@ -1,9 +1,5 @@
-"""Files over HTTP(S): resumable, time-limited downloads, verified before they get their name.
-
-A download grows in ``.<name>.partial`` beside its target (hidden, so nothing reads it);
-after a cut connection the next attempt asks for the rest with ``Range: bytes=<n>-``, and a
-server that ignores the range gets a fresh start. The bytes are checked against the manifest
-(:func:`~pairrepro.data.checksums.verify_file`), synced, and only then renamed into place.
+"""Files over HTTP(S): resumable (``Range`` on ``.<name>.partial``), time-limited downloads,
+checked (:func:`~pairrepro.data.checksums.verify_file`) and synced before they get their name.
 """
 
 from __future__ import annotations

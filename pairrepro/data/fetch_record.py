@@ -1,11 +1,8 @@
 """What a fetch got: :class:`FileResult` per file, :class:`FetchReport` per dataset, and the
-``raw/<name>/.fetched.json`` record that keeps them.
-
-The record lists every file and archive member fetch placed: its source, sha256, size, mtime
-(a later run re-hashes a file whose size or mtime changed) and whether a pin verified it;
-``preprocess`` checks the bytes it reads against it. The official files and the hub's parquet
-files come from separate fetches, so a fetch merges its files into the record
-(:func:`merge_record`) rather than replacing it.
+``raw/<name>/.fetched.json`` record of every file and member fetch placed (source, sha256,
+size, mtime, verified), which ``preprocess`` checks the bytes it reads against. The official
+files and the hub's come from separate fetches, so a fetch merges into the record
+(:func:`merge_record`).
 """
 
 from __future__ import annotations

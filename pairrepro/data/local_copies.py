@@ -1,10 +1,7 @@
-"""Local copies of a dataset's files: ``--from PATH`` and the mirror folder.
-
-``--from`` is a file or a folder the user gives (licence-gated data, manual downloads): a folder
-may hold the manifest paths, ``<name>/<path>`` or the bare file names. A mirror (``--mirror DIR``,
-else the configured one: :func:`pairrepro.paths.mirror_setting`) is laid out
-``<DIR>/<dataset>/<path as in the manifest>``. A copy is verified before it gets its final name
-(:func:`install_copy`).
+"""Local copies of a dataset's files: ``--from PATH`` (a file, or a folder holding the manifest
+paths, ``<name>/<path>`` or the bare names) and the mirror (``--mirror DIR``, else
+:func:`pairrepro.paths.mirror_setting`; ``<DIR>/<dataset>/<path>``). A copy is verified before
+it gets its final name (:func:`install_copy`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Model registry: recipes name a model; this module finds and builds it.
-
-Every module in this package is imported on first lookup, so a new model file
-only has to decorate its class with :func:`register_model`.
+"""Model registry: recipes name a model, this module finds and builds it; every module of the
+package is imported on first lookup, so a new model file only decorates its class with
+:func:`register_model`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Which recipe reproduces which paper row, and a recipe's settings as flat names.
-
-Rows are tied to recipes at run time: a recipe declaring
-``reproduces = [{paper = "clstm", table = 2, row = "four stacked TC-LSTMs"}]`` reproduces that
-row (labels compared after dropping citations in parentheses, spaces and case, so
-``"MV-LSTM(k=3)"`` and ``"single LSTM (Rocktäschel et al., 2015)"`` match). A recipe declaring
-``compares = [{paper, table, row}]`` adds a row of its own below the paper's rows.
+"""Which recipe reproduces which paper row, and a recipe's settings as flat names. A recipe's
+``reproduces = [{paper, table, row}]`` ties it to that row (labels compared without citations
+in parentheses, spaces and case: ``"MV-LSTM(k=3)"``); ``compares`` adds a row of its own below
+the paper's.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML.
-
-Every format shows the same grid, built once by :func:`layout`: the row label, then for each
-column the published value (bold where the paper prints it bold, or where it is the best by
-value in a conversion that lost the bold) and, for metric and parameter columns, the reproduced
-value ``mean ± std (delta) mark``. Below the grid: a note for every cell that has no number
-(why not, or the command to run), and a line per recipe linking the cells to their runs (run
-directory, commit, seeds, chosen epochs).
+"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML, all from the grid
+:func:`layout` builds once: per column the published value (bold as the paper prints it, or
+best by value where a conversion lost the bold) and the reproduced ``mean ± std (delta) mark``;
+below it a note per cell without a number (why, or the command to run) and a line per recipe
+naming its runs (folder, commit, seeds, chosen epochs).
 """
 
 from __future__ import annotations

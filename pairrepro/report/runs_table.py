@@ -1,9 +1,6 @@
-"""The key fields of every run's manifest, one line per run (``pairrepro report runs``).
-
-For a README or a lab notebook: what each reproduced number came from (dev and test scores,
-tie share, chosen epoch, wall time, speed, threads, commit, the sha256 of the prepared data)
-read from the run folders themselves, so the list is never typed by hand. A run folder that
-cannot be read shows as a ``damaged`` line naming the file; the other lines still print.
+"""``pairrepro report runs``: one line per run, read from the run folders (never typed):
+dev and test scores, tie share, chosen epoch, wall time, speed, threads, commit, the prepared
+data's sha256. A damaged folder is a ``damaged`` line naming the file.
 """
 
 from __future__ import annotations

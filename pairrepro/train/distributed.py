@@ -1,10 +1,8 @@
-"""Distributed data parallel (torchrun): process group, rank info, gathering on rank 0.
-
-Under ``torchrun`` the environment holds ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
-Every rank builds the same epoch order (same seed) and processes a strided shard of each
-global batch (:func:`pairrepro.data.batches.shard`), so the recipe's batch size stays the
-effective batch size. Evaluation is sharded the same way and the outputs are gathered so
-that rank 0 (which alone writes files) computes the metrics over every pair.
+"""Distributed data parallel (torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): process
+group, rank info, gathering on rank 0. Every rank builds the same epoch order and takes a
+strided shard of each global batch (:func:`pairrepro.data.batches.shard`), so the recipe's
+batch size stays the effective one; evaluation is sharded alike and gathered, so rank 0, which
+alone writes files, scores every pair.
 """
 
 from __future__ import annotations

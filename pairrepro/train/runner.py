@@ -1,11 +1,8 @@
-"""Run directories: from a recipe file to ``runs/<recipe>/seed-<n>/`` with a result.json.
-
-``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
-builds the model, trains it (or fits its statistics for non-neural scorers), scores the
-test splits once with the checkpoint chosen on dev, and writes the run folder through
-:mod:`pairrepro.runs`. What a run does about locks, ``--resume``, ``--force``, failures and
-signals is ARCHITECTURE.md's "Run directory and result.json"; a file that cannot be written
-is a :class:`~pairrepro.errors.StorageError` (exit 8).
+"""From a recipe file to ``runs/<recipe>/seed-<n>/``: ``train_recipe`` checks the recipe, data
+and embeddings, builds the model, trains it (or fits a scorer's statistics), scores every split
+once with the checkpoint chosen on dev and writes the run folder through :mod:`pairrepro.runs`.
+Locks, ``--resume``, ``--force``, failures and signals: ARCHITECTURE.md, "Run directory and
+result.json"; a file that cannot be written is a :class:`~pairrepro.errors.StorageError`.
 """
 
 from __future__ import annotations
