@@ -223,24 +223,21 @@ class PairedTest:
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
-def _swap_masks(rng: np.random.Generator, resamples: int, n: int) -> np.ndarray:
-    """``[R, n]`` of 0/1: 1 where a resample swaps the two systems' outputs on that unit."""
-    return rng.integers(0, 2, size=(resamples, n)).astype(np.float64)
-
-
 def _adaptive_test(observed: float, resample: Callable[[np.ndarray], np.ndarray], n: int,
                    resamples: int | None, seed: int, alphas: Sequence[float]) -> PairedTest:
-    """Draw swap masks in batches (``resample`` maps ``[R, n]`` masks to the resampled
-    statistics) until :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an explicit
-    ``resamples`` draws exactly that many."""
+    """Draw swap masks (``[R, n]``, 1 where a resample swaps the two systems' outputs on a
+    unit; ``resample`` maps them to the resampled statistics) in batches until
+    :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an explicit ``resamples`` draws exactly
+    that many."""
     rng = np.random.default_rng([seed, 31337])
     batch = resamples or TEST_BATCH
     hits = drawn = 0
     while True:
         # in chunks of at most 2,000 masks: a [10,000, n] float matrix of a large test set
         # would take gigabytes
-        resampled = np.concatenate([resample(_swap_masks(rng, min(2000, batch - done), n))
-                                    for done in range(0, batch, 2000)])
+        resampled = np.concatenate([
+            resample(rng.integers(0, 2, size=(min(2000, batch - done), n)).astype(np.float64))
+            for done in range(0, batch, 2000)])
         # a tiny tolerance so floating-point noise never counts a tie as a miss
         hits += int((np.abs(resampled) >= abs(observed) - 1e-12).sum())
         drawn += batch

@@ -29,10 +29,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What one task type means for the model, the loss, the epoch and the predictions.
-
-    The base class is classification with softmax cross-entropy; the ranking tasks override
-    what differs."""
+    """What one task type means for the model, the loss, the epoch and the predictions: the
+    base class is classification (softmax cross-entropy), ranking tasks override the rest."""
 
     type: str  # the recipe's [task] type
     loss: str  # the recipe's [task] loss

@@ -105,10 +105,8 @@ class PairBatch:
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad to the longest sequence: ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask.
-
-    ``T`` is at least 1 so an empty text still yields a (fully masked) row.
-    """
+    """Pad to the longest sequence (at least 1: an empty text is a masked row):
+    ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     width = max(1, int(lengths.max(initial=0)))
     ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)

@@ -108,10 +108,8 @@ def _open(path: Path) -> IO[str]:
 
 
 def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[str, str]]:
-    """``(word, rest-of-line)`` for every vector line; the dim is checked on the first line.
-
-    The numbers are left unparsed so callers parse only the words they need.
-    """
+    """``(word, rest-of-line)`` per vector line, the numbers unparsed (callers parse only
+    the words they need); the dim is checked on the first line."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embedding file {path} does not exist",

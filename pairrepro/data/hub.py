@@ -103,11 +103,6 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
                  "hub (mirror, --from the official files)") from None
 
 
-def _label_key(value: Any) -> str:
-    """The hub's label value as ``[hub] labels`` spells it (a class index or a name)."""
-    return str(value)
-
-
 def _columns(spec: HubSpec, manifest: Manifest, split: str, table: Any) -> None:
     names = list(table.column_names)
     absent = [hub for hub in spec.columns.values() if hub not in names]
@@ -126,7 +121,7 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
     raw_labels = dataset[cols["label"]]
     ids = ([str(v) for v in dataset[cols["pair_id"]]] if "pair_id" in cols
            else [f"{hub_split}-{i}" for i in range(len(left))])
-    keys = [_label_key(v) for v in raw_labels]
+    keys = [str(v) for v in raw_labels]  # as [hub] labels spells them (an index or a name)
     mapped = [spec.labels.get(k) for k in keys]
     warnings = []
     feature = dataset.features.get(cols["label"])

@@ -287,11 +287,6 @@ class _Steps:
             self.progress.stop()
 
 
-def prepared_root(name: str, variant: str) -> Path:
-    """Folder a variant is written to: ``prepared/<name>-<variant>``."""
-    return paths.prepared_dir(name, variant)
-
-
 def _link_default(name: str, variant: str) -> None:
     """Make ``prepared/<name>`` point at the default variant's folder, so that
     ``load_prepared(name)`` and ``load_prepared(name, default)`` find the same data."""
@@ -377,7 +372,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "reader": reader_name,
             "pairrepro_version": __version__,
         }
-        root = prepared_root(name, spec.name)
+        root = paths.prepared_dir(name, spec.name)
         stats["files"] = write_prepared(root, frames, vocab, vocab_counts, stats)
         if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
             _link_default(name, spec.name)

@@ -108,10 +108,8 @@ class PreparedDataset:
         return self._splits[name]
 
     def file_sha256(self, names: Iterable[str] | None = None) -> dict[str, str]:
-        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None)
-        as preprocess recorded them: a split's bytes are checked against that record when it
-        is read, so this is the hash of what a run reads (hashed here only for folders prepared
-        before the record existed)."""
+        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None) as
+        preprocess recorded them, which reading a split checks (hashed here for older folders)."""
         recorded = _file_records(self.root, self.stats)
         wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
                   else list(names))
@@ -120,10 +118,9 @@ class PreparedDataset:
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
-        """Check the sha256 a run recorded for prepared files (``{"test.parquet": sha}``, the
-        ``prepared_sha256`` of its manifest.json, read from ``source``) against the files of
-        this folder as preprocess recorded them; the bytes themselves are checked against that
-        record when a split is read. A :class:`DataError` names the file and both hashes."""
+        """Check the sha256 a run recorded (``prepared_sha256`` of its manifest.json, read from
+        ``source``) against this folder's record; a :class:`DataError` names the file and both
+        hashes."""
         recorded = _file_records(self.root, self.stats)
         for name, sha in expected.items():
             have = recorded.get(name, {}).get("sha256")

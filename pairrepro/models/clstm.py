@@ -207,10 +207,8 @@ class TCCell(nn.Module):
 
 
 class LCCell(nn.Module):
-    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set.
-
-    State ``(h¹, c¹, h², c²)``; the per-cell input is ``[A_in x_i; A_in y_j]`` (8d).
-    """
+    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set; state
+    ``(h¹, c¹, h², c²)``, per-cell input ``[A_in x_i; A_in y_j]`` (8d)."""
 
     outputs = (0, 2)
 

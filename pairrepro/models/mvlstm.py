@@ -35,10 +35,8 @@ INTERACTIONS = ("cosine", "bilinear", "tensor")
 
 
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Cosine of every position pair: ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``.
-
-    Norms are clamped at ``eps`` as in :func:`torch.nn.functional.cosine_similarity`.
-    """
+    """Cosine of every position pair, ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``, norms clamped
+    at ``eps`` as :func:`torch.nn.functional.cosine_similarity` does."""
     a = a / a.norm(dim=-1, keepdim=True).clamp(min=eps)
     b = b / b.norm(dim=-1, keepdim=True).clamp(min=eps)
     return torch.bmm(a, b.transpose(1, 2))

@@ -57,10 +57,9 @@ class Column(Schema):
 
 
 class Row(Schema):
-    """One printed row (``label`` as printed, without its citation line ``cite``).
-
-    Validated with the context ``{"columns": [keys], "kind": table kind}``: published values
-    and bold/best marks must name a column of the table."""
+    """One printed row (``label`` as printed, without its citation line ``cite``); validated
+    with the context ``{"columns": [keys], "kind": table kind}``, so values and marks must
+    name a column."""
 
     label: str
     values: dict[str, str]

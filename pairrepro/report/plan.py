@@ -391,10 +391,8 @@ def _speed(item: PlanItem) -> str:
 
 
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
-    """A plain-text plan: one line per recipe, then the datasets and the total estimate.
-
-    ``device`` is where training would run (``--device``): a CUDA device with CPU figures is
-    said, since those hours are not what the GPU will take."""
+    """A plain-text plan: a line per recipe, the datasets, the total estimate, and a note when
+    training would run on CUDA (``device``) but the hours are CPU figures."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")

@@ -234,13 +234,14 @@ def layout(ev: EvalTable) -> Layout:
     else:
         lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
         if ev.compare_to:
+            tests = sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
             lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
                            f"paired randomization test ({_test_resamples(ev)}; "
                            f"{F1_PAIRING}; n/a: no saved predictions or other units). "
                            "Holm p: the same p-values adjusted by Holm's step-down method "
-                           f"over the {_tests(ev)} tests of this table (family-wise error).")
+                           f"over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
@@ -249,10 +250,6 @@ def layout(ev: EvalTable) -> Layout:
         lay.legend += (" The last block holds models run here for comparison: the paper has "
                        "no number for them.")
     return lay
-
-
-def _tests(ev: EvalTable) -> int:
-    return sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
 
 
 def _test_resamples(ev: EvalTable) -> str:

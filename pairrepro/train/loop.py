@@ -152,10 +152,8 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
 
 
 class Trainer:
-    """Trains one model of one recipe with one seed inside the run ``folder``.
-
-    ``on_checkpoint`` (rank 0) runs after every ``last.pt`` written: the runner drops the
-    run that ``--force`` replaced once the new one has a checkpoint of its own."""
+    """Trains one model of one recipe with one seed in the run ``folder``; ``on_checkpoint``
+    (rank 0) runs after each ``last.pt`` (the runner then drops the run ``--force`` replaced)."""
 
     def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                  seed: int, device: torch.device, dist_ctx: DistContext | None = None,
