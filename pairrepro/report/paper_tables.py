@@ -144,14 +144,12 @@ class Block(Schema):
     rows: list[Row]
 
 
-class PaperTable(Schema):
-    """One table with numbers."""
+class _TableFields(Schema):
+    """A table's own keys (its rows are validated one level down: :func:`_load_table`)."""
 
-    paper: str
     number: int
     caption: str
     columns: list[Column]
-    blocks: list[Block]
     kind: Literal["results", "hparams"] = "results"
     dataset: str = ""
     tolerance: float = 0.5
@@ -160,6 +158,13 @@ class PaperTable(Schema):
     data_note: str = ""
     joined_header: str = ""
     x_label: str = ""
+
+
+class PaperTable(_TableFields):
+    """One table with numbers."""
+
+    paper: str
+    blocks: list[Block]
 
     @property
     def rows(self) -> list[Row]:
@@ -211,16 +216,19 @@ class FigureSpec(Schema):
         return series
 
 
-class Paper(Schema):
-    """One paper file."""
-
+class _PaperFields(Schema):
     paper: str
     title: str
-    tables: list[PaperTable]
-    figures: list[FigureSpec] = Field(default_factory=list)
     authors: str = ""
     venue: str = ""
     source: str = ""
+
+
+class Paper(_PaperFields):
+    """One paper file."""
+
+    tables: list[PaperTable]
+    figures: list[FigureSpec] = Field(default_factory=list)
     path: str = ""
 
     def table(self, number: int) -> PaperTable:
@@ -238,19 +246,8 @@ class Paper(Schema):
 # Each level is validated on its own so that an error names the table and row it is in.
 
 
-class _TableHead(Schema):
-    number: int
-    caption: str
-    columns: list[Column]
+class _TableHead(_TableFields):
     blocks: list[dict[str, Any]]
-    kind: Literal["results", "hparams"] = "results"
-    dataset: str = ""
-    tolerance: float = 0.5
-    tolerance_fraction: float | None = None
-    label_header: str = "Model"
-    data_note: str = ""
-    joined_header: str = ""
-    x_label: str = ""
 
 
 class _BlockHead(Schema):
@@ -258,14 +255,9 @@ class _BlockHead(Schema):
     rows: list[dict[str, Any]]
 
 
-class _PaperHead(Schema):
-    paper: str
-    title: str
+class _PaperHead(_PaperFields):
     tables: list[dict[str, Any]]
     figures: list[dict[str, Any]] = Field(default_factory=list)
-    authors: str = ""
-    venue: str = ""
-    source: str = ""
 
 
 _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
