@@ -274,9 +274,8 @@ class CoupledLSTM(GridPairModel):
         checkpoint: bool = False,
         use_exact_match: bool = False,
     ) -> None:
-        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling
-        size; ``checkpoint``: see :class:`GridPairModel`; ``use_exact_match``: append the
-        exact-match flag to every word vector (not in the paper; see ``WordEmbedding``)."""
+        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling size;
+        ``checkpoint``: :class:`GridPairModel`'s; ``use_exact_match``: not in the paper."""
         super().__init__(ctx, checkpoint)
         if directions not in (1, 4):
             raise ValueError(f"directions must be 1 or 4, got {directions}")

@@ -49,13 +49,10 @@ AFFINITIES = ("max", "max_sum")
 
 
 class CAFEBlock(nn.Module):
-    """One Multi-level Attention Refinement block: ``[B, T, d] -> [B, T, d + 6]``.
-
-    Inter-attention (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
-    (``G(a_i) . G(a_j) / sqrt(d)``) each give an aligned vector; three factorization machines
-    per attention compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars. All parameters are
-    shared between the two texts.
-    """
+    """One Multi-level Attention Refinement block, ``[B, T, d] -> [B, T, d + 6]``, shared by
+    the two texts: inter- (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
+    (``G(a_i) . G(a_j) / sqrt(d)``) each align a vector; per attention three factorization
+    machines compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars."""
 
     def __init__(self, dim: int, fm_factors: int = 32) -> None:
         super().__init__()
@@ -123,9 +120,8 @@ class CSRAN(PairModel):
         out_layers / out_hidden: prediction layers and width ([code] 2 / 300).
         output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
         dropout: dropout rate ([code] keep probability 0.8, i.e. 0.2).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to the word representation: [code] computes this feature (on stems) but
-            its logged run does not use it.
+        use_exact_match: the exact-match channel (``WordEmbedding``): [code] computes it (on
+            stems), its logged run does not use it.
     """
 
     def __init__(

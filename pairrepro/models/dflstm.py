@@ -337,9 +337,8 @@ class DFLSTM(GridPairModel):
         checkpoint: bool = False,
         use_exact_match: bool = False,
     ) -> None:
-        """``memory``: K, the slots per axis; ``checkpoint``: see :class:`GridPairModel`;
-        ``use_exact_match``: append the exact-match flag to every word vector (not in the
-        paper; see ``WordEmbedding``)."""
+        """``memory``: K, the slots per axis; ``checkpoint``: :class:`GridPairModel`'s;
+        ``use_exact_match``: the ``WordEmbedding`` channel, not in the paper."""
         super().__init__(ctx, checkpoint)
         if pooling not in ("last", "max"):
             raise ValueError(f"pooling must be 'last' or 'max', got {pooling!r}")

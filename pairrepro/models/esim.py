@@ -30,8 +30,7 @@ class ESIM(PairModel):
     Args:
         hidden: units per direction of both Bi-LSTMs, and the projection / MLP width.
         dropout: dropout on the embeddings, the projection input and the MLP (paper: 0.5).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to every word vector; not in the paper (see ``WordEmbedding``).
+        use_exact_match: the exact-match channel (``WordEmbedding``); not in the paper.
     """
 
     def __init__(self, ctx: ModelContext, hidden: int = 300, dropout: float = 0.5,

@@ -53,8 +53,7 @@ class MVLSTM(PairModel):
         tensor_slices: ``c``, slices of the tensor interaction (not given in the paper).
         mlp_hidden: width of the MLP's hidden layer (not given in the paper).
         dropout: dropout on the embeddings and the pooled features (paper: none stated).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to every word vector; not in the paper (see ``WordEmbedding``).
+        use_exact_match: the exact-match channel (``WordEmbedding``); not in the paper.
     """
 
     def __init__(self, ctx: ModelContext, interaction: str = "tensor", hidden: int = 50,
