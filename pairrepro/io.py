@@ -66,7 +66,6 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 

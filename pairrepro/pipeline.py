@@ -38,9 +38,8 @@ class Outcome:
 
 @dataclass
 class Launch:
-    """How to run the trainings: ``launcher`` (local | slurm | submitit-local), ``jobs`` at a
-    time (local), ``threads`` each (default cores // jobs), and for Slurm the ``[slurm]``
-    table of ``--slurm-config`` and whether to wait."""
+    """How to run the trainings (:mod:`pairrepro.launch`): ``jobs`` at a time with ``threads``
+    each, or Slurm with ``--slurm-config``'s ``[slurm]`` table and whether to wait."""
 
     launcher: str = "local"
     jobs: int = 1

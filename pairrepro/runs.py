@@ -294,12 +294,10 @@ class RunFolder:
     # ------------------------------------------------------------------ writing
     # every writer is atomic (io) and turns OSError into StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
-        """Write ``config.toml``."""
         with writing(self.config_path):
             io.write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Write ``manifest.json``."""
         with writing(self.manifest_path):
             io.write_json(self.manifest_path, manifest)
 

@@ -92,9 +92,8 @@ def write_record(name: str, fields: dict[str, Any]) -> None:
 
 
 def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
-    """Write the ``.fetched.json`` of ``report`` over the previous one, keeping the previous
-    entries of files this fetch did not touch (the official files and the hub's parquet
-    files come from separate fetches); a split is present when either source has it."""
+    """Write ``report``'s ``.fetched.json``, keeping the entries of files this fetch did not
+    touch (the other source's); a split is present when either source has it."""
     root = report.raw_dir
     previous = read_record(manifest.name) or {}
     touched = {r.path for r in report.files}

@@ -140,9 +140,8 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
 
 
 def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
-    """Load ``manifest``'s hub dataset (or the local hub-layout folder ``from_path``) and write
-    ``raw/<name>/hub/<split>.parquet`` plus the records. Splits the hub lacks are reported
-    missing; none at all is a :class:`DataError`."""
+    """Write ``manifest``'s hub dataset (or the hub-layout folder ``from_path``) to
+    ``raw/<name>/hub/<split>.parquet`` with its records; no split at all is a :class:`DataError`."""
     spec = hub_spec(manifest)
     location = str(from_path) if from_path is not None else spec.id
     loaded, data_files, fingerprint = _load(spec, location)

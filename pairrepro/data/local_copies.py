@@ -35,9 +35,8 @@ def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
 
 
 def resolve_mirror(mirror: Path | None) -> Path | None:
-    """The mirror folder (``mirror``, else the configured one: :func:`paths.mirror_setting`)
-    as an absolute path; a :class:`ConfigError` naming where it was set when it is not a
-    folder."""
+    """``mirror``, else :func:`paths.mirror_setting`'s, as an absolute path; one that is not a
+    folder is a :class:`ConfigError` naming where it was set."""
     setting = (mirror, "--mirror") if mirror is not None else paths.mirror_setting()
     if setting is None:
         return None

@@ -286,9 +286,8 @@ class VariantSpec:
 
 
 class Manifest(ManifestFields):
-    """A validated manifest as readers, fetch and prepare use it: the top-level keys of
-    :class:`ManifestFields`, the variants with each split's files and options resolved, and
-    the file it was read from."""
+    """A validated manifest: :class:`ManifestFields`, the variants with each split's files and
+    options resolved, and the file it was read from."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     variants: dict[str, VariantSpec] = Field(default_factory=dict)
@@ -337,9 +336,8 @@ class Manifest(ManifestFields):
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
-    """Validate a manifest dict against the schema of its reader (errors name ``source``,
-    the ``[files][i]`` / ``[variants.<v>.splits.<s>]`` table, the key, the value and what
-    is allowed)."""
+    """Validate a manifest dict against its reader's schema; errors name ``source``, the table
+    (``[files][i]``, ``[variants.<v>.splits.<s>]``), key, value and what is allowed."""
     reader = raw.get("reader") if isinstance(raw, dict) else None
     reader = reader if isinstance(reader, str) else ""
     checked: Any = validate(manifest_model(reader), raw, source)
@@ -364,7 +362,6 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
 
 
 def available_datasets() -> list[str]:
-    """Names of every dataset with a manifest."""
     return sorted(p.stem for p in paths.manifests_dir().glob("*.toml"))
 
 

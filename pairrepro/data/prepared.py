@@ -315,9 +315,8 @@ def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
 
 
 def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
-    """Whether ``dataset`` is prepared (:func:`is_prepared`); if not, the command(s) that
-    would make it so (:func:`prepare_steps`; for data that is not public, why, and the
-    ``fetch --from`` that brings it)."""
+    """Whether ``dataset`` is prepared and, if not, the commands that would make it so
+    (:func:`prepare_steps`; for data that is not public, why, and its ``fetch --from``)."""
     from pairrepro.data.manifests import load_manifest
 
     try:

@@ -30,14 +30,9 @@ from pairrepro.models.registry import register_model
 
 @register_model("bm25")
 class BM25(PairModel):
-    """Lucene BM25 score of the right text for the left text as query.
-
-    Args:
-        k1: term-frequency saturation (Lucene default 1.2).
-        b: length normalisation (Lucene default 0.75).
-        match_unknown: whether ``<unk>`` tokens match each other (off: all out-of-vocabulary
-            words share id 1, so matching them would be spurious).
-    """
+    """Lucene BM25 score of the right text for the left text as query (``k1``, ``b``: Lucene's
+    1.2 and 0.75); ``match_unknown``: whether ``<unk>`` tokens match each other (off: every
+    out-of-vocabulary word shares id 1, so a match would be spurious)."""
 
     needs_training = False
 

@@ -169,23 +169,18 @@ class CIN(PairModel):
 
     Args:
         hidden: encoder Bi-LSTM units per direction (not stated in the paper).
-        dim: width of every CIN layer's output (0 = the encoder width ``2 hidden + d_e``);
-            must be divisible by ``kmax``.
-        layers: stacked CIN layers N_x (the paper's case study: 2).
-        window: width tau of the generated filters (odd).
-        kmax: k of the FGN's k-max pooling = number of filter slices.
-        char_dim / char_filters / char_width / max_word_len: char CNN (Kim 2014) settings;
-            ``char_dim = 0`` turns character features off.
-        use_exact_match: append the exact-match feature to the word representation.
-        use_interaction: False = Table 5 "Remove whole interaction".
-        use_intra: False = Table 5 "Remove intra-attention".
-        filter_scale: ``"normalised"`` (default), ``"fixed"`` or ``"none"``
-            (:func:`scale_filters`; a departure from Eq. 18, see the module docstring).
-        normalise_filters: the older boolean spelling: True = ``"normalised"``, False =
-            ``"none"``; given together with a different ``filter_scale`` it is an error.
+        dim: every CIN layer's output width, divisible by ``kmax`` (0 = the encoder width
+            ``2 hidden + d_e``).
+        layers: stacked CIN layers N_x (the paper's case study: 2); ``window``: tau (odd);
+            ``kmax``: the FGN's k = filter slices.
+        char_dim / char_filters / char_width / max_word_len: the char CNN (Kim 2014; 0 = off).
+        use_interaction / use_intra: False = Table 5 "Remove whole interaction" / "Remove
+            intra-attention".
+        filter_scale: :func:`scale_filters`' (a departure from Eq. 18); ``normalise_filters``
+            is its older boolean spelling (True = ``"normalised"``, False = ``"none"``), an
+            error beside a different ``filter_scale``.
         aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
-        mlp_hidden: width of the tanh hidden layer of the classifier.
-        dropout: dropout after each fully connected, recurrent and convolutional layer.
+        dropout: after each fully connected, recurrent and convolutional layer.
     """
 
     def __init__(

@@ -103,23 +103,19 @@ class CSRAN(PairModel):
     """CSRAN with MAR (CAFE) blocks and co-stack residual affinity; see the module docstring.
 
     Args:
-        hidden: units per direction of each stacked Bi-LSTM ([code] 200); also the width of
-            the highway input projection.
+        hidden: units per direction of each stacked Bi-LSTM and the highway projection's
+            width ([code] 200).
         layers: stacked Bi-LSTM layers k (paper: tuned in 2..5; 3 in the ablations).
-        char_dim / char_hidden / max_word_len: character embedding size, char Bi-LSTM output
-            (both directions) and characters kept per word ([code] 20 / 128 / 16);
-            ``char_dim = 0`` turns the character features off.
-        highway_layers: highway layers projecting the word representation to ``hidden``
-            (paper: optional, 2; [code] 1); 0 feeds the raw word representation.
-        use_mar / use_csra: the Table 8 ablation switches.
-        affinity: ``"max"`` (code) or ``"max_sum"`` (Eq. 4 as printed).
-        fm_factors: latent factors of each factorization machine ([code] 32).
-        aggr_layers / aggr_hidden: aggregation Bi-LSTM depth and size per direction
-            ([code] 2 / 200; 0 = ``hidden``).
+        char_dim / char_hidden / max_word_len: [code] 20 / 128 (both directions) / 16;
+            ``char_dim = 0`` is off.
+        highway_layers: projecting words to ``hidden`` (paper: optional, 2; [code] 1; 0: none).
+        use_mar / use_csra: the Table 8 ablation switches; ``affinity``:
+            :func:`co_stack_affinity`'s.
+        fm_factors / aggr_layers / aggr_hidden / out_layers / out_hidden: [code] 32 / 2 / 200
+            (0 = ``hidden``) / 2 / 300.
         compare_pooled: ``z = [za; zb; za - zb; za * zb]`` ([code]) instead of ``[za; zb]``.
-        out_layers / out_hidden: prediction layers and width ([code] 2 / 300).
         output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
-        dropout: dropout rate ([code] keep probability 0.8, i.e. 0.2).
+        dropout: [code] keep probability 0.8, i.e. 0.2.
         use_exact_match: the exact-match channel (``WordEmbedding``): [code] computes it (on
             stems), its logged run does not use it.
     """

@@ -264,7 +264,6 @@ class FusedGridCell(Protocol):
     (:class:`Diagonals` order) and returns its state components as ``[n·m, B, size]``."""
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        """Run the sweep."""
         ...
 
 

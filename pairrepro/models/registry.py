@@ -44,7 +44,6 @@ def _import_all() -> None:
 
 
 def available_models() -> dict[str, type[PairModel]]:
-    """All registered models by name."""
     _import_all()
     return dict(sorted(_REGISTRY.items()))
 

@@ -58,9 +58,8 @@ class TamperedRunError(DamagedRunError):
 
 
 def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
-    """Every split's metrics recomputed from the run's saved predictions (the same functions
-    training used); splits without saved predictions are left out. A prediction file that
-    cannot be read or scored is a :class:`DamagedRunError`."""
+    """The metrics of every split with saved predictions, recomputed by training's functions;
+    a prediction file that cannot be read or scored is a :class:`DamagedRunError`."""
     out: dict[str, dict[str, float]] = {}
     for split, recorded in sorted(run.metrics.items()):
         frame = read_predictions(run.folder, split)

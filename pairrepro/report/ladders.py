@@ -57,7 +57,6 @@ class Ladder(Schema):
 
 
 def available_ladders() -> list[str]:
-    """The names of the ladder files."""
     return sorted(p.stem for p in LADDERS_DIR.glob("*.toml"))
 
 

@@ -121,9 +121,8 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
 
 
 def render_sections(results_dir: Path | None = None) -> dict[str, str]:
-    """Every generated section's text, from ``results_dir`` (default ``results/``), rendered
-    from the project folder with ``results/`` named relatively (links and paths in the
-    README must not depend on where the clone lives)."""
+    """Every generated section's text from ``results_dir`` (default ``results/``), with paths
+    relative to the project folder (the README must not depend on where the clone lives)."""
     folder = (results_dir or paths.results_dir()).absolute()
     # a README number must be what the committed predictions give: one hand-edited or
     # damaged run stops the rewrite (and --check), naming every such file

@@ -136,9 +136,8 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
 
 
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished, damaged or stopped (interrupted, stale: its process died; failed) run
-    under ``runs_dir`` (of ``dataset`` when given; a damaged run whose dataset cannot be read
-    is always listed), sorted by path."""
+    """Every finished, damaged or stopped (interrupted, stale, failed) run under ``runs_dir``,
+    of ``dataset`` when given (a damaged run is always listed), sorted by path."""
     runs = all_runs(runs_dir)
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
     lines += [_stopped_line(r, runs_dir) for r in runs

@@ -137,7 +137,6 @@ class PreflightResult:
 
     @property
     def failed(self) -> list[str]:
-        """Names of the checks that failed."""
         return [c.name for c in self.checks if c.status == "fail"]
 
     @property
