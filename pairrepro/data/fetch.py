@@ -59,19 +59,15 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
         for split, n in sizes.items():
             rel = f"{kind}/{split}.jsonl"
             target = root / rel
-            if target.is_file() and seeded and not force:
-                report.files.append(FileResult(rel, "present", "generated",
-                                               io.sha256_file(target), target.stat().st_size,
-                                               False, [split]))
-                continue
-            if kind == "nli":
-                table = synthetic.generate_nli(n, seed=SYNTHETIC_SEED, split=split)
-            else:
-                table = synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
-                                                   seed=SYNTHETIC_SEED, split=split)
-            with io.atomic_open(target) as handle:
-                table.to_json(handle, orient="records", lines=True, force_ascii=False)
-            report.files.append(FileResult(rel, "generated", "generated",
+            kept = target.is_file() and seeded and not force
+            if not kept:
+                table = (synthetic.generate_nli(n, seed=SYNTHETIC_SEED, split=split)
+                         if kind == "nli" else
+                         synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
+                                                    seed=SYNTHETIC_SEED, split=split))
+                with io.atomic_open(target) as handle:
+                    table.to_json(handle, orient="records", lines=True, force_ascii=False)
+            report.files.append(FileResult(rel, "present" if kept else "generated", "generated",
                                            io.sha256_file(target), target.stat().st_size,
                                            False, [split]))
     report.splits_present = ["train", "dev", "test"]
