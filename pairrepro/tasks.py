@@ -170,9 +170,8 @@ class _PairwiseRanking(_Ranking):
 @dataclass(frozen=True)
 class _PointwiseRanking(_Ranking):
     """Ranking as two-class classification (CSRAN): cross-entropy on two logits; candidates
-    are ranked by ``P(class 1)``, computed as its log-odds ``z1 - z0`` (the same order, but a
-    probability rounds to exactly 1.0 in floating point for confident candidates, which would
-    tie them artificially)."""
+    rank by ``P(class 1)`` as its log-odds ``z1 - z0`` (the same order, but a probability of a
+    confident candidate rounds to 1.0 and would tie it artificially)."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 2

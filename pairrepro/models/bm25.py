@@ -1,15 +1,12 @@
-"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula.
+"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula
+(:mod:`pairrepro.data.negatives`, shared with the retrieval that builds the negatives).
 
-The left text is the query, the right text the document. Document frequencies, the number of
-documents and the average document length come from the distinct right texts of the training
-pairs (:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection.
-The formula itself lives in :mod:`pairrepro.data.negatives` (one implementation, shared with
-the retrieval that builds the negatives).
-
-As a two-output model (pointwise ranking, or binary classification such as paraphrase
-identification) it outputs ``[0, score - threshold]``: class 1 is predicted when the score
-passes a threshold fitted on the training pairs (the cut that maximises the F1 of class 1
-there; dev and test are never looked at). A constant shift leaves every ranking unchanged.
+The left text is the query, the right the document; document frequencies, the number of
+documents and the average length come from the distinct right texts of the training pairs
+(:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection. With two
+outputs (pointwise ranking, or binary classification such as paraphrase) it outputs
+``[0, score - threshold]``, the threshold maximising class 1's F1 on the training pairs (dev
+and test never looked at); a constant shift leaves every ranking unchanged.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018).
-Equations and readings: ``../shared/spec/cin.md``.
-
-Pipeline (embedding, encoder and each layer's parameters shared by the two texts)::
+"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations and
+readings in ``../shared/spec/cin.md``. Embedding, encoder and each layer's parameters are
+shared by the two texts::
 
     words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
     -> N_x x CIN layer:
@@ -13,18 +12,15 @@ Pipeline (embedding, encoder and each layer's parameters shared by the two texts
 
 Readings of what the paper leaves open (cin.md 3.8): inter filters come from the other
 sentence (Eqs. 12-13; Eqs. 24-25 are printed swapped); the dynamic convolution has no bias
-and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts and
+and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts,
 separate per layer; the fusion output width is ``dim`` (0 = the encoder width). Without the
-intra interaction (Table 5, "Remove intra-attention") the fusion sees only the inter vector
-``v`` (plus the residual ``W_x x``). Without the interaction layer ("Remove whole
-interaction") the encoder output goes straight to pooling. Exact match compares token ids
-(no stemmer or lemmatiser in the prepared data) and POS tags are not used (no tagger).
+intra interaction (Table 5) the fusion sees only ``v`` (plus ``W_x x``); without the
+interaction layer the encoder output goes straight to pooling. Exact match compares token
+ids (no stemmer or lemmatiser), and POS tags are not used (no tagger).
 
-Departures from the paper: the generated filters are rescaled (``filter_scale``, default
-``"normalised"``: each row sums to 1; Eq. 18 has no normalisation, and literally it saturates
-the classifier at init; ``"fixed"`` divides by ``tau d_in`` instead); and a filter is
-``dim x tau d_in`` (300 x 3*701 with the paper's sizes: the encoder output ``[BiLSTM; E]``
-is wider than the layer), not the square ``d x tau d`` of Eqs. 10/18.
+Departures: the generated filters are rescaled (``filter_scale``, default ``"normalised"``:
+literally, Eq. 18 saturates the classifier at init) and are ``dim x tau d_in`` (300 x 3*701 at
+the paper's sizes: ``[BiLSTM; E]`` is wider than the layer), not Eqs. 10/18's ``d x tau d``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
-(Tay, Tuan, Hui, EMNLP 2018). Equations and readings: ``../shared/spec/csran.md``.
-
-Pipeline (parameters shared between the two texts)::
+(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``../shared/spec/csran.md``.
+Parameters are shared between the two texts::
 
     words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)
     -> k x ( CAFE block (MAR, +6 features) -> Bi-LSTM layer )         H^(1..k), each 2h wide
@@ -10,17 +9,14 @@ Pipeline (parameters shared between the two texts)::
     -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
     -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
 
-Choices where the paper is silent follow the authors' public code (marked [code] in the
-spec): a CAFE block before every stacked layer (also on the projected embeddings), the
-affinity as a max over all layer pairs (``affinity="max"``; Eq. 4 as printed, max over p of
-the sum over q, is ``affinity="max_sum"``), 2 highway output layers, and ``z`` with the
-difference and product terms (``compare_pooled``). Unlike the code, the alignment softmaxes
-really mask padding (the code's ``-1e-30`` constant masks nothing). POS-tag embeddings of the
-logged run are not used: prepared datasets carry no tags.
-
-Ablations (Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns with
-the plain top-layer affinity ``a_{k,i} . b_{k,j}`` and top-layer features only (the code's
-``NONE`` branch). The stack depth ``layers`` drives Figures 2-3.
+Where the paper is silent, the authors' public code ([code] in the spec): a CAFE block before
+every stacked layer (also on the projected embeddings), the affinity as a max over all layer
+pairs (:func:`co_stack_affinity`), 2 highway output layers, ``z`` with the difference and
+product terms (``compare_pooled``). Unlike the code, the alignment softmaxes really mask
+padding (its ``-1e-30`` masks nothing). The logged run's POS-tag embeddings are not used:
+prepared datasets carry no tags. Ablations (Table 8): ``use_mar=False`` removes the CAFE
+blocks; ``use_csra=False`` aligns on the top layer's affinity ``a_{k,i} . b_{k,j}`` and
+features only (the code's ``NONE`` branch). ``layers`` is the depth of Figures 2-3.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
-"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016). Readings: ``../shared/spec/mvlstm.md``.
-
-Pipeline::
+"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016); readings in ``../shared/spec/mvlstm.md``::
 
     words -> shared Bi-LSTM -> positional representations p_X,i, p_Y,j  (2 * hidden wide)
     -> interaction between every position pair:
@@ -10,10 +8,9 @@ Pipeline::
     -> k-max pooling over the whole matrix / each tensor slice (padded cells masked out)
     -> MLP  r = ReLU(W_r q + b_r),  s = W_s r + b_s   -> num_outputs
 
-Choices where the paper is silent (spec C1, C3): one Bi-LSTM shared by both texts, ReLU in
-the MLP, ``tensor_slices = 10`` and ``mlp_hidden = 50``. Pairs with fewer than ``k`` real
-cells get zeros for the missing values. With ``num_outputs > 1`` the MLP emits class logits,
-so the model also runs on NLI / paraphrase data.
+Where the paper is silent (spec C1, C3): one Bi-LSTM shared by both texts, ReLU in the MLP,
+``tensor_slices = 10``, ``mlp_hidden = 50``. Pairs with fewer than ``k`` real cells get zeros
+for the missing values; with ``num_outputs > 1`` the MLP emits class logits (NLI, paraphrase).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5); readings in
-``../shared/spec/mvlstm.md`` section 4.
-
-Models: ``lstm_rnn``, ``bilstm_rnn``, ``arc_i``, ``arc_ii``, ``cntn``, ``random_guess`` (one class
-each below).
+"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5; readings in
+``../shared/spec/mvlstm.md`` section 4).
 
 Padding is never seen: embeddings and feature maps are zeroed on padding before every
-convolution and pooling is masked. Where the original models flatten a fixed-size map (ARC-I,
-ARC-II) or use dynamic k-max pooling (CNTN), these implementations end with a masked max over
-the remaining positions, which keeps them independent of the padded width; that is a
-departure to note when comparing with the published numbers.
-
-Heads: with ``num_outputs = 1`` the cosine models return the cosine itself (a score for the
-hinge loss); with more outputs a linear layer maps the cosine to class logits, so the
-model's only matching signal stays the cosine. The MLP / tensor models emit
-``num_outputs`` values from their last layer.
+convolution, and pooling is masked. Where the originals flatten a fixed-size map (ARC-I,
+ARC-II) or use dynamic k-max pooling (CNTN), these end with a masked max over the remaining
+positions, independent of the padded width: a departure to note against the published numbers.
+With ``num_outputs = 1`` the cosine models return the cosine itself (a hinge-loss score); with
+more, a linear layer maps it to class logits, so the cosine stays their only matching signal.
 """
 
 from __future__ import annotations

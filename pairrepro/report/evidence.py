@@ -216,10 +216,9 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
 
 
 def interval(units: Units, targets: tuple[float, ...] = ()) -> Interval:
-    """The 95% two-level bootstrap interval of the metric (units and seeds resampled), with
-    resamples enough that whether each of ``targets`` (in the metric's scale: the values a
-    verdict compares with) lies inside does not depend on the seed, or says it may
-    (:meth:`pairrepro.stats.Interval.straddles`)."""
+    """The 95% two-level bootstrap interval of the metric, with resamples enough that whether
+    each of ``targets`` (the values a verdict compares with, in the metric's scale) lies inside
+    does not depend on the seed, or saying it may (:meth:`~pairrepro.stats.Interval.straddles`)."""
     if units.kind == "f1":
         return f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
                            targets=targets)
@@ -245,10 +244,8 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
 
 def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
                     ) -> Interval:
-    """The 95% interval of any metric the predictions give per unit: the means and F1 of
-    :func:`run_units`, macro F1 (pairs) and tie share (tied over all candidates, queries as
-    units). :class:`NoEvidenceError` for a metric with no such interval (a count, an Ubuntu
-    R@k)."""
+    """The 95% interval of any metric the predictions give per unit (:func:`run_units`' means
+    and F1, macro F1, tie share over queries); else :class:`NoEvidenceError` (a count, R@k)."""
     split, name = metric.split(".", 1)
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")

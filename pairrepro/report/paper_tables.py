@@ -265,10 +265,9 @@ _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
 
 @functools.cache
 def metric_names() -> frozenset[str]:
-    """Every metric name a run's result.json records, as the metric functions of
-    :mod:`pairrepro.metrics` return them: called on a two-class example and on one query of
-    ten candidates with one positive (which adds R10@k and R2@1), so this cannot fall behind
-    the functions training uses."""
+    """Every metric name a run's result.json records, from :mod:`pairrepro.metrics` itself (a
+    two-class example, and one query of ten candidates and one positive for R10@k and R2@1),
+    so this cannot fall behind the functions training uses."""
     import numpy as np
 
     from pairrepro.metrics import classification_metrics, ranking_metrics

@@ -106,10 +106,9 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The failure a job reports, from torchelastic's ``ProcessFailure`` per failed rank:
-    the earliest error a rank recorded (:func:`record_error`; rank 0 on a tie), its message
-    unless rank 0 recorded (and so printed) the same, in which case rank 0 is named; else the
-    first failure torchelastic saw, by its exit code (128 + N for a rank killed by signal N)."""
+    """The failure a job reports from torchelastic's per-rank ``ProcessFailure``: the earliest
+    error a rank recorded (:func:`record_error`; rank 0 on a tie, or when rank 0 printed that
+    message, then left out), else torchelastic's first, by exit code (128 + N: signal N)."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is
