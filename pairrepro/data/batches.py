@@ -140,10 +140,9 @@ def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator) -> np.ndarray:
-    """``[T, 2]`` (positive row, negative row) pairs: every positive of a group with
-    ``negatives`` negatives of the same group, drawn without replacement when the group
-    has enough (with replacement otherwise). Groups lacking a positive or a negative
-    contribute nothing."""
+    """``[T, 2]`` (positive row, negative row): every positive of a group with ``negatives``
+    of its negatives, without replacement where there are enough; a group lacking either
+    contributes nothing."""
     if negatives < 1:
         raise DataError(f"task.negatives must be >= 1 for the hinge loss, got {negatives}")
     out: list[np.ndarray] = []

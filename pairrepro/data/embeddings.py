@@ -63,10 +63,9 @@ def other_vectors(dim: int | None = None) -> str:
 
 
 def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
-    """Where ``pairrepro embeddings train`` (:mod:`pairrepro.data.word2vec`) writes by default,
-    and where recipes that use a dataset's own vectors read them:
-    ``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the folder commands run in
-    (recipes' embedding paths are), one file per variant and size."""
+    """``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the working folder as
+    recipes' paths are: where ``pairrepro embeddings train`` writes and recipes using a
+    dataset's own vectors read them."""
     name = f"{dataset}-{variant}" if variant else dataset
     return Path("word2vec") / f"{name}-sg-{dim}d.txt"
 

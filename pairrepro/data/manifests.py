@@ -98,10 +98,9 @@ class Expected(Schema):
 
 
 class PlanningEstimate(Schema):
-    """``planning = {pairs, source}`` of a split: the size the planner assumes while the
-    split is not prepared here (licence-gated or never-published data), derived from the
-    paper's published counts. Never checked against the data: a rebuilt split may differ,
-    and only ``expected`` is a preprocessing check."""
+    """``planning = {pairs, source}``: the size the planner assumes while the split is not
+    prepared here, from the paper's published counts; never checked against the data (only
+    ``expected`` is)."""
 
     pairs: Annotated[int, Field(ge=1)]
     source: Annotated[str, Field(min_length=1)]  # the published count and the arithmetic
@@ -262,10 +261,8 @@ def _no_reader_options() -> Schema:
 
 @dataclass
 class SplitSpec:
-    """How a reader builds one split: the files it reads, the split's own reader options
-    (typed; what it sets overrides the variant's, see ``formats._common.reader_options``),
-    expected counts and the planner's size estimate (``planning``, used only while it is
-    not prepared)."""
+    """How a reader builds one split: its files, its own reader options (typed, over the
+    variant's: ``formats._common.split_options``), expected counts and ``planning``."""
 
     name: str
     files: list[str]

@@ -73,10 +73,9 @@ class PreparedDataset:
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
                          ) -> PreparedDataset:
-        """This dataset with its splits ``names`` replaced by those of ``source`` (another
-        variant, tokenised alike), their token ids re-expressed in this vocabulary (words it
-        lacks become ``<unk>``): e.g. a model trained on this variant scored on another's
-        DEV/TEST. Every other split, the vocabulary and the statistics stay this dataset's."""
+        """This dataset with its splits ``names`` taken from ``source`` (another variant,
+        tokenised alike), re-encoded in this vocabulary (missing words: ``<unk>``); all else
+        stays this dataset's (a model of this variant scored on another's DEV/TEST)."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
             raise DataError(f"{source.root} and {self.root} are tokenised differently "
