@@ -1,30 +1,16 @@
 """Recipes: TOML files validated into a typed schema, with ``extends`` and ``--set`` overrides.
 
-A recipe is data. Every section is a pydantic model (:class:`pairrepro.schema.Schema`:
-unknown keys are errors, no string-to-number coercion, ints widen to floats) validated with
-:func:`pairrepro.schema.validate`, so errors name the file, the ``[section] key``, the value
-and what is allowed::
+Every section is a :class:`~pairrepro.schema.Schema` validated by
+:func:`~pairrepro.schema.validate`, so an error names the file, ``[section] key``, the value and
+what is allowed (``recipes/x.toml: [optim] lr: 'fast': expected a number``). ``[model]`` holds
+``name`` and the model's own hyper-parameters, checked by its constructor when it is built.
 
-    recipes/x.toml: [optim] lr: 'fast': expected a number
-    recipes/x.toml: [train] batch_size: 0: Input should be greater than or equal to 1
-
-Every section but ``[model]`` has a fixed set of keys; ``[model]`` holds ``name`` plus the
-model's own hyper-parameters, checked against the model's constructor when it is built.
-
-``extends = "other.toml"`` (a path relative to the recipe's folder) makes a recipe a delta:
-the base recipe is read first (it may extend another; a cycle is an error naming the
-files), then this file is merged into it table by table: a key given here replaces the
-base's, tables merge key by key, lists and scalars replace whole. A recipe's prose is a
-delta too: ``description`` is inherited, and a file that extends states ``change``, one
-line saying what it changes in its base (or its own ``description``, when it describes
-itself whole). The resolved ``change`` is the chain of those lines below the description,
-base first, each as ``"<recipe>: <line>"``, so the description and the changes read in order
-describe the recipe. ``paper``, ``reproduces`` and ``compares`` say what one file *is* and
-are never inherited: a recipe states the paper whose settings it follows and the table rows
-it fills itself (a variant of a recipe does not reproduce its base's rows, and a recipe on a
-new dataset is not held to its base's paper). The recipe's name stays its file stem, and
-``--set`` overrides apply after the merge. ``pairrepro train RECIPE --print-config`` prints
-the resolved recipe.
+``extends = "other.toml"`` (same folder) makes a recipe a delta: the base is read first (chains
+allowed, a cycle is an error), tables merge key by key, lists and scalars replace
+(:func:`merge_tables`), then ``--set`` overrides apply. The prose is a delta too
+(:func:`_recipe_prose`): ``description`` is inherited and a file that extends states one
+``change`` line; ``paper``, ``reproduces`` and ``compares`` say what one file *is* and are never
+inherited (:data:`OWN_KEYS`). A recipe's name is its file stem.
 """
 
 from __future__ import annotations
@@ -224,8 +210,8 @@ OWN_KEYS = ("paper", "reproduces", "compares", "change")
 
 
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
-    """Validate a TOML-shaped dict (no ``extends``: see :func:`load_recipe`) into a
-    :class:`Recipe` (errors name ``source``)."""
+    """Validate a TOML-shaped dict (``extends`` resolved) into a :class:`Recipe`; errors name
+    ``source``."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(
@@ -252,9 +238,8 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
 
 
 def _check_task(recipe: Recipe, source: str) -> None:
-    """``[task]`` type and loss fit together, and the keys the task does not use keep
-    their defaults (a resolved config.toml writes every key, so "absent" cannot be the
-    rule)."""
+    """``[task]`` type and loss fit together, and keys the task does not use keep their
+    defaults (a resolved config.toml writes every key: "absent" cannot be the rule)."""
     try:
         task = task_for(recipe.task.type, recipe.task.loss)
     except ConfigError as exc:
@@ -328,9 +313,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
                  table: str = "") -> dict[str, Any]:
     """``delta`` merged into a copy of ``base``: tables merge key by key (recursively),
-    lists and scalars replace. A table on one side and a value on the other is a
-    :class:`ConfigError` naming ``source`` (the file of ``delta``) and the key: neither
-    merging nor replacing is what such a recipe means."""
+    lists and scalars replace; a table against a value is a :class:`ConfigError` naming
+    ``source`` (the file of ``delta``) and the key."""
     out = copy.deepcopy(base)
     for key, value in delta.items():
         dotted = f"{table}.{key}" if table else key
@@ -353,8 +337,7 @@ def _kind(value: Any) -> str:
 
 
 def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """A recipe file as a TOML-shaped dict with its ``extends`` chain merged in (not yet
-    validated)."""
+    """A recipe file as a TOML-shaped dict, its ``extends`` chain merged in (not validated)."""
     raw = read_toml(path)
     base_name = raw.pop("extends", None)
     if base_name is None:
@@ -390,10 +373,10 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
 
 def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes: Any
                   ) -> list[str]:
-    """The resolved ``change`` chain of a file that extends: its base's chain (none when the
-    file describes itself whole in its own ``description``) and its own ``change`` line. A
-    file without one (a quick delta of the user's) is named with the keys it sets, so the
-    description is never read as all there is to it."""
+    """The resolved ``change`` chain of a file that extends, base first, each line as
+    ``"<recipe>: <line>"``: its base's chain (none when the file has its own ``description``)
+    and its own line; a file without one is named with the keys it sets, so the description
+    is never read as all there is to it."""
     line = own.get("change")
     if line is not None and (not isinstance(line, str) or not line.strip()):
         raise ConfigError(f"{path}: [recipe] change: {line!r}: expected one line of text "
@@ -409,8 +392,7 @@ def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes:
 
 
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    """Read a recipe file, merge its ``extends`` chain, apply ``--set`` overrides and
-    validate."""
+    """A recipe file, its ``extends`` chain merged, ``--set`` overrides applied, validated."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"recipe {p} not found", hint="recipes live in recipes/*.toml")

@@ -1,13 +1,9 @@
-"""Where everything pairrepro prints goes: the one owner of output state.
-
-:func:`get_console` (stdout: results and tables) and :func:`get_err_console` (stderr:
-progress, warnings, errors, log records) are the only rich consoles of the package; off a
-terminal they are laid out to :data:`UNCUT_WIDTH`, so that no number is ever cut to ``0.…``.
-:func:`configure` sets the output state (``quiet``, ``json``) once per invocation and routes
-the ``pairrepro`` logger to stderr (WARNING and up under ``quiet`` or ``json``, whose stdout
-is then the result alone).
-
-This module imports nothing of pairrepro: every layer may use it.
+"""Where everything pairrepro prints goes: the one owner of output state, importing nothing of
+pairrepro. :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr: progress,
+warnings, errors, logs) are the package's only rich consoles, laid out off a terminal to
+:data:`UNCUT_WIDTH` so that no number is cut to ``0.…``. :func:`configure` sets ``quiet`` and
+``json`` once per invocation and routes the ``pairrepro`` logger to stderr (WARNING and up under
+either, whose stdout is then the result alone).
 """
 
 from __future__ import annotations

@@ -24,11 +24,8 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success.
-
-    The temporary name starts with ``.`` and ends with ``.partial`` so no reader
-    globbing for the final name can pick it up.
-    """
+    """A temporary path beside ``path`` (``.<name>.partial``: no glob for the final name
+    sees it), renamed onto ``path`` only on success."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
@@ -69,7 +66,6 @@ def write_json(path: str | os.PathLike[str], data: Any) -> None:
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file."""
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 

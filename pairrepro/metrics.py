@@ -1,27 +1,21 @@
-"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions).
+"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions,
+checked against pytrec_eval in the tests).
 
-Ranking conventions (checked against pytrec_eval, the trec_eval C code, in the tests):
-
-* A query ("group") is ranked by score, highest first. **Ties** are broken as trec_eval does
-  (``form_res_rels.c``: score descending, then *docno descending* by ``strcmp``). With
-  ``pair_ids`` the pair id is the docno. Without them, the docno is the candidate's position
-  in the input, so tied candidates are ranked *later position first*; for lists stored with the
-  positive first (Ubuntu, our Yahoo lists) a model that outputs constants is therefore ranked
-  pessimistically instead of scoring perfectly. ``tie_share`` reports how many candidates tie
-  another one of their query, so a collapsed model is visible in every result.
-* A candidate is relevant when its label is > 0. AP is the mean precision at the ranks of the
-  relevant candidates; RR is 1 / rank of the first relevant one; P@1 is whether rank 1 is
-  relevant. Each is averaged over queries (macro average, as trec_eval's ``map``,
-  ``recip_rank`` and ``P_1``).
-* Queries with no relevant candidate are handled as ``no_positive`` says: ``"skip"`` leaves them
-  out and counts them in ``skipped_queries`` (the *clean* TrecQA convention, and trec_eval's
-  behaviour for queries missing from the qrels); ``"zero"`` counts them with AP = RR = P@1 = 0
-  (trec_eval's behaviour when such a query is in the qrels with only non-relevant judgements,
-  i.e. the *raw* TrecQA convention); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
-* Ubuntu metrics (Lowe et al. 2015) are added when every evaluated query has exactly 10
-  candidates and exactly one positive: ``r10_at_k`` = share of queries whose positive is in the
-  top k of the 10; ``r2_at_1`` = share whose positive is ranked above the *first negative in
-  input order* (the 1-in-2 setting), with the same tie rule.
+* A query ("group") is ranked by score, highest first; **ties** as trec_eval breaks them
+  (``form_res_rels.c``: then *docno descending* by ``strcmp``). The docno is the pair id, or
+  without ``pair_ids`` the position in the input, so tied candidates rank later position
+  first: a constant model scores pessimistically on lists stored positive first (Ubuntu, our
+  Yahoo lists). ``tie_share`` (candidates that tie another of their query) makes a collapsed
+  model visible in every result.
+* Relevant = label > 0. AP, RR (1 / rank of the first relevant) and P@1 are macro-averaged
+  over queries, as trec_eval's ``map``, ``recip_rank``, ``P_1``.
+* Queries without a relevant candidate follow ``no_positive``: ``"skip"`` leaves them out and
+  counts them in ``skipped_queries`` (*clean* TrecQA; trec_eval for queries missing from the
+  qrels); ``"zero"`` scores them 0 (*raw* TrecQA; trec_eval for a query judged all
+  non-relevant); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
+* Ubuntu metrics (Lowe et al. 2015), when every evaluated query has 10 candidates and one
+  positive: ``r10_at_k``, the share whose positive is in the top k; ``r2_at_1``, the share
+  whose positive ranks above the *first negative in input order*, with the same tie rule.
 """
 
 from __future__ import annotations
@@ -64,11 +58,8 @@ def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
 def classification_metrics(
     labels: np.ndarray, predictions: np.ndarray, num_classes: int
 ) -> dict[str, float]:
-    """Accuracy, macro F1 and, for two classes, ``f1`` (the F1 of class 1).
-
-    Macro F1 averages the per-class F1 over all ``num_classes`` classes; a class that is neither
-    present nor predicted counts as F1 = 0 (scikit-learn's ``zero_division=0``).
-    """
+    """Accuracy, macro F1 over all ``num_classes`` (a class neither present nor predicted
+    counts 0, scikit-learn's ``zero_division=0``) and, for two classes, ``f1`` of class 1."""
     labels = np.asarray(labels).astype(np.int64).ravel()
     predictions = np.asarray(predictions).astype(np.int64).ravel()
     n = _check_lengths(labels=labels, predictions=predictions)
@@ -193,21 +184,10 @@ def ranking_metrics(
     pair_ids: Sequence[str] | None = None,
     no_positive: str = "skip",
 ) -> dict[str, float]:
-    """MAP, MRR, P@1 (and Ubuntu R10@k / R2@1 where they apply) over query groups.
-
-    Args:
-        group_ids: the query of each candidate (candidates of a query need not be adjacent).
-        labels: relevance per candidate (> 0 = relevant).
-        scores: model score per candidate (higher = more relevant); NaN is an error.
-        pair_ids: docno of each candidate for trec_eval's tie rule (default: input position).
-        no_positive: ``"skip"``, ``"zero"`` or ``"error"`` for queries with no relevant
-            candidate (see the module docstring).
-
-    Returns:
-        ``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (queries averaged over),
-        ``skipped_queries``; plus ``r10_at_1``, ``r10_at_2``, ``r10_at_5``, ``r2_at_1`` when
-        every evaluated query has 10 candidates with one positive.
-    """
+    """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (averaged over),
+    ``skipped_queries`` and, where they apply, ``r10_at_1/2/5``, ``r2_at_1``, by the module
+    docstring's conventions. Candidates of a query need not be adjacent; labels > 0 are
+    relevant; a NaN score is an error; ``pair_ids`` are the docnos of the tie rule."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return {

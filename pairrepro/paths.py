@@ -91,16 +91,10 @@ def checkout_mirror() -> Path:
 
 
 def mirror_setting() -> tuple[Path, str] | None:
-    """The local mirror folder (laid out ``<DIR>/<dataset>/<file>``) and where it was set,
-    first found of:
-
-    1. ``$PAIRREPRO_MIRROR``; set but empty means no mirror at all (the official URLs), which
-       ``make MIRROR=`` relies on;
-    2. ``mirror = "DIR"`` in :func:`user_config_path` (a relative DIR is relative to that
-       file's folder);
-    3. :func:`checkout_mirror`, when that folder exists.
-
-    ``fetch --mirror DIR`` overrides all three. ``None``: no mirror."""
+    """The mirror folder (``<DIR>/<dataset>/<file>``; ``None``: none) and where it was set,
+    first found of ``$PAIRREPRO_MIRROR`` (set but empty: no mirror, as ``make MIRROR=``
+    means), ``mirror = "DIR"`` in :func:`user_config_path` (relative to that file), an existing
+    :func:`checkout_mirror`. ``fetch --mirror DIR`` overrides all three."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()

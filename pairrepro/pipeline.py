@@ -1,12 +1,8 @@
-"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``).
-
-No CLI here: :func:`run_tables` does the work and returns what ran and what failed; the CLI
-(``cli/pipeline_cmds.py``) renders the tables afterwards. Data is fetched and prepared first,
-once per (dataset, variant); then every (recipe, seed) still to train becomes a
-:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`): in this process
-(``jobs=1``), a local pool of ``jobs`` processes, or a Slurm array. Finished seeds are
-skipped, interrupted ones resume. A recipe whose data cannot be fetched or prepared, or a run
-whose training fails, is recorded in :attr:`Outcome.failed` and the others still run.
+"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``);
+no CLI: the CLI renders the tables after :func:`run_tables`. Data is fetched and prepared once
+per (dataset, variant); every (recipe, seed) still to train becomes a
+:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`). A recipe
+whose data fails, or a run that fails, goes to :attr:`Outcome.failed` and the rest still run.
 """
 
 from __future__ import annotations
@@ -42,9 +38,8 @@ class Outcome:
 
 @dataclass
 class Launch:
-    """How to run the trainings: ``launcher`` (local | slurm | submitit-local), ``jobs`` at a
-    time (local), ``threads`` each (default cores // jobs), and for Slurm the ``[slurm]``
-    table of ``--slurm-config`` and whether to wait."""
+    """How to run the trainings (:mod:`pairrepro.launch`): ``jobs`` at a time with ``threads``
+    each, or Slurm with ``--slurm-config``'s ``[slurm]`` table and whether to wait."""
 
     launcher: str = "local"
     jobs: int = 1
@@ -59,15 +54,11 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train every recipe of ``selected`` (and of their comparison rows
-    with ``comparisons``) into ``runs_dir``; failures are collected, not raised.
-
-    ``notify(kind, message)`` hears each step (``"training"``, ``"failed"``) so a caller can
-    print it as it happens; ``progress`` draws the fetch/prepare/train progress bars (and the
-    live table of a pool). ``launch`` chooses how the runs are started (default: one after
-    another in this process). Ctrl-C/SIGTERM propagates as ``KeyboardInterrupt`` after the
-    running trainings saved a checkpoint.
-    """
+    """Fetch, prepare and train every recipe of ``selected`` (with ``comparisons``, of their
+    comparison rows too) into ``runs_dir``, collecting failures. ``notify(kind, message)``
+    hears each step (``"training"``, ``"failed"``); ``progress`` draws the bars (and a pool's
+    live table); ``launch`` starts the runs (default: in this process). Ctrl-C/SIGTERM comes
+    out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.prepare import prepare_dataset
 

@@ -1,27 +1,17 @@
-"""The run folder ``runs/<recipe>/seed-<n>/``: its layout, its one reader, its writers and
-its lock (as ``data/prepared.py`` owns the prepared folder).
+"""The run folder ``runs/<recipe>/seed-<n>/``: its layout, its one reader, its writers and its
+lock. No other module reads or writes these files; torch is imported only for checkpoints and
+no model ever, so the report reads runs through here.
 
-Layout::
+Layout: ``config.toml`` (the resolved recipe), ``manifest.json`` (provenance), ``metrics.jsonl``
+(one line per epoch), ``checkpoints/`` (``last.pt``, ``best.pt``), ``predictions/<split>.parquet``,
+``evals/<split>@<variant>.json`` (``eval --save``), ``result.json`` (status, metrics); in
+``runs/<recipe>/``: ``summary.json`` (over the seeds of the last ``train --seeds``) and
+``logs/seed-<n>.<launcher>.log`` (runs a launcher started).
 
-    config.toml       the resolved recipe
-    manifest.json     provenance: git, versions, device, data sha256s, seed, timings, sizes
-    metrics.jsonl     one line per epoch
-    checkpoints/      last.pt (resumable), best.pt (weights chosen on dev)
-    predictions/      <split>.parquet
-    evals/            <split>@<variant>.json: saved re-scorings (``pairrepro eval --save``)
-    result.json       status running | interrupted | failed | finished, metrics per split
-
-and beside the seed folders, in ``runs/<recipe>/``: ``summary.json`` (mean and std over the
-seeds of the last ``train --seeds`` call) and ``logs/seed-<n>.<launcher>.log``, the output of
-runs started by ``reproduce --jobs N`` (``local``) or ``--launcher slurm`` (``slurm-<job>``).
-
-One error policy: a file that exists but cannot be read (not UTF-8, not JSON/TOML, wrong
-shape) is *damaged*. :func:`read_run` never raises for it: the run's status becomes
-``damaged`` and ``problem`` names the file and why, so a report shows that line and renders
-the rest. Commands that must act on one run (``eval``, ``--resume``) call
-:meth:`RunFolder.read_result` & co., which raise :class:`DamagedRunError` (exit 3) naming the
-file. No module outside this one reads or writes these files. It imports torch only to save
-and load checkpoints, and never the models: the report reads runs through it.
+A file that exists but cannot be read is *damaged*: :func:`read_run` never raises for it (status
+``damaged``, ``problem`` names the file, so a report renders the rest), while what acts on one
+run (``eval``, ``--resume``) calls :meth:`RunFolder.read_result` & co., which raise
+:class:`DamagedRunError` (exit 3).
 """
 
 from __future__ import annotations
@@ -304,12 +294,10 @@ class RunFolder:
     # ------------------------------------------------------------------ writing
     # every writer is atomic (io) and turns OSError into StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
-        """Write ``config.toml``."""
         with writing(self.config_path):
             io.write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Write ``manifest.json``."""
         with writing(self.manifest_path):
             io.write_json(self.manifest_path, manifest)
 
@@ -589,11 +577,9 @@ def resume_overrides(run: RunInfo) -> list[str]:
 
 
 # ---------------------------------------------------------------------- variants
-# Keys that say where or how fast a run was made, not what it computed: a run differing from
-# its recipe only in these is still the recipe's run. The [recipe] bookkeeping keys (its
-# paper, which table rows it fills, its prose, its default seed list: the seed is the
-# folder's name) do not change a number either. Precision, like threads, moves only the
-# last bits: `verify` compares runs that differ in it through intervals, never as the same run.
+# Keys that change where or how fast a run is made, or its [recipe] bookkeeping, not what it
+# computes. Precision, like threads, moves only the last bits (`verify` compares runs that
+# differ in it through intervals, never as the same run).
 IGNORED_DIFFERENCES = frozenset({
     "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
     "optim.l2_scope_why",
@@ -616,10 +602,9 @@ def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run's ``config.toml`` read through today's recipe schema: keys added to the schema
-    since the run was made appear with their defaults (which reproduce the old behaviour), so
-    a new key alone never makes an old run differ. A config today's schema cannot read is
-    returned as it is (every key then compares as written)."""
+    """A run's ``config.toml`` read through today's recipe schema, so a key added since
+    appears at its default (the old behaviour) and never makes an old run differ; a config the
+    schema cannot read is returned as it is."""
     from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
 
     try:
@@ -631,14 +616,11 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
 def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
                        also_ignore: frozenset[str] = frozenset()
                        ) -> dict[str, tuple[Any, Any]]:
-    """The keys in which a run's resolved config differs from a recipe's (``recipe.to_dict()``,
-    or another run's config): ``{"section.key": (run value, recipe value)}``, ``None``
-    where one side lacks the key. Both sides are read through today's schema first
-    (:func:`resolved_config`). Device, threads and the [recipe] bookkeeping keys
-    (:data:`IGNORED_DIFFERENCES`), and ``also_ignore``, are not differences; an empty
-    ``run_config`` (a folder without ``config.toml``: every real run writes one first) claims
-    none. The one rule for "is this run the recipe's reproduction or a *variant*".
-    """
+    """The one rule for "is this run the recipe's reproduction or a *variant*": the keys in
+    which a run's config differs from a recipe's (``recipe.to_dict()``) or another run's, both
+    read through :func:`resolved_config`, as ``{"section.key": (run value, recipe value)}``
+    (``None`` where a side lacks the key), leaving out :data:`IGNORED_DIFFERENCES` and
+    ``also_ignore``. An empty ``run_config`` (no config.toml) claims none."""
     if not run_config:  # a folder that recorded no config.toml: nothing to compare
         return {}
     run = flatten_config(resolved_config(run_config))
@@ -678,11 +660,8 @@ COMPACT_SKIP = ("train",)
 
 
 def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
-    """Copy a finished run into ``dest`` without checkpoints: ``config.toml``,
-    ``manifest.json``, ``metrics.jsonl``, ``result.json``, ``evals/`` as they are, and the
-    dev/test predictions reduced to :data:`COMPACT_COLUMNS` (zstd parquet). ``dest`` is
-    written in a temporary sibling and renamed into place, so it is never half there.
-    Returns the files written."""
+    """Copy a finished run into ``dest`` (staged, then renamed: never half there) without
+    checkpoints, its dev/test predictions cut to :data:`COMPACT_COLUMNS`; the files written."""
     staging = dest.path.parent / f".{dest.path.name}.incoming"
     with writing(staging):
         if staging.exists():

@@ -1,11 +1,8 @@
-"""One validation library for every TOML file we read (recipes, dataset manifests, paper
-tables): pydantic v2 models, and one translation of its errors into a :class:`ConfigError`
-that names the file, the ``[section] key``, the value and what is allowed::
-
-    recipes/x.toml: [optim] lr: 'fast' is not allowed: expected a number
-
-Models derive from :class:`Schema` (unknown keys are errors, no silent coercion of
-strings into numbers) and are validated with :func:`validate`.
+"""One validation library for every TOML file we read (recipes, manifests, paper tables):
+models derive from :class:`Schema` (unknown keys are errors, no coercion of strings into
+numbers) and :func:`validate` turns pydantic's errors into a :class:`ConfigError` naming the
+file, ``[section] key``, value and what is allowed
+(``recipes/x.toml: [optim] lr: 'fast' is not allowed: expected a number``).
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """Is a difference real? Confidence intervals and paired tests for reproduced metrics.
 
-* :func:`mean_interval` / :func:`f1_interval`: a seeded percentile bootstrap over the test
-  units (queries for ranking, pairs for classification), combined with the spread over seeds
-  where there are several: each resample draws the seeds *and* the units with replacement
-  (a two-level bootstrap), so a cell's interval covers both the test-set sample and the
-  training randomness.
-* :func:`paired_randomization_test`: is system A better than system B on the same units?
-  Under the null hypothesis the two systems are exchangeable on each unit, so each unit's
-  pair of outputs is swapped with probability 1/2 (for mean metrics: the sign of the
-  per-unit difference flips); the two-sided p-value is ``(1 + #{|stat*| >= |stat|}) /
-  (1 + R)``.
+* :func:`mean_interval`, :func:`f1_interval` & co.: a seeded two-level percentile bootstrap:
+  each resample draws the seeds *and* the test units (queries for ranking, pairs for
+  classification) with replacement, so an interval covers the test sample and the training
+  randomness both.
+* :func:`paired_randomization_test`: under the null each unit's pair of outputs is swapped
+  with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
 
-Everything is vectorised as weight matrices (a resample is a vector of counts per unit), so a
-table with dozens of cells renders in seconds. Resamples come from ``numpy`` generators
-seeded by the caller: the same call gives the same interval.
-
-**Verdicts that do not hang on the resampling seed.** Without an explicit ``resamples``, both
-are adaptive: resamples are drawn in batches until the Monte-Carlo (MC) standard error of
-what decides a verdict is below a stated bound and the threshold lies more than ``MC_Z`` MC
-standard errors from it, or a cap is reached. For an interval endpoint the MC s.e. comes from
-the order statistics around its quantile (distribution-free); for a p-value it is
-``sqrt(p (1 - p) / R)``. What is still within ``MC_Z`` s.e. of its threshold at the cap is
-*undecided* (:meth:`Interval.straddles`, :meth:`PairedTest.straddles`): another seed could
-decide it either way, so no verdict is printed; a p-value within ``P_MARGIN`` of its
-threshold is undecided too (resampling stops once that is sure). With an explicit
-``resamples`` exactly that many are drawn (one batch), as the tests' slow reference loops
-do.
+Resamples are weight matrices (counts per unit), vectorised and seeded by the caller. Without
+an explicit ``resamples`` both are adaptive: batches are drawn until the Monte-Carlo s.e. of
+what decides a verdict is under its bound (:data:`ENDPOINT_SE`, :data:`P_SE`) and the
+threshold lies more than :data:`MC_Z` s.e. away, or a cap is reached. What is still that close,
+or a p-value within :data:`P_MARGIN` of its threshold, is *undecided*
+(:meth:`Interval.straddles`, :meth:`PairedTest.straddles`): another seed could decide it. An
+endpoint's MC s.e. comes from the order statistics around its quantile, a p-value's is
+``sqrt(p (1 - p) / R)``. An explicit ``resamples`` draws exactly that many.
 """
 
 from __future__ import annotations
@@ -113,12 +102,9 @@ def resample_counts(rng: np.random.Generator, resamples: int, n: int) -> np.ndar
 def _two_level(per_seed: Callable[[np.ndarray], np.ndarray], point: float, seeds: int,
                units: int, confidence: float, resamples: int | None, seed: int,
                targets: Sequence[float] = ()) -> Interval:
-    """The percentile interval of ``mean over resampled seeds of per_seed(unit counts)``.
-
-    ``per_seed(W)`` maps unit counts ``[R, units]`` to each seed's statistic ``[R, seeds]``.
-    ``resamples=None``: batches of :data:`RESAMPLES` until both endpoints' MC s.e. are at
-    most :data:`ENDPOINT_SE` and no ``targets`` value (what a verdict compares the interval
-    with) lies within ``MC_Z`` s.e. of an endpoint, or :data:`INTERVAL_CAP` is reached."""
+    """The percentile interval of the mean over resampled seeds of ``per_seed(W)`` (unit
+    counts ``[R, units]`` -> ``[R, seeds]``); adaptive in batches of :data:`RESAMPLES` up to
+    :data:`INTERVAL_CAP` (``targets``: the values a verdict compares the interval with)."""
     if units == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     rng = np.random.default_rng([seed, 2718])
@@ -237,24 +223,21 @@ class PairedTest:
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
-def _swap_masks(rng: np.random.Generator, resamples: int, n: int) -> np.ndarray:
-    """``[R, n]`` of 0/1: 1 where a resample swaps the two systems' outputs on that unit."""
-    return rng.integers(0, 2, size=(resamples, n)).astype(np.float64)
-
-
 def _adaptive_test(observed: float, resample: Callable[[np.ndarray], np.ndarray], n: int,
                    resamples: int | None, seed: int, alphas: Sequence[float]) -> PairedTest:
-    """Draw swap masks in batches (``resample`` maps ``[R, n]`` masks to the resampled
-    statistics) until :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an explicit
-    ``resamples`` draws exactly that many."""
+    """Draw swap masks (``[R, n]``, 1 where a resample swaps the two systems' outputs on a
+    unit; ``resample`` maps them to the resampled statistics) in batches until
+    :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an explicit ``resamples`` draws exactly
+    that many."""
     rng = np.random.default_rng([seed, 31337])
     batch = resamples or TEST_BATCH
     hits = drawn = 0
     while True:
         # in chunks of at most 2,000 masks: a [10,000, n] float matrix of a large test set
         # would take gigabytes
-        resampled = np.concatenate([resample(_swap_masks(rng, min(2000, batch - done), n))
-                                    for done in range(0, batch, 2000)])
+        resampled = np.concatenate([
+            resample(rng.integers(0, 2, size=(min(2000, batch - done), n)).astype(np.float64))
+            for done in range(0, batch, 2000)])
         # a tiny tolerance so floating-point noise never counts a tie as a miss
         hits += int((np.abs(resampled) >= abs(observed) - 1e-12).sum())
         drawn += batch
@@ -284,13 +267,10 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs:
-    each resample swaps the two systems' predictions on a random half of the pairs.
-
-    ``pred_a``/``pred_b`` are ``[units]`` or ``[seeds, units]`` with as many seeds each: seed
-    k of A is paired with seed k of B, one resample swaps the same pairs in every seed, and
-    the statistic is the mean over seeds of the per-seed F1 differences (an F1 has no
-    per-unit value to average over seeds first). Adaptive unless ``resamples`` is given."""
+    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs.
+    ``pred_a``/``pred_b``: ``[units]`` or ``[seeds, units]``, seed k of A paired with seed k
+    of B; a resample swaps the same pairs in every seed, and the statistic is the mean of the
+    per-seed F1 differences (an F1 has no per-unit value to average first)."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "

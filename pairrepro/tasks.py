@@ -1,23 +1,14 @@
-"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean.
-
-Three tasks (one object each):
-
-* ``classification`` / ``cross_entropy``: softmax cross-entropy over the classes;
-* ``ranking`` / ``hinge`` (pairwise ranking): ``max(0, margin - s(q, d+) + s(q, d-))`` over
-  sampled (query, positive, negative) triples; the model outputs one score per pair;
-* ``ranking`` / ``pointwise`` (ranking as two-class classification, CSRAN): cross-entropy on
-  two logits, candidates ranked by the class-1 log-odds.
-
-Each task owns which ``[task]`` keys it uses (:attr:`Task.recipe_keys`); a key it does not
-use must keep its default, so ``max_negatives_per_query`` on a hinge recipe is an error
-rather than silently ignored.
-
-Everything else that depends on the task lives here too (the methods of :class:`Task`), so no
+"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean, so no
 other module compares loss names or task types.
 
-torch, pandas, the metrics and the batching helpers are imported on first use: the recipe
-schema names its choices from :data:`LOSSES`/:data:`TASK_TYPES`, and reading a recipe (or a
-report) must not pay for loading torch.
+* ``classification`` / ``cross_entropy``: softmax cross-entropy over the classes;
+* ``ranking`` / ``hinge``: ``max(0, margin - s(q, d+) + s(q, d-))`` over sampled triples, one
+  score per pair;
+* ``ranking`` / ``pointwise`` (CSRAN): two-logit cross-entropy, ranked by the class-1 log-odds.
+
+A task owns the ``[task]`` keys it uses (:attr:`Task.recipe_keys`); any other must keep its
+default. torch, pandas, the metrics and batching are imported on first use: the recipe schema
+names its choices from :data:`LOSSES`/:data:`TASK_TYPES` without loading torch.
 """
 
 from __future__ import annotations
@@ -38,10 +29,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What one task type means for the model, the loss, the epoch and the predictions.
-
-    The base class is classification with softmax cross-entropy; the ranking tasks override
-    what differs."""
+    """What one task type means for the model, the loss, the epoch and the predictions: the
+    base class is classification (softmax cross-entropy), ranking tasks override the rest."""
 
     type: str  # the recipe's [task] type
     loss: str  # the recipe's [task] loss
@@ -181,9 +170,8 @@ class _PairwiseRanking(_Ranking):
 @dataclass(frozen=True)
 class _PointwiseRanking(_Ranking):
     """Ranking as two-class classification (CSRAN): cross-entropy on two logits; candidates
-    are ranked by ``P(class 1)``, computed as its log-odds ``z1 - z0`` (the same order, but a
-    probability rounds to exactly 1.0 in floating point for confident candidates, which would
-    tie them artificially)."""
+    rank by ``P(class 1)`` as its log-odds ``z1 - z0`` (the same order, but a probability of a
+    confident candidate rounds to 1.0 and would tie it artificially)."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 2

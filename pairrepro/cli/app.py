@@ -35,12 +35,9 @@ def _option(command: Any, arg: str) -> Any:
 
 
 def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
-    """``args`` with every global flag moved in front of the command path, so that
-    ``pairrepro eval RUN --json`` means ``pairrepro --json eval RUN``.
-
-    The command path is followed as click will parse it, so the value of an option that takes
-    one (``--dataset --json`` names a dataset) stays where it is, and nothing after ``--``
-    moves."""
+    """``args`` with every global flag moved before the command path (``pairrepro eval RUN
+    --json`` is ``pairrepro --json eval RUN``), parsed as click will: an option's value
+    (``--dataset --json``) and whatever follows ``--`` stay."""
     front: list[str] = []
     rest: list[str] = []
     command = group

@@ -1,10 +1,7 @@
-"""CLI of the pipeline: ``pairrepro reproduce`` and ``pairrepro demo``, the commands that
-fetch, preprocess, train and report in one go.
-
-``reproduce`` has :func:`pairrepro.pipeline.run_tables` fetch, preprocess and train what a
-table needs (skipping finished seeds), then renders it — the make targets (``make table2``,
-``make csran-table6``, ``make tables``) call it. ``demo`` walks one small example through
-every step. Both render with the report's own helpers (``report_cmds.py``).
+"""CLI of the pipeline: ``reproduce`` (:func:`pairrepro.pipeline.run_tables` fetches,
+preprocesses and trains what a table needs, then it renders; the make targets call it) and
+``demo`` (one small example through every step), both rendering with ``report_cmds.py``'s
+helpers.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""CLI of the report area: ``pairrepro report``.
-
-``report`` compares published tables with finished runs and never trains; its sub-commands
-``runs``, ``curves`` and ``figures`` list runs and draw figures, ``gap`` renders a gap
-ladder, ``orderings`` checks the paper's row orderings against paired tests, ``parity``
-sets bf16 runs against fp32 runs of the same recipes, and a paper
-name in the place of a sub-command (``pairrepro report csran --table 6``) means
-``report paper csran ...``. The table helpers (:func:`select_tables`, :func:`output_tables`,
-:func:`print_plan`) are also what ``reproduce`` and ``demo`` (``pipeline_cmds.py``) render
-with.
+"""CLI of the report area: ``pairrepro report`` (never trains) and its sub-commands ``runs``,
+``curves``, ``figures``, ``gap``, ``orderings``, ``parity``; a paper name in place of a
+sub-command means ``report paper NAME``. ``reproduce`` and ``demo`` render through its table
+helpers (:func:`select_tables`, :func:`output_tables`, :func:`print_plan`).
 """
 
 from __future__ import annotations

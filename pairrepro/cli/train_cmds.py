@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -177,7 +176,7 @@ def train(
     path = resolve_recipe(recipe)
     seed_list = parse_seeds(seeds)  # before anything runs or is written
     resolved = load_recipe(path, overrides)
-    check_model_keys(resolved)  # what training would reject, --print-config rejects too
+    _check_model_keys(resolved)  # what training would reject, --print-config rejects too
     if print_config:
         if STATE.json:
             emit_json(resolved.to_dict())
@@ -234,26 +233,14 @@ def _print_results(results: list[dict[str, Any]]) -> None:
                           " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
 
 
-def check_model_keys(recipe: Recipe) -> None:
-    """The ``[model]`` keys of ``recipe`` against its model's constructor, naming the file:
-    an unknown key (``hiden``), or a table where the constructor's default is a plain value
-    (``[model.hidden]``), which would otherwise reach the model's own arithmetic."""
-    from pairrepro.models.registry import model_hparams
+def _check_model_keys(recipe: Recipe) -> None:
+    from pairrepro.models.registry import check_hparam_keys, model_hparams
 
-    name = recipe.model.name
-    allowed = model_hparams(name)  # an unknown model name: ConfigError listing the known
-    for key, value in recipe.model.hparams.items():
-        if key not in allowed:
-            raise ConfigError(f"{recipe.source}: [model] {key}: model {name!r} has no "
-                              f"hyper-parameter {key!r}",
-                              hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}")
-        default = allowed[key].default
-        if (isinstance(value, dict) and default is not inspect.Parameter.empty
-                and not isinstance(default, dict)):
-            raise ConfigError(f"{recipe.source}: [model] {key}: a table, where model "
-                              f"{name!r} takes a value such as {default!r}",
-                              hint=f"write {key} = VALUE under [model], not a [model.{key}] "
-                                   "table")
+    model_hparams(recipe.model.name)  # an unknown model name: ConfigError listing the known
+    try:
+        check_hparam_keys(recipe.model.name, recipe.model.hparams)
+    except ConfigError as exc:
+        raise ConfigError(f"{recipe.source}: [model] {exc.message}", hint=exc.hint) from None
 
 
 def evaluate(

@@ -1,10 +1,6 @@
-"""Archives: members checked before anything is written, and only the members a manifest names.
-
-:func:`safe_extract` writes every member of an archive (a manifest that names none);
-:func:`extract_members` writes only the ``[[files.members]]`` a manifest names, staged in a
-hidden folder while hashed, each checked against its own pin, then moved into place. Either
-way every entry is checked first: absolute paths, ``..``, links, devices and names that would
-land on fetch's record or staging folder are refused with a :class:`DataError` naming them.
+"""Archives: every entry checked before anything is written (absolute paths, ``..``, links,
+devices and names landing on fetch's own files are a :class:`DataError` naming them);
+:func:`safe_extract` writes all members, :func:`extract_members` only those a manifest names.
 """
 
 from __future__ import annotations
@@ -95,13 +91,9 @@ def _archive_entries(archive: Path, dest: Path, kind: str
 
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
-    """Extract ``archive`` (``zip``, ``tar`` or ``tar.gz``) under ``dest``.
-
-    Every member is checked before anything is written: absolute paths, ``..``,
-    symbolic and hard links, devices are refused with a :class:`DataError` naming
-    the member. Files are written atomically. Returns the extracted file paths
-    relative to ``dest`` (POSIX style).
-    """
+    """Extract ``archive`` (``zip``, ``tar``, ``tar.gz``) under ``dest``, each file atomically,
+    after checking every member (absolute paths, ``..``, links and devices are a
+    :class:`DataError` naming it); the files' POSIX paths relative to ``dest``."""
     members = _archive_entries(archive, dest, kind)
     written: list[str] = []
     root = dest.resolve()
@@ -122,17 +114,13 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
 def extract_members(archive: Path, root: Path, spec: FileSpec,
                     keep: dict[str, dict[str, Any]], archive_verified: bool = False
                     ) -> tuple[list[FileResult], list[str]]:
-    """Extract the members ``spec`` names from ``archive`` into ``root``; nothing else.
-
-    Members are written into a hidden staging folder while hashed, each checked against its
-    own pin (sha256, else size; a mismatch is a :class:`ChecksumError` and nothing is moved),
-    then moved into place one by one (``os.replace``). A member without a pin is kept as
-    ``verified = False`` with the hash of its bytes, except where ``keep`` (the fetch record)
-    holds a verified file at that path: unverified bytes never replace a verified file.
-    Members of an archive whose own pin verified it (``archive_verified``) are verified by
-    that chain: the archive's bytes fix theirs. Returns one :class:`FileResult` per member
-    found, and warnings. An archive holding none of the named members is a
-    :class:`DataError`."""
+    """Extract only the members ``spec`` names from ``archive`` into ``root``: staged while
+    hashed, each checked against its pin (sha256, else size; a mismatch is a
+    :class:`ChecksumError` and nothing moves), then moved into place. An unpinned member is
+    ``verified = False`` with its hash, unless the archive's own pin verified it
+    (``archive_verified``), and never replaces a verified file of ``keep`` (the fetch record).
+    One :class:`FileResult` per member found, and warnings; an archive holding none of them is
+    a :class:`DataError`."""
     wanted = {m.path: m for m in spec.members}
     staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,20 +1,16 @@
 """Batches for training and evaluation: length bucketing, padding, masks, ranking triples.
 
-Everything here is a pure function of its inputs and a seed, so the order of an
-epoch can be rebuilt exactly from ``(seed, epoch)`` and resumed from a position
-(the index of the next batch) after an interruption.
+Everything is a pure function of its inputs and a seed: an epoch's order is rebuilt exactly
+from ``(seed, epoch)`` and resumed from the index of its next batch.
 
 * Pairs are encoded once (:class:`EncodedSplit`), truncated to ``max_len`` tokens.
-* :func:`bucket_batches` shuffles, then sorts by length inside large random chunks
-  (``chunk_batches`` batches each) so a batch holds pairs of similar length and padding
-  stays small, and finally shuffles the order of the batches.
-* Pairwise hinge training uses (query, positive, negative) triples: each positive is
-  paired with ``negatives`` negatives drawn from its own group (:func:`sample_triples`).
-  A batch of ``B`` triples is collated as ``2B`` pairs — positives first, then negatives —
-  so the model runs once per step.
-* Pointwise ranking can cap the negatives of each query per epoch
-  (:func:`sample_query_negatives`): every query is seen in every epoch with all its
-  positives and a fresh sample of its negatives, instead of a fixed subset of queries.
+* :func:`bucket_batches` shuffles, sorts by length inside random chunks of ``chunk_batches``
+  batches (little padding), then shuffles the batches.
+* Pairwise hinge training: each positive meets ``negatives`` negatives of its group
+  (:func:`sample_triples`); ``B`` triples are collated as ``2B`` pairs, positives first, so the
+  model runs once per step.
+* Pointwise ranking may cap each query's negatives per epoch (:func:`sample_query_negatives`):
+  every query, all its positives and a fresh sample of its negatives.
 """
 
 from __future__ import annotations
@@ -109,10 +105,8 @@ class PairBatch:
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad to the longest sequence: ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask.
-
-    ``T`` is at least 1 so an empty text still yields a (fully masked) row.
-    """
+    """Pad to the longest sequence (at least 1: an empty text is a masked row):
+    ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     width = max(1, int(lengths.max(initial=0)))
     ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
@@ -146,10 +140,9 @@ def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator) -> np.ndarray:
-    """``[T, 2]`` (positive row, negative row) pairs: every positive of a group with
-    ``negatives`` negatives of the same group, drawn without replacement when the group
-    has enough (with replacement otherwise). Groups lacking a positive or a negative
-    contribute nothing."""
+    """``[T, 2]`` (positive row, negative row): every positive of a group with ``negatives``
+    of its negatives, without replacement where there are enough; a group lacking either
+    contributes nothing."""
     if negatives < 1:
         raise DataError(f"task.negatives must be >= 1 for the hinge loss, got {negatives}")
     out: list[np.ndarray] = []
@@ -206,11 +199,8 @@ def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
 
 
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """The part of one global batch that ``rank`` processes (strided, as DistributedSampler).
-
-    A batch smaller than the world size gives ranks without rows its first row, so every
-    rank runs a step (DDP needs all ranks to join every gradient all-reduce).
-    """
+    """``rank``'s strided part of a global batch (as DistributedSampler); a rank left without
+    rows gets the first, as DDP needs every rank in every gradient all-reduce."""
     if world_size <= 1:
         return rows
     part = rows[rank::world_size]
@@ -246,13 +236,10 @@ class EpochTask(Protocol):
 
 
 class EpochPlan:
-    """The seeded order of one training epoch, resumable from any batch position.
-
-    ``items`` are what the task trains on (pair rows, or ``[T, 2]`` triples for pairwise
-    ranking; see :meth:`pairrepro.tasks.Task.epoch_items`); ``batches`` index into ``items``.
-    ``max_negatives_per_query`` (pointwise only, 0 = all) keeps per group all positives and
-    that many sampled negatives.
-    """
+    """The seeded order of one training epoch, resumable from any batch position: ``batches``
+    index ``items`` (:meth:`pairrepro.tasks.Task.epoch_items`: pair rows, or ``[T, 2]``
+    triples); ``max_negatives_per_query`` (pointwise, 0 = all) as
+    :func:`sample_query_negatives`."""
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
                  task: EpochTask, negatives: int = 1, chunk_batches: int = 50,

@@ -1,8 +1,6 @@
-"""Whether bytes are the bytes a manifest pins: the one place fetch compares hashes.
-
-A manifest file is pinned by its sha256, or only by its size when no hash is known (the hash
-of what arrived is then recorded, unverified). A file fetch recorded is trusted while its size
-and mtime are those recorded, and hashed again otherwise (or with ``--verify``).
+"""Whether bytes are the bytes a manifest pins (sha256, else size, the hash then recorded
+unverified): the one place fetch compares hashes. A recorded file is trusted while its size and
+mtime are the record's, hashed again otherwise or with ``--verify``.
 """
 
 from __future__ import annotations
@@ -21,12 +19,9 @@ CHUNK = 1 << 16
 
 
 def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
-    """Check ``path`` against ``spec``; return ``(sha256, verified)``.
-
-    Raises :class:`ChecksumError` naming ``origin`` (the file as the user knows it), the
-    expected and the actual value. With no sha256 in the manifest the size is checked
-    when known, and the hash is only recorded.
-    """
+    """``(sha256, verified)`` of ``path`` against ``spec`` (no pinned sha256: the size when
+    known, the hash only recorded); a :class:`ChecksumError` names ``origin`` (the file as the
+    user knows it) and both values."""
     actual = io.sha256_file(path)
     if spec.sha256:
         if actual != spec.sha256.lower():

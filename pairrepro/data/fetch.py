@@ -1,17 +1,14 @@
-"""Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of
-the sources and what a fetch reports. The parts have their own modules:
+"""Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of the
+sources and what a fetch reports. The parts have their own modules: local copies
+(:mod:`~pairrepro.data.local_copies`), URLs (:mod:`~pairrepro.data.download`), checksums
+(:mod:`~pairrepro.data.checksums`: checked *before* a file gets its final name), archives
+(:mod:`~pairrepro.data.archives`), the record and report (:mod:`~pairrepro.data.fetch_record`),
+which splits the files serve (:mod:`~pairrepro.data.coverage`); the hub is
+:mod:`pairrepro.data.sources`' other source.
 
-local copies (``--from PATH``, then the mirror: :mod:`~pairrepro.data.local_copies`), the
-URLs (:mod:`~pairrepro.data.download`), checksums (:mod:`~pairrepro.data.checksums`: a file is
-checked *before* it appears under its final name), archives (:mod:`~pairrepro.data.archives`),
-the record and report (:mod:`~pairrepro.data.fetch_record`) and which splits the files here
-serve (:mod:`~pairrepro.data.coverage`).
-
-A file already fetched is trusted while its size and mtime are those recorded (``--verify``:
-every file is hashed again). A dataset that is only partly available (SNLI dev/test in the
-mirror but no train) is fetched as far as it goes: the report names the splits that are
-missing. Only when no split at all could be had is it an error. The hub is the other source
-(:mod:`pairrepro.data.sources`).
+A fetched file is trusted while its size and mtime are those recorded (``--verify`` hashes
+again). A partly available dataset is fetched as far as it goes, the report naming the splits
+missing; only when no split could be had is it an error.
 """
 
 from __future__ import annotations
@@ -62,19 +59,15 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
         for split, n in sizes.items():
             rel = f"{kind}/{split}.jsonl"
             target = root / rel
-            if target.is_file() and seeded and not force:
-                report.files.append(FileResult(rel, "present", "generated",
-                                               io.sha256_file(target), target.stat().st_size,
-                                               False, [split]))
-                continue
-            if kind == "nli":
-                table = synthetic.generate_nli(n, seed=SYNTHETIC_SEED, split=split)
-            else:
-                table = synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
-                                                   seed=SYNTHETIC_SEED, split=split)
-            with io.atomic_open(target) as handle:
-                table.to_json(handle, orient="records", lines=True, force_ascii=False)
-            report.files.append(FileResult(rel, "generated", "generated",
+            kept = target.is_file() and seeded and not force
+            if not kept:
+                table = (synthetic.generate_nli(n, seed=SYNTHETIC_SEED, split=split)
+                         if kind == "nli" else
+                         synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
+                                                    seed=SYNTHETIC_SEED, split=split))
+                with io.atomic_open(target) as handle:
+                    table.to_json(handle, orient="records", lines=True, force_ascii=False)
+            report.files.append(FileResult(rel, "present" if kept else "generated", "generated",
                                            io.sha256_file(target), target.stat().st_size,
                                            False, [split]))
     report.splits_present = ["train", "dev", "test"]
@@ -92,18 +85,11 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
                   timeout: float | None = None, verify: bool = False) -> FetchReport:
-    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``
-    (the hub source is ``data/sources.py``'s other choice).
-
-    ``mirror`` defaults to the configured one (:func:`paths.mirror_setting`). Files already
-    fetched (as the record says, same sha256) are kept unless ``force``. A split is present
-    when at least one file that serves it was obtained (archives count once extracted); files
-    serving only splits that are already present are not downloaded. Returns a
-    :class:`FetchReport`; raises :class:`ChecksumError` for a corrupt file that no
-    other source replaced, :class:`DownloadError` / :class:`DataError` when no split
-    at all could be obtained. Files already here are trusted while their size and mtime are
-    those recorded; ``verify`` hashes every one again.
-    """
+    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)`` (``mirror``:
+    :func:`paths.mirror_setting` by default); files fetched before are kept unless ``force``.
+    A split is present once a file serving it is (archives once extracted); a file serving only
+    present splits is not downloaded. Raises :class:`ChecksumError` for a corrupt file no other
+    source replaced, :class:`DownloadError` / :class:`DataError` when no split could be had."""
     manifest = load_manifest(name)
     manifest.require_published()  # before any option check: nothing could ever help
     if manifest.name == "synthetic":

@@ -1,11 +1,8 @@
 """What a fetch got: :class:`FileResult` per file, :class:`FetchReport` per dataset, and the
-``raw/<name>/.fetched.json`` record that keeps them.
-
-The record lists every file and archive member fetch placed: its source, sha256, size, mtime
-(a later run re-hashes a file whose size or mtime changed) and whether a pin verified it;
-``preprocess`` checks the bytes it reads against it. The official files and the hub's parquet
-files come from separate fetches, so a fetch merges its files into the record
-(:func:`merge_record`) rather than replacing it.
+``raw/<name>/.fetched.json`` record of every file and member fetch placed (source, sha256,
+size, mtime, verified), which ``preprocess`` checks the bytes it reads against. The official
+files and the hub's come from separate fetches, so a fetch merges into the record
+(:func:`merge_record`).
 """
 
 from __future__ import annotations
@@ -95,9 +92,8 @@ def write_record(name: str, fields: dict[str, Any]) -> None:
 
 
 def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
-    """Write the ``.fetched.json`` of ``report`` over the previous one, keeping the previous
-    entries of files this fetch did not touch (the official files and the hub's parquet
-    files come from separate fetches); a split is present when either source has it."""
+    """Write ``report``'s ``.fetched.json``, keeping the entries of files this fetch did not
+    touch (the other source's); a split is present when either source has it."""
     root = report.raw_dir
     previous = read_record(manifest.name) or {}
     touched = {r.path for r in report.files}

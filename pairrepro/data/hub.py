@@ -1,20 +1,13 @@
 """The Hugging Face hub as a data source: ``pairrepro fetch NAME --source hub``.
 
-A manifest's ``[hub]`` table names the hub dataset (``id``, ``config``, optional ``revision``),
-which hub split is which of ours, which hub columns are the pair's left and right text and
-label, and how the hub's label values map onto the manifest's ``label_map``. This module loads
-it through the ``datasets`` library (so ``HF_DATASETS_OFFLINE``, ``HF_HOME`` and the user's
-cache apply as for any ``load_dataset`` call), renames the columns, maps the labels to names,
-and writes one parquet file per split under ``raw/<name>/hub/``. The manifest's ``hub`` variant
-reads those files (reader ``hub_parquet``), so ``preprocess NAME --variant hub`` checks the same
-published counts and uses the same label map as the variant read from the official files.
-
-What was used is recorded in ``raw/<name>/hub/source.json`` and under ``"hub"`` in the
-dataset's ``.fetched.json``.
-
-``--from DIR`` loads a local folder laid out as a hub dataset repository instead (the parquet
-files and the README.md whose YAML header declares the configs, as on the hub): what the
-tests use, and a way to bring a hub snapshot to a machine without internet.
+The manifest's ``[hub]`` table (:class:`~pairrepro.data.manifests.HubSpec`) is loaded through
+``datasets`` (``HF_DATASETS_OFFLINE``, ``HF_HOME`` and the cache apply as for any
+``load_dataset``), its columns renamed and labels mapped to names, one parquet file per split
+written under ``raw/<name>/hub/``. The ``hub`` variant reads them (reader ``hub_parquet``), so
+it is checked against the same published counts and label map as the official files. What was
+used is recorded in ``hub/source.json`` and under ``"hub"`` in ``.fetched.json``. ``--from DIR``
+loads a local folder laid out as a hub repository (parquet files and the README.md YAML
+header): the tests' source, and a snapshot for a machine without internet.
 """
 
 from __future__ import annotations
@@ -110,11 +103,6 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
                  "hub (mirror, --from the official files)") from None
 
 
-def _label_key(value: Any) -> str:
-    """The hub's label value as ``[hub] labels`` spells it (a class index or a name)."""
-    return str(value)
-
-
 def _columns(spec: HubSpec, manifest: Manifest, split: str, table: Any) -> None:
     names = list(table.column_names)
     absent = [hub for hub in spec.columns.values() if hub not in names]
@@ -133,7 +121,7 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
     raw_labels = dataset[cols["label"]]
     ids = ([str(v) for v in dataset[cols["pair_id"]]] if "pair_id" in cols
            else [f"{hub_split}-{i}" for i in range(len(left))])
-    keys = [_label_key(v) for v in raw_labels]
+    keys = [str(v) for v in raw_labels]  # as [hub] labels spells them (an index or a name)
     mapped = [spec.labels.get(k) for k in keys]
     warnings = []
     feature = dataset.features.get(cols["label"])
@@ -152,9 +140,8 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
 
 
 def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
-    """Load ``manifest``'s hub dataset (or the local hub-layout folder ``from_path``) and write
-    ``raw/<name>/hub/<split>.parquet`` plus the records. Splits the hub lacks are reported
-    missing; none at all is a :class:`DataError`."""
+    """Write ``manifest``'s hub dataset (or the hub-layout folder ``from_path``) to
+    ``raw/<name>/hub/<split>.parquet`` with its records; no split at all is a :class:`DataError`."""
     spec = hub_spec(manifest)
     location = str(from_path) if from_path is not None else spec.id
     loaded, data_files, fingerprint = _load(spec, location)

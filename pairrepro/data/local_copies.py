@@ -1,10 +1,7 @@
-"""Local copies of a dataset's files: ``--from PATH`` and the mirror folder.
-
-``--from`` is a file or a folder the user gives (licence-gated data, manual downloads): a folder
-may hold the manifest paths, ``<name>/<path>`` or the bare file names. A mirror (``--mirror DIR``,
-else the configured one: :func:`pairrepro.paths.mirror_setting`) is laid out
-``<DIR>/<dataset>/<path as in the manifest>``. A copy is verified before it gets its final name
-(:func:`install_copy`).
+"""Local copies of a dataset's files: ``--from PATH`` (a file, or a folder holding the manifest
+paths, ``<name>/<path>`` or the bare names) and the mirror (``--mirror DIR``, else
+:func:`pairrepro.paths.mirror_setting`; ``<DIR>/<dataset>/<path>``). A copy is verified before
+it gets its final name (:func:`install_copy`).
 """
 
 from __future__ import annotations
@@ -38,9 +35,8 @@ def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
 
 
 def resolve_mirror(mirror: Path | None) -> Path | None:
-    """The mirror folder (``mirror``, else the configured one: :func:`paths.mirror_setting`)
-    as an absolute path; a :class:`ConfigError` naming where it was set when it is not a
-    folder."""
+    """``mirror``, else :func:`paths.mirror_setting`'s, as an absolute path; one that is not a
+    folder is a :class:`ConfigError` naming where it was set."""
     setting = (mirror, "--mirror") if mirror is not None else paths.mirror_setting()
     if setting is None:
         return None

@@ -1,9 +1,5 @@
-"""Dataset manifests: ``data_manifests/<name>.toml`` read into typed, validated objects.
-
-A manifest is data, not code (see ARCHITECTURE.md for the full layout): where the
-files come from and their sha256, the licence, the label map, the reader, and the
-variants with the files each split needs and the counts expected after reading.
-"""
+"""Dataset manifests: ``data_manifests/<name>.toml`` (layout: ARCHITECTURE.md) read into
+typed, validated objects."""
 
 from __future__ import annotations
 
@@ -102,21 +98,18 @@ class Expected(Schema):
 
 
 class PlanningEstimate(Schema):
-    """``planning = {pairs, source}`` of a split: the size the planner assumes while the
-    split is not prepared here (licence-gated or never-published data), derived from the
-    paper's published counts. Never checked against the data: a rebuilt split may differ,
-    and only ``expected`` is a preprocessing check."""
+    """``planning = {pairs, source}``: the size the planner assumes while the split is not
+    prepared here, from the paper's published counts; never checked against the data (only
+    ``expected`` is)."""
 
     pairs: Annotated[int, Field(ge=1)]
     source: Annotated[str, Field(min_length=1)]  # the published count and the arithmetic
 
 
 class Holdout(Schema):
-    """A dev split carved out of a published split that has none (see ``prepare``).
-
-    ``by = "group"`` moves whole groups (``group_id``); ``by = "left"`` moves every pair that
-    shares a first text, so no first text of the held-out split heads a pair left behind (a
-    test split whose first texts are all new is judged that way)."""
+    """A dev split carved out of a published split that has none (``prepare``), moving whole
+    groups, or (``by = "left"``) every pair of a first text, so the held-out first texts are
+    all new, as a test split judged that way needs."""
 
     from_: str = Field(alias="from")
     to: str
@@ -218,12 +211,8 @@ class ManifestFields(Schema):
 
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
-    """The options models of reader ``reader``: (variant-wide, per split).
-
-    A reader module declares ``Options`` (options allowed variant-wide and per split) and may
-    declare ``SplitOptions`` when its per-split options differ (Yahoo). A reader without a
-    module (a dataset never published) takes no options.
-    """
+    """Reader ``reader``'s options models, (variant-wide ``Options``, per split:
+    ``SplitOptions`` where it has one, else ``Options``); none for a reader without a module."""
     from pairrepro.data.formats import ReaderOptions, find_reader
 
     module = find_reader(reader)
@@ -272,10 +261,8 @@ def _no_reader_options() -> Schema:
 
 @dataclass
 class SplitSpec:
-    """How a reader builds one split: the files it reads, the split's own reader options
-    (typed; what it sets overrides the variant's, see ``formats._common.reader_options``),
-    expected counts and the planner's size estimate (``planning``, used only while it is
-    not prepared)."""
+    """How a reader builds one split: its files, its own reader options (typed, over the
+    variant's: ``formats._common.split_options``), expected counts and ``planning``."""
 
     name: str
     files: list[str]
@@ -296,9 +283,8 @@ class VariantSpec:
 
 
 class Manifest(ManifestFields):
-    """A validated manifest as readers, fetch and prepare use it: the top-level keys of
-    :class:`ManifestFields`, the variants with each split's files and options resolved, and
-    the file it was read from."""
+    """A validated manifest: :class:`ManifestFields`, the variants with each split's files and
+    options resolved, and the file it was read from."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     variants: dict[str, VariantSpec] = Field(default_factory=dict)
@@ -347,9 +333,8 @@ class Manifest(ManifestFields):
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
-    """Validate a manifest dict against the schema of its reader (errors name ``source``,
-    the ``[files][i]`` / ``[variants.<v>.splits.<s>]`` table, the key, the value and what
-    is allowed)."""
+    """Validate a manifest dict against its reader's schema; errors name ``source``, the table
+    (``[files][i]``, ``[variants.<v>.splits.<s>]``), key, value and what is allowed."""
     reader = raw.get("reader") if isinstance(raw, dict) else None
     reader = reader if isinstance(reader, str) else ""
     checked: Any = validate(manifest_model(reader), raw, source)
@@ -374,7 +359,6 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
 
 
 def available_datasets() -> list[str]:
-    """Names of every dataset with a manifest."""
     return sorted(p.stem for p in paths.manifests_dir().glob("*.toml"))
 
 

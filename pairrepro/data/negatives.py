@@ -1,23 +1,18 @@
 """BM25 with Lucene's scoring, and seeded negative sampling from the top BM25 results.
 
-The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists by using each best
-answer as a Lucene query over the whole answer set and drawing random negatives from the top
-1,000 results. Lucene's ``BM25Similarity`` (Lucene >= 8, defaults k1 = 1.2, b = 0.75) scores a
-document d for a query q as::
+The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists with each best answer
+as a Lucene query over the whole answer set, drawing negatives from the top 1,000 results.
+Lucene's ``BM25Similarity`` (Lucene >= 8; k1 = 1.2, b = 0.75)::
 
     score(q, d) = sum over query terms t (with repetition) of
                   idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
-(the ``(k1 + 1)`` numerator factor was dropped in Lucene 8; it does not change rankings).
-:func:`lucene_idf` and :func:`lucene_term_weight` are the one implementation of this formula in
-the project (the ``bm25`` model uses them); retrieval over a whole collection uses ``bm25s``
-with ``method="lucene"``, whose scores the tests check equal ours. One known difference from a
-real Lucene index: Lucene stores document lengths lossily (one byte, ``SmallFloat``); we use
-exact lengths, so scores can differ in the last digits and near-ties can swap.
-
-The analyzer approximates Lucene's ``StandardAnalyzer`` (no stop words since Lucene 8):
-lower-cased word tokens (Unicode ``\\w`` runs, apostrophes inside words kept).
+:func:`lucene_idf` and :func:`lucene_term_weight` are the project's one implementation (the
+``bm25`` model uses them); retrieval over a collection uses ``bm25s`` (``method="lucene"``),
+whose scores the tests check equal ours. Lucene stores document lengths lossily (one byte); we
+use exact ones, so near-ties can swap. The analyzer approximates Lucene 8's
+``StandardAnalyzer``: lower-cased ``\\w`` runs, apostrophes inside words kept, no stop words.
 """
 
 from __future__ import annotations
@@ -47,11 +42,8 @@ def lucene_idf(doc_freq: np.ndarray, num_docs: int) -> np.ndarray:
 
 
 def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  # type: ignore[no-untyped-def]
-    """Lucene's BM25 term-frequency part ``tf / (tf + k1 * (1 - b + b * |d| / avgdl))``.
-
-    Works elementwise on numpy arrays and torch tensors alike (only arithmetic is used), so the
-    ``bm25`` model and the numpy code share this one definition.
-    """
+    """Lucene's BM25 term-frequency part ``tf / (tf + k1 * (1 - b + b * |d| / avgdl))``, on
+    numpy arrays and torch tensors alike (the ``bm25`` model shares it)."""
     return tf / (tf + k1 * (1.0 - b + b * doc_len / avg_doc_len))
 
 
@@ -101,12 +93,9 @@ def bm25_top_k(
     n_threads: int = 0,
     show_progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``params.top_k`` corpus indices and scores per query (Lucene BM25 via ``bm25s``).
-
-    Returns ``(indices, scores)``, each ``[len(queries), k]`` with ``k = min(top_k, len(corpus))``,
-    best first. As in Lucene, documents sharing no term with the query are not results: their
-    slots hold index ``-1`` (score 0).
-    """
+    """``(indices, scores)`` of the top ``min(top_k, len(corpus))`` documents per query, best
+    first (Lucene BM25 via ``bm25s``); as in Lucene a document sharing no term is no result:
+    index ``-1``, score 0."""
     import bm25s  # local: heavy import, only needed when building lists
 
     _check_params(params)
@@ -140,23 +129,11 @@ def sample_negatives(
     seed: int | np.random.SeedSequence,
     exclude_same_text: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Draw ``num_negatives`` distinct random negatives per query from its retrieved list.
-
-    Args:
-        candidates: ``[Q, k]`` corpus indices per query (``-1`` = no result), e.g. from
-            :func:`bm25_top_k`.
-        positives: ``[Q]`` the corpus index of each query's positive; it is never a negative.
-        num_negatives: how many to draw (in random order, so a prefix of the list is itself a
-            uniform sample: the 5-candidate test lists use the first 4 of the 9).
-        seed: the sampling seed (lists are identical for the same inputs and seed).
-        exclude_same_text: optional ``[N]`` text key per corpus document; documents with the
-            positive's key (an identical answer posted twice) are excluded too.
-
-    Returns:
-        ``[Q, num_negatives]`` corpus indices; a query with fewer usable results than
-        ``num_negatives`` has its usable ones first and ``-1`` after them (the caller decides
-        how many it needs, drops the queries that fall short and counts them).
-    """
+    """``[Q, num_negatives]`` distinct random negatives per query from its ``candidates``
+    (``[Q, k]``, ``-1`` = no result), in random order, so a prefix is itself a uniform sample
+    (the 5-candidate lists take the first 4 of the 9). Never the query's ``positives[q]``, nor
+    a document with its ``exclude_same_text`` key (the same answer posted twice). A query with
+    fewer usable results has them first, then ``-1``: the caller decides what falls short."""
     candidates = np.asarray(candidates)
     positives = np.asarray(positives)
     if candidates.ndim != 2 or len(candidates) != len(positives):

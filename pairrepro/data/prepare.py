@@ -1,37 +1,25 @@
 """``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics.
 
-For one dataset variant this reads every split whose files are present in
-``raw/<name>/`` (missing splits are skipped and reported), checks the counts the
-manifest expects, tokenises, builds the vocabulary and writes the prepared folder
-through :func:`pairrepro.data.prepared.write_prepared`.
+For one variant: read every split whose raw files are here (missing splits are skipped and
+reported), check the counts the manifest expects, tokenise, build the vocabulary and write the
+prepared folder (:func:`pairrepro.data.prepared.write_prepared`).
 
-Tokenisation (variant options, recorded in ``stats.json``):
+Tokenisation (variant options, recorded in ``stats.json``): ``tokenizer = "regex"``
+(:data:`TOKEN_PATTERN`: words, PTB-style clitics, single punctuation marks) or
+``"whitespace"`` (sources published tokenised: Quora BiMPM, TrecQA, TwitterURL, Ubuntu);
+``lowercase`` (default on, as in every paper here and the GloVe 6B vectors); ``numbers =
+"<num>"`` replaces every number token (:data:`NUMBER_PATTERN`) in every split: TrecQA's
+TRAIN-ALL is published with ``<num>`` while DEV/TEST keep their digits.
 
-* ``tokenizer = "regex"`` (default) — :data:`TOKEN_PATTERN`: words, PTB-style clitics
-  (``n't``, ``'s``) and single punctuation marks; ``"whitespace"`` keeps the tokens of
-  sources published already tokenised (Quora BiMPM, TrecQA, TwitterURL, Ubuntu).
-* ``lowercase = true`` (default): every paper reproduced here lower-cases (CSRAN's code
-  uses ``use_lower 1``; the GloVe 6B vectors are lower-cased).
-* ``numbers = "<num>"`` (default ``""``: keep numbers): every token that is a number
-  (:data:`NUMBER_PATTERN`) becomes that placeholder, in every
-  split. TrecQA needs it: the published TRAIN-ALL file already has its numbers replaced by
-  ``<num>`` while DEV/TEST keep them, so without the same rule on DEV/TEST a model would be
-  trained on ``<num>`` and tested on digits it never saw.
+Vocabulary: ``<pad>``, ``<unk>``, then every token of any split by its count in the train
+split (ties: count over all splits, then first appearance). Train-absent tokens stay (train
+count 0) so that they can get pretrained vectors; the recipe's ``min_count`` decides which
+become ``<unk>`` (:meth:`~pairrepro.data.prepared.PreparedDataset.rare_token_map`).
 
-Vocabulary: id 0 ``<pad>``, id 1 ``<unk>``, then every token seen in any split, ordered
-by its count in the train split (ties: count over all splits, then first appearance).
-Tokens absent from train are kept (with ``train_count`` 0) so that a recipe can still
-give them pretrained vectors; the recipe's ``min_count`` decides which become ``<unk>``
-(:meth:`pairrepro.data.prepared.PreparedDataset.rare_token_map`).
-
-Expected counts (``expected`` of a manifest split; a mismatch is a :class:`DataError`):
-``pairs``, ``groups`` (distinct ``group_id``), ``positive`` (pairs with label 1),
-``labels`` (``{label name = count}``) and ``questions`` (groups plus the queries a reader
-dropped for having no candidate at all, as TrecQA's published question counts include them).
-
-Memory: lines are streamed by the readers; token ids go straight into flat ``int32``
-arrays (no per-pair Python lists), so what grows with the number of pairs is the
-output itself: the text columns and the id arrays.
+Expected counts (a split's ``expected``; a mismatch is a :class:`DataError`): ``pairs``,
+``groups``, ``positive`` (label 1), ``labels`` (per name) and ``questions`` (groups plus the
+queries a reader dropped for having no candidate, as TrecQA's published counts include them).
+Token ids go straight into flat ``int32`` arrays: memory grows with the output alone.
 """
 
 from __future__ import annotations
@@ -192,13 +180,9 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
 
 def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
-    """Carve a dev split out of a published split that has none (TwitterURL has train/test only).
-
-    ``holdout = {from = "train", to = "dev", fraction = 0.1, seed = 13}``: whole groups move
-    (``by = "left"``: all the pairs of one first text), chosen by a seeded permutation, so the
-    derived split is the same on every machine. The source split's published counts are
-    checked before anything moves.
-    """
+    """Carve a dev split out of a published split that has none (TwitterURL) as
+    :class:`~pairrepro.data.manifests.Holdout` says, by a seeded permutation (the same on every
+    machine), after checking the source split's published counts."""
     source, target = holdout.from_, holdout.to
     if source not in results:
         return results
@@ -226,13 +210,9 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
 
 def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
                    ) -> tuple[dict[str, str], list[str]]:
-    """sha256 of the bytes of every raw file used, as the readers read them (hashed while
-    reading; a file a reader did not read through :class:`~pairrepro.data.formats._common.
-    TextFile` is hashed here), and the files no pin verified.
-
-    The bytes of a file fetch recorded must match the manifest's pin and that record: a file
-    edited or replaced after fetch is a :class:`ChecksumError` (exit 5) naming both hashes.
-    Files fetch never recorded (placed by hand) are used and listed as unverified."""
+    """sha256 of every raw file used, as the readers read it (else hashed here), and the files
+    no pin verified (placed by hand, not fetched). A fetched file must still match its pin and
+    record: one edited or replaced since is a :class:`ChecksumError` (exit 5) naming both."""
     from pairrepro.data.fetch_record import read_record
 
     read = take_read_hashes()
@@ -307,11 +287,6 @@ class _Steps:
             self.progress.stop()
 
 
-def prepared_root(name: str, variant: str) -> Path:
-    """Folder a variant is written to: ``prepared/<name>-<variant>``."""
-    return paths.prepared_dir(name, variant)
-
-
 def _link_default(name: str, variant: str) -> None:
     """Make ``prepared/<name>`` point at the default variant's folder, so that
     ``load_prepared(name)`` and ``load_prepared(name, default)`` find the same data."""
@@ -326,12 +301,9 @@ def _link_default(name: str, variant: str) -> None:
 
 def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                     progress: bool = True) -> dict[str, Any]:
-    """Preprocess one dataset variant; return its statistics (also in ``stats.json``).
-
-    Raises :class:`DataError` when no raw data is present (saying which ``pairrepro fetch``
-    to run), when a split's counts differ from the manifest's ``expected``, or — with
-    ``strict`` — when any row is malformed (naming file and line).
-    """
+    """Preprocess one dataset variant; its statistics (as in ``stats.json``). A
+    :class:`DataError` when no raw data is here (naming the ``fetch``), a split's counts are not
+    the ``expected``, or with ``strict`` a row is malformed (naming file and line)."""
     started = time.perf_counter()
     manifest = load_manifest(name)
     manifest.require_published()
@@ -400,7 +372,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "reader": reader_name,
             "pairrepro_version": __version__,
         }
-        root = prepared_root(name, spec.name)
+        root = paths.prepared_dir(name, spec.name)
         stats["files"] = write_prepared(root, frames, vocab, vocab_counts, stats)
         if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
             _link_default(name, spec.name)

@@ -1,17 +1,10 @@
 """The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
 
-A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds:
-
-* ``{split}.parquet``: the canonical pair table with token ids —
-  ``pair_id: str, group_id: str, left: str, right: str, label: int64,
-  left_ids: list<int32>, right_ids: list<int32>``.
-  Classification: ``label`` is the class index of the dataset's label map.
-  Ranking: ``group_id`` is the query; ``label`` is 1 for relevant candidates, else 0.
-* ``vocab.tsv``: ``token<TAB>train_count`` per line; line *i* is id *i*;
-  id 0 is ``<pad>``, id 1 is ``<unk>``.
-* ``stats.json``: pairs per split, label distribution, average lengths, vocab size,
-  malformed rows, tokenisation settings, source file sha256s.
-* ``DONE``: written last; a folder without it is incomplete and never read.
+A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds
+``{split}.parquet`` (:data:`PREPARED_SCHEMA`: the canonical pair table plus ``left_ids``,
+``right_ids``), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*; 0 ``<pad>``, 1
+``<unk>``), ``stats.json`` (counts, tokenisation, source sha256s, and the ``files`` record every
+file is checked against) and ``DONE``, written last: a folder without it is never read.
 """
 
 from __future__ import annotations
@@ -64,12 +57,9 @@ class PreparedDataset:
         return sorted(p.stem for p in self.root.glob("*.parquet"))
 
     def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
-        """An id -> id table sending rare tokens to ``<unk>`` (``None`` when nothing changes).
-
-        A token seen in the train split fewer than ``min_count`` times becomes ``<unk>``.
-        Tokens never seen in train (dev/test-only words) stay when ``keep_unseen`` (they can
-        still get pretrained vectors) and become ``<unk>`` otherwise (nothing could train them).
-        """
+        """An id -> id table (``None``: no change) sending to ``<unk>`` the tokens seen in train
+        fewer than ``min_count`` times, but train-unseen ones only without ``keep_unseen``
+        (pretrained vectors could still serve them)."""
         counts = np.asarray(self.train_counts, dtype=np.int64)
         rare = counts < min_count
         if keep_unseen:
@@ -83,10 +73,9 @@ class PreparedDataset:
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
                          ) -> PreparedDataset:
-        """This dataset with its splits ``names`` replaced by those of ``source`` (another
-        variant, tokenised alike), their token ids re-expressed in this vocabulary (words it
-        lacks become ``<unk>``): e.g. a model trained on this variant scored on another's
-        DEV/TEST. Every other split, the vocabulary and the statistics stay this dataset's."""
+        """This dataset with its splits ``names`` taken from ``source`` (another variant,
+        tokenised alike), re-encoded in this vocabulary (missing words: ``<unk>``); all else
+        stays this dataset's (a model of this variant scored on another's DEV/TEST)."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
             raise DataError(f"{source.root} and {self.root} are tokenised differently "
@@ -118,10 +107,8 @@ class PreparedDataset:
         return self._splits[name]
 
     def file_sha256(self, names: Iterable[str] | None = None) -> dict[str, str]:
-        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None)
-        as preprocess recorded them: a split's bytes are checked against that record when it
-        is read, so this is the hash of what a run reads (hashed here only for folders prepared
-        before the record existed)."""
+        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None) as
+        preprocess recorded them, which reading a split checks (hashed here for older folders)."""
         recorded = _file_records(self.root, self.stats)
         wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
                   else list(names))
@@ -130,10 +117,9 @@ class PreparedDataset:
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
-        """Check the sha256 a run recorded for prepared files (``{"test.parquet": sha}``, the
-        ``prepared_sha256`` of its manifest.json, read from ``source``) against the files of
-        this folder as preprocess recorded them; the bytes themselves are checked against that
-        record when a split is read. A :class:`DataError` names the file and both hashes."""
+        """Check the sha256 a run recorded (``prepared_sha256`` of its manifest.json, read from
+        ``source``) against this folder's record; a :class:`DataError` names the file and both
+        hashes."""
         recorded = _file_records(self.root, self.stats)
         for name, sha in expected.items():
             have = recorded.get(name, {}).get("sha256")
@@ -159,11 +145,9 @@ def write_prepared(
     train_counts: list[int],
     stats: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
-    """Write a prepared folder atomically file by file; ``DONE`` marks it complete.
-
-    ``stats.json`` gets a ``files`` record (returned too): per ``{split}.parquet`` its sha256,
-    rows and groups, for ``vocab.tsv`` its sha256 and rows; :func:`load_prepared` checks the
-    files against it. Each file is serialised in memory and hashed from that buffer."""
+    """Write a prepared folder atomically file by file, ``DONE`` last. ``stats.json`` gets (and
+    this returns) the ``files`` record :func:`load_prepared` checks: sha256 (of the buffer
+    written), rows, and groups of each file."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
     if vocab[:2] != [PAD, UNK]:
@@ -330,9 +314,8 @@ def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
 
 
 def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
-    """Whether ``dataset`` is prepared (:func:`is_prepared`); if not, the command(s) that
-    would make it so (:func:`prepare_steps`; for data that is not public, why, and the
-    ``fetch --from`` that brings it)."""
+    """Whether ``dataset`` is prepared and, if not, the commands that would make it so
+    (:func:`prepare_steps`; for data that is not public, why, and its ``fetch --from``)."""
     from pairrepro.data.manifests import load_manifest
 
     try:

@@ -1,9 +1,5 @@
-"""Where ``pairrepro fetch`` takes a dataset from (``--source``).
-
-``files``: the published files (``--from``, the mirror, the official and alternative URLs;
-``data/fetch.py``). ``hub``: the manifest's Hugging Face hub dataset (``data/hub.py``), written
-as parquet files for the manifest's ``hub`` variant. Kept apart from both so that neither
-imports the other's way of getting data.
+"""Where ``pairrepro fetch`` takes a dataset from (``--source``): ``files``, the published files
+(``data/fetch.py``), or ``hub`` (``data/hub.py``); chosen here so neither imports the other.
 """
 
 from __future__ import annotations

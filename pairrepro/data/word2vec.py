@@ -1,11 +1,8 @@
-"""Skip-gram word2vec trained on a prepared dataset's own text (MV-LSTM's QA embeddings).
-
-The MV-LSTM paper trains 50-d SkipGram vectors "on the whole QA dataset". We train them with
-gensim (optional extra ``pairrepro[w2v]``) on every distinct text of every split of a prepared
-variant, tokenised exactly as the model will see it (the prepared ids mapped back through
-``vocab.tsv``), and write a GloVe-format text file (``word v1 ... vd``, no header) that recipes
-use with ``embeddings.source = "glove-file"``. Window, min-count and epochs are not given in the
-paper; the defaults are gensim's (5, 5, 5) except min-count 1 (every prepared word gets a vector).
+"""Skip-gram word2vec on a prepared dataset's own text (MV-LSTM's 50-d vectors "on the whole
+QA dataset"): gensim (extra ``pairrepro[w2v]``) over every distinct text of every split,
+tokenised as the model sees it, written as a GloVe text file for ``embeddings.source =
+"glove-file"``. Window, min-count and epochs are not in the paper: gensim's (5, 5, 5), but
+min-count 1 (every prepared word gets a vector).
 """
 
 from __future__ import annotations

@@ -36,13 +36,10 @@ def child_command(spec: RunSpec, threads: int, device: str | None) -> list[str]:
 def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str | None = None,
               threads: int | None = None, live: bool = False, quiet: bool = True,
               notify: Notify = silent) -> list[RunOutcome]:
-    """Train every spec; ``jobs`` at a time, each with ``threads`` torch threads (default:
-    cores // jobs). ``jobs == 1`` trains in this process (its own progress bars); more runs
-    are ``pairrepro train`` processes, drawn as one live table when ``live``.
-
-    A failed run does not stop the others. Ctrl-C/SIGTERM stops the running ones (each saves a
-    checkpoint), starts no more, and re-raises ``KeyboardInterrupt``.
-    """
+    """Train every spec, ``jobs`` at a time with ``threads`` torch threads each (default:
+    cores // jobs): in this process for one job, else as ``pairrepro train`` processes (one
+    live table with ``live``). A failed run stops no other; Ctrl-C/SIGTERM stops the running
+    ones (each checkpoints), starts no more, and re-raises ``KeyboardInterrupt``."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected 1 or more")
     threads = threads or default_threads(jobs)

@@ -147,13 +147,10 @@ def _checkpointable_base() -> type:
 
 
 class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
-    """The function each array job runs: train one spec with ``resume=True``.
-
-    Pre-emption and time-out: Slurm (or submitit's local executor) sends SIGUSR2 (after a
-    SIGTERM on pre-emption). The run turns it into SIGTERM, which the trainer handles like
-    Ctrl-C (a checkpoint at the next step, status ``interrupted``); then submitit's handler
-    calls :meth:`checkpoint` (``helpers.Checkpointable``: the same call again) and requeues
-    the job, which resumes from that checkpoint. A SIGTERM without SIGUSR2 within
+    """What each array job runs: one spec with ``resume=True``. On pre-emption or time-out
+    Slurm sends SIGUSR2 (after a SIGTERM on pre-emption), turned into SIGTERM, which the
+    trainer handles as Ctrl-C (checkpoint, ``interrupted``); submitit then calls
+    :meth:`checkpoint` and requeues the job, which resumes. A SIGTERM without SIGUSR2 within
     :data:`REQUEUE_WAIT_S` (``scancel``) leaves the run ``interrupted``."""
 
     def __init__(self, runs_dir: Path, device: str | None = None,

@@ -1,14 +1,7 @@
-"""The contract between the trainer and every model.
-
-A model receives token ids and boolean masks for the two texts of a pair and
-returns one row of ``num_outputs`` scores per pair:
-
-* classification: ``num_outputs = number of classes`` (logits);
-* pairwise ranking (hinge loss): ``num_outputs = 1`` (a relevance score);
-* pointwise ranking (two-class softmax, CSRAN): ``num_outputs = 2``.
-
-Padding positions (``mask == False``) must never change the output: the tests
-pad more and compare.
+"""The contract between the trainer and every model (ARCHITECTURE.md, "Model contract"): token
+ids and boolean masks of a pair's two texts in, ``num_outputs`` scores per pair out (classes;
+1 for pairwise ranking; 2 for pointwise ranking, CSRAN); padding (``mask == False``) never
+changes the output.
 """
 
 from __future__ import annotations
@@ -26,33 +19,20 @@ from pairrepro.errors import ConfigError
 
 @dataclass
 class ModelContext:
-    """What a model needs to know about the data, filled in by the trainer.
+    """What a model needs to know about the data, filled in by the trainer."""
 
-    Attributes:
-        vocab_size: number of rows of the embedding table (index 0 is padding, 1 is unknown).
-        embed_dim: word-embedding size.
-        num_outputs: scores per pair (see module docstring).
-        pretrained: optional ``[vocab_size, embed_dim]`` matrix to initialise embeddings.
-        trainable_embeddings: whether the embedding table is updated.
-        vocab: the token strings (index-aligned), for models that build character features.
-        padding_idx: index of the padding token.
-    """
-
-    vocab_size: int
+    vocab_size: int  # rows of the embedding table (0 padding, 1 unknown)
     embed_dim: int
-    num_outputs: int
-    pretrained: torch.Tensor | None = None
+    num_outputs: int  # scores per pair (the module docstring)
+    pretrained: torch.Tensor | None = None  # [vocab_size, embed_dim] initial vectors
     trainable_embeddings: bool = True
-    vocab: Sequence[str] | None = field(default=None, repr=False)
+    vocab: Sequence[str] | None = field(default=None, repr=False)  # for character features
     padding_idx: int = PAD_ID
 
 
 class PairModel(nn.Module):
-    """Base class of every sentence-pair model.
-
-    Subclasses implement :meth:`forward`. Non-neural scorers (BM25) set
-    ``needs_training = False`` and implement :meth:`fit_statistics`.
-    """
+    """Base class of every sentence-pair model: subclasses implement :meth:`forward`;
+    non-neural scorers (BM25) set ``needs_training = False`` and :meth:`fit_statistics`."""
 
     needs_training: bool = True
 

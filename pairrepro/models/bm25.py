@@ -1,15 +1,12 @@
-"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula.
+"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula
+(:mod:`pairrepro.data.negatives`, shared with the retrieval that builds the negatives).
 
-The left text is the query, the right text the document. Document frequencies, the number of
-documents and the average document length come from the distinct right texts of the training
-pairs (:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection.
-The formula itself lives in :mod:`pairrepro.data.negatives` (one implementation, shared with
-the retrieval that builds the negatives).
-
-As a two-output model (pointwise ranking, or binary classification such as paraphrase
-identification) it outputs ``[0, score - threshold]``: class 1 is predicted when the score
-passes a threshold fitted on the training pairs (the cut that maximises the F1 of class 1
-there; dev and test are never looked at). A constant shift leaves every ranking unchanged.
+The left text is the query, the right the document; document frequencies, the number of
+documents and the average length come from the distinct right texts of the training pairs
+(:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection. With two
+outputs (pointwise ranking, or binary classification such as paraphrase) it outputs
+``[0, score - threshold]``, the threshold maximising class 1's F1 on the training pairs (dev
+and test never looked at); a constant shift leaves every ranking unchanged.
 """
 
 from __future__ import annotations
@@ -30,14 +27,9 @@ from pairrepro.models.registry import register_model
 
 @register_model("bm25")
 class BM25(PairModel):
-    """Lucene BM25 score of the right text for the left text as query.
-
-    Args:
-        k1: term-frequency saturation (Lucene default 1.2).
-        b: length normalisation (Lucene default 0.75).
-        match_unknown: whether ``<unk>`` tokens match each other (off: all out-of-vocabulary
-            words share id 1, so matching them would be spurious).
-    """
+    """Lucene BM25 score of the right text for the left text as query (``k1``, ``b``: Lucene's
+    1.2 and 0.75); ``match_unknown``: whether ``<unk>`` tokens match each other (off: every
+    out-of-vocabulary word shares id 1, so a match would be spurious)."""
 
     needs_training = False
 
@@ -122,11 +114,9 @@ class BM25(PairModel):
 
 def best_f1_threshold(scores: np.ndarray, positive: np.ndarray) -> float:
     """The threshold ``t`` whose rule "class 1 iff score > t" gives the highest F1 of class 1
-    on ``scores`` (midway between neighbouring distinct scores; the highest such cut on ties).
-
-    F1 at every cut is scikit-learn's ``precision_recall_curve`` (rule "score >= threshold",
-    one threshold per distinct score); the cut is then moved midway down to the next lower
-    distinct score, so that it also separates unseen scores sensibly."""
+    on ``scores``: the best cut of scikit-learn's ``precision_recall_curve`` (the highest on
+    ties), moved midway down to the next lower distinct score, so that it also separates
+    unseen scores sensibly."""
     if len(scores) == 0 or not positive.any():
         return 0.0
     precision, recall, thresholds = precision_recall_curve(positive, scores)

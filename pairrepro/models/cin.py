@@ -1,7 +1,6 @@
-"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018).
-Equations and readings: ``../shared/spec/cin.md``.
-
-Pipeline (embedding, encoder and each layer's parameters shared by the two texts)::
+"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations and
+readings in ``../shared/spec/cin.md``. Embedding, encoder and each layer's parameters are
+shared by the two texts::
 
     words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
     -> N_x x CIN layer:
@@ -13,18 +12,15 @@ Pipeline (embedding, encoder and each layer's parameters shared by the two texts
 
 Readings of what the paper leaves open (cin.md 3.8): inter filters come from the other
 sentence (Eqs. 12-13; Eqs. 24-25 are printed swapped); the dynamic convolution has no bias
-and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts and
+and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts,
 separate per layer; the fusion output width is ``dim`` (0 = the encoder width). Without the
-intra interaction (Table 5, "Remove intra-attention") the fusion sees only the inter vector
-``v`` (plus the residual ``W_x x``). Without the interaction layer ("Remove whole
-interaction") the encoder output goes straight to pooling. Exact match compares token ids
-(no stemmer or lemmatiser in the prepared data) and POS tags are not used (no tagger).
+intra interaction (Table 5) the fusion sees only ``v`` (plus ``W_x x``); without the
+interaction layer the encoder output goes straight to pooling. Exact match compares token
+ids (no stemmer or lemmatiser), and POS tags are not used (no tagger).
 
-Departures from the paper: the generated filters are rescaled (``filter_scale``, default
-``"normalised"``: each row sums to 1; Eq. 18 has no normalisation, and literally it saturates
-the classifier at init; ``"fixed"`` divides by ``tau d_in`` instead); and a filter is
-``dim x tau d_in`` (300 x 3*701 with the paper's sizes: the encoder output ``[BiLSTM; E]``
-is wider than the layer), not the square ``d x tau d`` of Eqs. 10/18.
+Departures: the generated filters are rescaled (``filter_scale``, default ``"normalised"``:
+literally, Eq. 18 saturates the classifier at init) and are ``dim x tau d_in`` (300 x 3*701 at
+the paper's sizes: ``[BiLSTM; E]`` is wider than the layer), not Eqs. 10/18's ``d x tau d``.
 """
 
 from __future__ import annotations
@@ -67,17 +63,15 @@ def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) ->
 
 
 def normalise_filters(weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1.
+    """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1 (an
+    all-zero row stays zero).
 
-    Why: Eq. 18's ReLU makes every filter entry >= 0, and from the second layer on the fused
-    input is a ReLU output (>= 0) too, so a window product sums ``tau c_in`` positive terms with
-    no cancellation; the filter itself grows with the input (through ``z``), and ``u * v``
-    multiplies two such sums. Unnormalised, the second layer's outputs reach the hundreds at
-    Xavier init, the tanh classifier saturates and no gradient reaches anything below it (the
-    model then scores by padding length). With rows summing to 1 (the filters are already
-    non-negative: an L1 norm), each output is a weighted average of its window, as attention
-    weights are (Sec. 3.3), and its scale follows the input's. An all-zero row stays zero.
-    """
+    Why: Eq. 18's ReLU makes every entry >= 0, and from the second layer on so is the input,
+    so a window product sums ``tau c_in`` positive terms, the filter grows with the input
+    (through ``z``) and ``u * v`` multiplies two such sums: at Xavier init the second layer's
+    outputs reach the hundreds, the tanh classifier saturates and no gradient reaches below
+    it. Rows summing to 1 make each output a weighted average of its window, as attention
+    weights (Sec. 3.3), at the input's scale."""
     return weight / weight.sum(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -85,14 +79,10 @@ FILTER_SCALES = ("normalised", "fixed", "none")
 
 
 def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
-    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says.
-
-    ``"normalised"``: each row sums to 1 (:func:`normalise_filters`; a convex combination of
-    the window, so a filter's own magnitude is lost); ``"fixed"``: every entry times
-    ``1 / (tau c_in)``, a constant that bounds the output range at initialisation just as
-    well (an output is the mean of its window's products) and keeps each filter's
-    magnitude, and so what the FGN learns about it; ``"none"``: Eq. 18 literally.
-    """
+    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says:
+    ``"normalised"`` (:func:`normalise_filters`; a filter's own magnitude is lost),
+    ``"fixed"`` (times ``1 / (tau c_in)``: the output range is as bounded at init, and each
+    filter keeps its magnitude, which the FGN learns), ``"none"`` (Eq. 18 literally)."""
     if scale == "normalised":
         return normalise_filters(weight)
     if scale == "fixed":
@@ -175,23 +165,18 @@ class CIN(PairModel):
 
     Args:
         hidden: encoder Bi-LSTM units per direction (not stated in the paper).
-        dim: width of every CIN layer's output (0 = the encoder width ``2 hidden + d_e``);
-            must be divisible by ``kmax``.
-        layers: stacked CIN layers N_x (the paper's case study: 2).
-        window: width tau of the generated filters (odd).
-        kmax: k of the FGN's k-max pooling = number of filter slices.
-        char_dim / char_filters / char_width / max_word_len: char CNN (Kim 2014) settings;
-            ``char_dim = 0`` turns character features off.
-        use_exact_match: append the exact-match feature to the word representation.
-        use_interaction: False = Table 5 "Remove whole interaction".
-        use_intra: False = Table 5 "Remove intra-attention".
-        filter_scale: ``"normalised"`` (default), ``"fixed"`` or ``"none"``
-            (:func:`scale_filters`; a departure from Eq. 18, see the module docstring).
-        normalise_filters: the older boolean spelling: True = ``"normalised"``, False =
-            ``"none"``; given together with a different ``filter_scale`` it is an error.
+        dim: every CIN layer's output width, divisible by ``kmax`` (0 = the encoder width
+            ``2 hidden + d_e``).
+        layers: stacked CIN layers N_x (the paper's case study: 2); ``window``: tau (odd);
+            ``kmax``: the FGN's k = filter slices.
+        char_dim / char_filters / char_width / max_word_len: the char CNN (Kim 2014; 0 = off).
+        use_interaction / use_intra: False = Table 5 "Remove whole interaction" / "Remove
+            intra-attention".
+        filter_scale: :func:`scale_filters`' (a departure from Eq. 18); ``normalise_filters``
+            is its older boolean spelling (True = ``"normalised"``, False = ``"none"``), an
+            error beside a different ``filter_scale``.
         aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
-        mlp_hidden: width of the tanh hidden layer of the classifier.
-        dropout: dropout after each fully connected, recurrent and convolutional layer.
+        dropout: after each fully connected, recurrent and convolutional layer.
     """
 
     def __init__(

@@ -1,19 +1,16 @@
-"""Coupled-LSTMs (Liu et al., EMNLP 2016): LC-LSTMs and TC-LSTMs on the 2-D grid engine.
+"""Coupled-LSTMs (Liu et al., EMNLP 2016): LC-LSTMs and TC-LSTMs on the 2-D grid engine;
+equations and the readings of their ambiguities in ``../shared/spec/clstm.md`` §3.
 
-Equations and the readings of their ambiguities are in ``../shared/spec/clstm.md`` §3:
-
-* **TC-LSTM** (eqs. 9-11): one cell per grid position with two forget gates,
+* **TC-LSTM** (eqs. 9-11): one cell per position with two forget gates,
   ``A [x_i; y_j; h_{i,j-1}; h_{i-1,j}]``, output ``h_{i,j}`` (d).
-* **LC-LSTM** (eqs. 5-8): LSTM¹ along X reads ``x_i`` and ``[h¹; h²]_{i-1,j}``,
-  LSTM² along Y reads ``y_j`` and ``[h¹; h²]_{i,j-1}``; output ``[h¹; h²]`` (2d).
-* Four directions share their weights and are summed (eq. 13); blocks stack,
-  a TC block above the first reads the fused grid ``ĥ_{i,j}``, an LC block
-  feeds the X half of ``ĥ_{i,j}`` to LSTM¹ and the Y half to LSTM².
-* LSTM¹ and LSTM² of LC share one weight set. With e=100, d=50 and a 50-unit
-  fully connected layer these choices give exactly the θ_M column of Table 2
-  (weight matrices only, §3.8): 45K, 77.5K, 135K, 190K.
-* Dynamic max pooling to ``p × q``, a tanh fully connected layer, then a
-  linear output: ``num_outputs`` logits, or one score for ranking.
+* **LC-LSTM** (eqs. 5-8): LSTM¹ along X reads ``x_i`` and ``[h¹; h²]_{i-1,j}``, LSTM² along Y
+  reads ``y_j`` and ``[h¹; h²]_{i,j-1}``, one weight set shared; output ``[h¹; h²]`` (2d).
+* Four directions share their weights and are summed (eq. 13); blocks stack: a TC block
+  above the first reads the fused grid ``ĥ_{i,j}``, an LC block feeds its X half to LSTM¹
+  and its Y half to LSTM². With e=100, d=50 and a 50-unit fully connected layer these
+  choices give exactly Table 2's θ_M (weight matrices only, §3.8): 45K, 77.5K, 135K, 190K.
+* Dynamic max pooling to ``p × q``, a tanh fully connected layer, a linear output
+  (``num_outputs`` logits, or one score for ranking).
 """
 
 from __future__ import annotations
@@ -207,10 +204,8 @@ class TCCell(nn.Module):
 
 
 class LCCell(nn.Module):
-    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set.
-
-    State ``(h¹, c¹, h², c²)``; the per-cell input is ``[A_in x_i; A_in y_j]`` (8d).
-    """
+    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set; state
+    ``(h¹, c¹, h², c²)``, per-cell input ``[A_in x_i; A_in y_j]`` (8d)."""
 
     outputs = (0, 2)
 
@@ -276,9 +271,8 @@ class CoupledLSTM(GridPairModel):
         checkpoint: bool = False,
         use_exact_match: bool = False,
     ) -> None:
-        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling
-        size; ``checkpoint``: see :class:`GridPairModel`; ``use_exact_match``: append the
-        exact-match flag to every word vector (not in the paper; see ``WordEmbedding``)."""
+        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling size;
+        ``checkpoint``: :class:`GridPairModel`'s; ``use_exact_match``: not in the paper."""
         super().__init__(ctx, checkpoint)
         if directions not in (1, 4):
             raise ValueError(f"directions must be 1 or 4, got {directions}")

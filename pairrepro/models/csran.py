@@ -1,7 +1,6 @@
 """CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
-(Tay, Tuan, Hui, EMNLP 2018). Equations and readings: ``../shared/spec/csran.md``.
-
-Pipeline (parameters shared between the two texts)::
+(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``../shared/spec/csran.md``.
+Parameters are shared between the two texts::
 
     words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)
     -> k x ( CAFE block (MAR, +6 features) -> Bi-LSTM layer )         H^(1..k), each 2h wide
@@ -10,17 +9,14 @@ Pipeline (parameters shared between the two texts)::
     -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
     -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
 
-Choices where the paper is silent follow the authors' public code (marked [code] in the
-spec): a CAFE block before every stacked layer (also on the projected embeddings), the
-affinity as a max over all layer pairs (``affinity="max"``; Eq. 4 as printed, max over p of
-the sum over q, is ``affinity="max_sum"``), 2 highway output layers, and ``z`` with the
-difference and product terms (``compare_pooled``). Unlike the code, the alignment softmaxes
-really mask padding (the code's ``-1e-30`` constant masks nothing). POS-tag embeddings of the
-logged run are not used: prepared datasets carry no tags.
-
-Ablations (Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns with
-the plain top-layer affinity ``a_{k,i} . b_{k,j}`` and top-layer features only (the code's
-``NONE`` branch). The stack depth ``layers`` drives Figures 2-3.
+Where the paper is silent, the authors' public code ([code] in the spec): a CAFE block before
+every stacked layer (also on the projected embeddings), the affinity as a max over all layer
+pairs (:func:`co_stack_affinity`), 2 highway output layers, ``z`` with the difference and
+product terms (``compare_pooled``). Unlike the code, the alignment softmaxes really mask
+padding (its ``-1e-30`` masks nothing). The logged run's POS-tag embeddings are not used:
+prepared datasets carry no tags. Ablations (Table 8): ``use_mar=False`` removes the CAFE
+blocks; ``use_csra=False`` aligns on the top layer's affinity ``a_{k,i} . b_{k,j}`` and
+features only (the code's ``NONE`` branch). ``layers`` is the depth of Figures 2-3.
 """
 
 from __future__ import annotations
@@ -49,13 +45,10 @@ AFFINITIES = ("max", "max_sum")
 
 
 class CAFEBlock(nn.Module):
-    """One Multi-level Attention Refinement block: ``[B, T, d] -> [B, T, d + 6]``.
-
-    Inter-attention (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
-    (``G(a_i) . G(a_j) / sqrt(d)``) each give an aligned vector; three factorization machines
-    per attention compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars. All parameters are
-    shared between the two texts.
-    """
+    """One Multi-level Attention Refinement block, ``[B, T, d] -> [B, T, d + 6]``, shared by
+    the two texts: inter- (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
+    (``G(a_i) . G(a_j) / sqrt(d)``) each align a vector; per attention three factorization
+    machines compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars."""
 
     def __init__(self, dim: int, fm_factors: int = 32) -> None:
         super().__init__()
@@ -106,26 +99,21 @@ class CSRAN(PairModel):
     """CSRAN with MAR (CAFE) blocks and co-stack residual affinity; see the module docstring.
 
     Args:
-        hidden: units per direction of each stacked Bi-LSTM ([code] 200); also the width of
-            the highway input projection.
+        hidden: units per direction of each stacked Bi-LSTM and the highway projection's
+            width ([code] 200).
         layers: stacked Bi-LSTM layers k (paper: tuned in 2..5; 3 in the ablations).
-        char_dim / char_hidden / max_word_len: character embedding size, char Bi-LSTM output
-            (both directions) and characters kept per word ([code] 20 / 128 / 16);
-            ``char_dim = 0`` turns the character features off.
-        highway_layers: highway layers projecting the word representation to ``hidden``
-            (paper: optional, 2; [code] 1); 0 feeds the raw word representation.
-        use_mar / use_csra: the Table 8 ablation switches.
-        affinity: ``"max"`` (code) or ``"max_sum"`` (Eq. 4 as printed).
-        fm_factors: latent factors of each factorization machine ([code] 32).
-        aggr_layers / aggr_hidden: aggregation Bi-LSTM depth and size per direction
-            ([code] 2 / 200; 0 = ``hidden``).
+        char_dim / char_hidden / max_word_len: [code] 20 / 128 (both directions) / 16;
+            ``char_dim = 0`` is off.
+        highway_layers: projecting words to ``hidden`` (paper: optional, 2; [code] 1; 0: none).
+        use_mar / use_csra: the Table 8 ablation switches; ``affinity``:
+            :func:`co_stack_affinity`'s.
+        fm_factors / aggr_layers / aggr_hidden / out_layers / out_hidden: [code] 32 / 2 / 200
+            (0 = ``hidden``) / 2 / 300.
         compare_pooled: ``z = [za; zb; za - zb; za * zb]`` ([code]) instead of ``[za; zb]``.
-        out_layers / out_hidden: prediction layers and width ([code] 2 / 300).
         output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
-        dropout: dropout rate ([code] keep probability 0.8, i.e. 0.2).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to the word representation: [code] computes this feature (on stems) but
-            its logged run does not use it.
+        dropout: [code] keep probability 0.8, i.e. 0.2.
+        use_exact_match: the exact-match channel (``WordEmbedding``): [code] computes it (on
+            stems), its logged run does not use it.
     """
 
     def __init__(

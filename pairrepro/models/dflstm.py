@@ -1,24 +1,19 @@
-"""Deep Fusion LSTMs (Liu et al., ACL 2016) on the 2-D grid engine.
+"""Deep Fusion LSTMs (Liu et al., ACL 2016) on the 2-D grid engine; equations and readings in
+``../shared/spec/dflstm.md`` §3. At cell ``(i, j)``:
 
-Equations and readings: ``../shared/spec/dflstm.md`` §3. At cell ``(i, j)``:
+* the X-memory ``M^x`` holds ``h^x_{i-K,j} .. h^x_{i-1,j}``, the Y-memory ``M^y`` holds
+  ``h^y_{i,j-K} .. h^y_{i,j-1}`` (eqs. 10-11); slots before the grid's first row/column are
+  left out (truncated, B8), so the first row reads nothing (``r = 0``);
+* attention reads (eqs. 12-16) ``a_k = softmax_k(v^T tanh(W_a [M_k; r_prev; z]))`` with
+  ``r^x_{i-1,j}`` / ``r^y_{i,j-1}`` as ``r_prev`` and ``z`` the cell's input (``x_i`` /
+  ``y_j``); ``W_a`` is ``d × (2d + e)``, so ``e ≠ d`` works (B4);
+* ``H = [r^x; r^y]`` is the recurrent input of both conditional LSTMs (eqs. 7-8, 17): LSTM_x
+  carries its cell along X, LSTM_y along Y, with separate weights and attentions (the literal
+  reading); with ``memory = 1`` this is the grid LSTM ``H = h^x_{i-1,j} ⊕ h^y_{i,j-1}``.
 
-* the X-memory ``M^x`` holds ``h^x_{i-K,j} .. h^x_{i-1,j}`` and the Y-memory
-  ``M^y`` holds ``h^y_{i,j-K} .. h^y_{i,j-1}`` (eqs. 10-11); slots before the
-  grid's first row/column are left out (the memory is truncated, B8), so the
-  first row reads nothing (``r = 0``);
-* attention reads (eqs. 12-16) ``a_k = softmax_k(v^T tanh(W_a [M_k; r_prev; z]))``
-  with ``r^x_{i-1,j}`` / ``r^y_{i,j-1}`` as ``r_prev`` and ``z`` the cell's input
-  (``x_i`` / ``y_j``); ``W_a`` is ``d × (2d + e)`` so ``e ≠ d`` works (B4);
-* ``H = [r^x; r^y]`` is the recurrent input of both conditional LSTMs
-  (eqs. 7-8, 17); LSTM_x carries its memory cell along X, LSTM_y along Y; the
-  two LSTMs and their attentions have separate weights (the literal reading).
-* With ``memory = 1`` the model is the grid LSTM ``H = h^x_{i-1,j} ⊕ h^y_{i,j-1}``.
-
-Stacking (B1, not described): layer ℓ+1's LSTM_x reads ``h^x`` of layer ℓ at
-``(i, j)`` in place of ``x_i``, LSTM_y reads ``h^y`` in place of ``y_j``.
-Output (B2): the matching vector ``h_{n,m} = h^x ⊕ h^y`` of the last real cell
-(``pooling = "last"``; ``"max"`` max-pools the grid instead), then a linear
-layer: ``num_outputs`` logits, or one score for ranking.
+Stacking (B1, not described): layer ℓ+1's LSTM_x reads ``h^x`` of layer ℓ at ``(i, j)`` in
+place of ``x_i``, LSTM_y ``h^y`` in place of ``y_j``. Output (B2): the last real cell's
+``h^x ⊕ h^y`` (``pooling = "last"``; ``"max"`` max-pools the grid), then a linear layer.
 """
 
 from __future__ import annotations
@@ -337,9 +332,8 @@ class DFLSTM(GridPairModel):
         checkpoint: bool = False,
         use_exact_match: bool = False,
     ) -> None:
-        """``memory``: K, the slots per axis; ``checkpoint``: see :class:`GridPairModel`;
-        ``use_exact_match``: append the exact-match flag to every word vector (not in the
-        paper; see ``WordEmbedding``)."""
+        """``memory``: K, the slots per axis; ``checkpoint``: :class:`GridPairModel`'s;
+        ``use_exact_match``: the ``WordEmbedding`` channel, not in the paper."""
         super().__init__(ctx, checkpoint)
         if pooling not in ("last", "max"):
             raise ValueError(f"pooling must be 'last' or 'max', got {pooling!r}")

@@ -25,14 +25,9 @@ from pairrepro.models.registry import register_model
 
 @register_model("esim")
 class ESIM(PairModel):
-    """ESIM (Chen et al. 2017): ``hidden`` is the Bi-LSTM size per direction (paper: 300).
-
-    Args:
-        hidden: units per direction of both Bi-LSTMs, and the projection / MLP width.
-        dropout: dropout on the embeddings, the projection input and the MLP (paper: 0.5).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to every word vector; not in the paper (see ``WordEmbedding``).
-    """
+    """ESIM (Chen et al. 2017): ``hidden``, both Bi-LSTMs' size per direction and the
+    projection / MLP width (paper: 300); ``dropout`` on the embeddings, the projection input
+    and the MLP (paper: 0.5); ``use_exact_match`` (``WordEmbedding``) is not in the paper."""
 
     def __init__(self, ctx: ModelContext, hidden: int = 300, dropout: float = 0.5,
                  use_exact_match: bool = False) -> None:

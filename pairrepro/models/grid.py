@@ -1,26 +1,17 @@
-"""The 2-D recurrence engine shared by the Coupled-LSTMs and the DF-LSTMs.
+"""The 2-D recurrence engine of the Coupled-LSTMs and the DF-LSTMs.
 
-Both models fill an ``n × m`` grid where cell ``(i, j)`` depends on its upper
-neighbour ``(i-1, j)`` and its left neighbour ``(i, j-1)`` (DF-LSTM also reads
-the ``K`` previous states along each axis). A cell-by-cell loop needs ``n·m``
-sequential steps; here every anti-diagonal ``t = i + j`` is one batched step,
-so a grid costs ``n + m - 1`` steps whatever the batch size.
+Cell ``(i, j)`` of an ``n × m`` grid depends on ``(i-1, j)`` and ``(i, j-1)`` (DF-LSTM also
+on the ``K`` previous states along each axis), so each anti-diagonal ``t = i + j`` is one
+batched step: ``n + m - 1`` steps whatever the batch size. A sweep runs either **fused**
+(:class:`FusedGridCell`: TC-LSTM, DF-LSTM; one ``autograd.Function`` with a hand-written
+backward on the :class:`Diagonals` layout; tensors are kept per diagonal because whole-grid
+buffers, allocated fresh at every CPU step, cost more in page faults than the work) or **per
+diagonal under autograd** (:class:`GridCell`, :func:`run_grid`).
 
-Two ways to run a sweep:
-
-* **Fused** (:class:`FusedGridCell`: TC-LSTM, DF-LSTM): one ``torch.autograd.Function``
-  per sweep with a hand-written backward pass, on the :class:`Diagonals` layout (a
-  diagonal's cells are one contiguous block, so each matrix product takes them without a
-  copy). Tensors are kept per diagonal: whole-grid buffers are allocated fresh from the
-  system at every step on CPU, and their page faults cost more than the work.
-* **Per diagonal under autograd** (:class:`GridCell`, :func:`run_grid`).
-
-Callers project word vectors (``rows``/``cols``) once, before the sweep; a lower block's
-grid is better passed as ``feats``, projected one diagonal at a time inside the recurrent
-product: projecting the whole grid first is a memory-bound product several times wider
-than the grid (under 30% of the GEMM rate measured on CPU). Sequences are padded at the
-end and every dependency points to smaller indices, so padded cells never influence a real
-cell.
+Callers project word vectors (``rows``/``cols``) once, before the sweep; a lower block's grid
+is better passed as ``feats``, projected one diagonal at a time: projecting the whole grid
+first is memory-bound (under 30% of the CPU's GEMM rate). Sequences are padded at the end and
+every dependency points to smaller indices, so padded cells never reach a real cell.
 """
 
 from __future__ import annotations
@@ -56,21 +47,15 @@ class GridCell(Protocol):
     state_sizes: tuple[int, ...]
 
     def step(self, inp: torch.Tensor | None, up: State, left: State) -> State:
-        """New state of the cells of one diagonal; every tensor is ``[B, L, ...]``.
-
-        ``inp`` is the sum of the additive inputs (``rows``, ``cols``, ``grid``; None when
-        there are none). When the sweep is given ``feats``, they come as a further keyword
-        argument ``feats`` (``[B, L, F]``), for the cell to project itself.
-        """
+        """New state of one diagonal's cells (tensors ``[B, L, ...]``) from ``inp``, the sum of
+        ``rows``, ``cols`` and ``grid`` (None: none); a sweep given ``feats`` passes them as
+        the keyword ``feats`` (``[B, L, F]``) for the cell to project."""
         ...
 
 
 def _split_diagonals(flat: torch.Tensor | None, offsets: list[int]) -> tuple[torch.Tensor, ...]:
-    """A diagonal-major ``[B, n*m, F]`` tensor as one ``[B, L_t, F]`` piece per diagonal.
-
-    Split, not sliced: the backward of a slice allocates the whole tensor per diagonal,
-    that of a split is one concatenation.
-    """
+    """A diagonal-major ``[B, n*m, F]`` tensor as one ``[B, L_t, F]`` piece per diagonal (split,
+    not sliced: a slice's backward allocates the whole tensor per diagonal)."""
     if flat is None:
         return ()
     return flat.split([b - a for a, b in itertools.pairwise(offsets)], dim=1)
@@ -122,20 +107,12 @@ def run_grid(
     outputs: Sequence[int] = (0,),
     feats: torch.Tensor | None = None,
 ) -> list[torch.Tensor]:
-    """Sweep the grid in anti-diagonal order and return the requested state components.
+    """Sweep an ``n × m`` grid (the padded lengths) in anti-diagonal order; one
+    ``[B, n, m, size]`` grid per state component in ``outputs``.
 
-    Args:
-        cell: the recurrence (see :class:`GridCell`).
-        n, m: grid size (padded lengths of X and Y).
-        rows: ``[B, n, G]`` input projection of ``x_i`` (added to every cell of row ``i``).
-        cols: ``[B, m, G]`` input projection of ``y_j``.
-        grid: ``[B, n, m, G]`` per-cell input projection (higher blocks).
-        outputs: indices of the state components to return.
-        feats: ``[B, n, m, F]`` per-cell features handed to ``cell.step`` as ``feats=``.
-
-    Returns:
-        One ``[B, n, m, size]`` grid per requested component.
-    """
+    Inputs: ``rows`` ``[B, n, G]`` (added to every cell of row ``i``), ``cols`` ``[B, m, G]``,
+    ``grid`` ``[B, n, m, G]`` (per cell), ``feats`` ``[B, n, m, F]`` (handed to ``cell.step``
+    as ``feats=``)."""
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     if not given:
         raise ValueError("run_grid needs at least one of rows, cols, grid, feats")
@@ -160,12 +137,10 @@ class Diagonals:
     ``[L_t, B, width]`` block and a matrix product over them needs no copy.
 
     ``lo[t]``, ``count[t]``, ``start[t]``: first row, number of cells and offset of diagonal
-    ``t``. ``left[t]`` and ``up[t]`` (``t >= 1``) say where the neighbours of diagonal ``t``'s
-    cells lie in diagonal ``t-1``, as ``(first cell, its neighbour, length)``, each counted
-    from its diagonal's first cell: the run of cells that have that neighbour at all (the
-    others lie on the grid's border).
-    ``order``, ``rows``, ``cols``: flat grid index ``i·m + j``, row and column of each cell.
-    """
+    ``t``. ``left[t]``, ``up[t]`` (``t >= 1``): ``(first cell, its neighbour, length)`` in
+    diagonals ``t`` and ``t-1`` (each from its diagonal's first cell) of the run of cells that
+    have that neighbour (the others lie on the border). ``order``, ``rows``, ``cols``: flat
+    index ``i·m + j``, row and column of each cell."""
 
     n: int
     m: int
@@ -231,14 +206,12 @@ Neighbour = tuple[int, torch.Tensor]  # (first row within the diagonal, rows of 
 
 def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor,
                  tanh_c: torch.Tensor, h: torch.Tensor) -> None:
-    """One LSTM update of the cells of a diagonal, written into preallocated tensors.
+    """One LSTM update of a diagonal's cells into preallocated ``c``, ``tanh_c``, ``h``:
+    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``h = o ⊙ tanh(c)``.
 
-    ``gates`` ``[L, B, (3+k)·d]`` holds the pre-activations ``[c~, o, i, f_1 .. f_k]`` and is
-    overwritten with the activations (tanh for ``c~``, sigmoid for the rest), which is what
-    :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``: the previous memory cells gated by
-    ``f_k``, for rows ``r .. r + len(c_k) - 1`` (rows without one read zero). Writes
-    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``tanh(c)`` and ``h = o ⊙ tanh(c)``.
-    """
+    ``gates`` ``[L, B, (3+k)·d]``, the pre-activations ``[c~, o, i, f_1 .. f_k]``, is
+    overwritten with the activations, which :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``:
+    the memory cells gated by ``f_k`` for rows ``r ..`` (rows without one read zero)."""
     d = c.size(-1)
     cand = gates[..., :d]
     if gates.device.type == "cpu":  # one sigmoid for all gates: tanh(x) = 2 σ(2x) − 1
@@ -259,13 +232,10 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor
 def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.Tensor,
                   dh: torch.Tensor, dc: torch.Tensor, d_gates: torch.Tensor,
                   d_prev: Sequence[torch.Tensor]) -> None:
-    """The backward pass of :func:`lstm_forward` for one diagonal.
-
-    ``dh`` and ``dc`` are the gradients reaching ``h`` and ``c`` from later cells; ``dc`` is
-    updated in place to the full gradient of ``c``. ``d_gates`` (the pre-activations'
-    gradient) is written (zeros for ``f_k`` where a row has no ``c_k``). ``d_prev[k]`` (rows
-    as ``prev[k]``) accumulates ``c_k``'s gradient.
-    """
+    """The backward of :func:`lstm_forward` for one diagonal. ``dh``, ``dc``: the gradients
+    reaching ``h`` and ``c`` from later cells (``dc`` becomes ``c``'s full gradient, in place);
+    writes ``d_gates`` (zero for ``f_k`` where a row has no ``c_k``); ``d_prev[k]`` (rows as
+    ``prev[k]``) accumulates ``c_k``'s gradient."""
     d = dc.size(-1)
     cand, o, i = gates[..., :d], gates[..., d : 2 * d], gates[..., 2 * d : 3 * d]
     one = tanh_c.new_ones(())
@@ -289,15 +259,11 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.
 
 
 class FusedGridCell(Protocol):
-    """A cell that runs a whole sweep itself, with a hand-written backward pass.
-
-    ``sweep(diags, inputs)`` gets the projector's tensors (``rows`` ``[n, B, ·]``, ``cols``
-    ``[m, B, ·]``, ``feats`` ``[n·m, B, ·]`` in :class:`Diagonals` order) and returns the
-    requested state components in the same compact layout, ``[n·m, B, size]`` each.
-    """
+    """A cell that runs a whole sweep, with a hand-written backward: ``sweep`` gets the
+    projector's ``rows`` ``[n, B, ·]``, ``cols`` ``[m, B, ·]``, ``feats`` ``[n·m, B, ·]``
+    (:class:`Diagonals` order) and returns its state components as ``[n·m, B, size]``."""
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        """Run the sweep."""
         ...
 
 
@@ -313,11 +279,8 @@ def compute_dtype(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
 
 
 def flip_index(mask: torch.Tensor) -> torch.Tensor:
-    """Per-example reversal index ``[B, T]``: position ``i < len`` maps to ``len-1-i``.
-
-    Padding positions map to themselves, so the reversed sequence stays padded at the end.
-    The map is its own inverse.
-    """
+    """Per-example reversal index ``[B, T]``: ``i < len`` maps to ``len-1-i``, padding to
+    itself (the reversal stays padded at the end); its own inverse."""
     lengths = mask.sum(dim=1, keepdim=True)
     pos = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)
     return torch.where(pos < lengths, lengths - 1 - pos, pos)
@@ -344,23 +307,17 @@ def run_grid_directions(
     grid: torch.Tensor | None = None,
     outputs: Sequence[int] = (0,),
 ) -> list[torch.Tensor]:
-    """Run the first ``directions`` (1 to 4) C-LSTM directions in one batched sweep, summed.
+    """The first ``directions`` (1 to 4) C-LSTM directions in one batched sweep, summed
+    (eq. 13): one ``[B, n, m, size]`` tensor per component (``cell.sweep``'s for a fused cell).
 
-    ``x [B, n, e]``, ``y [B, m, e]`` and/or ``grid [B, n, m, D]`` are reversed per example
-    as :data:`DIRECTION_FLIPS` says, stacked along the batch, and only then turned into
-    gate inputs by ``project(x, y, grid) -> {"rows"|"cols"|"grid"|"feats": tensor}`` (a
-    position-wise map, so it commutes with the reversal, and reversing the narrower
-    un-projected tensors is cheaper; see :func:`run_grid` for the keys). ``project`` gets
-    the grid already in the sweep's order: ``[directions·B, n·m, D]`` for a
-    :class:`GridCell`, ``[n·m, directions·B, D]`` (batch inside, :class:`Diagonals` order)
-    for a :class:`FusedGridCell`, whose ``x``, ``y`` come as ``[n, directions·B, e]``.
-    Results are mapped back to the original orientation and summed over the directions
-    (eq. 13) in the same gather.
-
-    Returns:
-        One ``[B, n, m, size]`` tensor per requested component (``cell.sweep``'s outputs
-        for a :class:`FusedGridCell`).
-    """
+    ``x [B, n, e]``, ``y [B, m, e]``, ``grid [B, n, m, D]`` are reversed per example as
+    :data:`DIRECTION_FLIPS` says and stacked along the batch before ``project(x, y, grid) ->
+    {"rows"|"cols"|"grid"|"feats": tensor}`` (:func:`run_grid`'s keys) makes gate inputs: a
+    position-wise map commutes with the reversal, and the un-projected tensors are narrower.
+    ``project`` gets the grid in the sweep's order: ``[directions·B, n·m, D]`` for a
+    :class:`GridCell`; ``[n·m, directions·B, D]`` (:class:`Diagonals` order) for a
+    :class:`FusedGridCell`, with ``x``, ``y`` as ``[n, directions·B, e]``. One gather maps the
+    results back and sums the directions."""
     if directions not in (1, 2, 3, 4):
         raise ValueError(f"directions must be between 1 and 4, got {directions}")
     n, m = row_mask.size(1), col_mask.size(1)
@@ -405,14 +362,10 @@ def run_grid_directions(
 
 
 class _Regroup(torch.autograd.Function):
-    """Rows moved between the original grids and a sweep's layout by two index maps that
-    are each other's inverse: sweep row ``r`` belongs to cell ``take[r]``, and cell ``c``'s
-    rows (one per direction) are ``readers[:, c]``.
-
-    Spreading copies every cell to its rows (``x[take]``); collecting sums each cell's rows.
-    Each is the other's adjoint, so forward and backward are both gathers, with no
-    zero-filled buffer and no scatter-add.
-    """
+    """Rows moved between the original grids and a sweep's layout: sweep row ``r`` is cell
+    ``take[r]``, cell ``c``'s rows (one per direction) are ``readers[:, c]``. Spreading
+    (``x[take]``) and collecting (summing a cell's rows) are each other's adjoint, so both
+    passes are gathers: no zero-filled buffer, no scatter-add."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, take: torch.Tensor, readers: torch.Tensor,  # type: ignore[override]
@@ -447,11 +400,8 @@ def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
 
 
 class GridPairModel(PairModel):
-    """A pair model made of stacked blocks that each fill the whole ``n × m`` grid.
-
-    Subclasses set ``embed``, ``dropout`` and ``blocks`` (one cell per block) and
-    implement :meth:`_block`; :meth:`encode_grid` runs the stack.
-    """
+    """Stacked blocks that each fill the whole ``n × m`` grid: subclasses set ``embed``,
+    ``dropout``, ``blocks`` (one cell each) and :meth:`_block`; :meth:`encode_grid` runs them."""
 
     embed: nn.Module
     dropout: nn.Module
@@ -487,12 +437,9 @@ class GridPairModel(PairModel):
 
 def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor,
                  p: int, q: int) -> torch.Tensor:
-    """Dynamic max pooling of a ``[B, n, m, D]`` grid to ``[B, p*q*D]`` (Socher et al. 2011).
-
-    Each example's real rows are split into ``p`` and its real columns into ``q``
-    roughly equal, non-overlapping groups; with fewer rows than ``p`` a row is
-    reused by several groups (Socher et al. duplicate). Padded cells never count.
-    """
+    """Dynamic max pooling of a ``[B, n, m, D]`` grid to ``[B, p*q*D]`` (Socher et al. 2011):
+    real rows and columns in ``p`` and ``q`` near-equal groups (fewer rows than ``p``: a row
+    serves several groups, as Socher et al. duplicate); padded cells never count."""
     rows = _group_mask(row_mask, p)  # [B, p, n]
     cols = _group_mask(col_mask, q)  # [B, q, m]
     neg = torch.finfo(g.dtype).min

@@ -1,8 +1,5 @@
-"""Building blocks shared by several models (all mask-aware).
-
-Masks are boolean, ``True`` on real tokens. Helpers here never let a padded
-position influence a result.
-"""
+"""Building blocks shared by several models. Masks are boolean, ``True`` on real tokens, and
+no padded position ever influences a result."""
 
 from __future__ import annotations
 
@@ -21,10 +18,8 @@ NEG_INF = -1e30  # finite, so fully-masked rows give zeros after softmax instead
 
 def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
                 other_mask: torch.Tensor, unk_idx: int | None = UNK_ID) -> torch.Tensor:
-    """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``.
-
-    The unknown-word id never matches: two different rare words share it.
-    """
+    """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``
+    (never the unknown-word id: two different rare words share it)."""
     same = (ids.unsqueeze(2) == other.unsqueeze(1)) & other_mask.unsqueeze(1)
     hit = same.any(dim=2) & mask
     if unk_idx is not None:
@@ -33,13 +28,9 @@ def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
 
 
 class WordEmbedding(nn.Module):
-    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not).
-
-    With ``exact_match`` the representation of a word in a pair gets one more channel: the
-    exact-match flag of :func:`exact_match` (does the word occur in the other text?), the
-    EM feature of CIN, DIIN and CSRAN's code. :meth:`pair` embeds both texts of a pair
-    with it; :attr:`dim` is the width of what :meth:`pair` returns.
-    """
+    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not). With
+    ``exact_match``, :meth:`pair` adds the :func:`exact_match` channel (the EM feature of CIN,
+    DIIN and CSRAN's code); :attr:`dim` is the width :meth:`pair` returns."""
 
     def __init__(self, ctx: ModelContext, exact_match: bool = False) -> None:
         super().__init__()
@@ -111,12 +102,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> t
 
 
 def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
-    """The ``k`` largest real values along the last dim, descending: ``[..., T] -> [..., k]``.
-
-    ``mask`` (broadcastable to ``x``) is True on real cells; padded cells are never chosen.
-    The output always has ``k`` values (so its size never depends on the padded width): where
-    fewer than ``k`` cells are real, the missing values are 0.
-    """
+    """The ``k`` largest real values along the last dim, descending: ``[..., T] -> [..., k]``
+    (``mask`` broadcastable to ``x``); always ``k`` values, 0 where fewer cells are real."""
     mask = mask.expand_as(x)
     if x.size(-1) < k:  # pad with masked cells so topk always has k candidates
         extra = k - x.size(-1)
@@ -127,12 +114,9 @@ def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Te
 
 
 def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A length-preserving 1-D convolution over ``x [B, T, D]`` -> ``[B, T, F]``.
-
-    Padded positions are zeroed before the convolution (so a real position next to padding
-    sees the same zeros as the convolution's own zero padding) and after it (so bias terms
-    never appear on padding). ``conv`` must have an odd kernel and ``padding = kernel // 2``.
-    """
+    """A length-preserving 1-D convolution ``[B, T, D] -> [B, T, F]`` (``conv``: odd kernel,
+    ``padding = kernel // 2``); padding is zeroed before it (a real position next to padding
+    sees the conv's own zero padding) and after it (no bias on padding)."""
     width = conv.kernel_size[0]
     if width % 2 == 0 or conv.padding != (width // 2,):
         raise ValueError(f"masked_conv1d needs an odd kernel with padding kernel//2, got "
@@ -143,12 +127,9 @@ def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch
 
 def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size`` positions.
-
-    Returns ``(pooled [B, ceil(T / size), F], pooled_mask)``: a window is real when any of
-    its positions is, and its value is the max over its real positions only. A sequence of
-    length ``L`` gives ``ceil(L / size)`` real windows however much padding follows it.
-    """
+    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size``:
+    ``(pooled [B, ceil(T / size), F], pooled_mask)``; a window is real when any of its
+    positions is, and is the max over those (length ``L``: ``ceil(L / size)`` real windows)."""
     batch, length, feats = x.shape
     extra = -length % size
     if extra:
@@ -163,13 +144,9 @@ def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
 
 class BilinearTensor(nn.Module):
     """Neural tensor layer without its non-linearity (Socher et al. 2013; MV-LSTM, CNTN):
-    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b`` with ``c`` slices, ``-> R^c``.
-
-    ``linear=False`` drops ``W [u; v]`` (MV-LSTM's bilinear interaction is ``slices=1,
-    linear=False``: ``u^T M v + b``). :meth:`forward` scores aligned pairs ``[..., du]``,
-    ``[..., dv] -> [..., c]``; :meth:`pairwise` scores every position pair of two sequences,
-    ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``, without materialising ``n*m`` copies.
-    """
+    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b -> R^c``; ``linear=False`` drops ``W [u; v]``
+    (MV-LSTM's bilinear: ``slices=1``). :meth:`forward` scores aligned pairs; :meth:`pairwise`
+    every position pair, ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``, without ``n*m`` copies."""
 
     def __init__(self, u_dim: int, v_dim: int, slices: int = 1, linear: bool = True) -> None:
         super().__init__()
@@ -206,13 +183,9 @@ class BilinearTensor(nn.Module):
 def run_rnn(
     rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run a batch-first RNN over padded input with packed sequences.
-
-    Returns ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``; outputs at
-    padded positions are zero and the last hidden state is the state at each
-    sequence's true end (both directions concatenated for bidirectional RNNs).
-    Packing uses cuDNN's fused kernels on GPU and keeps padding out of the states.
-    """
+    """A batch-first RNN over packed sequences (padding stays out of the states):
+    ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on padding; the last hidden
+    state is each sequence's true end (both directions concatenated)."""
     lengths = mask.sum(dim=1).clamp(min=1).cpu()
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     out, hidden = rnn(packed)
@@ -230,12 +203,9 @@ def run_lstm_from(
     mask: torch.Tensor,
     state: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """Run a one-layer, unidirectional, batch-first LSTM from ``state`` (conditional encoding).
-
-    Returns ``(outputs [B, T, H], (h, c))`` where ``h``/``c`` ``[B, H]`` are the states at
-    each sequence's true end; outputs at padded positions are zero. ``state`` is a pair
-    of ``[B, H]`` tensors (zeros when omitted), e.g. the premise's final states.
-    """
+    """A one-layer, unidirectional, batch-first LSTM from ``state`` (``[B, H]`` pair, zeros when
+    None; conditional encoding): ``(outputs [B, T, H], (h, c))``, zero on padding, ``h``/``c``
+    at each sequence's true end."""
     if lstm.num_layers != 1 or lstm.bidirectional:
         raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
     lengths = mask.sum(dim=1).clamp(min=1).cpu()
@@ -280,24 +250,17 @@ def soft_align(
     b: torch.Tensor,
     b_mask: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Soft alignment in both directions (ESIM, DecAtt, CAFE, CSRAN), masked both ways.
-
-    ``scores`` is ``[B, n, m]`` (``a`` is ``[B, n, da]``, ``b`` ``[B, m, db]``). Returns
-    ``(b_aligned [B, n, db], a_aligned [B, m, da])``: ``b_aligned[i]`` is the softmax over the
-    real ``j`` of ``scores[i, j]`` applied to ``b``; ``a_aligned[j]`` the softmax over the real
-    ``i`` of ``scores[i, j]`` applied to ``a``.
-    """
+    """Soft alignment both ways (ESIM, DecAtt, CAFE, CSRAN) from ``scores [B, n, m]``:
+    ``(b_aligned [B, n, db], a_aligned [B, m, da])``, each a softmax over the other side's real
+    positions applied to it."""
     row = masked_softmax(scores, b_mask.unsqueeze(1), dim=2)  # over j, for each i
     col = masked_softmax(scores, a_mask.unsqueeze(2), dim=1)  # over i, for each j
     return torch.bmm(row, b), torch.bmm(col.transpose(1, 2), a)
 
 
 class Highway(nn.Module):
-    """Highway layers ``y = g * relu(W_t x) + (1 - g) * carry(x)``, ``g = sigmoid(W_g x)``.
-
-    The first layer projects ``in_dim -> dim``; where the widths differ its carry path is a
-    linear projection (as in the CSRAN authors' code), otherwise the identity.
-    """
+    """Highway layers ``y = g * relu(W_t x) + (1 - g) * carry(x)``, ``g = sigmoid(W_g x)``; the
+    first projects ``in_dim -> dim``, its carry then linear (the CSRAN authors' code)."""
 
     def __init__(self, in_dim: int, dim: int, layers: int = 1, dropout: float = 0.0) -> None:
         super().__init__()
@@ -322,21 +285,16 @@ class Highway(nn.Module):
 
 
 class FactorizationMachine(nn.Module):
-    """Rendle's factorization machine ``R^n -> R`` (CAFE's compression of a feature vector).
-
-    ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, computed in ``O(n k)`` as
-    ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``.
-
-    ``w`` and ``w0`` start at zero (the CSRAN authors' code): an init this module owns
-    (``documented_init``), which a recipe's ``[optim] init`` does not overwrite.
-    """
+    """Rendle's factorization machine ``R^n -> R`` (CAFE's compression of a feature vector):
+    ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, in ``O(n k)`` as
+    ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``. ``w``, ``w0`` start at zero (the
+    CSRAN authors' code), a ``documented_init`` a recipe's ``[optim] init`` keeps."""
 
     documented_init = ("linear.weight", "linear.bias")
 
     def __init__(self, in_dim: int, factors: int = 32, init_std: float = 0.01) -> None:
         super().__init__()
         self.linear = nn.Linear(in_dim, 1)
-        # w0 and w start at zero, as in the CSRAN authors' code
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
         self.v = nn.Parameter(torch.randn(in_dim, factors) * init_std)
@@ -351,12 +309,9 @@ class FactorizationMachine(nn.Module):
 
 def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
                      ) -> tuple[torch.Tensor, int]:
-    """Character ids for every vocabulary entry: ``([len(vocab), max_word_len] int32, n_chars)``.
-
-    Char id 0 is padding; ids from 1 follow the sorted character set of the vocabulary. The
-    first ``specials`` entries (``<pad>``, ``<unk>``) get no characters, so their character
-    vector is zero. Words longer than ``max_word_len`` are cut.
-    """
+    """Character ids of every vocabulary entry, cut at ``max_word_len``:
+    ``([len(vocab), max_word_len] int32, n_chars)``; id 0 pads, the rest follow the sorted
+    characters; the first ``specials`` entries (``<pad>``, ``<unk>``) have none."""
     chars = sorted({c for word in vocab[specials:] for c in word})
     index = {c: i + 1 for i, c in enumerate(chars)}
     table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
@@ -369,14 +324,10 @@ def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
 
 
 class CharEncoder(nn.Module):
-    """Character-based word vectors for word ids, built from the vocabulary strings.
-
-    ``kind="lstm"``: a Bi-LSTM over the characters, final states of both directions (CSRAN);
-    ``kind="cnn"``: a width-``width`` convolution with max pooling over characters (Kim 2014,
-    CIN). The character model runs once per distinct word of the batch, and the table of
-    character ids is a non-persistent buffer (rebuilt from the vocabulary, not checkpointed).
-    Character padding never reaches the output; the padding word maps to zeros.
-    """
+    """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
+    final states (CSRAN); ``"cnn"``, a convolution max-pooled over characters (Kim 2014, CIN).
+    Runs once per distinct word of the batch; the character table is rebuilt from the
+    vocabulary, not checkpointed; the padding word maps to zeros."""
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,

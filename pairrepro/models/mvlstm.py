@@ -1,6 +1,4 @@
-"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016). Readings: ``../shared/spec/mvlstm.md``.
-
-Pipeline::
+"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016); readings in ``../shared/spec/mvlstm.md``::
 
     words -> shared Bi-LSTM -> positional representations p_X,i, p_Y,j  (2 * hidden wide)
     -> interaction between every position pair:
@@ -10,10 +8,9 @@ Pipeline::
     -> k-max pooling over the whole matrix / each tensor slice (padded cells masked out)
     -> MLP  r = ReLU(W_r q + b_r),  s = W_s r + b_s   -> num_outputs
 
-Choices where the paper is silent (spec C1, C3): one Bi-LSTM shared by both texts, ReLU in
-the MLP, ``tensor_slices = 10`` and ``mlp_hidden = 50``. Pairs with fewer than ``k`` real
-cells get zeros for the missing values. With ``num_outputs > 1`` the MLP emits class logits,
-so the model also runs on NLI / paraphrase data.
+Where the paper is silent (spec C1, C3): one Bi-LSTM shared by both texts, ReLU in the MLP,
+``tensor_slices = 10``, ``mlp_hidden = 50``. Pairs with fewer than ``k`` real cells get zeros
+for the missing values; with ``num_outputs > 1`` the MLP emits class logits (NLI, paraphrase).
 """
 
 from __future__ import annotations
@@ -35,10 +32,8 @@ INTERACTIONS = ("cosine", "bilinear", "tensor")
 
 
 def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Cosine of every position pair: ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``.
-
-    Norms are clamped at ``eps`` as in :func:`torch.nn.functional.cosine_similarity`.
-    """
+    """Cosine of every position pair, ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``, norms clamped
+    at ``eps`` as :func:`torch.nn.functional.cosine_similarity` does."""
     a = a / a.norm(dim=-1, keepdim=True).clamp(min=eps)
     b = b / b.norm(dim=-1, keepdim=True).clamp(min=eps)
     return torch.bmm(a, b.transpose(1, 2))
@@ -55,8 +50,7 @@ class MVLSTM(PairModel):
         tensor_slices: ``c``, slices of the tensor interaction (not given in the paper).
         mlp_hidden: width of the MLP's hidden layer (not given in the paper).
         dropout: dropout on the embeddings and the pooled features (paper: none stated).
-        use_exact_match: append the exact-match flag (does the word occur in the other
-            text?) to every word vector; not in the paper (see ``WordEmbedding``).
+        use_exact_match: the exact-match channel (``WordEmbedding``); not in the paper.
     """
 
     def __init__(self, ctx: ModelContext, interaction: str = "tensor", hidden: int = 50,

@@ -1,19 +1,12 @@
-"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5); readings in
-``../shared/spec/mvlstm.md`` section 4.
-
-Models: ``lstm_rnn``, ``bilstm_rnn``, ``arc_i``, ``arc_ii``, ``cntn``, ``random_guess`` (one class
-each below).
+"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5; readings in
+``../shared/spec/mvlstm.md`` section 4).
 
 Padding is never seen: embeddings and feature maps are zeroed on padding before every
-convolution and pooling is masked. Where the original models flatten a fixed-size map (ARC-I,
-ARC-II) or use dynamic k-max pooling (CNTN), these implementations end with a masked max over
-the remaining positions, which keeps them independent of the padded width; that is a
-departure to note when comparing with the published numbers.
-
-Heads: with ``num_outputs = 1`` the cosine models return the cosine itself (a score for the
-hinge loss); with more outputs a linear layer maps the cosine to class logits, so the
-model's only matching signal stays the cosine. The MLP / tensor models emit
-``num_outputs`` values from their last layer.
+convolution, and pooling is masked. Where the originals flatten a fixed-size map (ARC-I,
+ARC-II) or use dynamic k-max pooling (CNTN), these end with a masked max over the remaining
+positions, independent of the padded width: a departure to note against the published numbers.
+With ``num_outputs = 1`` the cosine models return the cosine itself (a hinge-loss score); with
+more, a linear layer maps it to class logits, so the cosine stays their only matching signal.
 """
 
 from __future__ import annotations
@@ -58,6 +51,8 @@ class CosineHead(nn.Module):
 
 
 class _RecurrentCosine(PairModel):
+    """``hidden``: LSTM units per direction (MV-LSTM paper: 50); ``dropout`` on the embeddings."""
+
     bidirectional = False
 
     def __init__(self, ctx: ModelContext, hidden: int = 50, dropout: float = 0.0) -> None:
@@ -81,22 +76,12 @@ class _RecurrentCosine(PairModel):
 
 @register_model("lstm_rnn")
 class LSTMRNN(_RecurrentCosine):
-    """LSTM-RNN (Palangi et al. 2015): cosine of the last LSTM states.
-
-    Args:
-        hidden: LSTM units (MV-LSTM paper: 50).
-        dropout: dropout on the embeddings.
-    """
+    """LSTM-RNN (Palangi et al. 2015): cosine of the last LSTM states."""
 
 
 @register_model("bilstm_rnn")
 class BiLSTMRNN(_RecurrentCosine):
-    """Bi-LSTM-RNN: cosine of ``[forward last state; backward first state]``.
-
-    Args:
-        hidden: LSTM units per direction (MV-LSTM paper: 50).
-        dropout: dropout on the embeddings.
-    """
+    """Bi-LSTM-RNN: cosine of ``[forward last state; backward first state]``."""
 
     bidirectional = True
 
@@ -123,16 +108,8 @@ class ConvEncoder(nn.Module):
 
 @register_model("arc_i")
 class ARCI(PairModel):
-    """ARC-I (Hu et al. 2014): CNN sentence vectors, concatenated, MLP.
-
-    Args:
-        filters: feature maps per convolution layer.
-        conv_layers: convolution + pooling blocks.
-        width: convolution window in words (Hu et al.: 3).
-        pool: max-pooling window (Hu et al.: 2).
-        mlp_hidden: width of the MLP's hidden layer.
-        dropout: dropout on the embeddings and the MLP input.
-    """
+    """ARC-I (Hu et al. 2014): CNN sentence vectors (:class:`ConvEncoder`; Hu et al.: ``width``
+    3, ``pool`` 2 words), concatenated, MLP; ``dropout`` on the embeddings and the MLP input."""
 
     def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
@@ -155,11 +132,9 @@ class ARCI(PairModel):
 
 def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over real cells.
-
-    ``mask [B, n, m]``; returns ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``
-    with zeros on windows that hold no real cell.
-    """
+    """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over the real cells of
+    ``mask [B, n, m]``: ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``, zero where
+    a window holds none."""
     extra_n, extra_m = -x.size(2) % size, -x.size(3) % size
     if extra_n or extra_m:
         x = F.pad(x, (0, extra_m, 0, extra_n))
@@ -173,19 +148,11 @@ def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
 
 @register_model("arc_ii")
 class ARCII(PairModel):
-    """ARC-II (Hu et al. 2014): 2-D matching map from window pairs, 2-D CNN, MLP.
-
-    Layer 1 ``ReLU(W [x_i-1:i+1; y_j-1:j+1] + b)`` is computed as ``W_x * X + W_y * Y``
-    (two 1-D convolutions broadcast over the pair grid), which is the same linear map.
-
-    Args:
-        filters: feature maps of every layer.
-        conv2d_layers: 2-D convolution + pooling blocks after layer 1's pooling.
-        width: window of layer 1 in words (Hu et al.: 3); 2-D kernels are ``width x width``.
-        pool: max-pooling window per side (Hu et al.: 2).
-        mlp_hidden: width of the MLP's hidden layer.
-        dropout: dropout on the embeddings and the MLP input.
-    """
+    """ARC-II (Hu et al. 2014): 2-D matching map from window pairs, 2-D CNN, MLP. Layer 1,
+    ``ReLU(W [x_i-1:i+1; y_j-1:j+1] + b)``, is the same linear map as ``W_x * X + W_y * Y``
+    (two 1-D convolutions broadcast over the grid). ``width`` (Hu et al.: 3; 2-D kernels
+    ``width x width``) and ``pool`` (2, per side) in words; ``conv2d_layers`` follow layer 1's
+    pooling; ``dropout`` on the embeddings and the MLP input."""
 
     def __init__(self, ctx: ModelContext, filters: int = 64, conv2d_layers: int = 1,
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
@@ -221,16 +188,9 @@ class ARCII(PairModel):
 
 @register_model("cntn")
 class CNTN(PairModel):
-    """CNTN (Qiu and Huang 2015): CNN sentence vectors scored by a neural tensor layer.
-
-    Args:
-        filters: feature maps per convolution layer (the sentence vector size).
-        conv_layers: convolution + pooling blocks.
-        width: convolution window in words.
-        pool: max-pooling window.
-        tensor_slices: ``r``, slices of the tensor layer.
-        dropout: dropout on the embeddings and the sentence vectors.
-    """
+    """CNTN (Qiu and Huang 2015): CNN sentence vectors (:class:`ConvEncoder`, ``filters``
+    wide) scored by a neural tensor layer of ``tensor_slices`` (``r``); ``dropout`` on the
+    embeddings and the sentence vectors."""
 
     def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
                  width: int = 3, pool: int = 2, tensor_slices: int = 10,
@@ -254,17 +214,10 @@ class CNTN(PairModel):
 
 @register_model("random_guess")
 class RandomGuess(PairModel):
-    """Random Guess: each pair gets a uniform score in [0, 1), no training.
-
-    The score is a hash of (seed, the pair's real token ids), so it does not depend on
-    batching, padding or evaluation order, and a run is repeatable. Expected P@1 is
-    ``1 / candidates`` (ties between identical candidates aside).
-
-    Args:
-        seed: the hash seed; -1 (default) takes torch's global seed when the model is built,
-            so every recipe seed gives a different random ranking. Any integer is folded
-            into ``[0, 2**63)`` to fit the int64 buffer.
-    """
+    """Random Guess: each pair's score is a uniform [0, 1) hash of (``seed``, its real token
+    ids), so it depends on no batching, padding or order and a run repeats (expected P@1:
+    ``1 / candidates``). ``seed`` -1 takes torch's global seed when built, so each recipe seed
+    ranks differently; any integer is folded into ``[0, 2**63)`` (an int64 buffer)."""
 
     needs_training = False
 

@@ -1,7 +1,6 @@
-"""Model registry: recipes name a model; this module finds and builds it.
-
-Every module in this package is imported on first lookup, so a new model file
-only has to decorate its class with :func:`register_model`.
+"""Model registry: recipes name a model, this module finds and builds it; every module of the
+package is imported on first lookup, so a new model file only decorates its class with
+:func:`register_model`.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ def _import_all() -> None:
 
 
 def available_models() -> dict[str, type[PairModel]]:
-    """All registered models by name."""
     _import_all()
     return dict(sorted(_REGISTRY.items()))
 
@@ -67,13 +65,24 @@ def get_model_class(name: str) -> type[PairModel]:
     return models[name]
 
 
-def build_model(name: str, ctx: ModelContext, hparams: Mapping[str, Any]) -> PairModel:
-    """Instantiate model ``name``; unknown hyper-parameters are a :class:`ConfigError`."""
+def check_hparam_keys(name: str, hparams: Mapping[str, Any]) -> None:
+    """``hparams`` against ``name``'s constructor, the :class:`ConfigError` starting with the
+    key: an unknown key (``hiden``), or a table where the default is a plain value
+    (``[model.hidden]``), which would otherwise reach the model's own arithmetic."""
     allowed = model_hparams(name)
-    unknown = sorted(set(hparams) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"model {name!r} has no hyper-parameter {', '.join(map(repr, unknown))}",
-            hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}",
-        )
+    for key, value in hparams.items():
+        if key not in allowed:
+            raise ConfigError(f"{key}: model {name!r} has no hyper-parameter {key!r}",
+                              hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}")
+        default = allowed[key].default
+        if (isinstance(value, dict) and default is not inspect.Parameter.empty
+                and not isinstance(default, dict)):
+            raise ConfigError(f"{key}: a table, where model {name!r} takes a value such as "
+                              f"{default!r}", hint=f"write {key} = VALUE under [model], not a "
+                                                   f"[model.{key}] table")
+
+
+def build_model(name: str, ctx: ModelContext, hparams: Mapping[str, Any]) -> PairModel:
+    """Instantiate model ``name`` (:func:`check_hparam_keys` first)."""
+    check_hparam_keys(name, hparams)
     return get_model_class(name)(ctx, **hparams)

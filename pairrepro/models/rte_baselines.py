@@ -1,16 +1,11 @@
-"""Baselines of the C-LSTM and DF-LSTM tables (spec/clstm.md §4, spec/dflstm.md §4).
-
+"""Baselines of the C-LSTM and DF-LSTM tables (spec/clstm.md §4, spec/dflstm.md §4):
 ``nbow``, ``single_lstm`` (Rocktäschel et al. 2015), ``parallel_lstms`` (Bowman et al. 2015:
-three 200-d MLP layers) and
-
-* ``attention_lstm`` / ``attention_lstm_wbw`` (Rocktäschel et al. 2015):
-  conditional encoding (hypothesis LSTM starts from the premise LSTM's final
-  state) with attention over the premise outputs ``Y``, either once from the
-  last hypothesis state or word by word,
-  ``M_t = tanh(W^y Y + (W^h h_t + W^r r_{t-1}) ⊗ e)``, ``α_t = softmax(w^T M_t)``,
-  ``r_t = Y α_t + tanh(W^t r_{t-1})``; then ``h* = tanh(W^p r + W^x h_N)``.
-
-All end in a linear layer of ``ctx.num_outputs`` units (classes, or one score).
+three 200-d MLP layers), and ``attention_lstm`` / ``attention_lstm_wbw`` (Rocktäschel et al.
+2015): conditional encoding (the hypothesis LSTM starts from the premise's final state) with
+attention over the premise outputs ``Y``, once from the last hypothesis state or word by word,
+``M_t = tanh(W^y Y + (W^h h_t + W^r r_{t-1}) ⊗ e)``, ``α_t = softmax(w^T M_t)``,
+``r_t = Y α_t + tanh(W^t r_{t-1})``; then ``h* = tanh(W^p r + W^x h_N)``. All end in a linear
+layer of ``ctx.num_outputs`` units (classes, or one score).
 """
 
 from __future__ import annotations

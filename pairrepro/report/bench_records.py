@@ -1,10 +1,7 @@
-"""README's model benchmark table, rendered from the committed bench records
-(``bench/records/<script>.json``, written by ``bench/bench_grid.py --record`` and
-``bench/bench_csran_cin.py --record``), never typed: only runs the bench protocol marked as
-*reference measurements* (load at most the machine's cores, other processes at most 10% of
-the bench's pinned core; ``bench/protocol.py``) appear, each with its machine, load and
-threads, and the latest two such runs of a model side by side with their largest share
-difference, so a reader sees whether the figure is stable.
+"""README's model benchmark table from the committed ``bench/records/<script>.json``
+(``bench_grid.py`` / ``bench_csran_cin.py --record``): only *reference measurements* of the
+bench protocol (``bench/protocol.py``), each with its machine, load and threads, the latest
+two of a model side by side with their largest share difference.
 """
 
 from __future__ import annotations

@@ -1,38 +1,29 @@
 """Published vs reproduced: the status, value and delta of every cell of a paper table.
 
-Rules of a cell (documented once, here):
+The rules of a cell, stated here once:
 
-* two sources of runs: ``results/`` (the project's reference runs, tracked in git, so a fresh
-  clone renders every cell that has one) and ``runs/`` (the user's own). A cell's number comes
-  from the user's runs of the recipe when there are finished ones, else from the reference
-  runs; with both, the reference value is shown beside the user's;
-* only runs of the recipe count: a run whose resolved config differs from its recipe in
-  anything but device and threads
-  (:func:`pairrepro.runs.config_differences`) is a *variant*; its cell says
-  ``variant (keys ...)``, never a reproduced number;
-* reproduced values are the mean over the finished seeds, converted to the column's unit
-  (fractions × 100 for ``%`` columns), with a 95% bootstrap interval over the test units
-  (queries for ranking, pairs for classification) and the seeds
-  (:mod:`pairrepro.report.evidence`); without saved predictions, the mean ± sample std;
-* ``delta = mean − published`` in the column's unit, on unrounded numbers;
-* verdict: *reproduced* when the published value lies inside the interval, or within half a
-  unit of its last printed digit (the paper's own precision); otherwise *below* or *above*.
-  A cell without an interval falls back to ``|delta| <= tolerance`` (the table's
-  ``tolerance`` for ``%`` columns, in points; ``tolerance_fraction`` for fraction columns);
-* values print with the decimals of the paper's own numbers in that column, and fractions keep
-  the paper's style (``0.739`` or ``.739``);
-* a run folder that cannot be read is *damaged*: the cell names the file (when no other seed
-  finished) and the rest of the table renders;
-* a parameter count (θ_M) is the ``parameters.weights`` a run recorded in its manifest, else
-  the count committed in ``bench/model_facts.json`` (``python bench/model_facts.py``); the
-  report never imports model code.
+* a cell's number comes from the user's finished runs of the recipe (``runs/``), else from the
+  reference runs (``results/``, tracked, so a fresh clone renders them); with both, the
+  reference value is shown beside the user's;
+* a run whose resolved config differs from its recipe (:func:`pairrepro.runs.config_differences`)
+  is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
+* the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
+  with a 95% bootstrap interval over test units and seeds (:mod:`pairrepro.report.evidence`;
+  without saved predictions, mean ± sample std); ``delta = mean − published``, unrounded;
+* *reproduced* when the published value lies in the interval or within half a unit of its
+  last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
+  ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the
+  paper's decimals and fraction style (``0.739`` or ``.739``);
+* an unreadable run folder is *damaged*: the cell names the file when no other seed finished,
+  and the rest of the table renders;
+* θ_M is the ``parameters.weights`` a run's manifest records, else ``bench/model_facts.json``:
+  the report never imports model code.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,8 +168,8 @@ def _damaged(runs: list[RunInfo]) -> list[str]:
 
 
 def recipe_config(index: RecipeIndex, recipe_name: str) -> dict[str, Any]:
-    """A recipe's resolved config as its runs record it (``config.toml``)."""
-    return tomllib.loads(index.recipes[recipe_name].to_toml())
+    """A recipe's resolved config (:meth:`~pairrepro.config.Recipe.to_dict`)."""
+    return index.recipes[recipe_name].to_dict()
 
 
 def split_variants(runs: list[RunInfo], config: dict[str, Any]
@@ -471,11 +462,8 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
 def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
                    index: RecipeIndex | None = None,
                    results_dir: Path | None = None) -> EvalTable:
-    """Every cell of ``table`` with its published value, reproduced value and status.
-
-    ``runs_dir`` holds the user's runs, ``results_dir`` the reference runs (None: none);
-    ``runs_dir=None`` is the reference-only view of the README, which must render the same
-    on every machine (no data-readiness checks)."""
+    """Every cell of ``table``: published value, reproduced value, status. ``runs_dir=None``
+    is the README's reference-only view, the same on every machine (no readiness checks)."""
     index = index or load_recipe_index()
     rows: list[EvalRow] = []
     for row in table.rows + comparison_rows(paper, table, index):
@@ -531,11 +519,9 @@ def p_text(p: float) -> str:
 
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
-    """``--compare-to ROW``: test every row's number against row ``label``'s, column by
-    column, with a paired randomization test on the same test units (queries or pairs;
-    :func:`pairrepro.report.evidence.paired_test`). Fills each cell's ``comparison``
-    (``"+0.052 (p 0.003)"``: the difference in the column's unit and the two-sided
-    p-value) and returns ``ev``. An unknown label is a ConfigError listing the rows."""
+    """``--compare-to ROW``: each cell's ``comparison`` (``"+0.052 (p 0.003)"``, in the
+    column's unit) against row ``label``'s by :func:`~pairrepro.report.evidence.paired_test`,
+    Holm over the table; ``ev``. An unknown label is a ConfigError listing the rows."""
     wanted = normalise_label(label)
     base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
                  or normalise_label(r.row.printed_label) == wanted), None)

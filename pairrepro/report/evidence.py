@@ -1,14 +1,11 @@
 """The evidence behind a reproduced number: per-unit values from a run's saved predictions,
 their bootstrap interval, and paired tests between two rows on the same test units.
 
-A *unit* is what a metric averages over: a query for ranking metrics (AP, RR, P@1 per query by
-:func:`pairrepro.metrics.per_query_metrics`, with the run's recorded ``no_positive`` rule), a
-pair for classification (correct or not for accuracy; the predicted and gold class for F1,
-which is not a mean and is recomputed from counts). Several seeds give a ``[seeds, units]``
-matrix on the same units. Every metric a run's ``result.json`` records must be what its saved
-predictions give (to 1e-6; :func:`check_recorded`): when one is not, the run is damaged or was
-edited by hand, and :class:`TamperedRunError` names the file (no interval, no number, no test
-is claimed from it).
+A *unit* is what a metric averages over: a query for ranking (AP, RR, P@1 from
+:func:`pairrepro.metrics.per_query_metrics`, under the run's recorded ``no_positive``), a pair
+for classification (F1, not a mean, is recomputed from counts); seeds stack into ``[seeds,
+units]``. Every metric of ``result.json`` must equal what the predictions give (to 1e-6;
+:func:`check_recorded`), else :class:`TamperedRunError` names the file and nothing is claimed.
 """
 
 from __future__ import annotations
@@ -61,9 +58,8 @@ class TamperedRunError(DamagedRunError):
 
 
 def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
-    """Every split's metrics recomputed from the run's saved predictions (the same functions
-    training used); splits without saved predictions are left out. A prediction file that
-    cannot be read or scored is a :class:`DamagedRunError`."""
+    """The metrics of every split with saved predictions, recomputed by training's functions;
+    a prediction file that cannot be read or scored is a :class:`DamagedRunError`."""
     out: dict[str, dict[str, float]] = {}
     for split, recorded in sorted(run.metrics.items()):
         frame = read_predictions(run.folder, split)
@@ -194,12 +190,10 @@ def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
 
 
 def run_units(runs: list[RunInfo], metric: str) -> Units:
-    """The per-unit values of ``metric`` over the finished ``runs`` (one row per seed).
-
-    Raises :class:`NoEvidenceError` (with the reason a note can print) when a run has no
-    predictions for the split, or the seeds were scored on different units;
-    :class:`TamperedRunError` (a :class:`DamagedRunError`: no caller may fall back to a number
-    without evidence) when a run's result.json disagrees with its predictions."""
+    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed. A run
+    without the split's predictions, or seeds on other units: :class:`NoEvidenceError` (the
+    reason a note prints); a result.json that disagrees with its predictions:
+    :class:`TamperedRunError`, a :class:`DamagedRunError` no caller may fall back from."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)
@@ -222,10 +216,9 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
 
 
 def interval(units: Units, targets: tuple[float, ...] = ()) -> Interval:
-    """The 95% two-level bootstrap interval of the metric (units and seeds resampled), with
-    resamples enough that whether each of ``targets`` (in the metric's scale: the values a
-    verdict compares with) lies inside does not depend on the seed, or says it may
-    (:meth:`pairrepro.stats.Interval.straddles`)."""
+    """The 95% two-level bootstrap interval of the metric, with resamples enough that whether
+    each of ``targets`` (the values a verdict compares with, in the metric's scale) lies inside
+    does not depend on the seed, or saying it may (:meth:`~pairrepro.stats.Interval.straddles`)."""
     if units.kind == "f1":
         return f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
                            targets=targets)
@@ -251,10 +244,8 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
 
 def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
                     ) -> Interval:
-    """The 95% interval of any metric the predictions give per unit: the means and F1 of
-    :func:`run_units`, macro F1 (pairs) and tie share (tied over all candidates, queries as
-    units). :class:`NoEvidenceError` for a metric with no such interval (a count, an Ubuntu
-    R@k)."""
+    """The 95% interval of any metric the predictions give per unit (:func:`run_units`' means
+    and F1, macro F1, tie share over queries); else :class:`NoEvidenceError` (a count, R@k)."""
     split, name = metric.split(".", 1)
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
@@ -288,12 +279,9 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def paired_test(a: Units, b: Units) -> PairedTest:
-    """Paired randomization test of ``a`` against ``b`` on the same units (two-sided).
-
-    Mean metrics average each unit over the seeds first; F1 pairs seed k of one with seed k
-    of the other (as many as both have; a single seed against every seed of the other) and
-    tests the mean of the per-seed F1 differences (an F1 has no per-unit value to average).
-    :class:`NoEvidenceError` when the units differ."""
+    """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
+    :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
+    with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
     position = {unit: k for k, unit in enumerate(b.ids)}

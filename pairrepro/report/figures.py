@@ -1,12 +1,8 @@
-"""Figures with matplotlib (Agg backend, PNG and SVG).
-
-* CSRAN Figures 2 and 3: dev score against stack depth, one curve per series; a run belongs to
-  a series when its resolved ``config.toml`` matches the series' ``match`` keys
-  (``csran.toml`` ``[[figures]]``), x is read from the config (``model.layers``); model
-  hyper-parameters a config leaves unset take the model's defaults (``recipe_index.settings``).
-* A table whose rows carry ``x`` (MV-LSTM Table 2: k) as a plot: published values against the
-  reproduced means (± std).
-* Training curves of one run from its ``metrics.jsonl`` (``pairrepro report curves RUN``).
+"""Figures with matplotlib (Agg, PNG and SVG): CSRAN Figures 2 and 3 (dev score against
+stack depth; a run joins a series whose ``match`` keys its resolved config holds, unset model
+keys at the model's defaults: ``recipe_index.settings``); a table whose rows carry ``x``
+(MV-LSTM Table 2) as published against reproduced means; a run's training curves
+(``report curves RUN``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Gap ladders: what is left between a reproduced number and the paper's, one change at a time.
 
-A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell (paper, table,
-row, the metrics) and a list of steps. Each step is a recipe that adds one change to the step
-before it (its recipe ``extends`` the previous one), so the difference between two neighbouring
-steps is what that change is worth. Every number comes from the committed reference runs
-(``results/``): the mean over seeds with its two-level bootstrap interval, and a paired
-randomization test of each step against the one before on the same test units
-(:mod:`pairrepro.report.evidence`). A step whose recipe has no reference run yet says so, with
-the command that makes one; ``left`` lists what no step here can try, and why.
+A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell and its steps,
+each a recipe that ``extends`` the step before with one change, so two neighbours differ by
+what that change is worth. From the reference runs: each step's mean with its interval and a
+paired test against the step before (:mod:`pairrepro.report.evidence`); a step without a run
+gives the command that makes one; ``left`` lists what no step can try, and why.
 """
 
 from __future__ import annotations
@@ -60,7 +57,6 @@ class Ladder(Schema):
 
 
 def available_ladders() -> list[str]:
-    """The names of the ladder files."""
     return sorted(p.stem for p in LADDERS_DIR.glob("*.toml"))
 
 

@@ -1,12 +1,8 @@
-"""What the report needs to know about models, read from committed data, never from model
-code: ``bench/model_facts.json``, written by ``python bench/model_facts.py`` and checked
-against the models by ``tests/test_model_facts.py``.
-
-* ``models``: per model name, its constructor defaults (``model.*`` settings a recipe leaves
-  unset) and whether it trains (``needs_training``: BM25 does not);
-* ``weights``: θ_M per recipe (weight matrices without embeddings and biases) for the
-  recipes of the paper tables' parameter columns, for rows without a run (a run records its
-  own count, ``parameters.weights`` in ``manifest.json``).
+"""What the report knows about models, read from ``bench/model_facts.json`` (written by
+``python bench/model_facts.py``, checked by ``tests/test_model_facts.py``), never from model
+code: ``models``, per model its constructor defaults and ``needs_training``; ``weights``, θ_M
+per recipe of the paper tables' parameter columns, for rows without a run (a run records its
+own in ``manifest.json``).
 """
 
 from __future__ import annotations

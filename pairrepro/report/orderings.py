@@ -1,22 +1,13 @@
-"""Which of a paper's orderings hold in our runs: for every two rows of a table that both
-have a published value and reproduced runs, the paper's order (or tie) in one column against
-the paired randomization test of our two rows on the same units.
-
-An *ordering* is "row A above row B" as the paper prints it (every metric column here is
-higher-is-better), or a tie when the two printed numbers are equal. Ours is the paired test of
-:func:`pairrepro.report.evidence.paired_test`, read with one rule (:func:`verdict`):
-
-* **holds**: our difference has the paper's sign and p < alpha;
-* **same direction, not significant**: the paper's sign, p >= alpha;
-* **reversed, not significant** / **reversed**: the other sign, p >= alpha / p < alpha;
-* a printed tie **holds** when p >= alpha and is **broken** when p < alpha;
-* **undecided** when alpha lies within the p-value's Monte-Carlo error (resampling stops at
-  its cap with ``p < alpha`` still depending on the seed: :mod:`pairrepro.stats`).
-
-Every ordering also carries its Holm-adjusted p-value over all the table's orderings (the
-verdicts use the raw p-value; the adjusted one says what survives the number of tests).
-
-Rows of the comparison block (recipes' ``compares``) are not the paper's and are left out.
+"""Which of a paper's orderings hold in our runs: for every two rows of a table that both have
+a published value and reproduced runs, the paper's order in one column ("A above B", every
+metric being higher-is-better, or a tie when the printed numbers are equal) against the paired
+test of our two rows on the same units (:func:`pairrepro.report.evidence.paired_test`), read by
+one rule (:func:`verdict`): **holds** (the paper's sign, p < alpha), **same direction, not
+significant**, **reversed, not significant**, **reversed** (p < alpha); a printed tie
+**holds** when p >= alpha, else is **broken**; **undecided** while alpha lies within the
+p-value's Monte-Carlo error (:mod:`pairrepro.stats`). Each ordering also carries its Holm p
+over the table's orderings (verdicts use the raw p). Comparison rows (recipes' ``compares``)
+are not the paper's and are left out.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Paper tables as data: the schema of ``pairrepro/report/papers/<paper>.toml`` and its loader.
 
-A paper file holds every table with numbers of one paper: caption, columns (a metric as
-``<split>.<metric>`` from ``result.json``, unit ``%`` or ``fraction``), row blocks in the
-paper's order, each published value as the string printed in the paper, bold/best marks,
-footnote rows, and for rows no recipe can reproduce, ``why``. Figures (``[[figures]]``) name
-a score against a recipe setting.
-
-Validation goes through :func:`pairrepro.schema.validate`, one level at a time, so that an
+A paper file holds every table with numbers of one paper: caption, columns (``<split>.<metric>``
+of ``result.json``, unit ``%`` or ``fraction``), row blocks in the paper's order with each
+value as printed, bold/best marks, footnote rows, ``why`` for rows no recipe can reproduce, and
+``[[figures]]``. Validation (:func:`pairrepro.schema.validate`) runs one level at a time, so an
 error names the file, the table (``tables[0] (Table 2)``), the block and the row by its label
 (``blocks[0] rows[3] 'CSRAN'``) or the column, and what is allowed.
 """
@@ -60,10 +57,9 @@ class Column(Schema):
 
 
 class Row(Schema):
-    """One printed row (``label`` as printed, without its citation line ``cite``).
-
-    Validated with the context ``{"columns": [keys], "kind": table kind}``: published values
-    and bold/best marks must name a column of the table."""
+    """One printed row (``label`` as printed, without its citation line ``cite``); validated
+    with the context ``{"columns": [keys], "kind": table kind}``, so values and marks must
+    name a column."""
 
     label: str
     values: dict[str, str]
@@ -148,14 +144,12 @@ class Block(Schema):
     rows: list[Row]
 
 
-class PaperTable(Schema):
-    """One table with numbers."""
+class _TableFields(Schema):
+    """A table's own keys (its rows are validated one level down: :func:`_load_table`)."""
 
-    paper: str
     number: int
     caption: str
     columns: list[Column]
-    blocks: list[Block]
     kind: Literal["results", "hparams"] = "results"
     dataset: str = ""
     tolerance: float = 0.5
@@ -164,6 +158,13 @@ class PaperTable(Schema):
     data_note: str = ""
     joined_header: str = ""
     x_label: str = ""
+
+
+class PaperTable(_TableFields):
+    """One table with numbers."""
+
+    paper: str
+    blocks: list[Block]
 
     @property
     def rows(self) -> list[Row]:
@@ -215,16 +216,19 @@ class FigureSpec(Schema):
         return series
 
 
-class Paper(Schema):
-    """One paper file."""
-
+class _PaperFields(Schema):
     paper: str
     title: str
-    tables: list[PaperTable]
-    figures: list[FigureSpec] = Field(default_factory=list)
     authors: str = ""
     venue: str = ""
     source: str = ""
+
+
+class Paper(_PaperFields):
+    """One paper file."""
+
+    tables: list[PaperTable]
+    figures: list[FigureSpec] = Field(default_factory=list)
     path: str = ""
 
     def table(self, number: int) -> PaperTable:
@@ -242,19 +246,8 @@ class Paper(Schema):
 # Each level is validated on its own so that an error names the table and row it is in.
 
 
-class _TableHead(Schema):
-    number: int
-    caption: str
-    columns: list[Column]
+class _TableHead(_TableFields):
     blocks: list[dict[str, Any]]
-    kind: Literal["results", "hparams"] = "results"
-    dataset: str = ""
-    tolerance: float = 0.5
-    tolerance_fraction: float | None = None
-    label_header: str = "Model"
-    data_note: str = ""
-    joined_header: str = ""
-    x_label: str = ""
 
 
 class _BlockHead(Schema):
@@ -262,14 +255,9 @@ class _BlockHead(Schema):
     rows: list[dict[str, Any]]
 
 
-class _PaperHead(Schema):
-    paper: str
-    title: str
+class _PaperHead(_PaperFields):
     tables: list[dict[str, Any]]
     figures: list[dict[str, Any]] = Field(default_factory=list)
-    authors: str = ""
-    venue: str = ""
-    source: str = ""
 
 
 _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
@@ -277,10 +265,9 @@ _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
 
 @functools.cache
 def metric_names() -> frozenset[str]:
-    """Every metric name a run's result.json records, as the metric functions of
-    :mod:`pairrepro.metrics` return them: called on a two-class example and on one query of
-    ten candidates with one positive (which adds R10@k and R2@1), so this cannot fall behind
-    the functions training uses."""
+    """Every metric name a run's result.json records, from :mod:`pairrepro.metrics` itself (a
+    two-class example, and one query of ten candidates and one positive for R10@k and R2@1),
+    so this cannot fall behind the functions training uses."""
     import numpy as np
 
     from pairrepro.metrics import classification_metrics, ranking_metrics

@@ -1,13 +1,10 @@
 """Precision parity: do runs trained under bf16 autocast give the numbers fp32 runs give?
 
-``pairrepro/report/parity.toml`` pairs recipes: each bf16 recipe extends an fp32 one and
-changes only ``[train] precision`` (checked here: any other difference is a ConfigError). For
-every pair and metric, from the committed reference runs (``results/``) of each precision:
-the mean over seeds with its bootstrap interval, the seed-by-seed differences, and a paired
-randomization test of bf16 against fp32 on the same test units (Holm-adjusted over the
-table). bf16 passes for a metric when the test finds no difference (p >= 0.05, decided) *and*
-the difference of the means lies within seed noise: no larger than the spread between the
-fp32 seeds (largest minus smallest), the change a new seed alone makes.
+``pairrepro/report/parity.toml`` pairs a bf16 recipe with the fp32 one it extends (any
+difference but ``[train] precision`` is a ConfigError). Per pair and metric, from the reference
+runs: means with intervals, seed-by-seed differences, a paired test of bf16 against fp32
+(Holm over the table). bf16 passes when the test finds no difference (p >= 0.05, decided)
+*and* the means differ by no more than the fp32 seeds' spread (largest minus smallest).
 """
 
 from __future__ import annotations

@@ -1,33 +1,21 @@
 """What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
 
-For every recipe of a table: its dataset and whether **every split it uses** is prepared (SNLI
-with dev/test only is not ready for a recipe that trains on SNLI train; the command that
-fetches it otherwise), the seeds still to train, and an estimate of hours,
-``seeds × epochs × train pairs / pairs_per_s``.
-
-Throughput, first found wins (the source is printed):
-
-1. ``bench/preflight/<recipe>.json``: ``pairrepro preflight`` of that recipe, at its own size;
-2. the preflight of another recipe of the same model (``preflight of <recipe>``);
-3. ``bench/figures.toml`` (model name -> pairs/s and its hardware);
-4. the median ``pairs_per_s`` that earlier runs of the same model logged.
-
-A model that is not trained (BM25, random guess) needs no training hours. Train pairs come
-from the prepared ``stats.json``, else the manifest's expected count, else the split's
-``planning`` estimate (licence-gated or never-published data: a size derived from the
-paper's published counts, marked ``(est.)`` in the plan with its source in a footnote). An
-estimate is in CPU hours or GPU hours, as its throughput figure was measured; the totals
-keep the two apart.
-With a GPU named (``--gpu h100``) a FLOP-based **lower bound** is added: preflight's FLOPs per
-pair × pairs × epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``): no real run
-reaches peak, so real hours are higher.
+For every recipe of a table: whether **every split it uses** is prepared (else the command
+that fetches it), the seeds still to train, and hours, ``seeds × epochs × train pairs /
+pairs_per_s``. Throughput, first found wins (its source is printed): the recipe's preflight
+record (``bench/preflight/<recipe>.json``), another recipe's of the same model,
+``bench/figures.toml``, the median ``pairs_per_s`` of earlier runs of the model. A model that
+is not trained needs no hours. Train pairs come from the prepared ``stats.json``, else the
+manifest's expected count, else the split's ``planning`` estimate (marked ``(est.)``, its
+source in a footnote). Hours are CPU or GPU hours as their throughput was measured, totalled
+apart. With ``--gpu NAME`` a FLOP **lower bound** is added: preflight's FLOPs per pair × pairs ×
+epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``).
 """
 
 from __future__ import annotations
 
 import json
 import statistics
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -337,10 +325,9 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
 
 
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe*. A run made
-    with ``--set`` overrides (a variant: :func:`config_differences` finds keys other than
-    device and threads) is not the recipe's reproduction and does not count as done."""
-    config = tomllib.loads(recipe.to_toml())
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant,
+    :func:`config_differences`, does not count as done)."""
+    config = recipe.to_dict()
     return {r.seed for r in find_runs(runs_dir, recipe.name)
             if r.status == "finished" and not config_differences(r.config, config)}
 
@@ -404,10 +391,8 @@ def _speed(item: PlanItem) -> str:
 
 
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
-    """A plain-text plan: one line per recipe, then the datasets and the total estimate.
-
-    ``device`` is where training would run (``--device``): a CUDA device with CPU figures is
-    said, since those hours are not what the GPU will take."""
+    """A plain-text plan: a line per recipe, the datasets, the total estimate, and a note when
+    training would run on CUDA (``device``) but the hours are CPU figures."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")

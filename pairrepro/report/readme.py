@@ -1,17 +1,8 @@
-"""The generated sections of README.md: the "What we reproduced" tables and the run table,
-rendered from the committed reference runs (``results/``) only, so the README cannot state a
-number no committed run backs (``make readme-tables`` rewrites them; a test fails when the
-committed README differs from what ``results/`` renders).
-
-A section sits between two HTML comments::
-
-    <!-- BEGIN generated: csran-table6 -->
-    ...
-    <!-- END generated -->
-
-Rendering is the reference-only view of :func:`pairrepro.report.cells.evaluate_table`
-(no user runs, no local data checks) with paths relative to the project folder, so it gives
-the same text on every machine.
+"""The generated sections of README.md (the "What we reproduced" tables and the run table),
+each between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from
+the committed reference runs alone (``make readme-tables``; a test fails when the README
+differs): the reference-only view of :func:`pairrepro.report.cells.evaluate_table`, paths
+relative to the project, the same text on every machine and no number without a committed run.
 """
 
 from __future__ import annotations
@@ -134,9 +125,8 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
 
 
 def render_sections(results_dir: Path | None = None) -> dict[str, str]:
-    """Every generated section's text, from ``results_dir`` (default ``results/``), rendered
-    from the project folder with ``results/`` named relatively (links and paths in the
-    README must not depend on where the clone lives)."""
+    """Every generated section's text from ``results_dir`` (default ``results/``), with paths
+    relative to the project folder (the README must not depend on where the clone lives)."""
     folder = (results_dir or paths.results_dir()).absolute()
     # a README number must be what the committed predictions give: one hand-edited or
     # damaged run stops the rewrite (and --check), naming every such file

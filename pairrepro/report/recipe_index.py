@@ -1,10 +1,7 @@
-"""Which recipe reproduces which paper row, and a recipe's settings as flat names.
-
-Rows are tied to recipes at run time: a recipe declaring
-``reproduces = [{paper = "clstm", table = 2, row = "four stacked TC-LSTMs"}]`` reproduces that
-row (labels compared after dropping citations in parentheses, spaces and case, so
-``"MV-LSTM(k=3)"`` and ``"single LSTM (Rocktäschel et al., 2015)"`` match). A recipe declaring
-``compares = [{paper, table, row}]`` adds a row of its own below the paper's rows.
+"""Which recipe reproduces which paper row, and a recipe's settings as flat names. A recipe's
+``reproduces = [{paper, table, row}]`` ties it to that row (labels compared without citations
+in parentheses, spaces and case: ``"MV-LSTM(k=3)"``); ``compares`` adds a row of its own below
+the paper's.
 """
 
 from __future__ import annotations
@@ -102,13 +99,9 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A recipe's (or a run's ``config.toml``) settings as flat ``section.key`` names.
-
-    Recipes record only the model hyper-parameters they set, so the model constructor's
-    defaults fill the other ``model.*`` names (from ``bench/model_facts.json``: the report
-    does not import model code): a report or a figure then sees what the run actually used.
-    Unknown model names (fake recipes) get no defaults.
-    """
+    """A recipe's (or run's) settings as flat ``section.key`` names, the model constructor's
+    defaults (``bench/model_facts.json``) filling the ``model.*`` keys it leaves unset, so a
+    report sees what the run used; an unknown model gets none."""
     flat = flatten(config)
     name = flat.get("model.name")
     defaults = model_defaults(name) if isinstance(name, str) else None

@@ -1,11 +1,8 @@
-"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML.
-
-Every format shows the same grid, built once by :func:`layout`: the row label, then for each
-column the published value (bold where the paper prints it bold, or where it is the best by
-value in a conversion that lost the bold) and, for metric and parameter columns, the reproduced
-value ``mean ± std (delta) mark``. Below the grid: a note for every cell that has no number
-(why not, or the command to run), and a line per recipe linking the cells to their runs (run
-directory, commit, seeds, chosen epochs).
+"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML, all from the grid
+:func:`layout` builds once: per column the published value (bold as the paper prints it, or
+best by value where a conversion lost the bold) and the reproduced ``mean ± std (delta) mark``;
+below it a note per cell without a number (why, or the command to run) and a line per recipe
+naming its runs (folder, commit, seeds, chosen epochs).
 """
 
 from __future__ import annotations
@@ -237,13 +234,14 @@ def layout(ev: EvalTable) -> Layout:
     else:
         lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
         if ev.compare_to:
+            tests = sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
             lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
                            f"paired randomization test ({_test_resamples(ev)}; "
                            f"{F1_PAIRING}; n/a: no saved predictions or other units). "
                            "Holm p: the same p-values adjusted by Holm's step-down method "
-                           f"over the {_tests(ev)} tests of this table (family-wise error).")
+                           f"over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
         lay.legend += f" The paper prints {table.joined_header} as one column."
     if any(r.row.best for r in ev.rows):
@@ -252,10 +250,6 @@ def layout(ev: EvalTable) -> Layout:
         lay.legend += (" The last block holds models run here for comparison: the paper has "
                        "no number for them.")
     return lay
-
-
-def _tests(ev: EvalTable) -> int:
-    return sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
 
 
 def _test_resamples(ev: EvalTable) -> str:

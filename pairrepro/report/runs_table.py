@@ -1,9 +1,6 @@
-"""The key fields of every run's manifest, one line per run (``pairrepro report runs``).
-
-For a README or a lab notebook: what each reproduced number came from (dev and test scores,
-tie share, chosen epoch, wall time, speed, threads, commit, the sha256 of the prepared data)
-read from the run folders themselves, so the list is never typed by hand. A run folder that
-cannot be read shows as a ``damaged`` line naming the file; the other lines still print.
+"""``pairrepro report runs``: one line per run, read from the run folders (never typed):
+dev and test scores, tie share, chosen epoch, wall time, speed, threads, commit, the prepared
+data's sha256. A damaged folder is a ``damaged`` line naming the file.
 """
 
 from __future__ import annotations
@@ -139,9 +136,8 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
 
 
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished, damaged or stopped (interrupted, stale: its process died; failed) run
-    under ``runs_dir`` (of ``dataset`` when given; a damaged run whose dataset cannot be read
-    is always listed), sorted by path."""
+    """Every finished, damaged or stopped (interrupted, stale, failed) run under ``runs_dir``,
+    of ``dataset`` when given (a damaged run is always listed), sorted by path."""
     runs = all_runs(runs_dir)
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
     lines += [_stopped_line(r, runs_dir) for r in runs

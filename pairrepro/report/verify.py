@@ -1,30 +1,20 @@
-"""Reference runs: adding a finished run to ``results/`` and checking a user's run against
-the reference run of the same recipe and seed (``pairrepro results add``,
-``pairrepro verify``). Files are compared; no model is loaded.
+"""Reference runs: ``pairrepro results add`` (a finished run into ``results/``) and
+``pairrepro verify`` (a user's run against the reference run of the same recipe and seed).
+Files are compared; no model is loaded.
 
-``verify`` checks, in order:
+``verify`` checks, in order: **data** (the recorded sha256 of every prepared file),
+**config** (:func:`pairrepro.runs.config_differences`), **metrics**. ``same`` claims
+bit-equality and needs the same environment too: device, torch build, threads, precision and
+CPU fingerprint (a manifest without one is *unknown*, never the same); there a metric that is
+not bit-equal is a difference (a deterministic run repeats exactly). Elsewhere every dev and
+test metric must lie inside the reference's 95% bootstrap interval
+(:mod:`pairrepro.report.evidence`) and counts must be equal; a metric none of these covers
+fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
 
-1. **data**: the sha256 of every prepared file the two runs recorded (``prepared_sha256``);
-2. **config**: the resolved configs, key by key
-   (:func:`pairrepro.runs.config_differences`: device and threads do not count);
-3. **metrics**: every metric of every split bit-equal. ``same`` claims bit-equality and is
-   given only when the two runs were also made in the same environment: device, torch build,
-   CPU threads, precision and the CPU fingerprint (model, kernel capability, the ISA flags
-   that choose kernels, MKL and oneDNN versions; a manifest without one is *unknown*, never
-   the same). There, metrics that are not bit-equal are a difference (a deterministic run
-   repeats exactly). Elsewhere, every metric of every split the reference kept predictions of
-   (dev and test) is checked: the means, F1, macro F1 and tie share must lie inside the
-   reference run's 95% bootstrap interval (:mod:`pairrepro.report.evidence`), counts (queries
-   scored and skipped) must be equal, and a metric that none of these covers is reported as
-   unchecked and fails the run. Train metrics (the reference keeps no train predictions) are
-   listed as not checked. A reference whose result.json disagrees with its predictions is
-   ``reference damaged``.
-
-Verdicts: ``same`` (same data, config and environment, metrics bit-equal), ``consistent``
-(same data and config, another or unknown environment, every dev and test metric checked and
-inside), ``different data``, ``variant`` (config keys differ), ``different`` (metrics),
-``reference damaged``, ``no reference``. The first two exit 0; ``no reference`` for every run
-exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
+Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
+``different data``, ``variant``, ``different``, ``reference damaged`` (its result.json
+disagrees with its predictions), ``no reference``. The first two exit 0; ``no reference`` for
+every run exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
 """
 
 from __future__ import annotations
@@ -214,11 +204,8 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
     """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.runs.copy_compact`: no checkpoints, dev/test predictions
-    as ids, label and score). Only a run of the recipe itself, made from committed code, can
-    be a reference: a variant (config keys differing from ``recipes/<recipe>.toml``), a
-    dirty run (``git.dirty`` not false in its manifest) or a recipe without a passing
-    preflight record of its config (``bench/preflight``) is a ConfigError naming why."""
+    (:func:`pairrepro.runs.copy_compact`). A variant, a dirty run (``git.dirty`` not false) or
+    a recipe without a passing preflight record of its config is a ConfigError naming why."""
     from pairrepro.config import load_recipe
     from pairrepro.report.plan import preflight_problem
 

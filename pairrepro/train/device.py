@@ -1,19 +1,13 @@
 """Where and how a run computes: device, precision, threads, seeds and determinism, and the
 CPU fingerprint a run records.
 
-Precision (``[train] precision``, ``train --precision``): ``fp32``, ``bf16`` (autocast for the
-training forward pass; the loss, the optimiser and every score stay float32, since bf16 rounds
-scores into ties) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU runs bf16 only with bf16 units
-(AMX or AVX512-BF16): :func:`resolve_precision` refuses it elsewhere.
-
-Threads: a run on CPU is given ``cores // runs sharing the machine`` torch threads
-(:func:`default_threads`: ``train`` divides by torchrun's processes on the node, a local pool
-by its jobs); two runs of 2 threads each on 2 cores were measured ~13× slower per CPU second
-than with one thread each. The count is set before training (:func:`set_threads`) and
-recorded in the manifest (``cpu_threads``).
-
-RNG states are captured as plain tensors and lists, so checkpoints load with
-``torch.load(weights_only=True)``.
+Precision: ``fp32``, ``bf16`` (autocast of the training forward pass; loss, optimiser and
+scores stay fp32, as bf16 rounds scores into ties) or ``auto`` (bf16 on CUDA, fp32 on CPU); a
+CPU without bf16 units (AMX, AVX512-BF16) is refused (:func:`resolve_precision`). Threads: a
+CPU run gets ``cores // runs sharing the machine`` (:func:`default_threads`; two 2-thread runs
+on 2 cores were ~13× slower per CPU second than 1-thread ones), set before training and
+recorded as ``cpu_threads``. RNG states are plain tensors and lists, so checkpoints load with
+``weights_only=True``.
 """
 
 from __future__ import annotations

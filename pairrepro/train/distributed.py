@@ -1,10 +1,8 @@
-"""Distributed data parallel (torchrun): process group, rank info, gathering on rank 0.
-
-Under ``torchrun`` the environment holds ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``.
-Every rank builds the same epoch order (same seed) and processes a strided shard of each
-global batch (:func:`pairrepro.data.batches.shard`), so the recipe's batch size stays the
-effective batch size. Evaluation is sharded the same way and the outputs are gathered so
-that rank 0 (which alone writes files) computes the metrics over every pair.
+"""Distributed data parallel (torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): process
+group, rank info, gathering on rank 0. Every rank builds the same epoch order and takes a
+strided shard of each global batch (:func:`pairrepro.data.batches.shard`), so the recipe's
+batch size stays the effective one; evaluation is sharded alike and gathered, so rank 0, which
+alone writes files, scores every pair.
 """
 
 from __future__ import annotations
@@ -86,16 +84,11 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as
-    ``torchrun --standalone --nproc-per-node NPROC`` does; None when every rank finished.
-
-    A failed job is reported by its first error a rank recorded (:func:`record_error`; the
-    earliest, rank 0 on a tie), else by torchelastic's first failure (128 + N for a rank
-    killed by signal N). Rank 0 prints its own errors and the others record theirs
-    (:func:`pairrepro.cli.common.handle_errors`), so ``message`` is set only for an error
-    nobody printed (a rank other than 0 failed in its own way). torchrun's agent would add
-    its log lines and a ``ChildFailedError`` traceback for what is a user error, so its logging
-    is off while the ranks run."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as ``torchrun
+    --standalone --nproc-per-node NPROC`` does; None when every rank finished, else the job's
+    failure (:func:`reported_failure`: ``message`` only for an error no rank printed).
+    torchrun's agent logging is off while the ranks run: its ``ChildFailedError`` traceback
+    would bury what is a user error."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -113,10 +106,9 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The failure a job reports, from torchelastic's ``ProcessFailure`` per failed rank:
-    the earliest error a rank recorded (:func:`record_error`; rank 0 on a tie), its message
-    unless rank 0 recorded (and so printed) the same, in which case rank 0 is named; else the
-    first failure torchelastic saw, by its exit code (128 + N for a rank killed by signal N)."""
+    """The failure a job reports from torchelastic's per-rank ``ProcessFailure``: the earliest
+    error a rank recorded (:func:`record_error`; rank 0 on a tie, or when rank 0 printed that
+    message, then left out), else torchelastic's first, by exit code (128 + N: signal N)."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is

@@ -1,9 +1,6 @@
-"""Re-scoring runs and ensembles (a split's outputs: :func:`pairrepro.train.loop.predict_outputs`;
-what scores and metrics mean for each task: :mod:`pairrepro.tasks`).
-
-``evaluate_run`` re-scores a finished (or interrupted) run from one of its checkpoints;
-``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several
-runs of one recipe — e.g. the seeds of CIN's ensemble rows — and scores the average.
+"""Re-scoring runs and ensembles: ``evaluate_run`` re-scores a run from one of its checkpoints;
+``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several runs of
+one recipe (CIN's ensemble rows) and scores the average.
 """
 
 from __future__ import annotations

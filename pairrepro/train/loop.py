@@ -1,18 +1,13 @@
 """The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly;
 :func:`predict_outputs`, the one scoring pass over a split.
 
-Resuming is exact on CPU because everything that decides the rest of the run is in the
-checkpoint or rebuilt from the seed: the epoch's batch order is a pure function of
-``(seed, epoch)`` (:class:`~pairrepro.data.batches.EpochPlan`) and the checkpoint stores
-the position of the next batch, the model/optimiser/scheduler states, the RNG states
-(dropout) and the running sums of the epoch.
-
-Ctrl-C (SIGINT) and SIGTERM (``kill``, a cluster scheduler's pre-emption) are deferred to the
-next step boundary: a checkpoint is written there and :class:`Interrupted` is raised (the
-run's status becomes ``interrupted`` and the CLI exits 130). A second signal aborts at once,
-except while a checkpoint and its progress files are being written (:meth:`Trainer.saving`):
-there it only sets a flag, and the abort follows the write, so the checkpoint the first signal
-asked for is always on disk and ``last.pt``, ``last.json`` and ``metrics.jsonl`` agree.
+Resuming is exact on CPU: the batch order is a pure function of ``(seed, epoch)``
+(:class:`~pairrepro.data.batches.EpochPlan`) and the checkpoint holds the next batch's
+position, the model, optimiser, scheduler and RNG states and the epoch's running sums.
+SIGINT and SIGTERM wait for the next step boundary, where a checkpoint is written and
+:class:`Interrupted` raised (status ``interrupted``, exit 130). A second signal aborts at once,
+except during a checkpoint write (:meth:`Trainer.saving`), which it lets finish, so
+``last.pt``, ``last.json`` and ``metrics.jsonl`` always agree.
 """
 
 from __future__ import annotations
@@ -157,10 +152,8 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
 
 
 class Trainer:
-    """Trains one model of one recipe with one seed inside the run ``folder``.
-
-    ``on_checkpoint`` (rank 0) runs after every ``last.pt`` written: the runner drops the
-    run that ``--force`` replaced once the new one has a checkpoint of its own."""
+    """Trains one model of one recipe with one seed in the run ``folder``; ``on_checkpoint``
+    (rank 0) runs after each ``last.pt`` (the runner then drops the run ``--force`` replaced)."""
 
     def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                  seed: int, device: torch.device, dist_ctx: DistContext | None = None,

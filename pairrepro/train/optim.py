@@ -1,20 +1,13 @@
 """How the papers turn a loss into an update: optimisers, per-epoch learning-rate decay,
 the L2 penalty, initialisation and gradient clipping.
 
-The L2 penalty is a loss term (``0.5 * l2 * ||theta||^2``), distinct from the optimiser's
-``weight_decay``; theta is what ``[optim] l2_scope`` says:
-
-* ``all``: every trainable parameter (the embedding tables included);
-* ``weights``: the connection weights only: matrices (``dim >= 2``), no embedding tables and
-  no biases (1-D parameters, and matrices a module names in ``bias_parameters``, e.g. CIN's
-  filter bias ``B``), as CIN's paper defines theta;
-* ``lazy``: every trainable parameter but the word-embedding tables densely, and of those
-  tables only the rows of the words in the batch, so an unused row keeps its vector.
-
-It matters for fine-tuned pretrained vectors: under AdaGrad and Adam the dense penalty's
-gradient is rescaled per coordinate, so a word row that gets no data gradient shrinks at a
-rate set by the learning rate alone, whatever the coefficient (AdaGrad lr 0.005 / l2 1e-5
-leaves ~5% of a row's norm after 20,000 steps; Adam lr 4e-4 / l2 2e-6 ~0.7% after 5,000).
+The L2 penalty is a loss term ``0.5 * l2 * ||theta||^2`` (not the optimiser's
+``weight_decay``) over what ``[optim] l2_scope`` says: ``all`` trainable parameters;
+``weights``, the matrices (no embedding tables, no 1-D biases nor a module's
+``bias_parameters``), as CIN's paper defines theta; ``lazy``, all but the word tables densely
+and of those only the batch's rows. Under AdaGrad and Adam the dense penalty's gradient is
+rescaled per coordinate, so a fine-tuned word row without data shrinks at a rate set by the
+learning rate alone (AdaGrad lr 0.005 / l2 1e-5 leaves ~5% of its norm after 20,000 steps).
 """
 
 from __future__ import annotations
@@ -70,11 +63,8 @@ def bias_parameter_ids(model: nn.Module) -> set[int]:
 
 
 class L2Penalty:
-    """``0.5 * l2 * ||theta||^2`` with theta as ``scope`` says (see the module docstring).
-
-    Call it with the batch's word ids (``left``, ``right``) for the ``lazy`` scope; the
-    other scopes ignore them. Returns ``None`` when there is nothing to add.
-    """
+    """``0.5 * l2 * ||theta||^2``, theta as ``scope`` says (the module docstring); called
+    with the batch's word ids (used by ``lazy``); ``None`` when there is nothing to add."""
 
     def __init__(self, model: nn.Module, coefficient: float, scope: L2Scope = "all") -> None:
         self.coefficient = coefficient
@@ -121,10 +111,8 @@ def clip_gradients(params: list[nn.Parameter], max_norm: float) -> None:
 
 
 def documented_init_ids(model: nn.Module) -> set[int]:
-    """Ids of the parameters whose initialisation a module documents and owns: every module
-    may list names of its own parameters in a ``documented_init`` attribute (as a
-    ``torch.nn`` module owns its ``reset_parameters``), e.g. CSRAN's factorisation machines
-    (``w = w0 = 0``, the authors' code) and CIN's filter bias ``B`` (zero, the paper)."""
+    """Ids of the parameters a module's ``documented_init`` names (its own init, as a
+    ``reset_parameters``: CSRAN's FM ``w = w0 = 0``, CIN's filter bias ``B``)."""
     return {id(module.get_parameter(name)) for module in model.modules()
             for name in getattr(module, "documented_init", ())}
 
@@ -159,17 +147,12 @@ def _apply_init(param: torch.Tensor, init: Initializer, init_range: float) -> No
 
 
 def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
-    """Apply the recipe's initialisation.
-
-    Each parameter gets the initializer of :func:`initializer_for` (``init_rules`` by name,
-    else ``init``): ``uniform`` ~ U(-init_range, init_range); ``xavier``: Xavier-uniform
-    matrices, zero vectors; ``zeros``; ``default``: the layers' own init. Embedding tables
-    are left alone when ``keep_embeddings`` (pretrained vectors), and so is every parameter
-    a module documents its own init for (:func:`documented_init_ids`). ``lstm_orthogonal``
-    then makes each gate block of every LSTM/GRU recurrent matrix orthogonal, and calls a
-    module's own ``orthogonal_recurrent_()`` where it has one (recurrences built without
-    ``nn.LSTM``).
-    """
+    """Apply the recipe's initialisation: each parameter gets :func:`initializer_for`'s
+    (``uniform`` U(-init_range, init_range); ``xavier``: Xavier-uniform matrices, zero
+    vectors; ``zeros``; ``default``: the layer's own), but embedding tables with
+    ``keep_embeddings`` and :func:`documented_init_ids`. ``lstm_orthogonal`` then makes each
+    gate block of every LSTM/GRU recurrent matrix orthogonal, or calls a module's own
+    ``orthogonal_recurrent_()``."""
     embedding_params = embedding_parameter_ids(model)
     documented = documented_init_ids(model)
     with torch.no_grad():

@@ -1,49 +1,21 @@
 """``pairrepro preflight RECIPE``: the five-minute check before a twenty-hour run.
 
-The recipe's model is built at the recipe's own size, as training builds it
-(:mod:`pairrepro.train.setup`), and trained for a bounded number of optimiser steps
-(``steps``, and ``budget_s`` seconds) on **one fixed batch** at the recipe's batch size,
-through the training loop's own step (:meth:`pairrepro.train.loop.Trainer.train_step`: the
-task's loss, the recipe's L2 scope, clipping and its precision). Overfitting one
-batch is the standard smoke test: a model that trains must lower the loss on it.
+The recipe's model, built at its own size as training builds it, takes up to ``steps``
+optimiser steps (within ``budget_s`` seconds) on **one fixed batch** through the training
+loop's own step (:meth:`~pairrepro.train.loop.Trainer.train_step`: loss, L2 scope, clipping,
+precision): a model that trains must lower the loss on one batch.
 
-Checks (each ``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
+Checks (``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
+``loss_falls`` (:func:`check_loss_falls`), ``finite`` (every loss and parameter),
+``gradients`` (:func:`gradient_probe`), ``embedding_norms`` (:class:`EmbeddingNorms`),
+``outputs_vary`` (:func:`check_outputs_vary`), ``padding`` (:func:`check_padding`).
+Measured on this device: training pairs/s (median step, the first left out as warm-up), peak
+memory (:func:`peak_memory_mb`), FLOPs per pair of one step (:func:`count_flops`).
 
-* ``loss_falls``: the lowest eval-mode loss of the batch (no dropout to blur it, measured
-  after every step) over the **last half** of the steps is lower than the loss before them
-  (the loss of a healthy model may rise for its first few steps under Adam or AdaGrad: see
-  ARCHITECTURE.md, "Design decisions and history"); ``DEFAULT_STEPS`` leaves room for that.
-  When the budget stopped the steps early and the loss has not fallen, the check is ``n/a``
-  (too few steps to tell a transient from a model that does not learn: give more
-  ``--budget``), never a pass;
-* ``finite``: every step's loss and every parameter after the steps are finite;
-* ``gradients``: every trainable parameter tensor receives a non-zero gradient from the
-  data loss alone (no L2 term) at initialisation: catches a saturated classifier, whose
-  zero gradient never reaches the layers below; under the pairwise hinge loss a one-number
-  score bias is exempt (it cancels in ``s+ - s-``);
-* ``embedding_norms``: with pretrained, fine-tuned word vectors, the rows the batch never
-  uses (no data gradient) keep their norm over the steps (relative change at most
-  :data:`NORM_TOLERANCE`): catches an L2 penalty on the whole table, which under Adam or
-  AdaGrad shrinks every unused row at a rate set by the learning rate alone;
-* ``outputs_vary``: the outputs after the steps are not constant across the batch (``n/a``
-  for a model that is not trained, scored on the synthetic stand-in: a lexical scorer such as
-  BM25 gives every pair of unrelated random words the same score, 0, by construction, which
-  says nothing about the scorer);
-* ``padding``: more padding (:data:`EXTRA_PADDING` tokens per text) does not change the
-  outputs of the first pairs of the batch (eval mode).
-
-Measured on this device: training pairs/s (median step, the first step left out as the
-warm-up), peak memory (CUDA: ``max_memory_allocated``; CPU: the process's peak resident set),
-and FLOPs per pair of one training step (forward and backward) from torch's flop counter
-(:func:`count_flops`: matrix products and convolutions; elementwise work counts zero).
-
-Data: the recipe's training split when it is prepared, else its dev split (or any prepared
-split) as a stand-in, said in ``data.stand_in``; with ``stand_in=True`` a dataset that is not
-prepared at all is replaced by random words at the dataset's typical lengths
-(:data:`STAND_IN_LENGTHS`), enough to time the model at its size. Pretrained vectors that are
-not on this machine (a ``glove-file`` path that does not exist) are replaced by the model's
-own initial values at the recipe's dimension, still treated as pretrained (so the
-``embedding_norms`` check applies), and said in ``embeddings.stand_in``.
+Data (:func:`preflight_data`): the training split, else a prepared split standing in for it,
+else (``stand_in``) random words at the dataset's typical lengths. Pretrained vectors that are
+not here are replaced by the model's initial values, still treated as pretrained (so
+``embedding_norms`` applies). The record says what stood in.
 """
 
 from __future__ import annotations
@@ -87,9 +59,8 @@ from pairrepro.train.setup import (
 )
 
 CHECKS = ("loss_falls", "finite", "gradients", "embedding_norms", "outputs_vary", "padding")
-# optimiser steps a preflight asks for: the recipes' first-step transients (module docstring)
-# are over within 3 steps, and within 7 for AdaGrad at the SC rate 0.3 (ARC-I/II), so the
-# last half of 10 steps comes after them
+# the recipes' first-step transients (check_loss_falls) are over within 3 steps, within 7 for
+# AdaGrad at the SC rate 0.3 (ARC-I/II): the last half of 10 steps comes after them
 DEFAULT_STEPS = 10
 NORM_TOLERANCE = 1e-5  # relative change of an unused pretrained row's norm that still passes
 EXTRA_PADDING = 5  # pad tokens added to each text by the padding check
@@ -166,7 +137,6 @@ class PreflightResult:
 
     @property
     def failed(self) -> list[str]:
-        """Names of the checks that failed."""
         return [c.name for c in self.checks if c.status == "fail"]
 
     @property
@@ -359,8 +329,9 @@ def check_padding(model: PairModel, batch: PairBatch, device: torch.device) -> C
 def check_loss_falls(before: float, after_steps: list[float], steps_asked: int,
                      finite: bool) -> Check:
     """``loss_falls``: the lowest of ``after_steps`` (eval-mode losses after each step) over
-    the last half of the steps is below ``before``; ``n/a`` when it is not but fewer steps
-    than ``steps_asked`` ran (the budget stopped them: too few to judge)."""
+    the last half of the steps is below ``before`` (a healthy loss may rise for the first
+    steps: ARCHITECTURE.md, "Design decisions"); ``n/a`` when it is not but the budget stopped
+    the steps before ``steps_asked`` (too few to judge), never a pass."""
     if not finite or not after_steps:
         return Check("loss_falls", "fail", "no finite loss after the steps")
     ran = len(after_steps)
@@ -396,8 +367,9 @@ def check_outputs_vary(outputs: torch.Tensor) -> Check:
 
 def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device,
                    precision: str = "fp32") -> tuple[Check, int]:
-    """``gradients`` of the data loss alone at the current weights, and the FLOPs of that
-    forward + backward (one training step's matrix work)."""
+    """``gradients``: every trainable tensor gets a non-zero gradient from the data loss
+    alone (a saturated classifier's zero gradient never reaches the layers below), and the
+    FLOPs of that forward + backward (one training step's matrix work)."""
     task = recipe_task(recipe)
     model.zero_grad(set_to_none=True)
 
@@ -424,8 +396,9 @@ def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: t
 
 
 class EmbeddingNorms:
-    """``embedding_norms``: norms of the pretrained, trainable word rows the batch never uses,
-    taken before the steps and compared after."""
+    """``embedding_norms``: the pretrained, trainable word rows the batch never uses keep
+    their norm over the steps (relative change at most :data:`NORM_TOLERANCE`): an L2 penalty
+    on the whole table shrinks them under Adam or AdaGrad at a rate set by the lr alone."""
 
     def __init__(self, model: PairModel, recipe: Recipe, batch: PairBatch) -> None:
         self.tables = [m.embedding.weight for m in model.modules()
@@ -470,10 +443,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   steps: int = DEFAULT_STEPS,
                   budget_s: float = 300.0, device: torch.device | None = None, seed: int = 1,
                   stand_in: bool = False, show_progress: bool = False) -> PreflightResult:
-    """Build ``recipe``'s model at its size, train it ``steps`` steps (at most ``budget_s``
-    seconds of steps, at least one) on one fixed batch, check and measure it (see the module
-    docstring). Failed checks are in the result, not raised (:meth:`PreflightResult.
-    raise_if_failed`)."""
+    """Preflight ``recipe`` (the module docstring; at least one step runs). Failed checks are
+    in the result, not raised (:meth:`PreflightResult.raise_if_failed`)."""
     from pairrepro.runs import RunFolder
     from pairrepro.train.device import seed_everything
     from pairrepro.train.loop import Trainer
@@ -540,10 +511,9 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
 def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightResult,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
-    """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s`` (which counts
-    the evaluations too); fills the losses, the eval-mode losses after each step
-    (``evaluate``), the step times (training only) and pairs/s of ``result``. Returns the
-    outputs after the last step."""
+    """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s`` (evaluations
+    included) into ``result``'s losses, eval-mode losses (``evaluate``), step times and
+    pairs/s. Returns the outputs after the last step."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     from pairrepro.console import step_progress

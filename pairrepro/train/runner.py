@@ -1,11 +1,8 @@
-"""Run directories: from a recipe file to ``runs/<recipe>/seed-<n>/`` with a result.json.
-
-``train_recipe`` loads and validates the recipe, the prepared data and the embeddings,
-builds the model, trains it (or fits its statistics for non-neural scorers), scores the
-test splits once with the checkpoint chosen on dev, and writes the run folder through
-:mod:`pairrepro.runs`. What a run does about locks, ``--resume``, ``--force``, failures and
-signals is ARCHITECTURE.md's "Run directory and result.json"; a file that cannot be written
-is a :class:`~pairrepro.errors.StorageError` (exit 8).
+"""From a recipe file to ``runs/<recipe>/seed-<n>/``: ``train_recipe`` checks the recipe, data
+and embeddings, builds the model, trains it (or fits a scorer's statistics), scores every split
+once with the checkpoint chosen on dev and writes the run folder through :mod:`pairrepro.runs`.
+Locks, ``--resume``, ``--force``, failures and signals: ARCHITECTURE.md, "Run directory and
+result.json"; a file that cannot be written is a :class:`~pairrepro.errors.StorageError`.
 """
 
 from __future__ import annotations
@@ -363,12 +360,10 @@ class WallTime:
 
 def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseException,
                     restore: bool, manifest: dict[str, Any]) -> None:
-    """Leave the folder saying what happened, never ``running``: the run ``--force``
-    replaced is put back if the new one has no checkpoint yet; otherwise ``manifest`` (with
-    the segment's wall time, which ``--resume`` adds the next segment to) is written, and
-    Ctrl-C/SIGTERM is ``interrupted``, anything else ``failed`` with the error. If even that
-    cannot be written (a full disk), the original error is what the user needs to see, so
-    this stays quiet."""
+    """Leave the folder saying what happened, never ``running``: the run ``--force`` replaced
+    is put back if the new one has no checkpoint yet; else ``manifest`` (with the segment's
+    wall time) is written and the status is ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``.
+    Quiet when even that cannot be written: the original error is what the user needs."""
     if restore:
         with contextlib.suppress(StorageError):
             folder.restore_aside()
@@ -389,10 +384,8 @@ def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseExcep
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                 device: torch.device, dist_ctx: DistContext, seed: int
                 ) -> dict[str, dict[str, float]]:
-    """Score train, dev and every test split ONCE with the chosen weights; save predictions.
-
-    The train split is scored whole, or on a seeded subsample of whole groups when
-    ``[train] score_train_pairs`` is set (slow models on large training sets)."""
+    """Score train (whole, or ``score_train_pairs`` of it in whole groups), dev and every test
+    split ONCE with the chosen weights; save predictions."""
     task = recipe_task(recipe)
     metrics: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):

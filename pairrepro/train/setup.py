@@ -1,10 +1,6 @@
 """From a recipe to what training and scoring need: encoded data, a built model, a run's
-model rebuilt from its folder.
-
-This module sits below the epoch loop (``loop.py``), scoring (``evaluate.py``) and the run
-driver (``runner.py``) and imports none of them, so each of them can use it without an
-import cycle.
-"""
+model rebuilt from its folder. Below ``loop.py``, ``evaluate.py`` and ``runner.py``, importing
+none of them."""
 
 from __future__ import annotations
 
@@ -68,13 +64,11 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
 
 
 def check_prerequisites(recipe: Recipe) -> None:
-    """An unknown dataset name is a :class:`ConfigError` naming the file, key and the choices.
-    Everything else ``recipe`` needs that is not here yet is one :class:`DataError` (exit 3):
-    the data's steps (fetch, preprocess: :func:`~pairrepro.data.prepared.prepare_steps`) and
-    the embeddings' (:func:`~pairrepro.data.embeddings.missing_vectors`), numbered in the
-    order to do them, each with its command; the hint gives the flags that run the recipe on
-    other vectors. A user following one error at a time would meet each step only after doing
-    the one before."""
+    """An unknown dataset is a :class:`ConfigError` naming the file, key and choices; all else
+    ``recipe`` needs that is not here is ONE :class:`DataError` (exit 3), the data's steps
+    (:func:`~pairrepro.data.prepared.prepare_steps`) and the vectors'
+    (:func:`~pairrepro.data.embeddings.missing_vectors`) numbered in order with their commands
+    (one error at a time would show each step only after the one before)."""
     from pairrepro.data.embeddings import missing_vectors, other_vectors
     from pairrepro.data.manifests import available_datasets
     from pairrepro.data.prepared import prepare_steps
@@ -183,13 +177,10 @@ def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
 
 def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: str = ""
                    ) -> tuple[Recipe, PairModel, TaskData, torch.device]:
-    """Rebuild a run's model from ``config.toml`` and a checkpoint (for ``pairrepro eval``).
-
-    With ``variant`` (another prepared variant of the run's dataset, tokenised alike) the
-    ``splits`` come from that variant, their words mapped into the run's vocabulary, and are
-    scored as that variant says (e.g. a model trained on TrecQA ``clean`` scored on the
-    ``raw`` DEV/TEST, where questions without a correct answer count 0). The train split,
-    and so a lexical scorer's statistics, stay the run's own."""
+    """Rebuild a run's model from ``config.toml`` and a checkpoint (``pairrepro eval``). With
+    ``variant`` (tokenised alike) the ``splits`` come from that variant, mapped into the run's
+    vocabulary and scored by its rules (TrecQA ``clean`` scored on ``raw``); the train split,
+    and so a lexical scorer's statistics, stay the run's."""
     folder = RunFolder(Path(run_dir))
     recipe, seed = read_run_recipe(folder)
     splits = [resolve_split(recipe, s) for s in splits]

@@ -1,20 +1,13 @@
-"""Readers, one per published format. Each turns raw files into the canonical pair table.
+"""Readers, one per published format, each turning raw files into the canonical pair table.
 
-A reader module ``pairrepro/data/formats/<name>.py`` defines::
-
-    def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult
-
-and may define ``read_variant(raw_root, variant) -> dict[str, ReaderResult]`` when the
-splits are built together (Yahoo: one construction, then an 8:1:1 split); ``prepare``
-then calls that instead.
-
-It declares the options it reads as ``Options``, a :class:`ReaderOptions` model (set
-variant-wide or per split; ``SplitOptions`` when the per-split ones differ): the manifest
-schema takes exactly those keys, so a misspelt option fails when the manifest is loaded, and
-the reader reads them typed, defaults included (``_common.split_options(split, variant, Options)``).
-``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``; file paths
-in ``split.files`` are relative to it. A reader kept outside the package is ``<name>.py`` in a
-folder of ``$PAIRREPRO_READERS`` (:func:`find_reader`).
+A reader ``pairrepro/data/formats/<name>.py`` (or ``<name>.py`` in a folder of
+``$PAIRREPRO_READERS``: :func:`find_reader`) defines ``read_split(raw_root, split, variant) ->
+ReaderResult``, or ``read_variant(raw_root, variant) -> dict[str, ReaderResult]`` when the
+splits are built together (Yahoo). ``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``, which
+``split.files`` are relative to. Its options are an ``Options`` :class:`ReaderOptions` model
+(``SplitOptions`` where the per-split ones differ): the manifest schema takes exactly those
+keys, so a misspelt option fails at load, and the reader reads them typed
+(``_common.split_options``).
 """
 
 from __future__ import annotations

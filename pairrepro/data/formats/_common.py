@@ -206,13 +206,9 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def json_lines(raw_root: Path, rel: str, out: PairCollector,
                parse: Callable[[Any, int], T]) -> Iterator[tuple[int, T]]:
-    """``(line number, parse(record, line number))`` for each line of the jsonl file ``rel``
-    (plain or gzipped).
-
-    A line that is empty, not exactly one JSON value, or that ``parse`` rejects (a missing
-    field: ``KeyError``; a wrong shape or value: ``TypeError`` / ``ValueError``) is recorded on
-    ``out`` as a malformed row naming the file and line, and skipped.
-    """
+    """``(line number, parse(record, line number))`` per line of the (gzipped) jsonl file
+    ``rel``; an empty line, not one JSON value, or one ``parse`` rejects (``KeyError``,
+    ``TypeError``, ``ValueError``) goes to ``out`` as a malformed row and is skipped."""
     for number, line in numbered_lines(raw_file(raw_root, rel)):
         start = len(line) - len(line.lstrip())
         if start == len(line):

@@ -1,12 +1,8 @@
-"""The parquet files ``pairrepro fetch NAME --source hub`` writes: ``raw/<name>/hub/*.parquet``.
-
-``data/hub.py`` has already renamed the hub's columns (``[hub] columns``) and turned its label
-values into the manifest's label names (``[hub] labels``), so this reader is the same for every
-dataset: columns ``pair_id``, ``left``, ``right``, ``label`` (a name in the label map, ``""``
-for a pair the manifest drops by rule, null for a value the manifest does not list) and
-``hub_label`` (the hub's own value, for the messages). Label names then go through the same
-:class:`~pairrepro.data.formats._common.LabelMapper` as every reader, so the hub variant
-counts and maps labels exactly as the variant read from the official files.
+"""The parquet files ``pairrepro fetch NAME --source hub`` writes (``raw/<name>/hub/``), whose
+columns ``data/hub.py`` already named: ``pair_id``, ``left``, ``right``, ``label`` (a label map
+name, ``""`` for a pair the manifest drops by rule, null for a value it does not list) and
+``hub_label`` (the hub's own, for messages). Labels then go through the same
+:class:`~pairrepro.data.formats._common.LabelMapper` as every reader's.
 """
 
 from __future__ import annotations

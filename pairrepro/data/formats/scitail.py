@@ -1,12 +1,7 @@
-"""SciTail v1.1 (Khot et al. 2018): the official tsv, or a derived csv copy.
-
-Per-split option ``format``:
-
-* ``tsv`` — ``SciTailV1.1/tsv_format/scitail_1.0_{train,dev,test}.tsv``:
-  ``premise<TAB>hypothesis<TAB>label`` with label ``entails`` or ``neutral``.
-* ``csv`` — a ``premise,hypothesis,label`` csv with a header (the derived copy in the
-  mirror spells the labels ``entailment``/``not_entailment``: map them with the
-  ``label_aliases`` option).
+"""SciTail v1.1 (Khot et al. 2018). Per-split option ``format``: ``tsv``, the official
+``scitail_1.0_{train,dev,test}.tsv`` (``premise<TAB>hypothesis<TAB>label``, ``entails`` or
+``neutral``); ``csv``, a derived ``premise,hypothesis,label`` copy with a header (the mirror's
+spells ``entailment``/``not_entailment``: map them with ``label_aliases``).
 """
 
 from __future__ import annotations

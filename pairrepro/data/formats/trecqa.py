@@ -1,19 +1,14 @@
 """TrecQA answer selection (Wang et al. 2007), from any of its three published layouts.
 
-Per-split option ``format``:
+Per-split option ``format``: ``jacana_xml``, the pseudo-XML ``*-less-than-40.manual-edit.xml``
+(``<QApairs id='..'>``, then ``<question>``, ``<positive>``, ``<negative>`` blocks whose first
+line holds the tab-separated tokens; read line by line, as its HTML characters are not
+escaped); ``jsonl``, lexdecomp's ``{"question", "candidates": [{"sentence", "label"}]}`` lines,
+plain or gzipped (TRAIN-ALL); ``toks``, castorini's folders (``a.toks``, ``b.toks``,
+``sim.txt``, ``id.txt``, one pair per line).
 
-* ``jacana_xml`` — the pseudo-XML ``*-less-than-40.manual-edit.xml`` files (jacana):
-  ``<QApairs id='..'>``, then ``<question>``, ``<positive>`` and ``<negative>`` blocks
-  whose first line is the tab-separated tokens (further lines: POS, deps, NER, unused).
-  HTML characters are not escaped there, so it is read line by line, not as XML.
-* ``jsonl`` — lexdecomp's ``{"question": .., "candidates": [{"sentence", "label"}]}``
-  per line, plain or gzipped (TRAIN-ALL: ``train-all.jsonl.gz``).
-* ``toks`` — castorini's token folders: ``a.toks`` (question), ``b.toks`` (answer),
-  ``sim.txt`` (label) and ``id.txt`` (question id), one pair per line.
-
-Option ``clean`` (variant-wide or per split): drop every question without at least one
-positive and one negative answer (the "clean" TrecQA of Rao et al. 2016: DEV 65, TEST 68
-questions). Questions without any candidate are always dropped and counted under
+Option ``clean``: drop every question without both a positive and a negative answer (Rao et
+al. 2016: DEV 65, TEST 68 questions). Questions without any candidate are always dropped, as
 :data:`EMPTY_GROUP_RULE` (5 of the 100 raw TEST questions).
 """
 

@@ -1,13 +1,10 @@
-"""Twitter URL paraphrase corpus (Lan et al. 2017), raw release or castorini's token copy.
+"""Twitter URL paraphrase corpus (Lan et al. 2017). Per-split option ``format``:
 
-Per-split option ``format``:
-
-* ``raw`` — ``Twitter_URL_Corpus_{train,test}.txt``: ``sentence1<TAB>sentence2<TAB>(n,6)<TAB>url``
-  where ``n`` of 6 annotators judged the pair a paraphrase. Lan et al.'s rule (the
-  corpus README): ``n <= 2`` -> 0 (not paraphrase), ``n >= 4`` -> 1, ``n == 3`` discarded.
-  Blank lines (the release has 250) are counted as dropped; some lines carry an extra
-  empty field before the url, which is accepted. Gives 42,200 train / 9,334 test pairs.
-* ``toks`` — ``a.toks``/``b.toks``/``sim.txt`` (lower-cased, tokenised; label 0/1).
+* ``raw``, ``Twitter_URL_Corpus_{train,test}.txt``: ``sentence1<TAB>sentence2<TAB>(n,6)<TAB>url``
+  with ``n`` of 6 annotators saying paraphrase; Lan et al.'s rule: ``n <= 2`` -> 0, ``n >= 4``
+  -> 1, ``n == 3`` discarded. Blank lines (250) count as dropped; an extra empty field before
+  the url is accepted. 42,200 train / 9,334 test pairs.
+* ``toks``, castorini's ``a.toks``/``b.toks``/``sim.txt`` (lower-cased, tokenised).
 """
 
 from __future__ import annotations

@@ -1,17 +1,15 @@
-"""Ubuntu Dialogue Corpus v1 (Lowe et al. 2015), the csv files of the official scripts.
+"""Ubuntu Dialogue Corpus v1 (Lowe et al. 2015), the csv files of the official scripts,
+already tokenised (``__eou__``/``__eot__`` end utterances and turns).
 
-* train (``train.csv``): ``Context,Utterance,Label`` — one (context, response) pair per
-  row, label 1 (true response) or 0 (random response); each row is its own group.
-* valid/test (``valid.csv``, ``test.csv``): ``Context,Ground Truth Utterance,Distractor_0..8``
-  — one group per row: the true response (label 1) and 9 distractors (label 0), as used
-  for R10@k (and R2@1 with the first distractor).
+* ``train.csv``: ``Context,Utterance,Label``, one pair per row and group (label 1 true, 0
+  random response);
+* ``valid.csv``, ``test.csv``: ``Context,Ground Truth Utterance,Distractor_0..8``, one group
+  per row: the true response and 9 distractors (R10@k; R2@1 with the first distractor).
 
-The text is already tokenised (``__eou__``/``__eot__`` mark utterance and turn ends).
-
-With split option ``format = "wu_txt"`` it reads the setup of Wu et al. 2016 / Xu et al.
-2016 (``ubuntu_data/{train,valid,test}.txt``): ``label<TAB>turn<TAB>...<TAB>response``,
-turns joined with `` __eot__ ``; option ``group_size`` (10 for valid/test: 1 positive and
-9 negatives on consecutive lines; 1 for train) forms the groups.
+Split option ``format = "wu_txt"`` reads Wu et al. 2016 / Xu et al. 2016
+(``ubuntu_data/{train,valid,test}.txt``: ``label<TAB>turn<TAB>...<TAB>response``, turns joined
+with `` __eot__ ``); ``group_size`` consecutive lines form a group (10 for valid/test, 1 for
+train).
 """
 
 from __future__ import annotations

@@ -1,51 +1,30 @@
 """Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives.
 
-The L4 file is one XML document::
+The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``: the
+question, optional ``<content>``, ``<bestanswer>``: the positive, chosen by the asker,
+``<nbestanswers><answer_item>...``). The papers' constructions are variants of
+``data_manifests/yahoo.toml``, with these options (:class:`Options`):
 
-    <ystfeed>
-      <document type="wisdom">
-        <uri>432470</uri>
-        <subject>How do I ...?</subject>      (the question)
-        <content>...</content>                (optional details)
-        <bestanswer>...</bestanswer>          (chosen by the asker: the positive)
-        <nbestanswers><answer_item>...</answer_item>...</nbestanswers>
-        <cat>...</cat> ...
-      </document>
-      ...
+* ``lengths = [lo, hi]``: keep questions whose question and best answer both have lo..hi
+  words (inclusive, as :func:`pairrepro.data.negatives.analyze` counts them);
+* ``question``: ``"subject"`` or ``"subject+content"``;
+* ``retrieval_query``: the BM25 query, ``"best_answer"`` (the papers: "its best answer is used
+  as a query") or ``"question"``;
+* ``answer_pool``, "the whole answer set" searched: ``"kept_best"`` (the kept pairs' best
+  answers: every candidate obeys the length filter), ``"all_best"`` or ``"all_answers"``;
+* ``bm25 = {k1, b, top_k}`` (Lucene; 1.2 / 0.75 / 1000); ``seed``;
+* ``split_ratios = {train = 8, dev = 1, test = 1}``: a question-level split, the first part
+  taking the rounding remainder.
 
-The papers' constructions are variants of the manifest (``data_manifests/yahoo.toml``); their
-parameters are the variant's options:
-
-``lengths = [lo, hi]``
-    keep questions whose question and best answer both have lo..hi words (inclusive; words as
-    counted by :func:`pairrepro.data.negatives.analyze`).
-``question = "subject"`` | ``"subject+content"``
-    what the question text is.
-``retrieval_query = "best_answer"`` | ``"question"``
-    the BM25 query (the papers: "its best answer is used as a query").
-``answer_pool = "kept_best"`` | ``"all_best"`` | ``"all_answers"``
-    "the whole answer set" searched: best answers of the kept pairs (default: every candidate
-    then obeys the length filter), best answers of all questions, or every answer.
-``bm25 = {k1, b, top_k}``
-    Lucene BM25 parameters (defaults 1.2 / 0.75 / 1000).
-``split_ratios = {train = 8, dev = 1, test = 1}``
-    question-level random split; the first part takes the rounding remainder.
-``seed``
-    split and sampling seed.
-
-Each split of the variant says which part it draws from (``part``, default: its name) and how
-many negatives its lists have (``negatives``). Negatives are sampled once per question in random
-order and a list of n negatives takes the first n, so the 5-candidate test list is nested in the
-10-candidate one (P@1(5) and P@1(10) are measured on the same questions).
+Each split says which part it draws from (``part``, default: its name) and its negatives per
+list (``negatives``). Negatives are sampled once per question in random order and a list of n
+takes the first n, so the 5-candidate test list is nested in the 10-candidate one.
 
 Pairs: ``group_id`` = question uri, ``left`` = question, ``right`` = answer, ``pair_id`` =
-``"<question uri>:<answer id>"`` where the answer id is ``<uri>`` for the best answer of question
-``uri`` and ``<uri>.<k>`` for its k-th ``answer_item``. The positive comes first in each list.
-
-The sampled lists are written to ``<raw>/candidates/<variant>.tsv`` (split, group_id, pair_id,
-label, with the options as a JSON header line). When that file exists and its options equal the
-manifest's, the lists are read from it instead of being sampled again: put a shared file there
-to reuse someone's exact lists.
+``"<uri>:<answer id>"`` (``<uri>`` for the best answer, ``<uri>.<k>`` for the k-th
+``answer_item``); the positive comes first in each list. The lists are written to
+``<raw>/candidates/<variant>.tsv`` (options as a JSON header line) and read back while the
+options equal the manifest's: put a shared file there to reuse someone's exact lists.
 """
 
 from __future__ import annotations
@@ -96,11 +75,8 @@ def clean_text(text: str | None) -> str:
 
 
 def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
-    """Stream the documents of an L4 file (``.xml`` or ``.xml.gz``).
-
-    Documents without a ``<uri>`` are recorded in ``malformed`` (by document number); invalid
-    XML is a :class:`DataError` naming the line and column.
-    """
+    """Stream the documents of an L4 ``.xml[.gz]`` file; one without ``<uri>`` goes to
+    ``malformed``, invalid XML is a :class:`DataError` naming line and column."""
     opener = gzip.open if path.suffix == ".gz" else open
     number = 0
     with opener(path, "rb") as handle:
@@ -132,32 +108,6 @@ def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
             ) from None
     if number == 0:
         raise DataError(f"{path}: no <document> elements: not a Webscope L4 file")
-
-
-@dataclass(frozen=True)
-class _Options:
-    lengths: tuple[int, int]
-    question: str
-    retrieval_query: str
-    answer_pool: str
-    bm25: BM25Params
-    split_ratios: dict[str, float]
-    seed: int
-    splits: dict[str, tuple[str, int]]  # split name -> (part, negatives)
-
-    def as_json(self) -> str:
-        data = {
-            "format": _FORMAT_VERSION,
-            "lengths": list(self.lengths),
-            "question": self.question,
-            "retrieval_query": self.retrieval_query,
-            "answer_pool": self.answer_pool,
-            "bm25": self.bm25.as_dict(),
-            "split_ratios": self.split_ratios,
-            "seed": self.seed,
-            "splits": {k: list(v) for k, v in self.splits.items()},
-        }
-        return json.dumps(data, sort_keys=True)
 
 
 def _lengths(value: list[int]) -> list[int]:
@@ -200,7 +150,25 @@ class SplitOptions(ReaderOptions):
     negatives: Annotated[int, Field(ge=1)] = 4
 
 
-def parse_options(variant: VariantSpec) -> _Options:
+@dataclass(frozen=True)
+class _Construction:
+    """A variant's :class:`Options` and, per split, ``(part, negatives)``."""
+
+    opts: Options
+    splits: dict[str, tuple[str, int]]
+
+    def as_json(self) -> str:
+        """The options as the header of a candidates file records them."""
+        o = self.opts
+        return json.dumps({
+            "format": _FORMAT_VERSION, "lengths": list(o.lengths), "question": o.question,
+            "retrieval_query": o.retrieval_query, "answer_pool": o.answer_pool,
+            "bm25": o.bm25.model_dump(), "seed": o.seed,
+            "split_ratios": {k: float(v) for k, v in o.split_ratios.items()},
+            "splits": {k: list(v) for k, v in self.splits.items()}}, sort_keys=True)
+
+
+def parse_options(variant: VariantSpec) -> _Construction:
     """The construction of a variant from its options, which the manifest validated; what
     involves several tables is checked here (errors name the variant and the key)."""
     where = f"yahoo variant {variant.name!r}"
@@ -215,16 +183,7 @@ def parse_options(variant: VariantSpec) -> _Options:
         splits[name] = (part, split.negatives)
     if not splits:
         raise ConfigError(f"{where}: no splits")
-    return _Options(
-        lengths=(opts.lengths[0], opts.lengths[1]),
-        question=opts.question,
-        retrieval_query=opts.retrieval_query,
-        answer_pool=opts.answer_pool,
-        bm25=BM25Params(**opts.bm25.model_dump()),
-        split_ratios={k: float(v) for k, v in opts.split_ratios.items()},
-        seed=opts.seed,
-        splits=splits,
-    )
+    return _Construction(opts, splits)
 
 
 def split_parts(
@@ -262,7 +221,8 @@ def candidates_path(raw_root: Path, variant: str) -> Path:
 
 def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult]:
     """Build every split of a Yahoo variant: filter, split, BM25 negatives (or reuse lists)."""
-    opts = parse_options(variant)
+    construction = parse_options(variant)
+    opts = construction.opts
     source = _source_file(raw_root, variant)
     malformed: list[MalformedRow] = []
     dropped: dict[str, int] = {}
@@ -307,10 +267,10 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
 
     cand_file = candidates_path(raw_root, variant.name)
     if cand_file.is_file():
-        lists = _load_candidates(cand_file, opts)
+        lists = _load_candidates(cand_file, construction)
     else:
-        lists = _sample_lists(kept, pool_texts, pool_ids, opts, dropped)
-        _write_candidates(cand_file, opts, lists)
+        lists = _sample_lists(kept, pool_texts, pool_ids, construction, dropped)
+        _write_candidates(cand_file, construction, lists)
     questions = {doc.uri: doc for doc in kept}
     answer_text = dict(zip(pool_ids, pool_texts, strict=True))
     # Filtering happens before the split: its counts (and malformed documents) are reported
@@ -351,9 +311,10 @@ def _sample_lists(
     kept: list[L4Question],
     pool_texts: list[str],
     pool_ids: list[str],
-    opts: _Options,
+    construction: _Construction,
     dropped: dict[str, int],
 ) -> dict[str, list[tuple[str, str, int]]]:
+    opts = construction.opts
     split_seed, sample_seed = np.random.SeedSequence(opts.seed).spawn(2)
     parts = split_parts(len(kept), opts.split_ratios, np.random.default_rng(split_seed))
     pool_index = {aid: i for i, aid in enumerate(pool_ids)}
@@ -369,10 +330,10 @@ def _sample_lists(
     valid_rank = np.cumsum(found >= 0, axis=1)
     found = np.where(valid_rank > opts.bm25.top_k, -1, found)
     text_keys, _ = pd.factorize(pd.Series(pool_texts).str.lower())
-    most = max(neg for _, neg in opts.splits.values())
+    most = max(neg for _, neg in construction.splits.values())
     negatives = sample_negatives(found, positives, most, sample_seed, text_keys)
     lists: dict[str, list[tuple[str, str, int]]] = {}
-    for split, (part, num_neg) in opts.splits.items():
+    for split, (part, num_neg) in construction.splits.items():
         rows: list[tuple[str, str, int]] = []
         for i in parts[part]:
             negs = negatives[i, :num_neg]
@@ -388,7 +349,7 @@ def _sample_lists(
 
 
 def _write_candidates(
-    path: Path, opts: _Options, lists: dict[str, list[tuple[str, str, int]]]
+    path: Path, opts: _Construction, lists: dict[str, list[tuple[str, str, int]]]
 ) -> None:
     with atomic_open(path) as handle:
         handle.write(f"# options: {opts.as_json()}\n")
@@ -398,7 +359,7 @@ def _write_candidates(
                 handle.write(f"{split}\t{qid}\t{aid}\t{label}\n")
 
 
-def _load_candidates(path: Path, opts: _Options) -> dict[str, list[tuple[str, str, int]]]:
+def _load_candidates(path: Path, opts: _Construction) -> dict[str, list[tuple[str, str, int]]]:
     with open(path, encoding="utf-8") as handle:
         header = handle.readline()
         if not header.startswith("# options: "):
