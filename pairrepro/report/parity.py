@@ -25,7 +25,6 @@ from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA, holm
 
 PARITY_FILE = Path(__file__).resolve().parent / "parity.toml"
-PRECISIONS = ("fp32", "bf16")
 
 
 class ParityPair(Schema):
@@ -76,7 +75,7 @@ def load_parity(path: Path | None = None) -> ParityTable:
 
 
 def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
-    for precision in PRECISIONS:
+    for precision in ("fp32", "bf16"):
         recipe = index.recipes.get(getattr(pair, precision))
         if recipe is None:
             raise ConfigError(f"{source}: [[pairs]] {precision} = {getattr(pair, precision)!r}:"
@@ -160,10 +159,6 @@ def evaluate_parity(results: Path, index: RecipeIndex | None = None,
     return found
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.3f}".replace("-", "−")
-
-
 def parity_markdown(found: list[ParityResult]) -> str:
     """The parity table, one row per model and metric, and how to read it."""
     head = ["model", "metric", "seeds", "fp32 [95% interval]", "bf16 [95% interval]",
@@ -178,9 +173,11 @@ def parity_markdown(found: list[ParityResult]) -> str:
                           f"`pairrepro train recipes/{result.bf16}.toml`"] + [""] * 7
             else:
                 cells += [", ".join(map(str, value.seeds)), value.fp32_text, value.bf16_text,
-                          ", ".join(_signed(b - a) for a, b in zip(value.fp32, value.bf16,
-                                                                   strict=True)),
-                          f"{_signed(value.difference or 0.0)} ({p_text(value.p_value or 1.0)})",
+                          ", ".join(f"{b - a:+.3f}" for a, b in zip(value.fp32, value.bf16,
+                                                                   strict=True)
+                                    ).replace("-", "−"),
+                          f"{value.difference or 0.0:+.3f}".replace("-", "−")
+                          + f" ({p_text(value.p_value or 1.0)})",
                           "" if value.holm is None else p_text(value.holm).removeprefix("p "),
                           f"{value.spread:.3f}", value.verdict]
             lines.append("| " + " | ".join(cells) + " |")
