@@ -99,7 +99,7 @@ def test_every_committed_ladder_renders() -> None:
 def test_the_json_form_holds_the_same_numbers(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     data = ladders.ladder_json(ladders.evaluate_ladder(
-        _ladder(tmp_path, monkeypatch, LADDER), RESULTS))
+        _ladder(tmp_path, monkeypatch, LADDER), _two_steps(tmp_path)))
     assert data["paper"]["published"] == {"test.map": 0.854}
     first, second, third = data["steps"]
     assert first["seeds"] == [1, 2, 3]
