@@ -156,3 +156,20 @@ def test_readme_table_shows_reference_runs_only(tmp_path: Path) -> None:
     assert "AMD EPYC, 2 cores" in table and "1 thread, load 2.10" in table
     assert "| 4% |" in table  # the two reference runs' shares: 0.23 against 0.24
     assert "skipped (emulated)" in table
+
+
+def test_readme_table_compares_runs_only_on_one_machine(tmp_path: Path) -> None:
+    """Machines of this kind differ (AVX2 only, AVX512-BF16, AMX): a run on another CPU is its
+    own row group, never set against the last run of another machine; bf16's speed-up is
+    bf16 pairs/s over fp32's from the same run."""
+    from pairrepro.report.bench_records import bench_markdown
+
+    old, new = _run(23.0, True, 2.1), _run(30.0, True, 2.0)
+    new["machine"].update(flags=["avx512_bf16"], bf16_native=True, bf16_probe=470e9)
+    new["models"][0]["bf16"] = {**new["models"][0]["fp32"], "pairs_per_s": 75.0}
+    (tmp_path / "bench_csran_cin.json").write_text(json.dumps({"runs": [old, new]}))
+    table = bench_markdown(tmp_path)
+    assert "A: AMD EPYC, 2 cores, ISA avx2" in table
+    assert "B: AMD EPYC, 2 cores, ISA avx512_bf16" in table
+    assert table.count("| one run |") == 2  # 23 against 30 would be a 23% "disagreement"
+    assert "| 2.50x |" in table

@@ -28,20 +28,26 @@ def _runs(folder: Path) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _machine(runs: list[dict[str, Any]]) -> str:
-    """The machines of ``runs``: their fixed facts, with the range of the bf16 probe."""
-    out = []
-    for key in sorted({(r["machine"]["cpu"], r["machine"]["cores"],
-                        " ".join(r["machine"]["flags"]), r["machine"]["torch"],
-                        r["machine"]["bf16_native"]) for r in runs}):
+def _machine_key(run: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two runs' figures comparable: the CPU, its kernel-picking ISA, torch."""
+    m = run["machine"]
+    return m["cpu"], m["cores"], " ".join(m["flags"]), m["torch"], m["bf16_native"]
+
+
+def _machines(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], str]:
+    """Each machine of ``runs`` (:func:`_machine_key`) -> a letter and its fixed facts, with
+    the range of the bf16 probe."""
+    out = {}
+    for letter, key in zip("ABCDEFGH", sorted({_machine_key(r) for r in runs}), strict=False):
         cpu, cores, flags, torch, native = key
-        slow = [r["machine"]["fp32_probe"] / r["machine"]["bf16_probe"] for r in runs
-                if (r["machine"]["cpu"], r["machine"]["bf16_native"]) == (cpu, native)]
-        bf16 = ("bf16 units: bf16 is the best GEMM" if native else
-                f"no bf16 units (a bf16 GEMM {min(slow):.0f}-{max(slow):.0f}x slower than "
-                "fp32: emulated)")
-        out.append(f"{cpu}, {cores} cores, ISA {flags}, torch {torch}; {bf16}")
-    return "; ".join(out)
+        ratios = [r["machine"]["bf16_probe"] / r["machine"]["fp32_probe"] for r in runs
+                  if _machine_key(r) == key]
+        bf16 = (f"bf16 units: a bf16 GEMM {min(ratios):.1f}-{max(ratios):.1f}x fp32's"
+                if native else
+                f"no bf16 units (a bf16 GEMM {1 / max(ratios):.0f}-{1 / min(ratios):.0f}x "
+                "slower than fp32: emulated)")
+        out[key] = f"{letter}: {cpu}, {cores} cores, ISA {flags}, torch {torch}; {bf16}"
+    return out
 
 
 def _precision(fig: dict[str, Any]) -> str:
@@ -50,6 +56,14 @@ def _precision(fig: dict[str, Any]) -> str:
     mark = " (emulated, one block)" if "note" in fig else ""
     return (f"{fig['pairs_per_s']:.1f} pairs/s, {fig['share_of_gemm']:.0%} / "
             f"{fig['share_of_best']:.0%}{mark}")
+
+
+def _speed_up(model: dict[str, Any]) -> str:
+    """bf16 pairs/s over fp32's, both from the same run ("" where bf16 was not timed)."""
+    fp32, bf16 = model["fp32"], model["bf16"]
+    if "pairs_per_s" not in fp32 or "pairs_per_s" not in bf16 or "note" in bf16:
+        return ""
+    return f"{bf16['pairs_per_s'] / fp32['pairs_per_s']:.2f}x"
 
 
 def _load(model: dict[str, Any]) -> str:
@@ -84,28 +98,31 @@ def bench_markdown(folder: Path | None = None) -> str:
     if not runs:
         return ("No reference benchmark run is recorded yet (`bench/bench_grid.py --record`, "
                 "`bench/bench_csran_cin.py --record` on a quiet core).\n")
-    lines = ["Reference runs only (`bench/records/`); machine: "
-             + _machine([run for _, run in runs]) + ".",
+    machines = _machines([run for _, run in runs])
+    lines = ["Reference runs only (`bench/records/`); machines: "
+             + "; ".join(machines.values()) + ".",
              "Each figure is pairs/s, then the share of the same-shape fp32 GEMM / of the "
              "machine's best GEMM, timed in interleaved blocks (minimum of each) on one "
              "pinned core. Load: the 1-minute load average (the bench's own thread included)"
              " and the other processes' share of the bench's core and their CPU in all (a "
              "job on another core still shares the L3 cache and memory bandwidth: a "
              "memory-bound step slows where an L2-sized GEMM does not).", "",
-             "| model | batch | run (threads, load) | fp32 | bf16 | peak memory, paper's "
-             "batch | shares of the last two runs differ by |", "|---|---|---|---|---|---|---|"]
-    by_model: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
-    for _, run in runs:
+             "| model | batch | machine, run (threads, load) | fp32 | bf16 | bf16 speed-up | "
+             "peak memory, paper's batch | shares of the machine's last two runs differ by |",
+             "|---|---|---|---|---|---|---|---|"]
+    by_model: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+    for _, run in runs:  # figures compare only on one machine
         for model in run["models"]:
-            by_model.setdefault(model["model"], []).append((run, model))
-    for name, entries in by_model.items():
+            by_model.setdefault((model["model"], machines[_machine_key(run)]), []).append(
+                (run, model))
+    for (name, machine), entries in sorted(by_model.items(), key=lambda kv: kv[0][1]):
         latest = entries[-2:]
         agree = _agreement([m for _, m in latest])
         for run, model in latest:
             best = run["yardsticks"]
-            lines.append(f"| {name} | {model['batch']} | {run['measured']} ({run['threads']} "
-                         f"thread, load {_load(model)}; best GEMM {best['best']} "
-                         f"{best['best_flops_per_s'] / 1e9:.1f} GFLOP/s) | "
-                         f"{_precision(model['fp32'])} | "
-                         f"{_precision(model['bf16'])} | {_memory(model)} | {agree} |")
+            lines.append(f"| {name} | {model['batch']} | {machine[0]}, {run['measured']} "
+                         f"({run['threads']} thread, load {_load(model)}; best GEMM "
+                         f"{best['best']} {best['best_flops_per_s'] / 1e9:.1f} GFLOP/s) | "
+                         f"{_precision(model['fp32'])} | {_precision(model['bf16'])} | "
+                         f"{_speed_up(model)} | {_memory(model)} | {agree} |")
     return "\n".join(lines) + "\n"
