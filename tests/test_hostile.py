@@ -593,3 +593,76 @@ def test_a_stop_between_loss_flushes_leaves_the_training_loss_unchanged(
         train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=ctrl_c_at_step_3))
     train_recipe(NLI, small, quiet=True, resume=True)
     assert epochs() == full
+
+
+# ------------------------------------------------ a damaged seed in the evidence reports
+
+RESULTS = paths.PROJECT_DIR / "results"
+TABLE8_TRECQA = ("csran_trecqa", "csran_no_mar_trecqa", "csran_no_csra_trecqa",
+                 "csran_no_mar_no_csra_trecqa")
+
+
+def _results_with_a_damaged_seed(tmp_path: Path, recipes: tuple[str, ...]) -> Path:
+    """A copy of the reference runs of ``recipes`` whose csran_trecqa seed 2 has a truncated
+    result.json (the run can no longer be read; the other seeds can)."""
+    results = tmp_path / "results"
+    for recipe in recipes:
+        shutil.copytree(RESULTS / recipe, results / recipe)
+    damaged = results / "csran_trecqa" / "seed-2" / "result.json"
+    damaged.write_text(damaged.read_text(encoding="utf-8")[:50], encoding="utf-8")
+    return results
+
+
+def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
+    """`report gap csran_trecqa` with seed 2 of step 0 unreadable printed step 0 over seeds 1
+    and 3 (another mean, another test) with exit 0 and no word about seed 2."""
+    from pairrepro.report import ladders
+    from pairrepro.runs import DamagedRunError
+
+    results = _results_with_a_damaged_seed(tmp_path, ("csran_trecqa",))
+    with pytest.raises(DamagedRunError, match=r"csran_trecqa/seed-2/result\.json"):
+        ladders.evaluate_ladder("csran_trecqa", results)
+    result = runner.invoke(app, ["report", "gap", "csran_trecqa", "--results", str(results)])
+    assert result.exit_code == 3 and "seed-2" in result.output, result.output
+
+
+def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
+    """`report parity` with one bf16 seed unreadable compared the other two seeds and said
+    'same' with exit 0."""
+    from pairrepro.report import parity
+    from pairrepro.runs import DamagedRunError
+
+    results = tmp_path / "results"
+    for precision, recipe in (("fp32", "csran_trecqa"), ("bf16", "csran_trecqa_bf16")):
+        for seed in (1, 2, 3):
+            target = results / recipe / f"seed-{seed}"
+            shutil.copytree(RESULTS / "csran_trecqa" / f"seed-{seed}", target)
+            manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+            (target / "manifest.json").write_text(json.dumps({**manifest,
+                                                              "precision": precision}))
+    (results / "csran_trecqa_bf16" / "seed-2" / "manifest.json").write_text("{")
+    table = parity.ParityTable(title="t", metrics=["test.map"], pairs=[
+        parity.ParityPair(model="CSRAN", fp32="csran_trecqa", bf16="csran_trecqa_bf16")])
+    with pytest.raises(DamagedRunError, match=r"csran_trecqa_bf16/seed-2/manifest\.json"):
+        parity.evaluate_parity(results, table=table)
+
+
+def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Path) -> None:
+    """`report orderings csran --table 8` with seed 2 of Original unreadable tested the other
+    two seeds, and 'undecided' became 'same direction, not significant', silently."""
+    from pairrepro.report import orderings
+    from pairrepro.report.cells import evaluate_table
+    from pairrepro.report.paper_tables import load_paper
+    from pairrepro.report.recipe_index import load_recipe_index
+
+    results = _results_with_a_damaged_seed(tmp_path, TABLE8_TRECQA)
+    paper = load_paper("csran")
+    ev = evaluate_table(paper, paper.table(8), None, load_recipe_index(), results)
+    found = orderings.table_orderings(ev)
+    with_original = [o for o in found if "Original" in (o.higher, o.lower)]
+    others = [o for o in found if "Original" not in (o.higher, o.lower)]
+    assert with_original and others
+    for item in with_original:
+        assert item.verdict == orderings.NO_TEST and item.p_value is None, item
+        assert "csran_trecqa/seed-2" in item.text, item.text
+    assert all(o.p_value is not None for o in others)  # the rows without damage are tested

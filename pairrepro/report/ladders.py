@@ -22,11 +22,17 @@ from pydantic import Field
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
-from pairrepro.report.cells import comparison_rows, p_text, recipe_config, split_variants
+from pairrepro.report.cells import (
+    DAMAGED,
+    comparison_rows,
+    p_text,
+    recipe_config,
+    split_variants,
+)
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
-from pairrepro.runs import RunInfo, find_runs
+from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
 
@@ -94,11 +100,21 @@ def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | N
 
 
 def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
-    """The finished reference runs of ``recipe`` itself (variants left out)."""
+    """The finished reference runs of ``recipe`` itself (variants left out). A seed folder
+    that cannot be read is a DamagedRunError naming it: leaving it out would give another
+    mean and another test under the same heading."""
     if recipe not in index.recipes:
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
                           hint=f"recipes/{recipe}.toml must exist")
-    runs, _ = split_variants(find_runs(results_dir, recipe), recipe_config(index, recipe))
+    found = find_runs(results_dir, recipe)
+    damaged = [run.problem or run.path for run in found if run.status == DAMAGED]
+    if damaged:
+        raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
+                              + "; ".join(damaged),
+                              hint="restore them as committed (git checkout -- results/), or "
+                                   "retrain and add them again (pairrepro results add RUN "
+                                   "--force)")
+    runs, _ = split_variants(found, recipe_config(index, recipe))
     return runs
 
 
