@@ -29,6 +29,7 @@ from pairrepro.report.cells import (
     recipe_config,
     split_variants,
 )
+from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
@@ -143,6 +144,7 @@ class StepResult:
     seeds: list[int] = field(default_factory=list)
     chosen_epochs: list[int | None] = field(default_factory=list)
     values: list[StepValue] = field(default_factory=list)
+    one_model: bool = False  # one seed of a model that learns: no claim about the method
 
 
 @dataclass
@@ -207,6 +209,8 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
         if runs:
             result.seeds = [r.seed for r in runs]
             result.chosen_epochs = [r.chosen_epoch for r in runs]
+            model = str(runs[0].config.get("model", {}).get("name", ""))
+            result.one_model = len(runs) == 1 and needs_training(model) is not False
             units = [_units(runs, column) for column, _ in columns]
             result.values = [
                 _step_value(runs, found, None if before is None else before[k], column)
@@ -234,7 +238,8 @@ def ladder_markdown(result: LadderResult) -> str:
         else:
             cells.append(", ".join(f"{seed} ({epoch})"
                                    for seed, epoch in zip(step.seeds, step.chosen_epochs,
-                                                          strict=True)))
+                                                          strict=True))
+                         + (" †" if step.one_model else ""))
             for value in step.values:
                 cells += [value.text, value.versus,
                           "" if value.holm is None else p_text(value.holm).removeprefix("p ")]
@@ -259,7 +264,10 @@ def ladder_markdown(result: LadderResult) -> str:
               f"{TEST_CAP:,}; undecided at 0.05: p within the larger of {P_MARGIN:g} and "
               f"{MC_Z:g} MC s.e. of 0.05); Holm p: adjusted "
               f"by Holm's step-down method over the ladder's "
-              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."]
+              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."
+              + (" †: one trained model (one seed); its interval covers the test units only, "
+                 "not training randomness, so it and its tests speak of that model, not the "
+                 "method." if any(s.one_model for s in result.steps) else "")]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
