@@ -247,12 +247,14 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
         data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27: the demo's Table 6 printed "CSRAN | 0.854 | not run" while ``report csran
     --table 6`` showed the committed reference run (results/csran_trecqa): the README promises
-    "published rows, this project's rows, yours". Fetching, preprocessing and training are
-    stubbed: only what the demo renders is under test."""
+    "published rows, this project's rows, yours". Fetching, preprocessing, training and
+    scoring are stubbed: only what the demo renders is under test."""
     import pairrepro.data.fetch
     import pairrepro.data.prepare
+    import pairrepro.train.evaluate
     import pairrepro.train.runner
 
+    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run", lambda *a, **k: {"map": 0.5})
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
@@ -265,3 +267,50 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
     csran = next(row for row in shown["rows"] if row["label"] == "CSRAN")
     assert "results/csran_trecqa" in json.dumps(csran)  # the reference run is the number
     assert shown == reported
+
+
+def _readme_demo_steps() -> list[str]:
+    """The steps README's `make demo` line names: "fetch -> preprocess -> ... -> report"."""
+    line = next(line for line in README.splitlines() if line.startswith("make demo"))
+    return line.split("then ", 1)[1].split(" -> ")
+
+
+def _demo_steps(output: str) -> list[str]:
+    """The demo's numbered steps ("3/5 pairrepro train ...", "5/5 report: ..."), in order,
+    each named once."""
+    found = re.findall(r"^\d/5 (?:pairrepro )?(\w+)", output, re.M)
+    return list(dict.fromkeys(found))
+
+
+def test_trecqa_demo_has_every_step_the_readme_names(data_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the README's `make demo` line promises fetch -> preprocess -> train -> eval ->
+    report; the TrecQA demo had no eval step. The step re-scores the trained MV-LSTM's best
+    checkpoint on test. Fetching, preprocessing, training and scoring are stubbed."""
+    import pairrepro.data.fetch
+    import pairrepro.data.prepare
+    import pairrepro.train.evaluate
+    import pairrepro.train.runner
+
+    monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
+        {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
+    scored = []
+    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run",
+                        lambda run, split, checkpoint: scored.append((Path(run), split))
+                        or {"map": 0.5, "mrr": 0.6, "p_at_1": 0.4, "num_queries": 68})
+    result = runner.invoke(app, ["demo", "--data", "trecqa"])
+    assert result.exit_code == 0, result.output
+    assert _demo_steps(result.output) == _readme_demo_steps() == [
+        "fetch", "preprocess", "train", "eval", "report"]
+    runs = data_home.parent / "runs" / "demo"
+    assert scored == [(runs / "mv_lstm_tensor_trecqa" / "seed-1", "test")]
+
+
+def test_synthetic_demo_has_every_step_the_readme_names(data_home: Path) -> None:
+    """Offline the demo "runs the same steps" (README) on the synthetic data."""
+    result = runner.invoke(app, ["demo", "--data", "synthetic", "--epochs", "1",
+                                 "--max-train-pairs", "300"])
+    assert result.exit_code == 0, result.output
+    assert _demo_steps(result.output) == _readme_demo_steps()
