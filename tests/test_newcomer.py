@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -314,3 +315,20 @@ def test_synthetic_demo_has_every_step_the_readme_names(data_home: Path) -> None
                                  "--max-train-pairs", "300"])
     assert result.exit_code == 0, result.output
     assert _demo_steps(result.output) == _readme_demo_steps()
+
+
+def test_verify_without_arguments_checks_the_demos_runs(data_home: Path) -> None:
+    """Issue 27: after the demo `make verify` said "no run folders in " (no folder named)
+    and exit 7: the demo's runs sit one level down, in runs/demo/. Every run under the runs
+    folder is checked; a runs folder without runs, or none yet, is named (exit 7)."""
+    runs = data_home.parent / "runs"
+    for _ in range(2):  # no runs folder yet, then an empty one
+        empty = runner.invoke(app, ["verify"])
+        assert empty.exit_code == 7, empty.output
+        assert f"no run folders in {runs}" in " ".join(empty.output.split()), empty.output
+        runs.mkdir(exist_ok=True)
+    demo_run = runs / "demo" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(PROJECT / "results" / "bm25_trecqa" / "seed-1", demo_run)
+    result = runner.invoke(app, ["verify"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"same: {demo_run} vs "), result.output
