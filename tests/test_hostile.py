@@ -666,3 +666,76 @@ def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Pat
         assert item.verdict == orderings.NO_TEST and item.p_value is None, item
         assert "csran_trecqa/seed-2" in item.text, item.text
     assert all(o.p_value is not None for o in others)  # the rows without damage are tested
+
+
+# ------------------------------------------------------------- an interrupted `results add`
+
+def _reference_pair(tmp_path: Path) -> tuple[object, object, str]:
+    """(source run, existing reference it replaces, that reference's result.json text)."""
+    from pairrepro.runs import RunFolder
+
+    dest = tmp_path / "results" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(RESULTS / "bm25_digits_trecqa" / "seed-1", dest)  # the "old" reference
+    return (RunFolder(RESULTS / "bm25_trecqa" / "seed-1"), RunFolder(dest),
+            (dest / "result.json").read_text(encoding="utf-8"))
+
+
+def test_an_add_interrupted_while_copying_keeps_the_old_reference_and_no_staging(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while `results add --force` wrote the new copy left results/<recipe>/.seed-1.
+    incoming/ behind in the tracked folder."""
+    from pairrepro import runs
+
+    source, dest, old = _reference_pair(tmp_path)
+    monkeypatch.setattr(runs, "read_predictions", lambda *a: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        runs.copy_compact(source, dest)
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+
+
+def test_an_add_interrupted_between_removing_and_placing_loses_no_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old reference was deleted, then the new copy renamed into place: a signal between
+    the two lost the reference (results/<recipe>/seed-1 gone, the copy still staged)."""
+    from pairrepro import runs
+
+    source, dest, old = _reference_pair(tmp_path)
+    real = os.replace
+
+    def interrupted(src: object, dst: object) -> None:
+        if Path(str(src)).name.endswith(".incoming"):
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(runs.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runs.copy_compact(source, dest)
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+    monkeypatch.setattr(runs.os, "replace", real)
+    runs.copy_compact(source, dest)  # and the add, run again, replaces it
+    assert (dest.path / "result.json").read_bytes() == (
+        source.path / "result.json").read_bytes()
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+
+
+def test_a_reference_put_aside_by_a_killed_add_is_put_back(tmp_path: Path) -> None:
+    """A SIGKILL between moving the old reference aside and placing the new one leaves it
+    aside, hidden: the next `results add` of that seed puts it back before anything else (so
+    it still refuses to replace it without --force)."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.verify import add_reference
+
+    _, dest, old = _reference_pair(tmp_path)
+    aside = dest.path.parent / f".{dest.path.name}.replaced"
+    os.replace(dest.path, aside)
+    with pytest.raises(ConfigError, match="already holds a reference run"):
+        add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert not aside.exists()
+    shutil.copytree(dest.path, aside)  # killed after the new one moved in: aside is stale
+    with pytest.raises(ConfigError, match="already holds a reference run"):
+        add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
+    assert not aside.exists() and (dest.path / "result.json").read_text("utf-8") == old
