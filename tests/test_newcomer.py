@@ -332,3 +332,36 @@ def test_verify_without_arguments_checks_the_demos_runs(data_home: Path) -> None
     result = runner.invoke(app, ["verify"])
     assert result.exit_code == 0, result.output
     assert result.output.startswith(f"same: {demo_run} vs "), result.output
+
+
+def test_verify_on_another_cpu_with_the_references_settings_is_consistent(
+        tmp_path: Path) -> None:
+    """Issue 27, defect 2, on an AVX512 EPYC: `train mv_lstm_tensor_trecqa_short --threads 1`
+    then `verify` said "different" (exit 9): the reference's test tie share is 0 in every
+    resample, so its interval is [0, 0] with no Monte-Carlo error, and a run's 0 "at the
+    edge" was taken as undecidable. The reference itself, as if made on another CPU, is
+    consistent."""
+    from pairrepro.report.verify import CONSISTENT, verify_run
+
+    run = tmp_path / "runs" / "mv_lstm_tensor_trecqa_short" / "seed-1"
+    shutil.copytree(PROJECT / "results" / "mv_lstm_tensor_trecqa_short" / "seed-1", run)
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["cpu"]["capability"] != "AVX9"
+    manifest["cpu"] = {**manifest["cpu"], "capability": "AVX9"}
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    found = verify_run(run)
+    assert found.verdict == CONSISTENT, found.line()
+    assert "test.tie_share 0.0000 in [0.0000, 0.0000]" in found.checks["metrics"]
+
+
+def test_an_interval_without_monte_carlo_error_straddles_nothing() -> None:
+    """An endpoint with no Monte-Carlo error is exact: a value on it is inside whatever the
+    resampling seed, and only a value within MC error of an uncertain endpoint straddles."""
+    from pairrepro.stats import MC_Z, Interval
+
+    exact = Interval(value=0.0, low=0.0, high=0.0, confidence=0.95, resamples=2000, seeds=1,
+                     units=68)
+    assert exact.contains(0.0) and not exact.straddles(0.0)
+    loose = Interval(value=0.2, low=0.1, high=0.3, confidence=0.95, resamples=2000, seeds=1,
+                     units=68, low_se=0.001)
+    assert loose.straddles(0.1 + MC_Z * 0.001 / 2) and not loose.straddles(0.3)
