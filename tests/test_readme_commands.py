@@ -328,3 +328,35 @@ def test_numbers_the_readme_types_are_the_codes() -> None:
     assert not missing, f"the README no longer says {missing}: update this table"
     wrong = [words for words, holds in quoted.items() if not holds]
     assert not wrong, f"the README's figures differ from the code: {wrong}"
+
+
+def p_columns_without_holm(table: str) -> list[str]:
+    """The headers of a markdown table's p-value columns (cells like "+0.012 (p 0.043)") that
+    the next column does not adjust ("Holm p")."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("|")]
+    if len(rows) < 3:
+        return []
+    head, body = rows[0], rows[2:]
+    lonely = []
+    for k, name in enumerate(head):
+        tested = any(k < len(r) and re.search(r"\(p [<\d]", r[k]) for r in body)
+        if tested and (k + 1 >= len(head) or head[k + 1] != "Holm p"):
+            lonely.append(name)
+    return lonely
+
+
+def test_every_p_value_column_of_the_readme_has_its_holm_twin() -> None:
+    """Issue 25: where a table prints several tests, Holm-adjusted p-values stand beside the
+    raw ones, in every generated table of the README."""
+    assert p_columns_without_holm("| a | a vs b |\n|---|---|\n| x | +0.1 (p 0.04) |") == [
+        "a vs b"]
+    assert p_columns_without_holm(
+        "| a | a vs b | Holm p |\n|---|---|---|\n| x | +0.1 (p 0.04) | 0.08 |") == []
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    sections = GENERATED.findall(text)
+    tables = [t for s in sections for t in re.split(r"\n\s*\n", s)]
+    assert sum(bool(re.search(r"\(p [<\d]", t)) for t in tables) >= 7
+    lonely = {t.splitlines()[0][:60]: p_columns_without_holm(t) for t in tables
+              if p_columns_without_holm(t)}
+    assert not lonely, lonely
