@@ -659,28 +659,56 @@ COMPACT_COLUMNS = ("pair_id", "group_id", "label", "score", "prediction")
 COMPACT_SKIP = ("train",)
 
 
+def put_back_aside(dest: RunFolder) -> Path:
+    """Where :func:`copy_compact` puts the folder it replaces while the new one moves in. A
+    folder found there is put back when none is in place (an add killed between the two
+    renames), else removed (killed after them)."""
+    aside = dest.path.parent / f".{dest.path.name}.replaced"
+    if aside.is_dir():
+        with writing(dest.path):
+            if dest.path.exists():  # killed after the new one moved in: the old one is done
+                shutil.rmtree(aside)
+            else:
+                os.replace(aside, dest.path)
+    return aside
+
+
+def _write_compact(source: RunFolder, staging: Path) -> None:
+    """The compact copy's files, written into ``staging``."""
+    for name in (CONFIG, MANIFEST, METRICS, RESULT):
+        if (source.path / name).is_file():
+            shutil.copyfile(source.path / name, staging / name)
+    if (source.path / EVALS).is_dir():
+        shutil.copytree(source.path / EVALS, staging / EVALS)
+    (staging / PREDICTIONS).mkdir()
+    for key in prediction_keys(source):
+        if key in COMPACT_SKIP:
+            continue
+        frame = read_predictions(source, key)
+        keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
+        frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
+                               compression="zstd")
+
+
 def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
-    """Copy a finished run into ``dest`` (staged, then renamed: never half there) without
-    checkpoints, its dev/test predictions cut to :data:`COMPACT_COLUMNS`; the files written."""
+    """Copy a finished run into ``dest`` without checkpoints, its dev/test predictions cut to
+    :data:`COMPACT_COLUMNS`; the files written. Staged, then renamed into place, the folder it
+    replaces renamed aside first and removed last: an interruption leaves the old reference or
+    the new one, and no staging folder."""
     staging = dest.path.parent / f".{dest.path.name}.incoming"
-    with writing(staging):
-        if staging.exists():
-            shutil.rmtree(staging)
-        staging.mkdir(parents=True)
-        for name in (CONFIG, MANIFEST, METRICS, RESULT):
-            if (source.path / name).is_file():
-                shutil.copyfile(source.path / name, staging / name)
-        if (source.path / EVALS).is_dir():
-            shutil.copytree(source.path / EVALS, staging / EVALS)
-        (staging / PREDICTIONS).mkdir()
-        for key in prediction_keys(source):
-            if key in COMPACT_SKIP:
-                continue
-            frame = read_predictions(source, key)
-            keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
-            frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
-                                   compression="zstd")
-        if dest.path.exists():
-            shutil.rmtree(dest.path)
-        os.replace(staging, dest.path)
+    aside = put_back_aside(dest)
+    try:
+        with writing(staging):
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir(parents=True)
+            _write_compact(source, staging)
+            if dest.path.exists():
+                os.replace(dest.path, aside)
+            os.replace(staging, dest.path)
+    except BaseException:
+        put_back_aside(dest)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
     return sorted(p for p in dest.path.rglob("*") if p.is_file())

@@ -63,8 +63,9 @@ class Interval:
 
     def straddles(self, x: float) -> bool:
         """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint: whether it
-        is inside may depend on the resampling seed."""
-        return any(abs(x - end) <= MC_Z * se + 1e-12
+        is inside may depend on the resampling seed. An endpoint without MC error (every
+        resample alike there, e.g. a tie share of 0) is exact and straddles nothing."""
+        return any(se > 0 and abs(x - end) <= MC_Z * se + 1e-12
                    for end, se in ((self.low, self.low_se), (self.high, self.high_se)))
 
     @property

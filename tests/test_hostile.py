@@ -593,3 +593,149 @@ def test_a_stop_between_loss_flushes_leaves_the_training_loss_unchanged(
         train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=ctrl_c_at_step_3))
     train_recipe(NLI, small, quiet=True, resume=True)
     assert epochs() == full
+
+
+# ------------------------------------------------ a damaged seed in the evidence reports
+
+RESULTS = paths.PROJECT_DIR / "results"
+TABLE8_TRECQA = ("csran_trecqa", "csran_no_mar_trecqa", "csran_no_csra_trecqa",
+                 "csran_no_mar_no_csra_trecqa")
+
+
+def _results_with_a_damaged_seed(tmp_path: Path, recipes: tuple[str, ...]) -> Path:
+    """A copy of the reference runs of ``recipes`` whose csran_trecqa seed 2 has a truncated
+    result.json (the run can no longer be read; the other seeds can)."""
+    results = tmp_path / "results"
+    for recipe in recipes:
+        shutil.copytree(RESULTS / recipe, results / recipe)
+    damaged = results / "csran_trecqa" / "seed-2" / "result.json"
+    damaged.write_text(damaged.read_text(encoding="utf-8")[:50], encoding="utf-8")
+    return results
+
+
+def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
+    """`report gap csran_trecqa` with seed 2 of step 0 unreadable printed step 0 over seeds 1
+    and 3 (another mean, another test) with exit 0 and no word about seed 2."""
+    from pairrepro.report import ladders
+    from pairrepro.runs import DamagedRunError
+
+    results = _results_with_a_damaged_seed(tmp_path, ("csran_trecqa",))
+    with pytest.raises(DamagedRunError, match=r"csran_trecqa/seed-2/result\.json"):
+        ladders.evaluate_ladder("csran_trecqa", results)
+    result = runner.invoke(app, ["report", "gap", "csran_trecqa", "--results", str(results)])
+    assert result.exit_code == 3 and "seed-2" in result.output, result.output
+
+
+def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
+    """`report parity` with one bf16 seed unreadable compared the other two seeds and said
+    'same' with exit 0."""
+    from pairrepro.report import parity
+    from pairrepro.runs import DamagedRunError
+
+    results = tmp_path / "results"
+    for precision, recipe in (("fp32", "csran_trecqa"), ("bf16", "csran_trecqa_bf16")):
+        for seed in (1, 2, 3):
+            target = results / recipe / f"seed-{seed}"
+            shutil.copytree(RESULTS / "csran_trecqa" / f"seed-{seed}", target)
+            manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+            (target / "manifest.json").write_text(json.dumps({**manifest,
+                                                              "precision": precision}))
+    (results / "csran_trecqa_bf16" / "seed-2" / "manifest.json").write_text("{")
+    table = parity.ParityTable(title="t", metrics=["test.map"], pairs=[
+        parity.ParityPair(model="CSRAN", fp32="csran_trecqa", bf16="csran_trecqa_bf16")])
+    with pytest.raises(DamagedRunError, match=r"csran_trecqa_bf16/seed-2/manifest\.json"):
+        parity.evaluate_parity(results, table=table)
+
+
+def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Path) -> None:
+    """`report orderings csran --table 8` with seed 2 of Original unreadable tested the other
+    two seeds, and 'undecided' became 'same direction, not significant', silently."""
+    from pairrepro.report import orderings
+    from pairrepro.report.cells import evaluate_table
+    from pairrepro.report.paper_tables import load_paper
+    from pairrepro.report.recipe_index import load_recipe_index
+
+    results = _results_with_a_damaged_seed(tmp_path, TABLE8_TRECQA)
+    paper = load_paper("csran")
+    ev = evaluate_table(paper, paper.table(8), None, load_recipe_index(), results)
+    found = orderings.table_orderings(ev)
+    with_original = [o for o in found if "Original" in (o.higher, o.lower)]
+    others = [o for o in found if "Original" not in (o.higher, o.lower)]
+    assert with_original and others
+    for item in with_original:
+        assert item.verdict == orderings.NO_TEST and item.p_value is None, item
+        assert "csran_trecqa/seed-2" in item.text, item.text
+    assert all(o.p_value is not None for o in others)  # the rows without damage are tested
+
+
+# ------------------------------------------------------------- an interrupted `results add`
+
+def _reference_pair(tmp_path: Path) -> tuple[object, object, str]:
+    """(source run, existing reference it replaces, that reference's result.json text)."""
+    from pairrepro.runs import RunFolder
+
+    dest = tmp_path / "results" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(RESULTS / "bm25_digits_trecqa" / "seed-1", dest)  # the "old" reference
+    return (RunFolder(RESULTS / "bm25_trecqa" / "seed-1"), RunFolder(dest),
+            (dest / "result.json").read_text(encoding="utf-8"))
+
+
+def test_an_add_interrupted_while_copying_keeps_the_old_reference_and_no_staging(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while `results add --force` wrote the new copy left results/<recipe>/.seed-1.
+    incoming/ behind in the tracked folder."""
+    from pairrepro import runs
+
+    source, dest, old = _reference_pair(tmp_path)
+    monkeypatch.setattr(runs, "read_predictions", lambda *a: (_ for _ in ()).throw(
+        KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        runs.copy_compact(source, dest)
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+
+
+def test_an_add_interrupted_between_removing_and_placing_loses_no_reference(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old reference was deleted, then the new copy renamed into place: a signal between
+    the two lost the reference (results/<recipe>/seed-1 gone, the copy still staged)."""
+    from pairrepro import runs
+
+    source, dest, old = _reference_pair(tmp_path)
+    real = os.replace
+
+    def interrupted(src: object, dst: object) -> None:
+        if Path(str(src)).name.endswith(".incoming"):
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(runs.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runs.copy_compact(source, dest)
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+    monkeypatch.setattr(runs.os, "replace", real)
+    runs.copy_compact(source, dest)  # and the add, run again, replaces it
+    assert (dest.path / "result.json").read_bytes() == (
+        source.path / "result.json").read_bytes()
+    assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
+
+
+def test_a_reference_put_aside_by_a_killed_add_is_put_back(tmp_path: Path) -> None:
+    """A SIGKILL between moving the old reference aside and placing the new one leaves it
+    aside, hidden: the next `results add` of that seed puts it back before anything else (so
+    it still refuses to replace it without --force)."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.verify import add_reference
+
+    _, dest, old = _reference_pair(tmp_path)
+    aside = dest.path.parent / f".{dest.path.name}.replaced"
+    os.replace(dest.path, aside)
+    with pytest.raises(ConfigError, match="already holds a reference run"):
+        add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
+    assert (dest.path / "result.json").read_text(encoding="utf-8") == old
+    assert not aside.exists()
+    shutil.copytree(dest.path, aside)  # killed after the new one moved in: aside is stale
+    with pytest.raises(ConfigError, match="already holds a reference run"):
+        add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
+    assert not aside.exists() and (dest.path / "result.json").read_text("utf-8") == old

@@ -140,3 +140,17 @@ change = "first tweets"
     assert value.mean == pytest.approx(statistics.fmean(step))
     assert value.difference == pytest.approx(statistics.fmean(step) - statistics.fmean(base))
     assert "The paper prints no number for this row" in ladders.ladder_markdown(result)
+
+
+def test_a_step_of_one_trained_model_is_marked() -> None:
+    """A step with one seed is one trained model: its interval covers the test units only, so
+    its row is marked and the footer says what that means (issue 25), as tables do."""
+    text = ladders.ladder_markdown(ladders.evaluate_ladder("csran_twitter_url", RESULTS))
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for line in text.splitlines() if line.startswith("| ")][1:]
+    seeds = {row[2].strip("`"): row[3] for row in rows}
+    assert len(list((RESULTS / "csran_twitter_url").glob("seed-*"))) == 1
+    assert seeds["csran_twitter_url"].endswith("†"), seeds
+    assert "†: one trained model" in text.split("\n\n", 1)[1]  # the footer
+    several = ladders.ladder_markdown(ladders.evaluate_ladder("csran_trecqa", RESULTS))
+    assert "†" not in several  # every run step there has three seeds

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -247,12 +248,14 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
         data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27: the demo's Table 6 printed "CSRAN | 0.854 | not run" while ``report csran
     --table 6`` showed the committed reference run (results/csran_trecqa): the README promises
-    "published rows, this project's rows, yours". Fetching, preprocessing and training are
-    stubbed: only what the demo renders is under test."""
+    "published rows, this project's rows, yours". Fetching, preprocessing, training and
+    scoring are stubbed: only what the demo renders is under test."""
     import pairrepro.data.fetch
     import pairrepro.data.prepare
+    import pairrepro.train.evaluate
     import pairrepro.train.runner
 
+    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run", lambda *a, **k: {"map": 0.5})
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
@@ -265,3 +268,100 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
     csran = next(row for row in shown["rows"] if row["label"] == "CSRAN")
     assert "results/csran_trecqa" in json.dumps(csran)  # the reference run is the number
     assert shown == reported
+
+
+def _readme_demo_steps() -> list[str]:
+    """The steps README's `make demo` line names: "fetch -> preprocess -> ... -> report"."""
+    line = next(line for line in README.splitlines() if line.startswith("make demo"))
+    return line.split("then ", 1)[1].split(" -> ")
+
+
+def _demo_steps(output: str) -> list[str]:
+    """The demo's numbered steps ("3/5 pairrepro train ...", "5/5 report: ..."), in order,
+    each named once."""
+    found = re.findall(r"^\d/5 (?:pairrepro )?(\w+)", output, re.M)
+    return list(dict.fromkeys(found))
+
+
+def test_trecqa_demo_has_every_step_the_readme_names(data_home: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27: the README's `make demo` line promises fetch -> preprocess -> train -> eval ->
+    report; the TrecQA demo had no eval step. The step re-scores the trained MV-LSTM's best
+    checkpoint on test. Fetching, preprocessing, training and scoring are stubbed."""
+    import pairrepro.data.fetch
+    import pairrepro.data.prepare
+    import pairrepro.train.evaluate
+    import pairrepro.train.runner
+
+    monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
+        {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
+    scored = []
+    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run",
+                        lambda run, split, checkpoint: scored.append((Path(run), split))
+                        or {"map": 0.5, "mrr": 0.6, "p_at_1": 0.4, "num_queries": 68})
+    result = runner.invoke(app, ["demo", "--data", "trecqa"])
+    assert result.exit_code == 0, result.output
+    assert _demo_steps(result.output) == _readme_demo_steps() == [
+        "fetch", "preprocess", "train", "eval", "report"]
+    runs = data_home.parent / "runs" / "demo"
+    assert scored == [(runs / "mv_lstm_tensor_trecqa" / "seed-1", "test")]
+
+
+def test_synthetic_demo_has_every_step_the_readme_names(data_home: Path) -> None:
+    """Offline the demo "runs the same steps" (README) on the synthetic data."""
+    result = runner.invoke(app, ["demo", "--data", "synthetic", "--epochs", "1",
+                                 "--max-train-pairs", "300"])
+    assert result.exit_code == 0, result.output
+    assert _demo_steps(result.output) == _readme_demo_steps()
+
+
+def test_verify_without_arguments_checks_the_demos_runs(data_home: Path) -> None:
+    """Issue 27: after the demo `make verify` said "no run folders in " (no folder named)
+    and exit 7: the demo's runs sit one level down, in runs/demo/. Every run under the runs
+    folder is checked; a runs folder without runs, or none yet, is named (exit 7)."""
+    runs = data_home.parent / "runs"
+    for _ in range(2):  # no runs folder yet, then an empty one
+        empty = runner.invoke(app, ["verify"])
+        assert empty.exit_code == 7, empty.output
+        assert f"no run folders in {runs}" in " ".join(empty.output.split()), empty.output
+        runs.mkdir(exist_ok=True)
+    demo_run = runs / "demo" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(PROJECT / "results" / "bm25_trecqa" / "seed-1", demo_run)
+    result = runner.invoke(app, ["verify"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"same: {demo_run} vs "), result.output
+
+
+def test_verify_on_another_cpu_with_the_references_settings_is_consistent(
+        tmp_path: Path) -> None:
+    """Issue 27, defect 2, on an AVX512 EPYC: `train mv_lstm_tensor_trecqa_short --threads 1`
+    then `verify` said "different" (exit 9): the reference's test tie share is 0 in every
+    resample, so its interval is [0, 0] with no Monte-Carlo error, and a run's 0 "at the
+    edge" was taken as undecidable. The reference itself, as if made on another CPU, is
+    consistent."""
+    from pairrepro.report.verify import CONSISTENT, verify_run
+
+    run = tmp_path / "runs" / "mv_lstm_tensor_trecqa_short" / "seed-1"
+    shutil.copytree(PROJECT / "results" / "mv_lstm_tensor_trecqa_short" / "seed-1", run)
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["cpu"]["capability"] != "AVX9"
+    manifest["cpu"] = {**manifest["cpu"], "capability": "AVX9"}
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    found = verify_run(run)
+    assert found.verdict == CONSISTENT, found.line()
+    assert "test.tie_share 0.0000 in [0.0000, 0.0000]" in found.checks["metrics"]
+
+
+def test_an_interval_without_monte_carlo_error_straddles_nothing() -> None:
+    """An endpoint with no Monte-Carlo error is exact: a value on it is inside whatever the
+    resampling seed, and only a value within MC error of an uncertain endpoint straddles."""
+    from pairrepro.stats import MC_Z, Interval
+
+    exact = Interval(value=0.0, low=0.0, high=0.0, confidence=0.95, resamples=2000, seeds=1,
+                     units=68)
+    assert exact.contains(0.0) and not exact.straddles(0.0)
+    loose = Interval(value=0.2, low=0.1, high=0.3, confidence=0.95, resamples=2000, seeds=1,
+                     units=68, low_se=0.001)
+    assert loose.straddles(0.1 + MC_Z * 0.001 / 2) and not loose.straddles(0.3)

@@ -15,6 +15,8 @@ elsewhere), except ``make help``.
 
 from __future__ import annotations
 
+import inspect
+import json
 import re
 import shlex
 import subprocess
@@ -234,3 +236,127 @@ def test_typed_times_say_where_they_were_measured() -> None:
         if times and not ("load" in block and re.search(r"machine|cores?\b", block)):
             unqualified.append(f"{times}: {' '.join(block.split())[:160]}")
     assert not unqualified, "typed times without machine and load:\n" + "\n".join(unqualified)
+
+
+def test_where_the_reference_runs_were_made_is_counted_not_typed() -> None:
+    """The README typed "made on 2 cores of an Intel Xeon": 10 of the committed manifests
+    name an AMD EPYC and the others no CPU at all. The paragraph now types no machine, and its
+    generated section counts what the manifests say (counted here from the JSON by hand)."""
+    from collections import Counter
+
+    from pairrepro.report.readme import SECTIONS
+
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    marker = "<!-- BEGIN generated: reference-environment -->"
+    assert marker in text
+    paragraph = text.split("**Hardware and software**", 1)[1].split(marker, 1)[0]
+    assert not re.search(r"Intel|Xeon|EPYC|AMD|\bcores?\b", paragraph), paragraph
+    manifests = [json.loads(p.read_text(encoding="utf-8"))
+                 for p in sorted((PROJECT / "results").glob("*/seed-*/manifest.json"))]
+    rendered = SECTIONS["reference-environment"](PROJECT / "results")
+    assert f"The {len(manifests)} reference runs" in rendered
+    models = Counter((m.get("cpu") or {}).get("model") for m in manifests)
+    for model, count in models.items():
+        shown = "not recorded (made before manifests recorded the CPU)" if model is None \
+            else f"{model}, torch capability "
+        assert re.search(re.escape(shown) + r"[^;]*\(" + str(count) + r"\)", rendered), (
+            model, count, rendered)
+    threads = Counter(m.get("cpu_threads") for m in manifests)
+    assert "- CPU threads: " + "; ".join(f"{t} ({n})" for t, n in threads.most_common()) \
+        in rendered
+
+
+def _paragraph(start: str) -> str:
+    """The README paragraph (typed text) that begins with ``start``."""
+    text = typed_readme()
+    return " ".join(text[text.index(start):].split("\n\n", 1)[0].split())
+
+
+def test_the_regression_checks_are_what_the_readme_says() -> None:
+    """The README said the short recipe must give its metrics "to 1e-6", a check the test
+    suite no longer made (bit-equal on the reference's kernels, else a band)."""
+    from test_regression import BM25_TOLERANCE, LOSS_RTOL, band_problems
+
+    said = _paragraph("Regression checks in the test suite")
+    def sci(x: float) -> str:  # 1e-09 -> 1e-9, as the README writes it
+        return f"{x:.0e}".replace("e-0", "e-")
+
+    assert f"to {sci(BM25_TOLERANCE)}" in said and f"relative {sci(LOSS_RTOL)}" in said
+    assert "bit for bit" in said and "one query's worth (1 / queries)" in said
+    history = [{"epoch": 1, "train_loss": 0.7}]
+    ref = {"train": {"map": 0.5, "num_queries": 20.0}}
+    inside = {"train": {"map": 0.5 + 1 / 20, "num_queries": 20.0}}
+    outside = {"train": {"map": 0.5 + 1 / 20 + 1e-9, "num_queries": 20.0}}
+    assert not band_problems(inside, history, ref, history)
+    assert band_problems(outside, history, ref, history)
+    assert band_problems(ref, [{"epoch": 1, "train_loss": 0.7 * (1 + 2 * LOSS_RTOL)}], ref,
+                         history)
+
+
+def _source(relative: str) -> str:
+    return (PROJECT / relative).read_text(encoding="utf-8")
+
+
+def test_numbers_the_readme_types_are_the_codes() -> None:
+    """Each figure the README types about the code (defaults, budgets, targets, thresholds) is
+    the value the code uses: (the README's words, the value found in the code)."""
+    from pairrepro.cli.preflight_cmds import preflight
+    from pairrepro.config import TrainSection
+
+    readme = " ".join(typed_readme().split())
+    budget = inspect.signature(preflight).parameters["budget"].default.default  # seconds
+    makefile = _source("Makefile")
+    protocol = _source("bench/protocol.py")
+    quoted = {
+        "five-minute check": budget == 5 * 60,
+        "`run_all.py`'s 60-second default": '"--budget", type=float, default=60.0'
+                                            in _source("bench/preflight/run_all.py"),
+        "`checkpoint_minutes` (default 10)": TrainSection().checkpoint_minutes == 10,
+        "ends with its 15 slowest tests (`--durations`)": "--durations=15" in makefile,
+        "≥ 50,000 pairs/s per CPU second": "TARGET_PAIRS_PER_S = 50_000"
+                                           in _source("bench/bench_preprocess.py"),
+        "engine/bare ≥ 0.90": "e / b >= 0.9 else" in _source("bench/bench_engine_overhead.py"),
+        "top-1,000 negatives, 60k questions × 60k answers": re.search(
+            r'"--size", type=int, default=60_000.*"--top-k", type=int, default=1000',
+            _source("bench/bench_negatives.py"), re.S) is not None,
+        "within the machine's cores (+0.5)": "LOAD_MARGIN = 0.5" in protocol,
+        "at most 10% of the bench's core": "MAX_OTHERS_ON_OUR_CORES = 0.10" in protocol,
+        "a bf16 step predicted over 5 s is not run": '"--bf16-cap", type=float, default=5.0'
+                                                      in protocol,
+    }
+    missing = [words for words in quoted if words not in readme]
+    assert not missing, f"the README no longer says {missing}: update this table"
+    wrong = [words for words, holds in quoted.items() if not holds]
+    assert not wrong, f"the README's figures differ from the code: {wrong}"
+
+
+def p_columns_without_holm(table: str) -> list[str]:
+    """The headers of a markdown table's p-value columns (cells like "+0.012 (p 0.043)") that
+    the next column does not adjust ("Holm p")."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("|")]
+    if len(rows) < 3:
+        return []
+    head, body = rows[0], rows[2:]
+    lonely = []
+    for k, name in enumerate(head):
+        tested = any(k < len(r) and re.search(r"\(p [<\d]", r[k]) for r in body)
+        if tested and (k + 1 >= len(head) or head[k + 1] != "Holm p"):
+            lonely.append(name)
+    return lonely
+
+
+def test_every_p_value_column_of_the_readme_has_its_holm_twin() -> None:
+    """Issue 25: where a table prints several tests, Holm-adjusted p-values stand beside the
+    raw ones, in every generated table of the README."""
+    assert p_columns_without_holm("| a | a vs b |\n|---|---|\n| x | +0.1 (p 0.04) |") == [
+        "a vs b"]
+    assert p_columns_without_holm(
+        "| a | a vs b | Holm p |\n|---|---|---|\n| x | +0.1 (p 0.04) | 0.08 |") == []
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    sections = GENERATED.findall(text)
+    tables = [t for s in sections for t in re.split(r"\n\s*\n", s)]
+    assert sum(bool(re.search(r"\(p [<\d]", t)) for t in tables) >= 7
+    lonely = {t.splitlines()[0][:60]: p_columns_without_holm(t) for t in tables
+              if p_columns_without_holm(t)}
+    assert not lonely, lonely

@@ -12,22 +12,29 @@ from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, info
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.io import write_text
-from pairrepro.runs import seed_folders
+from pairrepro.runs import RunFolder, seed_folders
 
 RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."
 
 
 def _seed_dirs(targets: list[Path]) -> list[Path]:
     """Seed folders named by ``targets``: a seed folder, a recipe folder, or a runs folder
-    (every recipe in it)."""
+    (every recipe in it, and in the runs folders one level down: the demo's runs/demo/)."""
     found: list[Path] = []
     for target in targets:
         if not target.is_dir():
             raise ConfigError(f"{target}: no such run folder",
                               hint="name runs/<recipe>/seed-<n>, runs/<recipe> or runs/")
-        folders = seed_folders(target) or [f for d in sorted(target.iterdir()) if d.is_dir()
-                                           for f in seed_folders(d)]
-        found += [f.path for f in folders]
+        found += [f.path for f in seed_folders(target) or _runs_folder_seeds(target)]
+    return found
+
+
+def _runs_folder_seeds(folder: Path, depth: int = 1) -> list[RunFolder]:
+    """The seed folders of every recipe in runs folder ``folder``; a sub-folder that is no
+    recipe's is taken as a runs folder itself, ``depth`` levels down."""
+    found: list[RunFolder] = []
+    for sub in sorted(d for d in folder.iterdir() if d.is_dir()):
+        found += seed_folders(sub) or (_runs_folder_seeds(sub, depth - 1) if depth else [])
     return found
 
 
@@ -59,7 +66,9 @@ def verify(
     """
     from pairrepro.report.verify import NO_REFERENCE, NOT_FINISHED, verify_run
 
-    dirs = _seed_dirs(runs or [paths.runs_dir()])
+    # no argument: the runs folder, which a fresh checkout does not have yet
+    targets = runs or [d for d in [paths.runs_dir()] if d.is_dir()]
+    dirs = _seed_dirs(targets)
     checked = [verify_run(d, results) for d in dirs]
     if STATE.json:
         emit_json([{"run": v.run, "reference": v.reference, "verdict": v.verdict,
@@ -75,9 +84,12 @@ def verify(
                                 hint="the checks above say what differs")
     if not any(v.ok for v in checked):
         raise NothingToRunError("no run to verify has a reference run in results/"
-                                if checked else f"no run folders in {', '.join(map(str, dirs))}",
-                                hint="reference runs: results/<recipe>/seed-<n> "
-                                     "(pairrepro results add RUN)")
+                                if checked else "no run folders in " + ", ".join(
+                                    map(str, runs or [paths.runs_dir()])),
+                                hint="train one first (pairrepro train RECIPE), or name run "
+                                     "folders: pairrepro verify runs/<recipe>/seed-<n>"
+                                if not checked else "reference runs: "
+                                "results/<recipe>/seed-<n> (pairrepro results add RUN)")
 
 
 def results_add(

@@ -122,6 +122,9 @@ class Cell:
     # (metrics.jsonl), beside the chosen epoch's
     last_epoch: float | None = None
     last_epoch_text: str = ""
+    # seed folders of the recipe that cannot be read: the number is over the others, so no
+    # test may treat it as the recipe's (orderings make no verdict on it)
+    damaged: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -311,6 +314,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         notes += [f"{len(pending)} more seed(s) running"] if pending else []
         notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
         notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
+        cell.damaged = damaged
         notes += [f"{len(own_variants)} variant run(s) left out: {', '.join(own_variants)}"
                   ] if own_variants else []
         cell.detail = "; ".join(notes)

@@ -19,11 +19,18 @@ from pydantic import Field
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.io import read_toml
 from pairrepro.report import evidence
-from pairrepro.report.cells import comparison_rows, p_text, recipe_config, split_variants
+from pairrepro.report.cells import (
+    DAMAGED,
+    comparison_rows,
+    p_text,
+    recipe_config,
+    split_variants,
+)
+from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
-from pairrepro.runs import RunInfo, find_runs
+from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
 
@@ -90,11 +97,21 @@ def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | N
 
 
 def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
-    """The finished reference runs of ``recipe`` itself (variants left out)."""
+    """The finished reference runs of ``recipe`` itself (variants left out). A seed folder
+    that cannot be read is a DamagedRunError naming it: leaving it out would give another
+    mean and another test under the same heading."""
     if recipe not in index.recipes:
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
                           hint=f"recipes/{recipe}.toml must exist")
-    runs, _ = split_variants(find_runs(results_dir, recipe), recipe_config(index, recipe))
+    found = find_runs(results_dir, recipe)
+    damaged = [run.problem or run.path for run in found if run.status == DAMAGED]
+    if damaged:
+        raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
+                              + "; ".join(damaged),
+                              hint="restore them as committed (git checkout -- results/), or "
+                                   "retrain and add them again (pairrepro results add RUN "
+                                   "--force)")
+    runs, _ = split_variants(found, recipe_config(index, recipe))
     return runs
 
 
@@ -123,6 +140,7 @@ class StepResult:
     seeds: list[int] = field(default_factory=list)
     chosen_epochs: list[int | None] = field(default_factory=list)
     values: list[StepValue] = field(default_factory=list)
+    one_model: bool = False  # one seed of a model that learns: no claim about the method
 
 
 @dataclass
@@ -187,6 +205,8 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
         if runs:
             result.seeds = [r.seed for r in runs]
             result.chosen_epochs = [r.chosen_epoch for r in runs]
+            model = str(runs[0].config.get("model", {}).get("name", ""))
+            result.one_model = len(runs) == 1 and needs_training(model) is not False
             units = [_units(runs, column) for column, _ in columns]
             result.values = [
                 _step_value(runs, found, None if before is None else before[k], column)
@@ -214,7 +234,8 @@ def ladder_markdown(result: LadderResult) -> str:
         else:
             cells.append(", ".join(f"{seed} ({epoch})"
                                    for seed, epoch in zip(step.seeds, step.chosen_epochs,
-                                                          strict=True)))
+                                                          strict=True))
+                         + (" †" if step.one_model else ""))
             for value in step.values:
                 cells += [value.text, value.versus,
                           "" if value.holm is None else p_text(value.holm).removeprefix("p ")]
@@ -239,7 +260,10 @@ def ladder_markdown(result: LadderResult) -> str:
               f"{TEST_CAP:,}; undecided at 0.05: p within the larger of {P_MARGIN:g} and "
               f"{MC_Z:g} MC s.e. of 0.05); Holm p: adjusted "
               f"by Holm's step-down method over the ladder's "
-              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."]
+              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."
+              + (" †: one trained model (one seed); its interval covers the test units only, "
+                 "not training randomness, so it and its tests speak of that model, not the "
+                 "method." if any(s.one_model for s in result.steps) else "")]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]

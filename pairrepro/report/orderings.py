@@ -94,10 +94,14 @@ def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
         published = parse_published(erow.row.values.get(column.key, ""))
         if published is None or not cell.runs:
             continue
-        try:
-            units, problem = evidence.run_units(cell.runs, column.metric), ""
-        except NoEvidenceError as exc:
-            units, problem = None, str(exc)
+        if cell.damaged:  # a test over the readable seeds alone is not the row's
+            units, problem = None, f"{len(cell.damaged)} seed(s) damaged: " + "; ".join(
+                cell.damaged)
+        else:
+            try:
+                units, problem = evidence.run_units(cell.runs, column.metric), ""
+            except NoEvidenceError as exc:
+                units, problem = None, str(exc)
         rows.append(_RowUnits(erow.row.printed_label, published, units, problem,
                               cell.one_model))
     return rows

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
@@ -98,6 +99,40 @@ def _runs(results: Path) -> str:
     return to_markdown(collect(results))
 
 
+def _environment(results: Path) -> str:
+    """Where the reference runs were made, counted from their manifests: device, torch
+    build, precision, determinism, threads and the CPU fingerprint (older manifests lack
+    some keys: counted as not recorded, never guessed)."""
+    from collections import Counter
+
+    from pairrepro.runs import all_runs
+
+    manifests = [run.manifest for run in all_runs(results) if run.status == "finished"]
+
+    def cpu(manifest: dict[str, Any]) -> str:
+        found = manifest.get("cpu")
+        if not isinstance(found, dict):
+            return "not recorded (made before manifests recorded the CPU)"
+        return (f"{found.get('model')}, torch capability {found.get('capability')}, ISA "
+                f"{' '.join(found.get('isa') or []) or 'none of note'}")
+
+    fields: dict[str, Callable[[dict[str, Any]], str]] = {
+        "device": lambda m: str(m.get("device", "not recorded")),
+        "torch": lambda m: str(m.get("torch", "not recorded")),
+        "precision": lambda m: str(m.get("precision", "not recorded")),
+        "deterministic": lambda m: {True: "yes", False: "no"}.get(m.get("deterministic"),
+                                                                 "not recorded"),
+        "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
+        "CPU": cpu,
+    }
+    lines = [f"The {len(manifests)} reference runs' manifests (`results/*/seed-*/"
+             "manifest.json`), value (runs):", ""]
+    for name, value in fields.items():
+        counts = Counter(value(m) for m in manifests).most_common()
+        lines.append(f"- {name}: " + "; ".join(f"{v} ({n})" for v, n in counts))
+    return "\n".join(lines) + "\n"
+
+
 def _bench(results: Path) -> str:
     """The model benchmark table: reference-marked bench records, not ``results/``."""
     from pairrepro.report.bench_records import bench_markdown
@@ -118,6 +153,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
     "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
+    "reference-environment": _environment,
     "runs": _runs,
     "preflight": _preflight,
     "benchmarks": _bench,

@@ -33,6 +33,7 @@ from pairrepro.runs import (
     check_name,
     config_differences,
     copy_compact,
+    put_back_aside,
     read_predictions,
     read_run,
 )
@@ -243,6 +244,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                           hint=f"pairrepro preflight {run.recipe} --threads 1 --out-dir "
                                "bench/preflight (every check must pass), then add the run")
     dest = RunFolder.of(results_dir, run.recipe, run.seed)
+    put_back_aside(dest)  # a reference an earlier, killed add left aside
     if dest.exists() and not force:
         raise ConfigError(f"{dest.path} already holds a reference run",
                           hint="pass --force to replace it")
