@@ -255,12 +255,13 @@ def test_where_the_reference_runs_were_made_is_counted_not_typed() -> None:
                  for p in sorted((PROJECT / "results").glob("*/seed-*/manifest.json"))]
     rendered = SECTIONS["reference-environment"](PROJECT / "results")
     assert f"The {len(manifests)} reference runs" in rendered
-    models = Counter((m.get("cpu") or {}).get("model") for m in manifests)
-    for model, count in models.items():
-        shown = "not recorded (made before manifests recorded the CPU)" if model is None \
-            else f"{model}, torch capability "
+    cpus = Counter(None if not m.get("cpu") else (m["cpu"]["model"], m["cpu"]["capability"])
+                   for m in manifests)
+    for cpu, count in cpus.items():
+        shown = "not recorded (made before manifests recorded the CPU)" if cpu is None \
+            else f"{cpu[0]}, torch capability {cpu[1]}, "
         assert re.search(re.escape(shown) + r"[^;]*\(" + str(count) + r"\)", rendered), (
-            model, count, rendered)
+            cpu, count, rendered)
     threads = Counter(m.get("cpu_threads") for m in manifests)
     assert "- CPU threads: " + "; ".join(f"{t} ({n})" for t, n in threads.most_common()) \
         in rendered
