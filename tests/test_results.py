@@ -550,3 +550,43 @@ def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
         expected = max(min(1.0, (m - j) * raw[ranks[j]]) for j in range(k + 1))
         assert tested[i].comparison_holm == pytest.approx(expected)
     assert m > 5 and "Holm p" in to_markdown(ev)
+
+
+def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, str]]:
+    """Every paired-test decision the README prints (the "vs" tables of Tables 6, 8 and 5 and
+    the gap ladders): significant at 0.05, not, or undecided, with resampling seed ``seed``;
+    and Table 5's cell verdicts."""
+    from pairrepro.report.ladders import available_ladders, evaluate_ladder
+
+    monkeypatch.setattr(evidence, "BOOTSTRAP_SEED", seed)
+    paper = load_paper("csran")
+
+    def decision(p: float | None, undecided: bool) -> str:
+        return "undecided" if undecided else "" if p is None else "p<0.05" if p < 0.05 \
+            else "p>=0.05"
+
+    found = []
+    for number, versus in ((6, "BM25, DEV/TEST numbers kept"), (8, "Original"),
+                           (5, "BM25, threshold fitted on train")):
+        ev = cl.compare_to(cl.evaluate_table(paper, paper.table(number), None,
+                                             load_recipe_index(), RESULTS), versus)
+        found += [(f"{number} {r.row.label} {c.column}",
+                   decision(c.comparison_p, c.comparison_undecided)
+                   + (f" {c.status}" if number == 5 else ""))
+                  for r in ev.rows for c in r.cells]
+    for name in available_ladders():
+        for step in evaluate_ladder(name, RESULTS).steps:
+            found += [(f"{name} {step.recipe} {v.metric}",
+                       decision(v.p_value, "undecided" in v.versus)) for v in step.values]
+    return found
+
+
+def test_test_decisions_do_not_depend_on_the_resampling_seed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: re-rendering with 10 resampling seeds prints the same verdict in every cell,
+    the paired tests' decisions and Table 5 included (Tables 6 and 8: the test above)."""
+    first = _test_decisions(monkeypatch, 0)
+    decided = [d for _, d in first if d.startswith("p")]
+    assert "p<0.05" in " ".join(decided) and "p>=0.05" in " ".join(decided)
+    for seed in range(1, 10):
+        assert _test_decisions(monkeypatch, seed) == first, seed
