@@ -358,6 +358,18 @@ def test_kernels_report_why_they_are_off(monkeypatch: pytest.MonkeyPatch) -> Non
         gridkernels._load.cache_clear()
 
 
+def test_no_compiler_leaves_the_eager_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(gridkernels.shutil, "which", lambda name: None)
+    gridkernels._load.cache_clear()
+    try:
+        assert gridkernels.status() == "eager torch (no C compiler (cc, gcc, clang or $CC) found)"
+        assert not gridkernels.usable(torch.zeros(1, 1, 1))
+    finally:
+        monkeypatch.undo()
+        gridkernels._load.cache_clear()
+
+
 def test_a_failing_compiler_leaves_the_eager_path(tmp_path: Path) -> None:
     fake = tmp_path / "cc"
     fake.write_text("#!/bin/sh\necho 'cc: no' >&2\nexit 1\n")
