@@ -45,6 +45,7 @@ from flops import (  # noqa: E402
 from grid_reference import reference_forward  # noqa: E402
 from protocol import Machine, add_common_arguments  # noqa: E402
 
+from pairrepro.models import gridkernels  # noqa: E402
 from pairrepro.models.base import ModelContext  # noqa: E402
 from pairrepro.models.registry import build_model  # noqa: E402
 
@@ -223,6 +224,8 @@ def main() -> None:
     best = yardsticks(run.machine, run.device)
     print(f"device {run.label}, batch {args.batch}, n=m={args.length}, forward+backward; "
           f"{best.describe()}", flush=True)
+    elementwise = gridkernels.status()  # built here, so no model's first step pays for it
+    print(f"elementwise cell work: {elementwise}", flush=True)
     results = []
     for key in args.models.split(","):
         results.append(bench_model(key, args, run.device, run.machine, best))
@@ -231,7 +234,7 @@ def main() -> None:
     if args.record:
         for r in results:
             del r["measured"]
-        run.record("bench_grid", args, best, results)
+        run.record("bench_grid", args, best, results, elementwise=elementwise)
 
 
 def print_result(r: dict[str, Any], length: int) -> None:

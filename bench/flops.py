@@ -309,7 +309,8 @@ def fresh_process_peak(setup: str, step: str, threads: int = 1,
     """
     code = "\n".join([
         "import os, sys, torch",
-        f"torch.set_num_threads({threads})",
+        "from pairrepro.train.device import set_threads",
+        f"set_threads({threads})",  # as a training run: freed memory kept
         f"sys.path.insert(0, {str(ROOT / 'bench')!r})",
         "def vm(key):",
         "    for line in open('/proc/self/status'):",

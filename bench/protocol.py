@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from pairrepro.train.device import cpu_flags, cpu_model
+from pairrepro.train.device import cpu_flags, cpu_model, set_threads
 
 # ISA flags that decide the GEMM rates: printed with the machine
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",
@@ -206,10 +206,11 @@ class LoadMonitor:
 
 
 def pin(threads: int, sample_s: float = 0.3) -> list[int]:
-    """Set torch's threads; a one-thread bench is pinned to the least busy core (sampled
-    over ``sample_s``), so it keeps one core and the scheduler moves others off it. Returns
-    the cores the process may run on."""
-    torch.set_num_threads(threads)
+    """Set up the process as a training run does (``set_threads``: torch's threads, freed
+    memory kept); a one-thread bench is pinned to the least busy core (sampled over
+    ``sample_s``), so it keeps one core and the scheduler moves others off it. Returns the
+    cores the process may run on."""
+    set_threads(threads)
     if threads == 1 and hasattr(os, "sched_setaffinity"):
         before = cpu_jiffies()
         time.sleep(sample_s)

@@ -7,9 +7,11 @@ engine runs them together, the reference one pair at a time without padding.
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -17,6 +19,7 @@ from grid_reference import reference_forward, reference_grid
 from synth_prepared import write_synthetic
 
 from pairrepro import paths
+from pairrepro.models import gridkernels
 from pairrepro.models.base import ModelContext
 from pairrepro.models.grid import (
     _Regroup,
@@ -36,6 +39,11 @@ LEFT_LENGTHS = [4, 1, 5, 3]
 RIGHT_LENGTHS = [3, 4, 1, 5]
 
 
+needs_kernels = pytest.mark.skipif(
+    gridkernels.status().startswith("eager"),
+    reason=f"the grid kernels are not built here: {gridkernels.status()}")
+
+
 def _ragged(lengths: list[int], pad_to: int, vocab: int, gen: torch.Generator
             ) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.zeros(len(lengths), pad_to, dtype=torch.long)
@@ -44,10 +52,14 @@ def _ragged(lengths: list[int], pad_to: int, vocab: int, gen: torch.Generator
     return ids, ids != 0
 
 
-def _compare(name: str, hparams: dict[str, object], num_outputs: int = 3) -> None:
+def _compare(name: str, hparams: dict[str, object], num_outputs: int = 3,
+             dtype: torch.dtype = torch.float64) -> None:
+    """The engine in ``dtype`` against the reference in float64, outputs and gradients within
+    1e-5 (float32 runs the fused kernels of gridkernels.c where they build)."""
     torch.manual_seed(0)
     ctx = ModelContext(vocab_size=15, embed_dim=5, num_outputs=num_outputs)
-    model = build_model(name, ctx, hparams).double().eval()
+    model = build_model(name, ctx, hparams).to(dtype).eval()
+    truth = copy.deepcopy(model).double()
     gen = torch.Generator().manual_seed(1)
     left, lm = _ragged(LEFT_LENGTHS, 6, 15, gen)
     right, rm = _ragged(RIGHT_LENGTHS, 7, 15, gen)
@@ -57,20 +69,20 @@ def _compare(name: str, hparams: dict[str, object], num_outputs: int = 3) -> Non
     out = model(left, lm, right, rm)
     weights = torch.randn(grid.shape, generator=gen, dtype=torch.float64)
     out_weights = torch.randn(out.shape, generator=gen, dtype=torch.float64)
-    loss = (grid * weights).sum() + (out * out_weights).sum()
+    loss = (grid.double() * weights).sum() + (out.double() * out_weights).sum()
     grads = torch.autograd.grad(loss, params)
 
     ref_loss = torch.zeros((), dtype=torch.float64)
     for b, (n, m) in enumerate(zip(LEFT_LENGTHS, RIGHT_LENGTHS, strict=True)):
         lb, rb = left[b: b + 1, :n], right[b: b + 1, :m]
-        ref_grid = reference_grid(model, lb, rb)
-        ref_out = reference_forward(model, lb, rb)
+        ref_grid = reference_grid(truth, lb, rb)
+        ref_out = reference_forward(truth, lb, rb)
         assert (grid[b, :n, :m] - ref_grid[0]).abs().max().item() <= 1e-5
         assert (out[b] - ref_out[0]).abs().max().item() <= 1e-5
         assert grid[b, n:].abs().sum() == 0 and grid[b, :, m:].abs().sum() == 0
         ref_loss = ref_loss + (ref_grid[0] * weights[b, :n, :m]).sum()
         ref_loss = ref_loss + (ref_out[0] * out_weights[b]).sum()
-    ref_grads = torch.autograd.grad(ref_loss, params)
+    ref_grads = torch.autograd.grad(ref_loss, [p for p in truth.parameters() if p.requires_grad])
     for p_engine, p_ref in zip(grads, ref_grads, strict=True):
         assert (p_engine - p_ref).abs().max().item() <= 1e-5
     assert max(g.abs().max().item() for g in grads) > 0  # gradients actually flow
@@ -97,6 +109,62 @@ def test_checkpointing_changes_nothing() -> None:
 @pytest.mark.parametrize("memory,pooling", [(2, "last"), (9, "max")])
 def test_dflstm_engine_equals_reference(memory: int, pooling: str) -> None:
     _compare("df_lstm", {"hidden": 4, "memory": memory, "layers": 2, "pooling": pooling})
+
+
+@pytest.mark.parametrize("name,hparams", [
+    ("tc_lstm", {"hidden": 4, "directions": 4, "layers": 2, "pool_p": 2, "pool_q": 2,
+                 "fc_hidden": 3}),
+    ("df_lstm", {"hidden": 4, "memory": 2, "layers": 2}),
+    ("df_lstm", {"hidden": 4, "memory": 9, "layers": 2, "pooling": "max"}),
+])
+@pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "eager"])
+def test_float32_engine_equals_reference(name: str, hparams: dict[str, object],
+                                         kernels: bool) -> None:
+    # float32 is what trains: the fused kernels of gridkernels.c where they build, and the
+    # eager path that runs where they do not ($PAIRREPRO_GRID_KERNELS=0, no compiler)
+    if kernels and gridkernels.status().startswith("eager"):
+        pytest.skip(f"the grid kernels are not built here: {gridkernels.status()}")
+    with mock.patch.object(gridkernels, "usable", gridkernels.usable if kernels
+                           else lambda *tensors: False):
+        _compare(name, hparams, dtype=torch.float32)
+
+
+def _autocast_step(model: torch.nn.Module, kernels: bool, dtype: torch.dtype | None
+                   ) -> list[torch.Tensor]:
+    """Outputs and parameter gradients of one step on ragged pairs (under ``dtype``
+    autocast; None: float32)."""
+    gen = torch.Generator().manual_seed(1)
+    left, lm = _ragged(LEFT_LENGTHS, 6, 15, gen)
+    right, rm = _ragged(RIGHT_LENGTHS, 7, 15, gen)
+    params = [p for p in model.parameters() if p.requires_grad]
+    with mock.patch.object(gridkernels, "usable", gridkernels.usable if kernels
+                           else lambda *tensors: False):
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            out = model(left, lm, right, rm).float()
+        grads = torch.autograd.grad((out * torch.randn(out.shape, generator=gen)).sum(), params)
+    return [out, *grads]
+
+
+@pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "eager"])
+@pytest.mark.parametrize("name,hparams", [
+    ("tc_lstm", {"hidden": 8, "directions": 4, "layers": 2, "pool_p": 2, "pool_q": 2,
+                 "fc_hidden": 3}),
+    ("df_lstm", {"hidden": 8, "memory": 3, "layers": 2}),
+])
+def test_bf16_engine_follows_float32(name: str, hparams: dict[str, object], kernels: bool
+                                     ) -> None:
+    # bf16 operands, float32 cells, attention weights and accumulators: each output and
+    # gradient within 1-2% (in norm) of float32's, and within 15% the attention's tiny ones
+    # (v, w_read: 1e-7 against 0.4, differences of near-equal slots), which bf16 attention
+    # weights or scores put off by 10-100%
+    if kernels and gridkernels.status().startswith("eager"):
+        pytest.skip(f"the grid kernels are not built here: {gridkernels.status()}")
+    torch.manual_seed(0)
+    model = build_model(name, ModelContext(vocab_size=15, embed_dim=5, num_outputs=3), hparams)
+    wide = _autocast_step(model, kernels, None)
+    for got, want in zip(_autocast_step(model, kernels, torch.bfloat16), wide, strict=True):
+        assert want.norm() > 0
+        assert (got - want).norm() <= 0.15 * want.norm()
 
 
 class _SumCell:
@@ -227,6 +295,87 @@ def test_lstm_helpers_match_autograd(forgets: int) -> None:
     torch.testing.assert_close(d_gates, grads[0])
     for got, ref in zip(d_prev, grads[1:], strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def _lstm_case(dtype: torch.dtype, forgets: int) -> tuple[torch.Tensor, list, list]:  # type: ignore[type-arg]
+    """Gates, neighbour cells (partial ranges, as at a border) and backward inputs; rows of
+    17 values, so the last vector of a row is a partial one."""
+    gen = torch.Generator().manual_seed(forgets)
+    rows, batch, d = 4, 3, 17
+    pre = (torch.randn(rows, batch, (3 + forgets) * d, generator=gen) * 3).to(dtype)
+    prev = [(row, torch.randn(k, batch, d, generator=gen)) for row, k in [(1, 3), (0, 4)][:forgets]]
+    back = [torch.randn(rows, batch, d, generator=gen), torch.randn(rows, batch, d, generator=gen)
+            .to(dtype), torch.randn(rows, batch, d, generator=gen)]  # dh, dh (gates' dtype), dc
+    return pre, prev, back
+
+
+def _run_lstm(pre: torch.Tensor, prev: list, back: list, fused: bool) -> list[torch.Tensor]:  # type: ignore[type-arg]
+    rows, batch, d = back[0].shape
+    gates, c, tanh_c = pre.clone(), torch.empty(rows, batch, d), torch.empty(rows, batch, d)
+    h, h2 = (torch.empty(rows, batch, d, dtype=pre.dtype) for _ in "hh")
+    d_gates = torch.full_like(gates, float("nan"))  # every entry must be written
+    d_prev = [torch.zeros_like(x) for _, x in prev]
+    dc = back[2].clone()
+    fits = gridkernels.fits_lstm
+    with mock.patch.object(gridkernels, "fits_lstm", lambda *a: fused and fits(*a)):
+        lstm_forward(gates, prev, c, tanh_c, h, h2)
+        lstm_backward(gates, prev, tanh_c, back[:2], dc, d_gates, d_prev)
+    assert torch.equal(h, h2)
+    return [gates, c, tanh_c, h, dc, d_gates, *d_prev]
+
+
+@needs_kernels
+@pytest.mark.parametrize("forgets", [0, 1, 2])
+def test_lstm_kernels_equal_the_eager_update(forgets: int) -> None:
+    pre, prev, back = _lstm_case(torch.float32, forgets)
+    for got, want in zip(_run_lstm(pre, prev, back, True), _run_lstm(pre, prev, back, False),
+                         strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=2e-6)
+
+
+@needs_kernels
+@pytest.mark.parametrize("forgets", [1, 2])
+def test_bf16_lstm_kernels_round_the_float32_update(forgets: int) -> None:
+    # bf16 operands, float32 arithmetic and cells: the float32 kernel on the same (bf16)
+    # values, its bf16 outputs rounded once
+    pre, prev, back = _lstm_case(torch.bfloat16, forgets)
+    wide = [pre.float(), prev, [back[0], back[1].float(), back[2]]]
+    got, want = _run_lstm(pre, prev, back, True), _run_lstm(*wide, True)
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        # c and tanh(c) before any rounding; the rest after the bf16 activations and outputs
+        tol = 1e-6 if k in (1, 2) else 2e-2
+        torch.testing.assert_close(a.float(), b, rtol=tol, atol=tol)
+
+
+def test_kernels_report_why_they_are_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gridkernels.ENV, "0")
+    gridkernels._load.cache_clear()
+    try:
+        assert gridkernels.status() == f"eager torch (off (${gridkernels.ENV}=0))"
+        assert not gridkernels.usable(torch.zeros(1, 1, 1))
+    finally:
+        monkeypatch.delenv(gridkernels.ENV)
+        gridkernels._load.cache_clear()
+
+
+def test_no_compiler_leaves_the_eager_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(gridkernels.shutil, "which", lambda name: None)
+    gridkernels._load.cache_clear()
+    try:
+        assert gridkernels.status() == "eager torch (no C compiler (cc, gcc, clang or $CC) found)"
+        assert not gridkernels.usable(torch.zeros(1, 1, 1))
+    finally:
+        monkeypatch.undo()
+        gridkernels._load.cache_clear()
+
+
+def test_a_failing_compiler_leaves_the_eager_path(tmp_path: Path) -> None:
+    fake = tmp_path / "cc"
+    fake.write_text("#!/bin/sh\necho 'cc: no' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    built, why = gridkernels._build(str(fake), tmp_path / "kernels")
+    assert built is None and "could not build" in why
 
 
 @pytest.mark.parametrize("name,hparams", [

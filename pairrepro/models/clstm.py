@@ -28,11 +28,13 @@ from pairrepro.models.grid import (
     Diagonals,
     GridPairModel,
     State,
+    accumulate_mm,
     compute_dtype,
     dynamic_pool,
     lstm_backward,
     lstm_forward,
     run_grid_directions,
+    state_dtype,
 )
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.models.registry import register_model
@@ -46,6 +48,10 @@ class _TCSweep(torch.autograd.Function):
     the previous diagonal's ``h``) and the gate update of :func:`lstm_forward`; the backward
     pass runs :func:`lstm_backward` and one product ``d gates → d z``, and accumulates the
     weight gradient. Tensors are kept per diagonal (see :mod:`pairrepro.models.grid`).
+
+    Precision: the matrix-product operands (``z``, the gates, ``h``) are in the inputs'
+    dtype (bf16 under autocast); the memory cells, their gradients and the weight gradients
+    stay float32 (``weight`` and ``bias`` come as the float32 parameters and are cast here).
     """
 
     @staticmethod
@@ -63,7 +69,9 @@ class _TCSweep(torch.autograd.Function):
         saved: list[list[torch.Tensor]] = [[], [], [], []]  # gates, c, tanh c, z per diagonal
         with torch.autocast(like.device.type, enabled=False):
             cols_rev = None if cols is None else cols.flip(0)
-            w_t = weight.t()
+            w_t = weight.to(like.dtype).t()
+            b = None if bias is None else bias.to(like.dtype)
+            state = state_dtype(like.dtype)
             for t in range(diags.steps):
                 cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
                 z = like.new_empty(n, batch, width)
@@ -73,12 +81,13 @@ class _TCSweep(torch.autograd.Function):
                                 z[..., width - 2 * d :])
                 if rows is not None and cols_rev is not None:
                     first_col = diags.m - 1 - t + lo  # column t - lo, reversed
-                    gates = torch.add(rows[lo : lo + n], cols_rev[first_col : first_col + n])
-                    flat = gates.view(-1, 5 * d)
-                    torch.addmm(flat, z.view(-1, width), w_t, out=flat)  # counted; addmm_ is not
+                    inp = torch.add(rows[lo : lo + n], cols_rev[first_col : first_col + n])
+                    # not in place: addmm(out=its input) ran at a tenth of the rate in bf16
+                    gates = torch.addmm(inp.view(-1, 5 * d), z.view(-1, width), w_t).view(
+                        n, batch, 5 * d)
                 else:
-                    gates = torch.addmm(bias, z.view(-1, width), w_t).view(n, batch, 5 * d)
-                c, tanh_c = like.new_empty(n, batch, d), like.new_empty(n, batch, d)
+                    gates = torch.addmm(b, z.view(-1, width), w_t).view(n, batch, 5 * d)
+                c, tanh_c = (like.new_empty(n, batch, d, dtype=state) for _ in "ct")
                 lstm_forward(gates, _neighbour_cells(diags, t, saved[1]), c, tanh_c, h[cells])
                 for store, x in zip(saved, (gates, c, tanh_c, z), strict=True):
                     store.append(x)
@@ -94,7 +103,10 @@ class _TCSweep(torch.autograd.Function):
         steps = diags.steps
         gates, c, tanh_c, z = (flat[k * steps : (k + 1) * steps] for k in range(4))
         d, width = weight.size(0) // 5, weight.size(1)
-        dh = [torch.zeros_like(x) for x in c]  # from the next diagonal, then dh_out's added
+        dtype = gates[0].dtype
+        w = weight.to(dtype)
+        dh_out = dh_out.to(dtype).contiguous()
+        dh = [torch.zeros_like(x) for x in c]  # float32, from the next diagonal
         dc = [torch.zeros_like(x) for x in c]
         d_weight = torch.zeros_like(weight)
         d_bias = weight.new_zeros(5 * d) if ctx.has_bias else None
@@ -103,28 +115,29 @@ class _TCSweep(torch.autograd.Function):
             d_rows = weight.new_zeros(diags.n, dh_out.size(1), 5 * d)
             d_cols = weight.new_zeros(diags.m, dh_out.size(1), 5 * d)  # reversed, as cols_rev
         elif ctx.needs_input_grad[2]:
-            d_feats = weight.new_empty(diags.cells, dh_out.size(1), width - 2 * d)
+            d_feats = dh_out.new_empty(diags.cells, dh_out.size(1), width - 2 * d)
         for t in reversed(range(steps)):
             cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
             d_gates = torch.empty_like(gates[t])
             lstm_backward(gates[t], _neighbour_cells(diags, t, c), tanh_c[t],
-                          dh[t].add_(dh_out[cells]), dc[t], d_gates,
+                          [dh[t], dh_out[cells]], dc[t], d_gates,
                           _neighbour_cells(diags, t, dc, grad=True))
             flat_gates = d_gates.view(-1, 5 * d)
-            torch.addmm(d_weight, flat_gates.t(), z[t].view(-1, width), out=d_weight)
+            accumulate_mm(d_weight, flat_gates.t(), z[t].view(-1, width))
             if d_bias is not None:
-                d_bias.add_(flat_gates.sum(0))
+                d_bias.add_(flat_gates.sum(0, dtype=d_bias.dtype))
             if d_rows is not None and d_cols is not None:
                 first_col = diags.m - 1 - t + lo
                 d_rows[lo : lo + n].add_(d_gates)
                 d_cols[first_col : first_col + n].add_(d_gates)
-            dz = flat_gates.mm(weight).view(n, -1, width)
+            dz = flat_gates.mm(w).view(n, -1, width)
             if d_feats is not None:
                 d_feats[cells].copy_(dz[..., : width - 2 * d])
             if t:
                 _neighbour_rows(diags, t, dh[t - 1], dz[..., width - 2 * d :], grad=True)
-        return (d_rows, None if d_cols is None else d_cols.flip(0), d_feats, d_weight, d_bias,
-                None)
+        return (None if d_rows is None else d_rows.to(dtype),
+                None if d_cols is None else d_cols.flip(0).to(dtype), d_feats, d_weight,
+                d_bias, None)
 
 
 def _neighbour_rows(diags: Diagonals, t: int, h: torch.Tensor, z: torch.Tensor,
@@ -193,11 +206,11 @@ class TCCell(nn.Module):
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The whole sweep as one :class:`_TCSweep` (see :class:`FusedGridCell`)."""
         if self.first:
-            rows, cols, weight = compute_dtype(inputs["rows"], inputs["cols"], self.u.weight)
-            return [_TCSweep.apply(rows, cols, None, weight, None, diags)]
-        feats, weight, bias = compute_dtype(
-            inputs["feats"], torch.cat([self.w_g.weight, self.u.weight], dim=1), self.u.bias)
-        return [_TCSweep.apply(None, None, feats, weight, bias, diags)]
+            rows, cols = compute_dtype(inputs["rows"], inputs["cols"])
+            return [_TCSweep.apply(rows, cols, None, self.u.weight, None, diags)]
+        (feats,) = compute_dtype(inputs["feats"])
+        weight = torch.cat([self.w_g.weight, self.u.weight], dim=1)
+        return [_TCSweep.apply(None, None, feats, weight, self.u.bias, diags)]
 
     def output(self, states: list[torch.Tensor]) -> torch.Tensor:
         return states[0]

@@ -19,21 +19,25 @@ place of ``x_i``, LSTM_y ``h^y`` in place of ``y_j``. Output (B2): the last real
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pairrepro.models import gridkernels
 from pairrepro.models.base import ModelContext
 from pairrepro.models.grid import (
     Diagonals,
     GridPairModel,
+    accumulate_mm,
     compute_dtype,
     grid_mask,
     lstm_backward,
     lstm_forward,
     run_grid_directions,
+    state_dtype,
 )
 from pairrepro.models.layers import NEG_INF, WordEmbedding, masked_max
 from pairrepro.models.registry import register_model
@@ -70,7 +74,7 @@ class _Memories:
         self.stride = memory + inner + 1 if side == 0 else memory + inner - 1
         reach = torch.arange(max(diags.n, diags.m), device=like.device).unsqueeze(1) + \
             torch.arange(memory, device=like.device)  # slot k of position p: p - K + k >= 0
-        bias = torch.where(reach >= memory, 0.0, NEG_INF).to(like.dtype).unsqueeze(-1)
+        bias = torch.where(reach >= memory, 0.0, NEG_INF).to(state_dtype(like.dtype)).unsqueeze(-1)
         self.bias = bias if side == 0 else bias.flip(0)  # y: positions j fall along a diagonal
 
     def new(self, like: torch.Tensor) -> torch.Tensor:
@@ -114,11 +118,14 @@ class _DFSweep(torch.autograd.Function):
     """A whole DF-LSTM layer (eqs. 6-17) with a hand-written backward pass.
 
     Per diagonal and side: the query ``W_read r_prev + z`` (one product), the attention read
-    over the :class:`_Memories` window (``v·tanh(k + q)`` computed as ``2 v·σ(2k + 2q)``, its
-    constant ``Σv`` dropped as the softmax ignores it; one product with ``v``, a masked
-    softmax, the weighted sum), then for both sides the gates from ``H = [r^x; r^y]`` (one product
-    each), :func:`lstm_forward`, and the state's attention key ``W_mem h`` (one product).
-    The backward pass mirrors it diagonal by diagonal in reverse.
+    over the :class:`_Memories` window (:func:`_attend`), then for both sides the gates from
+    ``H = [r^x; r^y]`` (one product each), :func:`lstm_forward`, and the state's attention key
+    ``W_mem h`` (one product). The backward pass mirrors it diagonal by diagonal in reverse.
+
+    Precision: the matrix-product operands (inputs, queries, ``H``, gates, ``h``, the memory
+    stores) are in the inputs' dtype (bf16 under autocast); the memory cells, the attention
+    weights and every gradient accumulated over diagonals stay float32 (the weights come as
+    the float32 parameters and are cast here).
     """
 
     @staticmethod
@@ -129,14 +136,15 @@ class _DFSweep(torch.autograd.Function):
         input, bias included) for a first layer, else ``feats`` ``[n·m, B, 2d]``;
         ``weights``: per side (x then y) ``w_in``, ``b_in`` (``[b; 0]``), ``u``, ``w_read``,
         ``w_mem``, ``v``. Returns ``[h^x; h^y]`` ``[n·m, B, 2d]``."""
-        sides = (weights[:6], weights[6:])
-        d = sides[0][2].size(1) // 2
         like = rows if feats is None else feats
         assert like is not None
-        batch = like.size(1)
+        sides = _cast_sides(weights, like.dtype)
+        d, batch = sides[0][2].size(1) // 2, like.size(1)
         mems = [_Memories(diags, memory, side, like, batch, d) for side in (0, 1)]
         h = like.new_empty(diags.cells, batch, 2 * d)
         stores = [mems[side].new(like) for side in (0, 1) for _ in range(2)]  # h^x p^x h^y p^y
+        # decided once: the backward pass must take the path the forward pass took
+        fused = gridkernels.fits_attention(stores, like[:1, :, :d], memory)
         saved: list[list[torch.Tensor]] = []
         with torch.autocast(like.device.type, enabled=False):
             cols_rev = None if cols is None else cols.flip(0)
@@ -153,38 +161,35 @@ class _DFSweep(torch.autograd.Function):
                         inputs.append((rows if side == 0 else cols_rev)[first : first + n])
                 big_h = like.new_empty(n, batch, 2 * d)
                 step: list[torch.Tensor] = [big_h]
-                for side, (_, _, _, w_read, _, v) in enumerate(sides):
+                for side, (_, _, _, w_read, _, _) in enumerate(sides):
                     q = inputs[side][..., 4 * d :].clone(memory_format=torch.contiguous_format)
                     dst, src, k = _neighbour(diags, t, side)
                     if t and k:  # r_prev: r of the neighbour the side reads
                         rows_q = q[dst : dst + k].view(-1, d)
                         r_prev = saved[t - 1][0][src : src + k]
-                        torch.addmm(rows_q, r_prev[..., side * d : (side + 1) * d].reshape(-1, d),
-                                    w_read.t(), out=rows_q)
-                    mem = mems[side]
-                    # v·tanh(k + q) = 2 v·σ(2k + 2q) − Σv, and softmax ignores the constant:
-                    # keys are stored doubled, e = σ(2k + 2q) (two passes instead of five)
-                    e = torch.add(mem.window(stores[2 * side + 1], t), q.unsqueeze(1), alpha=2)
-                    scores = torch.mm(e.sigmoid_().view(-1, d), v.t()).mul_(2).view(
-                        n, memory, batch)
-                    attn = torch.softmax(scores.add_(mem.mask(t)), dim=1)
-                    torch.sum(attn.unsqueeze(-1) * mem.window(stores[2 * side], t), dim=1,
-                              out=big_h[..., side * d : (side + 1) * d])
-                    step += [e, attn]
+                        # not in place: addmm(out=its input) ran at a tenth of the rate in bf16
+                        rows_q.copy_(torch.addmm(
+                            rows_q, r_prev[..., side * d : (side + 1) * d].reshape(-1, d),
+                            w_read.t()))
+                    attn = _attend(mems[side], stores[2 * side : 2 * side + 2], t, q,
+                                   weights[6 * side + 5], big_h[..., side * d : (side + 1) * d],
+                                   fused)
+                    step += [q, attn]
                 for side, (_, _, u, _, w_mem, _) in enumerate(sides):
                     gates = torch.addmm(inputs[side][..., : 4 * d].reshape(-1, 4 * d),
                                         big_h.view(-1, 2 * d), u.t()).view(n, batch, 4 * d)
-                    c, tanh_c = like.new_empty(n, batch, d), like.new_empty(n, batch, d)
+                    c, tanh_c = (like.new_empty(n, batch, d, dtype=mems[0].bias.dtype)
+                                 for _ in "ct")
                     dst, src, k = _neighbour(diags, t, side)
                     prev = [(dst, saved[t - 1][6 + 3 * side][src : src + k])] if t and k else []
                     h_side = h[cells][..., side * d : (side + 1) * d]
-                    lstm_forward(gates, prev, c, tanh_c, h_side)
-                    mems[side].slot(stores[2 * side], t).copy_(h_side)
-                    key = torch.mm(h_side.reshape(-1, d), w_mem.t()).mul_(2)  # doubled, see e
+                    lstm_forward(gates, prev, c, tanh_c, h_side,
+                                 mems[side].slot(stores[2 * side], t))
+                    key = torch.mm(h_side.reshape(-1, d), w_mem.t())  # doubled: see _attend
                     mems[side].slot(stores[2 * side + 1], t).copy_(key.view(n, batch, d))
                     step += [gates, c, tanh_c]
                 saved.append(step)
-        ctx.diags, ctx.memory, ctx.first = diags, memory, feats is None
+        ctx.diags, ctx.memory, ctx.first, ctx.fused = diags, memory, feats is None, fused
         ctx.save_for_backward(h, *(feats,) if feats is not None else (), *stores,
                               *weights, *itertools.chain(*saved))
         return h
@@ -197,33 +202,34 @@ class _DFSweep(torch.autograd.Function):
         feats = None if ctx.first else rest.pop(0)
         stores, weights, flat = rest[:4], rest[4:16], rest[16:]
         saved = [flat[t * 11 : (t + 1) * 11] for t in range(steps)]
-        sides = (weights[:6], weights[6:])
+        dtype = h.dtype
+        sides = _cast_sides(weights, dtype)
         d, batch = sides[0][2].size(1) // 2, h.size(1)
         mems = [_Memories(diags, memory, side, h, batch, d) for side in (0, 1)]
+        state = mems[0].bias.dtype
+        dh_out = dh_out.to(dtype).contiguous()
         grads = [torch.zeros_like(w) for w in weights]  # per side: w_in b_in u w_read w_mem v
-        d_stores = [torch.zeros_like(s) for s in stores]
+        slots = _SlotGradients(mems, stores, [weights[5], weights[11]], ctx.fused, state)
         d_c = [[torch.zeros_like(saved[t][6 + 3 * side]) for side in (0, 1)]
                for t in range(steps)]
-        d_r = [torch.zeros_like(saved[t][0]) for t in range(steps)]  # reaching r_prev
+        d_r = [torch.zeros_like(saved[t][0], dtype=state) for t in range(steps)]  # r_prev's
         d_rows = d_cols = d_feats = None
         if feats is None:
-            d_rows = h.new_zeros(diags.n, batch, 5 * d)
-            d_cols = h.new_zeros(diags.m, batch, 5 * d)  # reversed, as cols_rev
+            d_rows = h.new_zeros(diags.n, batch, 5 * d, dtype=state)
+            d_cols = h.new_zeros(diags.m, batch, 5 * d, dtype=state)  # reversed, as cols_rev
         else:
             d_feats = torch.empty_like(feats)
-        v4 = [side[5].view(-1) * 4 for side in sides]
         for t in reversed(range(steps)):
             cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
             big_h, *step = saved[t]
             d_in = [h.new_empty(n, batch, 5 * d) for _ in (0, 1)]  # [d gates | d z] per side
-            for side, (_, _, _, _, w_mem, _) in enumerate(sides):
-                mem, g_wm = mems[side], grads[6 * side + 4]
-                dh = torch.add(dh_out[cells][..., side * d : (side + 1) * d],
-                               mem.slot(d_stores[2 * side], t))
-                d_key = mem.slot(d_stores[2 * side + 1], t).reshape(-1, d)  # a copy
-                h_side = h[cells][..., side * d : (side + 1) * d].reshape(-1, d)
-                torch.addmm(dh.view(-1, d), d_key, w_mem, out=dh.view(-1, d))
-                torch.addmm(g_wm, d_key.t(), h_side, out=g_wm)
+            for side in (0, 1):
+                w_mem = weights[6 * side + 4].to(dtype)  # the key's, not the doubled store's
+                d_value, d_key = slots.of_slots(side, t)
+                h_side = h[cells][..., side * d : (side + 1) * d]
+                accumulate_mm(grads[6 * side + 4], d_key.t(), h_side.reshape(-1, d))
+                dh = [d_value, dh_out[cells][..., side * d : (side + 1) * d],
+                      torch.mm(d_key, w_mem).view(n, batch, d)]
                 gates, _, tanh_c = step[4 + 3 * side : 7 + 3 * side]
                 dst, src, k = _neighbour(diags, t, side)
                 prev, d_prev = [], []
@@ -233,49 +239,158 @@ class _DFSweep(torch.autograd.Function):
                 lstm_backward(gates, prev, tanh_c, dh, d_c[t][side], d_in[side][..., : 4 * d],
                               d_prev)
             d_h = torch.mm(d_in[0][..., : 4 * d].reshape(-1, 4 * d), sides[0][2])
-            torch.addmm(d_h, d_in[1][..., : 4 * d].reshape(-1, 4 * d), sides[1][2], out=d_h)
-            d_h = d_h.view(n, batch, 2 * d).add_(d_r[t])
-            for side, (_, _, _, w_read, _, _) in enumerate(sides):
-                g_u, g_wr, g_v = grads[6 * side + 2], grads[6 * side + 3], grads[6 * side + 5]
-                torch.addmm(g_u, d_in[side][..., : 4 * d].reshape(-1, 4 * d).t(),
-                            big_h.view(-1, 2 * d), out=g_u)
-                mem, (e, attn) = mems[side], step[2 * side : 2 * side + 2]
-                dr = d_h[..., side * d : (side + 1) * d].unsqueeze(1)
-                d_attn = (mem.window(stores[2 * side], t) * dr).sum(-1)
-                mem.window(d_stores[2 * side], t).addcmul_(attn.unsqueeze(-1), dr)
-                d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
-                # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
-                torch.addmm(g_v, d_scores.view(1, -1), e.view(-1, d), alpha=2, out=g_v)
-                # d(k + q) = 4 v e (1 − e) d_scores, elementwise (an outer product written as
-                # a matrix product runs at a few GFLOP/s)
-                d_e = torch.addcmul(e, e, e, value=-1).mul_(v4[side]).mul_(
-                    d_scores.unsqueeze(-1))
-                mem.window(d_stores[2 * side + 1], t).add_(d_e)
+            d_h = torch.addmm(d_h, d_in[1][..., : 4 * d].reshape(-1, 4 * d), sides[1][2])
+            d_h = d_h.view(n, batch, 2 * d)
+            for side, (w_in, _, _, w_read, _, _) in enumerate(sides):
+                part = slice(side * d, (side + 1) * d)
+                accumulate_mm(grads[6 * side + 2], d_in[side][..., : 4 * d].reshape(-1, 4 * d).t(),
+                               big_h.view(-1, 2 * d))
+                q, attn = step[2 * side : 2 * side + 2]
                 dq = d_in[side][..., 4 * d :]
-                torch.sum(d_e, dim=1, out=dq)
+                slots.read(side, t, q, weights[6 * side + 5], attn,
+                           [d_h[..., part], d_r[t][..., part]], dq, grads[6 * side + 5])
                 dst, src, k = _neighbour(diags, t, side)
                 if t and k:
                     dq_rows = dq[dst : dst + k].reshape(-1, d)
-                    r_prev = saved[t - 1][0][src : src + k][..., side * d : (side + 1) * d]
-                    d_prev_r = d_r[t - 1][src : src + k][..., side * d : (side + 1) * d]
-                    d_prev_r.add_(torch.mm(dq_rows, w_read).view(k, batch, d))
-                    torch.addmm(g_wr, dq_rows.t(), r_prev.reshape(-1, d), out=g_wr)
+                    r_prev = saved[t - 1][0][src : src + k][..., part]
+                    d_r[t - 1][src : src + k][..., part].add_(
+                        torch.mm(dq_rows, w_read).view(k, batch, d))
+                    accumulate_mm(grads[6 * side + 3], dq_rows.t(), r_prev.reshape(-1, d))
                 if d_rows is not None and d_cols is not None:
                     first = lo if side == 0 else diags.m - 1 - t + lo
                     (d_rows if side == 0 else d_cols)[first : first + n].add_(d_in[side])
                 else:
                     assert feats is not None and d_feats is not None
-                    g_in, g_b = grads[6 * side], grads[6 * side + 1]
                     flat_in = d_in[side].view(-1, 5 * d)
-                    f = feats[cells][..., side * d : (side + 1) * d].reshape(-1, d)
-                    d_feats[cells][..., side * d : (side + 1) * d].copy_(
-                        torch.mm(flat_in, sides[side][0]).view(n, batch, d))
-                    torch.addmm(g_in, flat_in.t(), f, out=g_in)
-                    g_b.add_(flat_in.sum(0))
+                    f = feats[cells][..., part].reshape(-1, d)
+                    d_feats[cells][..., part].copy_(torch.mm(flat_in, w_in).view(n, batch, d))
+                    accumulate_mm(grads[6 * side], flat_in.t(), f)
+                    grads[6 * side + 1].add_(flat_in.sum(0, dtype=state))
         if feats is None:
             grads[0] = grads[1] = grads[6] = grads[7] = None  # type: ignore[call-overload]
-        return (d_rows, None if d_cols is None else d_cols.flip(0), d_feats, None, None,
+        return (None if d_rows is None else d_rows.to(dtype),
+                None if d_cols is None else d_cols.flip(0).to(dtype), d_feats, None, None,
                 *grads)
+
+
+def _cast_sides(weights: Sequence[torch.Tensor], dtype: torch.dtype
+                ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The twelve weights as the two sides' six, in ``dtype``; ``w_mem`` doubled (the keys
+    are stored doubled, see :func:`_attend`)."""
+    cast = [w.to(dtype) for w in weights]
+    for side in (0, 1):
+        cast[6 * side + 4] = cast[6 * side + 4] * 2
+    return cast[:6], cast[6:]
+
+
+def _attend(mem: _Memories, stores: Sequence[torch.Tensor], t: int, q: torch.Tensor,
+            v: torch.Tensor, r: torch.Tensor, fused: bool) -> torch.Tensor:
+    """One side's attention read over diagonal ``t``'s memory windows (eqs. 12-16): writes
+    ``r`` ``[L, B, d]`` and returns the attention weights ``[L, K, B]``.
+
+    ``v·tanh(k + q)`` is computed as ``2 v·σ(2k + 2q)``: its constant ``Σv`` is dropped (the
+    softmax ignores it), and the keys are stored doubled, so ``e = σ(k₂ + 2q)`` (two passes
+    instead of five on the eager path). ``stores``: values (``h``) and keys of the side;
+    ``fused``: through :func:`~pairrepro.models.gridkernels.attention_forward`.
+    """
+    values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
+    n, memory, batch, d = keys.shape
+    if fused:
+        attn = q.new_empty(n, memory, batch, dtype=mem.bias.dtype)
+        gridkernels.attention_forward(keys, values, q, v.view(-1), mem.mask(t), attn, r)
+        return attn
+    # e, the scores and the weights in float32, as in the kernel: the slots' scores differ
+    # little, and bf16 rounding of each (or weights that no longer sum to 1) swamps the
+    # differences that v's and the queries' gradients are made of (off by 10-100% in a test)
+    e = torch.add(keys, q.unsqueeze(1).to(mem.bias.dtype), alpha=2)
+    scores = torch.mm(e.sigmoid_().view(-1, d), v.to(e.dtype).t()).mul_(2).view(
+        n, memory, batch)
+    attn = torch.softmax(scores.add_(mem.mask(t)), dim=1)
+    r.copy_(torch.sum(attn.unsqueeze(-1) * values, dim=1))
+    return attn
+
+
+class _SlotGradients:
+    """The gradients that reach the memory slots (each side's stored ``h`` and key) from the
+    cells that read them, for the backward pass of :class:`_DFSweep`.
+
+    :meth:`read` runs the attention's backward pass for one diagonal's reading cells,
+    :meth:`of_slots` gives the stored states of one diagonal their gradients, once every
+    cell that reads them (the ``K`` later diagonals) has been through :meth:`read`. Fused
+    (:func:`~pairrepro.models.gridkernels.attention_pull`), each slot pulls from its readers'
+    kept gradients; eager (:func:`_attend_backward`), each reader adds into float32 copies of
+    the stores.
+    """
+
+    def __init__(self, mems: Sequence[_Memories], stores: Sequence[torch.Tensor],
+                 v: Sequence[torch.Tensor], fused: bool, state: torch.dtype) -> None:
+        """``stores``: per side the stored ``h`` and keys; ``v``: per side the attention's
+        ``v`` (float32); ``fused``: whether the forward pass read through the kernels."""
+        self.mems, self.stores, self.memory = mems, stores, mems[0].memory
+        self.v = [x.reshape(-1) for x in v]
+        self.fused = fused
+        self.readers: list[dict[int, tuple[torch.Tensor, ...]]] = [{}, {}]
+        if not self.fused:
+            self.d_stores = [torch.zeros_like(s, dtype=state) for s in stores]
+
+    def read(self, side: int, t: int, q: torch.Tensor, v: torch.Tensor, attn: torch.Tensor,
+             dr: Sequence[torch.Tensor], dq: torch.Tensor, g_v: torch.Tensor) -> None:
+        """The backward pass of :func:`_attend` for diagonal ``t`` (``dr``: two terms): writes
+        ``dq``, adds into ``g_v``, and keeps or pushes what the slots read need."""
+        mem, stores = self.mems[side], self.stores[2 * side : 2 * side + 2]
+        if not self.fused:
+            _attend_backward(mem, stores, self.d_stores[2 * side : 2 * side + 2], t, q, v, attn,
+                             dr, dq, g_v)
+            return
+        values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
+        dr_sum, d_scores = gridkernels.attention_backward(keys, values, q, v.view(-1), attn, dr,
+                                                          dq, g_v.view(-1))
+        self.readers[side][t] = (attn, d_scores, dr_sum, q)
+
+    def of_slots(self, side: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The gradients of diagonal ``t``'s stored ``h`` (``[L, B, d]``, float32) and key
+        (``[L·B, d]``, the stores' dtype) of ``side``."""
+        mem, store = self.mems[side], self.stores[2 * side + 1]
+        diags = mem.diags
+        if not self.fused:
+            d_key = mem.slot(self.d_stores[2 * side + 1], t).to(store.dtype).reshape(
+                -1, store.size(-1))  # a copy
+            return mem.slot(self.d_stores[2 * side], t), d_key
+        key = mem.slot(store, t)
+        readers: list[gridkernels.Reader | None] = []
+        for u in range(self.memory):  # the reader of slot row i is row i + u + 1 (x) or i (y)
+            kept = self.readers[side].get(t + u + 1)
+            first = diags.lo[t] + (u + 1 if side == 0 else 0)
+            readers.append(None if kept is None else (*kept, first - diags.lo[t + u + 1]))
+        self.readers[side].pop(t + self.memory, None)  # no slot left that it reads
+        d_value = torch.empty(key.shape, dtype=torch.float32)
+        d_key = torch.empty(key.shape, dtype=key.dtype)
+        gridkernels.attention_pull(key, self.v[side], readers, d_value, d_key)
+        return d_value, d_key.view(-1, key.size(-1))
+
+
+def _attend_backward(mem: _Memories, stores: Sequence[torch.Tensor],
+                     d_stores: Sequence[torch.Tensor], t: int, q: torch.Tensor,
+                     v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor],
+                     dq: torch.Tensor, g_v: torch.Tensor) -> None:
+    """The backward pass of :func:`_attend`: ``dr`` (two terms) reaches ``r``; the stores'
+    gradients (``d_stores``, float32) and ``g_v`` accumulate, ``dq`` is written."""
+    values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
+    d_values, d_keys = mem.window(d_stores[0], t), mem.window(d_stores[1], t)
+    d = q.size(-1)
+    # recomputed, not kept; in float32 as in _attend
+    e = torch.add(keys, q.unsqueeze(1).to(attn.dtype), alpha=2).sigmoid_()
+    grad_r = (dr[0] + dr[1]).unsqueeze(1)
+    d_attn = (values * grad_r).sum(-1)
+    d_values.addcmul_(attn.unsqueeze(-1), grad_r)
+    d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
+    # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
+    accumulate_mm(g_v, d_scores.reshape(1, -1) * 2, e.view(-1, d))
+    # d(k + q) = 4 v e (1 − e) d_scores, elementwise (an outer product written as a matrix
+    # product runs at a few GFLOP/s)
+    d_e = torch.addcmul(e, e, e, value=-1).mul_(v.view(-1) * 4).mul_(d_scores.unsqueeze(-1))
+    d_keys.add_(d_e)
+    dq.copy_(d_e.sum(1))  # summed in float32 (sum(out=bf16) rounds the terms first)
 
 
 class DFCell(nn.Module):
@@ -312,8 +427,8 @@ class DFCell(nn.Module):
         weights = [w for side in (self.x, self.y)
                    for w in (side.w_in.weight, self._input_bias(side), side.u.weight,
                              side.w_read.weight, side.w_mem.weight, side.v.weight)]
-        rows, cols, feats, *weights = compute_dtype(inputs.get("rows"), inputs.get("cols"),
-                                                    inputs.get("feats"), *weights)
+        rows, cols, feats = compute_dtype(inputs.get("rows"), inputs.get("cols"),
+                                          inputs.get("feats"))
         return [_DFSweep.apply(rows, cols, feats, diags, self.memory, *weights)]
 
 

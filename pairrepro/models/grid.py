@@ -27,6 +27,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
+from pairrepro.models import gridkernels
 from pairrepro.models.base import ModelContext, PairModel
 
 State = tuple[torch.Tensor, ...]
@@ -205,13 +206,21 @@ Neighbour = tuple[int, torch.Tensor]  # (first row within the diagonal, rows of 
 
 
 def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor,
-                 tanh_c: torch.Tensor, h: torch.Tensor) -> None:
-    """One LSTM update of a diagonal's cells into preallocated ``c``, ``tanh_c``, ``h``:
-    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``h = o ⊙ tanh(c)``.
+                 tanh_c: torch.Tensor, h: torch.Tensor, h2: torch.Tensor | None = None) -> None:
+    """One LSTM update of the cells of a diagonal, written into preallocated tensors.
 
-    ``gates`` ``[L, B, (3+k)·d]``, the pre-activations ``[c~, o, i, f_1 .. f_k]``, is
-    overwritten with the activations, which :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``:
-    the memory cells gated by ``f_k`` for rows ``r ..`` (rows without one read zero)."""
+    ``gates`` ``[L, B, (3+k)·d]`` holds the pre-activations ``[c~, o, i, f_1 .. f_k]`` and is
+    overwritten with the activations (tanh for ``c~``, sigmoid for the rest), which is what
+    :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``: the previous memory cells gated by
+    ``f_k``, for rows ``r .. r + len(c_k) - 1`` (rows without one read zero). Writes
+    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``tanh(c)`` and ``h = o ⊙ tanh(c)`` (also into ``h2``).
+    In bf16 the gates and ``h`` are bf16 (matrix-product operands), ``c`` and its
+    neighbours float32. One pass of :mod:`~pairrepro.models.gridkernels` where it can.
+    """
+    outputs = [h] if h2 is None else [h, h2]
+    if gridkernels.fits_lstm(gates, prev, [c, tanh_c], outputs):
+        gridkernels.lstm_forward(gates, prev, c, tanh_c, h, h2)
+        return
     d = c.size(-1)
     cand = gates[..., :d]
     if gates.device.type == "cpu":  # one sigmoid for all gates: tanh(x) = 2 σ(2x) − 1
@@ -227,20 +236,34 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor
         c[rows].addcmul_(gates[rows, :, (3 + k) * d : (4 + k) * d], c_k)
     tanh_(c, out=tanh_c)
     torch.mul(gates[..., d : 2 * d], tanh_c, out=h)
+    if h2 is not None:
+        h2.copy_(h)
 
 
 def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.Tensor,
-                  dh: torch.Tensor, dc: torch.Tensor, d_gates: torch.Tensor,
-                  d_prev: Sequence[torch.Tensor]) -> None:
-    """The backward of :func:`lstm_forward` for one diagonal. ``dh``, ``dc``: the gradients
-    reaching ``h`` and ``c`` from later cells (``dc`` becomes ``c``'s full gradient, in place);
-    writes ``d_gates`` (zero for ``f_k`` where a row has no ``c_k``); ``d_prev[k]`` (rows as
-    ``prev[k]``) accumulates ``c_k``'s gradient."""
+                  dh: torch.Tensor | Sequence[torch.Tensor], dc: torch.Tensor,
+                  d_gates: torch.Tensor, d_prev: Sequence[torch.Tensor]) -> None:
+    """The backward pass of :func:`lstm_forward` for one diagonal.
+
+    ``dh`` (or the sum of up to three terms: the states' dtype, then two of the gates') and ``dc``
+    are the gradients reaching ``h`` and ``c`` from later cells; ``dc`` is updated in place
+    to the full gradient of ``c``. ``d_gates`` (the pre-activations' gradient) is written
+    (zeros for ``f_k`` where a row has no ``c_k``). ``d_prev[k]`` (rows as ``prev[k]``)
+    accumulates ``c_k``'s gradient.
+    """
+    if isinstance(dh, torch.Tensor):
+        dh = [dh]
+    if (len(dh) <= 3 and len(d_prev) == len(prev)
+            and gridkernels.fits_lstm(gates, prev, [tanh_c, dc, dh[0], *d_prev],
+                                      [d_gates, *dh[1:]])):
+        gridkernels.lstm_backward(gates, prev, tanh_c, dh, dc, d_gates, d_prev)
+        return
+    dh_sum = functools.reduce(torch.add, dh)
     d = dc.size(-1)
     cand, o, i = gates[..., :d], gates[..., d : 2 * d], gates[..., 2 * d : 3 * d]
     one = tanh_c.new_ones(())
-    dc.add_(torch.addcmul(one, tanh_c, tanh_c, value=-1).mul_(o).mul_(dh))
-    torch.mul(dh, tanh_c, out=d_gates[..., d : 2 * d])
+    dc.add_(torch.addcmul(one, tanh_c, tanh_c, value=-1).mul_(o).mul_(dh_sum))
+    torch.mul(dh_sum, tanh_c, out=d_gates[..., d : 2 * d])
     torch.mul(dc, cand, out=d_gates[..., 2 * d : 3 * d])
     torch.addcmul(one, cand, cand, value=-1, out=d_gates[..., :d]).mul_(i).mul_(dc)
     for k in range(gates.size(-1) // d - 3):
@@ -258,6 +281,16 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.
     d_gates[..., d:].mul_(torch.addcmul(sig, sig, sig, value=-1))
 
 
+def accumulate_mm(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """``acc += a @ b``: in place where the dtypes agree; for bf16 operands through a bf16
+    product added into the float32 ``acc`` (a weight gradient summed over the diagonals in
+    bf16 would lose the small diagonals' share)."""
+    if a.dtype == acc.dtype:
+        torch.addmm(acc, a, b, out=acc)
+    else:
+        acc.add_(torch.mm(a, b))
+
+
 class FusedGridCell(Protocol):
     """A cell that runs a whole sweep, with a hand-written backward: ``sweep`` gets the
     projector's ``rows`` ``[n, B, ·]``, ``cols`` ``[m, B, ·]``, ``feats`` ``[n·m, B, ·]``
@@ -265,6 +298,13 @@ class FusedGridCell(Protocol):
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         ...
+
+
+def state_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of a sweep's memory cells and accumulated gradients for operands of
+    ``dtype``: float32 for bf16 (a memory cell summed over a whole row of cells in bf16
+    drifts), the operands' own otherwise."""
+    return torch.promote_types(dtype, torch.float32)
 
 
 def compute_dtype(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
