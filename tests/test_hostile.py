@@ -739,3 +739,27 @@ def test_a_reference_put_aside_by_a_killed_add_is_put_back(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="already holds a reference run"):
         add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
     assert not aside.exists() and (dest.path / "result.json").read_text("utf-8") == old
+
+
+def test_readme_tables_says_what_it_is_doing_off_a_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, defect 10: `make readme-tables` (results readme) printed nothing for its whole
+    run (68 s on the reporter's machine) while it re-scored every reference run and rendered
+    each section: one line per phase, on stderr, unless --quiet or --json."""
+    from pairrepro.report import readme as readme_mod
+
+    monkeypatch.setattr(readme_mod, "SECTIONS", {"one": lambda r: "A", "two": lambda r: "B"})
+    (tmp_path / "results").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text("".join(f"<!-- BEGIN generated: {n} -->\nold\n<!-- END generated -->\n"
+                              for n in ("one", "two")), encoding="utf-8")
+    args = ["results", "readme", "--readme", str(readme), "--results", str(tmp_path / "results")]
+    for extra in ([], ["--check"]):
+        out = runner.invoke(app, [*args, *extra])
+        assert out.exit_code == 0, out.output
+        lines = out.stderr.splitlines()
+        assert any(line.startswith("checking 0 reference runs in ") for line in lines), lines
+        assert [line.split(" (")[0] for line in lines if line.startswith("section ")] == [
+            "section 1/2: one", "section 2/2: two"], lines
+    quiet = runner.invoke(app, ["--quiet", *args, "--check"])
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
