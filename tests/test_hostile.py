@@ -298,6 +298,35 @@ def test_a_hub_folder_with_a_broken_card_is_a_data_error(
     assert "README.md" in error["error"] and str(repo) in error["error"]
 
 
+@pytest.mark.parametrize("card", [
+    "---\nconfigs: 5\n---\n",  # YAML, but not the shape a card has
+    "---\n- a\n- b\n---\n",  # a list, not a mapping
+    "---\nconfigs:\n- data_files: plain_text/*.parquet\n---\n",  # a config without name
+    "---\nconfigs: \udcff\n---\n",  # not UTF-8 (written with surrogateescape)
+], ids=["not-a-card", "a-list", "config-without-name", "not-utf8"])
+def test_a_local_hub_folder_that_cannot_be_read_is_a_data_error(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, card: str) -> None:
+    """A local copy (--from DIR) whose card has the wrong shape was exit 4, "cannot load ...
+    from the Hugging Face hub", with the hint to unset HF_DATASETS_OFFLINE and get internet:
+    nothing was downloaded, the folder's files are at fault (exit 3, the folder named)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "snli-hub"
+    (repo / "plain_text").mkdir(parents=True)
+    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
+    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
+    (repo / "README.md").write_bytes(card.encode("utf-8", "surrogateescape"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
+                              str(repo)])
+    assert out.exit_code == 3, out.output
+    error = json.loads(out.output[out.output.index("{"):])
+    assert error["error"].startswith(f"{repo}: ") and "README.md" in error["hint"], error
+    assert "HF_DATASETS_OFFLINE" not in str(error) and "internet" not in str(error), error
+
+
 def test_an_unwritable_default_data_home_is_exit_8_with_a_hint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A HOME that cannot be written gave an OSError traceback (exit 1)."""
