@@ -224,6 +224,20 @@ def test_bad_seeds_are_refused_before_anything_is_touched(
     assert not paths.runs_dir().exists()
 
 
+@pytest.mark.parametrize("command", [["preflight", "bm25_trecqa"], ["demo"],
+                                     ["embeddings", "train", "--dataset", "trecqa"]],
+                         ids=["preflight", "demo", "embeddings"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999"])
+def test_a_single_seed_out_of_range_is_refused_before_anything_runs(
+        data_home: Path, command: list[str], seed: str) -> None:
+    """`preflight bm25_trecqa --seed -1` gave "ValueError: expected non-negative integer"
+    (a traceback, exit 1); --seed of demo and embeddings train took any integer as well."""
+    out = runner.invoke(app, [*command, "--seed", seed])
+    assert out.exit_code == 2, out.output
+    assert "Invalid value for '--seed'" in out.output, out.output
+    assert not paths.runs_dir().exists()
+
+
 def test_parse_seeds_keeps_good_seeds_in_order() -> None:
     from pairrepro.cli.common import parse_seeds
 
