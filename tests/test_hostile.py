@@ -238,6 +238,25 @@ def test_a_single_seed_out_of_range_is_refused_before_anything_runs(
     assert not paths.runs_dir().exists()
 
 
+@pytest.mark.parametrize(("seeds", "words"), [
+    ("[99999999999999999999]", "less than or equal to 4294967295"),
+    ("[1, 2, 1]", "seed 1 is given twice"),
+])
+def test_recipe_seeds_are_checked_as_the_seeds_flag_is(data_home: Path, seeds: str,
+                                                       words: str) -> None:
+    """`recipe.seeds = [99999999999999999999]` gave "Overflow when unpacking long long" (a
+    traceback, exit 1); `[1, 1]` trained seed 1, then exited 2 ("already holds a finished
+    run"). The recipe's list is refused as --seeds is, before anything is touched."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    for flags in (["--print-config"], []):
+        out = runner.invoke(app, ["--json", "train", str(NLI), "--set",
+                                  f"recipe.seeds={seeds}", *flags])
+        assert out.exit_code == 2, out.output
+        error = json.loads(out.output)["error"]
+        assert error.startswith(f"{NLI}: [recipe] seeds") and words in error, error
+    assert not paths.runs_dir().exists()
+
+
 def test_parse_seeds_keeps_good_seeds_in_order() -> None:
     from pairrepro.cli.common import parse_seeds
 
