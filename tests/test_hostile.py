@@ -825,3 +825,23 @@ def test_readme_tables_says_what_it_is_doing_off_a_terminal(
             "section 1/2: one", "section 2/2: two"], lines
     quiet = runner.invoke(app, ["--quiet", *args, "--check"])
     assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+
+
+@pytest.mark.parametrize("metrics", [{"test": {"map": "x"}}, {"test": 0.7},
+                                     {"test": {"map": True}}],
+                         ids=["text", "split-not-a-table", "bool"])
+def test_a_result_whose_metrics_are_not_numbers_is_damaged(tmp_path: Path,
+                                                           metrics: dict) -> None:
+    """A user's result.json with `"map": "x"` read as a finished run: `report csran --table 6`
+    then printed the reference's value in its row as if no run were there (exit 0), and
+    `report runs` a blank cell."""
+    from pairrepro.runs import read_run
+
+    run = tmp_path / "runs" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(RESULTS / "bm25_trecqa" / "seed-1", run)
+    result = json.loads((run / "result.json").read_text(encoding="utf-8"))
+    (run / "result.json").write_text(json.dumps({**result, "metrics": metrics}),
+                                     encoding="utf-8")
+    info = read_run(run)
+    assert info.status == "damaged", info
+    assert info.problem.startswith(f"{run / 'result.json'}: metrics") and "test" in info.problem
