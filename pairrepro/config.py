@@ -34,6 +34,19 @@ Count = Annotated[int, Field(ge=0)]  # 0 means "none" / "all" / "off", as docume
 Positive = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: The largest seed: numpy's generators take seeds in 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
+def _distinct(seeds: list[int]) -> list[int]:
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if twice:  # each seed has one run folder: the second would find the first's run
+        raise ValueError(f"seed {', '.join(map(str, twice))} is given twice")
+    return seeds
+
+
+Seeds = Annotated[list[Annotated[int, Field(ge=0, le=MAX_SEED)]], Field(min_length=1),
+                  AfterValidator(_distinct)]
 # the choices are pairrepro.tasks' own (one list of task types and losses)
 TaskType = Literal[TASK_TYPES]  # type: ignore[valid-type]
 Loss = Literal[LOSSES]  # type: ignore[valid-type]
@@ -51,7 +64,7 @@ class RecipeSection(Schema):
     description: str = ""
     change: list[str] = Field(default_factory=list)
     paper: str = ""
-    seeds: Annotated[list[Count], Field(min_length=1)] = Field(default_factory=lambda: [1])
+    seeds: Seeds = Field(default_factory=lambda: [1])
     reproduces: list[TableRow] = Field(default_factory=list)
     # rows this recipe adds under a paper table as a comparison run here (a model the table
     # does not have); ``row`` is the label to print

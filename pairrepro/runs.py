@@ -246,8 +246,14 @@ class RunFolder:
         if status not in STATUSES:
             raise DamagedRunError(f"{self.result_path}: status {status!r} is not one of "
                                   f"{', '.join(STATUSES)}", hint=_REPAIR)
-        if not isinstance(result.get("metrics", {}), dict):
+        metrics = result.get("metrics", {})
+        if not isinstance(metrics, dict):
             raise DamagedRunError(f"{self.result_path}: metrics is not a table", hint=_REPAIR)
+        # a value that is no number would drop the run from every table without a word
+        bad = _not_numbers(metrics)
+        if bad:
+            raise DamagedRunError(f"{self.result_path}: metrics {', '.join(bad)}: not a number "
+                                  "(each split is a table of metric = number)", hint=_REPAIR)
         return result
 
     def read_manifest(self) -> dict[str, Any]:
@@ -476,6 +482,18 @@ def commit_of(manifest: dict[str, Any]) -> str:
     """The git commit a run was made at ("" when unknown)."""
     git = manifest.get("git")
     return str(git.get("commit") or "") if isinstance(git, dict) else ""
+
+
+def _not_numbers(metrics: dict[str, Any]) -> list[str]:
+    """The splits of ``metrics`` that are no table and the values that are no number."""
+    bad = []
+    for split, values in metrics.items():
+        if not isinstance(values, dict):
+            bad.append(str(split))
+            continue
+        bad += [f"{split}.{name}" for name, value in values.items()
+                if isinstance(value, bool) or not isinstance(value, int | float)]
+    return bad
 
 
 def read_run(seed_dir: Path) -> RunInfo:

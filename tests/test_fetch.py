@@ -357,6 +357,23 @@ def test_mirror_from_environment(shared_datasets: Path, data_home: Path,
     assert report.splits_missing == ["train"]
 
 
+def test_a_mirror_that_is_a_file_is_named_as_not_a_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAIRREPRO_MIRROR naming a file said the mirror folder "does not exist"."""
+    from pairrepro.data.local_copies import resolve_mirror
+    from pairrepro.errors import ConfigError
+
+    afile = tmp_path / "mirror.txt"
+    afile.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("PAIRREPRO_MIRROR", str(afile))
+    with pytest.raises(ConfigError) as info:
+        resolve_mirror(None)
+    assert f"{afile} ($PAIRREPRO_MIRROR) is a file, not a folder" in info.value.message
+    with pytest.raises(ConfigError) as info:
+        resolve_mirror(tmp_path / "absent")
+    assert f"{tmp_path / 'absent'} (--mirror) does not exist" in info.value.message
+
+
 def _mirror_of_quora(folder: Path, shared_datasets: Path) -> Path:
     """A mirror folder holding only quora (a link to the real files): what fetch takes from
     it shows which mirror it used."""

@@ -224,6 +224,39 @@ def test_bad_seeds_are_refused_before_anything_is_touched(
     assert not paths.runs_dir().exists()
 
 
+@pytest.mark.parametrize("command", [["preflight", "bm25_trecqa"], ["demo"],
+                                     ["embeddings", "train", "--dataset", "trecqa"]],
+                         ids=["preflight", "demo", "embeddings"])
+@pytest.mark.parametrize("seed", ["-1", "4294967296", "99999999999999999999"])
+def test_a_single_seed_out_of_range_is_refused_before_anything_runs(
+        data_home: Path, command: list[str], seed: str) -> None:
+    """`preflight bm25_trecqa --seed -1` gave "ValueError: expected non-negative integer"
+    (a traceback, exit 1); --seed of demo and embeddings train took any integer as well."""
+    out = runner.invoke(app, [*command, "--seed", seed])
+    assert out.exit_code == 2, out.output
+    assert "Invalid value for '--seed'" in out.output, out.output
+    assert not paths.runs_dir().exists()
+
+
+@pytest.mark.parametrize(("seeds", "words"), [
+    ("[99999999999999999999]", "less than or equal to 4294967295"),
+    ("[1, 2, 1]", "seed 1 is given twice"),
+])
+def test_recipe_seeds_are_checked_as_the_seeds_flag_is(data_home: Path, seeds: str,
+                                                       words: str) -> None:
+    """`recipe.seeds = [99999999999999999999]` gave "Overflow when unpacking long long" (a
+    traceback, exit 1); `[1, 1]` trained seed 1, then exited 2 ("already holds a finished
+    run"). The recipe's list is refused as --seeds is, before anything is touched."""
+    write_synthetic(data_home, n_train=200, n_eval=60)
+    for flags in (["--print-config"], []):
+        out = runner.invoke(app, ["--json", "train", str(NLI), "--set",
+                                  f"recipe.seeds={seeds}", *flags])
+        assert out.exit_code == 2, out.output
+        error = json.loads(out.output)["error"]
+        assert error.startswith(f"{NLI}: [recipe] seeds") and words in error, error
+    assert not paths.runs_dir().exists()
+
+
 def test_parse_seeds_keeps_good_seeds_in_order() -> None:
     from pairrepro.cli.common import parse_seeds
 
@@ -296,6 +329,35 @@ def test_a_hub_folder_with_a_broken_card_is_a_data_error(
     assert out.exit_code == 3, out.output
     error = json.loads(out.output[out.output.index("{"):])
     assert "README.md" in error["error"] and str(repo) in error["error"]
+
+
+@pytest.mark.parametrize("card", [
+    "---\nconfigs: 5\n---\n",  # YAML, but not the shape a card has
+    "---\n- a\n- b\n---\n",  # a list, not a mapping
+    "---\nconfigs:\n- data_files: plain_text/*.parquet\n---\n",  # a config without name
+    "---\nconfigs: \udcff\n---\n",  # not UTF-8 (written with surrogateescape)
+], ids=["not-a-card", "a-list", "config-without-name", "not-utf8"])
+def test_a_local_hub_folder_that_cannot_be_read_is_a_data_error(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, card: str) -> None:
+    """A local copy (--from DIR) whose card has the wrong shape was exit 4, "cannot load ...
+    from the Hugging Face hub", with the hint to unset HF_DATASETS_OFFLINE and get internet:
+    nothing was downloaded, the folder's files are at fault (exit 3, the folder named)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "snli-hub"
+    (repo / "plain_text").mkdir(parents=True)
+    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
+    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
+    (repo / "README.md").write_bytes(card.encode("utf-8", "surrogateescape"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
+                              str(repo)])
+    assert out.exit_code == 3, out.output
+    error = json.loads(out.output[out.output.index("{"):])
+    assert error["error"].startswith(f"{repo}: ") and "README.md" in error["hint"], error
+    assert "HF_DATASETS_OFFLINE" not in str(error) and "internet" not in str(error), error
 
 
 def test_an_unwritable_default_data_home_is_exit_8_with_a_hint(
@@ -739,3 +801,47 @@ def test_a_reference_put_aside_by_a_killed_add_is_put_back(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match="already holds a reference run"):
         add_reference(RESULTS / "bm25_trecqa" / "seed-1", tmp_path / "results")
     assert not aside.exists() and (dest.path / "result.json").read_text("utf-8") == old
+
+
+def test_readme_tables_says_what_it_is_doing_off_a_terminal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, defect 10: `make readme-tables` (results readme) printed nothing for its whole
+    run (68 s on the reporter's machine) while it re-scored every reference run and rendered
+    each section: one line per phase, on stderr, unless --quiet or --json."""
+    from pairrepro.report import readme as readme_mod
+
+    monkeypatch.setattr(readme_mod, "SECTIONS", {"one": lambda r: "A", "two": lambda r: "B"})
+    (tmp_path / "results").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text("".join(f"<!-- BEGIN generated: {n} -->\nold\n<!-- END generated -->\n"
+                              for n in ("one", "two")), encoding="utf-8")
+    args = ["results", "readme", "--readme", str(readme), "--results", str(tmp_path / "results")]
+    for extra in ([], ["--check"]):
+        out = runner.invoke(app, [*args, *extra])
+        assert out.exit_code == 0, out.output
+        lines = out.stderr.splitlines()
+        assert any(line.startswith("checking 0 reference runs in ") for line in lines), lines
+        assert [line.split(" (")[0] for line in lines if line.startswith("section ")] == [
+            "section 1/2: one", "section 2/2: two"], lines
+    quiet = runner.invoke(app, ["--quiet", *args, "--check"])
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+
+
+@pytest.mark.parametrize("metrics", [{"test": {"map": "x"}}, {"test": 0.7},
+                                     {"test": {"map": True}}],
+                         ids=["text", "split-not-a-table", "bool"])
+def test_a_result_whose_metrics_are_not_numbers_is_damaged(tmp_path: Path,
+                                                           metrics: dict) -> None:
+    """A user's result.json with `"map": "x"` read as a finished run: `report csran --table 6`
+    then printed the reference's value in its row as if no run were there (exit 0), and
+    `report runs` a blank cell."""
+    from pairrepro.runs import read_run
+
+    run = tmp_path / "runs" / "bm25_trecqa" / "seed-1"
+    shutil.copytree(RESULTS / "bm25_trecqa" / "seed-1", run)
+    result = json.loads((run / "result.json").read_text(encoding="utf-8"))
+    (run / "result.json").write_text(json.dumps({**result, "metrics": metrics}),
+                                     encoding="utf-8")
+    info = read_run(run)
+    assert info.status == "damaged", info
+    assert info.problem.startswith(f"{run / 'result.json'}: metrics") and "test" in info.problem

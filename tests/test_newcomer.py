@@ -244,6 +244,24 @@ def test_pyproject_licence_is_current(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all((PROJECT / f).is_file() for f in project["license-files"])
 
 
+def test_editable_install_is_a_plain_path_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27, defect 12: `make install` printed a BuildBackendWarning about the editable
+    install and a folder with the package's name. setuptools warns when it falls back to an
+    import-hook finder; with the checkout named as the package root it writes a .pth file."""
+    from setuptools.command.editable_wheel import _StaticPth, editable_wheel
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+
+    monkeypatch.chdir(PROJECT)
+    dist = Distribution()
+    apply_configuration(dist, "pyproject.toml")
+    command = editable_wheel(dist)
+    command.ensure_finalized()
+    # private, but the one place that says which strategy `pip install -e .` gets
+    strategy = command._select_strategy("pairrepro", "py3-none-any", str(PROJECT / "build"))
+    assert isinstance(strategy, _StaticPth), type(strategy).__name__
+
+
 def test_trecqa_demo_table_has_the_projects_reference_rows(
         data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 27: the demo's Table 6 printed "CSRAN | 0.854 | not run" while ``report csran

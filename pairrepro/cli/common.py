@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from pairrepro import console as output
+from pairrepro.config import MAX_SEED
 from pairrepro.errors import ConfigError, PairreproError, StorageError
 
 
@@ -109,10 +110,6 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-#: The largest seed: numpy's generators take seeds in 0 .. 2**32 - 1.
-MAX_SEED = 2**32 - 1
 
 
 def parse_seeds(text: str | None) -> list[int] | None:

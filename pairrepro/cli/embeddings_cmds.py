@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from pairrepro.cli.common import STATE, add_command, emit_json, info
+from pairrepro.cli.common import MAX_SEED, STATE, add_command, emit_json, info
 
 TRAIN_HELP = """Train skip-gram word2vec vectors on a prepared dataset's own text.
 
@@ -33,7 +33,7 @@ def train_embeddings(
     window: int = typer.Option(5, "--window", help="Context window."),
     min_count: int = typer.Option(1, "--min-count", help="Ignore rarer words."),
     epochs: int = typer.Option(5, "--epochs", help="Passes over the text."),
-    seed: int = typer.Option(1, "--seed", help="Random seed."),
+    seed: int = typer.Option(1, "--seed", min=0, max=MAX_SEED, help="Random seed."),
     workers: int = typer.Option(1, "--workers", help="Threads (1 = reproducible)."),
     out: Path | None = typer.Option(
         None, "--out", "-o",

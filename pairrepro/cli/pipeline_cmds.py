@@ -14,6 +14,7 @@ from rich.table import Table
 
 from pairrepro import paths
 from pairrepro.cli.common import (
+    MAX_SEED,
     STATE,
     add_command,
     console,
@@ -141,7 +142,7 @@ DEMO_MVLSTM_OVERRIDES = ["train.epochs=2", "train.score_train_pairs=1000"]
 
 
 def demo(
-    seed: int = typer.Option(1, "--seed", help="Training seed."),
+    seed: int = typer.Option(1, "--seed", min=0, max=MAX_SEED, help="Training seed."),
     epochs: int | None = typer.Option(None, "--epochs", min=1,
                                       help="Override the trained model's epochs."),
     threads: int = typer.Option(1, "--threads", min=1,

@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
+from pairrepro.cli.common import (
+    MAX_SEED,
+    STATE,
+    add_command,
+    console,
+    emit_json,
+    info,
+    show_progress,
+)
 from pairrepro.errors import ConfigError, DataError, PreflightError
 from pairrepro.io import write_json
 
@@ -51,7 +59,8 @@ def preflight(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:N."),
     threads: int | None = typer.Option(None, "--threads", min=1,
                                        help="CPU threads for torch (default: torch's)."),
-    seed: int = typer.Option(1, "--seed", help="Seed of the weights and the batch."),
+    seed: int = typer.Option(1, "--seed", min=0, max=MAX_SEED,
+                            help="Seed of the weights and the batch."),
     stand_in: bool = typer.Option(False, "--stand-in", help="Time a recipe whose dataset is "
                                   "not prepared on random words at its typical lengths."),
     out: Path | None = typer.Option(None, "--out", "-o", help="The record's path (one "

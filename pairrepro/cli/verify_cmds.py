@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, add_command, emit_json, info
+from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.io import write_text
 from pairrepro.runs import RunFolder, seed_folders
@@ -137,15 +137,19 @@ def results_readme(
     """
     from pairrepro.report.readme import render_sections, rewrite, stale_sections
 
+    def say(line: str) -> None:  # on stderr: stdout keeps the one result line
+        err_console.print(line, markup=False, highlight=False)
+
+    progress = say if show_progress() else None
     if check:
-        stale = stale_sections(readme, results)
+        stale = stale_sections(readme, results, progress)
         if stale:
             raise VerificationError(f"{readme}: generated sections out of date: "
                                     + ", ".join(stale), hint="run make readme-tables")
         info(f"{readme}: generated sections match results/")
         return
     text = readme.read_text(encoding="utf-8")
-    new = rewrite(text, render_sections(results), str(readme))
+    new = rewrite(text, render_sections(results, progress), str(readme))
     if new != text:
         write_text(readme, new)
     info(f"{readme}: generated sections {'rewritten' if new != text else 'already current'}")

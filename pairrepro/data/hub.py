@@ -66,13 +66,20 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
             hint="fix the YAML between the leading '---' lines of README.md, or fetch "
                  "without --source hub (mirror, --from the official files)") from None
     except (ConnectionError, FileNotFoundError, OSError, ValueError) as exc:
+        if Path(location).exists():  # a local copy: nothing was downloaded, its files are wrong
+            raise DataError(
+                f"{location}: the local copy cannot be read as the hub dataset (config "
+                f"{spec.config!r}): {type(exc).__name__}: {_first_line(exc)}",
+                hint="check its README.md (the dataset card: a YAML header with configs, each "
+                     "with a config_name and its data_files) and the files it names, or fetch "
+                     "without --source hub (mirror, --from the official files)") from exc
         offline = datasets.config.HF_DATASETS_OFFLINE
         instead = ("--from DIR (a local copy of the hub repository) or fetch without --source "
                    "hub (mirror, --from the official files)")
         raise DownloadError(
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
             f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            f"{type(exc).__name__}: {_first_line(exc)}",
             # the offline switch is named only where it is set: advice to unset a variable
             # nobody set sends the user the wrong way
             hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {instead}"
@@ -81,6 +88,10 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
     data_files = {str(split): [str(f) for f in files]
                   for split, files in (builder.config.data_files or {}).items()}
     return loaded, data_files, str(builder.hash or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else ""
 
 
 def _require_hub_host(location: str, spec: HubSpec) -> None:

@@ -42,7 +42,8 @@ def resolve_mirror(mirror: Path | None) -> Path | None:
         return None
     folder = setting[0].expanduser().resolve()
     if not folder.is_dir():
-        raise ConfigError(f"mirror folder {folder} ({setting[1]}) does not exist",
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"mirror folder {folder} ({setting[1]}) {what}",
                           hint="give --mirror DIR (or $PAIRREPRO_MIRROR) a folder laid out "
                           "<DIR>/<dataset>/<file>; PAIRREPRO_MIRROR= (empty) uses the "
                           "official URLs")

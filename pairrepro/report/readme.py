@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -160,10 +161,17 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
 }
 
 
-def render_sections(results_dir: Path | None = None) -> dict[str, str]:
+def render_sections(results_dir: Path | None = None,
+                    progress: Callable[[str], None] | None = None) -> dict[str, str]:
     """Every generated section's text from ``results_dir`` (default ``results/``), with paths
-    relative to the project folder (the README must not depend on where the clone lives)."""
+    relative to the project folder (the README must not depend on where the clone lives).
+    ``progress`` gets one line per phase (the check, then each section) with the time so far:
+    the whole takes tens of seconds, too long to be silent."""
+    say = progress or (lambda _line: None)
+    started = time.monotonic()
     folder = (results_dir or paths.results_dir()).absolute()
+    say(f"checking {sum(1 for _ in folder.glob('*/seed-*'))} reference runs in {folder} "
+        "against their saved predictions")
     # a README number must be what the committed predictions give: one hand-edited or
     # damaged run stops the rewrite (and --check), naming every such file
     problems = tampered_runs(folder)
@@ -173,9 +181,14 @@ def render_sections(results_dir: Path | None = None) -> dict[str, str]:
                                hint="restore them as committed (git checkout -- results/), or "
                                     "retrain and add them again (pairrepro results add RUN "
                                     "--force)")
+    sections = {}
     with contextlib.chdir(paths.PROJECT_DIR):
         results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
-        return {name: render(results) for name, render in SECTIONS.items()}
+        for number, (name, render) in enumerate(SECTIONS.items(), 1):
+            say(f"section {number}/{len(SECTIONS)}: {name} "
+                f"({time.monotonic() - started:.0f} s so far)")
+            sections[name] = render(results)
+    return sections
 
 
 def rewrite(text: str, sections: dict[str, str], source: str = "README.md") -> str:
@@ -194,10 +207,12 @@ def rewrite(text: str, sections: dict[str, str], source: str = "README.md") -> s
                                   f"{sections[m.group(1)].rstrip()}\n{END}", text)
 
 
-def stale_sections(readme: Path, results_dir: Path | None = None) -> list[str]:
-    """The sections of ``readme`` whose text differs from what ``results_dir`` renders."""
+def stale_sections(readme: Path, results_dir: Path | None = None,
+                   progress: Callable[[str], None] | None = None) -> list[str]:
+    """The sections of ``readme`` whose text differs from what ``results_dir`` renders
+    (``progress``: as :func:`render_sections`)."""
     text = readme.read_text(encoding="utf-8")
-    fresh = rewrite(text, render_sections(results_dir), str(readme))
+    fresh = rewrite(text, render_sections(results_dir, progress), str(readme))
     old = dict(m.groups() for m in _SECTION.finditer(text))
     new = dict(m.groups() for m in _SECTION.finditer(fresh))
     return [name for name in new if old.get(name) != new[name]] if fresh != text else []
