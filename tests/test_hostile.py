@@ -302,6 +302,26 @@ def test_print_config_rejects_what_train_rejects(tmp_path: Path, data_home: Path
         assert error.startswith(f"{path}: [model] hid"), error
 
 
+def _fetch_local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                     card: bytes) -> tuple[Path, dict[str, str]]:
+    """``fetch snli --source hub --from`` a local copy with one test parquet and ``card`` as
+    its README.md; checks exit 3 and returns the folder and the JSON error."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = tmp_path / "snli-hub"
+    (repo / "plain_text").mkdir(parents=True)
+    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
+    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
+    (repo / "README.md").write_bytes(card)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
+                              str(repo)])
+    assert out.exit_code == 3, out.output
+    return repo, json.loads(out.output[out.output.index("{"):])
+
+
 BAD_CARD = """---
 configs:
 - config_name: plain_text
@@ -314,20 +334,7 @@ configs:
 def test_a_hub_folder_with_a_broken_card_is_a_data_error(
         data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A malformed README front matter gave a yaml ParserError traceback."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    repo = tmp_path / "snli-hub"
-    (repo / "plain_text").mkdir(parents=True)
-    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
-    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
-    (repo / "README.md").write_text(BAD_CARD, encoding="utf-8")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
-                              str(repo)])
-    assert out.exit_code == 3, out.output
-    error = json.loads(out.output[out.output.index("{"):])
+    repo, error = _fetch_local_hub(tmp_path, monkeypatch, BAD_CARD.encode("utf-8"))
     assert "README.md" in error["error"] and str(repo) in error["error"]
 
 
@@ -342,20 +349,8 @@ def test_a_local_hub_folder_that_cannot_be_read_is_a_data_error(
     """A local copy (--from DIR) whose card has the wrong shape was exit 4, "cannot load ...
     from the Hugging Face hub", with the hint to unset HF_DATASETS_OFFLINE and get internet:
     nothing was downloaded, the folder's files are at fault (exit 3, the folder named)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    repo = tmp_path / "snli-hub"
-    (repo / "plain_text").mkdir(parents=True)
-    table = pa.table({"premise": ["a"], "hypothesis": ["b"], "label": [0]})
-    pq.write_table(table, repo / "plain_text" / "test-00000-of-00001.parquet")
-    (repo / "README.md").write_bytes(card.encode("utf-8", "surrogateescape"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    out = runner.invoke(app, ["--json", "fetch", "snli", "--source", "hub", "--from",
-                              str(repo)])
-    assert out.exit_code == 3, out.output
-    error = json.loads(out.output[out.output.index("{"):])
+    repo, error = _fetch_local_hub(tmp_path, monkeypatch,
+                                   card.encode("utf-8", "surrogateescape"))
     assert error["error"].startswith(f"{repo}: ") and "README.md" in error["hint"], error
     assert "HF_DATASETS_OFFLINE" not in str(error) and "internet" not in str(error), error
 
