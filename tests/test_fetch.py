@@ -27,7 +27,7 @@ from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.cli.common import STATE
 from pairrepro.data import archives, download, fetch
-from pairrepro.data.formats._common import find_raw_file
+from pairrepro.data.manifests import find_raw_file
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 runner = CliRunner()

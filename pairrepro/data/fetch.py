@@ -3,7 +3,7 @@ sources and what a fetch reports. The parts have their own modules: local copies
 (:mod:`~pairrepro.data.local_copies`), URLs (:mod:`~pairrepro.data.download`), checksums
 (:mod:`~pairrepro.data.checksums`: checked *before* a file gets its final name), archives
 (:mod:`~pairrepro.data.archives`), the record and report (:mod:`~pairrepro.data.fetch_record`),
-which splits the files serve (:mod:`~pairrepro.data.coverage`); the hub is
+which splits the files serve (:mod:`~pairrepro.data.manifests`); the hub is
 :mod:`pairrepro.data.sources`' other source.
 
 A fetched file is trusted while its size and mtime are those recorded (``--verify`` hashes
@@ -20,7 +20,6 @@ from typing import Any
 from pairrepro import io, paths
 from pairrepro.data.archives import extract_members, safe_extract
 from pairrepro.data.checksums import recheck_recorded
-from pairrepro.data.coverage import file_splits, variant_gaps
 from pairrepro.data.download import install_download
 from pairrepro.data.fetch_record import (
     FetchReport,
@@ -36,7 +35,7 @@ from pairrepro.data.local_copies import (
     resolve_from,
     resolve_mirror,
 )
-from pairrepro.data.manifests import FileSpec, Manifest, load_manifest
+from pairrepro.data.manifests import FileSpec, Manifest, file_splits, load_manifest, variant_gaps
 from pairrepro.errors import ChecksumError, DataError, DownloadError
 
 #: Sizes of the built-in synthetic data: NLI pairs per split, ranking queries per split.

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import __version__, io, paths
-from pairrepro.data.coverage import declared_splits
-from pairrepro.data.manifests import Manifest
+from pairrepro.data.manifests import Manifest, declared_splits
 from pairrepro.errors import DataError
 
 RECORD_NAME = ".fetched.json"

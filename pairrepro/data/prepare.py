@@ -40,18 +40,15 @@ import pyarrow as pa
 
 from pairrepro import __version__, io, paths
 from pairrepro.data.formats import ReaderResult, get_reader
-from pairrepro.data.formats._common import (
-    EMPTY_GROUP_RULE,
-    find_raw_file,
-    missing_files,
-    take_read_hashes,
-)
+from pairrepro.data.formats._common import EMPTY_GROUP_RULE, take_read_hashes
 from pairrepro.data.manifests import (
     Holdout,
     Manifest,
     TokenizerName,
     VariantSpec,
+    find_raw_file,
     load_manifest,
+    missing_files,
 )
 from pairrepro.data.prepared import PAD, UNK, write_prepared
 from pairrepro.errors import ChecksumError, ConfigError, DataError

@@ -285,8 +285,7 @@ def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
     ``--source hub``, else with ``--mirror DIR`` unless a mirror is configured:
     :func:`paths.mirror_dir`), then preprocess; ``[]`` when prepared (a dataset without a manifest:
     preprocess alone). Raises the manifest's errors: a variant it lacks, data never published."""
-    from pairrepro.data.coverage import reads_hub, variant_missing
-    from pairrepro.data.manifests import load_manifest
+    from pairrepro.data.manifests import load_manifest, reads_hub, variant_missing
 
     if is_prepared(dataset, variant):
         return []

@@ -21,7 +21,7 @@ from typing import IO, Any, TypeVar
 import pandas as pd
 
 from pairrepro.data.formats import LabelOptions, MalformedRow, ReaderOptions, ReaderResult
-from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
 from pairrepro.errors import DataError
 
 #: Rule name for a query that has no candidate at all (it cannot appear in a pair table).
@@ -43,20 +43,6 @@ def split_options(split: SplitSpec | None, variant: VariantSpec,
     values = {key: getattr(source, key) for key in model.model_fields for source in sources
               if key in source.model_fields_set}  # the split's, when set, comes last and wins
     return model.model_construct(**values)
-
-
-def find_raw_file(raw_root: Path, rel: str) -> Path | None:
-    """The raw file ``rel``, or its twin with/without ``.gz`` (official zips hold plain
-    ``x.jsonl`` where a mirror has ``x.jsonl.gz``); ``None`` when neither exists."""
-    for name in (rel, rel[:-3] if rel.endswith(".gz") else rel + ".gz"):
-        if (raw_root / name).is_file():
-            return raw_root / name
-    return None
-
-
-def missing_files(raw_root: Path, files: list[str]) -> list[str]:
-    """The files of a split that are not in ``raw_root`` (twins count, as for readers)."""
-    return [rel for rel in files if find_raw_file(raw_root, rel) is None]
 
 
 def raw_file(raw_root: Path, rel: str) -> Path:

@@ -44,8 +44,8 @@ import pandas as pd
 from pydantic import AfterValidator, Field
 
 from pairrepro.data.formats import MalformedRow, ReaderOptions, ReaderResult
-from pairrepro.data.formats._common import find_raw_file, split_options
-from pairrepro.data.manifests import SplitSpec, VariantSpec
+from pairrepro.data.formats._common import split_options
+from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
 from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.io import atomic_open
