@@ -53,8 +53,7 @@ from flops import (
 )
 from protocol import Load, Machine, add_common_arguments
 
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 
 FULL: dict[str, dict[str, Any]] = {
     "csran": {"hidden": 200, "layers": 3, "aggr_layers": 2, "out_hidden": 300},

@@ -46,8 +46,7 @@ from grid_reference import reference_forward  # noqa: E402
 from protocol import Machine, add_common_arguments  # noqa: E402
 
 from pairrepro.models import gridkernels  # noqa: E402
-from pairrepro.models.base import ModelContext  # noqa: E402
-from pairrepro.models.registry import build_model  # noqa: E402
+from pairrepro.models.base import ModelContext, build_model  # noqa: E402
 
 SNLI_TRAIN_PAIRS = 550_152
 VOCAB = 1000

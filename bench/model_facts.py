@@ -22,8 +22,13 @@ from typing import Any
 from pairrepro.config import Recipe
 from pairrepro.data.manifests import load_manifest
 from pairrepro.errors import PairreproError
-from pairrepro.models.base import ModelContext, count_weight_params
-from pairrepro.models.registry import available_models, build_model, model_hparams
+from pairrepro.models.base import (
+    ModelContext,
+    available_models,
+    build_model,
+    count_weight_params,
+    model_hparams,
+)
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.model_facts import MODEL_FACTS
 from pairrepro.report.paper_tables import PAPERS, load_paper

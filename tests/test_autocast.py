@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from model_harness import build_vocab, context, encode
 
 from pairrepro.data.synthetic import generate_nli
-from pairrepro.models.registry import available_models, build_model
+from pairrepro.models.base import available_models, build_model
 from pairrepro.train.device import cpu_has_bf16_units
 from pairrepro.train.optim import initialise
 

@@ -19,8 +19,7 @@ from pairrepro.data.batches import (
 )
 from pairrepro.data.synthetic import generate_ranking
 from pairrepro.errors import DataError
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.tasks import CLASSIFICATION, PAIRWISE_RANKING, POINTWISE_RANKING
 
 

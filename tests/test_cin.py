@@ -10,14 +10,13 @@ from model_harness import assert_padding_invariant, fit_nli, fit_ranking
 
 from pairrepro.config import OptimSection
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.cin import (
     FilterGenerator,
     dynamic_conv1d,
     normalise_filters,
 )
 from pairrepro.models.layers import exact_match
-from pairrepro.models.registry import build_model
 from pairrepro.train.optim import initialise
 
 SMALL = {"hidden": 12, "dim": 24, "layers": 2, "kmax": 3, "char_dim": 6, "char_filters": 8,

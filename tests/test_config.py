@@ -13,8 +13,7 @@ from pairrepro import paths
 from pairrepro.config import load_recipe
 from pairrepro.data.manifests import available_datasets, load_manifest
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.tasks import TASKS
 
 BASE = """

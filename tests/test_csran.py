@@ -8,10 +8,9 @@ import torch
 from model_harness import assert_padding_invariant, fit_nli
 
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.csran import CAFEBlock, co_stack_affinity
 from pairrepro.models.layers import CharEncoder, FactorizationMachine
-from pairrepro.models.registry import build_model
 
 SMALL = {"hidden": 12, "layers": 2, "char_dim": 6, "char_hidden": 8, "fm_factors": 4,
          "aggr_layers": 1, "out_hidden": 16, "dropout": 0.0}

@@ -9,8 +9,7 @@ import pytest
 import torch
 from model_harness import assert_padding_invariant, fit_nli
 
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 
 
 @pytest.mark.parametrize("pooling", ["last", "max"])

@@ -6,9 +6,8 @@ from __future__ import annotations
 import torch
 from model_harness import assert_padding_invariant, fit_nli
 
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import soft_align
-from pairrepro.models.registry import build_model
 
 SMALL = {"hidden": 16, "dropout": 0.0}
 

@@ -13,9 +13,8 @@ import pytest
 import torch
 from model_harness import assert_padding_invariant
 
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import WordEmbedding, exact_match
-from pairrepro.models.registry import build_model
 
 MODELS: dict[str, dict[str, Any]] = {
     "esim": {"hidden": 8, "dropout": 0.0},

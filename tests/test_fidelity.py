@@ -18,9 +18,8 @@ from torch import nn
 
 from pairrepro.config import OptimSection, load_recipe
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import FactorizationMachine, WordEmbedding
-from pairrepro.models.registry import build_model
 from pairrepro.train.optim import L2Penalty, initialise
 
 ROOT = Path(__file__).resolve().parents[1]

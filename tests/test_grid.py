@@ -20,7 +20,7 @@ from synth_prepared import write_synthetic
 
 from pairrepro import paths
 from pairrepro.models import gridkernels
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.grid import (
     _Regroup,
     diagonals,
@@ -31,7 +31,6 @@ from pairrepro.models.grid import (
     lstm_forward,
     run_grid,
 )
-from pairrepro.models.registry import build_model
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
 

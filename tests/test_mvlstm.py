@@ -10,10 +10,9 @@ import torch.nn.functional as F
 from model_harness import ModelFactory, assert_padding_invariant, context, fit_nli, fit_ranking
 
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import BilinearTensor, masked_kmax_pooling
 from pairrepro.models.mvlstm import MVLSTM
-from pairrepro.models.registry import build_model
 
 SMALL = {"hidden": 8, "k": 3, "tensor_slices": 3, "mlp_hidden": 8}
 

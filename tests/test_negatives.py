@@ -16,8 +16,7 @@ from pairrepro.data.negatives import (
     sample_negatives,
 )
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 
 CORPUS = [
     "the cat sat on the mat",

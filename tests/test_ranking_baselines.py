@@ -20,10 +20,9 @@ from torch import nn
 from pairrepro.config import OptimSection
 from pairrepro.data.synthetic import generate_ranking
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ModelContext, PairModel, build_model
 from pairrepro.models.layers import masked_conv1d, masked_max_pool1d
 from pairrepro.models.ranking_baselines import masked_max_pool2d
-from pairrepro.models.registry import build_model
 from pairrepro.train.optim import initialise
 
 SMALL: dict[str, dict[str, object]] = {

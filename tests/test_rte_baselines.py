@@ -16,8 +16,7 @@ from model_harness import (
 )
 
 from pairrepro.data.synthetic import generate_nli
-from pairrepro.models.base import ModelContext
-from pairrepro.models.registry import build_model
+from pairrepro.models.base import ModelContext, build_model
 
 SMALL = {
     "nbow": {"hidden": 32},

@@ -234,7 +234,7 @@ def _print_results(results: list[dict[str, Any]]) -> None:
 
 
 def _check_model_keys(recipe: Recipe) -> None:
-    from pairrepro.models.registry import check_hparam_keys, model_hparams
+    from pairrepro.models.base import check_hparam_keys, model_hparams
 
     model_hparams(recipe.model.name)  # an unknown model name: ConfigError listing the known
     try:

@@ -1,10 +1,15 @@
 """Models: tensors in, scores out. Each model module registers itself by name.
 
-See :mod:`pairrepro.models.base` for the contract every model follows and
-:mod:`pairrepro.models.registry` for how recipes find them.
+See :mod:`pairrepro.models.base` for the contract every model follows and how recipes find
+them (the registry).
 """
 
-from pairrepro.models.base import ModelContext, PairModel
-from pairrepro.models.registry import available_models, build_model, register_model
+from pairrepro.models.base import (
+    ModelContext,
+    PairModel,
+    available_models,
+    build_model,
+    register_model,
+)
 
 __all__ = ["ModelContext", "PairModel", "available_models", "build_model", "register_model"]

@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ModelContext, PairModel, register_model
 from pairrepro.models.layers import MLP, WordEmbedding, masked_max, run_rnn
-from pairrepro.models.registry import register_model
 
 
 @register_model("bilstm_max")

@@ -21,8 +21,14 @@ from pairrepro.data.batches import pad
 from pairrepro.data.negatives import LUCENE_B, LUCENE_K1, lucene_idf, lucene_term_weight
 from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import Allowed, ModelContext, PairModel, at_least, check_hparams
-from pairrepro.models.registry import register_model
+from pairrepro.models.base import (
+    Allowed,
+    ModelContext,
+    PairModel,
+    at_least,
+    check_hparams,
+    register_model,
+)
 
 
 @register_model("bm25")

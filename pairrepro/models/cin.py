@@ -31,7 +31,14 @@ from torch import nn
 
 from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import ODD_WIDTH, ModelContext, PairModel, check_hparams, one_of
+from pairrepro.models.base import (
+    ODD_WIDTH,
+    ModelContext,
+    PairModel,
+    check_hparams,
+    one_of,
+    register_model,
+)
 from pairrepro.models.layers import (
     MLP,
     CharEncoder,
@@ -41,7 +48,6 @@ from pairrepro.models.layers import (
     masked_max,
     run_rnn,
 )
-from pairrepro.models.registry import register_model
 
 
 def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

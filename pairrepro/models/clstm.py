@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, register_model
 from pairrepro.models.grid import (
     Diagonals,
     GridPairModel,
@@ -37,7 +37,6 @@ from pairrepro.models.grid import (
     state_dtype,
 )
 from pairrepro.models.layers import WordEmbedding
-from pairrepro.models.registry import register_model
 
 
 class _TCSweep(torch.autograd.Function):

@@ -27,7 +27,14 @@ import torch
 from torch import nn
 
 from pairrepro.errors import ConfigError
-from pairrepro.models.base import POSITIVE, ModelContext, PairModel, check_hparams, one_of
+from pairrepro.models.base import (
+    POSITIVE,
+    ModelContext,
+    PairModel,
+    check_hparams,
+    one_of,
+    register_model,
+)
 from pairrepro.models.layers import (
     MLP,
     CharEncoder,
@@ -39,7 +46,6 @@ from pairrepro.models.layers import (
     run_rnn,
     soft_align,
 )
-from pairrepro.models.registry import register_model
 
 AFFINITIES = ("max", "max_sum")
 

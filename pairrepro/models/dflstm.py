@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models import gridkernels
-from pairrepro.models.base import ModelContext
+from pairrepro.models.base import ModelContext, register_model
 from pairrepro.models.grid import (
     Diagonals,
     GridPairModel,
@@ -40,7 +40,6 @@ from pairrepro.models.grid import (
     state_dtype,
 )
 from pairrepro.models.layers import NEG_INF, WordEmbedding, masked_max
-from pairrepro.models.registry import register_model
 
 
 class _Side(nn.Module):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ModelContext, PairModel, register_model
 from pairrepro.models.layers import (
     MLP,
     WordEmbedding,
@@ -20,7 +20,6 @@ from pairrepro.models.layers import (
     run_rnn,
     soft_align,
 )
-from pairrepro.models.registry import register_model
 
 
 @register_model("esim")

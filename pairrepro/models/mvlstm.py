@@ -18,7 +18,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pairrepro.models.base import POSITIVE, ModelContext, PairModel, check_hparams, one_of
+from pairrepro.models.base import (
+    POSITIVE,
+    ModelContext,
+    PairModel,
+    check_hparams,
+    one_of,
+    register_model,
+)
 from pairrepro.models.layers import (
     MLP,
     BilinearTensor,
@@ -26,7 +33,6 @@ from pairrepro.models.layers import (
     masked_kmax_pooling,
     run_rnn,
 )
-from pairrepro.models.registry import register_model
 
 INTERACTIONS = ("cosine", "bilinear", "tensor")
 

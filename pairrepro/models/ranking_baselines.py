@@ -24,6 +24,7 @@ from pairrepro.models.base import (
     PairModel,
     at_least,
     check_hparams,
+    register_model,
 )
 from pairrepro.models.layers import (
     MLP,
@@ -35,7 +36,6 @@ from pairrepro.models.layers import (
     masked_max_pool1d,
     run_rnn,
 )
-from pairrepro.models.registry import register_model
 
 
 class CosineHead(nn.Module):

@@ -13,9 +13,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ModelContext, PairModel, register_model
 from pairrepro.models.layers import MLP, WordEmbedding, masked_softmax, masked_sum, run_lstm_from
-from pairrepro.models.registry import register_model
 
 
 @register_model("nbow")
