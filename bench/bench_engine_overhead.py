@@ -45,10 +45,10 @@ def main() -> None:
         from pairrepro.data.batches import EpochPlan
         from pairrepro.data.fetch import fetch_dataset
         from pairrepro.data.prepare import prepare_dataset
+        from pairrepro.device import resolve_device, seed_everything
         from pairrepro.paths import PROJECT_DIR
         from pairrepro.runs import RunFolder
         from pairrepro.tasks import CLASSIFICATION
-        from pairrepro.train.device import resolve_device, seed_everything
         from pairrepro.train.loop import Trainer
         from pairrepro.train.setup import build_recipe_model, load_task_data
 

@@ -309,7 +309,7 @@ def fresh_process_peak(setup: str, step: str, threads: int = 1,
     """
     code = "\n".join([
         "import os, sys, torch",
-        "from pairrepro.train.device import set_threads",
+        "from pairrepro.device import set_threads",
         f"set_threads({threads})",  # as a training run: freed memory kept
         f"sys.path.insert(0, {str(ROOT / 'bench')!r})",
         "def vm(key):",

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from pairrepro.train.device import cpu_flags, cpu_model, set_threads
+from pairrepro.device import cpu_flags, cpu_model, set_threads
 
 # ISA flags that decide the GEMM rates: printed with the machine
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile",

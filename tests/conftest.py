@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pairrepro.train.device import THREAD_VARIABLES
+from pairrepro.device import THREAD_VARIABLES
 
 torch.set_num_threads(1)
 

@@ -1,5 +1,5 @@
 """Every trainable model takes one training step under bf16 autocast, the code path of
-``[train] precision = "bf16"`` (``pairrepro.train.device.autocast``). The CPU's bf16 autocast
+``[train] precision = "bf16"`` (``pairrepro.device.autocast``). The CPU's bf16 autocast
 stands in for a GPU's, where the CPU has bf16 units: the loss must be finite (computed in
 float32, as ``Task.batch_loss`` does) and every trainable parameter tensor must get a finite,
 non-zero gradient. Tiny sizes; the models' full sizes are preflight's business."""
@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from model_harness import build_vocab, context, encode
 
 from pairrepro.data.synthetic import generate_nli
+from pairrepro.device import cpu_has_bf16_units
 from pairrepro.models.base import available_models, build_model
-from pairrepro.train.device import cpu_has_bf16_units
 from pairrepro.train.optim import initialise
 
 # constructor keywords that make each model tiny (others keep their defaults)

@@ -40,7 +40,7 @@ def _worker(rank: int, world: int, port: int, home: str, runs: str, out: str) ->
                                hooks=TrainHooks(on_step=save))
         (Path(out) / f"result{rank}.json").write_text(json.dumps(results))
     finally:
-        from pairrepro.train.distributed import leave_process_group
+        from pairrepro.device import leave_process_group
 
         leave_process_group()
 
@@ -91,13 +91,13 @@ def test_missing_data_is_reported_before_any_rank_starts(
     its exit code, and no rank started (torchrun gave a copy per rank and a traceback)."""
     from typer.testing import CliRunner
 
+    from pairrepro import device
     from pairrepro.cli.app import app
-    from pairrepro.train import distributed
 
     def no_ranks(nproc: int, args: list[str]) -> None:
         raise AssertionError(f"ranks started: {args}")
 
-    monkeypatch.setattr(distributed, "launch_ranks", no_ranks)
+    monkeypatch.setattr(device, "launch_ranks", no_ranks)
     result = CliRunner().invoke(app, ["train", str(paths.recipes_dir() / "mv_lstm_tensor.toml"),
                                       "--nproc-per-node", "2"])
     assert result.exit_code == 3 and isinstance(result.exception, SystemExit), result.output
@@ -128,7 +128,7 @@ def _failure(tmp_path: Path, rank: int, exitcode: int, message: str | None = Non
 
 
 def test_the_failure_reported_is_the_first_error_nobody_printed(tmp_path: Path) -> None:
-    from pairrepro.train.distributed import reported_failure
+    from pairrepro.device import reported_failure
 
     # every rank failed alike: rank 0 printed it, so rank 0 is named even where another rank
     # recorded it first; only its exit code is left to report

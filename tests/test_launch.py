@@ -15,14 +15,13 @@ import torch
 from synth_prepared import write_synthetic
 from typer.testing import CliRunner
 
-from pairrepro import paths
+from pairrepro import device, paths
 from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.launch import live, local, slurm
 from pairrepro.launch.spec import RunSpec, specs_of
 from pairrepro.runs import RunFolder
-from pairrepro.train import device
 
 BASE = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 from synth_prepared import write_synthetic
 
+from pairrepro import device as device_mod
 from pairrepro import paths
 from pairrepro import runs as run_files
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.runs import config_differences
-from pairrepro.train import device as device_mod
 from pairrepro.train.runner import train_recipe
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"

@@ -15,7 +15,7 @@ import torch
 
 from pairrepro import paths
 from pairrepro.data.prepare import prepare_dataset
-from pairrepro.train.device import cpu_fingerprint
+from pairrepro.device import cpu_fingerprint
 from pairrepro.train.runner import train_recipe
 
 SHORT = "mv_lstm_tensor_trecqa_short"

@@ -17,10 +17,10 @@ import torch
 from synth_prepared import write_synthetic
 
 from pairrepro import paths
+from pairrepro.device import capture_rng_state, restore_rng_state
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.metrics import classification_metrics
 from pairrepro.runs import load_checkpoint
-from pairrepro.train.device import capture_rng_state, restore_rng_state
 from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe

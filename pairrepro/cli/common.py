@@ -90,7 +90,7 @@ def handle_errors(fn: F) -> F:
                 raise storage_error(exc) from None
         except PairreproError as exc:
             if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
-                from pairrepro.train.distributed import record_error
+                from pairrepro.device import record_error
 
                 record_error(str(exc), exc.exit_code)  # the launcher's report names it
             if os.environ.get("RANK", "0") != "0":

@@ -91,7 +91,7 @@ def preflight(
 
     from pairrepro.cli.train_cmds import resolve_recipe
     from pairrepro.config import load_recipe
-    from pairrepro.train.device import resolve_device
+    from pairrepro.device import resolve_device
     from pairrepro.train.preflight import run_preflight
 
     if out is not None and len(recipes) > 1:

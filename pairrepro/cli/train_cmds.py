@@ -87,7 +87,7 @@ def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | 
     is printed once and no rank starts; a rank that fails later said why itself, and this
     adds one line naming it."""
     from pairrepro.config import load_recipe
-    from pairrepro.train.distributed import launch_ranks
+    from pairrepro.device import launch_ranks
     from pairrepro.train.setup import check_prerequisites
 
     recipe = load_recipe(path, overrides)
@@ -187,7 +187,7 @@ def train(
     if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
         _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node)
         return
-    from pairrepro.train.device import default_threads, set_threads
+    from pairrepro.device import default_threads, set_threads
     from pairrepro.train.runner import train_recipe
 
     # torchrun starts LOCAL_WORLD_SIZE processes on this node: they share its cores

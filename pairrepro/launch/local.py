@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from pairrepro.device import THREAD_VARIABLES, default_threads, set_threads
 from pairrepro.errors import ConfigError
 from pairrepro.launch import live as table
 from pairrepro.launch.spec import (
@@ -22,7 +23,6 @@ from pairrepro.launch.spec import (
     silent,
 )
 from pairrepro.runs import RunFolder
-from pairrepro.train.device import THREAD_VARIABLES, default_threads, set_threads
 
 
 def child_command(spec: RunSpec, threads: int, device: str | None) -> list[str]:

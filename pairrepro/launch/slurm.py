@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field
 
 from pairrepro.console import get_err_console
+from pairrepro.device import default_threads, set_threads
 from pairrepro.errors import ConfigError
 from pairrepro.io import read_toml
 from pairrepro.launch import live as table
@@ -26,7 +27,6 @@ from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, ru
 from pairrepro.report.plan import epoch_seconds, preflight_record
 from pairrepro.runs import RunFolder, read_run
 from pairrepro.schema import Schema, validate
-from pairrepro.train.device import default_threads, set_threads
 
 # after SIGTERM in a Slurm job, how long to wait for the requeue signal (pre-emption sends
 # SIGTERM, then USR2); a plain scancel sends no USR2 and the run stays ``interrupted``

@@ -69,7 +69,7 @@ def _build(compiler: str, folder: Path) -> tuple[Path | None, str]:
                                  timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"compiler {compiler} does not run: {exc}"
-    from pairrepro.train.device import cpu_flags, cpu_model
+    from pairrepro.device import cpu_flags, cpu_model
 
     errors = []
     for isa in ISA_FLAGS:

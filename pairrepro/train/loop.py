@@ -28,11 +28,18 @@ from torch import nn
 from pairrepro.config import Recipe
 from pairrepro.console import PlainProgress, step_progress
 from pairrepro.data.batches import EncodedSplit, EpochPlan, collate_pairs, eval_batches
+from pairrepro.device import (
+    DistContext,
+    all_reduce_sum,
+    autocast,
+    broadcast_flag,
+    capture_rng_state,
+    gather_rows,
+    restore_rng_state,
+)
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.runs import RunFolder
-from pairrepro.train.device import autocast, capture_rng_state, restore_rng_state
-from pairrepro.train.distributed import DistContext, all_reduce_sum, broadcast_flag, gather_rows
 from pairrepro.train.optim import (
     L2Penalty,
     build_optimizer,

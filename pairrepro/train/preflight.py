@@ -42,15 +42,15 @@ from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
-from pairrepro.errors import DataError, PairreproError, PreflightError
-from pairrepro.models.base import PairModel, count_parameters
-from pairrepro.models.layers import WordEmbedding
-from pairrepro.train.device import (
+from pairrepro.device import (
     autocast,
     cpu_fingerprint,
     device_name,
     resolve_precision,
 )
+from pairrepro.errors import DataError, PairreproError, PreflightError
+from pairrepro.models.base import PairModel, count_parameters
+from pairrepro.models.layers import WordEmbedding
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
@@ -445,8 +445,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   stand_in: bool = False, show_progress: bool = False) -> PreflightResult:
     """Preflight ``recipe`` (the module docstring; at least one step runs). Failed checks are
     in the result, not raised (:meth:`PreflightResult.raise_if_failed`)."""
+    from pairrepro.device import seed_everything
     from pairrepro.runs import RunFolder
-    from pairrepro.train.device import seed_everything
     from pairrepro.train.loop import Trainer
 
     device = device or torch.device("cpu")

@@ -25,22 +25,20 @@ from pairrepro import paths
 from pairrepro.config import Recipe, load_recipe
 from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
-from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
-from pairrepro.models.base import PairModel, count_parameters
-from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
-from pairrepro.train.device import (
-    cpu_fingerprint,
-    device_name,
-    resolve_precision,
-    seed_everything,
-)
-from pairrepro.train.distributed import (
+from pairrepro.device import (
     DistContext,
     barrier,
     broadcast_object,
+    cpu_fingerprint,
+    device_name,
     init_distributed,
     leave_process_group,
+    resolve_precision,
+    seed_everything,
 )
+from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
+from pairrepro.models.base import PairModel, count_parameters
+from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
 from pairrepro.train.loop import (
     Interrupted,
     Trainer,

@@ -15,11 +15,11 @@ from pairrepro import paths
 from pairrepro.config import Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
+from pairrepro.device import resolve_device
 from pairrepro.errors import ConfigError, DataError, PairreproError
 from pairrepro.models.base import ModelContext, PairModel, available_models, build_model
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
-from pairrepro.train.device import resolve_device
 from pairrepro.train.optim import initialise
 
 
