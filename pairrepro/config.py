@@ -85,9 +85,9 @@ class DataSection(Schema):
 
 # The choice lists of the recipe, each stated once, here: the modules that implement them key
 # their dispatch on these (tests/test_choices.py checks each against its implementation).
-OptimiserName = Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"]  # train.optim
-L2Scope = Literal["all", "weights", "lazy"]  # train.optim.L2Penalty
-Initializer = Literal["default", "uniform", "xavier", "zeros"]  # train.optim
+OptimiserName = Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"]  # train.loop
+L2Scope = Literal["all", "weights", "lazy"]  # train.loop.L2Penalty
+Initializer = Literal["default", "uniform", "xavier", "zeros"]  # train.setup
 
 
 class EmbeddingsSection(Schema):
@@ -275,7 +275,7 @@ ADAPTIVE_OPTIMISERS = frozenset(get_args(OptimiserName)) - {"sgd"}
 
 def _check_l2_scope(recipe: Recipe, source: str) -> None:
     """A dense L2 term on fine-tuned pretrained vectors under an adaptive optimiser moves every
-    unused row by a fixed fraction of the learning rate each step (pairrepro.train.optim):
+    unused row by a fixed fraction of the learning rate each step (pairrepro.train.loop):
     rare words lose their vectors. That needs a stated reason (``l2_scope_why``)."""
     emb, optim = recipe.embeddings, recipe.optim
     if (optim.l2 > 0 and optim.l2_scope == "all" and not optim.l2_scope_why.strip()

@@ -14,7 +14,7 @@ from model_harness import build_vocab, context, encode
 from pairrepro.data.synthetic import generate_nli
 from pairrepro.device import cpu_has_bf16_units
 from pairrepro.models.base import available_models, build_model
-from pairrepro.train.optim import initialise
+from pairrepro.train.setup import initialise
 
 # constructor keywords that make each model tiny (others keep their defaults)
 TINY: dict[str, dict[str, object]] = {

@@ -17,7 +17,7 @@ from pairrepro.models.cin import (
     normalise_filters,
 )
 from pairrepro.models.layers import exact_match
-from pairrepro.train.optim import initialise
+from pairrepro.train.setup import initialise
 
 SMALL = {"hidden": 12, "dim": 24, "layers": 2, "kmax": 3, "char_dim": 6, "char_filters": 8,
          "mlp_hidden": 16, "dropout": 0.0}

@@ -23,7 +23,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, PairModel, build_model
 from pairrepro.models.layers import masked_conv1d, masked_max_pool1d
 from pairrepro.models.ranking_baselines import masked_max_pool2d
-from pairrepro.train.optim import initialise
+from pairrepro.train.setup import initialise
 
 SMALL: dict[str, dict[str, object]] = {
     "lstm_rnn": {"hidden": 16},

@@ -280,13 +280,13 @@ def test_cli_train_eval_json_and_exit_codes(synth: Path) -> None:
 def test_optimiser_options_do_what_the_recipe_says() -> None:
     from pairrepro.config import OptimSection
     from pairrepro.models.base import ModelContext, build_model
-    from pairrepro.train.optim import (
+    from pairrepro.train.loop import (
         build_optimizer,
         clip_gradients,
-        initialise,
         l2_penalty,
         trainable_parameters,
     )
+    from pairrepro.train.setup import initialise
 
     torch.manual_seed(0)
     pretrained = torch.randn(12, 6)
@@ -333,7 +333,7 @@ def test_orthogonal_init_reaches_the_df_lstm_grid() -> None:
     """``lstm_orthogonal`` also reaches recurrences built without nn.LSTM (DF-LSTM's cells)."""
     from pairrepro.config import OptimSection
     from pairrepro.models import ModelContext, build_model
-    from pairrepro.train.optim import initialise
+    from pairrepro.train.setup import initialise
 
     torch.manual_seed(0)
     ctx = ModelContext(vocab_size=12, embed_dim=6, num_outputs=3)

@@ -1,26 +1,35 @@
-"""From a recipe to what training and scoring need: encoded data, a built model, a run's
-model rebuilt from its folder. Below ``loop.py``, ``evaluate.py`` and ``runner.py``, importing
-none of them."""
+"""From a recipe to what training and scoring need: encoded data, a built and initialised model
+(:func:`initialise`: the recipe's ``[optim]`` init, never over a module's own), a run's model
+rebuilt from its folder. Below ``loop.py``, ``evaluate.py`` and ``runner.py``, importing none
+of them."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from pairrepro import paths
-from pairrepro.config import Recipe, recipe_from_dict
+from pairrepro.config import Initializer, OptimSection, Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.device import resolve_device
 from pairrepro.errors import ConfigError, DataError, PairreproError
-from pairrepro.models.base import ModelContext, PairModel, available_models, build_model
+from pairrepro.models.base import (
+    ModelContext,
+    PairModel,
+    available_models,
+    build_model,
+    embedding_parameter_ids,
+)
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
-from pairrepro.train.optim import initialise
 
 
 @dataclass
@@ -154,6 +163,86 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
         raise ConfigError(f"{recipe.source}: [model] {recipe.model.name}: {exc}") from None
     initialise(model, recipe.optim, keep_embeddings=emb.source != "random")
     return model, info
+
+
+def documented_init_ids(model: nn.Module) -> set[int]:
+    """Ids of the parameters a module's ``documented_init`` names (its own init, as a
+    ``reset_parameters``: CSRAN's FM ``w = w0 = 0``, CIN's filter bias ``B``)."""
+    return {id(module.get_parameter(name)) for module in model.modules()
+            for name in getattr(module, "documented_init", ())}
+
+
+def initializer_for(name: str, cfg: OptimSection) -> Initializer:
+    """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
+    name (``re.search``), else ``init``."""
+    for rule in cfg.init_rules:
+        if re.search(rule.pattern, name):
+            return rule.init
+    return cfg.init
+
+
+def _xavier(param: torch.Tensor, init_range: float) -> None:
+    if param.dim() >= 2:
+        nn.init.xavier_uniform_(param)
+    else:
+        param.zero_()
+
+
+# keyed by the recipe's choices (config.Initializer); "default" keeps the layers' own init
+INITIALIZERS: dict[Initializer, Callable[[torch.Tensor, float], object]] = {
+    "default": lambda param, init_range: None,
+    "uniform": lambda param, init_range: param.uniform_(-init_range, init_range),
+    "xavier": _xavier,
+    "zeros": lambda param, init_range: param.zero_(),
+}
+
+
+def _apply_init(param: torch.Tensor, init: Initializer, init_range: float) -> None:
+    INITIALIZERS[init](param, init_range)
+
+
+def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
+    """Apply the recipe's initialisation: each parameter gets :func:`initializer_for`'s
+    (``uniform`` U(-init_range, init_range); ``xavier``: Xavier-uniform matrices, zero
+    vectors; ``zeros``; ``default``: the layer's own), but embedding tables with
+    ``keep_embeddings`` and :func:`documented_init_ids`. ``lstm_orthogonal`` then makes each
+    gate block of every LSTM/GRU recurrent matrix orthogonal, or calls a module's own
+    ``orthogonal_recurrent_()``."""
+    embedding_params = embedding_parameter_ids(model)
+    documented = documented_init_ids(model)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if keep_embeddings and id(param) in embedding_params:
+                continue
+            init = initializer_for(name, cfg)
+            if id(param) in documented:
+                # drawn into a scratch copy, so the random stream, and with it every other
+                # parameter's initial value, is what it would be without the documented init
+                _apply_init(param.detach().clone(), init, cfg.init_range)
+                continue
+            _apply_init(param, init, cfg.init_range)
+        for module in model.modules():
+            # re-zero the padding row that a global init overwrote
+            if (isinstance(module, nn.Embedding) and module.padding_idx is not None
+                    and not keep_embeddings
+                    and initializer_for(_name_of(model, module.weight), cfg) != "default"):
+                module.weight[module.padding_idx].zero_()
+        if cfg.lstm_orthogonal:
+            for module in model.modules():
+                if isinstance(module, nn.LSTM | nn.GRU | nn.LSTMCell | nn.GRUCell):
+                    for name, param in module.named_parameters():
+                        if "weight_hh" in name:
+                            for block in param.chunk(param.size(0) // param.size(1), dim=0):
+                                nn.init.orthogonal_(block)
+                # recurrences that are not nn.LSTM (the DF-LSTM grid) expose their own hook
+                hook = getattr(module, "orthogonal_recurrent_", None)
+                if callable(hook):
+                    hook()
+
+
+def _name_of(model: nn.Module, param: nn.Parameter) -> str:
+    """The name of ``param`` in ``model`` ("" if it is not one of its parameters)."""
+    return next((name for name, p in model.named_parameters() if p is param), "")
 
 
 def resolve_split(recipe: Recipe, split: str) -> str:
