@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pairrepro.io import sha256_file
+from pairrepro.paths import sha256_file
 
 TARGET_PAIRS_PER_S = 50_000
 WORDS = [

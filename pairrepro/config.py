@@ -25,7 +25,7 @@ from pydantic import AfterValidator, Field
 
 from pairrepro.data.embeddings import EmbeddingSource, OovInit
 from pairrepro.errors import ConfigError
-from pairrepro.io import read_toml
+from pairrepro.paths import read_toml
 from pairrepro.schema import Schema, validate
 from pairrepro.tasks import CLASSIFICATION, LOSSES, TASK_TYPES, task_for
 

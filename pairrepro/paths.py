@@ -1,9 +1,19 @@
-"""Where things live: the data home, the bundled manifests, recipes and runs."""
+"""Where things live (the data home, the bundled manifests, recipes and runs) and how files are
+read and written there: atomically, so that nothing half-written is ever read back."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
+import tempfile
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
+
+from pairrepro.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 PROJECT_DIR = PACKAGE_DIR.parent
@@ -23,8 +33,6 @@ def home() -> Path:
     if env := os.environ.get("PAIRREPRO_HOME"):
         folder = Path(env).expanduser()
         if folder.exists() and not folder.is_dir():
-            from pairrepro.errors import ConfigError
-
             raise ConfigError(f"PAIRREPRO_HOME={env}: {folder} is not a folder",
                               hint="point PAIRREPRO_HOME at a folder (it is created if absent)")
         return folder
@@ -99,7 +107,6 @@ def mirror_setting() -> tuple[Path, str] | None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
     if config.is_file():
-        from pairrepro.io import read_toml
         from pairrepro.schema import Schema, validate
 
         class UserConfig(Schema):
@@ -117,3 +124,84 @@ def mirror_dir() -> Path | None:
     """The local mirror folder of :func:`mirror_setting`, or ``None``."""
     setting = mirror_setting()
     return setting[0] if setting else None
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` (``.<name>.partial``: no glob for the final name
+    sees it), renamed onto ``path`` only on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
+    os.fchmod(fd, 0o666 & ~_umask())
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(
+    path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8"
+) -> Iterator[IO[Any]]:
+    """Open a file for writing that appears under ``path`` only once fully written."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write text atomically."""
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON atomically (sorted keys, 2-space indent, trailing newline)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML file; invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary
+    file), is a :class:`ConfigError` naming the file, line and column (a missing file raises
+    ``FileNotFoundError`` for the caller to explain)."""
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line "
+                          f"{line}, column {column}",
+                          hint="TOML files are UTF-8: save it as UTF-8 (e.g. iconv -f latin1 "
+                               "-t utf-8), or check that it is the text file meant") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+
+
+def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -32,7 +32,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pairrepro import io, paths
+from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError, PairreproError, StorageError, TrainingError
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
     buffer = BytesIO()
     torch.save({"format_version": CHECKPOINT_FORMAT, **state}, buffer)
-    with writing(path), io.atomic_path(path) as tmp:
+    with writing(path), paths.atomic_path(path) as tmp:
         tmp.write_bytes(buffer.getbuffer())
 
 
@@ -180,7 +180,7 @@ class RunFolder:
 
     def write_progress(self, progress: dict[str, Any]) -> None:
         with writing(self.progress_path):
-            io.write_json(self.progress_path, progress)
+            paths.write_json(self.progress_path, progress)
 
     def read_progress(self) -> dict[str, Any]:
         """``checkpoints/last.json``, or {} when there is none (no checkpoint yet, or a run
@@ -298,19 +298,19 @@ class RunFolder:
         return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
 
     # ------------------------------------------------------------------ writing
-    # every writer is atomic (io) and turns OSError into StorageError (:func:`writing`)
+    # every writer is atomic (paths.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
         with writing(self.config_path):
-            io.write_text(self.config_path, toml_text)
+            paths.write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         with writing(self.manifest_path):
-            io.write_json(self.manifest_path, manifest)
+            paths.write_json(self.manifest_path, manifest)
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` from the whole history (one line per epoch)."""
         with writing(self.metrics_path):
-            io.write_text(self.metrics_path,
+            paths.write_text(self.metrics_path,
                           "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
 
     def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
@@ -326,20 +326,20 @@ class RunFolder:
         if status == "running":
             result.update(pid=os.getpid(), host=socket.gethostname())
         with writing(self.result_path):
-            io.write_json(self.result_path, result)
+            paths.write_json(self.result_path, result)
         return result
 
     def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
         """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
         path = self.eval_path(split, variant)
         with writing(path):
-            io.write_json(path, record)
+            paths.write_json(path, record)
         return path
 
     def write_predictions(self, key: str, frame: pd.DataFrame) -> None:
         """Write ``predictions/<key>.parquet`` (read back by :func:`read_predictions`)."""
         path = self.predictions(key)
-        with writing(path), io.atomic_path(path) as tmp:
+        with writing(path), paths.atomic_path(path) as tmp:
             frame.to_parquet(tmp, index=False)
 
     # ------------------------------------------------------------------ --force
@@ -551,7 +551,7 @@ def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
     """Write ``runs/<recipe>/summary.json`` (the seeds of the last ``train`` call)."""
     path = recipe_dir / SUMMARY
     with writing(path):
-        io.write_json(path, summary)
+        paths.write_json(path, summary)
     return path
 
 

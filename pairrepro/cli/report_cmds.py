@@ -23,7 +23,7 @@ from pairrepro.cli.common import (
     info,
 )
 from pairrepro.errors import ConfigError
-from pairrepro.io import write_text
+from pairrepro.paths import write_text
 from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
 from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.report.recipe_index import load_recipe_index

@@ -11,7 +11,7 @@ import typer
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
-from pairrepro.io import write_text
+from pairrepro.paths import write_text
 from pairrepro.runs import RunFolder, seed_folders
 
 RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pairrepro import io, paths
+from pairrepro import paths
 from pairrepro.data.archives import extract_members, safe_extract
 from pairrepro.data.checksums import recheck_recorded
 from pairrepro.data.download import install_download
@@ -64,10 +64,10 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
                          if kind == "nli" else
                          synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
                                                     seed=SYNTHETIC_SEED, split=split))
-                with io.atomic_open(target) as handle:
+                with paths.atomic_open(target) as handle:
                     table.to_json(handle, orient="records", lines=True, force_ascii=False)
             report.files.append(FileResult(rel, "present" if kept else "generated", "generated",
-                                           io.sha256_file(target), target.stat().st_size,
+                                           paths.sha256_file(target), target.stat().st_size,
                                            False, [split]))
     report.splits_present = ["train", "dev", "test"]
     write_record(manifest.name, {

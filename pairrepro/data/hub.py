@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from pairrepro import io, paths
+from pairrepro import paths
 from pairrepro.data.fetch_record import FetchReport, FileResult, merge_record
 from pairrepro.data.manifests import HUB_DIR, HubSpec, Manifest
 from pairrepro.errors import ConfigError, DataError, DownloadError
@@ -176,9 +176,9 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
         table, warnings = _convert(spec, theirs, dataset)
         report.warnings.extend(w for w in warnings if w not in report.warnings)
         target = root / rel
-        with io.atomic_path(target) as tmp:
+        with paths.atomic_path(target) as tmp:
             pq.write_table(table, tmp)
-        digest = io.sha256_file(target)
+        digest = paths.sha256_file(target)
         report.files.append(FileResult(rel, "fetched", origin, digest, target.stat().st_size,
                                        False, [ours]))
         splits[ours] = {"hub_split": theirs, "rows": dataset.num_rows, "file": rel,
@@ -193,6 +193,6 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
     source = {"id": spec.id, "config": spec.config, "location": location,
               "revision": revision, "revision_asked": spec.revision,
               "fingerprint": fingerprint, "data_files": data_files, "splits": splits}
-    io.write_json(root / HUB_DIR / SOURCE_RECORD, source)
+    paths.write_json(root / HUB_DIR / SOURCE_RECORD, source)
     merge_record(manifest, report, hub=source)
     return report

@@ -28,7 +28,7 @@ from pydantic import (
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.io import read_toml
+from pairrepro.paths import read_toml
 from pairrepro.schema import Schema, validate
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

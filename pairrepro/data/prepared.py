@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pairrepro import io, paths
+from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError, PairreproError
 
 PAD, UNK = "<pad>", "<unk>"
@@ -113,7 +113,7 @@ class PreparedDataset:
         wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
                   else list(names))
         return {name: recorded[name]["sha256"] if "sha256" in recorded.get(name, {})
-                else io.sha256_file(self.root / name)
+                else paths.sha256_file(self.root / name)
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
@@ -133,7 +133,7 @@ class PreparedDataset:
 
 def _write_bytes(path: Path, data: Any) -> str:
     """Write ``data`` (any buffer) atomically; its sha256, hashed from the same buffer."""
-    with io.atomic_open(path, "wb") as handle:
+    with paths.atomic_open(path, "wb") as handle:
         handle.write(data)
     return hashlib.sha256(data).hexdigest()
 
@@ -168,8 +168,8 @@ def write_prepared(
     text = "".join(f"{tok}\t{cnt}\n" for tok, cnt in zip(vocab, train_counts, strict=True))
     files["vocab.tsv"] = {"sha256": _write_bytes(root / "vocab.tsv", text.encode("utf-8")),
                           "rows": len(vocab)}
-    io.write_json(root / "stats.json", {**stats, "files": files})
-    io.write_text(root / "DONE", "")
+    paths.write_json(root / "stats.json", {**stats, "files": files})
+    paths.write_text(root / "DONE", "")
     return files
 
 

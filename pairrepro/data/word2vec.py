@@ -14,7 +14,7 @@ import numpy as np
 
 from pairrepro.data.prepared import PreparedDataset
 from pairrepro.errors import ConfigError
-from pairrepro.io import atomic_open
+from pairrepro.paths import atomic_open
 
 
 def corpus_sentences(data: PreparedDataset) -> list[list[str]]:

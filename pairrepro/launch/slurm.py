@@ -21,9 +21,9 @@ from pydantic import Field
 from pairrepro.console import get_err_console
 from pairrepro.device import default_threads, set_threads
 from pairrepro.errors import ConfigError
-from pairrepro.io import read_toml
 from pairrepro.launch import live as table
 from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
+from pairrepro.paths import read_toml
 from pairrepro.report.plan import epoch_seconds, preflight_record
 from pairrepro.runs import RunFolder, read_run
 from pairrepro.schema import Schema, validate

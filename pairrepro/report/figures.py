@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # never needs a display; must precede pyplot
 import matplotlib.pyplot as plt
 
 from pairrepro.errors import DataError
-from pairrepro.io import atomic_path
+from pairrepro.paths import atomic_path
 from pairrepro.report.cells import EvalTable
 from pairrepro.report.paper_tables import FigureSpec
 from pairrepro.report.recipe_index import flatten, settings

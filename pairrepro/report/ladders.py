@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.io import read_toml
+from pairrepro.paths import read_toml
 from pairrepro.report import evidence
 from pairrepro.report.cells import (
     DAMAGED,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.io import read_toml
+from pairrepro.paths import read_toml
 from pairrepro.report import evidence
 from pairrepro.report.cells import p_text, recipe_config
 from pairrepro.report.ladders import recipe_runs

@@ -25,7 +25,7 @@ from pydantic import ConfigDict, Field
 from pairrepro import paths
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
-from pairrepro.io import read_toml
+from pairrepro.paths import read_toml
 from pairrepro.report.cells import table_recipes
 from pairrepro.report.paper_tables import Paper, PaperTable
 from pairrepro.report.recipe_index import RecipeIndex
