@@ -1,1 +1,1 @@
-"""Training engine: epoch loop, losses, optimisers, checkpoints, DDP, run directories."""
+"""Training engine: a recipe's data and model set up, the epoch loop and its optimiser."""
