@@ -212,7 +212,7 @@ class _DFSweep(torch.autograd.Function):
         state = mems[0].bias.dtype
         dh_out = dh_out.to(dtype).contiguous()
         grads = [torch.zeros_like(w) for w in weights]  # per side: w_in b_in u w_read w_mem v
-        slots = _SlotGradients(mems, stores, [weights[5], weights[11]], ctx.fused, state)
+        slots = _SlotGradients(mems, stores, ctx.fused, state)
         d_c = [[torch.zeros_like(saved[t][6 + 3 * side]) for side in (0, 1)]
                for t in range(steps)]
         d_r = [torch.zeros_like(saved[t][0], dtype=state) for t in range(steps)]  # r_prev's
@@ -323,61 +323,40 @@ def _attend(mem: _Memories, stores: Sequence[torch.Tensor], t: int, q: torch.Ten
 
 class _SlotGradients:
     """The gradients that reach the memory slots (each side's stored ``h`` and key) from the
-    cells that read them, for the backward pass of :class:`_DFSweep`.
-
-    :meth:`read` runs the attention's backward pass for one diagonal's reading cells,
-    :meth:`of_slots` gives the stored states of one diagonal their gradients, once every
-    cell that reads them (the ``K`` later diagonals) has been through :meth:`read`. Fused
-    (:func:`~pairrepro.models.gridkernels.attention_pull`), each slot pulls from its readers'
-    kept gradients; eager (:func:`_attend_backward`), each reader adds into float32 copies of
-    the stores.
-    """
+    cells that read them, for the backward pass of :class:`_DFSweep`: each reader adds into
+    float32 copies of the stores (:meth:`read`), fused
+    (:func:`~pairrepro.models.gridkernels.attention_backward`) or eager
+    (:func:`_attend_backward`); :meth:`of_slots` gives a diagonal's stored states their
+    gradients once every cell that reads them (the ``K`` later diagonals) has been through
+    :meth:`read`."""
 
     def __init__(self, mems: Sequence[_Memories], stores: Sequence[torch.Tensor],
-                 v: Sequence[torch.Tensor], fused: bool, state: torch.dtype) -> None:
-        """``stores``: per side the stored ``h`` and keys; ``v``: per side the attention's
-        ``v`` (float32); ``fused``: whether the forward pass read through the kernels."""
-        self.mems, self.stores, self.memory = mems, stores, mems[0].memory
-        self.v = [x.reshape(-1) for x in v]
-        self.fused = fused
-        self.readers: list[dict[int, tuple[torch.Tensor, ...]]] = [{}, {}]
-        if not self.fused:
-            self.d_stores = [torch.zeros_like(s, dtype=state) for s in stores]
+                 fused: bool, state: torch.dtype) -> None:
+        """``stores``: per side the stored ``h`` and keys; ``fused``: whether the forward
+        pass read through the kernels."""
+        self.mems, self.stores, self.fused = mems, stores, fused
+        self.d_stores = [torch.zeros_like(s, dtype=state) for s in stores]
 
     def read(self, side: int, t: int, q: torch.Tensor, v: torch.Tensor, attn: torch.Tensor,
              dr: Sequence[torch.Tensor], dq: torch.Tensor, g_v: torch.Tensor) -> None:
         """The backward pass of :func:`_attend` for diagonal ``t`` (``dr``: two terms): writes
-        ``dq``, adds into ``g_v``, and keeps or pushes what the slots read need."""
+        ``dq``, adds into ``g_v`` and into the gradients of the slots read."""
         mem, stores = self.mems[side], self.stores[2 * side : 2 * side + 2]
+        d_stores = self.d_stores[2 * side : 2 * side + 2]
         if not self.fused:
-            _attend_backward(mem, stores, self.d_stores[2 * side : 2 * side + 2], t, q, v, attn,
-                             dr, dq, g_v)
+            _attend_backward(mem, stores, d_stores, t, q, v, attn, dr, dq, g_v)
             return
-        values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
-        dr_sum, d_scores = gridkernels.attention_backward(keys, values, q, v.view(-1), attn, dr,
-                                                          dq, g_v.view(-1))
-        self.readers[side][t] = (attn, d_scores, dr_sum, q)
+        gridkernels.attention_backward(
+            mem.window(stores[1], t), mem.window(stores[0], t), q, v.view(-1), attn, dr, dq,
+            g_v.view(-1), mem.window(d_stores[1], t), mem.window(d_stores[0], t))
 
     def of_slots(self, side: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The gradients of diagonal ``t``'s stored ``h`` (``[L, B, d]``, float32) and key
-        (``[L·B, d]``, the stores' dtype) of ``side``."""
+        (``[L·B, d]``, the stores' dtype)."""
         mem, store = self.mems[side], self.stores[2 * side + 1]
-        diags = mem.diags
-        if not self.fused:
-            d_key = mem.slot(self.d_stores[2 * side + 1], t).to(store.dtype).reshape(
-                -1, store.size(-1))  # a copy
-            return mem.slot(self.d_stores[2 * side], t), d_key
-        key = mem.slot(store, t)
-        readers: list[gridkernels.Reader | None] = []
-        for u in range(self.memory):  # the reader of slot row i is row i + u + 1 (x) or i (y)
-            kept = self.readers[side].get(t + u + 1)
-            first = diags.lo[t] + (u + 1 if side == 0 else 0)
-            readers.append(None if kept is None else (*kept, first - diags.lo[t + u + 1]))
-        self.readers[side].pop(t + self.memory, None)  # no slot left that it reads
-        d_value = torch.empty(key.shape, dtype=torch.float32)
-        d_key = torch.empty(key.shape, dtype=key.dtype)
-        gridkernels.attention_pull(key, self.v[side], readers, d_value, d_key)
-        return d_value, d_key.view(-1, key.size(-1))
+        d_key = mem.slot(self.d_stores[2 * side + 1], t).to(store.dtype).reshape(
+            -1, store.size(-1))  # a copy
+        return mem.slot(self.d_stores[2 * side], t), d_key
 
 
 def _attend_backward(mem: _Memories, stores: Sequence[torch.Tensor],

@@ -354,13 +354,15 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
 ATTN_FWD(attn_fwd_bf16, bf16, ld_bf16, st_bf16)
 
 /* ---------------------------------------------------------------------------------------
- * attn_bwd: the backward pass of attn_fwd over one diagonal's cells (the readers), with the
- * gradients of the slots they read left to attn_pull. dr = dra + drb (T, float; pass
- * `zeros` with strides 0 for an absent term) reaches r. Writes dr (float, [L, B, d]
- * contiguous: drs) and the scores' gradient ds_k = attn_k (value_k . dr - sum_j attn_j
- * value_j . dr) (float, [L, K, B]); writes dq = sum_k 4 v e_k (1 - e_k) ds_k (T) and adds
- * 2 sum_k ds_k e_k to gv (float [d]); e_k is recomputed, not kept. Slot-by-slot order as
- * attn_fwd; `work` as there.
+ * attn_bwd: the backward pass of attn_fwd over one diagonal's cells (the readers), the
+ * slots they read included. dr = dra + drb (T, float; pass `zeros` with strides 0 for an
+ * absent term) reaches r. The scores' gradient ds_k = attn_k (value_k . dr - sum_j attn_j
+ * value_j . dr) goes to ds (float, [L, K, B]); dq = sum_k 4 v e_k (1 - e_k) ds_k (T) is
+ * written; 2 sum_k ds_k e_k is added to gv (float [d]), attn_k dr to the value's and
+ * 4 v e_k (1 - e_k) ds_k to the key's gradient of each slot read: dvals / dkeys, float
+ * stores with the keys' and values' layout, which the K diagonals reading a slot add into
+ * in turn (pushed while e_k is at hand; pulling them later from the readers computed every
+ * e_k a third time). Slot-by-slot order as attn_fwd; `work` as there.
  * ------------------------------------------------------------------------------------- */
 #define ATTN_BWD(NAME, T, LD, ST)                                                            \
 int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                                         \
@@ -368,7 +370,8 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
          const T *q, int64_t q_o, int64_t q_i, const float *v, const float *attn,            \
          const T *dra, int64_t dra_o, int64_t dra_i,                                         \
          const float *drb, int64_t drb_o, int64_t drb_i,                                     \
-         float *drs, float *ds, T *dq, int64_t dq_o, int64_t dq_i, float *gv, float *work) { \
+         float *dvals, float *dkeys, float *ds, T *dq, int64_t dq_o, int64_t dq_i,           \
+         float *gv, float *work) {                                                           \
     if (K > MAX_SLOTS) return 1;                                                             \
     int64_t dp = (d + W - 1) / W * W;                                                        \
     float *q2s = work, *grs = work + B * dp, *dqs = work + 2 * B * dp, *gvs = work + 3 * B * dp; \
@@ -379,22 +382,26 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
         for (int64_t b = 0; b < B; b++) {                                                    \
             const T *qr = ROW(q, l, b, q_o, q_i), *ra = ROW(dra, l, b, dra_o, dra_i);        \
             const float *rb = ROW(drb, l, b, drb_o, drb_i);                                  \
-            float *out = drs + (l * B + b) * d;                                              \
             for (int64_t j = 0; j < d; j += W) {                                             \
                 int n = chunk(d, j);                                                         \
                 vf g = LD(ra + j, n) + ld_f32(rb + j, n);                                    \
                 st_full(q2s + b * dp + j, 2.0f * LD(qr + j, n));                             \
                 st_full(grs + b * dp + j, g);                                                \
-                st_f32(out + j, g, n);                                                       \
                 st_full(dqs + b * dp + j, splat(0.0f));                                      \
             }                                                                                \
         }                                                                                    \
         for (int64_t k = 0; k < K; k++) { /* d attn_k = value_k . dr */                      \
             for (int64_t b = 0; b < B; b++) {                                                \
                 const T *vr = vals + l * cell + k * slot + b * d;                            \
+                float *dvr = dvals + l * cell + k * slot + b * d, a = al[k * B + b];         \
                 const float *g = grs + b * dp;                                               \
                 vf acc = {0};                                                                \
-                for (int64_t j = 0; j < d; j += W) acc += LD(vr + j, chunk(d, j)) * ld_full(g + j); \
+                for (int64_t j = 0; j < d; j += W) {                                         \
+                    int n = chunk(d, j);                                                     \
+                    vf gj = ld_full(g + j);                                                  \
+                    acc += LD(vr + j, n) * gj;                                               \
+                    st_f32(dvr + j, ld_f32(dvr + j, n) + a * gj, n);                         \
+                }                                                                            \
                 dl[k * B + b] = hsum(acc);                                                   \
             }                                                                                \
         }                                                                                    \
@@ -406,13 +413,16 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
         for (int64_t k = 0; k < K; k++) { /* through the scores to q and v */                \
             for (int64_t b = 0; b < B; b++) {                                                \
                 const T *kr = keys + l * cell + k * slot + b * d;                            \
+                float *dkr = dkeys + l * cell + k * slot + b * d;                            \
                 float g = dl[k * B + b], *dqr = dqs + b * dp;                                \
                 const float *q2 = q2s + b * dp;                                              \
                 for (int64_t j = 0; j < d; j += W) {                                         \
                     int n = chunk(d, j);                                                     \
                     vf e = vsigmoid(LD(kr + j, n) + ld_full(q2 + j));                        \
                     st_full(gvs + j, ld_full(gvs + j) + 2.0f * g * e);                       \
-                    st_full(dqr + j, ld_full(dqr + j) + 4.0f * ld_f32(v + j, n) * e * (1.0f - e) * g); \
+                    vf dk = 4.0f * ld_f32(v + j, n) * e * (1.0f - e) * g;                    \
+                    st_full(dqr + j, ld_full(dqr + j) + dk);                                 \
+                    st_f32(dkr + j, ld_f32(dkr + j, n) + dk, n);                             \
                 }                                                                            \
             }                                                                                \
         }                                                                                    \
@@ -429,46 +439,3 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
 }
 
 ATTN_BWD(attn_bwd_bf16, bf16, ld_bf16, st_bf16)
-
-/* ---------------------------------------------------------------------------------------
- * attn_pull: the gradients of one diagonal's stored states (the slots) from the K later
- * diagonals whose cells read them: reader diagonal u = 0..K-1 (the (u+1)-th after the
- * slots') holds, for slot l, the cell l + off[u] (if in 0..count[u]-1), which reads it at
- * window position K - 1 - u (count[u] = 0: no such diagonal). From
- * that reader's attention weights attn, scores' gradient ds ([L', K, B] float), dr (float
- * [L', B, d]) and query q (T [L', B, d], contiguous) it sums the value's gradient
- * attn dr into dval (float, [L, B, d] contiguous) and the key's, 4 v e (1 - e) ds with
- * e = sigmoid(key + 2 q), into dkey (T, contiguous); key: the slots' stored keys (T).
- *
- * Pulled slot by slot, not pushed reader by reader: the readers' rows are few and stay in
- * cache, where adding into K float copies of the slots' gradients (the eager path) moved
- * 16 bytes per slot and reader through memory.
- * ------------------------------------------------------------------------------------- */
-#define ATTN_PULL(NAME, T, LD, ST)                                                           \
-void NAME(int64_t L, int64_t B, int64_t d, int64_t K,                                        \
-          const T *key, int64_t k_o, int64_t k_i, const float *v,                            \
-          const float *const *attn, const float *const *ds, const float *const *dr,          \
-          const T *const *q, const int64_t *off, const int64_t *count,                       \
-          float *dval, T *dkey) {                                                            \
-    for (int64_t l = 0; l < L; l++) {                                                        \
-        for (int64_t b = 0; b < B; b++) {                                                    \
-            const T *kr = ROW(key, l, b, k_o, k_i);                                          \
-            for (int64_t j = 0; j < d; j += W) {                                             \
-                int n = chunk(d, j);                                                         \
-                vf key2 = LD(kr + j, n), v4 = 4.0f * ld_f32(v + j, n), gv = {0}, gk = {0};   \
-                for (int64_t u = 0; u < K; u++) {                                            \
-                    int64_t r = l + off[u];                                                  \
-                    if (r < 0 || r >= count[u]) continue;                                    \
-                    int64_t at = (r * K + (K - 1 - u)) * B + b; /* window position K-u-1 */  \
-                    vf e = vsigmoid(key2 + 2.0f * LD(q[u] + (r * B + b) * d + j, n));        \
-                    gv += attn[u][at] * ld_f32(dr[u] + (r * B + b) * d + j, n);              \
-                    gk += v4 * e * (1.0f - e) * ds[u][at];                                   \
-                }                                                                            \
-                st_f32(dval + (l * B + b) * d + j, gv, n);                                   \
-                ST(dkey + (l * B + b) * d + j, gk, n);                                       \
-            }                                                                                \
-        }                                                                                    \
-    }                                                                                        \
-}
-
-ATTN_PULL(attn_pull_bf16, bf16, ld_bf16, st_bf16)

@@ -43,8 +43,7 @@ SIGNATURES = {
     "lstm_fwd": "iiii" + "pii" + "piiii" * 2 + "pii" * 4 + "p",
     "lstm_bwd": "iiii" + "pii" + "piiii" * 2 + "pii" * 8 + "pp",
     "attn_fwd": "iiii" + "ppii" + "pii" + "pp" + "p" + "pii" + "p",
-    "attn_bwd": "iiii" + "ppii" + "pii" + "pp" + "pii" * 2 + "pp" + "pii" + "pp",
-    "attn_pull": "iiii" + "pii" + "p" + "pppp" + "pp" + "pp",
+    "attn_bwd": "iiii" + "ppii" + "pii" + "pp" + "pii" * 2 + "ppp" + "pii" + "pp",
 }
 MAX_SLOTS = 64  # gridkernels.c's MAX_SLOTS: DF-LSTM's K above it runs the eager path
 VECTOR = 16  # gridkernels.c's W: floats per vector
@@ -255,49 +254,20 @@ def attention_forward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
 
 def attention_backward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
                        v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor | None],
-                       dq: torch.Tensor, g_v: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The backward pass of :func:`attention_forward` for the reading cells: ``dr`` (two
-    terms, ``q``'s dtype then float32) reaches ``r``; writes ``dq``, adds into ``g_v``
-    ``[d]``, and returns what :func:`attention_pull` needs of these readers: ``dr`` summed
-    (float32 ``[L, B, d]``) and the scores' gradient (float32 ``[L, K, B]``)."""
+                       dq: torch.Tensor, g_v: torch.Tensor, d_keys: torch.Tensor,
+                       d_values: torch.Tensor) -> None:
+    """The backward pass of :func:`attention_forward` for the reading cells and the slots
+    they read: ``dr`` (two terms, ``q``'s dtype then float32) reaches ``r``; writes ``dq``,
+    adds into ``g_v`` ``[d]`` and into the slots' gradients ``d_keys``, ``d_values``
+    (float32 windows of stores laid out as ``keys``' and ``values``')."""
     length, memory, batch, d = keys.shape
     key_ptr, cell, slot = _window(keys)
-    dr_sum = torch.empty(length, batch, d)
+    assert _window(d_keys)[1:] == (cell, slot) == _window(d_values)[1:]
     d_scores = torch.empty(length, memory, batch)
     work = torch.empty(_attention_work(batch, d, memory))
     failed = _fn("attn_bwd", q.dtype)(
         length, batch, d, memory, key_ptr, _window(values)[0], cell, slot, *_array(q, d),
         v.data_ptr(), attn.data_ptr(), *_array(dr[0], d), *_array(dr[1], d),
-        dr_sum.data_ptr(), d_scores.data_ptr(), *_array(dq, d), g_v.data_ptr(),
-        work.data_ptr())
+        d_values.data_ptr(), d_keys.data_ptr(), d_scores.data_ptr(), *_array(dq, d),
+        g_v.data_ptr(), work.data_ptr())
     assert not failed, f"attention over {memory} slots (at most {MAX_SLOTS})"
-    return dr_sum, d_scores
-
-
-Reader = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
-
-
-def attention_pull(key: torch.Tensor, v: torch.Tensor, readers: Sequence[Reader | None],
-                   d_value: torch.Tensor, d_key: torch.Tensor) -> None:
-    """The gradients of one diagonal's stored states (``key`` ``[L, B, d]``, the stored
-    keys) from the cells that read them: ``readers[u]`` = ``(attn, d_scores, dr, q, off)``
-    of the diagonal ``u + 1`` after theirs (None: beyond the grid), whose cell ``l + off``
-    reads slot ``l`` at window position ``K - 1 - u``. Writes the value's gradient into
-    ``d_value`` (float32) and the key's into ``d_key`` (``key``'s dtype), both contiguous
-    ``[L, B, d]``."""
-    length, batch, d = key.shape
-    memory = len(readers)
-    ptrs = [[0] * memory for _ in range(4)]
-    off, count = [0] * memory, [0] * memory
-    for u, reader in enumerate(readers):
-        if reader is not None:
-            *tensors, off[u] = reader
-            count[u] = tensors[0].size(0)
-            for k, x in enumerate(tensors):
-                ptrs[k][u] = x.data_ptr()
-    pointers = [(ctypes.c_void_p * memory)(*p) for p in ptrs]
-    _fn("attn_pull", key.dtype)(
-        length, batch, d, memory, *_array(key, d), v.data_ptr(), *pointers,
-        (ctypes.c_int64 * memory)(*off), (ctypes.c_int64 * memory)(*count),
-        d_value.data_ptr(), d_key.data_ptr())
