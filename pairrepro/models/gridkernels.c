@@ -357,12 +357,12 @@ ATTN_FWD(attn_fwd_bf16, bf16, ld_bf16, st_bf16)
  * attn_bwd: the backward pass of attn_fwd over one diagonal's cells (the readers), the
  * slots they read included. dr = dra + drb (T, float; pass `zeros` with strides 0 for an
  * absent term) reaches r. The scores' gradient ds_k = attn_k (value_k . dr - sum_j attn_j
- * value_j . dr) goes to ds (float, [L, K, B]); dq = sum_k 4 v e_k (1 - e_k) ds_k (T) is
- * written; 2 sum_k ds_k e_k is added to gv (float [d]), attn_k dr to the value's and
+ * value_j . dr) is kept per cell in `work` (its [K, B] tail); dq = sum_k 4 v e_k (1 - e_k)
+ * ds_k (T) is written; 2 sum_k ds_k e_k is added to gv (float [d]), attn_k dr to the value's and
  * 4 v e_k (1 - e_k) ds_k to the key's gradient of each slot read: dvals / dkeys, float
  * stores with the keys' and values' layout, which the K diagonals reading a slot add into
  * in turn (pushed while e_k is at hand; pulling them later from the readers computed every
- * e_k a third time). Slot-by-slot order as attn_fwd; `work` as there.
+ * e_k a third time). Slot-by-slot order as attn_fwd.
  * ------------------------------------------------------------------------------------- */
 #define ATTN_BWD(NAME, T, LD, ST)                                                            \
 int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                                         \
@@ -370,7 +370,7 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
          const T *q, int64_t q_o, int64_t q_i, const float *v, const float *attn,            \
          const T *dra, int64_t dra_o, int64_t dra_i,                                         \
          const float *drb, int64_t drb_o, int64_t drb_i,                                     \
-         float *dvals, float *dkeys, float *ds, T *dq, int64_t dq_o, int64_t dq_i,           \
+         float *dvals, float *dkeys, T *dq, int64_t dq_o, int64_t dq_i,                      \
          float *gv, float *work) {                                                           \
     if (K > MAX_SLOTS) return 1;                                                             \
     int64_t dp = (d + W - 1) / W * W;                                                        \
@@ -378,7 +378,7 @@ int NAME(int64_t L, int64_t B, int64_t d, int64_t K,                            
     for (int64_t j = 0; j < dp; j += W) st_full(gvs + j, splat(0.0f));                       \
     for (int64_t l = 0; l < L; l++) {                                                        \
         const float *al = attn + l * K * B;                                                  \
-        float *dl = ds + l * K * B;                                                          \
+        float *dl = gvs + dp; /* [K, B]: the scores' gradient */                             \
         for (int64_t b = 0; b < B; b++) {                                                    \
             const T *qr = ROW(q, l, b, q_o, q_i), *ra = ROW(dra, l, b, dra_o, dra_i);        \
             const float *rb = ROW(drb, l, b, drb_o, drb_i);                                  \

@@ -43,7 +43,7 @@ SIGNATURES = {
     "lstm_fwd": "iiii" + "pii" + "piiii" * 2 + "pii" * 4 + "p",
     "lstm_bwd": "iiii" + "pii" + "piiii" * 2 + "pii" * 8 + "pp",
     "attn_fwd": "iiii" + "ppii" + "pii" + "pp" + "p" + "pii" + "p",
-    "attn_bwd": "iiii" + "ppii" + "pii" + "pp" + "pii" * 2 + "ppp" + "pii" + "pp",
+    "attn_bwd": "iiii" + "ppii" + "pii" + "pp" + "pii" * 2 + "pp" + "pii" + "pp",
 }
 MAX_SLOTS = 64  # gridkernels.c's MAX_SLOTS: DF-LSTM's K above it runs the eager path
 VECTOR = 16  # gridkernels.c's W: floats per vector
@@ -229,9 +229,9 @@ def _window(window: torch.Tensor) -> tuple[int, int, int]:
 
 
 def _attention_work(batch: int, d: int, memory: int) -> int:
-    """Floats of scratch the attention kernels take (ATTN_WORK in the C file): three
-    ``[B, d]`` row buffers and one ``[d]`` (``d`` rounded up to the vector width) and the
-    ``[K, B]`` slot gradients."""
+    """Floats of scratch the attention kernels take (`work` of attn_fwd / attn_bwd in the C
+    file): three ``[B, d]`` row buffers and one ``[d]`` (``d`` rounded up to the vector
+    width) and the ``[K, B]`` gradient of a cell's scores (attn_bwd)."""
     padded = -(-d // VECTOR) * VECTOR
     return (3 * batch + 1) * padded + memory * batch
 
@@ -263,11 +263,10 @@ def attention_backward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor
     length, memory, batch, d = keys.shape
     key_ptr, cell, slot = _window(keys)
     assert _window(d_keys)[1:] == (cell, slot) == _window(d_values)[1:]
-    d_scores = torch.empty(length, memory, batch)
     work = torch.empty(_attention_work(batch, d, memory))
     failed = _fn("attn_bwd", q.dtype)(
         length, batch, d, memory, key_ptr, _window(values)[0], cell, slot, *_array(q, d),
         v.data_ptr(), attn.data_ptr(), *_array(dr[0], d), *_array(dr[1], d),
-        d_values.data_ptr(), d_keys.data_ptr(), d_scores.data_ptr(), *_array(dq, d),
+        d_values.data_ptr(), d_keys.data_ptr(), *_array(dq, d),
         g_v.data_ptr(), work.data_ptr())
     assert not failed, f"attention over {memory} slots (at most {MAX_SLOTS})"
