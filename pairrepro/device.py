@@ -146,11 +146,14 @@ def cpu_has_bf16_units() -> bool:
 
 def resolve_precision(name: str, device: torch.device) -> str:
     """A validated ``[train] precision`` (config.PRECISIONS) for ``device``: ``auto`` becomes
-    bf16 on CUDA and fp32 on CPU. bf16 on a CPU without bf16 units is a ConfigError: oneDNN
-    emulates bf16 matrix products there about 80x slower than fp32 (AMD EPYC, AVX2: 1 against
-    84 GFLOP/s on one thread) and has no bf16 LSTM primitive at all."""
+    bf16 on CUDA and fp32 on CPU. fp32 on CUDA turns TF32 off (10 mantissa bits), which torch
+    allows cuDNN's convolutions and LSTMs by default. bf16 on a CPU without bf16 units is a
+    ConfigError: oneDNN emulates bf16 matrix products there about 80x slower than fp32 (AMD
+    EPYC, AVX2: 1 against 84 GFLOP/s on one thread) and has no bf16 LSTM primitive at all."""
     if name == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
+        name = "bf16" if device.type == "cuda" else "fp32"
+    if device.type == "cuda" and name == "fp32":
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     if name == "bf16" and device.type == "cpu" and not cpu_has_bf16_units():
         raise ConfigError(
             f"[train] precision: 'bf16' needs a CPU with bf16 units (AMX or AVX512-BF16); "

@@ -14,9 +14,76 @@ import torch
 from torch import nn
 
 from pairrepro.data.synthetic import generate_nli, generate_ranking
-from pairrepro.models.base import ModelContext, PairModel
+from pairrepro.models.base import ModelContext, PairModel, available_models, build_model
 
 ModelFactory = Callable[[ModelContext], PairModel]
+
+# constructor keywords that make each model tiny (others keep their defaults)
+TINY: dict[str, dict[str, object]] = {
+    "arc_i": {"filters": 8, "mlp_hidden": 8},
+    "arc_ii": {"filters": 8, "mlp_hidden": 8},
+    "attention_lstm": {"hidden": 8},
+    "attention_lstm_wbw": {"hidden": 8},
+    "bilstm_max": {"hidden": 8, "mlp_hidden": 8},
+    "bilstm_rnn": {"hidden": 8},
+    "cin": {"hidden": 6, "dim": 12, "layers": 2, "kmax": 2, "char_dim": 4, "char_filters": 4,
+            "mlp_hidden": 8},
+    "cntn": {"filters": 8, "tensor_slices": 2},
+    "csran": {"hidden": 6, "layers": 2, "char_dim": 4, "char_hidden": 4, "fm_factors": 2,
+              "aggr_layers": 1, "out_hidden": 8},
+    "df_lstm": {"hidden": 6, "memory": 3},
+    "esim": {"hidden": 8},
+    "lc_lstm": {"hidden": 6, "fc_hidden": 8},
+    "lstm_rnn": {"hidden": 8},
+    "mv_lstm": {"hidden": 6, "k": 2, "tensor_slices": 2, "mlp_hidden": 8},
+    "nbow": {"hidden": 8},
+    "parallel_lstms": {"hidden": 8, "mlp_hidden": 8, "mlp_layers": 2},
+    "single_lstm": {"hidden": 8},
+    "tc_lstm": {"hidden": 6, "fc_hidden": 8},
+}
+TRAINABLE = sorted(name for name, cls in available_models().items() if cls.needs_training)
+
+
+def tiny_model(name: str, vocab: dict[str, int], num_outputs: int = 3) -> PairModel:
+    """Model ``name`` at its TINY size, dropout off, initialised as a recipe would."""
+    import inspect
+
+    from pairrepro.config import OptimSection
+    from pairrepro.train.setup import initialise
+
+    keywords = inspect.signature(available_models()[name].__init__).parameters
+    model = build_model(name, context(vocab, num_outputs, embed_dim=8),
+                        {**TINY[name], "dropout": 0.0} if "dropout" in keywords else TINY[name])
+    initialise(model, OptimSection(init="xavier"), keep_embeddings=False)
+    return model
+
+
+def assert_one_bf16_step(name: str, device: torch.device) -> None:
+    """One Adam step of tiny ``name`` under bf16 autocast on ``device``: a finite float32
+    loss, a finite non-zero gradient for every trainable tensor, finite weights after."""
+    torch.manual_seed(0)
+    frame = generate_nli(6, seed=5)
+    vocab = build_vocab(frame)
+    model = tiny_model(name, vocab).to(device)
+    left, lm = (t.to(device) for t in encode(list(frame.left), vocab))
+    right, rm = (t.to(device) for t in encode(list(frame.right), vocab))
+    labels = torch.tensor(frame.label.values, device=device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=1e-3)
+    with torch.autocast(device.type, dtype=torch.bfloat16):
+        out = model(left, lm, right, rm)
+    assert out.dtype in (torch.bfloat16, torch.float32)
+    loss = nn.functional.cross_entropy(out.float(), labels)
+    assert torch.isfinite(loss), f"{name}: loss {loss} under bf16 autocast"
+    loss.backward()
+    dead = [n for n, p in model.named_parameters() if p.requires_grad
+            and (p.grad is None or not bool(p.grad.abs().sum() > 0))]
+    bad = [n for n, p in model.named_parameters() if p.grad is not None
+           and not bool(torch.isfinite(p.grad).all())]
+    assert not dead, f"{name}: no gradient under bf16 autocast for {dead}"
+    assert not bad, f"{name}: non-finite gradient under bf16 autocast for {bad}"
+    optimizer.step()
+    assert all(bool(torch.isfinite(p).all()) for p in params)
 
 
 def build_vocab(*frames: pd.DataFrame) -> dict[str, int]:

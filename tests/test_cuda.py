@@ -1,0 +1,83 @@
+"""The ``--device cuda`` path, where a GPU is visible (skipped elsewhere, CI included): fp32
+on the GPU computes in fp32 (no TF32), every trainable model computes there what it computes
+on the CPU, takes a bf16 autocast step, and a short run on the GPU resumes bit-exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from model_harness import TRAINABLE, assert_one_bf16_step, build_vocab, encode, tiny_model
+from synth_prepared import write_synthetic
+
+from pairrepro import paths
+from pairrepro.data.synthetic import generate_nli
+from pairrepro.device import resolve_precision
+from pairrepro.train.loop import Trainer, TrainHooks
+from pairrepro.train.runner import train_recipe
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="no CUDA GPU visible: these check the --device cuda path")
+CUDA = torch.device("cuda")
+NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
+
+
+def test_fp32_on_cuda_is_fp32_in_lstms_convolutions_and_products() -> None:
+    """Against float64 on the CPU: TF32's 10-bit mantissa would miss by about 1e-3."""
+    resolve_precision("fp32", CUDA)
+    torch.manual_seed(0)
+    x = torch.randn(8, 40, 64, dtype=torch.float64)
+    modules = [torch.nn.LSTM(64, 64, batch_first=True), torch.nn.Conv1d(40, 64, 3),
+               torch.nn.Linear(64, 64)]
+    for module in modules:
+        want = module.double()(x)
+        got = module.float().to(CUDA)(x.float().to(CUDA))
+        want, got = (w[0] if isinstance(w, tuple) else w for w in (want, got))
+        err = (got.double().cpu() - want).abs().max().item()
+        assert err < 1e-5, f"{type(module).__name__}: fp32 on CUDA off by {err:.1e}"
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_every_model_computes_on_cuda_what_it_computes_on_the_cpu(name: str) -> None:
+    resolve_precision("fp32", CUDA)
+    torch.manual_seed(0)
+    frame = generate_nli(6, seed=5)
+    vocab = build_vocab(frame)
+    model = tiny_model(name, vocab).eval()
+    batch = [*encode(list(frame.left), vocab), *encode(list(frame.right), vocab)]
+    with torch.no_grad():
+        on_cpu = model(*batch)
+        on_cuda = model.to(CUDA)(*(t.to(CUDA) for t in batch))
+    torch.testing.assert_close(on_cuda.cpu(), on_cpu, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_every_model_takes_a_bf16_autocast_step_on_cuda(name: str) -> None:
+    assert_one_bf16_step(name, CUDA)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_cuda_run_resumes_bit_exactly(precision: str, data_home: Path, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    write_synthetic(data_home, n_train=600, n_eval=150, n_queries=150, n_eval_queries=60)
+    overrides = ["model.hidden=16", "model.mlp_hidden=16", "embeddings.dim=16",
+                 "train.epochs=2", "data.max_train_pairs=300", 'train.device="cuda"',
+                 f'train.precision="{precision}"']
+    (full,) = train_recipe(NLI, overrides, quiet=True)
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "again"))
+
+    def ctrl_c_mid_epoch_2(trainer: Trainer) -> None:
+        if trainer.state.global_step == 13:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(NLI, overrides, quiet=True, hooks=TrainHooks(on_step=ctrl_c_mid_epoch_2))
+    (resumed,) = train_recipe(NLI, overrides, quiet=True, resume=True)
+    assert resumed["metrics"] == full["metrics"]
+    manifest = json.loads((paths.runs_dir() / "bilstm_max_synthetic/seed-1/manifest.json")
+                          .read_text())
+    assert manifest["device"].startswith("cuda") and manifest["precision"] == precision
