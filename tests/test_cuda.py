@@ -17,6 +17,7 @@ from synth_prepared import write_synthetic
 from pairrepro import paths
 from pairrepro.data.synthetic import generate_nli
 from pairrepro.device import resolve_precision
+from pairrepro.models.layers import run_lstm_from, run_rnn
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
 
@@ -39,6 +40,16 @@ def test_fp32_on_cuda_is_fp32_in_lstms_convolutions_and_products() -> None:
         want, got = (w[0] if isinstance(w, tuple) else w for w in (want, got))
         err = (got.double().cpu() - want).abs().max().item()
         assert err < 1e-5, f"{type(module).__name__}: fp32 on CUDA off by {err:.1e}"
+
+
+def test_lstms_under_bf16_autocast_on_cuda_run_in_float32_not_float16() -> None:
+    """torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names."""
+    lstm = torch.nn.LSTM(8, 8, batch_first=True).to(CUDA)
+    x, mask = torch.randn(3, 5, 8, device=CUDA), torch.ones(3, 5, dtype=torch.bool, device=CUDA)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out, last = run_rnn(lstm, x, mask)
+        from_state, _ = run_lstm_from(lstm, x, mask)
+    assert out.dtype == last.dtype == from_state.dtype == torch.float32
 
 
 @pytest.mark.parametrize("name", TRAINABLE)

@@ -4,10 +4,11 @@ no padded position ever influences a result."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from pairrepro.data.prepared import PAD_ID, UNK_ID
 from pairrepro.errors import ConfigError
@@ -180,6 +181,17 @@ class BilinearTensor(nn.Module):
         return out
 
 
+def _call_rnn(rnn: nn.RNNBase, packed: PackedSequence,
+              state: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[PackedSequence, Any]:
+    """``rnn(packed, state)``; under CUDA autocast in float32 (TF32 where the precision allows
+    it), as torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names, bf16
+    included, and float16 without loss scaling overflows (``tests/test_cuda.py``)."""
+    if not (packed.data.is_cuda and torch.is_autocast_enabled("cuda")):
+        return rnn(packed, state)
+    with torch.autocast("cuda", enabled=False):
+        return rnn(packed.float(), None if state is None else tuple(t.float() for t in state))
+
+
 def run_rnn(
     rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,7 +200,7 @@ def run_rnn(
     state is each sequence's true end (both directions concatenated)."""
     lengths = mask.sum(dim=1).clamp(min=1).cpu()
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, hidden = rnn(packed)
+    out, hidden = _call_rnn(rnn, packed)
     out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
     h_n = hidden[0] if isinstance(hidden, tuple) else hidden
     dirs = 2 if rnn.bidirectional else 1
@@ -212,7 +224,7 @@ def run_lstm_from(
     packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     init = None if state is None else (state[0].unsqueeze(0).contiguous(),
                                        state[1].unsqueeze(0).contiguous())
-    out, (h_n, c_n) = lstm(packed, init)
+    out, (h_n, c_n) = _call_rnn(lstm, packed, init)
     out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
     return out * mask.unsqueeze(-1).to(out.dtype), (h_n[0], c_n[0])
 
