@@ -163,13 +163,13 @@ class _DFSweep(torch.autograd.Function):
                         first = lo if side == 0 else diags.m - 1 - t + lo
                         inputs.append((rows if side == 0 else cols_rev)[first : first + n])
                 big_h = big_hs[cells]
-                step: list[torch.Tensor] = [big_h]
+                step: list[torch.Tensor] = []
                 for side, (_, _, _, w_read, _, _) in enumerate(sides):
                     q = inputs[side][..., 4 * d :].clone(memory_format=torch.contiguous_format)
                     dst, src, k = _neighbour(diags, t, side)
                     if t and k:  # r_prev: r of the neighbour the side reads
                         rows_q = q[dst : dst + k].view(-1, d)
-                        r_prev = saved[t - 1][0][src : src + k]
+                        r_prev = big_hs[diags.block(t - 1)][src : src + k]
                         # not in place: addmm(out=its input) ran at a tenth of the rate in bf16
                         rows_q.copy_(torch.addmm(
                             rows_q, r_prev[..., side * d : (side + 1) * d].reshape(-1, d),
@@ -184,7 +184,7 @@ class _DFSweep(torch.autograd.Function):
                     c, tanh_c = (like.new_empty(n, batch, d, dtype=mems[0].bias.dtype)
                                  for _ in "ct")
                     dst, src, k = _neighbour(diags, t, side)
-                    prev = [(dst, saved[t - 1][6 + 3 * side][src : src + k])] if t and k else []
+                    prev = [(dst, saved[t - 1][5 + 3 * side][src : src + k])] if t and k else []
                     h_side = h[cells][..., side * d : (side + 1) * d]
                     lstm_forward(gates, prev, c, tanh_c, h_side,
                                  mems[side].slot(stores[2 * side], t))
@@ -204,7 +204,7 @@ class _DFSweep(torch.autograd.Function):
         h, *rest = ctx.saved_tensors
         feats = None if ctx.first else rest.pop(0)
         stores, big_hs, weights, flat = rest[:4], rest[4], rest[5:17], rest[17:]
-        saved = [flat[t * 11 : (t + 1) * 11] for t in range(steps)]
+        saved = [flat[t * 10 : (t + 1) * 10] for t in range(steps)]
         dtype = h.dtype
         sides = _cast_sides(weights, dtype)
         d, batch = sides[0][2].size(1) // 2, h.size(1)
@@ -213,9 +213,10 @@ class _DFSweep(torch.autograd.Function):
         dh_out = dh_out.to(dtype).contiguous()
         grads = [torch.zeros_like(w) for w in weights]  # per side: w_in b_in u w_read w_mem v
         slots = _SlotGradients(mems, stores, ctx.fused, state)
-        d_c = [[torch.zeros_like(saved[t][6 + 3 * side]) for side in (0, 1)]
+        d_c = [[torch.zeros_like(saved[t][5 + 3 * side]) for side in (0, 1)]
                for t in range(steps)]
-        d_r = [torch.zeros_like(saved[t][0], dtype=state) for t in range(steps)]  # r_prev's
+        d_r = [torch.zeros_like(big_hs[diags.block(t)], dtype=state)  # r_prev's
+               for t in range(steps)]
         w_mems = [weights[6 * side + 4].to(dtype) for side in (0, 1)]  # undoubled, as the keys'
         d_rows = d_cols = d_feats = None
         if feats is None:
@@ -229,7 +230,7 @@ class _DFSweep(torch.autograd.Function):
         r_prevs = [h.new_zeros(diags.cells, batch, d) for _ in (0, 1)]  # 0: no r_prev read
         for t in reversed(range(steps)):
             cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
-            _, *step = saved[t]
+            step = saved[t]
             d_in = [d_ins[side][cells] for side in (0, 1)]
             for side in (0, 1):
                 d_value, d_key = slots.of_slots(side, t)
@@ -240,7 +241,7 @@ class _DFSweep(torch.autograd.Function):
                 dst, src, k = _neighbour(diags, t, side)
                 prev, d_prev = [], []
                 if t and k:
-                    prev = [(dst, saved[t - 1][6 + 3 * side][src : src + k])]
+                    prev = [(dst, saved[t - 1][5 + 3 * side][src : src + k])]
                     d_prev = [d_c[t - 1][side][src : src + k]]
                 lstm_backward(gates, prev, tanh_c, dh, d_c[t][side], d_in[side][..., : 4 * d],
                               d_prev)
@@ -255,7 +256,7 @@ class _DFSweep(torch.autograd.Function):
                            [d_h[..., part], d_r[t][..., part]], dq, grads[6 * side + 5])
                 dst, src, k = _neighbour(diags, t, side)
                 if t and k:
-                    r_prev = saved[t - 1][0][src : src + k][..., part]
+                    r_prev = big_hs[diags.block(t - 1)][src : src + k][..., part]
                     r_prevs[side][cells][dst : dst + k].copy_(r_prev)
                     d_r[t - 1][src : src + k][..., part].add_(
                         torch.mm(dq[dst : dst + k].reshape(-1, d), w_read).view(k, batch, d))
