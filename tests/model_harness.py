@@ -7,14 +7,17 @@ lets a model be tested without the trainer.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 import pandas as pd
 import torch
 from torch import nn
 
+from pairrepro.config import OptimSection
 from pairrepro.data.synthetic import generate_nli, generate_ranking
 from pairrepro.models.base import ModelContext, PairModel, available_models, build_model
+from pairrepro.train.setup import initialise
 
 ModelFactory = Callable[[ModelContext], PairModel]
 
@@ -46,11 +49,6 @@ TRAINABLE = sorted(name for name, cls in available_models().items() if cls.needs
 
 def tiny_model(name: str, vocab: dict[str, int], num_outputs: int = 3) -> PairModel:
     """Model ``name`` at its TINY size, dropout off, initialised as a recipe would."""
-    import inspect
-
-    from pairrepro.config import OptimSection
-    from pairrepro.train.setup import initialise
-
     keywords = inspect.signature(available_models()[name].__init__).parameters
     model = build_model(name, context(vocab, num_outputs, embed_dim=8),
                         {**TINY[name], "dropout": 0.0} if "dropout" in keywords else TINY[name])

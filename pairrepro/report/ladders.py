@@ -252,6 +252,7 @@ def ladder_markdown(result: LadderResult) -> str:
                  + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ".")
     else:
         paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
+    tests = sum(v.holm is not None for s in result.steps for v in s.values)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
               f"values (means over seeds of the per-unit values; {evidence.F1_PAIRING}) and "
@@ -259,8 +260,8 @@ def ladder_markdown(result: LadderResult) -> str:
               f"(resamples until the p-value's Monte-Carlo s.e. is at most {P_SE:g}, at most "
               f"{TEST_CAP:,}; undecided at 0.05: p within the larger of {P_MARGIN:g} and "
               f"{MC_Z:g} MC s.e. of 0.05); Holm p: adjusted "
-              f"by Holm's step-down method over the ladder's "
-              f"{sum(v.holm is not None for s in result.steps for v in s.values)} tests."
+              f"by Holm's step-down method over the ladder's {tests} test"
+              f"{'' if tests == 1 else 's'}."
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")]
