@@ -12,6 +12,7 @@ answers around 29.
     .venv/bin/python bench/bench_csran_cin.py                    # CPU, 1 thread
     .venv/bin/python bench/bench_csran_cin.py --small             # reduced sizes
     .venv/bin/python bench/bench_csran_cin.py --record            # + bench/records/
+    .venv/bin/python bench/bench_csran_cin.py --models csran_trecqa --profile 5  # time by op
 
 On CUDA the LSTMs run as cuDNN kernels over packed sequences (``run_rnn``); CIN's
 per-example convolution is one batched matmul over unfolded windows.
@@ -34,6 +35,7 @@ import random
 import string
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +53,7 @@ from flops import (
     summary,
     yardsticks,
 )
-from protocol import Load, Machine, add_common_arguments
+from protocol import Load, Machine, add_common_arguments, print_profile
 
 from pairrepro.models.base import ModelContext, build_model
 
@@ -187,6 +189,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--skip-memory", action="store_true", help="no peak-memory step")
     parser.add_argument("--small", action="store_true", help="reduced sizes (quick CPU check)")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="instead of timing, profile STEPS training steps of each model "
+                             "(bf16 where the CPU has bf16 units, else fp32; --fp32 forces it)")
+    parser.add_argument("--fp32", action="store_true", help="with --profile: profile fp32")
     add_common_arguments(parser, "bench_csran_cin")
     return parser.parse_args()
 
@@ -203,6 +209,13 @@ def main() -> None:
         if name not in SHAPES:
             raise SystemExit(f"--models: unknown {name!r} (choose from {', '.join(SHAPES)})")
         shape = SHAPES[name]
+        if args.profile:
+            amp = run.machine.bf16_native and not args.fp32
+            print(f"{name}, {'bf16 autocast' if amp else 'fp32'}:")
+            model, optim, data = setup(name, args.small, run.device, 1, args.batch, vocab)
+            print_profile(partial(train_step, model, optim, data[0], amp=amp), args.profile,
+                          model)
+            continue
         measured = bench(name, run.device, args, vocab, run.machine, best)
         result = {"model": name, "batch": args.batch, **precisions_record(measured, args.batch)}
         print(f"{name}: {result['flops_per_pair'] / 1e9:.3f} GFLOP/pair (lengths "

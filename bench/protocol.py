@@ -326,3 +326,58 @@ def write_record(script: str, run: dict[str, object], folder: Path = RECORDS) ->
                               indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path
+
+
+def print_profile(step: Callable[[], None], steps: int, model: torch.nn.Module,
+                  rows: int = 15) -> None:
+    """Where a training step's time goes: ``steps`` steps under torch's profiler (after one
+    untimed step) print the operators by self time and each top-level submodule's forward
+    time (a module list's: each item's), per step and as a share of the step. The
+    profiler's own overhead is in every figure, so the shares, not the milliseconds, are the
+    result."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    step()
+    open_ranges: list[record_function] = []
+
+    def enter(name: str) -> Callable[..., None]:
+        def hook(*_: object) -> None:
+            open_ranges.append(record_function(f"forward: {name}"))
+            open_ranges[-1].__enter__()
+        return hook
+
+    def leave(*_: object) -> None:
+        open_ranges.pop().__exit__(None, None, None)
+
+    parts = [(f"{name}.{inner}" if isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)
+              else name, part)  # a list's items are the modules that get called
+             for name, child in model.named_children()
+             for inner, part in (child.named_children()
+                                 if isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)
+                                 else [("", child)])]
+    handles = [hook for name, part in parts
+               for hook in (part.register_forward_pre_hook(enter(name)),
+                            part.register_forward_hook(leave))]
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                step()
+    finally:
+        for handle in handles:
+            handle.remove()
+    events = prof.key_averages()
+    ops = sorted((e for e in events if not e.key.startswith("forward: ")),
+                 key=lambda e: -e.self_cpu_time_total)
+    step_us = sum(e.self_cpu_time_total for e in ops) / steps
+    print(f"profile of {steps} steps: {step_us / 1e3:,.1f} ms per step (profiler included)")
+    print(f"  {'operator':<48} {'ms/step':>9} {'share':>6} {'calls/step':>10}")
+    for e in ops[:rows]:
+        print(f"  {e.key[:48]:<48} {e.self_cpu_time_total / steps / 1e3:9.2f} "
+              f"{e.self_cpu_time_total / steps / step_us:6.1%} {e.count / steps:10.1f}")
+    modules = sorted((e for e in events if e.key.startswith("forward: ")),
+                     key=lambda e: -e.cpu_time_total)
+    print(f"  {'forward of submodule (backward not attributed)':<48} {'ms/step':>9} {'share':>6}")
+    for e in modules:
+        print(f"  {e.key.removeprefix('forward: ')[:48]:<48} "
+              f"{e.cpu_time_total / steps / 1e3:9.2f} {e.cpu_time_total / steps / step_us:6.1%}",
+              flush=True)

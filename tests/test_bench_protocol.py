@@ -173,3 +173,36 @@ def test_readme_table_compares_runs_only_on_one_machine(tmp_path: Path) -> None:
     assert "B: AMD EPYC, 2 cores, ISA avx512_bf16" in table
     assert table.count("| one run |") == 2  # 23 against 30 would be a 23% "disagreement"
     assert "| 2.50x |" in table
+
+
+def test_profile_names_the_heavy_operator_and_submodule(
+        protocol: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
+    """A step whose time is all in one submodule's matmuls: the profile ranks that operator
+    and that submodule first, and leaves no hook behind."""
+
+    class Slow(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(20):
+                x = torch.mm(x, x) / 256
+            return x
+
+    class Fast(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fast, self.slow = Fast(), Slow()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.slow(self.fast(x))
+
+    model, x = Model(), torch.randn(256, 256)
+    protocol.print_profile(lambda: model(x), 2, model, rows=3)
+    out = capsys.readouterr().out.splitlines()
+    operators = out[out.index(next(line for line in out if "calls/step" in line)) + 1:]
+    assert operators[0].split()[0] == "aten::mm" and float(operators[0].split()[3]) == 20.0
+    modules = out[out.index(next(line for line in out if "forward of submodule" in line)) + 1:]
+    assert [line.split()[0] for line in modules] == ["slow", "fast"]
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

@@ -159,3 +159,17 @@ def test_a_step_of_one_trained_model_is_marked() -> None:
         footer = "†: one trained model" in text.split("\n\n", 1)[1]
         assert footer == any(s.endswith("†") for s in run.values()), name
     assert True in marks and False in marks  # both kinds of step are checked
+
+
+def test_the_steps_that_hold_after_holm_are_named(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sentence under the table names exactly the steps whose Holm-adjusted p is below
+    0.05, with their difference, and counts the tests when none is."""
+    result = ladders.evaluate_ladder(_ladder(tmp_path, monkeypatch, LADDER),
+                                     _two_steps(tmp_path))
+    second = result.steps[1].values[0]
+    second.difference, second.holm = -0.047, 0.012
+    assert ("holds after Holm's adjustment (Holm p < 0.05): step 1 (MAP −0.047, Holm p 0.012)."
+            in ladders.ladder_markdown(result))
+    second.holm = 0.35
+    assert "(Holm p < 0.05): none of the 1 test." in ladders.ladder_markdown(result)

@@ -265,10 +265,26 @@ def ladder_markdown(result: LadderResult) -> str:
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")]
+    if tests:
+        lines += ["", _holding_steps(result)]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
+
+
+def _holding_steps(result: LadderResult) -> str:
+    """The steps whose change holds after Holm's adjustment: which steps carry the gap."""
+    tested = [(step.number, column, value) for step in result.steps if step.values
+              for (column, _), value in zip(result.columns, step.values, strict=True)
+              if value.holm is not None and value.difference is not None]
+    held = [f"step {number} ({column.header} "
+            f"{format_number(value.difference or 0.0, column, signed=True)}, Holm "
+            f"{p_text(value.holm or 1.0)})"
+            for number, column, value in tested if (value.holm or 1.0) < 0.05]
+    return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "
+            + ("; ".join(held) if held else
+               f"none of the {len(tested)} test{'' if len(tested) == 1 else 's'}") + ".")
 
 
 def ladder_json(result: LadderResult) -> dict[str, Any]:
