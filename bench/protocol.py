@@ -349,12 +349,12 @@ def print_profile(step: Callable[[], None], steps: int, model: torch.nn.Module,
     def leave(*_: object) -> None:
         open_ranges.pop().__exit__(None, None, None)
 
-    parts = [(f"{name}.{inner}" if isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)
-              else name, part)  # a list's items are the modules that get called
-             for name, child in model.named_children()
-             for inner, part in (child.named_children()
-                                 if isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)
-                                 else [("", child)])]
+    # a module list is never called: its items are
+    parts = [(name, child) for name, child in model.named_children()
+             if not isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)]
+    parts += [(f"{name}.{inner}", part) for name, child in model.named_children()
+              if isinstance(child, torch.nn.ModuleList | torch.nn.ModuleDict)
+              for inner, part in child.named_children()]
     handles = [hook for name, part in parts
                for hook in (part.register_forward_pre_hook(enter(name)),
                             part.register_forward_hook(leave))]

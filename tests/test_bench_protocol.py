@@ -178,7 +178,7 @@ def test_readme_table_compares_runs_only_on_one_machine(tmp_path: Path) -> None:
 def test_profile_names_the_heavy_operator_and_submodule(
         protocol: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     """A step whose time is all in one submodule's matmuls: the profile ranks that operator
-    and that submodule first, and leaves no hook behind."""
+    and that submodule first, names a module list's items, and leaves no hook behind."""
 
     class Slow(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -194,9 +194,10 @@ def test_profile_names_the_heavy_operator_and_submodule(
         def __init__(self) -> None:
             super().__init__()
             self.fast, self.slow = Fast(), Slow()
+            self.stack = torch.nn.ModuleList([Fast()])
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.slow(self.fast(x))
+            return self.stack[0](self.slow(self.fast(x)))
 
     model, x = Model(), torch.randn(256, 256)
     protocol.print_profile(lambda: model(x), 2, model, rows=3)
@@ -204,5 +205,6 @@ def test_profile_names_the_heavy_operator_and_submodule(
     operators = out[out.index(next(line for line in out if "calls/step" in line)) + 1:]
     assert operators[0].split()[0] == "aten::mm" and float(operators[0].split()[3]) == 20.0
     modules = out[out.index(next(line for line in out if "forward of submodule" in line)) + 1:]
-    assert [line.split()[0] for line in modules] == ["slow", "fast"]
+    assert modules[0].split()[0] == "slow"
+    assert sorted(line.split()[0] for line in modules) == ["fast", "slow", "stack.0"]
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

@@ -252,7 +252,8 @@ def ladder_markdown(result: LadderResult) -> str:
                  + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ".")
     else:
         paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
-    tests = sum(v.holm is not None for s in result.steps for v in s.values)
+    tested = _tested(result)
+    tests = len(tested)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
               f"values (means over seeds of the per-unit values; {evidence.F1_PAIRING}) and "
@@ -265,19 +266,23 @@ def ladder_markdown(result: LadderResult) -> str:
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")]
-    if tests:
-        lines += ["", _holding_steps(result)]
+    if tested:
+        lines += ["", _holding_steps(tested)]
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
 
 
-def _holding_steps(result: LadderResult) -> str:
+def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
+    """The values the ladder's Holm adjustment covers, each with its step number and column."""
+    return [(step.number, column, value) for step in result.steps if step.values
+            for (column, _), value in zip(result.columns, step.values, strict=True)
+            if value.holm is not None]
+
+
+def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
     """The steps whose change holds after Holm's adjustment: which steps carry the gap."""
-    tested = [(step.number, column, value) for step in result.steps if step.values
-              for (column, _), value in zip(result.columns, step.values, strict=True)
-              if value.holm is not None and value.difference is not None]
     held = [f"step {number} ({column.header} "
             f"{format_number(value.difference or 0.0, column, signed=True)}, Holm "
             f"{p_text(value.holm or 1.0)})"
