@@ -78,6 +78,8 @@ class DataSection(Schema):
     dev_split: str = "dev"
     test_splits: list[str] = Field(default_factory=lambda: ["test"])
     max_len: Count = 0  # 0 = no truncation (applied when batching)
+    # the second text's own limit (-1: max_len's; TOML has no null to write a None)
+    max_len_right: Annotated[int, Field(ge=-1)] = -1
     # tokens seen fewer times in train -> <unk>; train-unseen tokens too with random embeddings
     min_count: Count = 1
     max_train_pairs: Count = 0  # 0 = all; >0 subsamples (seeded) for quick runs
@@ -96,6 +98,8 @@ class EmbeddingsSection(Schema):
     dim: Positive = 50
     trainable: bool = True
     oov_init: OovInit = "glove_stats"
+    pca_dim: Count = 0  # 0 = the vectors as they are; n < dim: their first n principal components
+    randomise: bool = False  # every found word's row drawn as oov_init draws missing ones
 
 
 class ModelSection(Schema):
@@ -242,6 +246,14 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
     _check_l2_scope(recipe, source)
     if recipe.embeddings.source == "glove-file" and not recipe.embeddings.path:
         raise ConfigError(f"{source}: [embeddings] path: required when source = 'glove-file'")
+    emb = recipe.embeddings
+    if emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim):
+        raise ConfigError(f"{source}: [embeddings] pca_dim: {emb.pca_dim} must be below dim "
+                          f"({emb.dim}) of pretrained vectors (source {emb.source!r})",
+                          hint="pca_dim = 0 keeps the vectors as they are")
+    if emb.randomise and emb.source == "random":
+        raise ConfigError(f"{source}: [embeddings] randomise: source 'random' has no vectors "
+                          "to randomise", hint="randomise pretrained vectors, or drop the key")
     if recipe.embeddings.source == "glove-6b-50d" and recipe.embeddings.dim != 50:
         raise ConfigError(
             f"{source}: [embeddings] dim: glove-6b-50d vectors have 50 dimensions, "

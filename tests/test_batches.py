@@ -51,6 +51,12 @@ def test_truncation_to_max_len() -> None:
     assert enc.left[0].tolist() == [0, 1, 2, 3] and enc.right[0].tolist() == [1, 2]
     with pytest.raises(DataError, match="lacks columns"):
         EncodedSplit.from_frame(frame.drop(columns=["left_ids"]))
+    # each text its own limit (CSRAN's code: question 28, answer 60); 0 leaves a side whole
+    enc = EncodedSplit.from_frame(frame.assign(right_ids=[list(range(7))]), max_len=3,
+                                  max_len_right=5)
+    assert enc.left[0].tolist() == [0, 1, 2] and enc.right[0].tolist() == [0, 1, 2, 3, 4]
+    enc = EncodedSplit.from_frame(frame, max_len=3, max_len_right=0)
+    assert len(enc.left[0]) == 3 and len(enc.right[0]) == 2
 
 
 def test_bucketing_covers_every_item_once_and_cuts_padding() -> None:

@@ -82,6 +82,7 @@ def test_oov_inits(tmp_path: Path) -> None:
     # the std of the vectors found is 0: glove_stats draws exactly their mean
     np.testing.assert_array_equal(rows["glove_stats"], [0.5, 0.5])
     assert not np.array_equal(rows["normal_0.1"], rows["glove_stats"])
+    np.testing.assert_array_equal(rows["zero"], [0.0, 0.0])
 
 
 def test_embedding_sources_and_tokenizers() -> None:

@@ -101,3 +101,55 @@ def test_words_without_a_vector_are_drawn_at_the_pretrained_scale() -> None:
 def test_random_source_stays_small_uniform() -> None:
     matrix, _ = build_embedding_matrix(["<pad>", "<unk>", "a", "b"], "random", dim=8, seed=1)
     assert not matrix[0].any() and np.all(np.abs(matrix[1:]) <= OOV_RANGE)
+
+
+def test_zero_oov_rows_carry_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.txt"
+    path.write_text(GLOVE, encoding="utf-8")
+    vocab = ["<pad>", "<unk>", "the", "dog", "zebra"]
+    matrix, oov = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=7,
+                                         oov_init="zero")
+    assert oov == 2 and not matrix[[0, 1, 3, 4]].any()
+    np.testing.assert_allclose(matrix[2], [0.1, 0.2, 0.3])
+
+
+def test_pca_projection_matches_an_svd_of_the_whole_file(tmp_path: Path) -> None:
+    """Projected rows equal the centred vectors times the top right-singular vectors of the
+    whole file (numpy's SVD, a different route than the streamed covariance), up to sign."""
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(40, 6)) * np.array([5, 3, 2, 1, 0.5, 0.1])
+    words = [f"w{i}" for i in range(40)]
+    path = tmp_path / "six.txt"
+    path.write_text("".join(f"{w} {' '.join(f'{x:.8f}' for x in row)}\n"
+                            for w, row in zip(words, table, strict=True)))
+    table = np.loadtxt(path, usecols=range(1, 7))  # the values as written
+    vocab = ["<pad>", "<unk>", "w3", "w17", "unseen"]
+    matrix, oov = build_embedding_matrix(vocab, "glove-file", path, dim=6, seed=1, pca_dim=2)
+    assert matrix.shape == (5, 2) and oov == 1 and not matrix[0].any()
+    centred = table - table.mean(0)
+    axes = np.linalg.svd(centred, full_matrices=False)[2][:2].T
+    expected = centred[[3, 17]] @ axes
+    np.testing.assert_allclose(np.abs(matrix[[2, 3]]), np.abs(expected), rtol=1e-4)
+    # the first component carries the widest spread, as principal components are ordered
+    assert np.abs(matrix[[2, 3], 0]).max() > 0
+    with pytest.raises(ConfigError, match="pca_dim"):
+        build_embedding_matrix(vocab, "glove-file", path, dim=6, pca_dim=7)
+
+
+def test_randomised_vectors_keep_the_scale_and_lose_the_words() -> None:
+    _, index = glove_package_files()
+    words = pd.read_parquet(index).iloc[:, 0].tolist()
+    vocab = ["<pad>", "<unk>", *words[100:1100]]
+    plain, oov = build_embedding_matrix(vocab, "glove-6b-50d", dim=50, seed=3)
+    shuffled, oov_r = build_embedding_matrix(vocab, "glove-6b-50d", dim=50, seed=3,
+                                             randomise=True)
+    assert oov == oov_r == 0  # the same words are found; only their rows are drawn
+    assert not np.isclose(plain[2:], shuffled[2:]).all(axis=1).any()
+    assert abs(shuffled[2:].std() / plain[2:].std() - 1) < 0.02
+    # what made "the" nearest to "of" is gone: neighbours no longer agree with GloVe's
+    def nearest(m: np.ndarray) -> np.ndarray:
+        unit = m[2:] / np.linalg.norm(m[2:], axis=1, keepdims=True)
+        sims = unit @ unit.T
+        np.fill_diagonal(sims, -1)
+        return sims.argmax(1)
+    assert (nearest(plain) == nearest(shuffled)).mean() < 0.01

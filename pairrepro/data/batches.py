@@ -29,7 +29,8 @@ from pairrepro.errors import DataError
 
 @dataclass
 class EncodedSplit:
-    """One split's pairs as arrays (token ids truncated to ``max_len`` when > 0)."""
+    """One split's pairs as arrays (token ids truncated to ``max_len`` when > 0; the right
+    text to ``max_len_right`` where it is not -1)."""
 
     pair_ids: list[str]
     group_ids: list[str]
@@ -38,23 +39,23 @@ class EncodedSplit:
     labels: np.ndarray
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, max_len: int = 0, name: str = "split"
-                   ) -> EncodedSplit:
+    def from_frame(cls, frame: pd.DataFrame, max_len: int = 0, name: str = "split",
+                   max_len_right: int = -1) -> EncodedSplit:
         """Encode a prepared pair table (columns of :data:`PREPARED_SCHEMA`)."""
         missing = {"pair_id", "group_id", "label", "left_ids", "right_ids"} - set(frame.columns)
         if missing:
             raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
                             hint="re-run pairrepro preprocess for this dataset")
 
-        def cut(seqs: pd.Series) -> list[np.ndarray]:
+        def cut(seqs: pd.Series, limit: int) -> list[np.ndarray]:
             out = [np.asarray(s, dtype=np.int64) for s in seqs]
-            return [s[:max_len] for s in out] if max_len > 0 else out
+            return [s[:limit] for s in out] if limit > 0 else out
 
         return cls(
             pair_ids=[str(p) for p in frame["pair_id"]],
             group_ids=[str(g) for g in frame["group_id"]],
-            left=cut(frame["left_ids"]),
-            right=cut(frame["right_ids"]),
+            left=cut(frame["left_ids"], max_len),
+            right=cut(frame["right_ids"], max_len if max_len_right < 0 else max_len_right),
             labels=frame["label"].to_numpy(dtype=np.int64),
         )
 

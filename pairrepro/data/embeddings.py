@@ -7,10 +7,17 @@ from the right, as some 840B "words" hold spaces); ``"glove-6b-50d"``, the PyPI 
 
 Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased. Row 0
 (``<pad>``) is zero. Words without a vector (``<unk>``, ``<num>``, rare names) are drawn, seeded,
-as ``[embeddings] oov_init`` says: ``"normal_0.1"`` (CIN's paper) or ``"glove_stats"`` (default,
-as AllenNLP: ``normal(mean, std)`` of the vectors found, so that under fixed vectors they stay
+as ``[embeddings] oov_init`` says: ``"normal_0.1"`` (CIN's paper), ``"zero"`` (CSRAN's code:
+fixed zero rows, so an unknown word carries nothing) or ``"glove_stats"`` (default, as
+AllenNLP: ``normal(mean, std)`` of the vectors found, so that under fixed vectors they stay
 visible and distinct; a ``uniform(-0.05, 0.05)`` row is almost zero beside GloVe rows of
 norm ~5).
+
+Two knobs take information out of the vectors for a dose-response, keeping the vocabulary and
+the set of words found: ``dim`` below the source's own projects every vector onto the
+source's first ``dim`` principal components (PCA fitted on the whole source table, so the
+projection does not depend on the dataset); ``randomise`` draws every found word's row as
+``oov_init`` draws the missing ones, which removes what the vectors know and keeps their scale.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pairrepro.errors import ConfigError, DataError
 
 #: ``[embeddings] source`` and ``oov_init``: the recipe schema takes its choices from here
 EmbeddingSource = Literal["random", "glove-6b-50d", "glove-file"]
-OovInit = Literal["glove_stats", "normal_0.1"]
+OovInit = Literal["glove_stats", "normal_0.1", "zero"]
 OOV_RANGE = 0.05
 SOURCES: tuple[EmbeddingSource, ...] = get_args(EmbeddingSource)
 GLOVE_PAGE = "https://nlp.stanford.edu/projects/glove/"
@@ -49,6 +56,7 @@ OOV_DRAWS: dict[OovInit, Callable[[np.random.Generator, np.ndarray, tuple[int, i
                                   np.ndarray | None]] = {
     "glove_stats": _glove_stats,
     "normal_0.1": lambda rng, found, shape: rng.normal(0.0, 0.1, size=shape),
+    "zero": lambda rng, found, shape: np.zeros(shape),
 }
 
 
@@ -169,13 +177,54 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
     return words, vectors
 
 
+def principal_axes(chunks: Iterator[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, ``[source dim, dim]`` axes) of the first ``dim`` principal components of the
+    rows in ``chunks``, from their float64 covariance (streamed: a 300-d file never has to fit
+    in memory). Each axis's sign is fixed so its largest entry is positive."""
+    count, total, outer = 0, None, None
+    for chunk in chunks:
+        rows = np.asarray(chunk, dtype=np.float64)
+        count += len(rows)
+        total = rows.sum(0) if total is None else total + rows.sum(0)
+        outer = rows.T @ rows if outer is None else outer + rows.T @ rows
+    if total is None or outer is None or count < 2:
+        raise DataError("the vectors to project hold fewer than 2 rows")
+    mean = total / count
+    covariance = (outer - count * np.outer(mean, mean)) / (count - 1)
+    if dim > len(mean):
+        raise ConfigError(f"[embeddings] pca_dim: {dim} is more than the vectors' {len(mean)} "
+                          "dimensions", hint=f"pick a pca_dim below {len(mean)}")
+    values, vectors = np.linalg.eigh(covariance)  # ascending
+    axes = vectors[:, np.argsort(values)[::-1][:dim]]
+    signs = np.sign(axes[np.abs(axes).argmax(0), np.arange(dim)])
+    return mean, axes * signs
+
+
+def _source_rows(source: EmbeddingSource, path: str | Path | None, dim: int
+                 ) -> Iterator[np.ndarray]:
+    """Every vector of the source, in chunks (what a projection is fitted on)."""
+    if source == "glove-6b-50d":
+        _, vectors = load_glove_package()
+        for start in range(0, len(vectors), 65536):
+            yield np.asarray(vectors[start:start + 65536])
+        return
+    batch: list[np.ndarray] = []
+    for _, numbers in iter_glove_text(str(path), dim):
+        batch.append(np.array(numbers.split(" "), dtype=np.float64))
+        if len(batch) == 65536:
+            yield np.vstack(batch)
+            batch = []
+    if batch:
+        yield np.vstack(batch)
+
+
 def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            path: str | Path | None = None, dim: int = 50, seed: int = 0,
-                           oov_init: OovInit = "glove_stats"
-                           ) -> tuple[np.ndarray, int]:
-    """``[len(vocab), dim]`` float32 rows as the module docstring says, seeded, and the
-    number of words without a vector (not counting ``<unk>``); ``glove_stats`` with no vector
-    found falls back to ``uniform(-0.05, 0.05)``."""
+                           oov_init: OovInit = "glove_stats", pca_dim: int = 0,
+                           randomise: bool = False) -> tuple[np.ndarray, int]:
+    """``[len(vocab), pca_dim or dim]`` float32 rows as the module docstring says, seeded, and
+    the number of words without a vector (not counting ``<unk>``); ``glove_stats`` with no
+    vector found falls back to ``uniform(-0.05, 0.05)``."""
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
     if oov_init not in OOV_DRAWS:
@@ -190,7 +239,32 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
     specials = {0, 1}  # <pad>, <unk>
     if source == "random":
         return matrix, len(vocab) - len(specials & set(range(len(vocab))))
+    best = _look_up(vocab, specials, source, path, dim, matrix)
+    missing = best == 99
+    missing[0] = False  # <pad> stays zero
+    found = ~missing
+    found[0] = False
+    if pca_dim:
+        mean, axes = principal_axes(_source_rows(source, path, dim), pca_dim)
+        matrix = ((matrix - mean) @ axes).astype(np.float32)
+        matrix[0] = 0.0
+    shape = matrix.shape
+    if missing.any():
+        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
+        if draws is not None:
+            matrix[missing] = draws[missing].astype(np.float32)
+    if randomise:
+        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
+        if draws is not None:
+            matrix[found] = draws[found].astype(np.float32)
+    oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
+    return matrix, oov
 
+
+def _look_up(vocab: Sequence[str], specials: set[int], source: EmbeddingSource,
+             path: str | Path | None, dim: int, matrix: np.ndarray) -> np.ndarray:
+    """Fill ``matrix``'s rows of the words the source has (best spelling first); returns each
+    row's spelling priority, 99 where none was found."""
     # spelling -> [(priority, vocab index)]: the best spelling found wins per index
     wanted: dict[str, list[tuple[int, int]]] = {}
     for idx, word in enumerate(vocab):
@@ -211,23 +285,14 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         for row, word in enumerate(words):
             if word in wanted:
                 assign(word, np.asarray(vectors[row], dtype=np.float32))
-    else:
-        if path is None or str(path) == "":
-            raise ConfigError("embedding source 'glove-file' needs a path")
-        for word, numbers in iter_glove_text(path, dim):
-            if word in wanted:
-                try:
-                    vector = np.array(numbers.split(" "), dtype=np.float32)
-                except ValueError:
-                    raise DataError(f"{path}: the vector of {word!r} is not numeric") from None
-                assign(word, vector)
-    missing = best == 99
-    missing[0] = False  # <pad> stays zero
-    found = ~missing
-    found[0] = False
-    if missing.any():
-        draws = OOV_DRAWS[oov_init](rng, matrix[found], (len(vocab), dim))
-        if draws is not None:
-            matrix[missing] = draws[missing].astype(np.float32)
-    oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
-    return matrix, oov
+        return best
+    if path is None or str(path) == "":
+        raise ConfigError("embedding source 'glove-file' needs a path")
+    for word, numbers in iter_glove_text(path, dim):
+        if word in wanted:
+            try:
+                vector = np.array(numbers.split(" "), dtype=np.float32)
+            except ValueError:
+                raise DataError(f"{path}: the vector of {word!r} is not numeric") from None
+            assign(word, vector)
+    return best

@@ -109,7 +109,8 @@ def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
     prepared = prepared or load_prepared(recipe.data.dataset, recipe.data.variant or None)
     d = recipe.data
     wanted = splits or [d.train_split, d.dev_split, *d.test_splits]
-    encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name)
+    encoded = {name: EncodedSplit.from_frame(prepared.split(name), d.max_len, name,
+                                             d.max_len_right)
                for name in dict.fromkeys(wanted)}
     # train-unseen words stay themselves where something can use them: pretrained vectors,
     # or a scorer without parameters (BM25 matches a test-only word of the question in an
@@ -148,10 +149,11 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
         from pairrepro.data.embeddings import build_embedding_matrix
 
         matrix, oov = build_embedding_matrix(prepared.vocab, emb.source, emb.path, emb.dim, seed,
-                                             emb.oov_init)
+                                             emb.oov_init, emb.pca_dim, emb.randomise)
         pretrained = torch.as_tensor(np.asarray(matrix), dtype=torch.float32)
         info["embedding_oov"] = int(oov)
-    ctx = ModelContext(vocab_size=len(prepared.vocab), embed_dim=emb.dim,
+        info["embedding_rows"] = len(prepared.vocab)
+    ctx = ModelContext(vocab_size=len(prepared.vocab), embed_dim=emb.pca_dim or emb.dim,
                        num_outputs=recipe_task(recipe).num_outputs(num_classes),
                        pretrained=pretrained, trainable_embeddings=emb.trainable,
                        vocab=prepared.vocab)
