@@ -313,6 +313,41 @@ def report_orderings(
     _write_or_print(orderings_markdown(ev, found, alpha), out, f"wrote {out}")
 
 
+def report_readings(
+    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    table: int = typer.Option(..., "--table", "-t", help="The table number."),
+    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+) -> None:
+    """A table's reproduced cells under the dataset's other published evaluation protocols.
+
+    Each reading re-scores the same committed predictions (pairrepro/report/readings/), with
+    its 95% interval and its distance from the paper's value; the nearest is marked.
+
+    Examples:
+
+      pairrepro report readings csran --table 6
+
+      pairrepro report readings csran --table 5 --json
+    """
+    from pairrepro.report.readings import table_readings, table_readings_markdown
+
+    if target not in PAPERS:
+        raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
+    (paper, chosen), = select_tables(target, table)
+    ev = evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
+                        paths.results_dir())
+    if STATE.json:
+        emit_json([{"row": label, "metric": column.metric, "published": published,
+                    "reading": v.reading.name, "protocol": v.reading.protocol,
+                    "value": v.value, "low": v.low, "high": v.high, "distance": v.distance,
+                    "nearest": v.nearest}
+                   for label, column, published, values in table_readings(ev)
+                   for v in values])
+        return
+    _write_or_print(table_readings_markdown(ev), out, f"wrote {out}")
+
+
 def _write_or_print(text: str, out: Path | None, written: str) -> None:
     """``text`` into ``--out`` (saying ``written``), or on standard output without one."""
     if out is not None:
@@ -397,4 +432,5 @@ def register(app: typer.Typer) -> None:
     add_command(group, "gap", report_gap)
     add_command(group, "orderings", report_orderings)
     add_command(group, "parity", report_parity)
+    add_command(group, "readings", report_readings)
     app.add_typer(group, name="report")

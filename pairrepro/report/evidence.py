@@ -296,3 +296,15 @@ def paired_test(a: Units, b: Units) -> PairedTest:
         a_values, b_values = _paired_seeds(a.values, b_values)
         return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=BOOTSTRAP_SEED)
     return paired_randomization_test(a.values, b_values, seed=BOOTSTRAP_SEED)
+
+
+def difference_interval(a: Units, b: Units) -> Interval:
+    """The 95% two-level bootstrap interval of ``a`` minus ``b`` for a mean metric on the same
+    units, seed k against seed k (:func:`_paired_seeds`); else :class:`NoEvidenceError`."""
+    if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
+        raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
+                              "same units")
+    position = {unit: k for k, unit in enumerate(b.ids)}
+    b_values = b.values[:, [position[i] for i in a.ids]]
+    a_values, b_values = _paired_seeds(a.values, b_values)
+    return mean_interval(a_values - b_values, seed=BOOTSTRAP_SEED)

@@ -2,13 +2,18 @@
 
 A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell and its steps,
 each a recipe that ``extends`` the step before with one change, so two neighbours differ by
-what that change is worth. From the reference runs: each step's mean with its interval and a
-paired test against the step before (:mod:`pairrepro.report.evidence`); a step without a run
-gives the command that makes one; ``left`` lists what no step can try, and why.
+what that change is worth; a side step (``against``) changes one thing of an earlier step
+instead and is tested against it. From the reference runs: each step's mean with its interval
+and a paired test against the step it changes (:mod:`pairrepro.report.evidence`); a step
+without a run gives the command that makes one; ``left`` lists what no step can try, and why.
+``[readings]`` re-scores chosen steps' predictions under the dataset's other published
+protocols (:mod:`pairrepro.report.readings`), and ``[dose]`` reads a steps' series as a
+dose-response: the change per doubling of a quantity between two steps, carried to a target.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +34,15 @@ from pairrepro.report.cells import (
 from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
+from pairrepro.report.readings import (
+    READINGS_HEAD,
+    READINGS_NOTE,
+    ReadingValue,
+    read_cell,
+    readings_for,
+    readings_rows,
+    sources_markdown,
+)
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
@@ -38,10 +52,29 @@ LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
 
 
 class LadderStep(Schema):
-    """One rung: a recipe and, in words, the one change it makes to the rung before."""
+    """One rung: a recipe and, in words, the one change it makes to the rung before (or, for
+    a side step, to the earlier step whose recipe ``against`` names)."""
 
     recipe: str
     change: str
+    against: str = ""
+
+
+class LadderReadings(Schema):
+    """The steps whose predictions are re-scored under the dataset's protocol readings."""
+
+    steps: list[int]
+
+
+class Dose(Schema):
+    """A quantity that doubles between two steps (``amounts`` of ``steps``), and the amount
+    ``target`` the paper used: the measured change per doubling, carried to the target."""
+
+    what: str  # "embedding dimensions"
+    steps: list[int] = Field(min_length=2, max_length=2)
+    amounts: list[float] = Field(min_length=2, max_length=2)
+    target: float
+    target_what: str  # "the paper's 300-d GloVe 840B"
 
 
 class LeftOver(Schema):
@@ -61,6 +94,8 @@ class Ladder(Schema):
     metrics: list[str]  # "<split>.<metric>", each a column of the table
     steps: list[LadderStep]
     left: list[LeftOver] = Field(default_factory=list)
+    readings: LadderReadings | None = None
+    dose: Dose | None = None
 
 
 def available_ladders() -> list[str]:
@@ -141,6 +176,7 @@ class StepResult:
     chosen_epochs: list[int | None] = field(default_factory=list)
     values: list[StepValue] = field(default_factory=list)
     one_model: bool = False  # one seed of a model that learns: no claim about the method
+    against: int | None = None  # the step tested against (None: the first step)
 
 
 @dataclass
@@ -151,6 +187,10 @@ class LadderResult:
     ladder: Ladder
     columns: list[tuple[Column, float | None]]  # column, published value
     steps: list[StepResult]
+    runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
+    # (step, column, published value, readings) of the steps [readings] names
+    readings: list[tuple[int, Column, float | None, list[ReadingValue]]] = field(
+        default_factory=list)
 
 
 def _units(runs: list[RunInfo], column: Column) -> evidence.Units | str:
@@ -192,31 +232,71 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
 def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
                     ) -> LadderResult:
     """Ladder ``name`` with every step's values from the runs in ``results_dir``; each step is
-    tested against the nearest step before it that has runs (each step's predictions are
-    read once, for its interval and both of its tests)."""
+    tested against the step its ``against`` names, else the nearest step before it that has
+    runs (each step's predictions are read once, for its interval and its tests)."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
-    steps: list[StepResult] = []
-    before: list[evidence.Units | str] | None = None
+    result = LadderResult(name, ladder, columns, [])
+    units_of: dict[int, list[evidence.Units | str]] = {}
+    last: int | None = None
     for number, step in enumerate(ladder.steps):
-        result = StepResult(number, step.recipe, step.change)
+        found = StepResult(number, step.recipe, step.change)
         runs = recipe_runs(index, results_dir, step.recipe)
+        base = _base_step(ladder, step, number, last)
+        found.against = base
         if runs:
-            result.seeds = [r.seed for r in runs]
-            result.chosen_epochs = [r.chosen_epoch for r in runs]
+            found.seeds = [r.seed for r in runs]
+            found.chosen_epochs = [r.chosen_epoch for r in runs]
             model = str(runs[0].config.get("model", {}).get("name", ""))
-            result.one_model = len(runs) == 1 and needs_training(model) is not False
+            found.one_model = len(runs) == 1 and needs_training(model) is not False
             units = [_units(runs, column) for column, _ in columns]
-            result.values = [
-                _step_value(runs, found, None if before is None else before[k], column)
-                for k, ((column, _), found) in enumerate(zip(columns, units, strict=True))]
-            before = units
-        steps.append(result)
-    tested = [v for step in steps for v in step.values if v.p_value is not None]
+            before = units_of.get(base) if base is not None else None
+            found.values = [
+                _step_value(runs, own, None if before is None else before[k], column)
+                for k, ((column, _), own) in enumerate(zip(columns, units, strict=True))]
+            units_of[number], result.runs[number] = units, runs
+            if not step.against:
+                last = number
+        result.steps.append(found)
+    tested = [v for step in result.steps for v in step.values if v.p_value is not None]
     for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
         value.holm = adjusted
-    return LadderResult(name, ladder, columns, steps)
+    result.readings = _ladder_readings(ladder, result)
+    return result
+
+
+def _base_step(ladder: Ladder, step: LadderStep, number: int, last: int | None) -> int | None:
+    """The step ``step`` is tested against: the earlier step of recipe ``against``, else the
+    last main-line step with runs (None: the first)."""
+    if not step.against:
+        return last
+    earlier = [k for k, s in enumerate(ladder.steps[:number]) if s.recipe == step.against]
+    if not earlier:
+        raise ConfigError(f"ladder {ladder.title!r}: step {number} is against "
+                          f"{step.against!r}, which no earlier step runs",
+                          hint="against names the recipe of an earlier step")
+    return earlier[0]
+
+
+def _ladder_readings(ladder: Ladder, result: LadderResult
+                     ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
+    """The protocol readings of the steps ``[readings]`` names that have runs."""
+    if ladder.readings is None:
+        return []
+    table = load_paper(ladder.paper).table(ladder.table)
+    found = []
+    for number in ladder.readings.steps:
+        if not 0 <= number < len(ladder.steps):
+            raise ConfigError(f"ladder {ladder.title!r}: [readings] steps: no step {number}",
+                              hint=f"steps are 0..{len(ladder.steps) - 1}")
+        runs = result.runs.get(number)
+        for column, published in result.columns:
+            spec = readings_for(column, table.dataset)
+            if runs and spec is not None:
+                found.append((number, column, published,
+                              read_cell(runs, column, published, spec)))
+    return found
 
 
 def ladder_markdown(result: LadderResult) -> str:
@@ -236,8 +316,10 @@ def ladder_markdown(result: LadderResult) -> str:
                                    for seed, epoch in zip(step.seeds, step.chosen_epochs,
                                                           strict=True))
                          + (" †" if step.one_model else ""))
+            side = (f"vs step {step.against}: "
+                    if ladder.steps[step.number].against and step.against is not None else "")
             for value in step.values:
-                cells += [value.text, value.versus,
+                cells += [value.text, side + value.versus if value.versus else "",
                           "" if value.holm is None else p_text(value.holm).removeprefix("p ")]
         lines.append("| " + " | ".join(cells) + " |")
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
@@ -268,10 +350,75 @@ def ladder_markdown(result: LadderResult) -> str:
                  "method." if any(s.one_model for s in result.steps) else "")]
     if tested:
         lines += ["", _holding_steps(tested)]
+    lines += _readings_markdown(result) + _dose_markdown(result)
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
+
+
+def _readings_markdown(result: LadderResult) -> list[str]:
+    """The readings block: each named step's value under every protocol, its distance from
+    the paper's value with its interval, the nearest marked, and the protocols' sources."""
+    if not result.readings:
+        return []
+    table = load_paper(result.ladder.paper).table(result.ladder.table)
+    steps = sorted({number for number, _, _, _ in result.readings})
+    lines = ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
+             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
+             *READINGS_HEAD]
+    for number, column, published, values in result.readings:
+        lines += readings_rows(f"step {number}", column, published, values)
+    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in result.readings)
+             if spec is not None]
+    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
+
+
+def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
+    """Per column: (column, change per doubling, its 95% interval's low and high) between the
+    two ``[dose]`` steps, from the paired per-unit differences over seeds (mean metrics)."""
+    dose = result.ladder.dose
+    if dose is None or any(n not in result.runs for n in dose.steps):
+        return []
+    doublings = math.log2(dose.amounts[1] / dose.amounts[0])
+    found = []
+    for column, _ in result.columns:
+        low_runs, high_runs = (result.runs[n] for n in dose.steps)
+        change = evidence.difference_interval(evidence.run_units(high_runs, column.metric),
+                                              evidence.run_units(low_runs, column.metric))
+        found.append((column, *(to_unit(v, column) / doublings
+                                for v in (change.value, change.low, change.high))))
+    return found
+
+
+def _dose_markdown(result: LadderResult) -> list[str]:
+    """The dose-response sentence: change per doubling, carried to the paper's amount, beside
+    the distance left to the paper."""
+    dose = result.ladder.dose
+    slopes = dose_response(result)
+    if dose is None or not slopes:
+        return []
+    ahead = math.log2(dose.target / dose.amounts[1])
+    first, second = dose.steps
+    parts = []
+    for (column, slope, low, high), (_, published) in zip(slopes, result.columns, strict=True):
+        left = ""
+        if published is not None and second in result.runs:
+            mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
+                                    for r in result.runs[second])
+            left = f", against {format_number(published - mean, column)} left to the paper"
+        parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
+                     f"doubling [{format_number(low, column, signed=True)}, "
+                     f"{format_number(high, column, signed=True)}], so "
+                     f"{format_number(slope * ahead, column, signed=True)} "
+                     f"[{format_number(low * ahead, column, signed=True)}, "
+                     f"{format_number(high * ahead, column, signed=True)}] over the "
+                     f"{ahead:.2f} doublings to {dose.target:g}{left}")
+    return ["", f"Dose-response ({dose.what}, step {first} at {dose.amounts[0]:g} against step "
+            f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
+            f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
+            f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
+            "that the two measured points cannot test."]
 
 
 def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
@@ -300,4 +447,12 @@ def ladder_json(result: LadderResult) -> dict[str, Any]:
                       "published": {column.metric: published
                                     for column, published in result.columns}},
             "steps": [asdict(step) for step in result.steps],
+            "readings": [{"step": number, "metric": column.metric, "published": published,
+                          "reading": value.reading.name, "protocol": value.reading.protocol,
+                          "value": value.value, "low": value.low, "high": value.high,
+                          "distance": value.distance, "nearest": value.nearest}
+                         for number, column, published, values in result.readings
+                         for value in values],
+            "dose": [{"metric": column.metric, "per_doubling": slope, "low": low, "high": high}
+                     for column, slope, low, high in dose_response(result)],
             "left": [item.model_dump() for item in result.ladder.left]}

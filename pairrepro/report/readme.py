@@ -45,6 +45,14 @@ def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
     return render_table
 
 
+def _readings(paper: str, number: int) -> Callable[[Path], str]:
+    def render_readings(results: Path) -> str:
+        from pairrepro.report.readings import table_readings_markdown
+
+        return table_readings_markdown(_reference_view(paper, number, results))
+    return render_readings
+
+
 def _ladder(name: str) -> Callable[[Path], str]:
     def render_ladder(results: Path) -> str:
         from pairrepro.report.ladders import evaluate_ladder, ladder_markdown
@@ -145,13 +153,17 @@ def _bench(results: Path) -> str:
 SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-table6": _table("csran", 6),
     "csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers kept"),
+    "csran-table6-readings": _readings("csran", 6),
     "csran-table8": _table("csran", 8),
     "csran-table8-vs-original": _table("csran", 8, "Original"),
     "csran-table8-orderings": _orderings("csran", 8),
+    "csran-table8-readings": _readings("csran", 8),
     "csran-table5": _table("csran", 5),
     "csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted on train"),
+    "csran-table5-readings": _readings("csran", 5),
     "csran-trecqa-gap": _ladder("csran_trecqa"),
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
+    "csran-trecqa-vectors": _ladder("csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
     "reference-environment": _environment,

@@ -1,0 +1,230 @@
+"""Protocol readings: a reproduced number re-scored under another published evaluation
+protocol, from the same committed predictions, with nothing trained.
+
+A readings file (``pairrepro/report/readings/<dataset>.toml``) names the protocols a dataset's
+metric has been published under, each with its source, and the paper tables whose cells it
+reads. A reading turns a run's per-unit values (:mod:`pairrepro.report.evidence`) into the
+protocol's: TrecQA's raw readings add the questions the clean variant drops (an all-positive
+question scores 1 whatever the ranking; a no-positive one 0, or is left out, as trec_eval
+leaves it out without ``-c``), TwitterURL's re-score the predicted classes (the paraphrase
+class's F1, macro-F1, accuracy). Each value has its two-level bootstrap interval and its
+distance from the paper's number; the reading nearest the paper is a hypothesis about how
+the paper scored, with that evidence, never a correction of the reproduced number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from pydantic import Field
+
+from pairrepro.errors import ConfigError
+from pairrepro.paths import read_toml
+from pairrepro.report import evidence
+from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.paper_tables import Column
+from pairrepro.runs import RunInfo
+from pairrepro.schema import Schema, validate
+from pairrepro.stats import Interval, f1_interval, macro_f1_interval, mean_interval
+
+if TYPE_CHECKING:
+    from pairrepro.report.cells import EvalTable
+
+READINGS_DIR = Path(__file__).resolve().parent / "readings"
+
+#: the protocols a reading can name (each implemented by :func:`_read`)
+Protocol = Literal["clean", "raw_no_positive_dropped", "raw_no_positive_zero",
+                   "f1_positive", "f1_macro", "accuracy"]
+
+
+class Reading(Schema):
+    """One published protocol: what it is called, how it scores and who scored so."""
+
+    name: str
+    protocol: Protocol
+    source: str
+
+
+class DroppedQuestions(Schema):
+    """Questions of a raw split that its clean variant drops (each has candidates)."""
+
+    no_positive: int = Field(ge=0)
+    all_positive: int = Field(ge=0)
+
+
+class TableRef(Schema):
+    paper: str
+    table: int
+
+
+class ReadingsFile(Schema):
+    """The readings of one dataset's metrics, and the paper tables they apply to."""
+
+    dataset: str
+    metrics: list[str]  # metric names (``map``, ``f1``) the readings re-score
+    readings: list[Reading]
+    raw: dict[str, DroppedQuestions] = Field(default_factory=dict)  # split -> counts
+    tables: list[TableRef] = Field(default_factory=list)
+
+
+def load_readings(dataset: str) -> ReadingsFile | None:
+    """The readings of ``dataset``, or None when it has none."""
+    path = READINGS_DIR / f"{dataset}.toml"
+    if not path.is_file():
+        return None
+    found = validate(ReadingsFile, read_toml(path), str(path))
+    if found.dataset != dataset:
+        raise ConfigError(f"{path}: dataset {found.dataset!r} where the file name says "
+                          f"{dataset!r}", hint="name the file after its dataset")
+    return found
+
+
+def readings_for(column: Column, dataset: str) -> ReadingsFile | None:
+    """The readings that apply to a metric column of ``dataset`` (None: none do)."""
+    found = load_readings(column.dataset or dataset)
+    return found if found and column.metric_name in found.metrics else None
+
+
+@dataclass(frozen=True)
+class ReadingValue:
+    """One reading of one cell, in the column's unit."""
+
+    reading: Reading
+    value: float
+    low: float
+    high: float
+    units: int
+    distance: float | None = None  # minus the paper's value
+    nearest: bool = False
+
+
+def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
+    """Each seed's per-unit values followed by ``ones`` units of 1 and ``zeros`` of 0."""
+    seeds = units.values.shape[0]
+    return np.hstack([units.values, np.ones((seeds, ones)), np.zeros((seeds, zeros))])
+
+
+def _read(runs: list[RunInfo], split: str, metric: str, reading: Reading,
+          spec: ReadingsFile) -> Interval:
+    """The reading's value over ``runs`` (mean over seeds) with its bootstrap interval."""
+    seed = evidence.BOOTSTRAP_SEED
+    if reading.protocol in ("f1_positive", "f1_macro"):
+        units = evidence.run_units(runs, f"{split}.f1")
+        labels = np.asarray(units.labels)
+        if reading.protocol == "f1_positive":
+            return f1_interval(labels, units.values, seed=seed)
+        return macro_f1_interval(labels, units.values, seed=seed)
+    if reading.protocol == "accuracy":
+        return evidence.interval(evidence.run_units(runs, f"{split}.accuracy"))
+    units = evidence.run_units(runs, f"{split}.{metric}")
+    if reading.protocol == "clean":
+        return evidence.interval(units)
+    dropped = spec.raw.get(split)
+    if dropped is None:
+        raise ConfigError(f"readings of {spec.dataset}: no [raw.{split}] counts for "
+                          f"{reading.name!r}", hint=f"add them to {READINGS_DIR}")
+    zeros = dropped.no_positive if reading.protocol == "raw_no_positive_zero" else 0
+    return mean_interval(_with_constants(units, dropped.all_positive, zeros), seed=seed)
+
+
+def read_cell(runs: list[RunInfo], column: Column, published: float | None,
+              spec: ReadingsFile) -> list[ReadingValue]:
+    """Every reading of ``spec`` for one cell (its runs and column), each with its distance
+    from ``published``; the nearest is marked."""
+    values = []
+    for reading in spec.readings:
+        found = _read(runs, column.split, column.metric_name, reading, spec)
+        value, low, high = (to_unit(v, column) for v in (found.value, found.low, found.high))
+        values.append(ReadingValue(reading, value, low, high, found.units,
+                                   None if published is None else value - published))
+    if published is None or not values:
+        return values
+    nearest = min(range(len(values)), key=lambda k: abs(values[k].distance or 0.0))
+    return [ReadingValue(**{**v.__dict__, "nearest": k == nearest})
+            for k, v in enumerate(values)]
+
+
+def value_text(value: ReadingValue, column: Column) -> str:
+    """``0.790 [0.731, 0.846]``."""
+    return (f"{format_number(value.value, column)} [{format_number(value.low, column)}, "
+            f"{format_number(value.high, column)}]")
+
+
+def distance_text(value: ReadingValue, column: Column) -> str:
+    """The distance from the paper's value with the interval's, ``−0.064 [−0.123, −0.008]``."""
+    if value.distance is None:
+        return ""
+    shift = value.value - value.distance  # the published value
+    return (f"{format_number(value.distance, column, signed=True)} "
+            f"[{format_number(value.low - shift, column, signed=True)}, "
+            f"{format_number(value.high - shift, column, signed=True)}]")
+
+
+READINGS_NOTE = (
+    "Each reading re-scores the committed predictions of the same runs under another "
+    "published protocol (`pairrepro/report/readings/`), nothing retrained; a value is the "
+    "mean over seeds with its 95% bootstrap interval over the protocol's test units and seeds, "
+    "and *− paper* is its distance from the published value with that interval shifted. "
+    "**Nearest** marks the reading closest to the paper: a hypothesis about how the paper "
+    "scored, with this evidence, not a correction of the reproduced number.")
+
+
+def readings_rows(label: str, column: Column, published: float | None,
+                  values: list[ReadingValue]) -> list[str]:
+    """Markdown rows ``| label | column | reading | value | − paper | source |``."""
+    rows = []
+    for value in values:
+        name = f"**{value.reading.name}** (nearest)" if value.nearest else value.reading.name
+        paper = "" if published is None else format_number(published, column)
+        rows.append(f"| {label} | {column.header} | {paper} | {name} | "
+                    f"{value_text(value, column)} | {distance_text(value, column)} |")
+    return rows
+
+
+READINGS_HEAD = ["| row | metric | paper | reading | value [95% interval] | "
+                 "− paper [95% interval] |", "|---|---|---|---|---|---|"]
+
+
+def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
+    """One line per reading: its name and its source."""
+    seen: dict[str, str] = {}
+    for spec in specs:
+        for reading in spec.readings:
+            seen.setdefault(reading.name, reading.source)
+    return [f"- {name}: {source}" for name, source in seen.items()]
+
+
+def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
+    """(row label, column, published value, readings) of every reproduced cell of ``ev``
+    that has a published value and readings that name its table."""
+    found = []
+    for row in ev.rows:
+        for column, cell in zip(ev.table.columns, row.cells, strict=False):
+            published = parse_published(cell.published)
+            if column.kind != "metric" or not cell.runs or published is None or cell.damaged:
+                continue
+            spec = readings_for(column, ev.table.dataset)
+            if spec is None or not any(t.paper == ev.paper.paper and t.table == ev.table.number
+                                       for t in spec.tables):
+                continue
+            found.append((row.row.label, column, published,
+                          read_cell(cell.runs, column, published, spec)))
+    return found
+
+
+def table_readings_markdown(ev: EvalTable) -> str:
+    """The readings of a table's reproduced cells, with their sources and how to read them."""
+    cells = table_readings(ev)
+    if not cells:
+        return (f"No reproduced cell of {ev.paper.paper} Table {ev.table.number} has a "
+                "published value and protocol readings.\n")
+    lines = list(READINGS_HEAD)
+    for label, column, published, values in cells:
+        lines += readings_rows(label, column, published, values)
+    specs = [spec for spec in (readings_for(c, ev.table.dataset) for _, c, _, _ in cells)
+             if spec is not None]
+    lines += ["", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
+    return "\n".join(lines) + "\n"

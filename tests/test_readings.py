@@ -1,0 +1,188 @@
+"""Protocol readings (pairrepro/report/readings.py): every reading of the committed reference
+runs is recomputed here with scikit-learn or pytrec_eval, and the raw question counts of the
+TrecQA readings file are recounted from the prepared raw variant where ../shared is here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import pytrec_eval
+from sklearn.metrics import accuracy_score, f1_score
+
+from pairrepro import paths
+from pairrepro.report import ladders
+from pairrepro.report.paper_tables import load_paper
+from pairrepro.report.readings import load_readings, read_cell, table_readings
+from pairrepro.report.readme import _reference_view
+from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.runs import find_runs
+
+RESULTS = paths.PROJECT_DIR / "results"
+
+
+def _predictions(recipe: str, split: str) -> list[pd.DataFrame]:
+    return [pd.read_parquet(RESULTS / recipe / f"seed-{seed}" / "predictions" / f"{split}.parquet")
+            for seed in sorted(int(p.name.split("-")[1])
+                               for p in (RESULTS / recipe).glob("seed-*"))]
+
+
+def _by_name(values: list) -> dict[str, float]:  # type: ignore[type-arg]
+    return {v.reading.name: v.value for v in values}
+
+
+def test_twitter_url_readings_equal_scikit_learn() -> None:
+    """Paraphrase-class F1, macro-F1 and accuracy of the CSRAN cell, against scikit-learn."""
+    ev = _reference_view("csran", 5, RESULTS)
+    (label, column, published, values), = table_readings(ev)
+    assert (label, column.metric, published) == ("CSRAN", "test.f1", 0.840)
+    frames = _predictions("csran_twitter_url", "test")
+    expected = {
+        "F1 of the paraphrase class": np.mean([f1_score(f["label"], f["prediction"])
+                                               for f in frames]),
+        "macro-F1": np.mean([f1_score(f["label"], f["prediction"], average="macro")
+                             for f in frames]),
+        "accuracy": np.mean([accuracy_score(f["label"], f["prediction"]) for f in frames]),
+    }
+    got = _by_name(values)
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, abs=1e-12), name
+    nearest = [v.reading.name for v in values if v.nearest]
+    assert nearest == [min(expected, key=lambda n: abs(expected[n] - 0.840))]
+    for value in values:  # the interval holds the value, the distance is value - paper
+        assert value.low <= value.value <= value.high
+        assert value.distance == pytest.approx(value.value - 0.840)
+
+
+def _trec_eval_means(frame: pd.DataFrame, all_positive: int, no_positive: int
+                     ) -> dict[str, tuple[float, float]]:
+    """(MAP, MRR) by pytrec_eval over the clean questions plus stand-in questions of the raw
+    split: ``all_positive`` whose candidates are all relevant, ``no_positive`` with none. The
+    means are over questions with a relevant candidate (trec_eval without -c) and over all."""
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for row in frame.itertuples():
+        qrels.setdefault(str(row.group_id), {})[str(row.pair_id)] = int(row.label)
+        run.setdefault(str(row.group_id), {})[str(row.pair_id)] = float(row.score)
+    for kind, count, label in (("all", all_positive, 1), ("none", no_positive, 0)):
+        for k in range(count):
+            qrels[f"{kind}{k}"] = {f"{kind}{k}-{d}": label for d in range(3)}
+            run[f"{kind}{k}"] = {f"{kind}{k}-{d}": float(d) for d in range(3)}
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"map", "recip_rank"}).evaluate(run)
+    relevant = [q for q in per_query if any(qrels[q].values())]
+    return {
+        "dropped": (np.mean([per_query[q]["map"] for q in relevant]),
+                    np.mean([per_query[q]["recip_rank"] for q in relevant])),
+        "zero": (np.mean([v["map"] for v in per_query.values()]),
+                 np.mean([v["recip_rank"] for v in per_query.values()])),
+    }
+
+
+@pytest.mark.parametrize(("recipe", "table", "split", "row"),
+                         [("csran_trecqa", 6, "test", "CSRAN"),
+                          ("csran_trecqa", 8, "dev", "Original")])
+def test_trecqa_readings_equal_pytrec_eval(recipe: str, table: int, split: str,
+                                           row: str) -> None:
+    spec = load_readings("trecqa")
+    assert spec is not None
+    counts = spec.raw[split]
+    frames = _predictions(recipe, split)
+    per_seed = [_trec_eval_means(f, counts.all_positive, counts.no_positive) for f in frames]
+    ev = _reference_view("csran", table, RESULTS)
+    cells = [(column, values) for label, column, _, values in table_readings(ev)
+             if label == row]
+    assert [c.metric_name for c, _ in cells] == ["map", "mrr"]
+    for k, (column, values) in enumerate(cells):
+        got = _by_name(values)
+        expected_clean = np.mean([_trec_eval_means(f, 0, 0)["dropped"][k] for f in frames])
+        assert got["clean"] == pytest.approx(expected_clean, abs=1e-12)
+        assert got["raw, no-positive questions dropped"] == pytest.approx(
+            np.mean([s["dropped"][k] for s in per_seed]), abs=1e-12)
+        assert got["raw, no-positive questions scored 0"] == pytest.approx(
+            np.mean([s["zero"][k] for s in per_seed]), abs=1e-12)
+        assert column.metric == f"{split}.{column.metric_name}"
+
+
+def test_trecqa_raw_counts_match_the_prepared_raw_variant(
+        raw_from_mirror: Callable[[str], Path]) -> None:
+    """The readings file's counts are the raw split's questions that clean drops, and the
+    questions both keep have the same candidates (so clean predictions stand for them)."""
+    from pairrepro.data.prepare import prepare_dataset
+    from pairrepro.data.prepared import load_prepared
+
+    raw_from_mirror("trecqa")
+    for variant in ("raw", "clean"):
+        prepare_dataset("trecqa", variant, progress=False)
+    spec = load_readings("trecqa")
+    assert spec is not None
+    for split, counts in spec.raw.items():
+        raw = load_prepared("trecqa", "raw").split(split)
+        clean = load_prepared("trecqa", "clean").split(split)
+        sizes = raw.groupby("group_id")["label"].agg(["sum", "count"])
+        assert (sizes["sum"] == 0).sum() == counts.no_positive
+        assert (sizes["sum"] == sizes["count"]).sum() == counts.all_positive
+        kept = sizes[(sizes["sum"] > 0) & (sizes["sum"] < sizes["count"])]
+        assert kept["count"].to_dict() == clean.groupby("group_id").size().to_dict()
+
+
+def test_ladder_readings_name_their_steps_and_read_the_same_runs() -> None:
+    result = ladders.evaluate_ladder("csran_twitter_url", RESULTS)
+    assert sorted({number for number, _, _, _ in result.readings}) == [0, 3]
+    column, published = result.columns[0]
+    spec = load_readings("twitter_url")
+    assert spec is not None
+    for number, _, _, values in result.readings:
+        assert values == read_cell(result.runs[number], column, published, spec)
+    text = ladders.ladder_markdown(result)
+    assert "Protocol readings of steps 0, 3" in text and "(nearest)" in text
+    assert "Sources:" in text and "Lan, Qiu, He, Xu" in text
+
+
+def test_a_side_step_is_tested_against_the_step_it_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step with ``against`` is compared with that earlier step, not the one before it, and
+    the main line goes on from the step before the side step."""
+    (tmp_path / "side.toml").write_text("""title = "side"
+paper = "csran"
+table = 6
+row = "CSRAN"
+metrics = ["test.map"]
+[[steps]]
+recipe = "csran_trecqa"
+change = "base"
+[[steps]]
+recipe = "csran_trecqa_bf16"
+change = "side"
+against = "csran_trecqa"
+[[steps]]
+recipe = "csran_no_em_trecqa"
+change = "next"
+""")
+    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
+    result = ladders.evaluate_ladder("side", RESULTS)
+    assert [s.against for s in result.steps] == [None, 0, 0]
+    text = ladders.ladder_markdown(result)
+    assert "vs step 0: " in text.splitlines()[3]
+    assert "vs step 0: " not in text.splitlines()[4]
+    (tmp_path / "side.toml").write_text((tmp_path / "side.toml").read_text().replace(
+        'against = "csran_trecqa"', 'against = "csran_no_em_trecqa"'))
+    with pytest.raises(Exception, match="no earlier step runs"):
+        ladders.evaluate_ladder("side", RESULTS)
+
+
+def test_every_readings_file_names_real_tables_and_metrics() -> None:
+    index = load_recipe_index()
+    assert index.recipes
+    for path in sorted((paths.PROJECT_DIR / "pairrepro" / "report" / "readings").glob("*.toml")):
+        spec = load_readings(path.stem)
+        assert spec is not None and spec.readings
+        for ref in spec.tables:
+            table = load_paper(ref.paper).table(ref.table)
+            datasets = {c.dataset or table.dataset for c in table.columns
+                        if c.kind == "metric" and c.metric_name in spec.metrics}
+            assert spec.dataset in datasets, (path.name, ref)
+    assert find_runs(RESULTS, "csran_trecqa")
