@@ -234,8 +234,11 @@ def report_gap(
 ) -> None:
     """What is left between a reproduced number and the paper's, one change per step.
 
-    Each step is a recipe adding one change to the step before; it shows the mean over seeds
-    with its 95% bootstrap interval and a paired randomization test against the step before.
+    Each step is a recipe adding one change to the step before (a side step changes an
+    earlier step); it shows the mean over seeds with its 95% bootstrap interval and a paired
+    randomization test against the step it changes. Ladders with readings re-score steps under
+    the dataset's other published protocols, each reading's distance from the paper's value
+    with its interval; an account then names what each measurement says of the gap.
 
     Examples:
 
@@ -245,13 +248,14 @@ def report_gap(
 
       pairrepro report gap csran_trecqa --json
     """
-    from pairrepro.report.ladders import evaluate_ladder, ladder_json, ladder_markdown
+    from pairrepro.report.gap_account import gap_markdown
+    from pairrepro.report.ladders import evaluate_ladder, ladder_json
 
     result = evaluate_ladder(ladder, results or paths.results_dir())
     if STATE.json:
         emit_json(ladder_json(result))
         return
-    _write_or_print(ladder_markdown(result), out, f"wrote {out}")
+    _write_or_print(gap_markdown(result), out, f"wrote {out}")
 
 
 def report_parity(

@@ -84,6 +84,24 @@ class LeftOver(Schema):
     why: str
 
 
+class Account(Schema):
+    """What the ladder's measurements say about the gap: the step that stands for the
+    reproduction and the ladder measuring the vectors' dose-response (if any)."""
+
+    step: int
+    dose_ladder: str = ""
+
+
+class CrossCheck(Schema):
+    """Runs of another implementation on the same data and test units (e.g. the authors'
+    code), kept as seed folders under ``folder`` (relative to the project), tested against
+    the step whose recipe ``against`` names."""
+
+    name: str
+    folder: str
+    against: str
+
+
 class Ladder(Schema):
     """A published cell and the rungs that climb towards it."""
 
@@ -96,6 +114,8 @@ class Ladder(Schema):
     left: list[LeftOver] = Field(default_factory=list)
     readings: LadderReadings | None = None
     dose: Dose | None = None
+    account: Account | None = None
+    crosschecks: list[CrossCheck] = Field(default_factory=list)
 
 
 def available_ladders() -> list[str]:
@@ -187,10 +207,12 @@ class LadderResult:
     ladder: Ladder
     columns: list[tuple[Column, float | None]]  # column, published value
     steps: list[StepResult]
+    results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
     # (step, column, published value, readings) of the steps [readings] names
     readings: list[tuple[int, Column, float | None, list[ReadingValue]]] = field(
         default_factory=list)
+    units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
 
 
 def _units(runs: list[RunInfo], column: Column) -> evidence.Units | str:
@@ -237,8 +259,8 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     ladder = load_ladder(name)
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
-    result = LadderResult(name, ladder, columns, [])
-    units_of: dict[int, list[evidence.Units | str]] = {}
+    result = LadderResult(name, ladder, columns, [], results_dir)
+    units_of = result.units
     last: int | None = None
     for number, step in enumerate(ladder.steps):
         found = StepResult(number, step.recipe, step.change)
@@ -277,6 +299,26 @@ def _base_step(ladder: Ladder, step: LadderStep, number: int, last: int | None) 
                           f"{step.against!r}, which no earlier step runs",
                           hint="against names the recipe of an earlier step")
     return earlier[0]
+
+
+def crosscheck_values(result: LadderResult
+                      ) -> list[tuple[CrossCheck, int, list[StepValue] | None]]:
+    """Each cross-check's values (None: no runs in its folder) against the step it names."""
+    from pairrepro import paths
+
+    found = []
+    for check in result.ladder.crosschecks:
+        number = _base_step(result.ladder, LadderStep(recipe="", change="",
+                                                      against=check.against),
+                            len(result.ladder.steps), None)
+        assert number is not None
+        root = paths.PROJECT_DIR / check.folder
+        runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
+        before = result.units.get(number)
+        found.append((check, number, None if not runs else [
+            _step_value(runs, _units(runs, column), None if before is None else before[k],
+                        column) for k, (column, _) in enumerate(result.columns)]))
+    return found
 
 
 def _ladder_readings(ladder: Ladder, result: LadderResult

@@ -55,9 +55,10 @@ def _readings(paper: str, number: int) -> Callable[[Path], str]:
 
 def _ladder(name: str) -> Callable[[Path], str]:
     def render_ladder(results: Path) -> str:
-        from pairrepro.report.ladders import evaluate_ladder, ladder_markdown
+        from pairrepro.report.gap_account import gap_markdown
+        from pairrepro.report.ladders import evaluate_ladder
 
-        return ladder_markdown(evaluate_ladder(name, results))
+        return gap_markdown(evaluate_ladder(name, results))
     return render_ladder
 
 

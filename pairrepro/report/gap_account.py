@@ -1,0 +1,161 @@
+"""What a ladder's measurements say about the gap left to the paper, sentence by sentence.
+
+Each sentence names what supports it: a protocol reading, a side step, the vectors'
+dose-response ladder or a cross-check against the authors' code (``[account]`` of a ladder
+names the dose ladder and the step that stands for the reproduction). What no measurement
+accounts for is given as a number: the distance left after the carried vector gain, under the
+clean protocol and under the reading nearest the paper. Only the ladder's first metric is
+spelt out; the tables above it hold the others.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pairrepro.report.ladders import (
+    LadderResult,
+    crosscheck_values,
+    dose_response,
+    evaluate_ladder,
+    ladder_markdown,
+)
+from pairrepro.report.numbers import format_number
+from pairrepro.report.paper_tables import Column
+from pairrepro.report.readings import ReadingValue
+
+
+def _signed(value: float, column: Column) -> str:
+    return format_number(value, column, signed=True)
+
+
+def _unsigned(value: float, column: Column) -> str:
+    """``value`` as the paper prints it, a negative one with the minus sign of the tables."""
+    return format_number(value, column).replace("-", "−")
+
+
+def _interval(low: float, high: float, column: Column) -> str:
+    return f"[{_signed(low, column)}, {_signed(high, column)}]"
+
+
+def _protocol(result: LadderResult, step: int, column: Column,
+              published: float) -> tuple[list[str], ReadingValue | None, ReadingValue | None]:
+    """The protocol sentence, with the clean (first) and the nearest reading of ``step``."""
+    values = next((v for n, c, _, v in result.readings
+                   if n == step and c.metric == column.metric), [])
+    if not values:
+        return [], None, None
+    nearest = next(v for v in values if v.nearest)
+    first = values[0]
+    where = "inside" if nearest.low <= published <= nearest.high else "outside"
+    text = (f"- **Protocol** (readings above): scored as *{nearest.reading.name}*, the reading "
+            f"nearest the paper, step {step} gives {format_number(nearest.value, column)} "
+            f"[{format_number(nearest.low, column)}, {format_number(nearest.high, column)}], "
+            f"{_signed(nearest.distance or 0.0, column)} "
+            f"{_interval(nearest.low - published, nearest.high - published, column)} from "
+            f"the paper's {format_number(published, column)}, which lies {where} the interval. "
+            f"Scored as *{first.reading.name}* (the table's protocol) it is "
+            f"{_signed(first.distance or 0.0, column)}.")
+    return [text], first, nearest
+
+
+def _side_steps(result: LadderResult, column_index: int) -> list[str]:
+    """One sentence per side step: its change against the step it names."""
+    lines = []
+    for step in result.steps:
+        if not result.ladder.steps[step.number].against:
+            continue
+        if not step.values:
+            lines.append(f"- **Step {step.number}**, {step.change}: no reference run yet.")
+            continue
+        value = step.values[column_index]
+        holm = f", Holm {value.holm:.3f}" if value.holm is not None else ""
+        lines.append(f"- **Step {step.number}**, {step.change}: {value.text}, "
+                     f"vs step {step.against}: {value.versus}{holm}.")
+    return lines
+
+
+def _vectors(dose: LadderResult | None, column: Column) -> tuple[list[str], float | None,
+                                                                 float | None, float | None]:
+    """The dose-response sentence and the carried gain (value, low, high)."""
+    if dose is None or dose.ladder.dose is None:
+        return [], None, None, None
+    slopes = [s for s in dose_response(dose) if s[0].metric == column.metric]
+    if not slopes:
+        return ([f"- **Vectors** (ladder `{dose.name}`): its steps have no reference runs "
+                 "yet."], None, None, None)
+    _, slope, low, high = slopes[0]
+    spec = dose.ladder.dose
+    doublings = math.log2(spec.target / spec.amounts[1])
+    first = next((s for s in dose.steps if s.values), None)
+    last = dose.steps[spec.steps[1]]
+    whole = ""
+    if first is not None and first.number != last.number and last.values:
+        k = [c.metric for c, _ in dose.columns].index(column.metric)
+        whole = (f" All the information in them is worth "
+                 f"{_signed(last.values[k].mean - first.values[k].mean, column)} over step "
+                 f"{first.number}'s ({first.change.split(':')[0]}).")
+    text = (f"- **Vectors** (ladder `{dose.name}`, 3 seeds a step):{whole} Each doubling of "
+            f"the dimensions (from {spec.amounts[0]:g} to {spec.amounts[1]:g}) "
+            f"adds {_signed(slope, column)} {_interval(low, high, column)}; carried at that "
+            f"rate over {doublings:.2f} doublings to {spec.target:g}, "
+            f"{_signed(slope * doublings, column)} "
+            f"{_interval(low * doublings, high * doublings, column)}.")
+    return [text], slope * doublings, low * doublings, high * doublings
+
+
+def _crosschecks(result: LadderResult, column: Column) -> list[str]:
+    lines = []
+    for check, number, values in crosscheck_values(result):
+        if values is None:
+            lines.append(f"- **Cross-check** ({check.name}): no results committed yet "
+                         f"(`{check.folder}`).")
+            continue
+        own = next(v for v in values if v.metric == column.metric)
+        lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
+                     f"vs step {number}: {own.versus}.")
+    return lines
+
+
+def account_markdown(result: LadderResult) -> list[str]:
+    """The account block of a ladder with ``[account]`` (empty list without one)."""
+    account = result.ladder.account
+    if account is None or not result.columns:
+        return []
+    column, published = result.columns[0]
+    if published is None:
+        return []
+    step = account.step
+    lines = ["", f"What the measurements say ({column.header}; each line names its evidence):",
+             ""]
+    protocol, clean, nearest = _protocol(result, step, column, published)
+    lines += protocol + _side_steps(result, 0)
+    dose = (evaluate_ladder(account.dose_ladder, result.results_dir)
+            if account.dose_ladder else None)
+    vectors, gain, gain_low, gain_high = _vectors(dose, column)
+    lines += vectors + _crosschecks(result, column)
+    left = []
+    for reading in (clean, nearest):
+        if reading is None or (reading is nearest and nearest is clean):
+            continue
+        distance = -(reading.distance or 0.0)  # paper minus the reading, positive when below
+        low, high = published - reading.high, published - reading.low
+        if gain is not None and gain_low is not None and gain_high is not None:
+            left.append(f"under *{reading.reading.name}*, {_unsigned(distance - gain, column)} "
+                        f"[{_unsigned(low - gain_high, column)}, "
+                        f"{_unsigned(high - gain_low, column)}]")
+        else:
+            left.append(f"under *{reading.reading.name}*, {_unsigned(distance, column)} "
+                        f"[{_unsigned(low, column)}, {_unsigned(high, column)}]")
+    if left:
+        what = (f"the paper's value less step {step}'s and less the carried vector gain; the "
+                "endpoints combine the two intervals, not a joint bootstrap" if gain is not None
+                else f"the paper's value less step {step}'s, with its interval")
+        lines.append(f"- **Unexplained** ({what}): " + "; ".join(left) + ".")
+    return lines
+
+
+def gap_markdown(result: LadderResult) -> str:
+    """A ladder's table, readings and dose (:func:`ladder_markdown`) with its account."""
+    text = ladder_markdown(result)
+    account = account_markdown(result)
+    return text + ("\n".join(account) + "\n" if account else "")

@@ -1,0 +1,94 @@
+"""The account under a gap ladder (pairrepro/report/gap_account.py): each number it prints is
+recomputed here from the committed predictions or the runs' recorded metrics."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import f1_score
+
+from pairrepro import paths
+from pairrepro.report import ladders
+from pairrepro.report.gap_account import account_markdown, gap_markdown
+from pairrepro.runs import find_runs
+
+RESULTS = paths.PROJECT_DIR / "results"
+
+
+def test_the_twitter_account_is_the_paper_less_each_reading() -> None:
+    result = ladders.evaluate_ladder("csran_twitter_url", RESULTS)
+    step = result.ladder.account.step if result.ladder.account else -1
+    (run,) = find_runs(RESULTS, result.ladder.steps[step].recipe)
+    frame = pd.read_parquet(run.folder.predictions("test"))
+    positive = f1_score(frame["label"], frame["prediction"])
+    macro = f1_score(frame["label"], frame["prediction"], average="macro")
+    lines = account_markdown(result)
+    left = next(line for line in lines if line.startswith("- **Unexplained**"))
+    assert f"*F1 of the paraphrase class*, {0.840 - positive:.3f}" in left
+    assert f"*macro-F1*, {0.840 - macro:.3f}" in left
+    protocol = next(line for line in lines if line.startswith("- **Protocol**"))
+    assert "scored as *macro-F1*, the reading nearest the paper" in protocol
+    assert f"step {step} gives {macro:.3f}" in protocol
+    assert gap_markdown(result).endswith(lines[-1] + "\n")
+
+
+def test_the_dose_slope_is_the_seed_paired_difference_per_doubling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two committed recipes on the same test queries stand for two doses (4 and 16, two
+    doublings): the slope is the mean over seeds of their test MAP differences, halved."""
+    (tmp_path / "dose.toml").write_text("""title = "dose"
+paper = "csran"
+table = 6
+row = "CSRAN"
+metrics = ["test.map"]
+[[steps]]
+recipe = "csran_trecqa_es_tuned"
+change = "low"
+[[steps]]
+recipe = "csran_trecqa"
+change = "high"
+[dose]
+what = "units"
+steps = [0, 1]
+amounts = [4, 16]
+target = 64
+target_what = "sixty-four"
+""")
+    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
+    result = ladders.evaluate_ladder("dose", RESULTS)
+    (_, slope, low, high), = ladders.dose_response(result)
+    low_runs, high_runs = (sorted(find_runs(RESULTS, r), key=lambda r: r.seed)
+                           for r in ("csran_trecqa_es_tuned", "csran_trecqa"))
+    differences = [(h.value("test.map") or 0) - (lo.value("test.map") or 0)
+                   for lo, h in zip(low_runs, high_runs, strict=True)]
+    assert slope == pytest.approx(np.mean(differences) / math.log2(16 / 4), abs=1e-9)
+    assert low < slope < high
+    text = ladders.ladder_markdown(result)
+    assert "Dose-response (units, step 0 at 4 against step 1 at 16" in text
+    assert f"{slope * 2:+.3f}".replace("-", "−") in text  # two doublings from 16 to 64
+
+
+def test_a_cross_check_is_tested_against_the_step_it_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies of a step's own runs as a cross-check: the same values, a difference of 0."""
+    folder = tmp_path / "copies" / "results"
+    for run in find_runs(RESULTS, "csran_trecqa"):
+        shutil.copytree(run.folder.path, folder / run.folder.path.name)
+    text = (paths.PROJECT_DIR / "pairrepro/report/ladders/csran_trecqa.toml").read_text()
+    text = text.replace('folder = "crosscheck/csran_tf/results"', f'folder = "{folder}"')
+    (tmp_path / "csran_trecqa.toml").write_text(text)
+    shutil.copy(paths.PROJECT_DIR / "pairrepro/report/ladders/csran_trecqa_vectors.toml",
+                tmp_path)
+    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
+    result = ladders.evaluate_ladder("csran_trecqa", RESULTS)
+    (_, number, values), = ladders.crosscheck_values(result)
+    assert number == 0 and values is not None
+    assert [v.text for v in values] == [v.text for v in result.steps[0].values]
+    assert all(v.difference == 0 for v in values)
+    line = next(x for x in account_markdown(result) if x.startswith("- **Cross-check**"))
+    assert "vs step 0: +0.000 (p 1.000)" in line
