@@ -14,7 +14,7 @@ from sklearn.metrics import f1_score
 
 from pairrepro import paths
 from pairrepro.report import ladders
-from pairrepro.report.gap_account import account_markdown, gap_markdown
+from pairrepro.report.gap_account import account_markdown, dose_response, gap_markdown
 from pairrepro.runs import find_runs
 
 RESULTS = paths.PROJECT_DIR / "results"
@@ -34,7 +34,7 @@ def test_the_twitter_account_is_the_paper_less_each_reading() -> None:
     protocol = next(line for line in lines if line.startswith("- **Protocol**"))
     assert "scored as *macro-F1*, the reading nearest the paper" in protocol
     assert f"step {step} gives {macro:.3f}" in protocol
-    assert gap_markdown(result).endswith(lines[-1] + "\n")
+    assert lines[-1] + "\n\nNot tried here:" in gap_markdown(result)
 
 
 def test_the_dose_slope_is_the_seed_paired_difference_per_doubling(
@@ -61,14 +61,14 @@ target_what = "sixty-four"
 """)
     monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
     result = ladders.evaluate_ladder("dose", RESULTS)
-    (_, slope, low, high), = ladders.dose_response(result)
+    (_, slope, low, high), = dose_response(result)
     low_runs, high_runs = (sorted(find_runs(RESULTS, r), key=lambda r: r.seed)
                            for r in ("csran_trecqa_es_tuned", "csran_trecqa"))
     differences = [(h.value("test.map") or 0) - (lo.value("test.map") or 0)
                    for lo, h in zip(low_runs, high_runs, strict=True)]
     assert slope == pytest.approx(np.mean(differences) / math.log2(16 / 4), abs=1e-9)
     assert low < slope < high
-    text = ladders.ladder_markdown(result)
+    text = gap_markdown(result)
     assert "Dose-response (units, step 0 at 4 against step 1 at 16" in text
     assert f"{slope * 2:+.3f}".replace("-", "−") in text  # two doublings from 16 to 64
 

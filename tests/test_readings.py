@@ -15,6 +15,7 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from pairrepro import paths
 from pairrepro.report import ladders
+from pairrepro.report.gap_account import gap_markdown
 from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.readings import load_readings, read_cell, table_readings
 from pairrepro.report.readme import _reference_view
@@ -137,7 +138,7 @@ def test_ladder_readings_name_their_steps_and_read_the_same_runs() -> None:
     assert spec is not None
     for number, _, _, values in result.readings:
         assert values == read_cell(result.runs[number], column, published, spec)
-    text = ladders.ladder_markdown(result)
+    text = gap_markdown(result)
     assert "Protocol readings of steps 0, 3" in text and "(nearest)" in text
     assert "Sources:" in text and "Lan, Qiu, He, Xu" in text
 

@@ -248,12 +248,12 @@ def report_gap(
 
       pairrepro report gap csran_trecqa --json
     """
-    from pairrepro.report.gap_account import gap_markdown
-    from pairrepro.report.ladders import evaluate_ladder, ladder_json
+    from pairrepro.report.gap_account import gap_json, gap_markdown
+    from pairrepro.report.ladders import evaluate_ladder
 
     result = evaluate_ladder(ladder, results or paths.results_dir())
     if STATE.json:
-        emit_json(ladder_json(result))
+        emit_json(gap_json(result))
         return
     _write_or_print(gap_markdown(result), out, f"wrote {out}")
 

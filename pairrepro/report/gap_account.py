@@ -11,17 +11,27 @@ spelt out; the tables above it hold the others.
 from __future__ import annotations
 
 import math
+import statistics
+from typing import Any
 
+from pairrepro.report import evidence
 from pairrepro.report.ladders import (
     LadderResult,
     crosscheck_values,
-    dose_response,
     evaluate_ladder,
+    ladder_json,
     ladder_markdown,
 )
-from pairrepro.report.numbers import format_number
-from pairrepro.report.paper_tables import Column
-from pairrepro.report.readings import ReadingValue
+from pairrepro.report.numbers import format_number, to_unit
+from pairrepro.report.paper_tables import Column, load_paper
+from pairrepro.report.readings import (
+    READINGS_HEAD,
+    READINGS_NOTE,
+    ReadingValue,
+    readings_for,
+    readings_rows,
+    sources_markdown,
+)
 
 
 def _signed(value: float, column: Column) -> str:
@@ -155,7 +165,109 @@ def account_markdown(result: LadderResult) -> list[str]:
 
 
 def gap_markdown(result: LadderResult) -> str:
-    """A ladder's table, readings and dose (:func:`ladder_markdown`) with its account."""
-    text = ladder_markdown(result)
-    account = account_markdown(result)
-    return text + ("\n".join(account) + "\n" if account else "")
+    """A ladder's table (:func:`ladder_markdown`) with its readings, dose-response and account
+    before what it does not try."""
+    return ladder_markdown(result, _readings_markdown(result) + _dose_markdown(result)
+                           + account_markdown(result))
+
+
+def gap_json(result: LadderResult) -> dict[str, Any]:
+    """:func:`ladder_json` with the dose-response (``report gap --json``)."""
+    return {**ladder_json(result),
+            "dose": [{"metric": column.metric, "per_doubling": slope, "low": low,
+                      "high": high} for column, slope, low, high in dose_response(result)]}
+
+
+def _readings_markdown(result: LadderResult) -> list[str]:
+    """The readings block: each named step's value under every protocol, its distance from
+    the paper's value with its interval, the nearest marked, and the protocols' sources."""
+    if not result.readings:
+        return []
+    table = load_paper(result.ladder.paper).table(result.ladder.table)
+    steps = sorted({number for number, _, _, _ in result.readings})
+    lines = ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
+             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
+             *READINGS_HEAD]
+    for number, column, published, values in result.readings:
+        lines += readings_rows(f"step {number}", column, published, values)
+    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in result.readings)
+             if spec is not None]
+    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
+
+
+def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
+    """Per column: (column, change per doubling, its 95% interval's low and high) between the
+    two ``[dose]`` steps, from the paired per-unit differences over seeds (mean metrics)."""
+    dose = result.ladder.dose
+    if dose is None or any(n not in result.runs for n in dose.steps):
+        return []
+    doublings = math.log2(dose.amounts[1] / dose.amounts[0])
+    found = []
+    for column, _ in result.columns:
+        low_runs, high_runs = (result.runs[n] for n in dose.steps)
+        change = evidence.difference_interval(evidence.run_units(high_runs, column.metric),
+                                              evidence.run_units(low_runs, column.metric))
+        found.append((column, *(to_unit(v, column) / doublings
+                                for v in (change.value, change.low, change.high))))
+    return found
+
+
+def _coverage(result: LadderResult) -> list[str]:
+    """Each step's share of vocabulary words without a pretrained vector (OOV), from its
+    manifests; a vocabulary's size is a function of the prepared data, so a run that did not
+    record it takes it from a run of the same prepared data that did."""
+    rows_of = {(r.manifest.get("prepared_sha256") or {}).get("train.parquet"):
+               r.manifest.get("embedding_rows")
+               for runs in result.runs.values() for r in runs
+               if r.manifest.get("embedding_rows")}
+    parts = []
+    for step in result.steps:
+        runs = result.runs.get(step.number)
+        if not runs:
+            continue
+        manifest = runs[0].manifest
+        rows = manifest.get("embedding_rows") or rows_of.get(
+            (manifest.get("prepared_sha256") or {}).get("train.parquet"))
+        oov = manifest.get("embedding_oov")
+        if rows is None or oov is None:
+            parts.append(f"step {step.number} not recorded")
+            continue
+        words = int(rows) - 2  # <pad> and <unk> have no word
+        rate = f"OOV {int(oov):,} of {words:,} words ({100 * int(oov) / words:.1f}%)"
+        if (runs[0].config.get("embeddings") or {}).get("randomise"):
+            rate += ", and every found word's vector drawn at random: none carries GloVe's"
+        parts.append(f"step {step.number}: {rate}")
+    return ["", "Vocabulary coverage (the runs' manifests): " + "; ".join(parts) + "."] \
+        if parts else []
+
+
+def _dose_markdown(result: LadderResult) -> list[str]:
+    """The dose-response sentence: change per doubling, carried to the paper's amount, beside
+    the distance left to the paper."""
+    dose = result.ladder.dose
+    slopes = dose_response(result)
+    if dose is None or not slopes:
+        return []
+    ahead = math.log2(dose.target / dose.amounts[1])
+    first, second = dose.steps
+    parts = []
+    for (column, slope, low, high), (_, published) in zip(slopes, result.columns, strict=True):
+        left = ""
+        if published is not None and second in result.runs:
+            mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
+                                    for r in result.runs[second])
+            left = f", against {format_number(published - mean, column)} left to the paper"
+        parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
+                     f"doubling [{format_number(low, column, signed=True)}, "
+                     f"{format_number(high, column, signed=True)}], so "
+                     f"{format_number(slope * ahead, column, signed=True)} "
+                     f"[{format_number(low * ahead, column, signed=True)}, "
+                     f"{format_number(high * ahead, column, signed=True)}] over the "
+                     f"{ahead:.2f} doublings to {dose.target:g}{left}")
+    return [*_coverage(result), "", f"Dose-response ({dose.what}, step {first} at "
+            f"{dose.amounts[0]:g} against step "
+            f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
+            f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
+            f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
+            "that the two measured points cannot test."]
+

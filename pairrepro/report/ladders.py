@@ -13,7 +13,6 @@ dose-response: the change per doubling of a quantity between two steps, carried 
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,13 +34,9 @@ from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import format_number, parse_published, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.readings import (
-    READINGS_HEAD,
-    READINGS_NOTE,
     ReadingValue,
     read_cell,
     readings_for,
-    readings_rows,
-    sources_markdown,
 )
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
@@ -341,8 +336,10 @@ def _ladder_readings(ladder: Ladder, result: LadderResult
     return found
 
 
-def ladder_markdown(result: LadderResult) -> str:
-    """A ladder as a markdown table, the distance left to the paper and what is not tried."""
+def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str:
+    """A ladder as a markdown table, the distance left to the paper, ``extra`` lines (the
+    readings, dose and account of :func:`pairrepro.report.gap_account.gap_markdown`) and what
+    is not tried."""
     ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
@@ -392,75 +389,11 @@ def ladder_markdown(result: LadderResult) -> str:
                  "method." if any(s.one_model for s in result.steps) else "")]
     if tested:
         lines += ["", _holding_steps(tested)]
-    lines += _readings_markdown(result) + _dose_markdown(result)
+    lines += extra or []
     if ladder.left:
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
-
-
-def _readings_markdown(result: LadderResult) -> list[str]:
-    """The readings block: each named step's value under every protocol, its distance from
-    the paper's value with its interval, the nearest marked, and the protocols' sources."""
-    if not result.readings:
-        return []
-    table = load_paper(result.ladder.paper).table(result.ladder.table)
-    steps = sorted({number for number, _, _, _ in result.readings})
-    lines = ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
-             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
-             *READINGS_HEAD]
-    for number, column, published, values in result.readings:
-        lines += readings_rows(f"step {number}", column, published, values)
-    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in result.readings)
-             if spec is not None]
-    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
-
-
-def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
-    """Per column: (column, change per doubling, its 95% interval's low and high) between the
-    two ``[dose]`` steps, from the paired per-unit differences over seeds (mean metrics)."""
-    dose = result.ladder.dose
-    if dose is None or any(n not in result.runs for n in dose.steps):
-        return []
-    doublings = math.log2(dose.amounts[1] / dose.amounts[0])
-    found = []
-    for column, _ in result.columns:
-        low_runs, high_runs = (result.runs[n] for n in dose.steps)
-        change = evidence.difference_interval(evidence.run_units(high_runs, column.metric),
-                                              evidence.run_units(low_runs, column.metric))
-        found.append((column, *(to_unit(v, column) / doublings
-                                for v in (change.value, change.low, change.high))))
-    return found
-
-
-def _dose_markdown(result: LadderResult) -> list[str]:
-    """The dose-response sentence: change per doubling, carried to the paper's amount, beside
-    the distance left to the paper."""
-    dose = result.ladder.dose
-    slopes = dose_response(result)
-    if dose is None or not slopes:
-        return []
-    ahead = math.log2(dose.target / dose.amounts[1])
-    first, second = dose.steps
-    parts = []
-    for (column, slope, low, high), (_, published) in zip(slopes, result.columns, strict=True):
-        left = ""
-        if published is not None and second in result.runs:
-            mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
-                                    for r in result.runs[second])
-            left = f", against {format_number(published - mean, column)} left to the paper"
-        parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
-                     f"doubling [{format_number(low, column, signed=True)}, "
-                     f"{format_number(high, column, signed=True)}], so "
-                     f"{format_number(slope * ahead, column, signed=True)} "
-                     f"[{format_number(low * ahead, column, signed=True)}, "
-                     f"{format_number(high * ahead, column, signed=True)}] over the "
-                     f"{ahead:.2f} doublings to {dose.target:g}{left}")
-    return ["", f"Dose-response ({dose.what}, step {first} at {dose.amounts[0]:g} against step "
-            f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
-            f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
-            f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
-            "that the two measured points cannot test."]
 
 
 def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
@@ -495,6 +428,4 @@ def ladder_json(result: LadderResult) -> dict[str, Any]:
                           "distance": value.distance, "nearest": value.nearest}
                          for number, column, published, values in result.readings
                          for value in values],
-            "dose": [{"metric": column.metric, "per_doubling": slope, "low": low, "high": high}
-                     for column, slope, low, high in dose_response(result)],
             "left": [item.model_dump() for item in result.ladder.left]}
