@@ -385,6 +385,7 @@ def manifest(opts: argparse.Namespace, meta: dict[str, Any], args: Any,
             "batch_size", "qmax", "amax", "clip_sent", "var_drop", "local_feats", "use_pos",
             "init_type", "emb_size", "trainable")},
         "seed": meta["seed"], "threads": {"intra_op": THREADS, "inter_op": THREADS},
+        "device": "cpu", "cpu_threads": THREADS,  # the names pairrepro's run table reads
         "epochs_run": len(history), "max_batches": opts.max_batches,
         "train_pairs": pairs, "train_time_s": round(train_time, 3),
         "pairs_per_s": round(pairs / train_time, 1),
