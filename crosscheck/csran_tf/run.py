@@ -97,7 +97,11 @@ def git_dir(source: Path | None, cache: Path) -> Path:
             git("clone", "--bare", AUTHORS_REPO, str(source))
     if not source.is_dir():
         raise CrosscheckError(f"--source {source}: no such folder")
-    found = Path(git("-C", str(source), "rev-parse", "--absolute-git-dir").decode().strip())
+    try:
+        found = Path(git("-C", str(source), "rev-parse", "--absolute-git-dir").decode().strip())
+    except CrosscheckError:
+        raise CrosscheckError(f"--source {source}: not a git checkout or repository (give the "
+                              f"authors' repository, {AUTHORS_REPO})") from None
     try:
         git(f"--git-dir={found}", "cat-file", "-e", f"{AUTHORS_COMMIT}^{{commit}}")
     except CrosscheckError:
@@ -497,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     except CrosscheckError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `run.py diff | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
