@@ -1,0 +1,64 @@
+"""Print the cross-check's results (pairrepro's Python, no TensorFlow): each seed of
+``results/``, their mean, and test MAP / MRR against pairrepro's reference runs
+``results/csran_trecqa`` with the report's own intervals and paired tests (queries x seeds).
+README.md's Results section is this output; tests/test_crosscheck_csran_tf.py checks that.
+
+    PYTHONPATH=. python crosscheck/csran_tf/compare.py
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pairrepro import paths
+from pairrepro.report.evidence import interval, paired_test, run_units
+from pairrepro.runs import RunInfo, find_runs
+
+HERE = Path(__file__).resolve().parent
+REFERENCE = "csran_trecqa"
+COLUMNS = [("dev", "map"), ("dev", "mrr"), ("test", "map"), ("test", "mrr")]
+
+
+def crosscheck_runs() -> list[RunInfo]:
+    """The finished seeds of ``results/``."""
+    return [run for run in find_runs(HERE, "results") if run.status == "finished"]
+
+
+def seed_table(runs: list[RunInfo]) -> list[str]:
+    lines = ["| seed | chosen epoch | dev MAP | dev MRR | test MAP | test MRR | train pairs/s | "
+             "wall time |", "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        values = [f"{run.metrics[s][m]:.3f}" for s, m in COLUMNS]
+        lines.append(f"| {run.seed} | {run.chosen_epoch} | {' | '.join(values)} | "
+                     f"{run.manifest['pairs_per_s']:.0f} | "
+                     f"{run.manifest['wall_time_s'] / 60:.0f} min |")
+    means = [f"{np.mean([r.metrics[s][m] for r in runs]):.3f}" for s, m in COLUMNS]
+    lines.append(f"| mean | | {' | '.join(means)} | | |")
+    return lines
+
+
+def against_reference(runs: list[RunInfo]) -> list[str]:
+    reference = find_runs(paths.PROJECT_DIR / "results", REFERENCE)
+    lines = []
+    for metric in ("test.map", "test.mrr"):
+        ours, theirs = run_units(runs, metric), run_units(reference, metric)
+        a, b, test = interval(ours), interval(theirs), paired_test(ours, theirs)
+        lines.append(
+            f"* {metric}: authors' code {a.value:.3f} [{a.low:.3f}, {a.high:.3f}], "
+            f"pairrepro `{REFERENCE}` {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]; "
+            f"difference {test.difference:+.3f}, paired randomization test p = "
+            f"{test.p_value:.3f} ({test.units} queries, seeds {', '.join(map(str, ours.seeds))}"
+            f" against {', '.join(map(str, theirs.seeds))})")
+    return lines
+
+
+def table() -> str:
+    """The Results section's text."""
+    runs = crosscheck_runs()
+    return "\n".join([*seed_table(runs), "", *against_reference(runs)]) + "\n"
+
+
+if __name__ == "__main__":
+    print(table(), end="")
