@@ -274,11 +274,12 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         if dist_ctx.is_main:
             if action == "replace":
                 folder.move_aside()
-            folder.write_config(recipe.to_toml())
-            folder.write_manifest(manifest)
+            # first: a seed folder without result.json lost it (runs.read_run: damaged).
             # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; a report
             # checks whether this process still exists (runs.read_run: "stale")
             folder.write_result(recipe.name, seed, "running", recipe.select_metric)
+            folder.write_config(recipe.to_toml())
+            folder.write_manifest(manifest)
         barrier(dist_ctx)
         if model.needs_training:
             trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
