@@ -604,12 +604,14 @@ def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str |
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
                    device: str | None = None, runs_dir: Path | None = None) -> str:
     """The command that continues a stopped ``train``: the same recipe, seeds, overrides and
-    device, plus ``--resume`` (never ``--force``: the checkpoint is kept). With ``runs_dir``
-    other than the default, ``PAIRREPRO_RUNS`` is named: a later shell may not have it set."""
+    device, plus ``--resume`` (never ``--force``: the checkpoint is kept; the run's precision,
+    checkpoint timing and threads are its own: ``runner._continuation``). With ``runs_dir``
+    other than ``./runs``, ``PAIRREPRO_RUNS`` is named as an absolute path: a later shell
+    may not have it set, or start elsewhere."""
     command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
     if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
         return command
-    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir))} {command}"
+    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir.absolute()))} {command}"
 
 
 def resume_overrides(run: RunInfo) -> list[str]:

@@ -787,8 +787,9 @@ def test_reproduce_passes_the_runs_folder_explicitly(env: Path,
                                       "--seeds", "1, 3", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert os.environ["PAIRREPRO_RUNS"] == "runs"
-    # one call per (recipe, seed): a failed seed does not stop the others
-    assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), True)] * 2
+    # one call per (recipe, seed): a failed seed does not stop the others; a first start,
+    # not a resume (--resume refuses a seed without a run)
+    assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), False)] * 2
     bad = CliRunner().invoke(app, ["reproduce", "clstm", "--seeds", "1,x"])
     assert bad.exit_code == 2 and "'x' is not a seed" in bad.output
 
