@@ -441,7 +441,8 @@ class RunInfo:
     recipe: str
     seed: int
     path: str
-    # finished | running | interrupted | failed | unknown | damaged, or stale: result.json
+    # finished | running | interrupted | failed | damaged (a file missing or unreadable, or
+    # a finished run's record incomplete), unknown (no such folder), or stale: result.json
     # says running but its process (pid on host) no longer exists on this host
     status: str
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -498,7 +499,9 @@ def _not_numbers(metrics: dict[str, Any]) -> list[str]:
 
 def read_run(seed_dir: Path) -> RunInfo:
     """A seed folder's status, metrics, chosen epoch, commit, config and manifest. A damaged
-    file makes the status ``damaged`` (``problem`` says which file and why)."""
+    file, a folder without ``result.json`` and a finished run missing a part
+    (:func:`_missing_parts`) make the status ``damaged`` (``problem`` says which file and
+    why): a report never drops such a seed in silence."""
     folder = RunFolder(seed_dir)
     info = RunInfo(recipe=seed_dir.parent.name, seed=folder.seed, path=str(seed_dir),
                    status="unknown")
@@ -509,17 +512,46 @@ def read_run(seed_dir: Path) -> RunInfo:
     except DamagedRunError as exc:
         info.status, info.problem = "damaged", exc.message
         return info
-    if result:
-        info.status = str(result["status"])
-        if info.status == "running" and process_gone(result):
-            info.status = "stale"
-        info.metrics = result.get("metrics") or {}
-        info.chosen_epoch = result.get("chosen_epoch")
-        info.recipe = str(result.get("recipe", info.recipe))
-    elif folder.metrics_path.is_file() or folder.manifest_path.is_file():
-        info.status = "running"  # started, no result yet
+    if not seed_dir.is_dir():
+        return info  # no run here: "unknown"
+    # result.json is a run's first file (runner._train_seed): a folder without it lost it
+    problem = (f"{folder.result_path}: missing (a seed folder holds one from its start)"
+               if not result else "")
+    if result and result["status"] == "finished":
+        problem = "; ".join(_missing_parts(folder, result, info.manifest))
+    if problem:
+        info.status, info.problem = "damaged", problem
+        return info
+    info.status = str(result["status"])
+    if info.status == "running" and process_gone(result):
+        info.status = "stale"
+    info.metrics = result.get("metrics") or {}
+    info.chosen_epoch = result.get("chosen_epoch")
+    info.recipe = str(result.get("recipe", info.recipe))
     info.commit = commit_of(info.manifest)
     return info
+
+
+def _missing_parts(folder: RunFolder, result: dict[str, Any], manifest: dict[str, Any]
+                   ) -> list[str]:
+    """What the record of a run the trainer finished lacks (its manifest records
+    ``epochs_run``; a hand-made folder records no such claim): a readable line of
+    ``metrics.jsonl`` per epoch run, and the saved predictions of every split it records
+    metrics of but :data:`COMPACT_SKIP`, which no reference keeps."""
+    epochs = manifest.get("epochs_run")
+    if not isinstance(epochs, int) or isinstance(epochs, bool):
+        return []
+    missing = [f"{folder.predictions(split)}: missing (result.json records {split} metrics)"
+               for split in result.get("metrics", {})
+               if split not in COMPACT_SKIP and not folder.predictions(split).is_file()]
+    try:
+        lines = len(folder.read_metrics())
+    except DamagedRunError as exc:
+        return [*missing, exc.message]
+    if lines != epochs:
+        missing.append(f"{folder.metrics_path}: {lines} epoch line(s) where manifest.json "
+                       f"records {epochs} epoch(s) run")
+    return missing
 
 
 def find_runs(runs_dir: Path, recipe: str) -> list[RunInfo]:
@@ -572,12 +604,14 @@ def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str |
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
                    device: str | None = None, runs_dir: Path | None = None) -> str:
     """The command that continues a stopped ``train``: the same recipe, seeds, overrides and
-    device, plus ``--resume`` (never ``--force``: the checkpoint is kept). With ``runs_dir``
-    other than the default, ``PAIRREPRO_RUNS`` is named: a later shell may not have it set."""
+    device, plus ``--resume`` (never ``--force``: the checkpoint is kept; the run's precision,
+    checkpoint timing and threads are its own: ``runner._continuation``). With ``runs_dir``
+    other than ``./runs``, ``PAIRREPRO_RUNS`` is named as an absolute path: a later shell
+    may not have it set, or start elsewhere."""
     command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
     if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
         return command
-    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir))} {command}"
+    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir.absolute()))} {command}"
 
 
 def resume_overrides(run: RunInfo) -> list[str]:

@@ -203,12 +203,149 @@ def test_sigterm_checkpoints_and_prints_the_command_that_resumes(
     assert load_checkpoint(folder(2).checkpoint("last"))["progress"]["global_step"] == 3
     command = out.output.split("continue with:", 1)[1].strip()
     assert "--force" not in out.output
-    words = shlex.split(command)
+    setting, *words = shlex.split(command)
     assert words[:2] == ["pairrepro", "train"] and words[-1] == "--resume"
     assert "--seeds" in words and "model.dropout=0.2" in words
+    # the runs folder is named: pasted into a new shell (no PAIRREPRO_RUNS) it continues
+    # the run, where without it --resume finds none (exit 7 naming the folder it looked in)
+    name, value = setting.split("=", 1)
+    assert name == "PAIRREPRO_RUNS" and Path(value) == paths.runs_dir().absolute()
+    monkeypatch.delenv("PAIRREPRO_RUNS")
+    monkeypatch.chdir(synth)  # a shell elsewhere: ./runs is not the run's folder
+    lost = cli(*words[1:])
+    assert lost.exit_code == 7 and "PAIRREPRO_RUNS (unset: ./runs)" in lost.output, lost.output
+    monkeypatch.setenv(name, value)
     again = cli(*words[1:])
     assert again.exit_code == 0, again.output
     assert folder(2).read_result()["metrics"] == straight["metrics"]
+
+
+# manifest keys that say how long and by which command, not how the run computed
+TIMING = ("command", "wall_time_s", "segments", "resumed", "train_time_s", "pairs_per_s")
+
+
+def _run_record(seed_dir: Path) -> dict[str, object]:
+    """What two runs that computed alike share: result, config.toml, manifest and
+    metrics.jsonl less their timing, and the weights of both checkpoints."""
+    import torch
+
+    run = RunFolder(seed_dir)
+    manifest = {k: v for k, v in run.read_manifest().items() if k not in TIMING}
+    epochs = [{k: v for k, v in line.items() if k not in ("train_time_s", "pairs_per_s")}
+              for line in run.read_metrics()]
+    weights = {name: {k: v.tolist() for k, v in torch.load(
+        run.checkpoint(name), weights_only=True)["model"].items()} for name in ("best", "last")}
+    return {"result": run.read_result(),
+            "config": run.config_path.read_text(), "manifest": manifest, "epochs": epochs,
+            "weights": weights}
+
+
+def test_a_resumed_run_continues_as_it_started_whichever_command_continues_it(
+        synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started with --precision, --threads and checkpoint_minutes, stopped mid-epoch 2 by
+    Ctrl-C, and continued by the command Ctrl-C printed, by the one report runs prints, or
+    by the start's command without those three: each ends bit-equal to the run never
+    stopped, with the same config.toml and manifest (precision, cpu_threads,
+    checkpoint_minutes). Before, the last two lost all three and the first lost the
+    threads."""
+    from pairrepro.device import cpu_has_bf16_units, default_threads
+    from pairrepro.report.runs_table import collect, format_line
+
+    monkeypatch.setattr(paths, "recipes_dir", lambda: NLI.parent)
+    sets = [*SETS, "--set", "train.epochs=2", "--set", "train.checkpoint_minutes=5"]
+    threads = default_threads() + 1  # never what a command without --threads gets
+    started = ["train", "bilstm_max_synthetic", "--seeds", "1", *sets, "--threads",
+               str(threads), "--precision", "bf16" if cpu_has_bf16_units() else "fp32"]
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "straight"))
+    assert cli(*started).exit_code == 0
+    straight = _run_record(tmp_path / "straight" / "bilstm_max_synthetic" / "seed-1")
+    assert straight["manifest"]["cpu_threads"] == threads
+    step = Trainer.train_step
+
+    def stop_at_step_6(self: Trainer, plan: object, position: int) -> object:
+        out = step(self, plan, position)
+        if self.state.global_step == 5:  # counted after this step returns: step 6 of 8
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    for how in ("printed on Ctrl-C", "report runs", "settings left out"):
+        runs = tmp_path / how.replace(" ", "-")
+        monkeypatch.setenv("PAIRREPRO_RUNS", str(runs))
+        with monkeypatch.context() as patch:
+            patch.setattr(Trainer, "train_step", stop_at_step_6)
+            out = cli(*started)
+        assert out.exit_code == 130, out.output
+        if how == "printed on Ctrl-C":
+            command = out.output.split("continue with:", 1)[1].strip()
+        elif how == "report runs":
+            command = format_line(collect(runs)[0])[1].split("; continue: ", 1)[1]
+        else:
+            command = shlex.join(["pairrepro", *started[:-6], "--resume"])
+        words = [w for w in shlex.split(command) if not w.startswith("PAIRREPRO_RUNS=")]
+        again = cli(*words[1:])  # no --threads: the CLI's default would be default_threads()
+        assert again.exit_code == 0, (how, again.output)
+        assert _run_record(runs / "bilstm_max_synthetic" / "seed-1") == straight, how
+
+
+def test_a_resume_refuses_to_change_how_the_run_computes(synth: Path) -> None:
+    """A resume that names another precision or checkpoint timing, or would move the run to
+    another device type or number of ranks, exits 2 naming the key and both values; another
+    --threads is not used, and a warning says so."""
+    sets = [*SETS, "--set", "train.epochs=2", "--set", "train.checkpoint_every=2"]
+    stop = TrainHooks(on_step=lambda t: t.state.global_step == 3 and os.kill(
+        os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        train_recipe(NLI, [*SMALL, "train.epochs=2", "train.checkpoint_every=2",
+                           'train.precision="fp32"'], quiet=True, hooks=stop)
+    for extra, words in (
+            (["--set", "train.checkpoint_minutes=1"],
+             "was started with train.checkpoint_minutes = 10.0; this command sets 1"),
+            (["--precision", "auto"],
+             "was started with train.precision = 'fp32'; this command sets 'auto'")):
+        out = cli("--json", "train", str(NLI), *sets, "--precision", "fp32", *extra,
+                  "--resume")
+        assert out.exit_code == 2 and words in error_of(out)["error"], out.output
+    manifest = folder().read_manifest()
+    for key, value, words in (("device", "cuda:0", "trained on cuda:0; this command would "
+                                                   "continue it on cpu"),
+                              ("world_size", 2, "trained with world_size 2; this command "
+                                                "would continue it with 1")):
+        folder().write_manifest({**manifest, key: value})
+        out = cli("--json", "train", str(NLI), *sets, "--precision", "fp32", "--resume")
+        assert out.exit_code == 2 and words in error_of(out)["error"], out.output
+    folder().write_manifest(manifest)
+    threads = manifest["cpu_threads"]
+    out = cli("--json", "train", str(NLI), *sets, "--precision", "fp32", "--resume",
+              "--threads", str(threads + 1))
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output[out.output.index("["):])
+    assert result["warnings"] == [
+        f"--resume: --threads {threads + 1} not used: {folder().path} continues with the "
+        f"{threads} thread(s) it trained with, so that it equals a run never stopped "
+        "(--force starts it over)"]
+    assert folder().read_manifest()["cpu_threads"] == threads
+
+
+def test_resume_without_a_run_to_continue_is_an_error_naming_where_it_looked(
+        synth: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--resume where no seed has a run started one from scratch, exit 0, without a word (a
+    resume command pasted into a shell with another PAIRREPRO_RUNS). Now exit 7 naming the
+    folder and PAIRREPRO_RUNS, nothing written; of several seeds, those never started are
+    started, each with a warning."""
+    runs = paths.runs_dir()
+    out = cli("train", str(NLI), "--seeds", "1,2", *SETS, "--resume")
+    assert out.exit_code == 7, out.output
+    assert (f"no run of bilstm_max_synthetic (seed 1, 2) to continue in "
+            f"{(runs / 'bilstm_max_synthetic').absolute()}") in " ".join(out.output.split())
+    assert f"$PAIRREPRO_RUNS (set to {runs})" in out.output
+    assert not (runs / "bilstm_max_synthetic").exists()
+    train_recipe(NLI, SMALL, quiet=True)
+    out = cli("--json", "train", str(NLI), "--seeds", "1,2", *SETS, "--resume")
+    assert out.exit_code == 0, out.output
+    kept, started = json.loads(out.output[out.output.index("["):])
+    assert "warnings" not in kept and started["status"] == "finished"
+    assert started["warnings"] == [f"--resume: {folder(2).path} held no run to continue: "
+                                   "this seed was started"]
 
 
 def test_resume_with_more_epochs_extends_a_finished_run(synth: Path) -> None:

@@ -56,19 +56,30 @@ def recipe_text(rows: list[tuple[str, int, str]], dataset: str = "snli", model: 
             f"[model]\nname = \"{model}\"\n{extra}\n[train]\nepochs = 2\n")
 
 
-def write_run(runs: Path, recipe: str, seed: int, metrics: dict | None, status: str = "finished",
+def write_run(runs: Path, recipe: str, seed: int, metrics: dict, status: str = "finished",
               config: str = "", epoch: int = 3) -> Path:
     d = runs / recipe / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     (d / "manifest.json").write_text(json.dumps({"git": {"commit": "0123456789abcdef"}}))
     (d / "config.toml").write_text(config)
-    if metrics is not None:
-        (d / "result.json").write_text(json.dumps({
-            "recipe": recipe, "seed": seed, "status": status, "chosen_epoch": epoch,
-            "metrics": metrics}))
-    else:
-        (d / "metrics.jsonl").write_text(json.dumps({"epoch": 1, "train_loss": 1.0}) + "\n")
+    (d / "result.json").write_text(json.dumps({
+        "recipe": recipe, "seed": seed, "status": status, "chosen_epoch": epoch,
+        "metrics": metrics}))
     return d
+
+
+def make_whole(d: Path, manifest: dict) -> None:
+    """Give a hand-written run what the trainer leaves with a manifest recording
+    ``epochs_run`` (a claim runs.read_run holds it to): that many metrics.jsonl lines and
+    the predictions of every split its result records."""
+    import pandas as pd
+
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    (d / "metrics.jsonl").write_text("".join(
+        json.dumps({"epoch": e, "train_pairs": 14611}) + "\n"
+        for e in range(1, manifest["epochs_run"] + 1)))
+    for split in json.loads((d / "result.json").read_text())["metrics"]:
+        rf.RunFolder(d).write_predictions(split, pd.DataFrame({"pair_id": ["a"]}))
 
 
 @pytest.fixture
@@ -186,7 +197,7 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     for seed, acc in ((1, 0.842), (2, 0.850), (3, 0.860)):
         write_run(env / "runs", "tc4", seed, {"test": {"accuracy": acc}}, epoch=seed + 4)
     write_run(env / "runs", "tc1", 1, {"test": {"accuracy": 0.700}})  # 81.6 published: off
-    write_run(env / "runs", "lc1", 1, None)  # started, no result: running
+    write_run(env / "runs", "lc1", 1, {}, status="running")  # started: no metrics yet
     write_run(env / "runs", "lc4", 1, {}, status="failed")
     ev = evaluate("clstm", 2)
     c = cell(ev, "four stacked TC-LSTMs", "test")
@@ -550,13 +561,11 @@ def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
     d = write_run(env / "runs", "cs_trec", 2, {"dev": {"map": 0.81234, "mrr": 0.9},
                                                "test": {"map": 0.75, "mrr": 0.8,
                                                         "tie_share": 0.0}}, epoch=3)
-    (d / "manifest.json").write_text(json.dumps({
+    make_whole(d, {
         "git": {"commit": "abcdef1234567", "dirty": True}, "dataset": "trecqa",
         "variant": "clean", "epochs_run": 4, "wall_time_s": 812.4, "pairs_per_s": 71.6,
         "cpu_threads": 1, "device": "cpu",
-        "prepared_sha256": {"train.parquet": "a" * 64, "test.parquet": "b" * 64}}))
-    (d / "metrics.jsonl").write_text("".join(
-        json.dumps({"epoch": e, "train_pairs": 14611}) + "\n" for e in range(1, 5)))
+        "prepared_sha256": {"train.parquet": "a" * 64, "test.parquet": "b" * 64}})
     write_run(env / "runs", "tw", 1, {"dev": {"f1": 0.7, "accuracy": 0.8},
                                       "test": {"f1": 0.6, "accuracy": 0.85}})
     write_run(env / "runs", "unfinished", 1, {}, status="running")
@@ -581,8 +590,7 @@ def test_report_runs_lists_the_key_manifest_fields(env: Path) -> None:
 def test_report_runs_says_what_a_resumed_runs_wall_time_covers(
         env: Path, fields: dict[str, object], shown: str) -> None:
     d = write_run(env / "runs", "tw", 1, {"dev": {"f1": 0.7}, "test": {"f1": 0.6}})
-    (d / "manifest.json").write_text(json.dumps({"dataset": "twitter_url", "epochs_run": 3,
-                                                 **fields}))
+    make_whole(d, {"dataset": "twitter_url", "epochs_run": 3, **fields})
     result = CliRunner().invoke(app, ["report", "runs", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert f" / 3 | {shown} |" in result.output  # chosen / run epochs, then the wall time
@@ -779,8 +787,9 @@ def test_reproduce_passes_the_runs_folder_explicitly(env: Path,
                                       "--seeds", "1, 3", "--format", "md"])
     assert result.exit_code == 0, result.output
     assert os.environ["PAIRREPRO_RUNS"] == "runs"
-    # one call per (recipe, seed): a failed seed does not stop the others
-    assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), True)] * 2
+    # one call per (recipe, seed): a failed seed does not stop the others; a first start,
+    # not a resume (--resume refuses a seed without a run)
+    assert [(c["runs_dir"], c["resume"]) for c in calls] == [(Path("elsewhere"), False)] * 2
     bad = CliRunner().invoke(app, ["reproduce", "clstm", "--seeds", "1,x"])
     assert bad.exit_code == 2 and "'x' is not a seed" in bad.output
 

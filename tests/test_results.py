@@ -29,9 +29,12 @@ from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
+    DamagedRunError,
     RunFolder,
+    all_runs,
     config_differences,
     copy_compact,
+    find_runs,
     read_run,
 )
 from pairrepro.stats import paired_randomization_test
@@ -178,11 +181,12 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     # 0.5 is not what its predictions give: a damaged run, no number is claimed
     assert cell.status == cl.DAMAGED and cell.mean is None
     assert f"{own / 'result.json'} disagrees with its saved predictions" in cell.detail
-    # without test predictions there is nothing to check it against: its number, no interval
+    # nor when its test predictions are gone: a finished run without them lost a part
     (own / "predictions" / "test.parquet").unlink()
     cell = _cell(_table6(runs), BM25_ROW)
-    assert cell.source == cl.OWN and cell.reproduced_text == "0.500"
-    assert cell.reference_text == f"ref {recorded:.3f}" and cell.interval is None
+    assert cell.source == cl.REFERENCE and cell.damaged == [
+        f"{own / 'predictions' / 'test.parquet'}: missing (result.json records test metrics)"]
+    shutil.copyfile(BM25 / "predictions" / "test.parquet", own / "predictions" / "test.parquet")
     # the own run made with --set: a variant, the reference number stays, the variant noted
     _edit_config(own, "data", "max_train_pairs", 2000)
     cell = _cell(_table6(runs), BM25_ROW)
@@ -354,6 +358,80 @@ def test_verify_says_variant_keys_and_data(tmp_path: Path) -> None:
     other = _copy(tmp_path / "other", "bm25_twitter_url")
     out = runner.invoke(app, ["verify", str(other), "--results", str(tmp_path / "none")])
     assert out.exit_code == 7, out.output
+
+
+def test_verify_fails_a_reference_that_lost_its_test_predictions(tmp_path: Path) -> None:
+    """With the reference's test predictions gone, test MAP cannot be checked: the reference
+    is damaged (exit 9), never "consistent" with "not checked: test"."""
+    run, results = _fingerprinted(tmp_path)
+    _edit_json(run / "manifest.json", lambda m: m.pop("cpu"))  # the interval path
+    lost = results / "bm25_trecqa" / "seed-1" / "predictions" / "test.parquet"
+    lost.unlink()
+    out = CliRunner().invoke(app, ["verify", str(run), "--results", str(results)])
+    assert out.exit_code == 9 and out.output.startswith("reference damaged: "), out.output
+    assert f"{lost}: missing (result.json records test metrics)" in out.output
+
+
+def test_an_incomplete_run_cannot_be_added_and_an_incomplete_reference_is_damaged(
+        tmp_path: Path) -> None:
+    """results add --force took a run without predictions/test.parquet, or with
+    metrics.jsonl cut to 100 bytes, and results readme then passed such a reference."""
+    results = tmp_path / "results"
+    run = _clean(_copy(tmp_path / "runs", "mv_lstm_tensor_trecqa_short"))
+    _copy(results, "mv_lstm_tensor_trecqa_short")
+    test, metrics = run / "predictions" / "test.parquet", run / "metrics.jsonl"
+    kept_test, kept_metrics = test.read_bytes(), metrics.read_bytes()
+    for cut, words in ((lambda: test.unlink(), f"{test}: missing (result.json records test "
+                                                "metrics)"),
+                       (lambda: metrics.write_bytes(kept_metrics[:100]),
+                        f"{metrics}:1: not valid JSON"),
+                       (lambda: metrics.write_bytes(b""),
+                        f"{metrics}: 0 epoch line(s) where manifest.json records 1 epoch(s)")):
+        cut()
+        with pytest.raises(DamagedRunError, match=re.escape(words)):
+            add_reference(run, results, force=True)
+        out = CliRunner().invoke(app, ["results", "add", str(run), "--results", str(results),
+                                       "--force"])
+        assert out.exit_code == 3 and "cannot be a reference run" in out.output, out.output
+        test.write_bytes(kept_test)
+        metrics.write_bytes(kept_metrics)
+    # the same cut in a reference already committed: damaged where it is read
+    ref = results / "mv_lstm_tensor_trecqa_short" / "seed-1"
+    (ref / "predictions" / "test.parquet").unlink()
+    assert evidence.tampered_runs(results) == [
+        f"{ref / 'predictions' / 'test.parquet'}: missing (result.json records test metrics)"]
+    out = CliRunner().invoke(app, ["results", "readme", "--check", "--results", str(results)])
+    assert out.exit_code == 3 and "predictions/test.parquet: missing" in out.output, out.output
+
+
+def test_a_seed_folder_without_its_result_is_damaged_wherever_runs_are_read(
+        tmp_path: Path) -> None:
+    """A reference seed whose result.json was deleted was read as "running" and left out:
+    the gap ladder, the parity table and the README went on with the other seeds, and
+    report runs did not list it. It is damaged, named wherever runs are read."""
+    from pairrepro.report.ladders import recipe_runs
+
+    results = tmp_path / "results"
+    _copy(results)
+    lost = results / "bm25_trecqa" / "seed-2"
+    shutil.copytree(BM25, lost)
+    (lost / "result.json").unlink()
+    problem = f"{lost / 'result.json'}: missing (a seed folder holds one from its start)"
+    assert [(r.seed, r.status, r.problem) for r in find_runs(results, "bm25_trecqa")] == [
+        (1, "finished", ""), (2, "damaged", problem)]
+    assert [r.status for r in all_runs(results)] == ["finished", "damaged"]
+    # report gap and report parity read a recipe's reference runs through recipe_runs
+    with pytest.raises(DamagedRunError, match=re.escape(problem)):
+        recipe_runs(load_recipe_index(), results, "bm25_trecqa")
+    paper = load_paper("csran")
+    cell = _cell(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(), results),
+                 BM25_ROW)
+    assert cell.damaged == [problem] and "1 seed(s) damaged" in cell.detail
+    out = CliRunner().invoke(app, ["results", "readme", "--check", "--results", str(results)])
+    assert out.exit_code == 3 and problem in out.output, out.output
+    out = CliRunner().invoke(app, ["--json", "report", "runs", "--runs", str(results)])
+    assert [(x["status"], x["problem"]) for x in json.loads(out.output)
+            if x["run"].endswith("seed-2")] == [("damaged", problem)]
 
 
 # ------------------------------------------------------------------ tamper evidence

@@ -195,9 +195,9 @@ def train(
     try:
         results = train_recipe(path, overrides, seed_list, resume=resume,
                                device=device, quiet=not show_progress(), force=force,
-                               runs_dir=paths.runs_dir())
+                               runs_dir=paths.runs_dir(), threads=threads)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: a checkpoint was saved
-        again = resume_command(recipe, seeds, overrides, device)
+        again = resume_command(recipe, seeds, overrides, device, paths.runs_dir())
         err_console.print(f"[yellow]{escape(str(exc) or 'interrupted')}[/]\n  continue "
                           f"with: {escape(again)}", markup=True, highlight=False)
         raise typer.Exit(130) from None

@@ -18,6 +18,7 @@ from pairrepro.launch.spec import (
     Notify,
     RunOutcome,
     RunSpec,
+    continues,
     failed_reason,
     run_inline,
     silent,
@@ -25,11 +26,13 @@ from pairrepro.launch.spec import (
 from pairrepro.runs import RunFolder
 
 
-def child_command(spec: RunSpec, threads: int, device: str | None) -> list[str]:
-    """The ``pairrepro train`` command line a pool process runs for ``spec``."""
+def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Path
+                  ) -> list[str]:
+    """The ``pairrepro train`` command line a pool process runs for ``spec`` (``--resume``
+    when it has a run to continue)."""
     command = [sys.executable, "-c", "from pairrepro.cli.app import main; main()",
-               "--quiet", "train", spec.source, "--seeds", str(spec.seed), "--resume",
-               "--threads", str(threads)]
+               "--quiet", "train", spec.source, "--seeds", str(spec.seed),
+               *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads)]
     return [*command, "--device", device] if device else command
 
 
@@ -77,7 +80,8 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
                     log = RunFolder.of(runs_dir, spec.recipe, spec.seed).log_path("local")
                     log.parent.mkdir(parents=True, exist_ok=True)
                     with open(log, "ab") as out:  # the child keeps its own descriptor
-                        process = subprocess.Popen(child_command(spec, threads, device),
+                        process = subprocess.Popen(child_command(spec, threads, device,
+                                                                 runs_dir),
                                                    stdout=out, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL, env=env)
                     running[i] = (process, log)

@@ -147,7 +147,7 @@ def _checkpointable_base() -> type:
 
 
 class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
-    """What each array job runs: one spec with ``resume=True``. On pre-emption or time-out
+    """What each array job runs: one spec, resumed when it has a run. On pre-emption or time-out
     Slurm sends SIGUSR2 (after a SIGTERM on pre-emption), turned into SIGTERM, which the
     trainer handles as Ctrl-C (checkpoint, ``interrupted``); submitit then calls
     :meth:`checkpoint` and requeues the job, which resumes. A SIGTERM without SIGUSR2 within

@@ -30,6 +30,12 @@ class RunSpec:
         return f"{self.recipe} seed {self.seed}"
 
 
+def continues(spec: RunSpec, runs_dir: Path) -> bool:
+    """Whether ``spec`` has a run in ``runs_dir`` to continue (``--resume``; one that has none
+    starts without it, ``--resume`` refusing a run it cannot find)."""
+    return RunFolder.of(runs_dir, spec.recipe, spec.seed).exists()
+
+
 @dataclass
 class RunOutcome:
     """How one run ended: ``finished``, ``failed`` (with ``exit_code`` and ``reason``),
@@ -66,13 +72,14 @@ def _failure(spec: RunSpec, exc: BaseException) -> RunOutcome:
 
 def run_inline(spec: RunSpec, runs_dir: Path, device: str | None = None,
                quiet: bool = False) -> RunOutcome:
-    """Train ``spec`` in this process (``resume=True``); errors become a failed outcome,
-    Ctrl-C/SIGTERM still propagates (a checkpoint was saved)."""
+    """Train ``spec`` in this process (``resume`` when it has a run: :func:`continues`);
+    errors become a failed outcome, Ctrl-C/SIGTERM still propagates (a checkpoint was
+    saved)."""
     from pairrepro.train import runner
 
     try:
-        runner.train_recipe(spec.source, [], [spec.seed], resume=True, device=device,
-                            quiet=quiet, runs_dir=runs_dir)
+        runner.train_recipe(spec.source, [], [spec.seed], resume=continues(spec, runs_dir),
+                            device=device, quiet=quiet, runs_dir=runs_dir)
     except PairreproError as exc:
         return _failure(spec, exc)
     return RunOutcome(spec, "finished")

@@ -12,8 +12,9 @@ test metric must lie inside the reference's 95% bootstrap interval
 fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
 
 Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
-``different data``, ``variant``, ``different``, ``reference damaged`` (its result.json
-disagrees with its predictions), ``no reference``. The first two exit 0; ``no reference`` for
+``different data``, ``variant``, ``different``, ``reference damaged`` (a file missing or
+unreadable, a split's predictions gone, or its result.json disagrees with its predictions),
+``no reference``. The first two exit 0; ``no reference`` for
 every run exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
 """
 
@@ -150,11 +151,17 @@ def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
     """Compare the run in ``run_dir`` with ``results/<recipe>/seed-<n>``."""
     results_dir = results_dir or paths.results_dir()
     run = read_run(run_dir)
+    if run.status == "damaged":  # a reference must be whole: runs.read_run says what it lacks
+        raise DamagedRunError(f"{run_dir} cannot be a reference run: {run.problem}",
+                              hint="retrain it (pairrepro train RECIPE --seeds N --force), "
+                                   "then add it")
     if run.status != "finished":
         return Verification(str(run_dir), "", NOT_FINISHED,
                             {"run": run.problem or f"status {run.status}"})
     ref_dir = results_dir / run.recipe / f"seed-{run.seed}"
     ref = read_run(ref_dir)
+    if ref.status == "damaged":  # e.g. a split's predictions gone: nothing to check against
+        return Verification(run.path, ref.path, REFERENCE_DAMAGED, {"reference": ref.problem})
     if ref.status != "finished":
         return Verification(run.path, str(ref_dir), NO_REFERENCE,
                             {"reference": ref.problem or "none committed for this recipe "
@@ -205,13 +212,18 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
     """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.runs.copy_compact`). A variant, a dirty run (``git.dirty`` not false) or
-    a recipe without a passing preflight record of its config is a ConfigError naming why."""
+    (:func:`pairrepro.runs.copy_compact`). A damaged or incomplete run is a DamagedRunError;
+    a variant, a dirty run (``git.dirty`` not false) or a recipe without a passing preflight
+    record of its config is a ConfigError naming why."""
     from pairrepro.config import load_recipe
     from pairrepro.report.plan import preflight_problem
 
     results_dir = results_dir or paths.results_dir()
     run = read_run(run_dir)
+    if run.status == "damaged":  # a reference must be whole: runs.read_run says what it lacks
+        raise DamagedRunError(f"{run_dir} cannot be a reference run: {run.problem}",
+                              hint="retrain it (pairrepro train RECIPE --seeds N --force), "
+                                   "then add it")
     if run.status != "finished":
         raise ConfigError(f"{run_dir}: only a finished run can be a reference run "
                           f"(status {run.status}{': ' + run.problem if run.problem else ''})",

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import math
+import os
 import platform
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 
 from pairrepro import paths
-from pairrepro.config import Recipe, load_recipe
+from pairrepro.config import Recipe, load_recipe, parse_override
 from pairrepro.data.batches import subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.device import (
@@ -35,10 +36,24 @@ from pairrepro.device import (
     leave_process_group,
     resolve_precision,
     seed_everything,
+    set_threads,
 )
-from pairrepro.errors import ConfigError, PairreproError, StorageError, TrainingError
+from pairrepro.errors import (
+    ConfigError,
+    NothingToRunError,
+    PairreproError,
+    StorageError,
+    TrainingError,
+)
 from pairrepro.models.base import PairModel, count_parameters
-from pairrepro.runs import RunFolder, check_name, config_differences, write_summary
+from pairrepro.runs import (
+    RunFolder,
+    check_name,
+    config_differences,
+    flatten_config,
+    resolved_config,
+    write_summary,
+)
 from pairrepro.train.loop import (
     Interrupted,
     Trainer,
@@ -147,18 +162,42 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
 
 
 # --------------------------------------------------------------------------- one seed
-def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
+@dataclass(frozen=True)
+class Request:
+    """What the command asked of every seed: ``resume``, ``force``, the recipe keys it set
+    itself (``--set``, ``--precision``), whether it named a device, and ``--threads``."""
+
+    resume: bool = False
+    force: bool = False
+    explicit: frozenset[str] = frozenset()
+    names_device: bool = False
+    threads: int | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do with a seed's folder: ``fresh``, ``replace`` (``--force``), ``resume`` or
+    ``done``; a resume also carries the run's own settings it continues with."""
+
+    action: str
+    kept: dict[str, dict[str, Any]] = field(default_factory=dict)  # recipe keys by section
+    threads: int | None = None  # the torch threads the run trained with
+    warnings: tuple[str, ...] = ()  # what this command asked that the resume does not do
+
+
+def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.device,
+          world_size: int) -> Plan:
     """What to do with an existing run folder, deciding only (nothing changes on disk until
-    the recipe, the data and the model are known to be good): ``fresh``, ``replace``
-    (``--force``), ``resume`` or ``done``."""
-    if not folder.exists():
-        return "fresh"
-    if force:
-        return "replace"  # even a damaged result.json: it is not read
+    the recipe, the data and the model are known to be good)."""
+    if not folder.exists():  # a resume of several seeds starts those never started
+        return Plan("fresh", warnings=(f"--resume: {folder.path} held no run to continue: "
+                                       "this seed was started",) if request.resume else ())
+    if request.force:
+        return Plan("replace")  # even a damaged result.json: it is not read
     result = folder.read_result()  # damaged: DamagedRunError (exit 3) naming the file
     status = result.get("status", "unknown")
     has_checkpoint = folder.checkpoint("last").is_file()
-    if not resume:
+    if not request.resume:
         what = "a finished run" if status == "finished" else f"a run with status {status!r}"
         if status != "finished" and has_checkpoint:  # nothing to throw away: continue it
             hint = "pass --resume to continue it from its last checkpoint"
@@ -177,48 +216,111 @@ def _plan(folder: RunFolder, recipe: Recipe, resume: bool, force: bool) -> str:
         # --resume --set train.epochs=N (more than the run had): train the extra epochs
         old_epochs = old.get("train", {}).get("epochs")
         more = isinstance(old_epochs, int) and recipe.train.epochs > old_epochs
-        return "resume" if more and has_checkpoint else "done"
-    return "resume" if has_checkpoint else "fresh"
+        if not (more and has_checkpoint):
+            return Plan("done")
+    elif not has_checkpoint:
+        return Plan("fresh", warnings=(f"--resume: {folder.path} has no checkpoint to "
+                                       "continue from: the run was started again",))
+    return _continuation(folder, old, recipe, request, device_t, world_size)
 
 
-def _decide(folder: RunFolder, recipe: Recipe, resume: bool, force: bool,
-            dist_ctx: DistContext, stack: contextlib.ExitStack) -> str:
+# recipe keys that change how a run computes, not what it is (config_differences ignores
+# them): a resume takes the run's own, so that it equals the run never stopped
+KEPT_ON_RESUME = ("train.precision", "train.checkpoint_minutes")
+
+
+def _continuation(folder: RunFolder, old_config: dict[str, Any], recipe: Recipe,
+                  request: Request, device_t: torch.device, world_size: int) -> Plan:
+    """A resume continues the run as it started: with the precision and checkpoint timing of
+    its config.toml and the threads of its manifest. A key this command sets to another value
+    is refused, naming both; so are another device type (unless named: a deliberate move),
+    another precision, and another number of DDP ranks. ``--threads`` is not used (a
+    warning says so): the pool launcher passes it to every run it starts or continues."""
+    old, new = flatten_config(resolved_config(old_config)), flatten_config(recipe.to_dict())
+    kept: dict[str, dict[str, Any]] = {}
+    for key in KEPT_ON_RESUME:
+        if key not in old or old[key] == new.get(key):
+            continue
+        if key in request.explicit:
+            raise ConfigError(f"--resume: {folder.path} was started with {key} = {old[key]!r}"
+                              f"; this command sets {new.get(key)!r}", hint=_KEEP_HINT)
+        section, name = key.split(".", 1)
+        kept.setdefault(section, {})[name] = old[key]
+    manifest = folder.read_manifest()
+    device = str(manifest.get("device") or device_t)
+    if not request.names_device and device.split(":")[0] != device_t.type:
+        raise ConfigError(f"--resume: {folder.path} trained on {device}; this command would "
+                          f"continue it on {device_t}",
+                          hint=f"pass --device {device.split(':')[0]} (naming another device "
+                               "moves the run on purpose)")
+    precision = resolve_precision(kept.get("train", {}).get("precision",
+                                                            recipe.train.precision), device_t)
+    for what, mine, now in (("precision", manifest.get("precision"), precision),
+                            ("world_size", manifest.get("world_size"), world_size)):
+        if mine is not None and mine != now:
+            raise ConfigError(f"--resume: {folder.path} trained with {what} {mine}; this "
+                              f"command would continue it with {now}", hint=_KEEP_HINT)
+    threads = manifest.get("cpu_threads")
+    threads = threads if isinstance(threads, int) and threads >= 1 else None
+    warnings = ((f"--resume: --threads {request.threads} not used: {folder.path} continues "
+                 f"with the {threads} thread(s) it trained with, so that it equals a run "
+                 f"never stopped (--force starts it over)",)
+                if request.threads and threads and request.threads != threads else ())
+    return Plan("resume", kept, threads, warnings)
+
+
+_KEEP_HINT = ("leave it out: a resume continues a run as it started; or pass --force to "
+              "start the run over")
+
+
+def _decide(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.device,
+            dist_ctx: DistContext, stack: contextlib.ExitStack) -> Plan:
     """Rank 0 locks the folder (held until ``stack`` closes, i.e. for the whole run) and
     plans; every rank gets the plan, or raises rank 0's error (none may hang waiting)."""
     error: PairreproError | None = None
-    action = ""
+    plan = Plan("")
     if dist_ctx.is_main:
         try:
             stack.enter_context(folder.lock())
-            action = _plan(folder, recipe, resume, force)
+            plan = _plan(folder, recipe, request, device_t, dist_ctx.world_size)
         except PairreproError as exc:
             error = exc
     shared = None if error is None else (type(error), error.message, error.hint)
-    action, problem = broadcast_object((action, shared), dist_ctx)
+    plan, problem = broadcast_object((plan, shared), dist_ctx)
     if error is not None:
         raise error
     if problem is not None:
         raise problem[0](problem[1], hint=problem[2])
-    return action
+    return plan
 
 
-def run_seed(recipe: Recipe, seed: int, folder: RunFolder, resume: bool = False,
-             force: bool = False, device: str | None = None, show_progress: bool = True,
+def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Request(),
+             device: str | None = None, show_progress: bool = True,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
     """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
-    content (``{"recipe", "seed"}`` only on DDP ranks other than 0)."""
+    content (``{"recipe", "seed"}`` only on DDP ranks other than 0), with ``warnings`` when
+    the command asked for something it did not do."""
     device_t, dist_ctx = init_distributed(device or recipe.train.device)
     precision = resolve_precision(recipe.train.precision, device_t)
     with contextlib.ExitStack() as stack:
-        action = _decide(folder, recipe, resume, force, dist_ctx, stack)
-        if action == "done":
+        plan = _decide(folder, recipe, request, device_t, dist_ctx, stack)
+        notes = list(plan.warnings)
+        if plan.action == "done":
             result = folder.read_result()
-            note = _ignored_resume(folder, recipe) if resume else ""
-            # not written to result.json: it is about this request, not about the run
-            return {**result, "warnings": [note]} if note else result
-        stack.enter_context(sigterm_as_interrupt())
-        return _train_seed(recipe, seed, folder, action, device_t, precision, dist_ctx,
-                           show_progress, hooks)
+            note = _ignored_resume(folder, recipe) if request.resume else ""
+            notes += [note] if note else []
+        else:
+            if plan.kept:
+                recipe = recipe.with_changes(**plan.kept)
+                precision = resolve_precision(recipe.train.precision, device_t)
+            if plan.threads and plan.threads != torch.get_num_threads():
+                stack.callback(set_threads, torch.get_num_threads())  # the next seed's
+                set_threads(plan.threads)
+            stack.enter_context(sigterm_as_interrupt())
+            result = _train_seed(recipe, seed, folder, plan.action, device_t, precision,
+                                 dist_ctx, show_progress, hooks)
+        # not written to result.json: they are about this request, not about the run
+        return {**result, "warnings": notes} if notes else result
 
 
 def _ignored_resume(folder: RunFolder, recipe: Recipe) -> str:
@@ -274,11 +376,12 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         if dist_ctx.is_main:
             if action == "replace":
                 folder.move_aside()
-            folder.write_config(recipe.to_toml())
-            folder.write_manifest(manifest)
+            # first: a seed folder without result.json lost it (runs.read_run: damaged).
             # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; a report
             # checks whether this process still exists (runs.read_run: "stale")
             folder.write_result(recipe.name, seed, "running", recipe.select_metric)
+            folder.write_config(recipe.to_toml())
+            folder.write_manifest(manifest)
         barrier(dist_ctx)
         if model.needs_training:
             trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
@@ -401,6 +504,18 @@ def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFol
 
 
 # --------------------------------------------------------------------------- several seeds
+def _nothing_to_resume(runs_dir: Path, recipe: str, seeds: list[int]) -> NothingToRunError:
+    """``--resume`` where no seed has a run: an error, never a silent start from scratch (a
+    resume command pasted into a shell whose ``PAIRREPRO_RUNS`` differs)."""
+    setting = os.environ.get("PAIRREPRO_RUNS")
+    where = f"set to {setting}" if setting else f"unset: ./{paths.DEFAULT_RUNS}"
+    return NothingToRunError(
+        f"--resume: no run of {recipe} (seed {', '.join(map(str, seeds))}) to continue in "
+        f"{(runs_dir / recipe).absolute()}",
+        hint=f"runs are looked for in $PAIRREPRO_RUNS ({where}): set it to the folder the "
+             "run was started in, or leave out --resume to start a new run")
+
+
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and sample standard deviation (ddof=1; 0 for one seed) per split and metric."""
     finished = [r for r in results if r.get("status") == "finished"]
@@ -423,13 +538,17 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 def train_recipe(path: str | Path, overrides: list[str] | None = None,
                  seeds: list[int] | None = None, resume: bool = False,
                  device: str | None = None, quiet: bool = False, force: bool = False,
-                 hooks: TrainHooks | None = None, runs_dir: Path | None = None
-                 ) -> list[dict[str, Any]]:
+                 hooks: TrainHooks | None = None, runs_dir: Path | None = None,
+                 threads: int | None = None) -> list[dict[str, Any]]:
     """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``);
-    writes ``<runs_dir>/<recipe>/summary.json``.
+    writes ``<runs_dir>/<recipe>/summary.json``. ``resume`` continues the seeds that have a
+    run (each as it started: :func:`_continuation`) and starts the others; none having one
+    is a :class:`NothingToRunError` (exit 7). ``threads``: what ``--threads`` asked (the caller
+    has set the process's threads), for the warning when a resume does not use it.
 
     Returns one result.json dict per seed. Raises :class:`ConfigError` for invalid recipes
-    or recipe names, an existing run without ``resume``/``force`` and a folder another
+    or recipe names, an existing run without ``resume``/``force``, a resume this command
+    would change (:func:`_continuation`) and a folder another
     process holds (:class:`~pairrepro.runs.RunLockedError`), :class:`DataError`
     for missing data and a damaged run folder, :class:`TrainingError` for a diverged run,
     :class:`~pairrepro.errors.StorageError` when a file cannot be written,
@@ -441,11 +560,15 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     runs_dir = runs_dir or paths.runs_dir()
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
+    if resume and not force and not any(folder.exists() for folder in folders):
+        raise _nothing_to_resume(runs_dir, recipe.name, seeds)
     # the data and embeddings every seed needs, before any folder is locked or created
     check_prerequisites(recipe)
+    explicit = frozenset(".".join(parse_override(text)[0]) for text in overrides or [])
+    request = Request(resume, force, explicit, bool(device) or "train.device" in explicit,
+                      threads)
     try:
-        results = [run_seed(recipe, seed, folder, resume=resume, force=force, device=device,
-                            show_progress=not quiet, hooks=hooks)
+        results = [run_seed(recipe, seed, folder, request, device, not quiet, hooks)
                    for seed, folder in zip(seeds, folders, strict=True)]
     finally:
         # a rank that exits with the process group alive aborts in gloo's threads
