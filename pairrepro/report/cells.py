@@ -35,9 +35,12 @@ from pairrepro.report import evidence
 from pairrepro.report.model_facts import committed_weights, needs_training
 from pairrepro.report.numbers import (
     format_count,
+    format_interval,
     format_number,
     from_unit,
+    in_column,
     parse_published,
+    printed_step,
     to_unit,
 )
 from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
@@ -244,10 +247,10 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
     _fill_last_epoch(cell, column, runs)
     target = parse_published(cell.published)
     targets = () if target is None else (from_unit(target, column),)
-    cell.interval = evidence.interval(units, targets) if units is not None else None
+    cell.interval = (evidence.interval(units, targets, printed_step(column))
+                     if units is not None else None)
     if cell.interval is not None:
-        low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
-        cell.interval_text = f"[{format_number(low, column)}, {format_number(high, column)}]"
+        cell.interval_text = format_interval(cell.interval, in_column(column))
     elif len(values) > 1:
         cell.reproduced_text += f" ± {format_number(cell.std, column)}"
     if target is None:
