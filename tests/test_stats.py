@@ -9,6 +9,12 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 from sklearn.metrics import f1_score
+from stats_reference import (
+    dense_f1_statistic,
+    dense_f1_test,
+    dense_mean_interval,
+    dense_mean_test,
+)
 
 from pairrepro.errors import DataError
 from pairrepro.stats import (
@@ -124,6 +130,22 @@ def test_paired_test_matches_exact_enumeration_and_scipy() -> None:
     assert ours.difference == pytest.approx((a - b).mean())
 
 
+def test_paired_test_and_interval_agree_with_the_former_dense_code() -> None:
+    """68 queries of AP-like values over 3 seeds, each side from its own stream: the p-values
+    and the endpoints agree within their Monte-Carlo errors."""
+    rng = np.random.default_rng(12)
+    a = rng.beta(2, 1, size=(3, 68))
+    b = np.clip(a - 0.02 + rng.normal(0, 0.15, size=(3, 68)), 0, 1)
+    new = paired_randomization_test(a, b, resamples=40_000, seed=3)
+    old = dense_mean_test(a, b, 40_000, seed=4)
+    assert 0.01 < old < 0.9
+    assert abs(new.p_value - old) <= 4 * np.sqrt(2 * old * (1 - old) / 40_000)
+    got = mean_interval(a, resamples=40_000, seed=5)
+    low, high = dense_mean_interval(a, 40_000, seed=6)
+    assert abs(got.low - low) <= 4 * np.sqrt(2) * got.low_se
+    assert abs(got.high - high) <= 4 * np.sqrt(2) * got.high_se
+
+
 def test_paired_test_of_identical_systems_is_not_significant() -> None:
     a = np.random.default_rng(5).random(50)
     assert paired_randomization_test(a, a.copy()).p_value == 1.0
@@ -145,24 +167,6 @@ def test_paired_test_with_repeated_values_matches_exact_enumeration() -> None:
     assert abs(ours.p_value - exact) <= 4 * np.sqrt(exact * (1 - exact) / 40_000)
 
 
-def _old_f1_test(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray,
-                 swaps: np.ndarray) -> np.ndarray:
-    """The former implementation's statistic: a dense float swap matrix multiplied out."""
-    keep = 1.0 - swaps
-
-    def f1(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]) -> np.ndarray:
-        from pairrepro.metrics import f1_from_counts
-
-        return f1_from_counts(*(keep @ u + swaps @ v for u, v in zip(x, y, strict=True)))
-
-    def counts(pred: np.ndarray) -> tuple[np.ndarray, ...]:
-        gold, p = labels.astype(bool), pred.astype(bool)
-        return tuple(c.astype(float) for c in (p & gold, p & ~gold, ~p & gold))
-
-    return sum(f1(counts(a), counts(b)) - f1(counts(b), counts(a))
-               for a, b in zip(runs_a, runs_b, strict=True)) / len(runs_a)
-
-
 def test_paired_f1_test_matches_exact_enumeration_over_seeds() -> None:
     """Every one of the 2^14 swap masks, scored by the former dense implementation and by
     scikit-learn: the exact permutation p-value, which the bit-counting test must hit within
@@ -172,7 +176,7 @@ def test_paired_f1_test_matches_exact_enumeration_over_seeds() -> None:
     pred_a = np.stack([np.where(rng.random(14) < 0.85, labels, 1 - labels) for _ in range(2)])
     pred_b = np.stack([np.where(rng.random(14) < 0.55, labels, 1 - labels) for _ in range(2)])
     masks = _masks(14)
-    stats = _old_f1_test(labels, pred_a, pred_b, masks.astype(float))
+    stats = dense_f1_statistic(labels, pred_a, pred_b, masks.astype(float))
     observed = np.mean([f1_score(labels, a) - f1_score(labels, b)
                         for a, b in zip(pred_a, pred_b, strict=True)])
     for m in masks[::997]:  # the dense reference against scikit-learn on a sample of masks
@@ -197,10 +201,8 @@ def test_paired_f1_test_agrees_with_the_former_dense_test() -> None:
     labels = rng.integers(0, 2, 300)
     pred_a = np.stack([np.where(rng.random(300) < 0.8, labels, 1 - labels) for _ in range(3)])
     pred_b = np.stack([np.where(rng.random(300) < 0.78, labels, 1 - labels) for _ in range(3)])
-    swaps = np.random.default_rng(1).integers(0, 2, size=(40_000, 300)).astype(float)
-    observed = _old_f1_test(labels, pred_a, pred_b, np.zeros((1, 300)))[0]
-    old = (1 + np.sum(np.abs(_old_f1_test(labels, pred_a, pred_b, swaps))
-                      >= abs(observed) - 1e-12)) / 40_001
+    observed = dense_f1_statistic(labels, pred_a, pred_b, np.zeros((1, 300)))[0]
+    old = dense_f1_test(labels, pred_a, pred_b, 40_000, seed=1)
     new = paired_f1_test(labels, pred_a, pred_b, resamples=40_000, seed=2)
     assert new.difference == pytest.approx(observed)
     assert 0.01 < old < 0.9
