@@ -155,7 +155,8 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
     index = load_recipe_index()
     paper = load_paper("csran")
     items = {it.recipe: it for it in plan_tables([(paper, paper.table(6))], index,
-                                                 data_home.parent / "runs", gpu="h100")}
+                                                 data_home.parent / "runs", gpu="h100",
+                                                 comparisons=True)}
     esim, csran, cin = items["esim_trecqa"], items["csran_trecqa"], items["cin_trecqa"]
     precision = "fp32" if index.recipes["esim_trecqa"].train.precision == "fp32" else "bf16"
     rate = {"fp32": 400.0, "bf16": 500.0}[precision]
@@ -176,8 +177,12 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
 
 
 def test_the_cli_plan_says_where_each_gpu_figure_comes_from(data_home: Path) -> None:
-    out = runner.invoke(app, ["report", "csran", "--table", "6", "--plan", "--gpu", "h100"])
+    out = runner.invoke(app, ["report", "all", "--plan", "--gpu", "h100"])
     assert out.exit_code == 0, out.output
-    rows = [line for line in out.output.splitlines() if line.startswith("csran_trecqa ")]
-    assert rows and all(line.endswith(("(measured)", "(lower bound)")) for line in rows)
+    rows = [line for line in out.output.splitlines() if line.count(" | ") >= 9][1:]
+    todo = [line for line in rows if not line.endswith(" | -")]
+    assert len(todo) > 50 and all(line.endswith(("(measured)", "(lower bound)"))
+                                  for line in todo), todo[:3]
     assert "lower bound: preflight FLOPs per pair" in out.output
+    alone = runner.invoke(app, ["report", "all", "--gpu", "h100"])
+    assert alone.exit_code == 2 and "--plan" in alone.output
