@@ -56,6 +56,9 @@ _ORDER_Z = 1.959964  # the 95% band of an order statistic, for the endpoints' MC
 CHUNK_BYTES = 1 << 20  # random words or counts of one chunk of resamples: about an L2 cache
 # a multinomial draw costs about this many unit draws per type: below it, draw type counts
 _TYPE_COST = 12
+# up to this many units, two unit draws are one index into a table of pair sums (a column's
+# table of PAIR_UNITS^2 floats stays in L2): half the draws and gathers
+PAIR_UNITS = 256
 
 
 @dataclass(frozen=True)
@@ -132,25 +135,35 @@ def _chunks(rows: int, width: int) -> list[int]:
 
 class _UnitSums:
     """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units
-    (``n`` draws with replacement): the counts of each type of unit are drawn, multinomial
-    when there are few types, else a bincount of the unit draws."""
+    (``n`` draws with replacement): where few types of unit repeat, the counts of each type
+    (multinomial) times its features; else the drawn units' features, gathered and summed,
+    two draws at a time where the units are few (an index uniform over ``n^2`` is two
+    independent draws, and a table holds each pair's sum)."""
 
     def __init__(self, features: np.ndarray) -> None:
-        self.units = len(features)
+        self.units = n = len(features)
         types, sizes = np.unique(features, axis=0, return_counts=True)
-        self.by_type = len(types) * _TYPE_COST < self.units
+        self.by_type = len(types) * _TYPE_COST < n
         self.features = types if self.by_type else features
-        self.shares = sizes / self.units
+        self.shares = sizes / n
         self.width = len(self.features)
+        self.paired = not self.by_type and n <= PAIR_UNITS
+        # one table per feature column: a gather each is many times faster than one over
+        # [rows, units, K]
+        self.tables = [(c[:, None] + c[None, :]).ravel() if self.paired else c
+                       for c in np.ascontiguousarray(self.features.T)]
 
     def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
         """``[rows, K]`` resampled sums."""
+        n = self.units
         if self.by_type:
-            counts = rng.multinomial(self.units, self.shares, size=rows)
-        else:
-            counts = _bincount_rows(rng.integers(0, self.units, size=(rows, self.units)),
-                                    self.units)
-        return counts @ self.features
+            return rng.multinomial(n, self.shares, size=rows) @ self.features
+        drawn = (rng.integers(0, n * n, size=(rows, n // 2)) if self.paired else
+                 rng.integers(0, n, size=(rows, n)))
+        sums = np.stack([table[drawn].sum(axis=1) for table in self.tables], axis=1)
+        if self.paired and n % 2:
+            sums += self.features[rng.integers(0, n, size=rows)]
+        return sums
 
 
 def _bincount_rows(draws: np.ndarray, size: int) -> np.ndarray:

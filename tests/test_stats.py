@@ -28,12 +28,15 @@ from pairrepro.stats import (
 def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: float = 0.95
                     ) -> tuple[float, float]:
     """Loop reference: draw seeds and units with replacement (the same draws as the
-    vectorised code where every unit differs), average, take percentiles."""
+    vectorised code where every unit differs and they are few: an index uniform over
+    units^2 is two units), average, take percentiles."""
     seeds, units = values.shape
     rng = np.random.default_rng([seed, 2718])
     seed_draws = (rng.integers(0, seeds, size=(resamples, seeds)) if seeds > 1
                   else np.zeros((resamples, 1), dtype=int))
-    unit_draws = rng.integers(0, units, size=(resamples, units))
+    pairs = rng.integers(0, units * units, size=(resamples, units // 2))
+    odd = rng.integers(0, units, size=(resamples, units % 2))
+    unit_draws = np.concatenate([pairs // units, pairs % units, odd], axis=1)
     stats = []
     for r in range(resamples):
         per_seed = [np.mean([values[s, u] for u in unit_draws[r]]) for s in seed_draws[r]]
@@ -43,16 +46,16 @@ def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: f
     return float(low), float(high)
 
 
-@pytest.mark.parametrize("seeds", [1, 3])
-def test_mean_interval_equals_a_loop_over_the_same_resamples(seeds: int) -> None:
+@pytest.mark.parametrize(("seeds", "units"), [(1, 40), (3, 41)])
+def test_mean_interval_equals_a_loop_over_the_same_resamples(seeds: int, units: int) -> None:
     rng = np.random.default_rng(0)
-    values = rng.random((seeds, 40))
+    values = rng.random((seeds, units))
     got = mean_interval(values if seeds > 1 else values[0], resamples=300, seed=5)
     low, high = _slow_two_level(values, 300, 5)
     assert got.low == pytest.approx(low, abs=1e-12)
     assert got.high == pytest.approx(high, abs=1e-12)
     assert got.value == pytest.approx(values.mean())
-    assert got.seeds == seeds and got.units == 40
+    assert got.seeds == seeds and got.units == units
 
 
 def test_mean_interval_agrees_with_scipy_percentile_bootstrap() -> None:
