@@ -9,7 +9,8 @@ The rules of a cell, stated here once:
   is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
 * the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
   with a 95% bootstrap interval over test units and seeds (:mod:`pairrepro.report.evidence`;
-  without saved predictions, mean ± sample std); ``delta = mean − published``, unrounded;
+  without saved predictions, mean ± sample std), an endpoint whose printed digit could still
+  move with the resampling seed marked ``~``; ``delta = mean − published``, unrounded;
 * *reproduced* when the published value lies in the interval or within half a unit of its
   last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
   ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the

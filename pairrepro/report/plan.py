@@ -545,7 +545,7 @@ def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> li
     measured = sorted({it.gpu_rate_source.split("; ", 1)[1] for it in todo if it.gpu_rate})
     lines = [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
              f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
-             f"{totals[LOWER_BOUND]:.2f} (FLOP lower bound, "
+             f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
              f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
              "  measured: the recipe's or its model's training rate on this GPU in the "
              "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
