@@ -52,6 +52,7 @@ bench: $(STAMP)  ## every benchmark script in bench/ (RECORD=1: record the model
 	@echo "== bench/bench_engine_overhead.py" && $(PY) bench/bench_engine_overhead.py
 	@echo "== bench/bench_negatives.py" && $(PY) bench/bench_negatives.py --size 20000 --rank-bm25-queries 30
 	@echo "== bench/bench_preprocess.py" && $(PY) bench/bench_preprocess.py
+	@echo "== bench/bench_stats.py" && $(PY) bench/bench_stats.py
 
 data-%: $(STAMP)  ## fetch + preprocess one dataset, e.g. make data-trecqa VARIANT=clean (mirror: MIRROR=dir)
 	$(CLI) fetch $*

@@ -4,21 +4,33 @@
   each resample draws the seeds *and* the test units (queries for ranking, pairs for
   classification) with replacement, so an interval covers the test sample and the training
   randomness both.
-* :func:`paired_randomization_test`: under the null each unit's pair of outputs is swapped
-  with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
+* :func:`paired_randomization_test`, :func:`paired_f1_test`: under the null each unit's pair of
+  outputs is swapped with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
 
-Resamples are weight matrices (counts per unit), vectorised and seeded by the caller. Without
-an explicit ``resamples`` both are adaptive: batches are drawn until the Monte-Carlo s.e. of
-what decides a verdict is under its bound (:data:`ENDPOINT_SE`, :data:`P_SE`) and the
-threshold lies more than :data:`MC_Z` s.e. away, or a cap is reached. What is still that close,
-or a p-value within :data:`P_MARGIN` of its threshold, is *undecided*
-(:meth:`Interval.straddles`, :meth:`PairedTest.straddles`): another seed could decide it. An
-endpoint's MC s.e. comes from the order statistics around its quantile, a p-value's is
-``sqrt(p (1 - p) / R)``. An explicit ``resamples`` draws exactly that many.
+How resamples are drawn: a statistic depends on a resample only through sums over units, and
+units alike in everything the statistic reads (a *type*: the same per-unit values, or for F1
+the same TP/FP/FN pattern in every seed) are interchangeable. A bootstrap resample's type
+counts are multinomial (drawn as such when there are few types, else as a bincount of unit
+draws); a swap's are binomial(size, 1/2), drawn as random bits 64 to a word and counted with
+popcounts, or summed through per-byte tables where every unit differs (a mean test's
+continuous values). Chunks of resamples are sized to stay in cache (:data:`CHUNK_BYTES`).
+
+Without an explicit ``resamples`` both are adaptive. An interval doubles its resamples until
+each endpoint's Monte-Carlo s.e. is under :data:`ENDPOINT_SE`, every verdict target lies more
+than :data:`MC_Z` s.e. from both endpoints, and, given the unit its endpoints print in
+(``step``), no rounding boundary lies within :data:`MC_Z` s.e. of an endpoint (its printed
+digits cannot move), or :data:`INTERVAL_CAP` is reached. A test draws batches until the
+p-value's s.e. is under :data:`P_SE` and the edges of its band around alpha are more than
+:data:`MC_Z` s.e. away, or :data:`TEST_CAP`. What is still that close at the cap, or a p-value
+within :data:`P_MARGIN` of its threshold, is *undecided* (:meth:`Interval.straddles`,
+:meth:`Interval.moving`, :meth:`PairedTest.straddles`). An endpoint's MC s.e. comes from the
+order statistics around its quantile, a p-value's is ``sqrt(p (1 - p) / R)``. An explicit
+``resamples`` draws exactly that many.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,8 +40,8 @@ from pairrepro.errors import DataError
 from pairrepro.metrics import f1_from_counts
 
 CONFIDENCE = 0.95
-RESAMPLES = 2000  # an interval's batch: adaptive intervals draw this many at a time
-INTERVAL_CAP = 32_000
+RESAMPLES = 2000  # an adaptive interval's first round; each later round doubles the total
+INTERVAL_CAP = 1_024_000
 TEST_BATCH = 10_000  # a paired test's batch
 TEST_CAP = 640_000
 ENDPOINT_SE = 0.001  # bound on an interval endpoint's MC s.e. (the metric's own scale)
@@ -41,6 +53,12 @@ MC_Z = 3.0  # a threshold closer than this many MC s.e. to the estimate is undec
 P_MARGIN = 0.005
 ALPHA = 0.05  # the significance threshold paired tests are decided against
 _ORDER_Z = 1.959964  # the 95% band of an order statistic, for the endpoints' MC s.e.
+CHUNK_BYTES = 1 << 20  # random words or counts of one chunk of resamples: about an L2 cache
+# a multinomial draw costs about this many unit draws per type: below it, draw type counts
+_TYPE_COST = 12
+# up to this many units, two unit draws are one index into a table of pair sums (a column's
+# table of PAIR_UNITS^2 floats stays in L2): half the draws and gathers
+PAIR_UNITS = 256
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,7 @@ class Interval:
     units: int
     low_se: float = 0.0  # Monte-Carlo standard errors of the endpoints
     high_se: float = 0.0
+    step: float = 0.0  # the unit the endpoints print in (the metric's scale; 0: not printed)
 
     def contains(self, x: float) -> bool:
         """Whether ``x`` lies in ``[low, high]``."""
@@ -68,61 +87,142 @@ class Interval:
         return any(se > 0 and abs(x - end) <= MC_Z * se + 1e-12
                    for end, se in ((self.low, self.low_se), (self.high, self.high_se)))
 
+    def moving(self) -> tuple[bool, bool]:
+        """Whether the printed digits of (low, high) could still move with the resampling
+        seed: a rounding boundary of ``step`` (half-way between two printed values) lies
+        within ``MC_Z`` MC standard errors of the endpoint."""
+        return (_near_boundary(self.low, self.low_se, self.step),
+                _near_boundary(self.high, self.high_se, self.step))
+
     @property
     def mc_se(self) -> float:
         """The larger MC standard error of the two endpoints."""
         return max(self.low_se, self.high_se)
 
 
+def _near_boundary(value: float, se: float, step: float) -> bool:
+    if step <= 0 or se <= 0:
+        return False
+    scaled = value / step
+    return bool(abs(scaled - np.floor(scaled) - 0.5) * step <= MC_Z * se + 1e-12)
+
+
 def _endpoints(stats: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
-    """(low, high, MC s.e. of low, MC s.e. of high) of the percentile interval of ``stats``:
-    an endpoint's s.e. is half the spread of the order statistics that bound its quantile
-    with 95% confidence, over 2 x 1.96."""
+    """(low, high, MC s.e. of low, MC s.e. of high) of the percentile interval of ``stats``
+    (``np.quantile``'s linear rule): an endpoint's s.e. is half the spread of the order
+    statistics that bound its quantile with 95% confidence, over 2 x 1.96."""
     alpha = (1.0 - confidence) / 2
-    low, high = np.quantile(stats, [alpha, 1.0 - alpha])
-    ordered = np.sort(stats)
-    n = len(ordered)
-    ses = []
+    n = len(stats)
+    wanted = []
     for q in (alpha, 1.0 - alpha):
         half = _ORDER_Z * np.sqrt(n * q * (1 - q))
-        lo = int(np.clip(np.floor(n * q - half), 0, n - 1))
-        hi = int(np.clip(np.ceil(n * q + half), 0, n - 1))
-        ses.append(float(ordered[hi] - ordered[lo]) / (2 * _ORDER_Z))
-    return float(low), float(high), ses[0], ses[1]
+        position = (n - 1) * q
+        wanted.append((position, int(np.floor(position)), int(np.ceil(position)),
+                       int(np.clip(np.floor(n * q - half), 0, n - 1)),
+                       int(np.clip(np.ceil(n * q + half), 0, n - 1))))
+    ordered = np.partition(stats, sorted({k for w in wanted for k in w[1:]}))
+    ends = [ordered[below] + (position - below) * (ordered[above] - ordered[below])
+            for position, below, above, _, _ in wanted]
+    ses = [float(ordered[hi] - ordered[lo]) / (2 * _ORDER_Z) for _, _, _, lo, hi in wanted]
+    return float(ends[0]), float(ends[1]), ses[0], ses[1]
 
 
-def resample_counts(rng: np.random.Generator, resamples: int, n: int) -> np.ndarray:
-    """``[resamples, n]`` counts: how often each of ``n`` units is drawn in each resample of
-    ``n`` draws with replacement (row sums are ``n``)."""
-    draws = rng.integers(0, n, size=(resamples, n))
+def _chunks(rows: int, width: int) -> list[int]:
+    """``rows`` split into chunks of at most :data:`CHUNK_BYTES` of ``width`` 8-byte values."""
+    size = max(64, CHUNK_BYTES // (8 * max(width, 1)))
+    return [min(size, rows - done) for done in range(0, rows, size)]
+
+
+class _UnitSums:
+    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units
+    (``n`` draws with replacement): where few types of unit repeat, the counts of each type
+    (multinomial) times its features; else the drawn units' features, gathered and summed,
+    two draws at a time where the units are few (an index uniform over ``n^2`` is two
+    independent draws, and a table holds each pair's sum)."""
+
+    def __init__(self, features: np.ndarray) -> None:
+        self.units = n = len(features)
+        types, sizes = np.unique(features, axis=0, return_counts=True)
+        self.by_type = len(types) * _TYPE_COST < n
+        self.features = types if self.by_type else features
+        self.shares = sizes / n
+        self.width = len(self.features)
+        self.paired = not self.by_type and n <= PAIR_UNITS
+        # one table per feature column: a gather each is many times faster than one over
+        # [rows, units, K]
+        self.tables = [(c[:, None] + c[None, :]).ravel() if self.paired else c
+                       for c in np.ascontiguousarray(self.features.T)]
+
+    def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
+        """``[rows, K]`` resampled sums."""
+        n = self.units
+        if self.by_type:
+            return rng.multinomial(n, self.shares, size=rows) @ self.features
+        drawn = (rng.integers(0, n * n, size=(rows, n // 2)) if self.paired else
+                 rng.integers(0, n, size=(rows, n)))
+        sums = np.stack([table[drawn].sum(axis=1) for table in self.tables], axis=1)
+        if self.paired and n % 2:
+            sums += self.features[rng.integers(0, n, size=rows)]
+        return sums
+
+
+def _bincount_rows(draws: np.ndarray, size: int) -> np.ndarray:
+    """``[rows, size]``: how often each value occurs in each row of ``draws``."""
+    rows = len(draws)
     # one bincount over row-offset draws: the same counts as np.add.at, many times faster
-    flat = (draws + (np.arange(resamples) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
+    flat = (draws + (np.arange(rows) * size)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * size).reshape(rows, size)
 
 
-def _two_level(per_seed: Callable[[np.ndarray], np.ndarray], point: float, seeds: int,
-               units: int, confidence: float, resamples: int | None, seed: int,
-               targets: Sequence[float] = ()) -> Interval:
-    """The percentile interval of the mean over resampled seeds of ``per_seed(W)`` (unit
-    counts ``[R, units]`` -> ``[R, seeds]``); adaptive in batches of :data:`RESAMPLES` up to
-    :data:`INTERVAL_CAP` (``targets``: the values a verdict compares the interval with)."""
+# intervals already computed in this process, by everything they depend on: a report renders
+# the same cell in several tables
+_MEMO: dict[tuple[object, ...], Interval] = {}
+_MEMO_SIZE = 4096
+
+
+def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
+               point: float, seeds: int, confidence: float, resamples: int | None,
+               seed: int, targets: Sequence[float], step: float) -> Interval:
+    """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``, where
+    ``sums`` ``[R, K]`` are the per-unit ``features`` ``[units, K]`` summed over resampled
+    units and ``per_seed`` (the statistic ``kind``) gives ``[R, seeds]``; adaptive (the
+    module docstring) unless ``resamples`` is given."""
+    units = len(features)
     if units == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
+    key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
+           confidence, resamples, seed, tuple(targets), step,
+           (RESAMPLES, INTERVAL_CAP, ENDPOINT_SE, MC_Z))
+    if key not in _MEMO:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = _draw_interval(_UnitSums(features), per_seed, point, seeds, confidence,
+                                    resamples, seed, targets, step)
+    return _MEMO[key]
+
+
+def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarray],
+                   point: float, seeds: int, confidence: float, resamples: int | None,
+                   seed: int, targets: Sequence[float], step: float) -> Interval:
     rng = np.random.default_rng([seed, 2718])
     batch = resamples or RESAMPLES
-    found: list[np.ndarray] = []
+    stats = np.empty(0)
     while True:
-        unit_w = resample_counts(rng, batch, units)
-        seed_w = resample_counts(rng, batch, seeds) if seeds > 1 else np.ones((batch, 1))
-        found.append((per_seed(unit_w) * seed_w).sum(axis=1) / seeds)
+        found = [stats]
+        for rows in _chunks(batch, sampler.width):
+            seed_w = (_bincount_rows(rng.integers(0, seeds, size=(rows, seeds)), seeds)
+                      if seeds > 1 else np.ones((rows, 1)))
+            found.append((per_seed(sampler.draw(rng, rows)) * seed_w).sum(axis=1) / seeds)
         stats = np.concatenate(found)
         low, high, low_se, high_se = _endpoints(stats, confidence)
         out = Interval(value=float(point), low=low, high=high, confidence=confidence,
-                       resamples=len(stats), seeds=seeds, units=units, low_se=low_se,
-                       high_se=high_se)
-        settled = out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
-        if resamples is not None or settled or len(stats) + batch > INTERVAL_CAP:
+                       resamples=len(stats), seeds=seeds, units=sampler.units,
+                       low_se=low_se, high_se=high_se, step=step)
+        settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
+                   and not any(out.moving()))
+        if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
             return out
+        batch = len(stats)
 
 
 def _as_matrix(values: np.ndarray) -> np.ndarray:
@@ -132,70 +232,78 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
 
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
-                  targets: Sequence[float] = ()) -> Interval:
+                  targets: Sequence[float] = (), step: float = 0.0) -> Interval:
     """Interval of a mean metric from per-unit values ``[units]`` or ``[seeds, units]``
-    (e.g. AP per query for MAP, 0/1 correctness per pair for accuracy)."""
+    (e.g. AP per query for MAP, 0/1 correctness per pair for accuracy); ``targets``: the
+    values a verdict compares the interval with; ``step``: the unit its endpoints print in."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
-    return _two_level(lambda w: w @ matrix.T / units, float(matrix.mean()), seeds, units,
-                      confidence, resamples, seed, targets)
+    return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
+                      confidence, resamples, seed, targets, step)
 
 
 def _indicators(labels: np.ndarray, predictions: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    gold = np.asarray(labels).astype(bool)
+    """(TP, FP, FN) indicators of class 1, each shaped like ``predictions``."""
+    gold = np.broadcast_to(np.asarray(labels).astype(bool), np.shape(predictions))
     pred = np.asarray(predictions).astype(bool)
-    tp = (pred & gold).astype(np.float64)
-    fp = (pred & ~gold).astype(np.float64)
-    fn = (~pred & gold).astype(np.float64)
-    return tp, fp, fn
+    return ((pred & gold).astype(np.float64), (pred & ~gold).astype(np.float64),
+            (~pred & gold).astype(np.float64))
+
+
+def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
+    """F1 per seed from ``sums`` holding TP, FP, FN of ``seeds`` seeds from column ``offset``."""
+    tp, fp, fn = (sums[:, offset + k * seeds: offset + (k + 1) * seeds] for k in range(3))
+    return f1_from_counts(tp, fp, fn)
 
 
 def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float = CONFIDENCE,
                 resamples: int | None = None, seed: int = 0,
-                targets: Sequence[float] = ()) -> Interval:
+                targets: Sequence[float] = (), step: float = 0.0) -> Interval:
     """Interval of the F1 of class 1 (not a mean over pairs, so each resample recomputes it
     from weighted counts); ``predictions`` is ``[pairs]`` or ``[seeds, pairs]`` of 0/1."""
-    pred = np.asarray(predictions)
-    pred = pred[None, :] if pred.ndim == 1 else pred
-    tp, fp, fn = _indicators(np.broadcast_to(labels, pred.shape), pred)
-    point = float(f1_from_counts(tp.sum(1), fp.sum(1), fn.sum(1)).mean())
-    return _two_level(lambda w: f1_from_counts(w @ tp.T, w @ fp.T, w @ fn.T), point,
-                      pred.shape[0], pred.shape[1], confidence, resamples, seed, targets)
+    pred = _as_matrix(predictions)
+    seeds = pred.shape[0]
+    counts = np.vstack(_indicators(labels, pred))  # [3 seeds, pairs]
+    point = float(_f1_of_sums(counts.sum(axis=1)[None, :], seeds).mean())
+    return _two_level("f1", counts.T, lambda sums: _f1_of_sums(sums, seeds), point, seeds,
+                      confidence, resamples, seed, targets, step)
 
 
 def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
                       confidence: float = CONFIDENCE, resamples: int | None = None,
-                      seed: int = 0, targets: Sequence[float] = ()) -> Interval:
+                      seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
+                      ) -> Interval:
     """Interval of the macro F1 of two classes (the mean of class 1's and class 0's F1, each
     recomputed from weighted counts); arguments as :func:`f1_interval`."""
-    pred = np.asarray(predictions)
-    pred = pred[None, :] if pred.ndim == 1 else pred
-    gold = np.broadcast_to(labels, pred.shape)
-    ones = _indicators(gold, pred)
-    zeros = _indicators(1 - np.asarray(gold), 1 - pred)
+    pred = _as_matrix(predictions)
+    seeds = pred.shape[0]
+    gold = np.broadcast_to(np.asarray(labels), pred.shape)
+    counts = np.vstack(_indicators(gold, pred) + _indicators(1 - gold, 1 - pred))
 
-    def macro(*counts: np.ndarray) -> np.ndarray:
-        return (f1_from_counts(*counts[:3]) + f1_from_counts(*counts[3:])) / 2
+    def macro(sums: np.ndarray) -> np.ndarray:
+        return (_f1_of_sums(sums, seeds) + _f1_of_sums(sums, seeds, 3 * seeds)) / 2
 
-    point = float(macro(*(u.sum(1) for u in ones + zeros)).mean())
-    return _two_level(lambda w: macro(*(w @ u.T for u in ones + zeros)), point,
-                      pred.shape[0], pred.shape[1], confidence, resamples, seed, targets)
+    return _two_level("macro_f1", counts.T, macro, float(macro(counts.sum(axis=1)[None, :]).mean()),
+                      seeds, confidence, resamples, seed, targets, step)
 
 
 def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
                    confidence: float = CONFIDENCE, resamples: int | None = None,
-                   seed: int = 0, targets: Sequence[float] = ()) -> Interval:
+                   seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
+                   ) -> Interval:
     """Interval of ``sum(numerators) / sum(denominators)`` over units (``[units]`` or
     ``[seeds, units]``), e.g. the share of tied candidates with queries as the units."""
     num, den = _as_matrix(numerators), _as_matrix(denominators)
+    seeds = num.shape[0]
 
-    def ratio(n: np.ndarray, d: np.ndarray) -> np.ndarray:
+    def ratio(sums: np.ndarray) -> np.ndarray:
+        n, d = sums[:, :seeds], sums[:, seeds:]
         return np.divide(n, d, out=np.zeros_like(n), where=d > 0)
 
-    point = float(ratio(num.sum(1), den.sum(1)).mean())
-    return _two_level(lambda w: ratio(w @ num.T, w @ den.T), point, num.shape[0],
-                      num.shape[1], confidence, resamples, seed, targets)
+    both = np.vstack([num, den])
+    return _two_level("ratio", both.T, ratio, float(ratio(both.sum(axis=1)[None, :]).mean()), seeds,
+                      confidence, resamples, seed, targets, step)
 
 
 @dataclass(frozen=True)
@@ -224,23 +332,74 @@ class PairedTest:
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
-def _adaptive_test(observed: float, resample: Callable[[np.ndarray], np.ndarray], n: int,
-                   resamples: int | None, seed: int, alphas: Sequence[float]) -> PairedTest:
-    """Draw swap masks (``[R, n]``, 1 where a resample swaps the two systems' outputs on a
-    unit; ``resample`` maps them to the resampled statistics) in batches until
-    :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an explicit ``resamples`` draws exactly
-    that many."""
+class SwapCounts:
+    """How many units of each group a random swap takes, each unit with probability 1/2:
+    group ``g``'s ``sizes[g]`` units are ``sizes[g]`` random bits in whole 64-bit words (the
+    last one masked), and the count is their popcount."""
+
+    def __init__(self, sizes: np.ndarray) -> None:
+        sizes = np.asarray(sizes, dtype=np.int64)
+        if (sizes <= 0).any():
+            raise ValueError("every group needs a unit")
+        spans = -(-sizes // 64)
+        self.starts = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.intp)
+        self.words = int(spans.sum())
+        self.mask = np.full(self.words, np.iinfo(np.uint64).max, dtype=np.uint64)
+        tails = sizes % 64
+        partial = tails > 0
+        self.mask[(self.starts + spans - 1)[partial]] = (
+            (np.uint64(1) << tails[partial].astype(np.uint64)) - np.uint64(1))
+
+    def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
+        """``[rows, groups]`` counts."""
+        if self.words == 0:
+            return np.zeros((rows, 0), dtype=np.int64)
+        words = rng.bit_generator.random_raw(rows * self.words).reshape(rows, self.words)
+        words &= self.mask
+        return np.add.reduceat(np.bitwise_count(words), self.starts, axis=1, dtype=np.int64)
+
+
+class _SwappedSums:
+    """Sums of ``values`` over the units a random swap takes (each with probability 1/2):
+    through :class:`SwapCounts` of the distinct values where they repeat (0/1 correctness),
+    else through a table per byte of swap bits, eight units a byte (AP per query)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        moving = values[values != 0]  # swapping a zero difference changes nothing
+        self.distinct, sizes = np.unique(moving, return_counts=True)
+        self.counts = SwapCounts(sizes)
+        self.bytes = -(-len(moving) // 8)
+        self.by_count = self.counts.words <= self.bytes
+        self.words = self.counts.words if self.by_count else -(-self.bytes // 8)
+        if not self.by_count:
+            padded = np.zeros(self.bytes * 8)
+            padded[:len(moving)] = moving
+            bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [byte value, bit]
+            self.table = (padded.reshape(self.bytes, 8) @ bits.T).ravel()  # [byte, value]
+            self.offsets = np.arange(self.bytes) * 256
+
+    def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
+        """``[rows]`` sums."""
+        if self.by_count:
+            return self.counts.draw(rng, rows) @ self.distinct
+        raw = rng.bit_generator.random_raw(rows * self.words).reshape(rows, self.words)
+        return self.table[raw.view(np.uint8)[:, :self.bytes] + self.offsets].sum(axis=1)
+
+
+def _adaptive_test(observed: float, resample: Callable[[np.random.Generator, int], np.ndarray],
+                   words: int, n: int, resamples: int | None, seed: int,
+                   alphas: Sequence[float]) -> PairedTest:
+    """Draw the statistic under random swaps (``resample(rng, rows)``, from ``words`` random
+    words a row) in batches until :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an
+    explicit ``resamples`` draws exactly that many."""
     rng = np.random.default_rng([seed, 31337])
     batch = resamples or TEST_BATCH
+    # a tiny tolerance so floating-point noise never counts a tie as a miss
+    bound = abs(observed) - 1e-12
     hits = drawn = 0
     while True:
-        # in chunks of at most 2,000 masks: a [10,000, n] float matrix of a large test set
-        # would take gigabytes
-        resampled = np.concatenate([
-            resample(rng.integers(0, 2, size=(min(2000, batch - done), n)).astype(np.float64))
-            for done in range(0, batch, 2000)])
-        # a tiny tolerance so floating-point noise never counts a tie as a miss
-        hits += int((np.abs(resampled) >= abs(observed) - 1e-12).sum())
+        for rows in _chunks(batch, words):
+            hits += int(np.count_nonzero(np.abs(resample(rng, rows)) >= bound))
         drawn += batch
         test = PairedTest(difference=observed, p_value=(1 + hits) / (1 + drawn),
                           resamples=drawn, units=n)
@@ -260,9 +419,36 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
                         f"({va.size} vs {vb.size})", hint="compare runs on the same test split")
     diff = va - vb
     n = diff.size
-    # a swap flips the unit's difference
-    return _adaptive_test(float(diff.mean()), lambda swaps: ((1.0 - 2.0 * swaps) @ diff) / n,
-                          n, resamples, seed, alphas)
+    total = float(diff.sum())
+    swapped = _SwappedSums(diff)
+    # a swap flips the unit's difference: the sum loses twice what the swapped units held
+    return _adaptive_test(total / n, lambda rng, rows: (total - 2 * swapped.draw(rng, rows)) / n,
+                          swapped.words, n, resamples, seed, alphas)
+
+
+def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
+                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
+    """The types of pairs a swap can change and the statistic of :func:`paired_f1_test` from
+    how many pairs of each type a swap takes (``[R, types]`` -> ``[R]``). Swapping a pair
+    where only one system predicts 1 moves one count of each: A gains the TP (gold 1) or FP
+    (gold 0) that B had and B loses it, or the reverse; a pair's type is that move in every
+    seed."""
+    gold = np.asarray(labels).astype(bool)
+    a, b = runs_a.astype(bool), runs_b.astype(bool)
+    seeds = len(a)
+    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
+    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
+    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
+    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in _indicators(gold, a))
+    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in _indicators(gold, b))
+
+    def statistic(counts: np.ndarray) -> np.ndarray:
+        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
+        tp, fp = move[:, :seeds], move[:, seeds:]
+        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
+                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
+
+    return sizes, statistic
 
 
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
@@ -279,22 +465,11 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
     n = runs_a.shape[1]
     if runs_b.shape[1] != n:
         raise DataError("paired test: the systems were scored on different pairs")
-    systems = [(_indicators(labels, one_a), _indicators(labels, one_b))
-               for one_a, one_b in zip(runs_a, runs_b, strict=True)]
-    seeds = runs_a.shape[0]
-    observed = sum(float(f1_from_counts(*(u.sum() for u in sys_a))
-                         - f1_from_counts(*(u.sum() for u in sys_b)))
-                   for sys_a, sys_b in systems) / seeds
-
-    def resample(swaps: np.ndarray) -> np.ndarray:
-        keep = 1.0 - swaps
-
-        def f1(x: tuple[np.ndarray, ...], y: tuple[np.ndarray, ...]) -> np.ndarray:
-            return f1_from_counts(*(keep @ u + swaps @ v for u, v in zip(x, y, strict=True)))
-
-        return sum(f1(sys_a, sys_b) - f1(sys_b, sys_a) for sys_a, sys_b in systems) / seeds
-
-    return _adaptive_test(observed, resample, n, resamples, seed, alphas)
+    sizes, statistic = f1_swap_statistic(labels, runs_a, runs_b)
+    counts = SwapCounts(sizes)
+    observed = float(statistic(np.zeros((1, len(sizes)), dtype=np.int64))[0])
+    return _adaptive_test(observed, lambda rng, rows: statistic(counts.draw(rng, rows)),
+                          counts.words, n, resamples, seed, alphas)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

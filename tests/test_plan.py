@@ -126,3 +126,63 @@ def test_every_recipe_has_a_passing_preflight_record_of_its_own_config() -> None
     problems = [f"{name}: {problem}" for name, recipe in sorted(index.recipes.items())
                 if (problem := preflight_problem(name, recipe.to_dict()))]
     assert len(index.recipes) >= 100 and not problems, "\n".join(problems)
+
+
+def _gpu_rates(path: Path, runs: list[dict]) -> Path:
+    path.write_text(json.dumps({"script": "gpu_rates", "runs": runs}))
+    return path
+
+
+def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: with ``--gpu h100`` each recipe's GPU hours come from a rate measured on an
+    H100 (bench/records/gpu_rates.json) where one exists for the recipe or its model, in the
+    precision it trains in on CUDA, and are the FLOP lower bound elsewhere; the plan says
+    which for every figure. Dry runs and other GPUs' runs never count."""
+    from pairrepro.report import plan
+
+    h100 = {"gpu": "h100", "device_name": "NVIDIA H100 80GB HBM3", "dry_run": False,
+            "measured": "2026-11-27 10:00 UTC",
+            "models": [{"model": "esim", "recipe": "esim",
+                        "fp32": {"pairs_per_s": 400.0}, "bf16": {"pairs_per_s": 500.0}}],
+            "epoch": {"recipe": "csran_trecqa", "precision": "bf16", "pairs_per_s": 250.0}}
+    dry = {**h100, "dry_run": True, "models": [{**h100["models"][0], "model": "cin",
+                                                  "recipe": "cin"}]}
+    other = {**h100, "gpu": "a100", "models": [{**h100["models"][0], "model": "tc_lstm",
+                                                  "recipe": "tc_lstm"}]}
+    monkeypatch.setattr(plan, "GPU_RATES", _gpu_rates(tmp_path / "gpu_rates.json",
+                                                      [h100, dry, other]))
+    index = load_recipe_index()
+    paper = load_paper("csran")
+    items = {it.recipe: it for it in plan_tables([(paper, paper.table(6))], index,
+                                                 data_home.parent / "runs", gpu="h100",
+                                                 comparisons=True)}
+    esim, csran, cin = items["esim_trecqa"], items["csran_trecqa"], items["cin_trecqa"]
+    precision = "fp32" if index.recipes["esim_trecqa"].train.precision == "fp32" else "bf16"
+    rate = {"fp32": 400.0, "bf16": 500.0}[precision]
+    hours = len(esim.seeds_todo) * esim.epochs * (esim.train_pairs or 0) / rate / 3600
+    assert esim.gpu_figure == (pytest.approx(hours), plan.MEASURED) and hours > 0
+    assert "esim on esim" in esim.gpu_rate_source
+    # the recipe's own measured epoch comes before its model's preflight rate
+    assert csran.gpu_rate == 250.0 and csran.gpu_figure[1] == plan.MEASURED
+    assert cin.gpu_rate is None  # only a dry run measured CIN
+    assert cin.gpu_figure == (cin.gpu_lower_bound_hours, plan.LOWER_BOUND)
+    text = render_plan(list(items.values()))
+    assert re.search(r"^esim_trecqa \|.* \| [\d.]+ \(measured\)$", text, re.MULTILINE), text
+    assert re.search(r"^cin_trecqa \|.* \| ≥[\d.e+-]+ \(lower bound\)$", text, re.MULTILINE)
+    assert "measured" in text and "NVIDIA H100 80GB HBM3, 2026-11-27 10:00 UTC" in text
+    assert "at least" in text and "FLOP lower bound" in text
+    assert plan.gpu_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert plan.gpu_key("NVIDIA H100 PCIe") == "h100-pcie" and plan.gpu_key("NVIDIA L40S") == ""
+
+
+def test_the_cli_plan_says_where_each_gpu_figure_comes_from(data_home: Path) -> None:
+    out = runner.invoke(app, ["report", "all", "--plan", "--gpu", "h100"])
+    assert out.exit_code == 0, out.output
+    rows = [line for line in out.output.splitlines() if line.count(" | ") >= 9][1:]
+    todo = [line for line in rows if not line.endswith(" | -")]
+    assert len(todo) > 50 and all(line.endswith(("(measured)", "(lower bound)"))
+                                  for line in todo), todo[:3]
+    assert "lower bound: preflight FLOPs per pair" in out.output
+    alone = runner.invoke(app, ["report", "all", "--gpu", "h100"])
+    assert alone.exit_code == 2 and "--plan" in alone.output

@@ -25,7 +25,7 @@ from pairrepro.report import cells as cl
 from pairrepro.report import evidence
 from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.plan import done_seeds
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
@@ -239,7 +239,10 @@ def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
         return q.set_index("query")["map"].sort_index()
 
     a, b = ap("bm25_trecqa"), ap("bm25_digits_trecqa")
-    expected = paired_randomization_test(a.to_numpy(), b.loc[a.index].to_numpy())
+    # the cell's own resampling stream: its two recipes, the metric and their seeds
+    stream = evidence.stream("test", "bm25_trecqa", "bm25_digits_trecqa", "test.map", (1,),
+                             (1,))
+    expected = paired_randomization_test(a.to_numpy(), b.loc[a.index].to_numpy(), seed=stream)
     assert cell.comparison_p == expected.p_value
     assert cell.comparison.startswith(f"{expected.difference:+.3f}".replace("-", "−"))
     assert np.isclose(expected.difference, a.mean() - b.mean())
@@ -556,16 +559,34 @@ def test_run_lists_print_each_seeds_commit_in_seed_order_with_dirty() -> None:
 
 
 # ------------------------------------------------------- stable verdicts, marks, Holm
-def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, str, str]]:
+def _for_verdicts(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Resampling seed ``seed``, and intervals drawn until their verdicts are decided, not on
+    until their printed digits are too: those draws are the first rounds of the same stream,
+    which a printed interval continues only while its targets stay decided (the stopping rule
+    asks for both), so the verdicts are the README's; the digits are checked against
+    converged values in tests/test_converged_intervals.py."""
+    interval = evidence.interval
+    monkeypatch.setattr(evidence, "BOOTSTRAP_SEED", seed)
+    monkeypatch.setattr(evidence, "interval",
+                        lambda units, targets=(), step=0.0: interval(units, targets))
+
+
+@pytest.fixture(scope="module")
+def index() -> RecipeIndex:
+    return load_recipe_index()
+
+
+def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
+              ) -> list[tuple[str, str, str]]:
     """Every verdict the README prints from Tables 6 and 8 and Table 8's orderings, with
     resampling seed ``seed``."""
     from pairrepro.report.orderings import table_orderings
 
-    monkeypatch.setattr(evidence, "BOOTSTRAP_SEED", seed)
+    _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")
     found = []
     for number in (6, 8):
-        ev = cl.evaluate_table(paper, paper.table(number), None, load_recipe_index(), RESULTS)
+        ev = cl.evaluate_table(paper, paper.table(number), None, index, RESULTS)
         found += [(r.row.label, c.column, c.status) for r in ev.rows for c in r.cells]
         if number == 8:
             found += [(f"{o.higher} > {o.lower}", o.column, o.verdict)
@@ -573,12 +594,12 @@ def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, str
     return found
 
 
-def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.MonkeyPatch
-                                                       ) -> None:
-    first = _verdicts(monkeypatch, 0)
+def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.MonkeyPatch,
+                                                       index: RecipeIndex) -> None:
+    first = _verdicts(monkeypatch, 0, index)
     assert any(status == cl.BELOW for _, _, status in first)
     for seed in range(1, 10):
-        assert _verdicts(monkeypatch, seed) == first, seed
+        assert _verdicts(monkeypatch, seed, index) == first, seed
 
 
 def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: Path) -> None:
@@ -639,13 +660,14 @@ def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
     assert m > 5 and "Holm p" in to_markdown(ev)
 
 
-def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[str, str]]:
+def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
+                    ) -> list[tuple[str, str]]:
     """Every paired-test decision the README prints (the "vs" tables of Tables 6, 8 and 5 and
     the gap ladders): significant at 0.05, not, or undecided, with resampling seed ``seed``;
     and Table 5's cell verdicts."""
     from pairrepro.report.ladders import available_ladders, evaluate_ladder
 
-    monkeypatch.setattr(evidence, "BOOTSTRAP_SEED", seed)
+    _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")
 
     def decision(p: float | None, undecided: bool) -> str:
@@ -655,25 +677,25 @@ def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int) -> list[tuple[st
     found = []
     for number, versus in ((6, "BM25, DEV/TEST numbers kept"), (8, "Original"),
                            (5, "BM25, threshold fitted on train")):
-        ev = cl.compare_to(cl.evaluate_table(paper, paper.table(number), None,
-                                             load_recipe_index(), RESULTS), versus)
+        ev = cl.compare_to(cl.evaluate_table(paper, paper.table(number), None, index,
+                                             RESULTS), versus)
         found += [(f"{number} {r.row.label} {c.column}",
                    decision(c.comparison_p, c.comparison_undecided)
                    + (f" {c.status}" if number == 5 else ""))
                   for r in ev.rows for c in r.cells]
     for name in available_ladders():
-        for step in evaluate_ladder(name, RESULTS).steps:
+        for step in evaluate_ladder(name, RESULTS, index).steps:
             found += [(f"{name} {step.recipe} {v.metric}",
                        decision(v.p_value, "undecided" in v.versus)) for v in step.values]
     return found
 
 
 def test_test_decisions_do_not_depend_on_the_resampling_seed(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, index: RecipeIndex) -> None:
     """Issue 25: re-rendering with 10 resampling seeds prints the same verdict in every cell,
     the paired tests' decisions and Table 5 included (Tables 6 and 8: the test above)."""
-    first = _test_decisions(monkeypatch, 0)
+    first = _test_decisions(monkeypatch, 0, index)
     decided = [d for _, d in first if d.startswith("p")]
     assert "p<0.05" in " ".join(decided) and "p>=0.05" in " ".join(decided)
     for seed in range(1, 10):
-        assert _test_decisions(monkeypatch, seed) == first, seed
+        assert _test_decisions(monkeypatch, seed, index) == first, seed

@@ -26,6 +26,7 @@ from pairrepro.cli.common import (
 )
 from pairrepro.cli.report_cmds import (
     FORMAT_HELP,
+    GPU_HELP,
     evaluate_tables,
     output_tables,
     print_plan,
@@ -66,8 +67,7 @@ def reproduce(
                                              "account, qos, gpus_per_node, cpus_per_task, "
                                              "mem_gb, timeout_min, ...); unset keys come from "
                                              "the recipe and its preflight record."),
-    gpu: str = typer.Option("", "--gpu", help="With --dry-run: add a FLOP-based lower bound "
-                            "of hours on this GPU (h100, h200, a100, l4, ...)."),
+    gpu: str = typer.Option("", "--gpu", help="With --dry-run: " + GPU_HELP),
 ) -> None:
     """Fetch, preprocess and train what a table needs, then render it.
 

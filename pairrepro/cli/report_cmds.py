@@ -31,6 +31,9 @@ from pairrepro.report.recipe_index import load_recipe_index
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
 RUNS_HELP = "Runs folder (default ./runs or $PAIRREPRO_RUNS)."
+GPU_HELP = ("add hours on this GPU (h100, h200, a100, l4, ...): measured where "
+            "bench/records/gpu_rates.json has a rate of the recipe or its model there "
+            "(bench/gpu_check.sh), else a FLOP-based lower bound; each says which.")
 
 
 def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTable]]:
@@ -132,6 +135,7 @@ def report_paper(
                                 "queries or pairs; difference and p-value per column)."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
+    gpu: str = typer.Option("", "--gpu", help="With --plan: " + GPU_HELP),
 ) -> None:
     """Published numbers next to reproduced ones, in the paper's layout.
 
@@ -144,15 +148,20 @@ def report_paper(
       pairrepro report all --format html --out out/tables.html
 
       pairrepro report all --table 2 --plan
+
+      pairrepro report all --plan --gpu h100
     """
     runs_dir = runs_folder(runs)
     if target != "all" and target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}",
                           hint=f"choose one of {', '.join(PAPERS)}, all; or a sub-command: "
                                "runs, curves, figures")
+    if gpu and not plan:
+        raise ConfigError("--gpu estimates hours: it goes with --plan",
+                          hint=f"pairrepro report {target} --plan --gpu {gpu}")
     selected = select_tables(target, table)
     if plan:
-        print_plan(selected, runs_dir, None)
+        print_plan(selected, runs_dir, None, gpu=gpu)
         return
     evs = evaluate_tables(selected, runs_dir)
     if compare:

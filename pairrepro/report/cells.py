@@ -9,7 +9,8 @@ The rules of a cell, stated here once:
   is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
 * the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
   with a 95% bootstrap interval over test units and seeds (:mod:`pairrepro.report.evidence`;
-  without saved predictions, mean ± sample std); ``delta = mean − published``, unrounded;
+  without saved predictions, mean ± sample std), an endpoint whose printed digit could still
+  move with the resampling seed marked ``~``; ``delta = mean − published``, unrounded;
 * *reproduced* when the published value lies in the interval or within half a unit of its
   last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
   ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the
@@ -35,9 +36,12 @@ from pairrepro.report import evidence
 from pairrepro.report.model_facts import committed_weights, needs_training
 from pairrepro.report.numbers import (
     format_count,
+    format_interval,
     format_number,
     from_unit,
+    in_column,
     parse_published,
+    printed_step,
     to_unit,
 )
 from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
@@ -244,10 +248,10 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
     _fill_last_epoch(cell, column, runs)
     target = parse_published(cell.published)
     targets = () if target is None else (from_unit(target, column),)
-    cell.interval = evidence.interval(units, targets) if units is not None else None
+    cell.interval = (evidence.interval(units, targets, printed_step(column))
+                     if units is not None else None)
     if cell.interval is not None:
-        low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
-        cell.interval_text = f"[{format_number(low, column)}, {format_number(high, column)}]"
+        cell.interval_text = format_interval(cell.interval, in_column(column))
     elif len(values) > 1:
         cell.reproduced_text += f" ± {format_number(cell.std, column)}"
     if target is None:

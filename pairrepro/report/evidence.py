@@ -10,6 +10,7 @@ units]``. Every metric of ``result.json`` must equal what the predictions give (
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,8 @@ from pairrepro.stats import (
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
-# the seed of every resampling: the same runs always give the same interval and p-value
+# the root of every resampling stream: the same runs always give the same interval and
+# p-value, and each cell draws from its own stream (:func:`stream`)
 BOOTSTRAP_SEED = 0
 
 
@@ -154,6 +156,15 @@ class Units:
     values: np.ndarray  # [seeds, units]
     labels: np.ndarray | None  # f1: gold 0/1 per unit
     seeds: tuple[int, ...]
+    recipe: str = ""
+
+
+def stream(*identity: object) -> int:
+    """The resampling seed of one interval or test: :data:`BOOTSTRAP_SEED` and a stable hash
+    of what is resampled (kind, recipes, metric, seeds), so no two cells share their Monte-Carlo
+    error."""
+    text = repr((BOOTSTRAP_SEED, *identity)).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
 def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
@@ -212,17 +223,19 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
     if not rows or ids is None:
         raise NoEvidenceError("no finished run")
     return Units(metric=metric, kind=kind, ids=tuple(ids), values=np.vstack(rows),
-                 labels=labels, seeds=tuple(r.seed for r in runs))
+                 labels=labels, seeds=tuple(r.seed for r in runs), recipe=runs[0].recipe)
 
 
-def interval(units: Units, targets: tuple[float, ...] = ()) -> Interval:
+def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> Interval:
     """The 95% two-level bootstrap interval of the metric, with resamples enough that whether
     each of ``targets`` (the values a verdict compares with, in the metric's scale) lies inside
-    does not depend on the seed, or saying it may (:meth:`~pairrepro.stats.Interval.straddles`)."""
+    and the endpoints' digits printed in units of ``step`` do not depend on the seed, or saying
+    they may (:meth:`~pairrepro.stats.Interval.straddles`, ``moving``)."""
+    seed = stream("interval", units.recipe, units.metric, units.seeds)
     if units.kind == "f1":
-        return f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
-                           targets=targets)
-    return mean_interval(units.values, seed=BOOTSTRAP_SEED, targets=targets)
+        return f1_interval(np.asarray(units.labels), units.values, seed=seed,
+                           targets=targets, step=step)
+    return mean_interval(units.values, seed=seed, targets=targets, step=step)
 
 
 def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -247,9 +260,11 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
     """The 95% interval of any metric the predictions give per unit (:func:`run_units`' means
     and F1, macro F1, tie share over queries); else :class:`NoEvidenceError` (a count, R@k)."""
     split, name = metric.split(".", 1)
+    seed = stream("interval", runs[0].recipe if runs else "", metric,
+                  tuple(r.seed for r in runs))
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
-        return macro_f1_interval(np.asarray(units.labels), units.values, seed=BOOTSTRAP_SEED,
+        return macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
                                  targets=targets)
     if name == "tie_share":
         for run in runs:
@@ -258,7 +273,7 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
         if any(ids != found[0][0] for ids, _, _ in found):
             raise NoEvidenceError(f"the seeds were scored on other {split} queries")
         return ratio_interval(np.vstack([t for _, t, _ in found]),
-                              np.vstack([c for _, _, c in found]), seed=BOOTSTRAP_SEED,
+                              np.vstack([c for _, _, c in found]), seed=seed,
                               targets=targets)
     return interval(run_units(runs, metric), targets)
 
@@ -282,6 +297,7 @@ def paired_test(a: Units, b: Units) -> PairedTest:
     """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
     :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
     with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
+    seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
     position = {unit: k for k, unit in enumerate(b.ids)}
@@ -294,8 +310,8 @@ def paired_test(a: Units, b: Units) -> PairedTest:
         if not np.array_equal(np.asarray(a.labels), b_labels):
             raise NoEvidenceError("different gold labels on the same pairs")
         a_values, b_values = _paired_seeds(a.values, b_values)
-        return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=BOOTSTRAP_SEED)
-    return paired_randomization_test(a.values, b_values, seed=BOOTSTRAP_SEED)
+        return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
+    return paired_randomization_test(a.values, b_values, seed=seed)
 
 
 def difference_interval(a: Units, b: Units) -> Interval:
@@ -307,4 +323,5 @@ def difference_interval(a: Units, b: Units) -> Interval:
     position = {unit: k for k, unit in enumerate(b.ids)}
     b_values = b.values[:, [position[i] for i in a.ids]]
     a_values, b_values = _paired_seeds(a.values, b_values)
-    return mean_interval(a_values - b_values, seed=BOOTSTRAP_SEED)
+    seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
+    return mean_interval(a_values - b_values, seed=seed)

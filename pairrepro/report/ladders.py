@@ -31,7 +31,16 @@ from pairrepro.report.cells import (
     split_variants,
 )
 from pairrepro.report.model_facts import needs_training
-from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.numbers import (
+    MOVING,
+    MOVING_NOTE,
+    format_interval,
+    format_number,
+    in_column,
+    parse_published,
+    printed_step,
+    to_unit,
+)
 from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.readings import (
     ReadingValue,
@@ -225,10 +234,9 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
     mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
     value = StepValue(column.metric, mean, format_number(mean, column))
     if isinstance(units, evidence.Units):
-        found = evidence.interval(units)
+        found = evidence.interval(units, step=printed_step(column))
         value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
-        value.text += (f" [{format_number(value.low, column)}, "
-                       f"{format_number(value.high, column)}]")
+        value.text += f" {format_interval(found, in_column(column))}"
     if before is None:
         return value
     if isinstance(units, str) or isinstance(before, str):
@@ -386,7 +394,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
               f"{'' if tests == 1 else 's'}."
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
-                 "method." if any(s.one_model for s in result.steps) else "")]
+                 "method." if any(s.one_model for s in result.steps) else "")
+              + (f" {MOVING_NOTE}." if any(MOVING in v.text for s in result.steps
+                                          for v in s.values) else "")]
     if tested:
         lines += ["", _holding_steps(tested)]
     lines += extra or []

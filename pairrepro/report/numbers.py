@@ -4,8 +4,17 @@ with the paper's decimals and fraction style, parameter counts (``77.5K``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pairrepro.report.paper_tables import Column
+from pairrepro.stats import INTERVAL_CAP, MC_Z, Interval
+
+# marks an interval endpoint whose last printed digit could still move with the resampling
+# seed: the resampling cap was reached with a rounding boundary within its Monte-Carlo error
+MOVING = "~"
+MOVING_NOTE = (f"{MOVING}: an endpoint whose last printed digit could still move with the "
+               f"resampling seed (a rounding boundary within {MC_Z:g} Monte-Carlo s.e. of it "
+               f"at the cap of {INTERVAL_CAP:,} resamples)")
 
 
 def parse_published(text: str) -> float | None:
@@ -46,3 +55,21 @@ def to_unit(value: float, column: Column) -> float:
 def from_unit(value: float, column: Column) -> float:
     """A value in ``column``'s unit as a fraction (the scale runs record metrics in)."""
     return value / 100 if column.unit == "%" else value
+
+
+def printed_step(column: Column) -> float:
+    """The unit ``column``'s values print in, in the metric's own scale (fractions)."""
+    return from_unit(10.0 ** -column.decimals, column)
+
+
+def in_column(column: Column) -> Callable[[float], str]:
+    """How ``column`` prints a metric-scale value (fractions): its unit, decimals and style."""
+    return lambda value: format_number(to_unit(value, column), column)
+
+
+def format_interval(interval: Interval, number: Callable[[float], str]) -> str:
+    """``[low, high]``, each endpoint printed by ``number`` and marked with :data:`MOVING`
+    where its printed digit could still move (:meth:`~pairrepro.stats.Interval.moving`)."""
+    low, high = (MOVING * moving + number(end) for end, moving in
+                 zip((interval.low, interval.high), interval.moving(), strict=True))
+    return f"[{low}, {high}]"

@@ -19,12 +19,14 @@ from pairrepro.paths import read_toml
 from pairrepro.report import evidence
 from pairrepro.report.cells import p_text, recipe_config
 from pairrepro.report.ladders import recipe_runs
+from pairrepro.report.numbers import MOVING, MOVING_NOTE, format_interval
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA, holm
 
 PARITY_FILE = Path(__file__).resolve().parent / "parity.toml"
+DECIMALS = 3  # the table prints metric values as fractions with this many decimals
 
 
 class ParityPair(Schema):
@@ -131,9 +133,9 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
         return value
     for name, found, per_seed in (("fp32_text", units[0], value.fp32),
                                   ("bf16_text", units[1], value.bf16)):
-        interval = evidence.interval(found)
-        setattr(value, name, f"{statistics.fmean(per_seed):.3f} "
-                             f"[{interval.low:.3f}, {interval.high:.3f}]")
+        interval = evidence.interval(found, step=10.0 ** -DECIMALS)
+        setattr(value, name, f"{statistics.fmean(per_seed):.{DECIMALS}f} "
+                             + format_interval(interval, f"{{:.{DECIMALS}f}}".format))
     value.difference, value.p_value = test.difference, test.p_value
     value.undecided = test.straddles()
     return value
@@ -192,7 +194,9 @@ def parity_markdown(found: list[ParityResult]) -> str:
               "larger than the fp32 seed spread (largest minus smallest seed, what changing "
               "the seed alone moves); *differs*: p < 0.05; *beyond seed noise*: not "
               "significant, but larger than that spread; *undecided*: p within Monte-Carlo "
-              "error of 0.05."]
+              "error of 0.05."
+              + (f" {MOVING_NOTE}." if any(MOVING in v.fp32_text + v.bf16_text for r in found
+                                          for v in r.values) else "")]
     return "\n".join(lines) + "\n"
 
 

@@ -8,8 +8,11 @@ record (``bench/preflight/<recipe>.json``), another recipe's of the same model,
 is not trained needs no hours. Train pairs come from the prepared ``stats.json``, else the
 manifest's expected count, else the split's ``planning`` estimate (marked ``(est.)``, its
 source in a footnote). Hours are CPU or GPU hours as their throughput was measured, totalled
-apart. With ``--gpu NAME`` a FLOP **lower bound** is added: preflight's FLOPs per pair × pairs ×
-epochs × seeds / the GPU's peak dense bf16 FLOP/s (``gpus.toml``).
+apart. With ``--gpu NAME`` a GPU figure is added per recipe, saying where it comes from:
+**measured** where ``bench/records/gpu_rates.json`` (``bench/gpu_check.sh`` on that GPU) has a
+rate of the recipe, else of its model, in the precision the recipe trains in on CUDA; else a
+FLOP **lower bound**: preflight's FLOPs per pair × pairs × epochs × seeds / the GPU's peak
+dense bf16 FLOP/s (``gpus.toml``), several times optimistic for LSTMs.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ from pairrepro.tasks import POINTWISE_RANKING, task_for
 BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
 PREFLIGHT_DIR = paths.PROJECT_DIR / "bench" / "preflight"
 GPU_PEAKS = Path(__file__).with_name("gpus.toml")
+GPU_RATES = paths.PROJECT_DIR / "bench" / "records" / "gpu_rates.json"
 HARDWARE = ("cpu", "gpu")
+MEASURED, LOWER_BOUND = "measured", "lower bound"  # where a plan's GPU figure comes from
 
 
 @dataclass
@@ -66,8 +71,10 @@ class PlanItem:
     missing_splits: list[str] = field(default_factory=list)  # of a prepared dataset
     trains: bool = True  # False: a scorer without training (BM25): no training hours
     flops_per_pair: float | None = None  # of one training step, from preflight
-    gpu: str = ""  # the GPU of ``gpu_lower_bound_hours``
+    gpu: str = ""  # the GPU of ``gpu_lower_bound_hours`` and ``gpu_rate``
     gpu_peak_flops: float | None = None
+    gpu_rate: float | None = None  # pairs/s measured on ``gpu`` (bench/records/gpu_rates.json)
+    gpu_rate_source: str = ""  # what measured it
     # where train_pairs comes from when it is the manifest's planning estimate (else "")
     train_pairs_estimate: str = ""
 
@@ -89,6 +96,23 @@ class PlanItem:
             return None
         work = len(self.seeds_todo) * self.epochs * self.train_pairs * self.flops_per_pair
         return work / self.gpu_peak_flops / 3600
+
+    @property
+    def gpu_measured_hours(self) -> float | None:
+        """Seeds × epochs × pairs at the rate measured on the GPU (``None``: no rate)."""
+        if not self.trains:
+            return 0.0
+        if not (self.gpu_rate and self.train_pairs):
+            return None
+        return len(self.seeds_todo) * self.epochs * self.train_pairs / self.gpu_rate / 3600
+
+    @property
+    def gpu_figure(self) -> tuple[float | None, str]:
+        """The plan's GPU hours and where they come from: :data:`MEASURED` where a rate was
+        measured on the GPU, else the FLOP :data:`LOWER_BOUND`."""
+        if self.gpu_rate:
+            return self.gpu_measured_hours, MEASURED
+        return self.gpu_lower_bound_hours, LOWER_BOUND
 
     @property
     def gpu_hours(self) -> float | None:
@@ -205,6 +229,57 @@ def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None =
 def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
     """``gpus.toml``: ``{name: {bf16_tflops, name, source}}`` (dense bf16 peaks)."""
     return read_toml(path or GPU_PEAKS).get("gpus", {})
+
+
+def gpu_key(device_name: str) -> str:
+    """The ``gpus.toml`` name of a CUDA device (``torch.cuda.get_device_name``, one of an
+    entry's ``device_names``), else ""."""
+    return next((key for key, entry in load_gpu_peaks().items()
+                 if device_name.lower() in (n.lower() for n in entry.get("device_names", []))),
+                "")
+
+
+@dataclass(frozen=True)
+class GpuRate:
+    """A training rate measured on a GPU (``bench/records/gpu_rates.json``)."""
+
+    pairs_per_s: float
+    what: str  # "esim on esim (bf16)", "one epoch of <recipe> (bf16)"
+    run: str  # the device and date of the run
+
+
+def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
+    """``{(recipe or model, precision): rate}`` from the latest run of ``gpu_rates.json`` on
+    GPU ``gpu`` (a ``gpus.toml`` name; dry runs never count), its one-epoch figure (on the
+    real data) over its recipe's preflight one; {} when no run was made there."""
+    p = path or GPU_RATES
+    if not p.is_file():
+        return {}
+    try:
+        runs = json.loads(p.read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{p}: cannot be read ({exc})",
+                          hint="restore it (git checkout -- bench/records) or run "
+                               "bench/gpu_check.sh again on the GPU") from None
+    found = [r for r in runs if r.get("gpu") == gpu and not r.get("dry_run")]
+    if not found:
+        return {}
+    run = found[-1]
+    when = f"{run['device_name']}, {run['measured']}"
+    rates: dict[tuple[str, str], GpuRate] = {}
+    for row in run.get("models", []):
+        for precision in ("fp32", "bf16"):
+            speed = row.get(precision, {}).get("pairs_per_s")
+            if speed:
+                rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
+                                             f"({precision})", when)
+                rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
+    epoch = run.get("epoch", {})
+    if epoch.get("pairs_per_s"):
+        rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
+            float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
+                                         f"({epoch['precision']})", when)
+    return rates
 
 
 def gpu_peak(name: str) -> tuple[str, float]:
@@ -347,6 +422,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
     preflight = {name: {**record, "model": index.recipes[name].model.name}
                  for name, record in preflight.items() if name in index.recipes}
     gpu_name, peak = gpu_peak(gpu) if gpu else ("", None)
+    gpu_rates = load_gpu_rates(gpu.lower()) if gpu else {}
     items: dict[str, PlanItem] = {}
     for paper, table in tables:
         for name in table_recipes(paper, table, index, comparisons):
@@ -366,6 +442,10 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
             speed, source, hardware, record = _throughput(name, recipe.model.name, preflight,
                                                           figures, runs_dir)
             pairs, estimate = train_pairs(recipe)
+            # the precision a CUDA run of the recipe trains in (auto: bf16)
+            cuda_precision = "fp32" if recipe.train.precision == "fp32" else "bf16"
+            rate = (gpu_rates.get((name, cuda_precision))
+                    or gpu_rates.get((recipe.model.name, cuda_precision)))
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,
@@ -376,6 +456,8 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 missing_splits=missing, trains=bool(record.get("trains", True)),
                 flops_per_pair=record.get("flops_per_pair"), gpu=gpu_name,
                 gpu_peak_flops=peak, train_pairs_estimate=estimate,
+                gpu_rate=rate.pairs_per_s if rate else None,
+                gpu_rate_source=f"{rate.what}; {rate.run}" if rate else "",
             )
     return list(items.values())
 
@@ -398,9 +480,10 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     gpu = next((it.gpu for it in items if it.gpu), "")
     header = ("recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
               "hours | on")
-    lines = [header + (f" | {gpu} lower bound h" if gpu else "")]
+    lines = [header + (f" | {gpu} h (from)" if gpu else "")]
     totals: dict[str, float] = {}
-    bound_total, unknown = 0.0, 0
+    gpu_totals: dict[str, float] = {MEASURED: 0.0, LOWER_BOUND: 0.0}
+    unknown = 0
     for it in items:
         hours = it.hours
         if hours is None and it.seeds_todo:
@@ -420,10 +503,11 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
         ]
         if gpu:
-            bound = it.gpu_lower_bound_hours
-            bound_total += bound or 0.0
+            figure, source = it.gpu_figure
+            gpu_totals[source] += figure or 0.0
             cells.append("-" if not it.seeds_todo else
-                         f"{bound:.3g}" if bound is not None else "?")
+                         f"{'≥' if source == LOWER_BOUND else ''}{figure:.3g} ({source})"
+                         if figure is not None else f"? ({source})")
         lines.append(" | ".join(cells))
     estimates = {f"{it.dataset}{'/' + it.variant if it.variant else ''}":
                  f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
@@ -445,8 +529,7 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     parts = [f"estimated {hw.upper()} hours: {totals[hw]:.2f}" for hw in HARDWARE if hw in totals]
     lines.append("; ".join(parts or ["estimated hours: 0.00"]) + note)
     if gpu:
-        lines.append(f"{gpu} lower bound: {bound_total:.2f} GPU hours (preflight FLOPs per pair "
-                     "at the GPU's peak dense bf16 FLOP/s; real runs take longer)")
+        lines += _gpu_footer(items, gpu, gpu_totals)
     if device and device.startswith("cuda") and "cpu" in totals:
         lines.append("note: training would run on CUDA but these hours come from CPU "
                      "figures; pass --gpu NAME for a FLOP-based GPU lower bound, or run "
@@ -455,8 +538,29 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> list[str]:
+    """Where the GPU figures come from, and their totals apart (a measured figure and a
+    lower bound are not the same kind of number)."""
+    todo = [it for it in items if it.seeds_todo and it.trains]
+    measured = sorted({it.gpu_rate_source.split("; ", 1)[1] for it in todo if it.gpu_rate})
+    lines = [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
+             f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
+             f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
+             f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
+             "  measured: the recipe's or its model's training rate on this GPU in the "
+             "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
+             "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
+                                                           "none recorded for this GPU"),
+             "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
+             "(gpus.toml); real runs take longer, LSTMs several times"]
+    return lines
+
+
 def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
     """``--json`` view of a plan."""
     return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
-             "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours}
+             "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours,
+             "gpu_measured_hours": it.gpu_measured_hours,
+             "gpu_figure": {"hours": it.gpu_figure[0], "from": it.gpu_figure[1]}
+             if it.gpu else None}
             for it in items]

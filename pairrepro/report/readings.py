@@ -24,7 +24,14 @@ from pydantic import Field
 from pairrepro.errors import ConfigError
 from pairrepro.paths import read_toml
 from pairrepro.report import evidence
-from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.numbers import (
+    MOVING,
+    format_number,
+    from_unit,
+    parse_published,
+    printed_step,
+    to_unit,
+)
 from pairrepro.report.paper_tables import Column
 from pairrepro.runs import RunInfo
 from pairrepro.schema import Schema, validate
@@ -99,6 +106,7 @@ class ReadingValue:
     units: int
     distance: float | None = None  # minus the paper's value
     nearest: bool = False
+    moving: tuple[bool, bool] = (False, False)  # an endpoint's last digit may still move
 
 
 def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
@@ -107,27 +115,28 @@ def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
     return np.hstack([units.values, np.ones((seeds, ones)), np.zeros((seeds, zeros))])
 
 
-def _read(runs: list[RunInfo], split: str, metric: str, reading: Reading,
+def _read(runs: list[RunInfo], column: Column, published: float | None, reading: Reading,
           spec: ReadingsFile) -> Interval:
-    """The reading's value over ``runs`` (mean over seeds) with its bootstrap interval."""
-    seed = evidence.BOOTSTRAP_SEED
+    """The reading's value over ``runs`` (mean over seeds) with its bootstrap interval, its
+    resamples enough that the printed digits and whether the paper's value lies inside do not
+    depend on the resampling seed (or the interval says they may)."""
+    split, metric = column.split, column.metric_name
+    units = evidence.run_units(runs, f"{split}.accuracy" if reading.protocol == "accuracy"
+                               else f"{split}.{metric}")
+    seed = evidence.stream("reading", reading.protocol, units.recipe, units.metric, units.seeds)
+    options = {"seed": seed, "step": printed_step(column),
+               "targets": () if published is None else (from_unit(published, column),)}
     if reading.protocol in ("f1_positive", "f1_macro"):
-        units = evidence.run_units(runs, f"{split}.f1")
-        labels = np.asarray(units.labels)
-        if reading.protocol == "f1_positive":
-            return f1_interval(labels, units.values, seed=seed)
-        return macro_f1_interval(labels, units.values, seed=seed)
-    if reading.protocol == "accuracy":
-        return evidence.interval(evidence.run_units(runs, f"{split}.accuracy"))
-    units = evidence.run_units(runs, f"{split}.{metric}")
-    if reading.protocol == "clean":
-        return evidence.interval(units)
+        draw = f1_interval if reading.protocol == "f1_positive" else macro_f1_interval
+        return draw(np.asarray(units.labels), units.values, **options)
+    if reading.protocol in ("accuracy", "clean"):
+        return mean_interval(units.values, **options)
     dropped = spec.raw.get(split)
     if dropped is None:
         raise ConfigError(f"readings of {spec.dataset}: no [raw.{split}] counts for "
                           f"{reading.name!r}", hint=f"add them to {READINGS_DIR}")
     zeros = dropped.no_positive if reading.protocol == "raw_no_positive_zero" else 0
-    return mean_interval(_with_constants(units, dropped.all_positive, zeros), seed=seed)
+    return mean_interval(_with_constants(units, dropped.all_positive, zeros), **options)
 
 
 def read_cell(runs: list[RunInfo], column: Column, published: float | None,
@@ -136,10 +145,11 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
     from ``published``; the nearest is marked."""
     values = []
     for reading in spec.readings:
-        found = _read(runs, column.split, column.metric_name, reading, spec)
+        found = _read(runs, column, published, reading, spec)
         value, low, high = (to_unit(v, column) for v in (found.value, found.low, found.high))
         values.append(ReadingValue(reading, value, low, high, found.units,
-                                   None if published is None else value - published))
+                                   None if published is None else value - published,
+                                   moving=found.moving()))
     if published is None or not values:
         return values
     nearest = min(range(len(values)), key=lambda k: abs(values[k].distance or 0.0))
@@ -147,10 +157,17 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
             for k, v in enumerate(values)]
 
 
+def _ends(value: ReadingValue, column: Column, shift: float = 0.0,
+          signed: bool = False) -> str:
+    """``[low, high]`` less ``shift``, an endpoint whose digit may still move marked."""
+    low, high = (MOVING * moving + format_number(end - shift, column, signed=signed)
+                 for end, moving in zip((value.low, value.high), value.moving, strict=True))
+    return f"[{low}, {high}]"
+
+
 def value_text(value: ReadingValue, column: Column) -> str:
     """``0.790 [0.731, 0.846]``."""
-    return (f"{format_number(value.value, column)} [{format_number(value.low, column)}, "
-            f"{format_number(value.high, column)}]")
+    return f"{format_number(value.value, column)} {_ends(value, column)}"
 
 
 def distance_text(value: ReadingValue, column: Column) -> str:
@@ -159,8 +176,7 @@ def distance_text(value: ReadingValue, column: Column) -> str:
         return ""
     shift = value.value - value.distance  # the published value
     return (f"{format_number(value.distance, column, signed=True)} "
-            f"[{format_number(value.low - shift, column, signed=True)}, "
-            f"{format_number(value.high - shift, column, signed=True)}]")
+            f"{_ends(value, column, shift, signed=True)}")
 
 
 READINGS_NOTE = (

@@ -42,6 +42,7 @@ from pairrepro.report.cells import (
 )
 from pairrepro.report.evidence import F1_PAIRING
 from pairrepro.report.model_facts import needs_training
+from pairrepro.report.numbers import MOVING_NOTE
 from pairrepro.runs import RunInfo
 from pairrepro.stats import (
     CONFIDENCE,
@@ -296,11 +297,14 @@ def _verdict_rule(ev: EvalTable) -> str:
 def _mc_text(cells: list[Cell]) -> str:
     """How many resamples the intervals took and their largest Monte-Carlo error."""
     found = [c.interval for c in cells if c.interval is not None]
-    text = (f"Resamples are drawn in batches of {RESAMPLES:,} until each endpoint's "
-            f"Monte-Carlo s.e. is at most {ENDPOINT_SE:g} (fraction scale) and the published "
-            f"value lies more than {MC_Z:g} s.e. from both endpoints, at most "
-            f"{INTERVAL_CAP:,}; ? undecided: still within that at the cap, so inside or "
-            "outside would depend on the resampling seed.")
+    text = (f"Resamples double from {RESAMPLES:,} until each endpoint's Monte-Carlo s.e. is at "
+            f"most {ENDPOINT_SE:g} (fraction scale), no rounding boundary of its printed "
+            f"digits lies within {MC_Z:g} s.e. of it and the published value lies more than "
+            f"{MC_Z:g} s.e. from both endpoints, at most {INTERVAL_CAP:,}; ? undecided: the "
+            "published value still within that at the cap, so inside or outside would "
+            "depend on the resampling seed.")
+    if any(any(i.moving()) for i in found):
+        text += f" {MOVING_NOTE}."
     if found:
         counts = sorted({i.resamples for i in found})
         span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")

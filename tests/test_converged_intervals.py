@@ -1,0 +1,87 @@
+"""Printed interval endpoints against converged values (issue 36): a sample of the README's
+cells (CSRAN Table 6 and Table 8, the TrecQA gap ladder) recomputed here from the committed
+reference runs with 2,000,000 resamples from a stream of their own. An endpoint printed
+without the ~ mark must be the converged endpoint rounded to its printed digits: within half
+a printed unit of it, give or take the reference's own Monte-Carlo error; a marked one (its
+digit could still move) within half a unit and both Monte-Carlo errors."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pairrepro import paths
+from pairrepro.report import cells as cl
+from pairrepro.report import evidence
+from pairrepro.report.ladders import evaluate_ladder, recipe_runs
+from pairrepro.report.numbers import MOVING, from_unit, parse_published, printed_step
+from pairrepro.report.paper_tables import Column, load_paper
+from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.stats import Interval, mean_interval
+
+RESULTS = paths.PROJECT_DIR / "results"
+REFERENCE_RESAMPLES = 2_000_000
+# the test's own bound: 4 MC s.e. over the ~30 endpoints checked (3 per endpoint would leave
+# a family-wise chance of a false alarm of several per cent)
+TEST_Z = 4.0
+ENDPOINTS = re.compile(rf"\[({MOVING}?)([^,\]]+), ({MOVING}?)([^\]]+)\]")
+TABLE_CELLS = {6: [("CSRAN", "map"), ("CSRAN", "mrr"),
+                   ("ESIM (Chen et al., 2017) + EM", "map"),
+                   ("ESIM (Chen et al., 2017) + EM", "mrr"),
+                   ("BM25, DEV/TEST numbers kept", "mrr")],
+               8: [("Original", "trec_map"), ("Original", "trec_mrr")]}
+
+
+def _converged(runs: list, metric: str) -> Interval:
+    units = evidence.run_units(runs, metric)
+    return mean_interval(units.values, resamples=REFERENCE_RESAMPLES,
+                         seed=evidence.stream("converged", units.recipe, metric))
+
+
+def _check(text: str, printed: Interval, converged: Interval, column: Column) -> list[str]:
+    """Why the endpoints printed in ``text`` are off the converged ones ([] when they are not)."""
+    match = ENDPOINTS.search(text)
+    assert match, text
+    half = printed_step(column) / 2
+    problems = []
+    for mark, shown, end, own_se, ref_se in (
+            (match[1], match[2], converged.low, printed.low_se, converged.low_se),
+            (match[3], match[4], converged.high, printed.high_se, converged.high_se)):
+        value = from_unit(parse_published(shown) or 0.0, column)
+        slack = TEST_Z * (ref_se + (own_se if mark else 0.0))
+        if abs(value - end) > half + slack + 1e-12:
+            problems.append(f"{text}: {mark}{shown} against converged {end:.5f} "
+                            f"(half a unit {half:g}, MC slack {slack:.5f})")
+    return problems
+
+
+@pytest.mark.parametrize("number", sorted(TABLE_CELLS))
+def test_printed_table_endpoints_are_the_converged_ones(number: int) -> None:
+    paper = load_paper("csran")
+    ev = cl.evaluate_table(paper, paper.table(number), None, load_recipe_index(), RESULTS)
+    problems, checked = [], 0
+    for label, key in TABLE_CELLS[number]:
+        row = next(r for r in ev.rows if r.row.label == label)
+        cell = next(c for c in row.cells if c.column == key)
+        column = next(c for c in ev.table.columns if c.key == key)
+        assert cell.interval is not None, (label, key, cell.interval_note)
+        problems += _check(cell.interval_text, cell.interval,
+                           _converged(cell.runs, column.metric), column)
+        checked += 1
+    assert checked == len(TABLE_CELLS[number]) and not problems, "\n".join(problems)
+
+
+def test_printed_ladder_endpoints_are_the_converged_ones() -> None:
+    """Every step of the TrecQA gap ladder with runs, each of its metrics."""
+    index = load_recipe_index()
+    result = evaluate_ladder("csran_trecqa", RESULTS, index)
+    problems, checked = [], 0
+    for step in result.steps:
+        runs = recipe_runs(index, RESULTS, step.recipe)
+        for (column, _), value in zip(result.columns, step.values, strict=True):
+            units = evidence.run_units(runs, column.metric)
+            printed = evidence.interval(units, step=printed_step(column))
+            problems += _check(value.text, printed, _converged(runs, column.metric), column)
+            checked += 1
+    assert checked >= 8 and not problems, "\n".join(problems)
