@@ -21,7 +21,7 @@ from pairrepro.cli.common import (
     parse_seeds,
     show_progress,
 )
-from pairrepro.config import PRECISIONS, Recipe, load_recipe
+from pairrepro.config import PRECISIONS, load_recipe
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.runs import (
     DamagedRunError,
@@ -176,7 +176,9 @@ def train(
     path = resolve_recipe(recipe)
     seed_list = parse_seeds(seeds)  # before anything runs or is written
     resolved = load_recipe(path, overrides)
-    _check_model_keys(resolved)  # what training would reject, --print-config rejects too
+    from pairrepro.train.setup import check_model
+
+    check_model(resolved)  # what building the model would reject, --print-config rejects too
     if print_config:
         if STATE.json:
             emit_json(resolved.to_dict())
@@ -231,16 +233,6 @@ def _print_results(results: list[dict[str, Any]]) -> None:
             tests = {k: v.get(metric) for k, v in r["metrics"].items()}
             console.print(f"seed {r['seed']}: {metric} " +
                           " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
-
-
-def _check_model_keys(recipe: Recipe) -> None:
-    from pairrepro.models.base import check_hparam_keys, model_hparams
-
-    model_hparams(recipe.model.name)  # an unknown model name: ConfigError listing the known
-    try:
-        check_hparam_keys(recipe.model.name, recipe.model.hparams)
-    except ConfigError as exc:
-        raise ConfigError(f"{recipe.source}: [model] {exc.message}", hint=exc.hint) from None
 
 
 def evaluate(

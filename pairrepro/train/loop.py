@@ -468,7 +468,8 @@ class Trainer:
         dev = self.evaluate(self.data.dev)
         metric = recipe.select_metric
         if metric not in dev:
-            raise ConfigError(f"{recipe.source}: [train] select_metric: {metric!r} is not "
+            raise ConfigError(f"{recipe.where('train', 'select_metric')}: [train] "
+                              f"select_metric: {metric!r} is not "
                               f"computed for this task", hint=f"choose one of {sorted(dev)}")
         epoch = st.epoch + 1
         lr = self.optimizer.param_groups[0]["lr"]
