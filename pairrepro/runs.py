@@ -87,6 +87,15 @@ def inside(root: Path, path: Path) -> Path:
     """``path`` if it resolves under ``root``; a ConfigError otherwise (nothing we build from
     a name may land, or delete, outside its root)."""
     if not path.resolve().is_relative_to(root.resolve()):
+        # the names are checked (check_name): a folder on the way is a link out of root
+        link = next((p for p in (path, *path.parents) if p.is_symlink()
+                     and p.is_relative_to(root)), None)
+        if link is not None:
+            raise ConfigError(f"{path} is outside {root}: {link} is a symbolic link to "
+                              f"{link.readlink()}",
+                              hint=f"a run folder is a real folder under {root}: remove the "
+                                   f"link (rm {link}; the files it points to stay), or set "
+                                   "PAIRREPRO_RUNS to the folder the runs are in")
         raise ConfigError(f"{path} is outside {root}", hint="check the recipe or dataset name")
     return path
 

@@ -27,7 +27,7 @@ from pairrepro.runs import RunFolder
 
 def child_command(spec: RunSpec, threads: int, device: str | None) -> list[str]:
     """The ``pairrepro train`` command line a pool process runs for ``spec``."""
-    command = [sys.executable, "-c", "from pairrepro.cli.app import main; main()",
+    command = [sys.executable, "-c", "from pairrepro.cli import main; main()",
                "--quiet", "train", spec.source, "--seeds", str(spec.seed), "--resume",
                "--threads", str(threads)]
     return [*command, "--device", device] if device else command
