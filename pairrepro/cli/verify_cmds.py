@@ -9,14 +9,7 @@ from pathlib import Path
 import typer
 
 from pairrepro import paths
-from pairrepro.cli.common import (
-    STATE,
-    add_command,
-    emit_json,
-    err_console,
-    info,
-    show_progress,
-)
+from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
 from pairrepro.cli.interrupts import interrupts_held
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.paths import write_text

@@ -176,7 +176,8 @@ def check_model(recipe: Recipe) -> None:
                        num_outputs=task.num_outputs(task.num_classes(None, max_label=1)),
                        trainable_embeddings=recipe.embeddings.trainable,
                        vocab=STAND_IN_VOCAB)
-    _recipe_model(recipe, ctx)
+    with torch.random.fork_rng(devices=[]):  # the weights it draws are thrown away
+        _recipe_model(recipe, ctx)
 
 
 def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
