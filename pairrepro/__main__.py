@@ -1,7 +1,7 @@
 """``python -m pairrepro``: the command line, as the ``pairrepro`` script runs it (what
 ``pairrepro train --nproc-per-node N`` starts in each rank)."""
 
-from pairrepro.cli.app import main
+from pairrepro.cli import main
 
 if __name__ == "__main__":
     main()

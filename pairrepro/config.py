@@ -173,10 +173,12 @@ class TrainSection(Schema):
 
 
 class Recipe(Schema):
-    """A validated recipe. ``name`` is the file stem; ``source`` the file it came from."""
+    """A validated recipe. ``name`` is the file stem; ``source`` the file it came from;
+    ``overrides`` the ``--set`` values applied over it (errors name them: :meth:`where`)."""
 
     name: str
     source: str
+    overrides: tuple[str, ...] = ()
     recipe: RecipeSection = RecipeSection()
     data: DataSection
     embeddings: EmbeddingsSection = EmbeddingsSection()
@@ -196,9 +198,19 @@ class Recipe(Schema):
             return self.train.select_metric
         return task_for(self.task.type, self.task.loss).default_select_metric
 
+    def where(self, section: str, key: str = "") -> str:
+        """Where ``[section] key`` was set, for an error: the ``--set`` that set it, else the
+        recipe file; without ``key`` (a check that does not say which key failed), the file
+        and the section's ``--set`` values."""
+        flags = set_origins(list(self.overrides))
+        if key:
+            return flags.get((section, key), self.source)
+        mine = [flag for path, flag in flags.items() if path[0] == section]
+        return f"{self.source} with {', '.join(mine)}" if mine else self.source
+
     def to_dict(self) -> dict[str, Any]:
         """The resolved recipe as the TOML-shaped dict it came from (model flattened)."""
-        out = self.model_dump(exclude={"name", "source"})
+        out = self.model_dump(exclude={"name", "source", "overrides"})
         out["model"] = {"name": self.model.name, **self.model.hparams}
         return out
 
@@ -209,7 +221,8 @@ class Recipe(Schema):
     def with_changes(self, **sections: dict[str, Any]) -> Recipe:
         """A copy with some keys changed, validated again, e.g.
         ``recipe.with_changes(data={"variant": "raw"})``."""
-        return recipe_from_dict(merge_tables(self.to_dict(), sections), self.name, self.source)
+        return recipe_from_dict(merge_tables(self.to_dict(), sections), self.name, self.source,
+                                list(self.overrides))
 
 
 SECTIONS: dict[str, type[Schema]] = {
@@ -226,9 +239,10 @@ SECTIONS: dict[str, type[Schema]] = {
 OWN_KEYS = ("paper", "reproduces", "compares", "change")
 
 
-def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
-    """Validate a TOML-shaped dict (``extends`` resolved) into a :class:`Recipe`; errors name
-    ``source``."""
+def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
+                     overrides: list[str] | None = None) -> Recipe:
+    """Validate a TOML-shaped dict (``extends`` resolved, ``overrides`` applied) into a
+    :class:`Recipe`; errors name ``source``, or the override that set the key."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(
@@ -241,34 +255,39 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str) -> Recipe:
     if isinstance(model, dict):  # flat in TOML: name + free hyper-parameters
         tables["model"] = {**({"name": model["name"]} if "name" in model else {}),
                            "hparams": {k: v for k, v in model.items() if k != "name"}}
-    recipe = validate(Recipe, {"name": name, "source": source, **tables}, source)
-    _check_task(recipe, source)
-    _check_l2_scope(recipe, source)
+    overrides = list(overrides or [])
+    recipe = validate(Recipe, {"name": name, "source": source, "overrides": tuple(overrides),
+                               **tables}, source, set_elsewhere=set_origins(overrides))
+    _check_task(recipe)
+    _check_l2_scope(recipe)
     if recipe.embeddings.source == "glove-file" and not recipe.embeddings.path:
-        raise ConfigError(f"{source}: [embeddings] path: required when source = 'glove-file'")
+        raise ConfigError(f"{recipe.where('embeddings', 'path')}: [embeddings] path: "
+                          "required when source = 'glove-file'")
     emb = recipe.embeddings
     if emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim):
-        raise ConfigError(f"{source}: [embeddings] pca_dim: {emb.pca_dim} must be below dim "
+        raise ConfigError(f"{recipe.where('embeddings', 'pca_dim')}: [embeddings] pca_dim: "
+                          f"{emb.pca_dim} must be below dim "
                           f"({emb.dim}) of pretrained vectors (source {emb.source!r})",
                           hint="pca_dim = 0 keeps the vectors as they are")
     if emb.randomise and emb.source == "random":
-        raise ConfigError(f"{source}: [embeddings] randomise: source 'random' has no vectors "
+        raise ConfigError(f"{recipe.where('embeddings', 'randomise')}: [embeddings] randomise: "
+                          "source 'random' has no vectors "
                           "to randomise", hint="randomise pretrained vectors, or drop the key")
     if recipe.embeddings.source == "glove-6b-50d" and recipe.embeddings.dim != 50:
         raise ConfigError(
-            f"{source}: [embeddings] dim: glove-6b-50d vectors have 50 dimensions, "
-            f"got {recipe.embeddings.dim}"
+            f"{recipe.where('embeddings', 'dim')}: [embeddings] dim: glove-6b-50d vectors "
+            f"have 50 dimensions, got {recipe.embeddings.dim}"
         )
     return recipe
 
 
-def _check_task(recipe: Recipe, source: str) -> None:
+def _check_task(recipe: Recipe) -> None:
     """``[task]`` type and loss fit together, and keys the task does not use keep their
     defaults (a resolved config.toml writes every key: "absent" cannot be the rule)."""
     try:
         task = task_for(recipe.task.type, recipe.task.loss)
     except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc.message}", hint=exc.hint) from None
+        raise ConfigError(f"{recipe.where('task')}: {exc.message}", hint=exc.hint) from None
     for key, field in TaskSection.model_fields.items():
         if key in ("type", "loss") or key in task.recipe_keys:
             continue
@@ -276,7 +295,8 @@ def _check_task(recipe: Recipe, source: str) -> None:
         if value != field.default:
             uses = ", ".join(sorted(task.recipe_keys)) or "none besides type and loss"
             raise ConfigError(
-                f"{source}: [task] {key}: {value!r}: the {task.type}/{task.loss} task does "
+                f"{recipe.where('task', key)}: [task] {key}: {value!r}: the "
+                f"{task.type}/{task.loss} task does "
                 f"not use it; leave it at its default {field.default!r}",
                 hint=f"[task] keys this task uses: {uses}")
 
@@ -285,7 +305,7 @@ def _check_task(recipe: Recipe, source: str) -> None:
 ADAPTIVE_OPTIMISERS = frozenset(get_args(OptimiserName)) - {"sgd"}
 
 
-def _check_l2_scope(recipe: Recipe, source: str) -> None:
+def _check_l2_scope(recipe: Recipe) -> None:
     """A dense L2 term on fine-tuned pretrained vectors under an adaptive optimiser moves every
     unused row by a fixed fraction of the learning rate each step (pairrepro.train.loop):
     rare words lose their vectors. That needs a stated reason (``l2_scope_why``)."""
@@ -294,9 +314,9 @@ def _check_l2_scope(recipe: Recipe, source: str) -> None:
             and emb.trainable and emb.source != "random"
             and optim.name in ADAPTIVE_OPTIMISERS):
         raise ConfigError(
-            f"{source}: [optim] l2_scope: 'all' with fine-tuned {emb.source} vectors under "
-            f"{optim.name}: the L2 term alone shrinks every word row no batch uses, by a "
-            "fraction of the learning rate at each step",
+            f"{recipe.where('optim')}: [optim] l2_scope: 'all' with fine-tuned {emb.source} "
+            f"vectors under {optim.name}: the L2 term alone shrinks every word row no batch "
+            "uses, by a fraction of the learning rate at each step",
             hint='use l2_scope = "lazy" (only the rows of the batch\'s words) or "weights" '
                  '(no embedding tables, no biases), or say why in [optim] l2_scope_why')
 
@@ -314,6 +334,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except tomllib.TOMLDecodeError:
         value = raw_value.strip()
     return path, value
+
+
+def set_origins(overrides: list[str]) -> dict[tuple[str, ...], str]:
+    """``{(section, key): "--set section.key=value"}`` of ``overrides`` (the last of a key
+    wins, as when they are applied): where an error about that key should point."""
+    return {tuple(parse_override(text)[0][:2]): f"--set {text}" for text in overrides}
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -376,6 +402,12 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
         raise ConfigError(f"{path}: extends: {base_name!r}: expected a recipe file name "
                           "such as \"csran_trecqa.toml\" (relative to this recipe's folder)")
     base = (path.parent / base_name).resolve()
+    if Path(base_name).name != base_name or base.parent != path.parent.resolve():
+        # a base elsewhere (or a link to one) is a file the recipe's commit need not hold
+        raise ConfigError(f"{path}: extends: {base_name!r}: a recipe extends a file in its "
+                          f"own folder ({path.parent}), and this is {base}",
+                          hint="extends names a recipe file beside this one, e.g. extends = "
+                               "\"csran_trecqa.toml\": copy the base recipe into this folder")
     seen = (*chain, path.resolve())
     if base in seen:
         cycle = " -> ".join(p.name for p in (*seen[seen.index(base):], base))
@@ -422,7 +454,7 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     if not p.is_file():
         raise ConfigError(f"recipe {p} not found", hint="recipes live in recipes/*.toml")
     raw = apply_overrides(read_recipe_file(p), overrides or [])
-    return recipe_from_dict(raw, name=p.stem, source=str(p))
+    return recipe_from_dict(raw, name=p.stem, source=str(p), overrides=overrides)
 
 
 # TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX

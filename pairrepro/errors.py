@@ -12,6 +12,9 @@ Exit codes (stable, scripts may rely on them):
 
 from __future__ import annotations
 
+#: The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+INTERRUPTED_EXIT = 130
+
 
 class PairreproError(Exception):
     """Base class: a problem the user can fix. ``hint`` says what to do."""

@@ -181,12 +181,13 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file; invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary
-    file), is a :class:`ConfigError` naming the file, line and column (a missing file raises
+    """Read a TOML file (a leading UTF-8 byte-order mark, which editors on Windows write, is
+    skipped); invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary file), is a
+    :class:`ConfigError` naming the file, line and column (a missing file raises
     ``FileNotFoundError`` for the caller to explain)."""
     p = Path(path)
     try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
+        return tomllib.loads(p.read_text(encoding="utf-8-sig"))
     except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
         line = exc.object[:exc.start].count(b"\n") + 1
         column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1

@@ -4,7 +4,8 @@ no model ever, so the report reads runs through here.
 
 Layout: ``config.toml`` (the resolved recipe), ``manifest.json`` (provenance), ``metrics.jsonl``
 (one line per epoch), ``checkpoints/`` (``last.pt``, ``best.pt``), ``predictions/<split>.parquet``,
-``evals/<split>@<variant>.json`` (``eval --save``), ``result.json`` (status, metrics); in
+``evals/<split>@<variant>.json`` (``eval --save``), ``tensorboard/`` (``train --tensorboard``'s
+event files), ``result.json`` (status, metrics); in
 ``runs/<recipe>/``: ``summary.json`` (over the seeds of the last ``train --seeds``) and
 ``logs/seed-<n>.<launcher>.log`` (runs a launcher started).
 
@@ -46,6 +47,7 @@ CHECKPOINTS = "checkpoints"
 PROGRESS = "last.json"  # beside last.pt: its epoch and step
 PREDICTIONS = "predictions"
 EVALS = "evals"
+TENSORBOARD = "tensorboard"
 LOGS = "logs"  # in the recipe folder: runs/<recipe>/logs/
 SUMMARY = "summary.json"  # in the recipe folder
 STATUSES = ("running", "interrupted", "failed", "finished")
@@ -87,6 +89,15 @@ def inside(root: Path, path: Path) -> Path:
     """``path`` if it resolves under ``root``; a ConfigError otherwise (nothing we build from
     a name may land, or delete, outside its root)."""
     if not path.resolve().is_relative_to(root.resolve()):
+        # the names are checked (check_name): a folder on the way is a link out of root
+        link = next((p for p in (path, *path.parents) if p.is_symlink()
+                     and p.is_relative_to(root)), None)
+        if link is not None:
+            raise ConfigError(f"{path} is outside {root}: {link} is a symbolic link to "
+                              f"{link.readlink()}",
+                              hint=f"a run folder is a real folder under {root}: remove the "
+                                   f"link (rm {link}; the files it points to stay), or set "
+                                   "PAIRREPRO_RUNS to the folder the runs are in")
         raise ConfigError(f"{path} is outside {root}", hint="check the recipe or dataset name")
     return path
 
@@ -162,6 +173,20 @@ class RunFolder:
     @property
     def checkpoint_dir(self) -> Path:
         return self.path / CHECKPOINTS
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        return self.path / TENSORBOARD
+
+    def open_tensorboard(self, first_step: int) -> Any:
+        """A ``torch.utils.tensorboard.SummaryWriter`` into :attr:`tensorboard_dir` whose
+        events from ``first_step`` on replace any logged before (a resumed run logs again
+        what followed its checkpoint); ``ImportError`` without the tensorboard package."""
+        from torch.utils.tensorboard import SummaryWriter
+
+        with writing(self.tensorboard_dir):
+            return SummaryWriter(str(self.tensorboard_dir), purge_step=first_step,
+                                 flush_secs=10)
 
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.pt`` (``last`` or ``best``)."""

@@ -8,7 +8,7 @@ file, ``[section] key``, value and what is allowed
 from __future__ import annotations
 
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -104,13 +104,18 @@ def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
 
 
 def validate(model: type[S], raw: Any, source: str, sections: bool = True,
-             hint: str | None = None, context: dict[str, Any] | None = None) -> S:
+             hint: str | None = None, context: dict[str, Any] | None = None,
+             set_elsewhere: Mapping[tuple[str, ...], str] | None = None) -> S:
     """Validate ``raw`` (a TOML-shaped dict) into ``model``; a :class:`ConfigError` names
-    ``source`` and the first problem (the others follow in the hint)."""
+    ``source`` and the first problem (the others follow in the hint), or, for a key under
+    one of ``set_elsewhere``'s locations, where that says the key was set (a ``--set``)."""
     try:
         return model.model_validate(raw, context=context)
     except ValidationError as exc:
         details = exc.errors(include_url=False)
+        loc = tuple(details[0]["loc"])
+        source = next((where for key, where in (set_elsewhere or {}).items()
+                       if loc[:len(key)] == key), source)
         errors = [describe(e, sections) for e in details]
         more = f"also: {'; '.join(errors[1:4])}" if len(errors) > 1 else None
         # an unknown key is most often a misspelling: say which keys that table takes

@@ -133,7 +133,8 @@ def test_ranges_are_part_of_the_schema(tmp_path: Path, section: str, key: str, v
     with pytest.raises(ConfigError) as info:
         load_recipe(path, [f"{section}.{key}={value}"])
     assert info.value.exit_code == 2
-    assert info.value.message.startswith(f"{path}: [{section}] {key}: ")
+    # the key came from --set, so the error names the --set, not the file
+    assert info.value.message.startswith(f"--set {section}.{key}={value}: [{section}] {key}: ")
     assert allowed in info.value.message
     assert value == "[]" or f": {value}: " in info.value.message  # lists are not repeated
     # the edge of the range is allowed

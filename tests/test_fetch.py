@@ -552,3 +552,50 @@ def test_datasets_command(shared_datasets: Path, data_home: Path) -> None:
     table = runner.invoke(app, ["datasets"])
     assert table.exit_code == 0 and "twitter_url" in table.output
     assert "Examples" in runner.invoke(app, ["fetch", "--help"]).output
+
+
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No host name resolves, as on a machine without a network."""
+    import urllib.error
+
+    def no_dns(url: str, offset: int, timeout: float) -> Any:
+        raise urllib.error.URLError(socket.gaierror(socket.EAI_NONAME,
+                                                    "Name or service not known"))
+
+    monkeypatch.setattr(download, "_open_url", no_dns)
+
+
+def test_offline_fetch_says_once_what_could_not_be_reached(
+        data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, `fetch trecqa` (and `make demo` before its fallback) printed one line of
+    5,000 characters: a "cannot download ... Name or service not known" per URL. One
+    sentence now: how many files, which hosts, the first cause, how to use a mirror."""
+    from pairrepro.data.manifests import load_manifest
+
+    _offline(monkeypatch)
+    needed = [f for f in load_manifest("trecqa").files if f.splits and f.url]
+    hosts = sorted({f.url.split("/")[2] for f in needed})
+    with pytest.raises(DownloadError) as caught:
+        fetch.fetch_dataset("trecqa")
+    message, hint = caught.value.message, caught.value.hint or ""
+    assert message.startswith(f"nothing of dataset 'trecqa' could be fetched: {len(needed)} "
+                              f"file(s) could not be downloaded from {', '.join(hosts)} "
+                              "(the first: cannot download https://"), message
+    assert message.count("Name or service not known") == 1 and len(message) < 400
+    assert "export PAIRREPRO_MIRROR=DIR (make: MIRROR=DIR)" in hint
+
+
+def test_offline_demo_says_once_why_it_falls_back(
+        data_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pairrepro.cli import pipeline_cmds
+
+    _offline(monkeypatch)
+    fell_back: list[int] = []
+    monkeypatch.setattr(pipeline_cmds, "_demo_synthetic",
+                        lambda seed, epochs, extra: fell_back.append(seed))
+    out = runner.invoke(app, ["demo"])
+    assert out.exit_code == 0 and fell_back == [1], out.output
+    text = " ".join(out.output.split())
+    assert text.count("Name or service not known") == 1, out.output
+    assert "make demo MIRROR=DIR" in text and "PAIRREPRO_MIRROR=DIR pairrepro demo" in text
+    assert max(len(line) for line in out.output.splitlines()) < 600

@@ -253,7 +253,8 @@ def test_recipe_seeds_are_checked_as_the_seeds_flag_is(data_home: Path, seeds: s
                                   f"recipe.seeds={seeds}", *flags])
         assert out.exit_code == 2, out.output
         error = json.loads(out.output)["error"]
-        assert error.startswith(f"{NLI}: [recipe] seeds") and words in error, error
+        assert error.startswith(f"--set recipe.seeds={seeds}: [recipe] seeds"), error
+        assert words in error, error
     assert not paths.runs_dir().exists()
 
 

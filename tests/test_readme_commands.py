@@ -42,6 +42,7 @@ SMALL: dict[str, list[str]] = {
     # the demo's overrides; --force: the demo example before it trained this seed already
     "pairrepro train recipes/bilstm_max_synthetic.toml": [*SMALL_DEMO, "--force"],
     "pairrepro train bilstm_max_synthetic --resume": SMALL_DEMO,
+    "pairrepro train bilstm_max_synthetic --tensorboard": [*SMALL_DEMO, "--force"],
     "pairrepro train mv_lstm_tensor --threads 1": ["--print-config"],
     "pairrepro demo": ["--epochs", "1", "--max-train-pairs", "64"],
     "pairrepro demo --data synthetic": ["--epochs", "1", "--max-train-pairs", "64"],

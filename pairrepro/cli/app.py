@@ -119,8 +119,3 @@ preflight_cmds.register(app)
 report_cmds.register(app)
 pipeline_cmds.register(app)
 verify_cmds.register(app)
-
-
-def main() -> None:
-    """Console-script entry point."""
-    app()

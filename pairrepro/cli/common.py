@@ -16,8 +16,9 @@ import typer
 from rich.markup import escape
 
 from pairrepro import console as output
+from pairrepro.cli.interrupts import command_ended, command_started
 from pairrepro.config import MAX_SEED
-from pairrepro.errors import ConfigError, PairreproError, StorageError
+from pairrepro.errors import INTERRUPTED_EXIT, ConfigError, PairreproError, StorageError
 
 
 @dataclass
@@ -77,10 +78,13 @@ def storage_error(exc: OSError) -> StorageError:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn :class:`PairreproError` into a red one-paragraph message and its exit code."""
+    """Turn :class:`PairreproError` into a red one-paragraph message and its exit code, and
+    Ctrl-C into ``interrupted`` and exit 130; once the command has ended, a Ctrl-C during the
+    process's exit changes nothing (:mod:`pairrepro.cli`)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        command_started()
         try:
             try:
                 return fn(*args, **kwargs)
@@ -89,40 +93,56 @@ def handle_errors(fn: F) -> F:
                     raise
                 raise storage_error(exc) from None
         except PairreproError as exc:
-            if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
-                from pairrepro.device import record_error
-
-                record_error(str(exc), exc.exit_code)  # the launcher's report names it
-            if os.environ.get("RANK", "0") != "0":
-                # ranks mostly fail alike: rank 0 alone prints; the launcher prints the
-                # error of a rank that failed on its own (its recorded message)
-                raise typer.Exit(exc.exit_code) from None
-            if STATE.json:
-                emit_json({"error": exc.message, "hint": exc.hint,
-                           "exit_code": exc.exit_code})
-            else:
-                # escaped: messages name sections like "[optim]", which rich reads as markup
-                err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True,
-                                  highlight=False)
+            command_ended()  # the outcome is this error: a Ctrl-C does not cut its message
+            report_error(exc)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
+            command_ended()
             err_console.print("[yellow]interrupted[/]")
-            raise typer.Exit(130) from None
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+        finally:
+            command_ended()
 
     return wrapper  # type: ignore[return-value]
 
 
+def report_error(exc: PairreproError) -> None:
+    """Print ``exc`` (JSON under --json) where a user sees it: rank 0 only under torchrun,
+    whose error file records every rank's."""
+    if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
+        from pairrepro.device import record_error
+
+        record_error(str(exc), exc.exit_code)  # the launcher's report names it
+    if os.environ.get("RANK", "0") != "0":
+        # ranks mostly fail alike: rank 0 alone prints; the launcher prints the
+        # error of a rank that failed on its own (its recorded message)
+        return
+    if STATE.json:
+        emit_json({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code})
+    else:
+        # escaped: messages name sections like "[optim]", which rich reads as markup
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True,
+                          highlight=False)
+
+
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; empty or absent -> None (the recipe's seeds).
-    Checked whole before anything runs: a bad seed found later would leave a run folder
-    (``seed--1/``) or a half-done list behind."""
-    if not text or not text.strip():
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given (``""``, the option's default) -> None
+    (the recipe's seeds). Checked whole before anything runs: a bad seed found later would
+    leave a run folder (``seed--1/``) or a half-done list behind; blanks only, or an empty
+    item (``1,,2``: a seed left out?), are errors, never read as the recipe's seeds."""
+    if not text:
         return None
     example = "e.g. --seeds 1,2,3"
+    parts = text.replace(" ", "").split(",")
+    if not any(parts):
+        raise ConfigError(f"--seeds {text!r}: no seed given",
+                          hint=f"{example}; leave --seeds out for the recipe's own seeds")
     seeds: list[int] = []
-    for part in text.replace(" ", "").split(","):
+    for part in parts:
         if not part:
-            continue
+            raise ConfigError(f"--seeds {text!r}: an empty item (two commas in a row, or one "
+                              "at an end)",
+                              hint=f"name each seed once, separated by single commas: {example}")
         if not (part.isascii() and part.isdecimal()):  # int() would take "-1", "+1", "1_0"
             raise ConfigError(f"--seeds {text!r}: {part!r} is not a seed: seeds are "
                               f"integers from 0 to {MAX_SEED}", hint=example)
@@ -134,8 +154,6 @@ def parse_seeds(text: str | None) -> list[int] | None:
             raise ConfigError(f"--seeds {text!r}: seed {seed} is given twice",
                               hint="name each seed once (each has one run folder)")
         seeds.append(seed)
-    if not seeds:
-        raise ConfigError(f"--seeds {text!r}: no seed given", hint=example)
     return seeds
 
 

@@ -190,9 +190,10 @@ def demo(
         except (DownloadError, DataError) as exc:
             if data == "trecqa":
                 raise
+            # the error's one-line cause (its hint would repeat how to use a mirror)
             info(f"[yellow]TrecQA cannot be fetched here[/] ({escape(exc.message)}); the "
-                 "offline demo on synthetic data instead (set PAIRREPRO_MIRROR=DIR to use a "
-                 "mirror)")
+                 "offline demo on synthetic data instead (for TrecQA from a local mirror: "
+                 "PAIRREPRO_MIRROR=DIR pairrepro demo, or make demo MIRROR=DIR)")
         else:
             _demo_trecqa(seed, epochs, extra)
             return

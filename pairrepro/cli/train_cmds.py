@@ -21,7 +21,7 @@ from pairrepro.cli.common import (
     parse_seeds,
     show_progress,
 )
-from pairrepro.config import PRECISIONS, Recipe, load_recipe
+from pairrepro.config import PRECISIONS, load_recipe
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.runs import (
     DamagedRunError,
@@ -32,6 +32,7 @@ from pairrepro.runs import (
     seed_folders,
     train_words,
 )
+from pairrepro.train.watch import TENSORBOARD_EVERY, TensorBoardLog, check_available
 
 SPLIT_ORDER = ("train", "dev")
 
@@ -81,7 +82,8 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
 
 
 def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | None,
-                    resume: bool, force: bool, threads: int | None, nproc: int) -> None:
+                    resume: bool, force: bool, threads: int | None, nproc: int,
+                    watching: list[str]) -> None:
     """``train`` as ``nproc`` DDP ranks. What this machine can tell before they start (the
     recipe, the dataset, the data and embeddings it needs) is checked here, so such an error
     is printed once and no rank starts; a rank that fails later said why itself, and this
@@ -93,7 +95,7 @@ def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | 
     recipe = load_recipe(path, overrides)
     check_prerequisites(recipe)
     flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
-             *(["--threads", str(threads)] if threads else [])]
+             *(["--threads", str(threads)] if threads else []), *watching]
     global_flags = [*(["--quiet"] if STATE.quiet else []), *(["--json"] if STATE.json else [])]
     words = train_words(str(path), overrides, seeds, device, *flags)
     failed = launch_ranks(nproc, [*global_flags, *words[1:]])
@@ -156,6 +158,14 @@ def train(
         1, "--nproc-per-node", min=1, help="Train as N DistributedDataParallel processes on "
         "this machine (one per GPU), as torchrun --standalone --nproc-per-node N does; a "
         "missing recipe, data or embeddings is reported once, before any starts."),
+    tensorboard: bool = typer.Option(
+        False, "--tensorboard", help="Log loss, dev metrics, learning rate and pairs/s for "
+        "TensorBoard in the run folder (tensorboard/), per epoch and every "
+        "--tensorboard-every steps: watch with tensorboard --logdir $PAIRREPRO_RUNS. Needs "
+        "the tensorboard package (pip install tensorboard); never changes the run."),
+    tensorboard_every: int = typer.Option(
+        TENSORBOARD_EVERY, "--tensorboard-every", min=1, metavar="N",
+        help="Optimiser steps between two --tensorboard step points."),
 ) -> None:
     """Train a recipe into runs/<recipe>/seed-<n>/ and print its metrics.
 
@@ -170,13 +180,20 @@ def train(
       pairrepro train mv_lstm_tensor --threads 1      (two runs side by side on 2 cores)
 
       pairrepro train recipes/csran.toml --nproc-per-node 4      (4 GPUs)
+
+      pairrepro train bilstm_max_synthetic --tensorboard      (tensorboard --logdir runs)
     """
     overrides = (list(set_) + ([f"train.epochs={max_epochs}"] if max_epochs else [])
                  + ([f'train.precision="{precision}"'] if precision else []))
     path = resolve_recipe(recipe)
     seed_list = parse_seeds(seeds)  # before anything runs or is written
     resolved = load_recipe(path, overrides)
-    _check_model_keys(resolved)  # what training would reject, --print-config rejects too
+    from pairrepro.train.setup import check_model
+
+    check_model(resolved)  # what building the model would reject, --print-config rejects too
+    watch = TensorBoardLog(tensorboard_every) if tensorboard and not print_config else None
+    if watch is not None:
+        check_available()  # before anything runs: how to install it
     if print_config:
         if STATE.json:
             emit_json(resolved.to_dict())
@@ -185,7 +202,10 @@ def train(
         return
     # under torchrun (WORLD_SIZE set) this process is a rank already
     if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
-        _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node)
+        watching = ["--tensorboard", "--tensorboard-every", str(tensorboard_every)] \
+            if watch is not None else []
+        _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node,
+                        watching)
         return
     from pairrepro.device import default_threads, set_threads
     from pairrepro.train.runner import train_recipe
@@ -195,7 +215,8 @@ def train(
     try:
         results = train_recipe(path, overrides, seed_list, resume=resume,
                                device=device, quiet=not show_progress(), force=force,
-                               runs_dir=paths.runs_dir(), threads=threads)
+                               runs_dir=paths.runs_dir(), threads=threads,
+                               hooks=watch.hooks() if watch is not None else None)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: a checkpoint was saved
         again = resume_command(recipe, seeds, overrides, device, paths.runs_dir())
         err_console.print(f"[yellow]{escape(str(exc) or 'interrupted')}[/]\n  continue "
@@ -231,16 +252,6 @@ def _print_results(results: list[dict[str, Any]]) -> None:
             tests = {k: v.get(metric) for k, v in r["metrics"].items()}
             console.print(f"seed {r['seed']}: {metric} " +
                           " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
-
-
-def _check_model_keys(recipe: Recipe) -> None:
-    from pairrepro.models.base import check_hparam_keys, model_hparams
-
-    model_hparams(recipe.model.name)  # an unknown model name: ConfigError listing the known
-    try:
-        check_hparam_keys(recipe.model.name, recipe.model.hparams)
-    except ConfigError as exc:
-        raise ConfigError(f"{recipe.source}: [model] {exc.message}", hint=exc.hint) from None
 
 
 def evaluate(

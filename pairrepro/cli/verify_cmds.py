@@ -10,6 +10,7 @@ import typer
 
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
+from pairrepro.cli.interrupts import interrupts_held
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.paths import write_text
 from pairrepro.runs import RunFolder, seed_folders
@@ -111,13 +112,17 @@ def results_add(
     """
     from pairrepro.report.verify import add_reference
 
-    for seed_dir in _seed_dirs(runs):
-        dest, files = add_reference(seed_dir, results, force)
-        size = sum(f.stat().st_size for f in files)
-        if STATE.json:
-            emit_json({"run": str(seed_dir), "reference": str(dest.path), "bytes": size})
-        else:
-            info(f"{seed_dir} -> {dest.path} ({len(files)} files, {size / 1024:.0f} KiB)")
+    seed_dirs = _seed_dirs(runs)
+    # each run is added and reported, or not touched: Ctrl-C stops between two runs
+    with interrupts_held() as held:
+        for seed_dir in seed_dirs:
+            held.check()
+            dest, files = add_reference(seed_dir, results, force)
+            size = sum(f.stat().st_size for f in files)
+            if STATE.json:
+                emit_json({"run": str(seed_dir), "reference": str(dest.path), "bytes": size})
+            else:
+                info(f"{seed_dir} -> {dest.path} ({len(files)} files, {size / 1024:.0f} KiB)")
 
 
 def results_readme(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from pairrepro import paths
 from pairrepro.data.archives import extract_members, safe_extract
@@ -125,7 +126,8 @@ class _FetchRun:
     results: dict[str, FileResult] = field(default_factory=dict)
     members: dict[str, FileResult] = field(default_factory=dict)
     checksum_errors: dict[str, ChecksumError] = field(default_factory=dict)
-    download_errors: list[DownloadError] = field(default_factory=list)
+    # (file, URL, error) of every failed download of a file a split needs
+    download_errors: list[tuple[str, str, DownloadError]] = field(default_factory=list)
     fresh_archives: list[FileSpec] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -219,7 +221,7 @@ class _FetchRun:
                 continue
             except DownloadError as exc:
                 if spec.splits:
-                    self.download_errors.append(exc)
+                    self.download_errors.append((spec.path, url, exc))
                 result.error = exc.message
                 continue
             self.checksum_errors.pop(spec.path, None)
@@ -291,14 +293,28 @@ class _FetchRun:
             raise next(iter(self.checksum_errors.values()))
         if declared and not report.splits_present:
             if self.download_errors:
-                first = self.download_errors[0]
-                urls = sorted({e.message for e in self.download_errors})
-                raise DownloadError(
-                    f"nothing of dataset {name!r} could be fetched: " + "; ".join(urls),
-                    hint=first.hint)
+                raise self._nothing_downloaded()
             raise DataError(
                 f"nothing of dataset {name!r} could be fetched: no local copy and no download "
                 "URL",
                 hint=(manifest.licence if not manifest.public else
                       "give the files with --from PATH or a mirror with --mirror DIR"))
         return report
+
+    def _nothing_downloaded(self) -> DownloadError:
+        """One error for every failed download (offline, one line per URL made a demo print
+        thousands of characters): how many files, the hosts, the first cause, and how to
+        point at a mirror."""
+        name = self.manifest.name
+        files = dict.fromkeys(path for path, _, _ in self.download_errors)
+        hosts = list(dict.fromkeys(urlparse(url).hostname or url
+                                   for _, url, _ in self.download_errors))
+        shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+        first = self.download_errors[0][2].message
+        return DownloadError(
+            f"nothing of dataset {name!r} could be fetched: {len(files)} file(s) could not be "
+            f"downloaded from {shown} (the first: {first})",
+            hint=f"no network here? fetch from a local mirror, a folder laid out "
+                 f"DIR/{name}/<file path>: export PAIRREPRO_MIRROR=DIR (make: MIRROR=DIR), or "
+                 f"pairrepro fetch {name} --mirror DIR; files you downloaded yourself: --from "
+                 "PATH")

@@ -30,7 +30,7 @@ def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Pat
                   ) -> list[str]:
     """The ``pairrepro train`` command line a pool process runs for ``spec`` (``--resume``
     when it has a run to continue)."""
-    command = [sys.executable, "-c", "from pairrepro.cli.app import main; main()",
+    command = [sys.executable, "-c", "from pairrepro.cli import main; main()",
                "--quiet", "train", spec.source, "--seeds", str(spec.seed),
                *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads)]
     return [*command, "--device", device] if device else command

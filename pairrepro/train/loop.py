@@ -62,9 +62,15 @@ class Interrupted(Exception):
 
 @dataclass
 class TrainHooks:
-    """Test and tooling hooks: ``on_step(trainer)`` runs after every optimiser step."""
+    """Test and tooling hooks (every rank calls them): ``on_start(trainer)`` once the state
+    to continue from is restored, ``on_step(trainer)`` after every optimiser step,
+    ``on_epoch(trainer, line)`` once an epoch's ``metrics.jsonl`` line is written,
+    ``on_end(trainer)`` when :meth:`Trainer.fit` returns or raises."""
 
     on_step: Callable[[Trainer], None] | None = None
+    on_start: Callable[[Trainer], None] | None = None
+    on_epoch: Callable[[Trainer, dict[str, Any]], None] | None = None
+    on_end: Callable[[Trainer], None] | None = None
 
 
 @dataclass
@@ -388,9 +394,15 @@ class Trainer:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} pairs/s"),
             TimeRemainingColumn(), enabled=self.show_progress)
-        with progress, deferred_stop(self.stop_flag):
-            while not self.state.done and self.state.epoch < cfg.epochs:
-                self._run_epoch(progress)
+        if self.hooks.on_start is not None:
+            self.hooks.on_start(self)
+        try:
+            with progress, deferred_stop(self.stop_flag):
+                while not self.state.done and self.state.epoch < cfg.epochs:
+                    self._run_epoch(progress)
+        finally:
+            if self.hooks.on_end is not None:
+                self.hooks.on_end(self)
         return self.state
 
     def _run_epoch(self, progress: Progress | PlainProgress) -> None:
@@ -468,7 +480,8 @@ class Trainer:
         dev = self.evaluate(self.data.dev)
         metric = recipe.select_metric
         if metric not in dev:
-            raise ConfigError(f"{recipe.source}: [train] select_metric: {metric!r} is not "
+            raise ConfigError(f"{recipe.where('train', 'select_metric')}: [train] "
+                              f"select_metric: {metric!r} is not "
                               f"computed for this task", hint=f"choose one of {sorted(dev)}")
         epoch = st.epoch + 1
         lr = self.optimizer.param_groups[0]["lr"]
@@ -498,3 +511,5 @@ class Trainer:
             self.save_last()
             if self.dist.is_main:
                 self.folder.write_metrics(st.history)
+        if self.hooks.on_epoch is not None:
+            self.hooks.on_epoch(self, line)

@@ -359,6 +359,8 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
             f"{prepared.stats.get('description', '')}",
             hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
                  "are tokenised alike (for TrecQA: clean or raw)")
+    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
+        precision = "fp32"
     manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, dist_ctx,
                               {**emb_info, "no_positive": data.no_positive,
                                "train_pairs": len(data.train)})

@@ -27,6 +27,7 @@ from pairrepro.models.base import (
     available_models,
     build_model,
     embedding_parameter_ids,
+    get_model_class,
 )
 from pairrepro.runs import RunFolder
 from pairrepro.tasks import Task, task_for
@@ -84,7 +85,8 @@ def check_prerequisites(recipe: Recipe) -> None:
     d, emb = recipe.data, recipe.embeddings
     known = available_datasets() if paths.manifests_dir().is_dir() else []
     if known and d.dataset not in known:
-        raise ConfigError(f"{recipe.source}: [data] dataset: unknown dataset {d.dataset!r}",
+        raise ConfigError(f"{recipe.where('data', 'dataset')}: [data] dataset: unknown "
+                          f"dataset {d.dataset!r}",
                           hint=f"known datasets: {', '.join(known)}")
     steps = prepare_steps(d.dataset, d.variant)
     vectors = missing_vectors(emb.source, emb.path, emb.dim, d.dataset, d.variant)
@@ -157,14 +159,54 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
                        num_outputs=recipe_task(recipe).num_outputs(num_classes),
                        pretrained=pretrained, trainable_embeddings=emb.trainable,
                        vocab=prepared.vocab)
-    try:
-        model = build_model(recipe.model.name, ctx, recipe.model.hparams)
-    except ConfigError as exc:
-        raise ConfigError(f"{recipe.source}: [model] {exc.message}", hint=exc.hint) from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{recipe.source}: [model] {recipe.model.name}: {exc}") from None
+    model = _recipe_model(recipe, ctx)
     initialise(model, recipe.optim, keep_embeddings=emb.source != "random")
     return model, info
+
+
+#: The vocabulary of :func:`check_model`'s stand-in build: padding, unknown and one word.
+STAND_IN_VOCAB = ("<pad>", "<unk>", "word")
+
+
+def check_model(recipe: Recipe) -> None:
+    """What building ``recipe``'s model would reject, without its data (``--print-config``
+    and ``train`` before anything else): the model is built on a stand-in vocabulary, so an
+    unknown key, a value out of range and a precision it has no path for are the same
+    :class:`ConfigError` :func:`build_recipe_model` raises."""
+    task = recipe_task(recipe)
+    ctx = ModelContext(vocab_size=len(STAND_IN_VOCAB), embed_dim=recipe.embeddings.dim,
+                       num_outputs=task.num_outputs(task.num_classes(None, max_label=1)),
+                       trainable_embeddings=recipe.embeddings.trainable,
+                       vocab=STAND_IN_VOCAB)
+    with torch.random.fork_rng(devices=[]):  # the weights it draws are thrown away
+        _recipe_model(recipe, ctx)
+
+
+def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
+    """``recipe``'s model on ``ctx``; its errors name the recipe file and ``[model]`` key, or
+    the ``--set`` that gave the key (a range check that names none: the file and the
+    ``[model]`` overrides). A model that is not trained has no bf16 path: bf16 is refused."""
+    name = recipe.model.name
+    try:
+        trained = get_model_class(name).needs_training
+    except ConfigError as exc:  # an unknown name: the known ones are the hint
+        raise ConfigError(f"{recipe.where('model', 'name')}: [model] name: {exc.message}",
+                          hint=exc.hint) from None
+    if recipe.train.precision == "bf16" and not trained:
+        raise ConfigError(
+            f"{recipe.where('train', 'precision')}: [train] precision: 'bf16': model {name!r} "
+            "is not trained (its scores are computed once, in full precision), so bf16 "
+            "would change nothing but the record", hint="leave precision at 'auto' or 'fp32'")
+    try:
+        return build_model(name, ctx, recipe.model.hparams)
+    except ConfigError as exc:
+        # check_hparam_keys' messages start with the key
+        key = exc.message.split(":", 1)[0]
+        where = recipe.where("model", key) if key in recipe.model.hparams else \
+            recipe.where("model")
+        raise ConfigError(f"{where}: [model] {exc.message}", hint=exc.hint) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{recipe.where('model')}: [model] {name}: {exc}") from None
 
 
 def documented_init_ids(model: nn.Module) -> set[int]:

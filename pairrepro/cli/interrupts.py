@@ -1,0 +1,74 @@
+"""Ctrl-C in a ``pairrepro`` process, in three phases (:func:`pairrepro.cli.main` owns them).
+Before a command runs (importing the commands takes a second or two, then the arguments are
+parsed) nothing has been written: Ctrl-C ends the process at once, with ``interrupted`` and
+exit 130. While the command runs, Ctrl-C is ``KeyboardInterrupt`` (training checkpoints first;
+:func:`~pairrepro.cli.common.handle_errors` prints ``interrupted`` and exits 130). Once the
+command has ended, its outcome stands: a Ctrl-C during the exit is ignored, so a success is
+never followed by exit 130 or ``Exception ignored in threading._shutdown``. In a process that
+did not start through :func:`pairrepro.cli.main` (a test calling the app) Ctrl-C is left to its
+owner. Imports nothing heavy: it runs first."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from pairrepro.errors import INTERRUPTED_EXIT
+
+_OWNER = {"main": False}
+
+
+def _before_command(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # once: the exit is not interrupted again
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(INTERRUPTED_EXIT)
+
+
+def take_over() -> None:
+    """This process is the ``pairrepro`` command: the phases apply, starting with the first."""
+    _OWNER["main"] = True
+    signal.signal(signal.SIGINT, _before_command)
+
+
+def command_started() -> None:
+    """From here on Ctrl-C is ``KeyboardInterrupt``, for the command to handle."""
+    if _OWNER["main"]:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def command_ended() -> None:
+    """The command's outcome (output, exit code) stands: Ctrl-C is ignored from here on."""
+    if _OWNER["main"]:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class HeldInterrupts:
+    """What :func:`interrupts_held` gives: :meth:`check` raises the Ctrl-C it held."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def check(self) -> None:
+        """Stop here (``KeyboardInterrupt``) if Ctrl-C was pressed since the block began."""
+        if self.pressed:
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[HeldInterrupts]:
+    """A block of steps that each complete, and say so, or do not start: Ctrl-C is held until
+    the block's next :meth:`HeldInterrupts.check` (between steps); one pressed during the
+    last step is dropped, as that step completed and the command with it."""
+    held = HeldInterrupts()
+
+    def hold(signum: int, frame: Any) -> None:
+        held.pressed = True
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, previous)
