@@ -92,3 +92,16 @@ def test_a_cross_check_is_tested_against_the_step_it_names(
     assert all(v.difference == 0 for v in values)
     line = next(x for x in account_markdown(result) if x.startswith("- **Cross-check**"))
     assert "vs step 0: +0.000 (p 1.000)" in line
+
+
+def test_the_vectors_line_is_the_seed_paired_worth_of_the_vectors() -> None:
+    """All the vectors' information: the CPU recipe less its random-vectors twin, seed k
+    against seed k, from the runs' recorded test MAP."""
+    result = ladders.evaluate_ladder("csran_trecqa", RESULTS)
+    line = next(x for x in account_markdown(result) if x.startswith("- **Vectors**"))
+    glove, random = (sorted(find_runs(RESULTS, r), key=lambda r: r.seed)
+                     for r in ("csran_trecqa", "csran_trecqa_random_vectors"))
+    worth = np.mean([(g.value("test.map") or 0) - (r.value("test.map") or 0)
+                     for g, r in zip(glove, random, strict=True)])
+    assert f"worth {worth:+.3f}".replace("-", "−") in line
+    assert "3 seeds a step" in line

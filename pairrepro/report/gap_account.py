@@ -100,11 +100,17 @@ def _vectors(dose: LadderResult | None, column: Column) -> tuple[list[str], floa
     last = dose.steps[spec.steps[1]]
     whole = ""
     if first is not None and first.number != last.number and last.values:
-        k = [c.metric for c, _ in dose.columns].index(column.metric)
-        whole = (f" All the information in them is worth "
-                 f"{_signed(last.values[k].mean - first.values[k].mean, column)} over step "
-                 f"{first.number}'s ({first.change.split(':')[0]}).")
-    text = (f"- **Vectors** (ladder `{dose.name}`, 3 seeds a step):{whole} Each doubling of "
+        found = evidence.difference_interval(
+            evidence.run_units(dose.runs[last.number], column.metric),
+            evidence.run_units(dose.runs[first.number], column.metric))
+        value, low_all, high_all = (to_unit(v, column)
+                                    for v in (found.value, found.low, found.high))
+        whole = (f" All the information in them is worth {_signed(value, column)} "
+                 f"{_interval(low_all, high_all, column)} over step {first.number}'s "
+                 f"({first.change.split(':')[0]}).")
+    counts = sorted({len(runs) for runs in dose.runs.values()})
+    seeds = "/".join(map(str, counts)) + (" seed" if counts == [1] else " seeds")
+    text = (f"- **Vectors** (ladder `{dose.name}`, {seeds} a step):{whole} Each doubling of "
             f"the dimensions (from {spec.amounts[0]:g} to {spec.amounts[1]:g}) "
             f"adds {_signed(slope, column)} {_interval(low, high, column)}; carried at that "
             f"rate over {doublings:.2f} doublings to {spec.target:g}, "
