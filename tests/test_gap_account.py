@@ -105,3 +105,14 @@ def test_the_vectors_line_is_the_seed_paired_worth_of_the_vectors() -> None:
                      for g, r in zip(glove, random, strict=True)])
     assert f"worth {worth:+.3f}".replace("-", "−") in line
     assert "3 seeds a step" in line
+
+
+def test_the_slope_verdict_compares_the_carried_upper_end_with_the_distance_left() -> None:
+    from pairrepro.report.gap_account import _supports
+    from pairrepro.report.paper_tables import Column
+
+    column = Column(key="map", header="MAP", metric="test.map", unit="fraction", decimals=3)
+    assert "does not support" in _supports(column, 0.076, 0.101)
+    assert "cannot rule out" in _supports(column, 0.120, 0.101)
+    text = gap_markdown(ladders.evaluate_ladder("csran_trecqa_vectors", RESULTS))
+    assert "MAP: even the upper end of the carried gain falls short" in text

@@ -256,13 +256,14 @@ def _dose_markdown(result: LadderResult) -> list[str]:
         return []
     ahead = math.log2(dose.target / dose.amounts[1])
     first, second = dose.steps
-    parts = []
+    parts, verdicts = [], []
     for (column, slope, low, high), (_, published) in zip(slopes, result.columns, strict=True):
         left = ""
         if published is not None and second in result.runs:
             mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
+            verdicts.append(_supports(column, high * ahead, published - mean))
         parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
                      f"doubling [{format_number(low, column, signed=True)}, "
                      f"{format_number(high, column, signed=True)}], so "
@@ -275,5 +276,16 @@ def _dose_markdown(result: LadderResult) -> list[str]:
             f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
             f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
             f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
-            "that the two measured points cannot test."]
+            "that the two measured points cannot test." + "".join(verdicts)]
+
+
+def _supports(column: Column, carried_high: float, left: float) -> str:
+    """Whether the carried gain's interval reaches the distance left: the measured slope's
+    verdict on "the paper's vectors explain the rest"."""
+    if carried_high < left:
+        return (f" {column.header}: even the upper end of the carried gain falls short of the "
+                "distance left, so the measured slope does not support that the vectors' "
+                "dimensions explain the rest.")
+    return (f" {column.header}: the carried gain's interval reaches the distance left, so the "
+            "measured slope cannot rule out that the vectors' dimensions explain the rest.")
 
