@@ -132,11 +132,11 @@ def test_trecqa_raw_counts_match_the_prepared_raw_variant(
 
 def test_ladder_readings_name_their_steps_and_read_the_same_runs() -> None:
     result = ladders.evaluate_ladder("csran_twitter_url", RESULTS)
-    assert sorted({number for number, _, _, _ in result.readings}) == [0, 3]
+    assert sorted({number for number, _, _, _ in ladders.ladder_readings(result)}) == [0, 3]
     column, published = result.columns[0]
     spec = load_readings("twitter_url")
     assert spec is not None
-    for number, _, _, values in result.readings:
+    for number, _, _, values in ladders.ladder_readings(result):
         assert values == read_cell(result.runs[number], column, published, spec)
     text = gap_markdown(result)
     assert "Protocol readings of steps 0, 3" in text and "(nearest)" in text

@@ -21,6 +21,7 @@ from pairrepro.report.ladders import (
     evaluate_ladder,
     ladder_json,
     ladder_markdown,
+    ladder_readings,
 )
 from pairrepro.report.numbers import format_number, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
@@ -50,7 +51,7 @@ def _interval(low: float, high: float, column: Column) -> str:
 def _protocol(result: LadderResult, step: int, column: Column,
               published: float) -> tuple[list[str], ReadingValue | None, ReadingValue | None]:
     """The protocol sentence, with the clean (first) and the nearest reading of ``step``."""
-    values = next((v for n, c, _, v in result.readings
+    values = next((v for n, c, _, v in ladder_readings(result)
                    if n == step and c.metric == column.metric), [])
     if not values:
         return [], None, None
@@ -180,6 +181,12 @@ def gap_markdown(result: LadderResult) -> str:
 def gap_json(result: LadderResult) -> dict[str, Any]:
     """:func:`ladder_json` with the dose-response (``report gap --json``)."""
     return {**ladder_json(result),
+            "readings": [{"step": number, "metric": column.metric, "published": published,
+                          "reading": value.reading.name, "protocol": value.reading.protocol,
+                          "value": value.value, "low": value.low, "high": value.high,
+                          "distance": value.distance, "nearest": value.nearest}
+                         for number, column, published, values in ladder_readings(result)
+                         for value in values],
             "dose": [{"metric": column.metric, "per_doubling": slope, "low": low,
                       "high": high} for column, slope, low, high in dose_response(result)]}
 
@@ -187,16 +194,17 @@ def gap_json(result: LadderResult) -> dict[str, Any]:
 def _readings_markdown(result: LadderResult) -> list[str]:
     """The readings block: each named step's value under every protocol, its distance from
     the paper's value with its interval, the nearest marked, and the protocols' sources."""
-    if not result.readings:
+    readings = ladder_readings(result)
+    if not readings:
         return []
     table = load_paper(result.ladder.paper).table(result.ladder.table)
-    steps = sorted({number for number, _, _, _ in result.readings})
+    steps = sorted({number for number, _, _, _ in readings})
     lines = ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
              + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
              *READINGS_HEAD]
-    for number, column, published, values in result.readings:
+    for number, column, published, values in readings:
         lines += readings_rows(f"step {number}", column, published, values)
-    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in result.readings)
+    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in readings)
              if spec is not None]
     return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
 

@@ -213,9 +213,9 @@ class LadderResult:
     steps: list[StepResult]
     results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
-    # (step, column, published value, readings) of the steps [readings] names
-    readings: list[tuple[int, Column, float | None, list[ReadingValue]]] = field(
-        default_factory=list)
+    # (step, column, published value, readings) of the steps [readings] names, computed on
+    # first use (ladder_readings): only a rendering needs them
+    readings: list[tuple[int, Column, float | None, list[ReadingValue]]] | None = None
     units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
 
 
@@ -287,7 +287,6 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     tested = [v for step in result.steps for v in step.values if v.p_value is not None]
     for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
         value.holm = adjusted
-    result.readings = _ladder_readings(ladder, result)
     return result
 
 
@@ -324,9 +323,18 @@ def crosscheck_values(result: LadderResult
     return found
 
 
-def _ladder_readings(ladder: Ladder, result: LadderResult
-                     ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
-    """The protocol readings of the steps ``[readings]`` names that have runs."""
+def ladder_readings(result: LadderResult
+                    ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
+    """The protocol readings of the steps ``[readings]`` names that have runs (computed once
+    per result)."""
+    if result.readings is None:
+        result.readings = _read_steps(result)
+    return result.readings
+
+
+def _read_steps(result: LadderResult
+                ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
+    ladder = result.ladder
     if ladder.readings is None:
         return []
     table = load_paper(ladder.paper).table(ladder.table)
@@ -432,10 +440,4 @@ def ladder_json(result: LadderResult) -> dict[str, Any]:
                       "published": {column.metric: published
                                     for column, published in result.columns}},
             "steps": [asdict(step) for step in result.steps],
-            "readings": [{"step": number, "metric": column.metric, "published": published,
-                          "reading": value.reading.name, "protocol": value.reading.protocol,
-                          "value": value.value, "low": value.low, "high": value.high,
-                          "distance": value.distance, "nearest": value.nearest}
-                         for number, column, published, values in result.readings
-                         for value in values],
             "left": [item.model_dump() for item in result.ladder.left]}
