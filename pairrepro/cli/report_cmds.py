@@ -314,16 +314,21 @@ def report_orderings(
     """
     from pairrepro.report.orderings import orderings_json, orderings_markdown, table_orderings
 
-    if target not in PAPERS:
-        raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
-    (paper, chosen), = select_tables(target, table)
-    ev = evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
-                        paths.results_dir())
+    ev = _one_table(target, table, runs)
     found = table_orderings(ev, alpha)
     if STATE.json:
         emit_json(orderings_json(ev, found, alpha))
         return
     _write_or_print(orderings_markdown(ev, found, alpha), out, f"wrote {out}")
+
+
+def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
+    """Table ``table`` of paper ``target`` with the reference runs and the user's own."""
+    if target not in PAPERS:
+        raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
+    (paper, chosen), = select_tables(target, table)
+    return evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
+                          paths.results_dir())
 
 
 def report_readings(
@@ -345,11 +350,7 @@ def report_readings(
     """
     from pairrepro.report.readings import table_readings, table_readings_markdown
 
-    if target not in PAPERS:
-        raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
-    (paper, chosen), = select_tables(target, table)
-    ev = evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
-                        paths.results_dir())
+    ev = _one_table(target, table, runs)
     if STATE.json:
         emit_json([{"row": label, "metric": column.metric, "published": published,
                     "reading": v.reading.name, "protocol": v.reading.protocol,
