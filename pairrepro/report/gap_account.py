@@ -85,15 +85,15 @@ def _side_steps(result: LadderResult, column_index: int) -> list[str]:
     return lines
 
 
-def _vectors(dose: LadderResult | None, column: Column) -> tuple[list[str], float | None,
-                                                                 float | None, float | None]:
-    """The dose-response sentence and the carried gain (value, low, high)."""
+def _vectors(dose: LadderResult | None, column: Column
+             ) -> tuple[list[str], tuple[float, float, float] | None]:
+    """The dose-response sentence and the carried gain (low, value, high; None: none)."""
     if dose is None or dose.ladder.dose is None:
-        return [], None, None, None
+        return [], None
     slopes = [s for s in dose_response(dose) if s[0].metric == column.metric]
     if not slopes:
         return ([f"- **Vectors** (ladder `{dose.name}`): its steps have no reference runs "
-                 "yet."], None, None, None)
+                 "yet."], None)
     _, slope, low, high = slopes[0]
     spec = dose.ladder.dose
     doublings = math.log2(spec.target / spec.amounts[1])
@@ -117,7 +117,7 @@ def _vectors(dose: LadderResult | None, column: Column) -> tuple[list[str], floa
             f"rate over {doublings:.2f} doublings to {spec.target:g}, "
             f"{_signed(slope * doublings, column)} "
             f"{_interval(low * doublings, high * doublings, column)}.")
-    return [text], slope * doublings, low * doublings, high * doublings
+    return [text], (low * doublings, slope * doublings, high * doublings)
 
 
 def _crosschecks(result: LadderResult, column: Column) -> list[str]:
@@ -148,24 +148,21 @@ def account_markdown(result: LadderResult) -> list[str]:
     lines += protocol + _side_steps(result, 0)
     dose = (evaluate_ladder(account.dose_ladder, result.results_dir)
             if account.dose_ladder else None)
-    vectors, gain, gain_low, gain_high = _vectors(dose, column)
+    vectors, carried = _vectors(dose, column)
     lines += vectors + _crosschecks(result, column)
+    low_gain, gain, high_gain = carried or (0.0, 0.0, 0.0)
     left = []
     for reading in (clean, nearest):
         if reading is None or (reading is nearest and nearest is clean):
             continue
         distance = -(reading.distance or 0.0)  # paper minus the reading, positive when below
         low, high = published - reading.high, published - reading.low
-        if gain is not None and gain_low is not None and gain_high is not None:
-            left.append(f"under *{reading.reading.name}*, {_unsigned(distance - gain, column)} "
-                        f"[{_unsigned(low - gain_high, column)}, "
-                        f"{_unsigned(high - gain_low, column)}]")
-        else:
-            left.append(f"under *{reading.reading.name}*, {_unsigned(distance, column)} "
-                        f"[{_unsigned(low, column)}, {_unsigned(high, column)}]")
+        left.append(f"under *{reading.reading.name}*, {_unsigned(distance - gain, column)} "
+                    f"[{_unsigned(low - high_gain, column)}, "
+                    f"{_unsigned(high - low_gain, column)}]")
     if left:
         what = (f"the paper's value less step {step}'s and less the carried vector gain; the "
-                "endpoints combine the two intervals, not a joint bootstrap" if gain is not None
+                "endpoints combine the two intervals, not a joint bootstrap" if carried
                 else f"the paper's value less step {step}'s, with its interval")
         lines.append(f"- **Unexplained** ({what}): " + "; ".join(left) + ".")
     return lines
