@@ -293,6 +293,15 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return a[:paired], b[:paired]
 
 
+def _order_of(a: Units, b: Units) -> np.ndarray | None:
+    """The columns of ``b`` in ``a``'s unit order (None: already the same order); the two
+    must hold the same units."""
+    if a.ids == b.ids:
+        return None
+    position = {unit: k for k, unit in enumerate(b.ids)}
+    return np.array([position[i] for i in a.ids])
+
+
 def paired_test(a: Units, b: Units) -> PairedTest:
     """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
     :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
@@ -300,8 +309,7 @@ def paired_test(a: Units, b: Units) -> PairedTest:
     seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
-    position = {unit: k for k, unit in enumerate(b.ids)}
-    order = np.array([position[i] for i in a.ids]) if a.ids != b.ids else None
+    order = _order_of(a, b)
     b_values = b.values if order is None else b.values[:, order]
     if a.kind == "f1":
         b_labels = np.asarray(b.labels)
@@ -320,8 +328,8 @@ def difference_interval(a: Units, b: Units) -> Interval:
     if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
                               "same units")
-    position = {unit: k for k, unit in enumerate(b.ids)}
-    b_values = b.values[:, [position[i] for i in a.ids]]
+    order = _order_of(a, b)
+    b_values = b.values if order is None else b.values[:, order]
     a_values, b_values = _paired_seeds(a.values, b_values)
     seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     return mean_interval(a_values - b_values, seed=seed)

@@ -25,14 +25,7 @@ from pairrepro.report.ladders import (
 )
 from pairrepro.report.numbers import format_number, to_unit
 from pairrepro.report.paper_tables import Column, load_paper
-from pairrepro.report.readings import (
-    READINGS_HEAD,
-    READINGS_NOTE,
-    ReadingValue,
-    readings_for,
-    readings_rows,
-    sources_markdown,
-)
+from pairrepro.report.readings import ReadingValue, readings_block
 
 
 def _signed(value: float, column: Column) -> str:
@@ -196,14 +189,11 @@ def _readings_markdown(result: LadderResult) -> list[str]:
         return []
     table = load_paper(result.ladder.paper).table(result.ladder.table)
     steps = sorted({number for number, _, _, _ in readings})
-    lines = ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
-             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
-             *READINGS_HEAD]
-    for number, column, published, values in readings:
-        lines += readings_rows(f"step {number}", column, published, values)
-    specs = [spec for spec in (readings_for(c, table.dataset) for _, c, _, _ in readings)
-             if spec is not None]
-    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
+    cells = [(f"step {number}", column, published, values)
+             for number, column, published, values in readings]
+    return ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
+            + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
+            *readings_block(cells, table.dataset)]
 
 
 def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:

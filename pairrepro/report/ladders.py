@@ -293,12 +293,15 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
 def _base_step(ladder: Ladder, step: LadderStep, number: int, last: int | None) -> int | None:
     """The step ``step`` is tested against: the earlier step of recipe ``against``, else the
     last main-line step with runs (None: the first)."""
-    if not step.against:
-        return last
-    earlier = [k for k, s in enumerate(ladder.steps[:number]) if s.recipe == step.against]
+    return _step_of(ladder, step.against, number) if step.against else last
+
+
+def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
+    """The first of the steps before step ``before`` that runs ``recipe``."""
+    earlier = [k for k, s in enumerate(ladder.steps[:before]) if s.recipe == recipe]
     if not earlier:
-        raise ConfigError(f"ladder {ladder.title!r}: step {number} is against "
-                          f"{step.against!r}, which no earlier step runs",
+        raise ConfigError(f"ladder {ladder.title!r}: step {before} is against {recipe!r}, "
+                          "which no earlier step runs",
                           hint="against names the recipe of an earlier step")
     return earlier[0]
 
@@ -310,10 +313,7 @@ def crosscheck_values(result: LadderResult
 
     found = []
     for check in result.ladder.crosschecks:
-        number = _base_step(result.ladder, LadderStep(recipe="", change="",
-                                                      against=check.against),
-                            len(result.ladder.steps), None)
-        assert number is not None
+        number = _step_of(result.ladder, check.against, len(result.ladder.steps))
         root = paths.PROJECT_DIR / check.folder
         runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
         before = result.units.get(number)

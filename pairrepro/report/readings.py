@@ -237,10 +237,16 @@ def table_readings_markdown(ev: EvalTable) -> str:
     if not cells:
         return (f"No reproduced cell of {ev.paper.paper} Table {ev.table.number} has a "
                 "published value and protocol readings.\n")
+    return "\n".join(readings_block(cells, ev.table.dataset)) + "\n"
+
+
+def readings_block(cells: list[tuple[str, Column, float | None, list[ReadingValue]]],
+                   dataset: str) -> list[str]:
+    """Markdown lines of cells' readings (label, column, published value, readings): the
+    table, how to read it and each protocol's source."""
     lines = list(READINGS_HEAD)
     for label, column, published, values in cells:
         lines += readings_rows(label, column, published, values)
-    specs = [spec for spec in (readings_for(c, ev.table.dataset) for _, c, _, _ in cells)
+    specs = [spec for spec in (readings_for(c, dataset) for _, c, _, _ in cells)
              if spec is not None]
-    lines += ["", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
-    return "\n".join(lines) + "\n"
+    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
