@@ -573,7 +573,7 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
 
     import torch
 
-    from pairrepro import runs
+    from pairrepro.runs import checkpoints
     from pairrepro.train.loop import Trainer, TrainHooks
 
     write_synthetic(data_home, n_train=200, n_eval=60)
@@ -583,7 +583,7 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
                       / "last.pt", weights_only=True)["model"]
     monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs2"))
     folder = paths.runs_dir() / "bilstm_max_synthetic" / "seed-1"
-    real_save = runs.save_checkpoint
+    real_save = checkpoints.save_checkpoint
     sent: list[int] = []
 
     def first_ctrl_c(trainer: Trainer) -> None:
@@ -597,15 +597,15 @@ def test_a_second_signal_during_the_checkpoint_write_waits_for_it(
             os.kill(os.getpid(), signal.SIGINT)  # lands inside the write
         real_save(path, state)
 
-    monkeypatch.setattr(runs, "save_checkpoint", save_with_a_second_ctrl_c)
+    monkeypatch.setattr(checkpoints, "save_checkpoint", save_with_a_second_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         train_recipe(NLI, small, quiet=True, hooks=TrainHooks(on_step=first_ctrl_c))
     assert sent == [1, 2]
-    saved = runs.load_checkpoint(folder / "checkpoints" / "last.pt")
+    saved = checkpoints.load_checkpoint(folder / "checkpoints" / "last.pt")
     assert (saved["progress"]["global_step"], saved["progress"]["position"]) == (6, 2)
     assert json.loads((folder / "checkpoints" / "last.json").read_text())["global_step"] == 6
     assert json.loads((folder / "result.json").read_text())["status"] == "interrupted"
-    monkeypatch.setattr(runs, "save_checkpoint", real_save)
+    monkeypatch.setattr(checkpoints, "save_checkpoint", real_save)
     train_recipe(NLI, small, quiet=True, resume=True)
     resumed = torch.load(folder / "checkpoints" / "last.pt", weights_only=True)["model"]
     assert resumed.keys() == full.keys()
@@ -745,7 +745,7 @@ def test_an_add_interrupted_while_copying_keeps_the_old_reference_and_no_staging
     from pairrepro import runs
 
     source, dest, old = _reference_pair(tmp_path)
-    monkeypatch.setattr(runs, "read_predictions", lambda *a: (_ for _ in ()).throw(
+    monkeypatch.setattr(runs.variants, "read_predictions", lambda *a: (_ for _ in ()).throw(
         KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         runs.copy_compact(source, dest)

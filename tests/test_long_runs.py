@@ -13,10 +13,9 @@ from synth_prepared import write_synthetic
 
 from pairrepro import device as device_mod
 from pairrepro import paths
-from pairrepro import runs as run_files
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
-from pairrepro.runs import config_differences
+from pairrepro.runs import checkpoints, config_differences
 from pairrepro.train.runner import train_recipe
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"
@@ -78,13 +77,13 @@ def test_checkpoints_come_by_the_clock_as_well_as_per_epoch(
     """With checkpoint_minutes tiny every step is past due: one last.pt per step, plus the
     epoch's own; with 0 only the epoch's."""
     saved: list[str] = []
-    real = run_files.save_checkpoint
+    real = checkpoints.save_checkpoint
 
     def counting(path: Path, state: dict) -> None:
         saved.append(Path(path).name)
         real(path, state)
 
-    monkeypatch.setattr(run_files, "save_checkpoint", counting)
+    monkeypatch.setattr(checkpoints, "save_checkpoint", counting)
     overrides = [*TINY, "train.epochs=1", "train.batch_size=50"]
     train_recipe(NLI, [*overrides, "train.checkpoint_minutes=0"], quiet=True, seeds=[1])
     per_epoch = saved.count("last.pt")

@@ -15,7 +15,7 @@ from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
 from pairrepro.report.paper_tables import PAPERS, load_paper
 from pairrepro.report.recipe_index import load_recipe_index
-from pairrepro.train.runner import _git_info
+from pairrepro.train.provenance import git_info
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")
 
@@ -42,11 +42,11 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_clean_checkout_and_untracked_notes_are_not_dirty(repo: Path) -> None:
-    info = _git_info(repo)
+    info = git_info(repo)
     assert len(info["commit"]) == 40 and info["dirty"] is False
     (repo / "notes.txt").write_text("scratch")  # untracked, outside the code and recipes
     (repo / "docs" / "draft.md").write_text("draft")
-    assert _git_info(repo)["dirty"] is False
+    assert git_info(repo)["dirty"] is False
 
 
 @pytest.mark.parametrize("new_file", ["pairrepro/data/formats/new_reader.py",
@@ -55,17 +55,17 @@ def test_clean_checkout_and_untracked_notes_are_not_dirty(repo: Path) -> None:
 def test_an_untracked_reader_manifest_or_recipe_makes_the_run_dirty(repo: Path,
                                                                     new_file: str) -> None:
     (repo / new_file).write_text("x = 1\n")
-    info = _git_info(repo)
+    info = git_info(repo)
     assert info["dirty"] is True and info["untracked"] == [new_file]
 
 
 def test_a_modified_tracked_file_is_dirty(repo: Path) -> None:
     (repo / "recipes" / "a.toml").write_text("[recipe]\nseeds = [2]\n")
-    assert _git_info(repo)["dirty"] is True
+    assert git_info(repo)["dirty"] is True
 
 
 def test_not_a_git_checkout_records_unknown(tmp_path: Path) -> None:
-    assert _git_info(tmp_path) == {"commit": None, "dirty": None}
+    assert git_info(tmp_path) == {"commit": None, "dirty": None}
 
 
 # --------------------------------------------------------------------------- table datasets

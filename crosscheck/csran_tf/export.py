@@ -26,7 +26,7 @@ from pairrepro.data.batches import EpochPlan
 from pairrepro.data.embeddings import build_embedding_matrix
 from pairrepro.errors import PairreproError
 from pairrepro.paths import PROJECT_DIR
-from pairrepro.train.runner import _git_info
+from pairrepro.train.provenance import git_info
 from pairrepro.train.setup import load_task_data, recipe_task
 
 RECIPE = PROJECT_DIR / "recipes" / "csran_trecqa.toml"
@@ -83,7 +83,7 @@ def export(recipe: Recipe, seed: int, out_dir: Path) -> Path:
         "embedding_dim": emb.dim, "embedding_oov_init": emb.oov_init, "embedding_oov": int(oov),
         "prepared_dir": str(prepared.root),
         "prepared_sha256": prepared.file_sha256(f"{n}.parquet" for n in SPLITS),
-        "git": _git_info(),
+        "git": git_info(),
     }
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return path

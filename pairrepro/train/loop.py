@@ -49,7 +49,7 @@ from pairrepro.device import (
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel, embedding_parameter_ids
 from pairrepro.models.layers import WordEmbedding
-from pairrepro.runs import RunFolder
+from pairrepro.runs import RunFolder, checkpoints
 from pairrepro.train.setup import TaskData, recipe_task
 
 # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
@@ -325,7 +325,8 @@ class Trainer:
             self._check_finite(math.nan)
         if self.dist.is_main:
             with self.saving():
-                self.folder.save_checkpoint("last", self.checkpoint_state())
+                checkpoints.save_checkpoint(self.folder.checkpoint("last"),
+                                            self.checkpoint_state())
                 st = self.state
                 self.folder.write_progress({
                     "epochs_done": st.epoch, "step": st.position,
@@ -496,7 +497,7 @@ class Trainer:
         if improved:
             st.best_value, st.best_epoch, st.bad_epochs = dev[metric], epoch, 0
             if self.dist.is_main:
-                self.folder.save_checkpoint("best", {
+                checkpoints.save_checkpoint(self.folder.checkpoint("best"), {
                     "model": self.module.state_dict(), "epoch": epoch, "dev": dev})
         else:
             st.bad_epochs += 1

@@ -1,20 +1,17 @@
 """From a recipe file to ``runs/<recipe>/seed-<n>/``: ``train_recipe`` checks the recipe, data
-and embeddings, builds the model, trains it (or fits a scorer's statistics), scores every split
-once with the checkpoint chosen on dev and writes the run folder through :mod:`pairrepro.runs`.
-Locks, ``--resume``, ``--force``, failures and signals: ARCHITECTURE.md, "Run directory and
-result.json"; a file that cannot be written is a :class:`~pairrepro.errors.StorageError`.
+and embeddings, then for each seed decides what to do with its folder (:func:`_plan`: fresh,
+``--force``, ``--resume`` or done), trains the model (or fits a scorer's statistics), and
+scores every split once with the checkpoint chosen on dev. The folder, its lock and what a
+failure leaves are :class:`~pairrepro.train.lifecycle.SeedRun`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import math
 import os
-import platform
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,143 +22,48 @@ import torch
 from pairrepro import paths
 from pairrepro.config import Recipe, load_recipe, parse_override
 from pairrepro.data.batches import subsample
-from pairrepro.data.prepared import PreparedDataset, load_prepared
+from pairrepro.data.prepared import PreparedDataset
 from pairrepro.device import (
     DistContext,
-    barrier,
-    broadcast_object,
-    cpu_fingerprint,
-    device_name,
     init_distributed,
     leave_process_group,
     resolve_precision,
     seed_everything,
     set_threads,
 )
-from pairrepro.errors import (
-    ConfigError,
-    NothingToRunError,
-    PairreproError,
-    StorageError,
-    TrainingError,
-)
-from pairrepro.models.base import PairModel, count_parameters
+from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
+from pairrepro.models.base import PairModel
 from pairrepro.runs import (
     RunFolder,
     check_name,
     config_differences,
     flatten_config,
+    load_checkpoint,
     resolved_config,
+    save_checkpoint,
     write_summary,
 )
+from pairrepro.train.lifecycle import SeedRun, WallTime
 from pairrepro.train.loop import (
-    Interrupted,
     Trainer,
     TrainHooks,
+    TrainState,
     predict_outputs,
     sigterm_as_interrupt,
 )
+from pairrepro.train.provenance import build_manifest
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
     check_prerequisites,
     load_task_data,
-    read_run_recipe,
     recipe_task,
-    resolve_split,
 )
 
-PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich", "scikit-learn"]
 # keys that may change between a run and its --resume (extending training, moving device)
 RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device"})
 
 
-def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
-                      metrics: dict[str, float]) -> Path:
-    """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
-    how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
-    folder = RunFolder(Path(run_dir))
-    recipe, _ = read_run_recipe(folder)
-    variant = variant or recipe.data.variant
-    prepared = load_prepared(recipe.data.dataset, variant or None)
-    target = prepared.root / f"{resolve_split(recipe, split)}.parquet"
-    return folder.write_eval(split, variant, {
-        "split": split, "variant": variant, "checkpoint": checkpoint, "metrics": metrics,
-        "command": _command_line(), "git": _git_info(),
-        "prepared_sha256": prepared.file_sha256([target.name]),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
-
-
-# --------------------------------------------------------------------------- provenance
-# untracked files here change what a run does (a new reader, dataset manifest or recipe):
-# they make a run "dirty"; untracked files elsewhere (notes, outputs) do not
-PROVENANCE_PATHS = ("pairrepro/", "recipes/", "data_manifests/")
-
-
-def _git_info(project_dir: Path | None = None) -> dict[str, Any]:
-    """The commit the code is at, and whether the working tree differs from it (``dirty``):
-    a modified or staged tracked file anywhere, or an untracked file under
-    :data:`PROVENANCE_PATHS` (listed in ``untracked``). Not a git checkout: all None."""
-    cwd = project_dir or paths.PROJECT_DIR
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True,
-                              text=True, timeout=10, check=True).stdout
-
-    try:
-        commit = git("rev-parse", "HEAD").strip()
-        # -z: paths verbatim (no quoting); "XY path" entries, "??" = untracked
-        entries = [e for e in git("status", "--porcelain", "-z",
-                                  "--untracked-files=all").split("\0") if len(e) > 3]
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    changed = [e for e in entries if not e.startswith("??")]
-    untracked = sorted(e[3:] for e in entries
-                       if e.startswith("??") and e[3:].startswith(PROVENANCE_PATHS))
-    return {"commit": commit, "dirty": bool(changed or untracked), "untracked": untracked[:50]}
-
-
-def _command_line() -> str:
-    """The command this process was started with (program name without its path)."""
-    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
-
-
-def _versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device: torch.device,
-                   precision: str, model: PairModel, dist_ctx: DistContext,
-                   extra: dict[str, Any]) -> dict[str, Any]:
-    """Everything needed to trust and repeat the run (updated when it finishes)."""
-    return {
-        "recipe": recipe.name, "recipe_source": recipe.source, "seed": seed,
-        "git": _git_info(), "packages": _versions(),
-        "python": platform.python_version(), "torch": torch.__version__,
-        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-        "device": str(device), "device_name": device_name(device),
-        "cpu": cpu_fingerprint(),
-        "cpu_threads": torch.get_num_threads(),
-        "world_size": dist_ctx.world_size,
-        "precision": precision,
-        "deterministic": recipe.train.deterministic,
-        "dataset": recipe.data.dataset, "variant": recipe.data.variant,
-        "prepared_dir": str(prepared.root),
-        "prepared_sha256": prepared.file_sha256(),
-        "parameters": count_parameters(model),
-        "command": _command_line(),
-        **extra,
-    }
-
-
-# --------------------------------------------------------------------------- one seed
 @dataclass(frozen=True)
 class Request:
     """What the command asked of every seed: ``resume``, ``force``, the recipe keys it set
@@ -273,27 +175,6 @@ _KEEP_HINT = ("leave it out: a resume continues a run as it started; or pass --f
               "start the run over")
 
 
-def _decide(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.device,
-            dist_ctx: DistContext, stack: contextlib.ExitStack) -> Plan:
-    """Rank 0 locks the folder (held until ``stack`` closes, i.e. for the whole run) and
-    plans; every rank gets the plan, or raises rank 0's error (none may hang waiting)."""
-    error: PairreproError | None = None
-    plan = Plan("")
-    if dist_ctx.is_main:
-        try:
-            stack.enter_context(folder.lock())
-            plan = _plan(folder, recipe, request, device_t, dist_ctx.world_size)
-        except PairreproError as exc:
-            error = exc
-    shared = None if error is None else (type(error), error.message, error.hint)
-    plan, problem = broadcast_object((plan, shared), dist_ctx)
-    if error is not None:
-        raise error
-    if problem is not None:
-        raise problem[0](problem[1], hint=problem[2])
-    return plan
-
-
 def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Request(),
              device: str | None = None, show_progress: bool = True,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
@@ -301,9 +182,10 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
     content (``{"recipe", "seed"}`` only on DDP ranks other than 0), with ``warnings`` when
     the command asked for something it did not do."""
     device_t, dist_ctx = init_distributed(device or recipe.train.device)
-    precision = resolve_precision(recipe.train.precision, device_t)
-    with contextlib.ExitStack() as stack:
-        plan = _decide(folder, recipe, request, device_t, dist_ctx, stack)
+    precision = resolve_precision(recipe.train.precision, device_t)  # before any lock
+    with SeedRun(folder, recipe, seed, dist_ctx) as run:
+        plan = run.decide(lambda: _plan(folder, recipe, request, device_t,
+                                        dist_ctx.world_size), Plan(""))
         notes = list(plan.warnings)
         if plan.action == "done":
             result = folder.read_result()
@@ -311,16 +193,26 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
             notes += [note] if note else []
         else:
             if plan.kept:
-                recipe = recipe.with_changes(**plan.kept)
+                run.recipe = recipe = recipe.with_changes(**plan.kept)
                 precision = resolve_precision(recipe.train.precision, device_t)
             if plan.threads and plan.threads != torch.get_num_threads():
-                stack.callback(set_threads, torch.get_num_threads())  # the next seed's
-                set_threads(plan.threads)
-            stack.enter_context(sigterm_as_interrupt())
-            result = _train_seed(recipe, seed, folder, plan.action, device_t, precision,
-                                 dist_ctx, show_progress, hooks)
+                run.hold(_threads(plan.threads))
+            run.hold(sigterm_as_interrupt())
+            result = _train_seed(run, plan.action, device_t, precision, show_progress,
+                                 hooks)
         # not written to result.json: they are about this request, not about the run
         return {**result, "warnings": notes} if notes else result
+
+
+@contextlib.contextmanager
+def _threads(threads: int) -> Iterator[None]:
+    """Torch's threads set to ``threads`` for the block (the run's own on resume)."""
+    before = torch.get_num_threads()
+    set_threads(threads)
+    try:
+        yield
+    finally:
+        set_threads(before)  # the next seed's
 
 
 def _ignored_resume(folder: RunFolder, recipe: Recipe) -> str:
@@ -339,10 +231,10 @@ def _ignored_resume(folder: RunFolder, recipe: Recipe) -> str:
             "trains it again)")
 
 
-def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
-                device_t: torch.device, precision: str, dist_ctx: DistContext,
+def _train_seed(run: SeedRun, action: str, device_t: torch.device, precision: str,
                 show_progress: bool, hooks: TrainHooks | None) -> dict[str, Any]:
     started = time.perf_counter()
+    recipe, seed, folder = run.recipe, run.seed, run.folder
     # every rank seeds alike: identical initial weights and identical epoch orders
     seed_everything(seed, recipe.train.deterministic)
     prepared, data = load_task_data(recipe, seed)
@@ -352,6 +244,26 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
         prepared.check_files(before.get("prepared_sha256", {}), str(folder.manifest_path))
         timed = WallTime.after(before)
     model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
+    _check_trainable_variant(recipe, model, prepared)
+    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
+        precision = "fp32"
+    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, run.dist,
+                              {**emb_info, "no_positive": data.no_positive,
+                               "train_pairs": len(data.train)})
+    run.start(action, manifest, timed, started)  # only now does the folder change
+    state = None
+    if model.needs_training:
+        state = _train(run, model, data, action, device_t, precision, show_progress, hooks)
+    else:
+        _fit_statistics(run, model, data, device_t)
+    metrics = _score_once(recipe, model, data, folder, device_t, run.dist, seed)
+    return run.finish(state.best_epoch if state else 0, state.history if state else [],
+                      metrics)
+
+
+def _check_trainable_variant(recipe: Recipe, model: PairModel,
+                             prepared: PreparedDataset) -> None:
+    """A trained model on a variant made for lexical scorers is a ConfigError."""
     if model.needs_training and prepared.stats.get("lexical_only"):
         raise ConfigError(
             f"{recipe.source}: [data] variant: {recipe.data.variant!r} of "
@@ -359,129 +271,36 @@ def _train_seed(recipe: Recipe, seed: int, folder: RunFolder, action: str,
             f"{prepared.stats.get('description', '')}",
             hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
                  "are tokenised alike (for TrecQA: clean or raw)")
-    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
-        precision = "fp32"
-    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, dist_ctx,
-                              {**emb_info, "no_positive": data.no_positive,
-                               "train_pairs": len(data.train)})
-    # the recipe, the data and the model are good: only now does the folder change
-    aside = {"kept": action == "replace" and dist_ctx.is_main}
-
-    def drop_replaced() -> None:  # the new run has a checkpoint: the old one may go
-        if aside["kept"]:
-            folder.drop_aside()
-            aside["kept"] = False
-
-    trainer: Trainer | None = None
-    chosen_epoch = 0
-    try:
-        if dist_ctx.is_main:
-            if action == "replace":
-                folder.move_aside()
-            # first: a seed folder without result.json lost it (runs.read_run: damaged).
-            # pid + host: a crash (kill -9, OOM, power) leaves "running" behind; a report
-            # checks whether this process still exists (runs.read_run: "stale")
-            folder.write_result(recipe.name, seed, "running", recipe.select_metric)
-            folder.write_config(recipe.to_toml())
-            folder.write_manifest(manifest)
-        barrier(dist_ctx)
-        if model.needs_training:
-            trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
-                              show_progress, hooks, on_checkpoint=drop_replaced,
-                              precision=precision)
-            resume_state = None
-            if action == "resume":
-                resume_state = folder.load_checkpoint("last")
-            state = trainer.fit(resume_state)
-            chosen_epoch = state.best_epoch
-            if chosen_epoch == 0:
-                raise TrainingError(f"{recipe.source}: no epoch was trained",
-                                    hint="[train] epochs must be >= 1")
-            barrier(dist_ctx)  # rank 0 writes best.pt; the other ranks read it only after
-            best = folder.load_checkpoint("best")
-            model.load_state_dict(best["model"])
-        else:
-            model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-            model.to(device_t)
-            if dist_ctx.is_main:
-                folder.save_checkpoint("best", {"model": model.state_dict(), "epoch": 0,
-                                                "dev": {}})
-                drop_replaced()
-        metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
-    except BaseException as exc:
-        if dist_ctx.is_main:
-            _record_failure(folder, recipe, seed, exc, restore=aside["kept"],
-                            manifest={**manifest,
-                                      **timed.fields(time.perf_counter() - started)})
-        if isinstance(exc, Interrupted):
-            raise KeyboardInterrupt(str(exc)) from None
-        raise
-
-    wall = time.perf_counter() - started
-    history = trainer.state.history if trainer else []
-    train_time = sum(h["train_time_s"] for h in history)
-    train_items = sum(h["train_pairs"] for h in history)
-    manifest.update({"chosen_epoch": chosen_epoch, "epochs_run": len(history),
-                     **timed.fields(wall), "train_time_s": round(train_time, 3),
-                     "pairs_per_s": round(train_items / train_time, 1) if train_time else None,
-                     "resumed": action == "resume"})
-    result: dict[str, Any] = {"recipe": recipe.name, "seed": seed}
-    if dist_ctx.is_main:
-        folder.write_manifest(manifest)
-        result = folder.write_result(recipe.name, seed, "finished", recipe.select_metric,
-                                     chosen_epoch, metrics)
-    barrier(dist_ctx)
-    return result
 
 
-@dataclass(frozen=True)
-class WallTime:
-    """The wall time of the segments of a run before this one: an interrupted segment records
-    its own in the manifest, and ``--resume`` adds the next segment to it."""
-
-    earlier_s: float = 0.0
-    segments: int = 0  # earlier segments
-    untimed: bool = False  # an earlier segment recorded no wall time (before this rule)
-
-    @classmethod
-    def after(cls, manifest: dict[str, Any]) -> WallTime:
-        """The earlier segments, as an interrupted run's ``manifest`` records them."""
-        if "wall_time_s" not in manifest:
-            return cls(0.0, 1, True)
-        return cls(float(manifest["wall_time_s"]), int(manifest.get("segments", 1)),
-                   bool(manifest.get("wall_time_untimed", False)))
-
-    def fields(self, segment_s: float) -> dict[str, Any]:
-        """The manifest keys for the run so far: ``wall_time_s`` over every timed segment,
-        ``segments``, and ``wall_time_untimed`` when an earlier segment is missing from it."""
-        fields: dict[str, Any] = {"wall_time_s": round(self.earlier_s + segment_s, 3),
-                                  "segments": self.segments + 1}
-        if self.untimed:
-            fields["wall_time_untimed"] = True
-        return fields
+def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
+           device_t: torch.device, precision: str, show_progress: bool,
+           hooks: TrainHooks | None) -> TrainState:
+    """Train (or go on training) ``model``; it ends holding the weights chosen on dev."""
+    recipe, folder = run.recipe, run.folder
+    trainer = Trainer(recipe, model, data, folder, run.seed, device_t, run.dist,
+                      show_progress, hooks, on_checkpoint=run.drop_replaced,
+                      precision=precision)
+    resume_state = load_checkpoint(folder.checkpoint("last")) if action == "resume" else None
+    state = trainer.fit(resume_state)
+    if state.best_epoch == 0:
+        raise TrainingError(f"{recipe.source}: no epoch was trained",
+                            hint="[train] epochs must be >= 1")
+    run.barrier()  # rank 0 writes best.pt; the other ranks read it only after
+    model.load_state_dict(load_checkpoint(folder.checkpoint("best"))["model"])
+    return state
 
 
-def _record_failure(folder: RunFolder, recipe: Recipe, seed: int, exc: BaseException,
-                    restore: bool, manifest: dict[str, Any]) -> None:
-    """Leave the folder saying what happened, never ``running``: the run ``--force`` replaced
-    is put back if the new one has no checkpoint yet; else ``manifest`` (with the segment's
-    wall time) is written and the status is ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``.
-    Quiet when even that cannot be written: the original error is what the user needs."""
-    if restore:
-        with contextlib.suppress(StorageError):
-            folder.restore_aside()
-        return
-    with contextlib.suppress(StorageError):
-        folder.write_manifest(manifest)
-    with contextlib.suppress(StorageError):
-        if isinstance(exc, Interrupted | KeyboardInterrupt):
-            folder.write_result(recipe.name, seed, "interrupted", recipe.select_metric,
-                                message=str(exc) or "interrupted")
-        else:
-            error = str(exc) if isinstance(exc, PairreproError) else (
-                f"{type(exc).__name__}: {exc}")
-            folder.write_result(recipe.name, seed, "failed", recipe.select_metric,
-                                error=error)
+def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
+                    device_t: torch.device) -> None:
+    """A scorer that is not trained (BM25): its statistics from the train split, kept as
+    ``best.pt`` (epoch 0)."""
+    model.fit_statistics(data.train.left, data.train.right, data.train.labels)
+    model.to(device_t)
+    if run.is_main:
+        save_checkpoint(run.folder.checkpoint("best"),
+                        {"model": model.state_dict(), "epoch": 0, "dev": {}})
+        run.drop_replaced()
 
 
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,

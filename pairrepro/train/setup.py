@@ -29,7 +29,7 @@ from pairrepro.models.base import (
     embedding_parameter_ids,
     get_model_class,
 )
-from pairrepro.runs import RunFolder
+from pairrepro.runs import RunFolder, load_checkpoint
 from pairrepro.tasks import Task, task_for
 
 
@@ -334,6 +334,6 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
                                   with_embeddings=False)
     if not model.needs_training:
         model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    state = folder.load_checkpoint(checkpoint)
+    state = load_checkpoint(folder.checkpoint(checkpoint))
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device

@@ -1,0 +1,110 @@
+"""What a run records to be trusted and repeated: the manifest (:func:`build_manifest`: the
+commit and whether the tree is dirty, package versions, device, CPU, threads, the prepared
+data's sha256), and the record of a kept re-scoring (:func:`record_evaluation`)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pairrepro import paths
+from pairrepro.config import Recipe
+from pairrepro.data.prepared import PreparedDataset, load_prepared
+from pairrepro.device import DistContext, cpu_fingerprint, device_name
+from pairrepro.models.base import PairModel, count_parameters
+from pairrepro.runs import RunFolder
+from pairrepro.train.setup import read_run_recipe, resolve_split
+
+PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich", "scikit-learn"]
+
+
+def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
+                      metrics: dict[str, float]) -> Path:
+    """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
+    how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
+    folder = RunFolder(Path(run_dir))
+    recipe, _ = read_run_recipe(folder)
+    variant = variant or recipe.data.variant
+    prepared = load_prepared(recipe.data.dataset, variant or None)
+    target = prepared.root / f"{resolve_split(recipe, split)}.parquet"
+    return folder.write_eval(split, variant, {
+        "split": split, "variant": variant, "checkpoint": checkpoint, "metrics": metrics,
+        "command": command_line(), "git": git_info(),
+        "prepared_sha256": prepared.file_sha256([target.name]),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+
+
+# untracked files here change what a run does (a new reader, dataset manifest or recipe):
+# they make a run "dirty"; untracked files elsewhere (notes, outputs) do not
+PROVENANCE_PATHS = ("pairrepro/", "recipes/", "data_manifests/")
+
+
+def git_info(project_dir: Path | None = None) -> dict[str, Any]:
+    """The commit the code is at, and whether the working tree differs from it (``dirty``):
+    a modified or staged tracked file anywhere, or an untracked file under
+    :data:`PROVENANCE_PATHS` (listed in ``untracked``). Not a git checkout: all None."""
+    cwd = project_dir or paths.PROJECT_DIR
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=10, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        # -z: paths verbatim (no quoting); "XY path" entries, "??" = untracked
+        entries = [e for e in git("status", "--porcelain", "-z",
+                                  "--untracked-files=all").split("\0") if len(e) > 3]
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    changed = [e for e in entries if not e.startswith("??")]
+    untracked = sorted(e[3:] for e in entries
+                       if e.startswith("??") and e[3:].startswith(PROVENANCE_PATHS))
+    return {"commit": commit, "dirty": bool(changed or untracked), "untracked": untracked[:50]}
+
+
+def command_line() -> str:
+    """The command this process was started with (program name without its path)."""
+    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device: torch.device,
+                   precision: str, model: PairModel, dist_ctx: DistContext,
+                   extra: dict[str, Any]) -> dict[str, Any]:
+    """Everything needed to trust and repeat the run (updated when it finishes)."""
+    return {
+        "recipe": recipe.name, "recipe_source": recipe.source, "seed": seed,
+        "git": git_info(), "packages": versions(),
+        "python": platform.python_version(), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+        "device": str(device), "device_name": device_name(device),
+        "cpu": cpu_fingerprint(),
+        "cpu_threads": torch.get_num_threads(),
+        "world_size": dist_ctx.world_size,
+        "precision": precision,
+        "deterministic": recipe.train.deterministic,
+        "dataset": recipe.data.dataset, "variant": recipe.data.variant,
+        "prepared_dir": str(prepared.root),
+        "prepared_sha256": prepared.file_sha256(),
+        "parameters": count_parameters(model),
+        "command": command_line(),
+        **extra,
+    }
+
