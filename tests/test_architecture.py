@@ -231,3 +231,14 @@ def test_nothing_below_the_cli_imports_it() -> None:
                  for target, line, what in _imports(path, type_only=True)
                  if target == "pairrepro.cli" or target.startswith("pairrepro.cli.")]
     assert not offenders, "imports of the CLI from below it:\n" + "\n".join(offenders)
+
+
+def test_the_run_folder_package_imports_torch_only_for_checkpoints() -> None:
+    """``pairrepro.runs`` is what the report reads runs through: it never imports the trainer
+    or model code, and torch only for checkpoints (its ``checkpoints`` module) and the
+    TensorBoard writer it opens in a run folder."""
+    offenders = _import_offenders("pairrepro.runs", ("pairrepro.train", "pairrepro.models"))
+    offenders += [f for f in _import_offenders("pairrepro.runs", ("torch",))
+                  if not f.startswith("pairrepro/runs/checkpoints.py")
+                  and not f.endswith("imports torch.utils.tensorboard.SummaryWriter")]
+    assert not offenders, "pairrepro.runs reaches past the run folder:\n" + "\n".join(offenders)

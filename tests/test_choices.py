@@ -24,7 +24,7 @@ from pairrepro.data.manifests import TokenizerName, VariantOptions
 from pairrepro.data.prepare import TOKENIZERS, Tokenizer
 from pairrepro.models.base import ModelContext
 from pairrepro.models.layers import WordEmbedding
-from pairrepro.train.loop import OPTIMIZERS, L2Penalty, build_optimizer
+from pairrepro.train.optim import OPTIMIZERS, L2Penalty, build_optimizer
 from pairrepro.train.setup import INITIALIZERS
 
 

@@ -20,7 +20,7 @@ from pairrepro.config import OptimSection, load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import FactorizationMachine, WordEmbedding
-from pairrepro.train.loop import L2Penalty
+from pairrepro.train.optim import L2Penalty
 from pairrepro.train.setup import initialise
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -767,12 +767,12 @@ def test_an_add_interrupted_between_removing_and_placing_loses_no_reference(
             raise KeyboardInterrupt
         real(src, dst)
 
-    monkeypatch.setattr(runs.os, "replace", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         runs.copy_compact(source, dest)
     assert (dest.path / "result.json").read_text(encoding="utf-8") == old
     assert sorted(p.name for p in dest.path.parent.iterdir()) == ["seed-1"]
-    monkeypatch.setattr(runs.os, "replace", real)
+    monkeypatch.setattr(os, "replace", real)
     runs.copy_compact(source, dest)  # and the add, run again, replaces it
     assert (dest.path / "result.json").read_bytes() == (
         source.path / "result.json").read_bytes()

@@ -280,7 +280,7 @@ def test_cli_train_eval_json_and_exit_codes(synth: Path) -> None:
 def test_optimiser_options_do_what_the_recipe_says() -> None:
     from pairrepro.config import OptimSection
     from pairrepro.models.base import ModelContext, build_model
-    from pairrepro.train.loop import (
+    from pairrepro.train.optim import (
         build_optimizer,
         clip_gradients,
         l2_penalty,

@@ -78,6 +78,18 @@ def writing(path: Path) -> Iterator[None]:
                                 "(PAIRREPRO_RUNS chooses another one)") from None
 
 
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """``paths.write_json`` (atomic) with a disk fault a :class:`StorageError`."""
+    with writing(path):
+        paths.write_json(path, data)
+
+
+def write_text(path: Path, text: str) -> None:
+    """``paths.write_text`` (atomic) with a disk fault a :class:`StorageError`."""
+    with writing(path):
+        paths.write_text(path, text)
+
+
 def inside(root: Path, path: Path) -> Path:
     """``path`` if it resolves under ``root``; a ConfigError otherwise (nothing we build from
     a name may land, or delete, outside its root)."""
@@ -93,7 +105,6 @@ def inside(root: Path, path: Path) -> Path:
                                    "PAIRREPRO_RUNS to the folder the runs are in")
         raise ConfigError(f"{path} is outside {root}", hint="check the recipe or dataset name")
     return path
-
 
 
 @dataclass(frozen=True)
@@ -157,8 +168,7 @@ class RunFolder:
         return self.checkpoint_dir / PROGRESS
 
     def write_progress(self, progress: dict[str, Any]) -> None:
-        with writing(self.progress_path):
-            paths.write_json(self.progress_path, progress)
+        write_json(self.progress_path, progress)
 
     def read_progress(self) -> dict[str, Any]:
         """``checkpoints/last.json``, or {} when there is none (no checkpoint yet, or a run
@@ -278,18 +288,15 @@ class RunFolder:
     # ------------------------------------------------------------------ writing
     # every writer is atomic (paths.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
-        with writing(self.config_path):
-            paths.write_text(self.config_path, toml_text)
+        write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        with writing(self.manifest_path):
-            paths.write_json(self.manifest_path, manifest)
+        write_json(self.manifest_path, manifest)
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` from the whole history (one line per epoch)."""
-        with writing(self.metrics_path):
-            paths.write_text(self.metrics_path,
-                          "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
+        write_text(self.metrics_path,
+                   "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
 
     def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
                      chosen_epoch: int | None = None,
@@ -303,15 +310,13 @@ class RunFolder:
                   "select_metric": select_metric, "manifest": MANIFEST, **extra}
         if status == "running":
             result.update(pid=os.getpid(), host=socket.gethostname())
-        with writing(self.result_path):
-            paths.write_json(self.result_path, result)
+        write_json(self.result_path, result)
         return result
 
     def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
         """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
         path = self.eval_path(split, variant)
-        with writing(path):
-            paths.write_json(path, record)
+        write_json(path, record)
         return path
 
     def write_predictions(self, key: str, frame: pd.DataFrame) -> None:
