@@ -1,12 +1,9 @@
-"""One seed's run in its folder, from the lock to the last write: :class:`SeedRun`, a context
-manager that owns the folder, its lock, the kept-aside run ``--force`` replaces, the failure
-record and the DDP barriers. Rank 0 alone locks and writes; every rank passes the barriers.
+"""One seed's run in its folder, from the lock to the last write (:class:`SeedRun`).
 
 The folder changes only at :meth:`SeedRun.start`, once the recipe, data and model are known to
 be good. From then on a run that raises leaves the folder saying what happened, never
 ``running``: the run ``--force`` replaced is put back while the new one has no checkpoint, else
-the status is ``interrupted`` (Ctrl-C, SIGTERM: ``KeyboardInterrupt`` leaves the block) or
-``failed``, with the segment's wall time in the manifest.
+the status is ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``, with the segment's wall time.
 """
 
 from __future__ import annotations
@@ -56,8 +53,9 @@ class WallTime:
 
 class SeedRun:
     """``with SeedRun(folder, recipe, seed, dist) as run:`` :meth:`decide` (under the lock),
-    :meth:`start` (the first writes), the work, :meth:`finish` (the last writes). The lock is
-    held until the block ends, whatever ends it."""
+    :meth:`start` (the first writes), the work, :meth:`finish` (the last writes). It owns the
+    folder, its lock (held until the block ends, whatever ends it), the run ``--force`` keeps
+    aside, the failure record and the DDP barriers; rank 0 alone locks and writes."""
 
     def __init__(self, folder: RunFolder, recipe: Recipe, seed: int, dist: DistContext) -> None:
         self.folder, self.recipe, self.seed, self.dist = folder, recipe, seed, dist
@@ -75,7 +73,7 @@ class SeedRun:
         with self._held:  # the lock goes last
             if exc is None or self._manifest is None:
                 return
-            if self.dist.is_main:
+            if self.is_main:
                 self._record_failure(exc)
             if isinstance(exc, Interrupted):
                 raise KeyboardInterrupt(str(exc)) from None

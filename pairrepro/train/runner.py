@@ -361,20 +361,13 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
                  device: str | None = None, quiet: bool = False, force: bool = False,
                  hooks: TrainHooks | None = None, runs_dir: Path | None = None,
                  threads: int | None = None) -> list[dict[str, Any]]:
-    """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``);
-    writes ``<runs_dir>/<recipe>/summary.json``. ``resume`` continues the seeds that have a
-    run (each as it started: :func:`_continuation`) and starts the others; none having one
-    is a :class:`NothingToRunError` (exit 7). ``threads``: what ``--threads`` asked (the caller
-    has set the process's threads), for the warning when a resume does not use it.
-
-    Returns one result.json dict per seed. Raises :class:`ConfigError` for invalid recipes
-    or recipe names, an existing run without ``resume``/``force``, a resume this command
-    would change (:func:`_continuation`) and a folder another
-    process holds (:class:`~pairrepro.runs.RunLockedError`), :class:`DataError`
-    for missing data and a damaged run folder, :class:`TrainingError` for a diverged run,
-    :class:`~pairrepro.errors.StorageError` when a file cannot be written,
-    ``KeyboardInterrupt`` after Ctrl-C or SIGTERM (a checkpoint is saved first).
-    """
+    """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``) and
+    write its ``summary.json``; one result.json dict per seed. ``resume`` continues the seeds
+    that have a run (:func:`_plan`) and starts the others; none having one is a
+    :class:`NothingToRunError`. ``threads``: what ``--threads`` asked (the caller has set
+    it), for the warning when a resume does not use it. Errors are pairrepro's (a lock held
+    elsewhere: :class:`~pairrepro.runs.RunLockedError`); Ctrl-C or SIGTERM is
+    ``KeyboardInterrupt`` once a checkpoint is saved."""
     recipe = load_recipe(path, overrides)
     # the name becomes a folder: checked (and every seed's path built) before any write
     check_name(recipe.name, "recipe", recipe.source)
