@@ -63,13 +63,6 @@ def silent(_kind: str, _message: str) -> None:
     return None
 
 
-
-def _failure(spec: RunSpec, exc: BaseException) -> RunOutcome:
-    if isinstance(exc, PairreproError):
-        return RunOutcome(spec, "failed", exc.exit_code, exc.message)
-    return RunOutcome(spec, "failed", 1, f"{type(exc).__name__}: {exc}")
-
-
 def run_inline(spec: RunSpec, runs_dir: Path, device: str | None = None,
                quiet: bool = False) -> RunOutcome:
     """Train ``spec`` in this process (``resume`` when it has a run: :func:`continues`);
@@ -81,7 +74,7 @@ def run_inline(spec: RunSpec, runs_dir: Path, device: str | None = None,
         runner.train_recipe(spec.source, [], [spec.seed], resume=continues(spec, runs_dir),
                             device=device, quiet=quiet, runs_dir=runs_dir)
     except PairreproError as exc:
-        return _failure(spec, exc)
+        return RunOutcome(spec, "failed", exc.exit_code, exc.message)
     return RunOutcome(spec, "finished")
 
 
@@ -99,7 +92,6 @@ def failed_reason(spec: RunSpec, runs_dir: Path, log: Path) -> str:
         if lines:
             return lines[-1][:200]
     return "no error recorded"
-
 
 
 def summary_lines(outcomes: list[RunOutcome]) -> list[str]:

@@ -241,10 +241,6 @@ INITIALIZERS: dict[Initializer, Callable[[torch.Tensor, float], object]] = {
 }
 
 
-def _apply_init(param: torch.Tensor, init: Initializer, init_range: float) -> None:
-    INITIALIZERS[init](param, init_range)
-
-
 def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
     """Apply the recipe's initialisation: each parameter gets :func:`initializer_for`'s
     (``uniform`` U(-init_range, init_range); ``xavier``: Xavier-uniform matrices, zero
@@ -262,9 +258,9 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
             if id(param) in documented:
                 # drawn into a scratch copy, so the random stream, and with it every other
                 # parameter's initial value, is what it would be without the documented init
-                _apply_init(param.detach().clone(), init, cfg.init_range)
+                INITIALIZERS[init](param.detach().clone(), cfg.init_range)
                 continue
-            _apply_init(param, init, cfg.init_range)
+            INITIALIZERS[init](param, cfg.init_range)
         for module in model.modules():
             # re-zero the padding row that a global init overwrote
             if (isinstance(module, nn.Embedding) and module.padding_idx is not None
