@@ -102,3 +102,15 @@ def test_finish_records_the_run_as_finished(tmp_path: Path) -> None:
     manifest = folder.read_manifest()
     assert (manifest["epochs_run"], manifest["chosen_epoch"]) == (2, 2)
     assert manifest["pairs_per_s"] == 40.0  # 200 pairs in 5 s
+
+
+def test_a_ctrl_c_after_finish_leaves_the_run_finished(tmp_path: Path) -> None:
+    """Once the finished result is written the run stands: a signal before the block ends
+    (another seed's turn, the DDP barrier) does not make it ``interrupted``."""
+    folder = _folder(tmp_path)
+    with pytest.raises(KeyboardInterrupt), _run(folder) as run:
+        run.decide(lambda: "fresh", "")
+        run.start("fresh", {}, WallTime(), started=0.0)
+        run.finish(1, [{"train_time_s": 1.0, "train_pairs": 10}], {})
+        raise KeyboardInterrupt
+    assert _result(folder)["status"] == "finished"

@@ -61,7 +61,8 @@ class SeedRun:
         self.folder, self.recipe, self.seed, self.dist = folder, recipe, seed, dist
         self.resumed = False
         self._held = contextlib.ExitStack()
-        self._manifest: dict[str, Any] | None = None  # set by start: the folder has changed
+        self._manifest: dict[str, Any] = {}
+        self._changed = False  # start() has begun changing the folder
         self._timed, self._started = WallTime(), 0.0
         self._kept_aside = False
 
@@ -71,7 +72,7 @@ class SeedRun:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         with self._held:  # the lock goes last
-            if exc is None or self._manifest is None:
+            if exc is None or not self._changed:
                 return
             if self.is_main:
                 self._record_failure(exc)
@@ -117,6 +118,7 @@ class SeedRun:
         config and the manifest are written. ``started``: ``time.perf_counter()`` when this
         segment began; ``timed``: the segments before it."""
         self._manifest, self._timed, self._started = manifest, timed, started
+        self._changed = True
         self.resumed = action == "resume"
         if self.is_main:
             if action == "replace":
@@ -139,7 +141,7 @@ class SeedRun:
                metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
         """Write the finished manifest and ``result.json``; the result (``{"recipe", "seed"}``
         only on ranks other than 0)."""
-        assert self._manifest is not None, "finish() before start()"
+        self._changed = False  # trained and scored: what follows records no failure
         train_time = sum(h["train_time_s"] for h in history)
         train_items = sum(h["train_pairs"] for h in history)
         self._manifest.update({
@@ -171,7 +173,7 @@ class SeedRun:
                 self.folder.restore_aside()
             return
         with contextlib.suppress(StorageError):
-            self.folder.write_manifest({**(self._manifest or {}), **self._wall_time()})
+            self.folder.write_manifest({**self._manifest, **self._wall_time()})
         with contextlib.suppress(StorageError):
             if isinstance(exc, Interrupted | KeyboardInterrupt):
                 self._write_result("interrupted", message=str(exc) or "interrupted")
