@@ -1,0 +1,37 @@
+"""Run folders (``runs/<recipe>/seed-<n>/`` and the reference copies under ``results/``):
+:mod:`~pairrepro.runs.folder` (layout, readers, writers, lock), :mod:`~pairrepro.runs.checkpoints`
+(torch), :mod:`~pairrepro.runs.index` (what a report reads of many runs) and
+:mod:`~pairrepro.runs.variants` (the variant rule, continuing a run, the copy into
+``results/``). The names used outside the package are re-exported here."""
+
+from pairrepro.runs.checkpoints import load_checkpoint, save_checkpoint
+from pairrepro.runs.folder import DamagedRunError, RunFolder, RunLockedError, check_name
+from pairrepro.runs.index import (
+    RunInfo,
+    all_runs,
+    find_runs,
+    prediction_keys,
+    read_predictions,
+    read_run,
+    seed_folders,
+    write_summary,
+)
+from pairrepro.runs.variants import (
+    COMPACT_COLUMNS,
+    config_differences,
+    copy_compact,
+    flatten_config,
+    put_back_aside,
+    resolved_config,
+    resume_command,
+    resume_overrides,
+    train_words,
+)
+
+__all__ = [
+    "COMPACT_COLUMNS", "DamagedRunError", "RunFolder", "RunInfo", "RunLockedError",
+    "all_runs", "check_name", "config_differences", "copy_compact", "find_runs",
+    "flatten_config", "load_checkpoint", "prediction_keys", "put_back_aside",
+    "read_predictions", "read_run", "resolved_config", "resume_command", "resume_overrides",
+    "save_checkpoint", "seed_folders", "train_words", "write_summary",
+]

@@ -1,0 +1,45 @@
+"""A run's torch checkpoints (``checkpoints/last.pt``, ``best.pt``): written atomically, read
+with ``weights_only=True``. They hold tensors, numbers, strings, lists and dicts only, so no
+code runs on load. The only module of :mod:`pairrepro.runs` that imports torch."""
+
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.errors import TrainingError
+from pairrepro.runs.folder import writing
+
+CHECKPOINT_FORMAT = 1
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` atomically: a crash mid-write leaves the previous file intact. Written
+    from Python, not by torch's own writer, so a full disk is an OSError with its errno
+    (a :class:`~pairrepro.errors.StorageError`), not a bare RuntimeError."""
+    import torch
+
+    buffer = BytesIO()
+    torch.save({"format_version": CHECKPOINT_FORMAT, **state}, buffer)
+    with writing(path), paths.atomic_path(path) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint onto the CPU."""
+    import torch
+
+    if not path.is_file():
+        raise TrainingError(f"checkpoint {path} not found",
+                            hint="train the run first, or pick --checkpoint last|best")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file: say which one
+        raise TrainingError(f"checkpoint {path} cannot be read: {exc}",
+                            hint="delete it and re-train with --force") from exc
+    if state.get("format_version") != CHECKPOINT_FORMAT:
+        raise TrainingError(f"checkpoint {path} has format {state.get('format_version')!r}, "
+                            f"expected {CHECKPOINT_FORMAT}", hint="re-train with --force")
+    return state

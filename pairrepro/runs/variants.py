@@ -1,0 +1,182 @@
+"""A run's config against a recipe's: the *variant* rule (:func:`config_differences`), the
+``--set`` values and the command that continue a stopped run with the config it started with,
+and the compact copy of a finished run into ``results/`` (:func:`copy_compact`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.errors import PairreproError
+from pairrepro.runs.folder import (
+    CONFIG,
+    EVALS,
+    MANIFEST,
+    METRICS,
+    PREDICTIONS,
+    RESULT,
+    RunFolder,
+    writing,
+)
+from pairrepro.runs.index import COMPACT_SKIP, RunInfo, prediction_keys, read_predictions
+
+# ---------------------------------------------------------------------- variants
+# Keys that change where or how fast a run is made, or its [recipe] bookkeeping, not what it
+# computes. Precision, like threads, moves only the last bits (`verify` compares runs that
+# differ in it through intervals, never as the same run).
+IGNORED_DIFFERENCES = frozenset({
+    "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
+    "optim.l2_scope_why",
+    "recipe.description", "recipe.change", "recipe.paper", "recipe.reproduces",
+    "recipe.compares", "recipe.seeds",
+})
+
+
+def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested tables as flat ``section.key`` names (``{"train": {"epochs": 4}}`` ->
+    ``{"train.epochs": 4}``); lists stay values."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_config(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``config.toml`` read through today's recipe schema, so a key added since
+    appears at its default (the old behaviour) and never makes an old run differ; a config the
+    schema cannot read is returned as it is."""
+    from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
+
+    try:
+        return recipe_from_dict(config, name="run", source=CONFIG).to_dict()
+    except PairreproError:
+        return config
+
+
+def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
+                       also_ignore: frozenset[str] = frozenset()
+                       ) -> dict[str, tuple[Any, Any]]:
+    """The one rule for "is this run the recipe's reproduction or a *variant*": the keys in
+    which a run's config differs from a recipe's (``recipe.to_dict()``) or another run's, both
+    read through :func:`resolved_config`, as ``{"section.key": (run value, recipe value)}``
+    (``None`` where a side lacks the key), leaving out :data:`IGNORED_DIFFERENCES` and
+    ``also_ignore``. An empty ``run_config`` (no config.toml) claims none."""
+    if not run_config:  # a folder that recorded no config.toml: nothing to compare
+        return {}
+    run = flatten_config(resolved_config(run_config))
+    recipe = flatten_config(resolved_config(recipe_config))
+    ignored = IGNORED_DIFFERENCES | also_ignore
+    return {key: (run.get(key), recipe.get(key)) for key in sorted(set(run) | set(recipe))
+            if key not in ignored and run.get(key) != recipe.get(key)}
+
+
+
+# ---------------------------------------------------------------------- continuing a run
+def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
+                *flags: str) -> list[str]:
+    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
+    words = ["pairrepro", "train", recipe]
+    if seeds.strip():
+        words += ["--seeds", seeds]
+    for override in overrides:
+        words += ["--set", override]
+    if device:
+        words += ["--device", device]
+    return [*words, *flags]
+
+
+def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
+                   device: str | None = None, runs_dir: Path | None = None) -> str:
+    """The command that continues a stopped ``train``: the same recipe, seeds, overrides and
+    device, plus ``--resume`` (never ``--force``: the checkpoint is kept; the run's precision,
+    checkpoint timing and threads are its own). With ``runs_dir`` other than ``./runs``,
+    ``PAIRREPRO_RUNS`` is named as an absolute path: a later shell may not have it set, or
+    start elsewhere."""
+    command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
+    if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
+        return command
+    return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir.absolute()))} {command}"
+
+
+def resume_overrides(run: RunInfo) -> list[str]:
+    """``--set`` values for every key in which ``run``'s config differs from its recipe file
+    today (none when the file cannot be read), so that ``--resume`` finds the same config."""
+    from pairrepro.config import load_recipe  # the schema; config imports nothing here
+
+    try:
+        recipe = load_recipe(paths.recipes_dir() / f"{run.recipe}.toml").to_dict()
+    except PairreproError:
+        recipe = {}
+    return [f"{key}={json.dumps(mine)}"
+            for key, (mine, _) in config_differences(run.config, recipe).items()
+            if mine is not None]
+
+
+# the columns a reference run keeps: what metrics, intervals and paired tests need (ids,
+# gold label, the ranking score or the predicted class); never the text of a pair
+COMPACT_COLUMNS = ("pair_id", "group_id", "label", "score", "prediction")
+
+
+def put_back_aside(dest: RunFolder) -> Path:
+    """Where :func:`copy_compact` puts the folder it replaces while the new one moves in
+    (:attr:`RunFolder.aside_path`). A folder found there is put back when none is in place
+    (an add killed between the two renames), else removed (killed after them)."""
+    aside = dest.aside_path
+    if aside.is_dir():
+        with writing(dest.path):
+            if dest.path.exists():  # killed after the new one moved in: the old one is done
+                shutil.rmtree(aside)
+            else:
+                os.replace(aside, dest.path)
+    return aside
+
+
+def _write_compact(source: RunFolder, staging: Path) -> None:
+    """The compact copy's files, written into ``staging``."""
+    for name in (CONFIG, MANIFEST, METRICS, RESULT):
+        if (source.path / name).is_file():
+            shutil.copyfile(source.path / name, staging / name)
+    if (source.path / EVALS).is_dir():
+        shutil.copytree(source.path / EVALS, staging / EVALS)
+    (staging / PREDICTIONS).mkdir()
+    for key in prediction_keys(source):
+        if key in COMPACT_SKIP:
+            continue
+        frame = read_predictions(source, key)
+        keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
+        frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
+                               compression="zstd")
+
+
+def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
+    """Copy a finished run into ``dest`` without checkpoints, its dev/test predictions cut to
+    :data:`COMPACT_COLUMNS`; the files written. Staged, then renamed into place, the folder it
+    replaces renamed aside first and removed last: an interruption leaves the old reference or
+    the new one, and no staging folder."""
+    staging = dest.path.parent / f".{dest.path.name}.incoming"
+    aside = put_back_aside(dest)
+    try:
+        with writing(staging):
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir(parents=True)
+            _write_compact(source, staging)
+            if dest.path.exists():
+                os.replace(dest.path, aside)
+            os.replace(staging, dest.path)
+    except BaseException:
+        put_back_aside(dest)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+    return sorted(p for p in dest.path.rglob("*") if p.is_file())
