@@ -88,5 +88,17 @@ readme-tables: $(STAMP)  ## rewrite README's generated tables from results/
 results: $(STAMP)  ## keep finished runs as reference runs: make results RUNS="runs/bm25_trecqa/seed-1 ..."
 	$(CLI) results add $(RUNS)
 
+# A sample of the release's fast recipes, re-made from scratch and verified against results/
+# (bit-equal on the release's CPU, torch build and one thread; inside the intervals elsewhere).
+# About 15 minutes on one core; never part of CI (it trains).
+REGRESSION ?= bm25_trecqa mv_lstm_tensor_trecqa_short mv_lstm_bilinear_trecqa mv_lstm_tensor_trecqa
+REGRESSION_RUNS ?= runs/regression
+.PHONY: regression
+regression: $(STAMP)  ## re-make a sample of the reference runs (REGRESSION="recipe ...") and verify each
+	$(CLI) fetch trecqa
+	$(CLI) preprocess trecqa --variant clean
+	for r in $(REGRESSION); do PAIRREPRO_RUNS=$(REGRESSION_RUNS) $(CLI) train $$r --threads 1 --force || exit $$?; done
+	$(CLI) verify $(REGRESSION_RUNS)
+
 clean:  ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -11,6 +11,7 @@ import typer
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
 from pairrepro.cli.interrupts import interrupts_held
+from pairrepro.cli.release_cmds import results_release
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.paths import write_text
 from pairrepro.runs import RunFolder, seed_folders
@@ -167,5 +168,6 @@ def register(app: typer.Typer) -> None:
                         "add a finished run; rewrite the README's generated sections.")
     add_command(group, "add", results_add)
     add_command(group, "readme", results_readme)
+    add_command(group, "release", results_release)
     app.add_typer(group, name="results")
 

@@ -20,13 +20,14 @@ every run exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationErro
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.report import evidence
+from pairrepro.report import evidence, release
 from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
@@ -260,4 +261,12 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     if dest.exists() and not force:
         raise ConfigError(f"{dest.path} already holds a reference run",
                           hint="pass --force to replace it")
-    return dest, copy_compact(RunFolder(Path(run_dir)), dest)
+    # a re-made run says what it replaced: bit-equal or not, and why not
+    old = read_run(dest.path) if dest.exists() else None
+    replaced = release.replacement(old, run) if old and old.status == "finished" else None
+    files = copy_compact(RunFolder(Path(run_dir)), dest)
+    if replaced:
+        path = dest.path / release.REPLACES_FILE
+        paths.write_text(path, json.dumps(replaced, indent=2, sort_keys=True) + "\n")
+        files.append(path)
+    return dest, files

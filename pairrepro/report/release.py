@@ -1,0 +1,182 @@
+"""A release of the reference runs: ``results/release.json`` names the commit the last re-made
+runs came from, the date, the machine and every run in ``results/``. A release is written only
+when nothing is pending: every run records the CPU it ran on, and every recipe's seeds come
+from one commit. A run re-made over an older one keeps, in ``replaces.json`` beside it, whether
+the two are bit-equal and, when they are not, what differs between them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError
+from pairrepro.runs import RunInfo, all_runs, read_predictions
+
+RELEASE_FILE = "release.json"
+REPLACES_FILE = "replaces.json"
+# the code a training path runs: a change there may change a re-made run's numbers
+TRAINING_CODE = ("pairrepro/models", "pairrepro/train", "pairrepro/data", "pairrepro/tasks.py",
+                 "pairrepro/metrics.py", "pairrepro/config.py")
+
+
+@dataclass(frozen=True)
+class Remake:
+    """Seeds of one recipe that the next release must re-make, why, and what they cost."""
+
+    recipe: str
+    seeds: tuple[int, ...]
+    why: str
+    hours: float  # the replaced runs' recorded wall time (made under unrecorded load)
+
+    @property
+    def command(self) -> str:
+        seeds = ",".join(map(str, self.seeds))
+        return f"pairrepro train {self.recipe} --seeds {seeds} --threads 1 --force"
+
+
+def _by_recipe(runs: list[RunInfo]) -> dict[str, list[RunInfo]]:
+    grouped: dict[str, list[RunInfo]] = {}
+    for run in runs:
+        grouped.setdefault(run.recipe, []).append(run)
+    return grouped
+
+
+def _hours(runs: list[RunInfo]) -> float:
+    return sum(float(r.manifest.get("wall_time_s") or 0) for r in runs) / 3600
+
+
+def pending(results_dir: Path | None = None) -> list[Remake]:
+    """What must be re-made before a release: every seed of a recipe whose seeds come from
+    more than one commit, and every run that does not record its CPU (``manifest.cpu``)."""
+    todo = []
+    for recipe, runs in _by_recipe(all_runs(results_dir or paths.results_dir())).items():
+        commits = {r.commit for r in runs}
+        unknown_cpu = [r for r in runs if "cpu" not in r.manifest]
+        if len(commits) > 1:
+            todo.append(Remake(recipe, tuple(r.seed for r in runs), f"seeds from {len(commits)} "
+                               "commits: " + ", ".join(sorted(c[:7] for c in commits)),
+                               _hours(runs)))
+        elif unknown_cpu:
+            todo.append(Remake(recipe, tuple(r.seed for r in unknown_cpu),
+                               "no CPU fingerprint", _hours(unknown_cpu)))
+    return todo
+
+
+def _changed_training_code(old: str, new: str) -> list[str]:
+    """The training-path files that differ between two commits ([] when git cannot say)."""
+    try:
+        out = subprocess.run(["git", "diff", "--name-only", old, new, "--", *TRAINING_CODE],
+                             cwd=paths.PROJECT_DIR, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    return out.stdout.split()
+
+
+def _same_predictions(old: RunInfo, new: RunInfo) -> bool:
+    for split in old.metrics:
+        a, b = read_predictions(old.folder, split), read_predictions(new.folder, split)
+        if a is None or b is None:
+            continue
+        column = "score" if "score" in a.columns else "prediction"
+        if column not in b.columns or len(a) != len(b) or not (
+                a[column].to_numpy() == b[column].to_numpy()).all():
+            return False
+    return True
+
+
+def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
+    """What re-making ``old`` as ``new`` changed: bit-equal metrics and predictions or not,
+    and the reasons known for a difference (the training code between the two commits, an
+    unrecorded or other CPU, another torch build or precision)."""
+    bit_equal = old.metrics == new.metrics and _same_predictions(old, new)
+    why = []
+    if not bit_equal:
+        if old.commit != new.commit:
+            changed = _changed_training_code(old.commit, new.commit)
+            if changed:
+                why.append(f"training code changed between {old.commit[:7]} and "
+                           f"{new.commit[:7]}: {', '.join(changed)}")
+        for key, name in (("cpu", "CPU"), ("torch", "torch build"),
+                          ("precision", "precision"), ("cpu_threads", "threads")):
+            if key not in old.manifest:
+                why.append(f"the replaced run does not record its {name}")
+            elif old.manifest[key] != new.manifest.get(key):
+                why.append(f"{name} differs")
+        why = why or ["not found: same commit code path, CPU, torch, precision and threads"]
+    return {"replaced_commit": old.commit, "commit": new.commit, "bit_equal": bit_equal,
+            "why": why}
+
+
+@dataclass(frozen=True)
+class Release:
+    """``results/release.json``."""
+
+    name: str
+    commit: str
+    date: str
+    cpu: str
+    torch: str
+    runs: list[str]
+    remade: dict[str, dict[str, Any]]  # run -> its replacement record
+
+    @property
+    def not_bit_equal(self) -> list[str]:
+        return [run for run, rec in self.remade.items() if not rec["bit_equal"]]
+
+
+def _cpu_line(manifest: dict[str, Any]) -> str:
+    cpu = manifest.get("cpu") or {}
+    return f"{cpu.get('model', '?')} ({', '.join(cpu.get('isa', []))}; oneDNN " \
+           f"{cpu.get('onednn', '?')})"
+
+
+def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
+    """The release of ``results/`` as it is; a ConfigError while anything is pending."""
+    results_dir = results_dir or paths.results_dir()
+    todo = pending(results_dir)
+    if todo:
+        raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
+                          "release: " + ", ".join(r.recipe for r in todo),
+                          hint="pairrepro results release --plan lists them with commands")
+    runs = all_runs(results_dir)
+    remade = {}
+    for run in runs:
+        path = Path(run.path) / REPLACES_FILE
+        if path.is_file():
+            remade[f"{run.recipe}/seed-{run.seed}"] = json.loads(path.read_text("utf-8"))
+    commits = {rec["commit"] for rec in remade.values()}
+    if len(commits) > 1:
+        raise ConfigError(f"{results_dir}: the re-made runs come from {len(commits)} commits ("
+                          + ", ".join(sorted(c[:7] for c in commits)) + "), a release from one",
+                          hint="re-make the others at one clean commit")
+    cpus = Counter(_cpu_line(r.manifest) for r in runs)
+    if len(cpus) > 1:
+        raise ConfigError(f"{results_dir}: runs from {len(cpus)} CPUs: " + "; ".join(cpus),
+                          hint="re-make the runs of the other CPUs on one machine")
+    # no run re-made: the commit most runs come from
+    commit = next(iter(commits), Counter(r.commit for r in runs).most_common(1)[0][0])
+    return Release(name=name, commit=commit, date=date, cpu=next(iter(cpus)),
+                   torch=str(runs[0].manifest.get("torch", "")),
+                   runs=[f"{r.recipe}/seed-{r.seed}" for r in runs], remade=remade)
+
+
+def write_release(release: Release, results_dir: Path | None = None) -> Path:
+    path = (results_dir or paths.results_dir()) / RELEASE_FILE
+    paths.write_text(path, json.dumps(asdict(release), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def read_release(results_dir: Path | None = None) -> Release | None:
+    path = (results_dir or paths.results_dir()) / RELEASE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return Release(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a release record ({exc})",
+                          hint="rewrite it: pairrepro results release --name N") from None

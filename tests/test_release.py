@@ -1,0 +1,94 @@
+"""Releases of the reference runs: what must be re-made (seeds from several commits, a run
+without a CPU fingerprint), whether a re-made run is bit-equal to the one it replaces, and the
+release record, on hand-written run folders whose answers are known by construction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from pairrepro.cli.app import app
+from pairrepro.errors import ConfigError
+from pairrepro.report import release as rl
+from pairrepro.runs import RunFolder, read_run
+
+CPU = {"model": "AMD EPYC", "isa": ["avx512f"], "onednn": "v3.12.0"}
+
+
+def run(results: Path, recipe: str, seed: int, commit: str, cpu: bool = True,
+        scores: tuple[float, ...] = (0.25, 0.75), wall: float = 1800.0) -> Path:
+    d = results / recipe / f"seed-{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    manifest = {"git": {"commit": commit, "dirty": False}, "wall_time_s": wall,
+                "torch": "2.13.0+cpu", "precision": "fp32", "cpu_threads": 1,
+                **({"cpu": CPU} if cpu else {})}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    (d / "config.toml").write_text("")
+    test_map = sum(scores) / len(scores)
+    (d / "result.json").write_text(json.dumps({
+        "recipe": recipe, "seed": seed, "status": "finished", "chosen_epoch": 1,
+        "metrics": {"test": {"map": test_map}}}))
+    RunFolder(d).write_predictions("test", pd.DataFrame({"pair_id": ["a", "b"],
+                                                         "score": list(scores)}))
+    return d
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    r = tmp_path / "results"
+    for seed, commit in ((1, "a" * 40), (2, "b" * 40)):
+        run(r, "mixed", seed, commit)
+    run(r, "no_cpu", 1, "c" * 40)
+    run(r, "no_cpu", 2, "c" * 40, cpu=False, wall=3600.0)
+    run(r, "fine", 1, "c" * 40)
+    return r
+
+
+def test_pending_lists_mixed_commits_and_unknown_cpus(results: Path) -> None:
+    todo = {r.recipe: r for r in rl.pending(results)}
+    assert set(todo) == {"mixed", "no_cpu"}
+    assert todo["mixed"].seeds == (1, 2) and "2 commits" in todo["mixed"].why
+    assert todo["mixed"].hours == pytest.approx(1.0)  # two runs of 1,800 s
+    assert todo["no_cpu"].seeds == (2,) and todo["no_cpu"].hours == pytest.approx(1.0)
+    assert todo["no_cpu"].command == "pairrepro train no_cpu --seeds 2 --threads 1 --force"
+
+
+def test_replacement_is_bit_equal_only_when_metrics_and_predictions_are(tmp_path: Path
+                                                                        ) -> None:
+    old = read_run(run(tmp_path / "old", "r", 1, "a" * 40, cpu=False))
+    same = read_run(run(tmp_path / "same", "r", 1, "d" * 40))
+    assert rl.replacement(old, same) == {"replaced_commit": "a" * 40, "commit": "d" * 40,
+                                         "bit_equal": True, "why": []}
+    # one score moves by one ulp and the metric with it: not bit-equal, and the old run's
+    # missing CPU record is named as a reason
+    other = read_run(run(tmp_path / "other", "r", 1, "d" * 40, scores=(0.25, 0.7500000000000001)))
+    record = rl.replacement(old, other)
+    assert record["bit_equal"] is False
+    assert "the replaced run does not record its CPU" in record["why"]
+
+
+def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path) -> None:
+    with pytest.raises(ConfigError, match="2 recipe"):
+        rl.make_release("1", "2026-11-27", results)
+    for seed in (1, 2):
+        d = run(results, "mixed", seed, "e" * 40)
+        (d / rl.REPLACES_FILE).write_text(json.dumps({"commit": "e" * 40, "bit_equal": seed == 1,
+                                                      "why": [], "replaced_commit": "a" * 40}))
+    run(results, "no_cpu", 2, "c" * 40)
+    assert rl.pending(results) == []
+    release = rl.make_release("1", "2026-11-27", results)
+    assert release.commit == "e" * 40 and release.not_bit_equal == ["mixed/seed-2"]
+    assert len(release.runs) == 5 and "AMD EPYC" in release.cpu
+    rl.write_release(release, results)
+    assert rl.read_release(results) == release
+
+
+def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: Path) -> None:
+    out = CliRunner().invoke(app, ["results", "release", "--results", str(results)])
+    assert out.exit_code == 9
+    assert "pairrepro train mixed --seeds 1,2 --threads 1 --force" in out.output
+    assert "2 recipe(s), 3 run(s)" in out.output
