@@ -21,7 +21,7 @@ from pairrepro.cli.common import (
     parse_seeds,
     show_progress,
 )
-from pairrepro.config import PRECISIONS, load_recipe
+from pairrepro.config import PRECISIONS, Recipe, load_recipe
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.runs import (
     DamagedRunError,
@@ -70,34 +70,24 @@ def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> 
 
 
 def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, float]]]:
-    rows = []
-    for r in results:
-        splits = sorted(r.get("metrics", {}), key=lambda s: (s not in SPLIT_ORDER,
-                                                            SPLIT_ORDER.index(s)
-                                                            if s in SPLIT_ORDER else 0, s))
-        for split in splits:
-            rows.append((f"seed {r['seed']} (ep {r.get('chosen_epoch')})", split,
-                         r["metrics"][split]))
-    return rows
+    """One row per seed and split: train, dev, then the others by name."""
+    def order(split: str) -> tuple[int, str]:
+        return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
+
+    return [(f"seed {r['seed']} (ep {r.get('chosen_epoch')})", split, r["metrics"][split])
+            for r in results for split in sorted(r.get("metrics", {}), key=order)]
 
 
-def _train_in_ranks(path: Path, overrides: list[str], seeds: str, device: str | None,
-                    resume: bool, force: bool, threads: int | None, nproc: int,
-                    watching: list[str]) -> None:
-    """``train`` as ``nproc`` DDP ranks. What this machine can tell before they start (the
-    recipe, the dataset, the data and embeddings it needs) is checked here, so such an error
-    is printed once and no rank starts; a rank that fails later said why itself, and this
-    adds one line naming it."""
-    from pairrepro.config import load_recipe
+def _train_in_ranks(recipe: Recipe, words: list[str], nproc: int) -> None:
+    """``train`` (``words``, the command line) as ``nproc`` DDP ranks. What this machine can
+    tell before they start (the data and embeddings ``recipe`` needs) is checked here, so such
+    an error is printed once and no rank starts; a rank that fails later said why itself, and
+    this adds one line naming it."""
     from pairrepro.device import launch_ranks
     from pairrepro.train.setup import check_prerequisites
 
-    recipe = load_recipe(path, overrides)
     check_prerequisites(recipe)
-    flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
-             *(["--threads", str(threads)] if threads else []), *watching]
     global_flags = [*(["--quiet"] if STATE.quiet else []), *(["--json"] if STATE.json else [])]
-    words = train_words(str(path), overrides, seeds, device, *flags)
     failed = launch_ranks(nproc, [*global_flags, *words[1:]])
     if failed is None:
         return
@@ -202,10 +192,12 @@ def train(
         return
     # under torchrun (WORLD_SIZE set) this process is a rank already
     if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
-        watching = ["--tensorboard", "--tensorboard-every", str(tensorboard_every)] \
-            if watch is not None else []
-        _train_in_ranks(path, overrides, seeds, device, resume, force, threads, nproc_per_node,
-                        watching)
+        flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
+                 *(["--threads", str(threads)] if threads else []),
+                 *(["--tensorboard", "--tensorboard-every", str(tensorboard_every)]
+                   if watch is not None else [])]
+        _train_in_ranks(resolved, train_words(str(path), overrides, seeds, device, *flags),
+                        nproc_per_node)
         return
     from pairrepro.device import default_threads, set_threads
     from pairrepro.train.runner import train_recipe

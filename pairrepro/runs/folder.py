@@ -36,12 +36,8 @@ CONFIG = "config.toml"
 MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
 RESULT = "result.json"
-CHECKPOINTS = "checkpoints"
-PROGRESS = "last.json"  # beside last.pt: its epoch and step
 PREDICTIONS = "predictions"
 EVALS = "evals"
-TENSORBOARD = "tensorboard"
-LOGS = "logs"  # in the recipe folder: runs/<recipe>/logs/
 SUMMARY = "summary.json"  # in the recipe folder
 STATUSES = ("running", "interrupted", "failed", "finished")
 # names that become folders: recipes, datasets (nothing that could climb out of a root)
@@ -142,21 +138,17 @@ class RunFolder:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.path / CHECKPOINTS
-
-    @property
-    def tensorboard_dir(self) -> Path:
-        return self.path / TENSORBOARD
+        return self.path / "checkpoints"
 
     def open_tensorboard(self, first_step: int) -> Any:
-        """A ``torch.utils.tensorboard.SummaryWriter`` into :attr:`tensorboard_dir` whose
-        events from ``first_step`` on replace any logged before (a resumed run logs again
-        what followed its checkpoint); ``ImportError`` without the tensorboard package."""
+        """A ``torch.utils.tensorboard.SummaryWriter`` into ``tensorboard/`` whose events from
+        ``first_step`` on replace any logged before (a resumed run logs again what followed
+        its checkpoint); ``ImportError`` without the tensorboard package."""
         from torch.utils.tensorboard import SummaryWriter
 
-        with writing(self.tensorboard_dir):
-            return SummaryWriter(str(self.tensorboard_dir), purge_step=first_step,
-                                 flush_secs=10)
+        folder = self.path / "tensorboard"
+        with writing(folder):
+            return SummaryWriter(str(folder), purge_step=first_step, flush_secs=10)
 
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
@@ -165,7 +157,7 @@ class RunFolder:
     @property
     def progress_path(self) -> Path:
         """``checkpoints/last.json``: where ``last.pt`` stands, readable without torch."""
-        return self.checkpoint_dir / PROGRESS
+        return self.checkpoint_dir / "last.json"
 
     def write_progress(self, progress: dict[str, Any]) -> None:
         write_json(self.progress_path, progress)
@@ -183,11 +175,7 @@ class RunFolder:
         """``runs/<recipe>/logs/seed-<n>.<launcher>.log``: the output of a run started by a
         launcher (``local`` pool, ``slurm-<job id>``). Beside the seed folder, not in it: a
         log written before training starts must not make a fresh folder look like a run."""
-        return self.recipe_dir / LOGS / f"{self.path.name}.{launcher}.log"
-
-    def eval_path(self, split: str, variant: str) -> Path:
-        """``evals/<split>@<variant>.json``."""
-        return self.path / EVALS / f"{split}@{variant or 'default'}.json"
+        return self.recipe_dir / "logs" / f"{self.path.name}.{launcher}.log"
 
     @property
     def seed(self) -> int:
@@ -198,10 +186,6 @@ class RunFolder:
     def exists(self) -> bool:
         """Whether the folder holds anything."""
         return self.path.is_dir() and any(self.path.iterdir())
-
-    def is_run(self) -> bool:
-        """Whether this looks like a run folder (it has a config)."""
-        return self.config_path.is_file()
 
     # ------------------------------------------------------------------ reading
     def _read_text(self, path: Path) -> str:
@@ -303,8 +287,6 @@ class RunFolder:
                      metrics: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
         """Write ``result.json``; a ``running`` result also records this process (pid and
         host), so a report can tell a live run from one whose process died."""
-        if status not in STATUSES:
-            raise ValueError(f"unknown run status {status!r}")
         result = {"recipe": recipe, "seed": seed, "status": status,
                   "chosen_epoch": chosen_epoch, "metrics": metrics or {},
                   "select_metric": select_metric, "manifest": MANIFEST, **extra}
@@ -315,7 +297,7 @@ class RunFolder:
 
     def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
         """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
-        path = self.eval_path(split, variant)
+        path = self.path / EVALS / f"{split}@{variant or 'default'}.json"
         write_json(path, record)
         return path
 

@@ -71,12 +71,6 @@ def process_gone(result: dict[str, Any]) -> bool:
     return False
 
 
-def commit_of(manifest: dict[str, Any]) -> str:
-    """The git commit a run was made at ("" when unknown)."""
-    git = manifest.get("git")
-    return str(git.get("commit") or "") if isinstance(git, dict) else ""
-
-
 def read_run(seed_dir: Path) -> RunInfo:
     """A seed folder's status, metrics, chosen epoch, commit, config and manifest. A damaged
     file, a folder without ``result.json`` and a finished run missing a part
@@ -108,7 +102,8 @@ def read_run(seed_dir: Path) -> RunInfo:
     info.metrics = result.get("metrics") or {}
     info.chosen_epoch = result.get("chosen_epoch")
     info.recipe = str(result.get("recipe", info.recipe))
-    info.commit = commit_of(info.manifest)
+    git = info.manifest.get("git")
+    info.commit = str(git.get("commit") or "") if isinstance(git, dict) else ""
     return info
 
 

@@ -47,22 +47,16 @@ def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
     """
     if not run_dirs:
         raise ConfigError("ensemble: no runs given")
-    total: np.ndarray | None = None
-    first: tuple[Recipe, EncodedSplit, int, str] | None = None
-    for run_dir in run_dirs:
-        recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
-                                                                       checkpoint)
-        if first is None:
-            first = (recipe, target, num_classes, no_positive)
-            total = scores.astype(np.float64)
-        else:
-            if target.pair_ids != first[1].pair_ids or recipe.task.loss != first[0].task.loss:
-                raise DataError(f"ensemble: {run_dir} was scored on different pairs or with "
-                                "a different loss than the first run",
-                                hint="ensemble only seeds of one recipe")
-            total = total + scores  # type: ignore[operator]
-    assert first is not None and total is not None
-    recipe, target, num_classes, no_positive = first
+    recipe, target, total, num_classes, no_positive = _run_scores(Path(run_dirs[0]), split,
+                                                                  checkpoint)
+    total = total.astype(np.float64)
+    for run_dir in run_dirs[1:]:
+        other, other_target, scores, *_ = _run_scores(Path(run_dir), split, checkpoint)
+        if other_target.pair_ids != target.pair_ids or other.task.loss != recipe.task.loss:
+            raise DataError(f"ensemble: {run_dir} was scored on different pairs or with "
+                            "a different loss than the first run",
+                            hint="ensemble only seeds of one recipe")
+        total = total + scores
     metrics: dict[str, Any] = recipe_task(recipe).metrics(target, total / len(run_dirs),
                                                           num_classes, no_positive)
     metrics["ensemble_size"] = float(len(run_dirs))

@@ -74,7 +74,7 @@ class SeedRun:
         with self._held:  # the lock goes last
             if exc is None or not self._changed:
                 return
-            if self.is_main:
+            if self.dist.is_main:
                 self._record_failure(exc)
             if isinstance(exc, Interrupted):
                 raise KeyboardInterrupt(str(exc)) from None
@@ -84,20 +84,12 @@ class SeedRun:
         lock is let go)."""
         self._held.enter_context(context)
 
-    @property
-    def is_main(self) -> bool:
-        return self.dist.is_main
-
-    def barrier(self) -> None:
-        """Every rank waits here for the others (a no-op outside DDP)."""
-        barrier(self.dist)
-
     def decide(self, plan: Callable[[], T], empty: T) -> T:
         """Rank 0 locks the folder and calls ``plan``; every rank gets its answer, or raises
         rank 0's error (none may hang waiting). ``empty``: what the other ranks pass in."""
         error: PairreproError | None = None
         answer = empty
-        if self.is_main:
+        if self.dist.is_main:
             try:
                 self.hold(self.folder.lock())
                 answer = plan()
@@ -120,7 +112,7 @@ class SeedRun:
         self._manifest, self._timed, self._started = manifest, timed, started
         self._changed = True
         self.resumed = action == "resume"
-        if self.is_main:
+        if self.dist.is_main:
             if action == "replace":
                 self._kept_aside = True  # set first: a move that fails half-way is undone
                 self.folder.move_aside()
@@ -129,7 +121,7 @@ class SeedRun:
             self._write_result("running")
             self.folder.write_config(self.recipe.to_toml())
             self.folder.write_manifest(manifest)
-        self.barrier()
+        barrier(self.dist)
 
     def drop_replaced(self) -> None:
         """The new run has a checkpoint: the run ``--force`` replaced may go."""
@@ -150,10 +142,10 @@ class SeedRun:
             "pairs_per_s": round(train_items / train_time, 1) if train_time else None,
             "resumed": self.resumed})
         result: dict[str, Any] = {"recipe": self.recipe.name, "seed": self.seed}
-        if self.is_main:
+        if self.dist.is_main:
             self.folder.write_manifest(self._manifest)
             result = self._write_result("finished", chosen_epoch, metrics)
-        self.barrier()
+        barrier(self.dist)
         return result
 
     def _wall_time(self) -> dict[str, Any]:

@@ -92,9 +92,6 @@ class TrainState:
     done: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 @contextmanager
 def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
@@ -226,7 +223,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "rng": capture_rng_state(),
-            "progress": self.state.to_dict(),
+            "progress": dict(vars(self.state)),
             "meta": {"recipe": self.recipe.name, "seed": self.seed},
         }
 
@@ -287,21 +284,16 @@ class Trainer:
 
     def _check_finite(self, value: float) -> None:
         if not math.isfinite(value):
-            epoch, step = self.state.epoch + 1, self.state.position
             raise TrainingError(
-                f"non-finite training loss or weights ({value}) in epoch {epoch} near batch "
-                f"{step} "
-                f"of run {self.folder.path}",
+                f"non-finite training loss or weights ({value}) in epoch {self.state.epoch + 1} "
+                f"near batch {self.state.position} of run {self.folder.path}",
                 hint="lower [optim] lr, set [optim] clip_norm, or check the data; the last "
-                     f"good checkpoint is kept in {self.folder.checkpoint_dir}",
-            )
+                     f"good checkpoint is kept in {self.folder.checkpoint_dir}")
 
     def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
         """Run the remaining epochs; returns the final progress (history, best epoch)."""
         if resume_state is not None:
             self.restore(resume_state)
-        recipe = self.recipe
-        cfg = recipe.train
         self.module.train()
         progress = step_progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -311,7 +303,7 @@ class Trainer:
             self.hooks.on_start(self)
         try:
             with progress, deferred_stop(self.stop_flag):
-                while not self.state.done and self.state.epoch < cfg.epochs:
+                while not self.state.done and self.state.epoch < self.recipe.train.epochs:
                     self._run_epoch(progress)
         finally:
             if self.hooks.on_end is not None:
@@ -397,16 +389,14 @@ class Trainer:
                               f"select_metric: {metric!r} is not "
                               f"computed for this task", hint=f"choose one of {sorted(dev)}")
         epoch = st.epoch + 1
-        lr = self.optimizer.param_groups[0]["lr"]
         line = {
             "epoch": epoch, "train_loss": loss_sum / max(pairs, 1),
             "train_running_accuracy": correct / max(pairs, 1),
-            "dev": dev, "lr": lr, "train_time_s": st.train_time,
+            "dev": dev, "lr": self.optimizer.param_groups[0]["lr"], "train_time_s": st.train_time,
             "pairs_per_s": plan.num_items / max(st.train_time, 1e-9),
             "train_pairs": plan.num_items, "steps": len(plan),
         }
-        improved = st.best_epoch == 0 or dev[metric] > st.best_value
-        if improved:
+        if st.best_epoch == 0 or dev[metric] > st.best_value:
             st.best_value, st.best_epoch, st.bad_epochs = dev[metric], epoch, 0
             if self.dist.is_main:
                 checkpoints.save_checkpoint(self.folder.checkpoint("best"), {

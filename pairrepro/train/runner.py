@@ -22,9 +22,9 @@ import torch
 from pairrepro import paths
 from pairrepro.config import Recipe, load_recipe, parse_override
 from pairrepro.data.batches import subsample
-from pairrepro.data.prepared import PreparedDataset
 from pairrepro.device import (
     DistContext,
+    barrier,
     init_distributed,
     leave_process_group,
     resolve_precision,
@@ -116,10 +116,19 @@ def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.d
                           hint="undo the change, or pass --force to start over")
     if status == "finished":
         # --resume --set train.epochs=N (more than the run had): train the extra epochs
-        old_epochs = old.get("train", {}).get("epochs")
-        more = isinstance(old_epochs, int) and recipe.train.epochs > old_epochs
-        if not (more and has_checkpoint):
+        done, asked = old.get("train", {}).get("epochs"), recipe.train.epochs
+        if not isinstance(done, int) or asked == done:
             return Plan("done")
+        if asked < done:
+            return Plan("done", warnings=(
+                f"--resume: {folder.path} finished {done} epochs; train.epochs={asked} asks "
+                f"for fewer, so nothing was trained and its {done}-epoch result is shown (to "
+                f"train {asked} epochs from scratch, use --force instead of --resume)",))
+        if not has_checkpoint:
+            return Plan("done", warnings=(
+                f"--resume: {folder.path} cannot train on to {asked} epochs: its checkpoint "
+                f"{folder.checkpoint('last')} is missing; its {done}-epoch result is shown "
+                "(--force trains it again)",))
     elif not has_checkpoint:
         return Plan("fresh", warnings=(f"--resume: {folder.path} has no checkpoint to "
                                        "continue from: the run was started again",))
@@ -186,11 +195,8 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
     with SeedRun(folder, recipe, seed, dist_ctx) as run:
         plan = run.decide(lambda: _plan(folder, recipe, request, device_t,
                                         dist_ctx.world_size), Plan(""))
-        notes = list(plan.warnings)
         if plan.action == "done":
             result = folder.read_result()
-            note = _ignored_resume(folder, recipe) if request.resume else ""
-            notes += [note] if note else []
         else:
             if plan.kept:
                 run.recipe = recipe = recipe.with_changes(**plan.kept)
@@ -201,7 +207,7 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
             result = _train_seed(run, plan.action, device_t, precision, show_progress,
                                  hooks)
         # not written to result.json: they are about this request, not about the run
-        return {**result, "warnings": notes} if notes else result
+        return {**result, "warnings": list(plan.warnings)} if plan.warnings else result
 
 
 @contextlib.contextmanager
@@ -213,22 +219,6 @@ def _threads(threads: int) -> Iterator[None]:
         yield
     finally:
         set_threads(before)  # the next seed's
-
-
-def _ignored_resume(folder: RunFolder, recipe: Recipe) -> str:
-    """Why ``--resume`` of a finished run trained nothing although ``train.epochs`` asked
-    for a different length ("" when it asked for what the run has)."""
-    old = folder.read_config().get("train", {}).get("epochs")
-    asked = recipe.train.epochs
-    if not isinstance(old, int) or asked == old:
-        return ""
-    if asked < old:
-        return (f"--resume: {folder.path} finished {old} epochs; train.epochs={asked} asks for "
-                f"fewer, so nothing was trained and its {old}-epoch result is shown (to train "
-                f"{asked} epochs from scratch, use --force instead of --resume)")
-    return (f"--resume: {folder.path} cannot train on to {asked} epochs: its checkpoint "
-            f"{folder.checkpoint('last')} is missing; its {old}-epoch result is shown (--force "
-            "trains it again)")
 
 
 def _train_seed(run: SeedRun, action: str, device_t: torch.device, precision: str,
@@ -244,26 +234,6 @@ def _train_seed(run: SeedRun, action: str, device_t: torch.device, precision: st
         prepared.check_files(before.get("prepared_sha256", {}), str(folder.manifest_path))
         timed = WallTime.after(before)
     model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
-    _check_trainable_variant(recipe, model, prepared)
-    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
-        precision = "fp32"
-    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, run.dist,
-                              {**emb_info, "no_positive": data.no_positive,
-                               "train_pairs": len(data.train)})
-    run.start(action, manifest, timed, started)  # only now does the folder change
-    state = None
-    if model.needs_training:
-        state = _train(run, model, data, action, device_t, precision, show_progress, hooks)
-    else:
-        _fit_statistics(run, model, data, device_t)
-    metrics = _score_once(recipe, model, data, folder, device_t, run.dist, seed)
-    return run.finish(state.best_epoch if state else 0, state.history if state else [],
-                      metrics)
-
-
-def _check_trainable_variant(recipe: Recipe, model: PairModel,
-                             prepared: PreparedDataset) -> None:
-    """A trained model on a variant made for lexical scorers is a ConfigError."""
     if model.needs_training and prepared.stats.get("lexical_only"):
         raise ConfigError(
             f"{recipe.source}: [data] variant: {recipe.data.variant!r} of "
@@ -271,6 +241,18 @@ def _check_trainable_variant(recipe: Recipe, model: PairModel,
             f"{prepared.stats.get('description', '')}",
             hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
                  "are tokenised alike (for TrecQA: clean or raw)")
+    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
+        precision = "fp32"
+    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, run.dist,
+                              {**emb_info, "no_positive": data.no_positive,
+                               "train_pairs": len(data.train)})
+    run.start(action, manifest, timed, started)  # only now does the folder change
+    if model.needs_training:
+        state = _train(run, model, data, action, device_t, precision, show_progress, hooks)
+    else:
+        state = _fit_statistics(run, model, data, device_t)
+    metrics = _score_once(recipe, model, data, folder, device_t, run.dist, seed)
+    return run.finish(state.best_epoch, state.history, metrics)
 
 
 def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
@@ -286,21 +268,22 @@ def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
     if state.best_epoch == 0:
         raise TrainingError(f"{recipe.source}: no epoch was trained",
                             hint="[train] epochs must be >= 1")
-    run.barrier()  # rank 0 writes best.pt; the other ranks read it only after
+    barrier(run.dist)  # rank 0 writes best.pt; the other ranks read it only after
     model.load_state_dict(load_checkpoint(folder.checkpoint("best"))["model"])
     return state
 
 
 def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
-                    device_t: torch.device) -> None:
+                    device_t: torch.device) -> TrainState:
     """A scorer that is not trained (BM25): its statistics from the train split, kept as
-    ``best.pt`` (epoch 0)."""
+    ``best.pt`` (epoch 0, no history)."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.to(device_t)
-    if run.is_main:
+    if run.dist.is_main:
         save_checkpoint(run.folder.checkpoint("best"),
                         {"model": model.state_dict(), "epoch": 0, "dev": {}})
         run.drop_replaced()
+    return TrainState()
 
 
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
@@ -325,18 +308,6 @@ def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFol
 
 
 # --------------------------------------------------------------------------- several seeds
-def _nothing_to_resume(runs_dir: Path, recipe: str, seeds: list[int]) -> NothingToRunError:
-    """``--resume`` where no seed has a run: an error, never a silent start from scratch (a
-    resume command pasted into a shell whose ``PAIRREPRO_RUNS`` differs)."""
-    setting = os.environ.get("PAIRREPRO_RUNS")
-    where = f"set to {setting}" if setting else f"unset: ./{paths.DEFAULT_RUNS}"
-    return NothingToRunError(
-        f"--resume: no run of {recipe} (seed {', '.join(map(str, seeds))}) to continue in "
-        f"{(runs_dir / recipe).absolute()}",
-        hint=f"runs are looked for in $PAIRREPRO_RUNS ({where}): set it to the folder the "
-             "run was started in, or leave out --resume to start a new run")
-
-
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and sample standard deviation (ddof=1; 0 for one seed) per split and metric."""
     finished = [r for r in results if r.get("status") == "finished"]
@@ -375,7 +346,15 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     seeds = seeds or recipe.seeds
     folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
     if resume and not force and not any(folder.exists() for folder in folders):
-        raise _nothing_to_resume(runs_dir, recipe.name, seeds)
+        # never a silent start from scratch: a resume command pasted into a shell whose
+        # PAIRREPRO_RUNS differs
+        setting = os.environ.get("PAIRREPRO_RUNS")
+        where = f"set to {setting}" if setting else f"unset: ./{paths.DEFAULT_RUNS}"
+        raise NothingToRunError(
+            f"--resume: no run of {recipe.name} (seed {', '.join(map(str, seeds))}) to "
+            f"continue in {(runs_dir / recipe.name).absolute()}",
+            hint=f"runs are looked for in $PAIRREPRO_RUNS ({where}): set it to the folder the "
+                 "run was started in, or leave out --resume to start a new run")
     # the data and embeddings every seed needs, before any folder is locked or created
     check_prerequisites(recipe)
     explicit = frozenset(".".join(parse_override(text)[0]) for text in overrides or [])

@@ -209,13 +209,6 @@ def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
         raise ConfigError(f"{recipe.where('model')}: [model] {name}: {exc}") from None
 
 
-def documented_init_ids(model: nn.Module) -> set[int]:
-    """Ids of the parameters a module's ``documented_init`` names (its own init, as a
-    ``reset_parameters``: CSRAN's FM ``w = w0 = 0``, CIN's filter bias ``B``)."""
-    return {id(module.get_parameter(name)) for module in model.modules()
-            for name in getattr(module, "documented_init", ())}
-
-
 def initializer_for(name: str, cfg: OptimSection) -> Initializer:
     """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
     name (``re.search``), else ``init``."""
@@ -245,27 +238,27 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
     """Apply the recipe's initialisation: each parameter gets :func:`initializer_for`'s
     (``uniform`` U(-init_range, init_range); ``xavier``: Xavier-uniform matrices, zero
     vectors; ``zeros``; ``default``: the layer's own), but embedding tables with
-    ``keep_embeddings`` and :func:`documented_init_ids`. ``lstm_orthogonal`` then makes each
+    ``keep_embeddings`` and those a module's ``documented_init`` names (its own init:
+    CSRAN's FM ``w = w0 = 0``, CIN's filter bias ``B``). ``lstm_orthogonal`` then makes each
     gate block of every LSTM/GRU recurrent matrix orthogonal, or calls a module's own
     ``orthogonal_recurrent_()``."""
     embedding_params = embedding_parameter_ids(model)
-    documented = documented_init_ids(model)
+    documented = {id(module.get_parameter(name)) for module in model.modules()
+                  for name in getattr(module, "documented_init", ())}
+    names = {id(param): name for name, param in model.named_parameters()}
     with torch.no_grad():
         for name, param in model.named_parameters():
             if keep_embeddings and id(param) in embedding_params:
                 continue
-            init = initializer_for(name, cfg)
-            if id(param) in documented:
-                # drawn into a scratch copy, so the random stream, and with it every other
-                # parameter's initial value, is what it would be without the documented init
-                INITIALIZERS[init](param.detach().clone(), cfg.init_range)
-                continue
-            INITIALIZERS[init](param, cfg.init_range)
+            # a documented init is drawn into a scratch copy, so the random stream, and with
+            # it every other parameter's initial value, is what it would be without it
+            target = param.detach().clone() if id(param) in documented else param
+            INITIALIZERS[initializer_for(name, cfg)](target, cfg.init_range)
         for module in model.modules():
             # re-zero the padding row that a global init overwrote
             if (isinstance(module, nn.Embedding) and module.padding_idx is not None
                     and not keep_embeddings
-                    and initializer_for(_name_of(model, module.weight), cfg) != "default"):
+                    and initializer_for(names.get(id(module.weight), ""), cfg) != "default"):
                 module.weight[module.padding_idx].zero_()
         if cfg.lstm_orthogonal:
             for module in model.modules():
@@ -280,11 +273,6 @@ def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> No
                     hook()
 
 
-def _name_of(model: nn.Module, param: nn.Parameter) -> str:
-    """The name of ``param`` in ``model`` ("" if it is not one of its parameters)."""
-    return next((name for name, p in model.named_parameters() if p is param), "")
-
-
 def resolve_split(recipe: Recipe, split: str) -> str:
     """Result-file split keys ``train``/``dev`` -> the recipe's split names."""
     return {"train": recipe.data.train_split, "dev": recipe.data.dev_split}.get(split, split)
@@ -293,7 +281,7 @@ def resolve_split(recipe: Recipe, split: str) -> str:
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
     """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
     is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
-    if not folder.is_run():
+    if not folder.config_path.is_file():
         raise ConfigError(f"{folder.path} is not a run directory (no config.toml)",
                           hint="pass runs/<recipe>/seed-<n>")
     raw = folder.read_config()

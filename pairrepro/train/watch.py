@@ -113,9 +113,6 @@ class TensorBoardLog:
 
     def end(self, trainer: Trainer) -> None:
         """Flush and close this run's writer (the next run opens its own)."""
-        def close() -> None:
-            writer, self.writer = self.writer, None
-            writer.close()
-
-        if self.writer is not None:
-            self._safely(close)
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            self._safely(writer.close)
