@@ -132,12 +132,6 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(descriptor)
 
 
-def _requeue_signal() -> signal.Signals:
-    """The signal submitit uses for pre-emption and time-outs (``SUBMITIT_PREEMPT_SIGNAL``)."""
-    name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
-    return signal.Signals[name if name.startswith("SIG") else f"SIG{name}"]
-
-
 def _checkpointable_base() -> type:
     try:
         from submitit.helpers import Checkpointable
@@ -161,16 +155,15 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
 
     def __call__(self, spec: RunSpec) -> dict[str, Any]:
         job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
-        try:
+        with contextlib.suppress(ImportError, RuntimeError):
             import submitit
 
             job_id = submitit.JobEnvironment().job_id
-        except (ImportError, RuntimeError):
-            pass
         log = RunFolder.of(self.runs_dir, spec.recipe, spec.seed).log_path(f"slurm-{job_id}")
         preempted: list[tuple[int, Any]] = []
-        sig = _requeue_signal()
-        submitit_handler = signal.getsignal(sig)
+        # the signal submitit uses for pre-emption and time-outs
+        name = os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")
+        sig = signal.Signals[name if name.startswith("SIG") else f"SIG{name}"]
 
         def on_preempt(signum: int, frame: Any) -> None:
             preempted.append((signum, frame))
@@ -178,7 +171,7 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
 
         set_threads(self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0"))
                     or default_threads(1))
-        previous = signal.signal(sig, on_preempt)
+        previous = signal.signal(sig, on_preempt)  # submitit's handler
         try:
             with _output_to(log):
                 # the job's log header: plain text, whole, whatever the log's width
@@ -193,8 +186,8 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
             while not preempted and time.monotonic() < deadline:
                 time.sleep(0.2)
             signal.signal(sig, previous)
-            if preempted and callable(submitit_handler):
-                submitit_handler(*preempted[0])  # checkpoint() + requeue + exit
+            if preempted and callable(previous):
+                previous(*preempted[0])  # checkpoint() + requeue + exit
             raise
         finally:
             signal.signal(sig, previous)

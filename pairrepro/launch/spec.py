@@ -60,7 +60,6 @@ Notify = Callable[[str, str], None]
 
 def silent(_kind: str, _message: str) -> None:
     """A :data:`Notify` that says nothing."""
-    return None
 
 
 def run_inline(spec: RunSpec, runs_dir: Path, device: str | None = None,

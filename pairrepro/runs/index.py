@@ -131,10 +131,7 @@ def _missing_parts(folder: RunFolder, result: dict[str, Any], manifest: dict[str
 
 def find_runs(runs_dir: Path, recipe: str) -> list[RunInfo]:
     """Every ``runs_dir/<recipe>/seed-*`` folder, sorted by seed."""
-    folder = runs_dir / recipe
-    if not folder.is_dir():
-        return []
-    runs = [read_run(d) for d in folder.glob("seed-*") if d.is_dir()]
+    runs = [read_run(d) for d in (runs_dir / recipe).glob("seed-*") if d.is_dir()]
     return sorted(runs, key=lambda r: r.seed)
 
 

@@ -217,16 +217,6 @@ class Trainer:
             raise KeyboardInterrupt("interrupted again while a checkpoint was written; "
                                     "checkpoint saved")
 
-    def checkpoint_state(self) -> dict[str, Any]:
-        return {
-            "model": self.module.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "rng": capture_rng_state(),
-            "progress": dict(vars(self.state)),
-            "meta": {"recipe": self.recipe.name, "seed": self.seed},
-        }
-
     def save_last(self) -> None:
         """Write ``last.pt`` (rank 0 only) unless the weights went non-finite, so the last
         checkpoint on disk is always a good one."""
@@ -234,9 +224,13 @@ class Trainer:
             self._check_finite(math.nan)
         if self.dist.is_main:
             with self.saving():
-                checkpoints.save_checkpoint(self.folder.checkpoint("last"),
-                                            self.checkpoint_state())
                 st = self.state
+                checkpoints.save_checkpoint(self.folder.checkpoint("last"), {
+                    "model": self.module.state_dict(),
+                    "optimizer": self.optimizer.state_dict(),
+                    "scheduler": self.scheduler.state_dict(), "rng": capture_rng_state(),
+                    "progress": dict(vars(st)),
+                    "meta": {"recipe": self.recipe.name, "seed": self.seed}})
                 self.folder.write_progress({
                     "epochs_done": st.epoch, "step": st.position,
                     "steps": self.steps_in_epoch, "global_step": st.global_step,
@@ -244,14 +238,6 @@ class Trainer:
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
                 if self.on_checkpoint is not None:
                     self.on_checkpoint()
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint written by :meth:`checkpoint_state`."""
-        self.module.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        restore_rng_state(state["rng"])
-        self.state = TrainState(**state["progress"])
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: EncodedSplit) -> dict[str, float]:
@@ -291,9 +277,14 @@ class Trainer:
                      f"good checkpoint is kept in {self.folder.checkpoint_dir}")
 
     def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
-        """Run the remaining epochs; returns the final progress (history, best epoch)."""
+        """Run the remaining epochs, after those of ``resume_state`` (a ``last.pt``); returns
+        the final progress (history, best epoch)."""
         if resume_state is not None:
-            self.restore(resume_state)
+            self.module.load_state_dict(resume_state["model"])
+            self.optimizer.load_state_dict(resume_state["optimizer"])
+            self.scheduler.load_state_dict(resume_state["scheduler"])
+            restore_rng_state(resume_state["rng"])
+            self.state = TrainState(**resume_state["progress"])
         self.module.train()
         progress = step_progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -323,8 +314,7 @@ class Trainer:
         correct_acc = torch.tensor(int(st.pending_correct), device=self.device,
                                    dtype=torch.long)
         pairs_acc = st.pending_pairs
-        st.pending_loss = st.pending_correct = 0.0
-        st.pending_pairs = 0
+        st.pending_loss, st.pending_correct, st.pending_pairs = 0.0, 0.0, 0
         started = time.perf_counter()
         every = recipe.train.checkpoint_every
         every_s = recipe.train.checkpoint_minutes * 60
@@ -362,14 +352,14 @@ class Trainer:
             stop = save and broadcast_flag(self.stop_flag["stop"], self.dist)
             if save or (every and st.global_step % every == 0):
                 # not flushed here: the checkpoint keeps the open sums as they are
-                st.pending_loss, st.pending_correct = float(loss_acc), float(correct_acc)
-                st.pending_pairs = pairs_acc
+                st.pending_loss, st.pending_correct, st.pending_pairs = (
+                    float(loss_acc), float(correct_acc), pairs_acc)
                 self._check_finite(st.pending_loss)
                 st.train_time += time.perf_counter() - started
                 started = time.perf_counter()
                 self.save_last()
-                st.pending_loss = st.pending_correct = 0.0  # still in the accumulators
-                st.pending_pairs = 0
+                # still in the accumulators
+                st.pending_loss, st.pending_correct, st.pending_pairs = 0.0, 0.0, 0
                 last_saved = time.monotonic()
                 if stop:
                     raise Interrupted(f"interrupted in epoch {st.epoch + 1} at batch "

@@ -10,7 +10,6 @@ learning rate alone (AdaGrad lr 0.005 / l2 1e-5 leaves ~5% of its norm after 20,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import get_args
 
 import torch
@@ -38,8 +37,8 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 def build_optimizer(model: nn.Module, cfg: OptimSection) -> torch.optim.Optimizer:
     """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one)."""
-    cls = OPTIMIZERS[cfg.name]
-    return cls(trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return OPTIMIZERS[cfg.name](trainable_parameters(model), lr=cfg.lr,
+                                weight_decay=cfg.weight_decay)
 
 
 def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor | None:
@@ -85,14 +84,11 @@ class L2Penalty:
         if self.coefficient <= 0:
             return None
         dense = l2_penalty(self.dense, self.coefficient)
-        rows = self._row_penalty(ids) if self.rows and ids else None
-        if rows is None:
+        if not (self.rows and ids):
             return dense
-        return rows if dense is None else dense + rows
-
-    def _row_penalty(self, ids: Iterable[torch.Tensor]) -> torch.Tensor | None:
         used = torch.unique(torch.cat([t.reshape(-1) for t in ids]))
-        return l2_penalty([table[used] for table in self.rows], self.coefficient)
+        rows = l2_penalty([table[used] for table in self.rows], self.coefficient)
+        return rows if dense is None else dense + rows
 
 
 def clip_gradients(params: list[nn.Parameter], max_norm: float) -> None:

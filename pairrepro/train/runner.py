@@ -313,8 +313,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     finished = [r for r in results if r.get("status") == "finished"]
     out: dict[str, Any] = {"seeds": [r["seed"] for r in finished], "std": "sample (ddof=1)",
                            "metrics": {}}
-    splits = dict.fromkeys(s for r in finished for s in r["metrics"])
-    for split in splits:
+    for split in dict.fromkeys(s for r in finished for s in r["metrics"]):
         names = dict.fromkeys(m for r in finished for m in r["metrics"].get(split, {}))
         for metric in names:
             values = [r["metrics"][split][metric] for r in finished

@@ -98,8 +98,7 @@ def check_prerequisites(recipe: Recipe) -> None:
              for number, step in enumerate(steps, 1)]
     what = ("one thing that is not here yet:" if len(steps) == 1 else
             f"{len(steps)} things that are not here yet, in this order:")
-    raise DataError(f"{recipe.source} needs {what}\n"
-                    + "\n".join(lines),
+    raise DataError(f"{recipe.source} needs {what}\n" + "\n".join(lines),
                     hint=(f"instead of step {len(steps)}, {other_vectors(emb.dim)}"
                           if vectors is not None and emb.source == "glove-file" else None))
 
