@@ -1,9 +1,10 @@
 """Where everything pairrepro prints goes: the one owner of output state, importing nothing of
 pairrepro. :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr: progress,
 warnings, errors, logs) are the package's only rich consoles, laid out off a terminal to
-:data:`UNCUT_WIDTH` so that no number is cut to ``0.…``. :func:`configure` sets ``quiet`` and
-``json`` once per invocation and routes the ``pairrepro`` logger to stderr (WARNING and up under
-either, whose stdout is then the result alone).
+:data:`UNCUT_WIDTH` so that no number is cut to ``0.…``. :data:`STATE` is the one output state:
+the CLI sets ``quiet`` and ``json`` through :func:`configure` once per invocation, which also
+routes the ``pairrepro`` logger to stderr (WARNING and up under either, whose stdout is then the
+result alone).
 """
 
 from __future__ import annotations
