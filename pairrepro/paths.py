@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 import tomllib
 from collections.abc import Iterator
@@ -206,3 +207,50 @@ def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
         while chunk := handle.read(chunk_size):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                 "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string that ``tomllib`` reads back unchanged."""
+    return '"' + "".join(
+        _TOML_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F
+                                  else ch) for ch in value) + '"'
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    if value is None:
+        return '""'
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def dumps_toml(data: dict[str, Any]) -> str:
+    """Write a two-level dict (sections of scalars, lists and inline tables) as TOML."""
+    lines: list[str] = []
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            lines.insert(0, f"{_toml_key(section)} = {_toml_value(values)}")
+            continue
+        lines.append(f"[{_toml_key(section)}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)
