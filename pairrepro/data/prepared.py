@@ -117,9 +117,8 @@ class PreparedDataset:
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
-        """Check the sha256 a run recorded (``prepared_sha256`` of its manifest.json, read from
-        ``source``) against this folder's record; a :class:`DataError` names the file and both
-        hashes."""
+        """Check the sha256 a run recorded (``prepared_sha256``, from ``source``) against this
+        folder's; a :class:`DataError` names the file and both hashes."""
         recorded = _file_records(self.root, self.stats)
         for name, sha in expected.items():
             have = recorded.get(name, {}).get("sha256")
@@ -145,9 +144,8 @@ def write_prepared(
     train_counts: list[int],
     stats: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
-    """Write a prepared folder atomically file by file, ``DONE`` last. ``stats.json`` gets (and
-    this returns) the ``files`` record :func:`load_prepared` checks: sha256 (of the buffer
-    written), rows, and groups of each file."""
+    """Write a prepared folder atomically file by file, ``DONE`` last; returns the ``files``
+    record (sha256, rows, groups) that ``stats.json`` gets and :func:`load_prepared` checks."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
     if vocab[:2] != [PAD, UNK]:
@@ -280,11 +278,9 @@ class Step(NamedTuple):
 
 
 def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
-    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in the order to do it:
-    fetch (unless its raw files are here: licence-gated data with ``--from DIR``, the hub's with
-    ``--source hub``, else with ``--mirror DIR`` unless a mirror is configured:
-    :func:`paths.mirror_dir`), then preprocess; ``[]`` when prepared (a dataset without a manifest:
-    preprocess alone). Raises the manifest's errors: a variant it lacks, data never published."""
+    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in order: fetch
+    (unless its raw files are here; the way that fits the data), then preprocess; ``[]`` when
+    prepared. Raises the manifest's errors: a variant it lacks, data never published."""
     from pairrepro.data.manifests import load_manifest, reads_hub, variant_missing
 
     if is_prepared(dataset, variant):
