@@ -103,7 +103,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
 
 @dataclass
 class _FetchRun:
-    """One fetch of one dataset; its steps are its methods, in order."""
+    """One fetch of one dataset; its public methods are its steps, in order."""
 
     manifest: Manifest
     root: Path

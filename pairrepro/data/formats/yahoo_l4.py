@@ -1,30 +1,16 @@
 """Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives.
 
-The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``: the
-question, optional ``<content>``, ``<bestanswer>``: the positive, chosen by the asker,
-``<nbestanswers><answer_item>...``). The papers' constructions are variants of
-``data_manifests/yahoo.toml``, with these options (:class:`Options`):
+The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``, optional
+``<content>``, ``<bestanswer>``: the positive, ``<nbestanswers>``). The papers' constructions
+are variants of ``data_manifests/yahoo.toml`` with the :class:`Options` below: a length filter,
+the question text, the BM25 query and the answer pool it searches, and a question-level split.
+Each split names the part it draws from and its negatives per list; negatives are sampled once
+per question in random order and a list of n takes the first n, so the 5-candidate test list is
+nested in the 10-candidate one.
 
-* ``lengths = [lo, hi]``: keep questions whose question and best answer both have lo..hi
-  words (inclusive, as :func:`pairrepro.data.negatives.analyze` counts them);
-* ``question``: ``"subject"`` or ``"subject+content"``;
-* ``retrieval_query``: the BM25 query, ``"best_answer"`` (the papers: "its best answer is used
-  as a query") or ``"question"``;
-* ``answer_pool``, "the whole answer set" searched: ``"kept_best"`` (the kept pairs' best
-  answers: every candidate obeys the length filter), ``"all_best"`` or ``"all_answers"``;
-* ``bm25 = {k1, b, top_k}`` (Lucene; 1.2 / 0.75 / 1000); ``seed``;
-* ``split_ratios = {train = 8, dev = 1, test = 1}``: a question-level split, the first part
-  taking the rounding remainder.
-
-Each split says which part it draws from (``part``, default: its name) and its negatives per
-list (``negatives``). Negatives are sampled once per question in random order and a list of n
-takes the first n, so the 5-candidate test list is nested in the 10-candidate one.
-
-Pairs: ``group_id`` = question uri, ``left`` = question, ``right`` = answer, ``pair_id`` =
-``"<uri>:<answer id>"`` (``<uri>`` for the best answer, ``<uri>.<k>`` for the k-th
-``answer_item``); the positive comes first in each list. The lists are written to
-``<raw>/candidates/<variant>.tsv`` (options as a JSON header line) and read back while the
-options equal the manifest's: put a shared file there to reuse someone's exact lists.
+Pairs: ``group_id`` = question uri, ``pair_id`` = ``"<uri>:<answer id>"``, the positive first
+in each list. The lists are written to ``<raw>/candidates/<variant>.tsv`` (options as a JSON
+header line) and read back while the options equal the manifest's.
 """
 
 from __future__ import annotations
