@@ -100,10 +100,8 @@ def checkout_mirror() -> Path:
 
 
 def mirror_setting() -> tuple[Path, str] | None:
-    """The mirror folder (``<DIR>/<dataset>/<file>``; ``None``: none) and where it was set,
-    first found of ``$PAIRREPRO_MIRROR`` (set but empty: no mirror, as ``make MIRROR=``
-    means), ``mirror = "DIR"`` in :func:`user_config_path` (relative to that file), an existing
-    :func:`checkout_mirror`. ``fetch --mirror DIR`` overrides all three."""
+    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
+    ``mirror`` in :func:`user_config_path`, else an existing :func:`checkout_mirror`."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
@@ -182,10 +180,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file (a leading UTF-8 byte-order mark, which editors on Windows write, is
-    skipped); invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary file), is a
-    :class:`ConfigError` naming the file, line and column (a missing file raises
-    ``FileNotFoundError`` for the caller to explain)."""
+    """Read a TOML file (a UTF-8 byte-order mark skipped); invalid TOML or bytes is a
+    :class:`ConfigError` naming the file, line and column (a missing file: FileNotFoundError)."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8-sig"))

@@ -108,10 +108,8 @@ def report_error(exc: PairreproError) -> None:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given (``""``, the option's default) -> None
-    (the recipe's seeds). Checked whole before anything runs: a bad seed found later would
-    leave a run folder (``seed--1/``) or a half-done list behind; blanks only, or an empty
-    item (``1,,2``: a seed left out?), are errors, never read as the recipe's seeds."""
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given -> None (the recipe's seeds). Checked
+    whole before anything runs; blanks or an empty item (``1,,2``) are errors."""
     if not text:
         return None
     example = "e.g. --seeds 1,2,3"
