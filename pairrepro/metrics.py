@@ -48,9 +48,8 @@ def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
                                 (~pred & gold).sum()))
 
 
-def classification_metrics(
-    labels: np.ndarray, predictions: np.ndarray, num_classes: int
-) -> dict[str, float]:
+def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
+                           num_classes: int) -> dict[str, float]:
     """Accuracy, macro F1 over all ``num_classes`` (a class neither present nor predicted
     counts 0, scikit-learn's ``zero_division=0``) and, for two classes, ``f1`` of class 1."""
     labels = np.asarray(labels).astype(np.int64).ravel()
@@ -90,13 +89,8 @@ class RankedQueries:
     extra: dict[str, float]  # Ubuntu R10@k / R2@1 where they apply
 
 
-def rank_queries(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> RankedQueries:
+def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                 pair_ids: Sequence[str] | None = None, no_positive: str = "skip") -> RankedQueries:
     """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule: the one
     implementation behind :func:`ranking_metrics` and :func:`per_query_metrics`."""
     if no_positive not in NO_POSITIVE_MODES:
@@ -169,13 +163,9 @@ def rank_queries(
                          tie_share=float(tied[row_eval].mean()), extra=extra)
 
 
-def ranking_metrics(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> dict[str, float]:
+def ranking_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                    pair_ids: Sequence[str] | None = None,
+                    no_positive: str = "skip") -> dict[str, float]:
     """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries``, ``skipped_queries`` and,
     where they apply, ``r10_at_1/2/5``, ``r2_at_1`` (the module docstring's conventions; a NaN
     score is an error; ``pair_ids`` are the docnos of the tie rule)."""
@@ -192,13 +182,9 @@ def ranking_metrics(
     }
 
 
-def per_query_metrics(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> pd.DataFrame:
+def per_query_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                      pair_ids: Sequence[str] | None = None,
+                      no_positive: str = "skip") -> pd.DataFrame:
     """AP, RR and P@1 of every evaluated query: the unit intervals and paired tests resample."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
@@ -206,14 +192,8 @@ def per_query_metrics(
                          "p_at_1": q.p1[ev]})
 
 
-def _ubuntu_metrics(
-    group_codes: np.ndarray,
-    relevant: np.ndarray,
-    order: np.ndarray,
-    first_rel: np.ndarray,
-    evaluated: np.ndarray,
-    n: int,
-) -> dict[str, float]:
+def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.ndarray,
+                    first_rel: np.ndarray, evaluated: np.ndarray, n: int) -> dict[str, float]:
     """R10@1/2/5 and R2@1 for 1-positive-in-10 lists (Lowe et al. 2015)."""
     pos_rank = first_rel[evaluated]
     result = {f"r10_at_{k}": float((pos_rank <= k).mean()) for k in (1, 2, 5)}

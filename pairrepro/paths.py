@@ -152,9 +152,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(
-    path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8"
-) -> Iterator[IO[Any]]:
+def atomic_open(path: str | os.PathLike[str], mode: str = "w",
+                encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a file for writing that appears under ``path`` only once fully written."""
     if "b" in mode:
         encoding = None

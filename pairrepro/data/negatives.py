@@ -68,9 +68,7 @@ def _check_params(params: BM25Params) -> None:
         )
 
 
-def _to_ids(
-    docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool
-) -> list[list[int]]:
+def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
     out = []
     for doc in docs:
         ids = []
@@ -120,13 +118,9 @@ def bm25_top_k(
     return indices, scores
 
 
-def sample_negatives(
-    candidates: np.ndarray,
-    positives: np.ndarray,
-    num_negatives: int,
-    seed: int | np.random.SeedSequence,
-    exclude_same_text: np.ndarray | None = None,
-) -> np.ndarray:
+def sample_negatives(candidates: np.ndarray, positives: np.ndarray, num_negatives: int,
+                     seed: int | np.random.SeedSequence,
+                     exclude_same_text: np.ndarray | None = None) -> np.ndarray:
     """``[Q, num_negatives]`` distinct negatives per query from its ``candidates`` (``[Q, k]``,
     ``-1`` = none) in random order, so a prefix is a uniform sample; never ``positives[q]`` nor
     a document with its ``exclude_same_text`` key. A query short of results ends in ``-1``."""

@@ -137,13 +137,8 @@ def _write_bytes(path: Path, data: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_prepared(
-    root: Path,
-    splits: Mapping[str, pd.DataFrame],
-    vocab: list[str],
-    train_counts: list[int],
-    stats: Mapping[str, Any],
-) -> dict[str, dict[str, Any]]:
+def write_prepared(root: Path, splits: Mapping[str, pd.DataFrame], vocab: list[str],
+                   train_counts: list[int], stats: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Write a prepared folder atomically file by file, ``DONE`` last; returns the ``files``
     record (sha256, rows, groups) that ``stats.json`` gets and :func:`load_prepared` checks."""
     root.mkdir(parents=True, exist_ok=True)

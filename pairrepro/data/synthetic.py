@@ -95,9 +95,8 @@ def _answer(rng: random.Random, topic_words: list[str], length: int) -> str:
     return " ".join(words)
 
 
-def generate_ranking(
-    n_queries: int, negatives: int = 4, seed: int = 0, split: str = "train"
-) -> pd.DataFrame:
+def generate_ranking(n_queries: int, negatives: int = 4, seed: int = 0,
+                     split: str = "train") -> pd.DataFrame:
     """Ranking groups: each query has 1 relevant candidate (label 1) and ``negatives`` others."""
     rng = random.Random(f"rank-{seed}-{split}")
     topics = sorted(TOPICS)

@@ -172,9 +172,8 @@ def parse_options(variant: VariantSpec) -> _Construction:
     return _Construction(opts, splits)
 
 
-def split_parts(
-    num: int, ratios: dict[str, float], rng: np.random.Generator
-) -> dict[str, np.ndarray]:
+def split_parts(num: int, ratios: dict[str, float],
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Random question-level split by ratio: indices per part; the first part gets the remainder."""
     order = rng.permutation(num)
     total = sum(ratios.values())
@@ -293,13 +292,9 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     return read_variant(raw_root, variant)[split.name]
 
 
-def _sample_lists(
-    kept: list[L4Question],
-    pool_texts: list[str],
-    pool_ids: list[str],
-    construction: _Construction,
-    dropped: dict[str, int],
-) -> dict[str, list[tuple[str, str, int]]]:
+def _sample_lists(kept: list[L4Question], pool_texts: list[str], pool_ids: list[str],
+                  construction: _Construction,
+                  dropped: dict[str, int]) -> dict[str, list[tuple[str, str, int]]]:
     opts = construction.opts
     split_seed, sample_seed = np.random.SeedSequence(opts.seed).spawn(2)
     parts = split_parts(len(kept), opts.split_ratios, np.random.default_rng(split_seed))
@@ -334,9 +329,8 @@ def _sample_lists(
     return lists
 
 
-def _write_candidates(
-    path: Path, opts: _Construction, lists: dict[str, list[tuple[str, str, int]]]
-) -> None:
+def _write_candidates(path: Path, opts: _Construction, lists: dict[str,
+                      list[tuple[str, str, int]]]) -> None:
     with atomic_open(path) as handle:
         handle.write(f"# options: {opts.as_json()}\n")
         handle.write("split\tgroup_id\tanswer_id\tlabel\n")
