@@ -1,10 +1,9 @@
 """The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
 
-A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds
-``{split}.parquet`` (:data:`PREPARED_SCHEMA`: the canonical pair table plus ``left_ids``,
-``right_ids``), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*; 0 ``<pad>``, 1
-``<unk>``), ``stats.json`` (counts, tokenisation, source sha256s, and the ``files`` record every
-file is checked against) and ``DONE``, written last: a folder without it is never read.
+A prepared folder (``prepared/<dataset>[-<variant>]/``) holds ``{split}.parquet``
+(:data:`PREPARED_SCHEMA`), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*),
+``stats.json`` (counts, tokenisation, sources, and the ``files`` record every file is checked
+against) and ``DONE``, written last: a folder without it is never read.
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ class PreparedDataset:
 
     def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
         """An id -> id table (``None``: no change) sending to ``<unk>`` the tokens seen in train
-        fewer than ``min_count`` times, but train-unseen ones only without ``keep_unseen``
-        (pretrained vectors could still serve them)."""
+        fewer than ``min_count`` times (train-unseen ones only without ``keep_unseen``)."""
         counts = np.asarray(self.train_counts, dtype=np.int64)
         rare = counts < min_count
         if keep_unseen:
@@ -73,9 +71,8 @@ class PreparedDataset:
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
                          ) -> PreparedDataset:
-        """This dataset with its splits ``names`` taken from ``source`` (another variant,
-        tokenised alike), re-encoded in this vocabulary (missing words: ``<unk>``); all else
-        stays this dataset's (a model of this variant scored on another's DEV/TEST)."""
+        """This dataset with its splits ``names`` taken from ``source`` (another variant, tokenised
+        alike), re-encoded in this vocabulary: a model of this variant scored on another's."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
             raise DataError(f"{source.root} and {self.root} are tokenised differently "
