@@ -77,21 +77,15 @@ def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
                 else:
                     items = elem.iterfind("nbestanswers/answer_item")
                     answers = [clean_text(a.text) for a in items]
-                    yield L4Question(
-                        uri=uri,
-                        subject=clean_text(elem.findtext("subject")),
-                        content=clean_text(elem.findtext("content")),
-                        best=clean_text(elem.findtext("bestanswer")),
-                        answers=answers,
-                    )
+                    yield L4Question(uri, clean_text(elem.findtext("subject")),
+                                     clean_text(elem.findtext("content")),
+                                     clean_text(elem.findtext("bestanswer")), answers)
                 elem.clear()  # keep memory flat on the 142k-document file
         except ET.ParseError as exc:
             line, column = exc.position
-            raise DataError(
-                f"{path}:{line}:{column}: not valid XML ({exc})",
-                hint="give the Webscope L4 manner.xml file as distributed (pairrepro fetch yahoo "
-                "--from FILE)",
-            ) from None
+            raise DataError(f"{path}:{line}:{column}: not valid XML ({exc})",
+                            hint="give the Webscope L4 manner.xml file as distributed "
+                                 "(pairrepro fetch yahoo --from FILE)") from None
     if number == 0:
         raise DataError(f"{path}: no <document> elements: not a Webscope L4 file")
 
@@ -116,15 +110,18 @@ class BM25Options(Schema):
 
 
 class Options(ReaderOptions):
-    """The construction of a variant (variant-wide keys; see the module docstring)."""
+    """The construction of a variant (variant-wide keys)."""
 
+    # questions whose question and best answer both have lo..hi words (negatives.analyze's)
     lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
         default_factory=lambda: [5, 50])
     question: Literal["subject", "subject+content"] = "subject"
-    retrieval_query: Literal["best_answer", "question"] = "best_answer"
+    retrieval_query: Literal["best_answer", "question"] = "best_answer"  # the BM25 query
+    # "the whole answer set" searched; kept_best: every candidate obeys the length filter
     answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
-    bm25: BM25Options = BM25Options()
-    split_ratios: dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
+    bm25: BM25Options = BM25Options()  # Lucene's
+    # a question-level split, the first part taking the rounding remainder
+    split_ratios:dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
         default_factory=lambda: {"train": 8, "dev": 1, "test": 1}, min_length=1)
     seed: int = 1
 
@@ -192,11 +189,9 @@ def _source_file(raw_root: Path, variant: VariantSpec) -> Path:
     for rel in dict.fromkeys(files or ["manner.xml.gz", "manner.xml"]):
         if (path := find_raw_file(raw_root, rel)) is not None:
             return path
-    raise DataError(
-        f"the Yahoo! Answers L4 file is not in {raw_root} (looked for {', '.join(files)})",
-        hint="request Webscope L4 (see the manifest's licence), then: pairrepro fetch yahoo "
-        "--from /path/to/manner.xml.gz",
-    )
+    raise DataError(f"the Yahoo! Answers L4 file is not in {raw_root} (looked for "
+                    f"{', '.join(files)})", hint="request Webscope L4 (see the manifest's "
+                    "licence), then: pairrepro fetch yahoo --from /path/to/manner.xml.gz")
 
 
 def candidates_path(raw_root: Path, variant: str) -> Path:
