@@ -1,16 +1,11 @@
 """Recipes: TOML files validated into a typed schema, with ``extends`` and ``--set`` overrides.
 
-Every section is a :class:`~pairrepro.schema.Schema` validated by
-:func:`~pairrepro.schema.validate`, so an error names the file, ``[section] key``, the value and
-what is allowed (``recipes/x.toml: [optim] lr: 'fast': expected a number``). ``[model]`` holds
-``name`` and the model's own hyper-parameters, checked by its constructor when it is built.
-
-``extends = "other.toml"`` (same folder) makes a recipe a delta: the base is read first (chains
-allowed, a cycle is an error), tables merge key by key, lists and scalars replace
-(:func:`merge_tables`), then ``--set`` overrides apply. The prose is a delta too
-(:func:`_recipe_prose`): ``description`` is inherited and a file that extends states one
-``change`` line; ``paper``, ``reproduces`` and ``compares`` say what one file *is* and are never
-inherited (:data:`OWN_KEYS`). A recipe's name is its file stem.
+Every section is a :class:`~pairrepro.schema.Schema`, so an error names the file, ``[section]
+key``, the value and what is allowed; ``[model]`` holds ``name`` and the model's own
+hyper-parameters, checked by its constructor. ``extends = "other.toml"`` (same folder) makes a
+recipe a delta: tables merge key by key, lists and scalars replace (:func:`merge_tables`), then
+``--set`` overrides apply. ``description`` is inherited, a file that extends states one
+``change`` line, and :data:`OWN_KEYS` are never inherited. A recipe's name is its file stem.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from pydantic import AfterValidator, Field
 
 from pairrepro.data.embeddings import EmbeddingSource, OovInit
 from pairrepro.errors import ConfigError
-from pairrepro.paths import read_toml
+from pairrepro.paths import dumps_toml, read_toml
 from pairrepro.schema import Schema, validate
 from pairrepro.tasks import CLASSIFICATION, LOSSES, TASK_TYPES, task_for
 
@@ -66,8 +61,7 @@ class RecipeSection(Schema):
     paper: str = ""
     seeds: Seeds = Field(default_factory=lambda: [1])
     reproduces: list[TableRow] = Field(default_factory=list)
-    # rows this recipe adds under a paper table as a comparison run here (a model the table
-    # does not have); ``row`` is the label to print
+    # rows added under a paper table as a comparison run (a model the table does not have)
     compares: list[TableRow] = Field(default_factory=list)
 
 
@@ -78,15 +72,12 @@ class DataSection(Schema):
     dev_split: str = "dev"
     test_splits: list[str] = Field(default_factory=lambda: ["test"])
     max_len: Count = 0  # 0 = no truncation (applied when batching)
-    # the second text's own limit (-1: max_len's; TOML has no null to write a None)
-    max_len_right: Annotated[int, Field(ge=-1)] = -1
-    # tokens seen fewer times in train -> <unk>; train-unseen tokens too with random embeddings
-    min_count: Count = 1
+    max_len_right: Annotated[int, Field(ge=-1)] = -1  # -1: max_len's
+    min_count: Count = 1  # rarer train tokens (and unseen ones, with random vectors) -> <unk>
     max_train_pairs: Count = 0  # 0 = all; >0 subsamples (seeded) for quick runs
 
 
-# The choice lists of the recipe, each stated once, here: the modules that implement them key
-# their dispatch on these (tests/test_choices.py checks each against its implementation).
+# the recipe's choice lists, stated once: the implementing modules key on them (test_choices)
 OptimiserName = Literal["adagrad", "adam", "adamw", "sgd", "adadelta", "rmsprop"]  # train.loop
 L2Scope = Literal["all", "weights", "lazy"]  # train.loop.L2Penalty
 Initializer = Literal["default", "uniform", "xavier", "zeros"]  # train.setup
@@ -141,13 +132,10 @@ class OptimSection(Schema):
     lr: PositiveFloat = 1e-3
     l2: NonNegative = 0.0  # coefficient of 0.5 * ||theta||^2 added to the loss
     l2_scope: L2Scope = "all"
-    # why a recipe wants l2_scope = "all" on fine-tuned pretrained vectors under an adaptive
-    # optimiser (without a reason that combination is an error: see _check_l2_scope)
-    l2_scope_why: str = ""
+    l2_scope_why: str = ""  # the reason _check_l2_scope asks for
     weight_decay: NonNegative = 0.0  # the optimiser's own decoupled/added decay
     clip_norm: NonNegative = 0.0  # 0 = no clipping
-    # multiplied into the learning rate after every epoch (1 = constant)
-    lr_decay: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    lr_decay: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0  # per epoch
     init: Initializer = "default"
     init_rules: list[InitRule] = Field(default_factory=list)
     init_range: PositiveFloat = 0.1
@@ -161,14 +149,11 @@ class TrainSection(Schema):
     patience: Count = 0  # 0 = no early stopping
     select_metric: str = ""  # empty: accuracy for classification, map for ranking
     checkpoint_every: Count = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
-    # also checkpoint when this many minutes of training passed since the last checkpoint, so
-    # a killed session loses at most that much (0 = off)
-    checkpoint_minutes: NonNegative = 10.0
+    checkpoint_minutes: NonNegative = 10.0  # and after this many minutes of training (0 = off)
     precision: Precision = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
-    # the chosen checkpoint is scored on the train split once at the end (a diagnostic of
-    # fit): 0 = every pair, >0 = a seeded subsample of about that many (whole groups)
+    # the chosen checkpoint scored on train at the end: 0 = every pair, n = a seeded subsample
     score_train_pairs: Count = 0
 
 
@@ -199,9 +184,8 @@ class Recipe(Schema):
         return task_for(self.task.type, self.task.loss).default_select_metric
 
     def where(self, section: str, key: str = "") -> str:
-        """Where ``[section] key`` was set, for an error: the ``--set`` that set it, else the
-        recipe file; without ``key`` (a check that does not say which key failed), the file
-        and the section's ``--set`` values."""
+        """Where ``[section] key`` was set, for an error: its ``--set``, else the recipe file;
+        without ``key``, the file and the section's ``--set`` values."""
         flags = set_origins(list(self.overrides))
         if key:
             return flags.get((section, key), self.source)
@@ -219,36 +203,25 @@ class Recipe(Schema):
         return dumps_toml(self.to_dict())
 
     def with_changes(self, **sections: dict[str, Any]) -> Recipe:
-        """A copy with some keys changed, validated again, e.g.
-        ``recipe.with_changes(data={"variant": "raw"})``."""
+        """A copy with some keys changed (``data={"variant": "raw"}``), validated again."""
         return recipe_from_dict(merge_tables(self.to_dict(), sections), self.name, self.source,
                                 list(self.overrides))
 
 
-SECTIONS: dict[str, type[Schema]] = {
-    "recipe": RecipeSection,
-    "data": DataSection,
-    "embeddings": EmbeddingsSection,
-    "model": ModelSection,
-    "task": TaskSection,
-    "optim": OptimSection,
-    "train": TrainSection,
-}
-# [recipe] keys that say what one file is: a recipe that extends another does not inherit them
-# (``change`` is built from the chain instead: :func:`_recipe_prose`)
+SECTIONS: tuple[str, ...] = tuple(key for key in Recipe.model_fields
+                                  if key not in ("name", "source", "overrides"))
+# [recipe] keys that say what one file is, never inherited (``change``: :func:`_recipe_prose`)
 OWN_KEYS = ("paper", "reproduces", "compares", "change")
 
 
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
                      overrides: list[str] | None = None) -> Recipe:
     """Validate a TOML-shaped dict (``extends`` resolved, ``overrides`` applied) into a
-    :class:`Recipe`; errors name ``source``, or the override that set the key."""
+    :class:`Recipe`; errors name ``source`` or the override that set the key."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
-        raise ConfigError(
-            f"{source}: unknown section [{unknown[0]}]",
-            hint=f"allowed sections: {', '.join(f'[{s}]' for s in SECTIONS)}",
-        )
+        raise ConfigError(f"{source}: unknown section [{unknown[0]}]",
+                          hint=f"allowed sections: {', '.join(f'[{s}]' for s in SECTIONS)}")
     # absent sections are empty tables, so a missing required key is named as [data] dataset
     tables: dict[str, Any] = {section: raw.get(section, {}) for section in SECTIONS}
     model = tables["model"]
@@ -260,30 +233,28 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
                                **tables}, source, set_elsewhere=set_origins(overrides))
     _check_task(recipe)
     _check_l2_scope(recipe)
-    if recipe.embeddings.source == "glove-file" and not recipe.embeddings.path:
+    emb = recipe.embeddings
+    if emb.source == "glove-file" and not emb.path:
         raise ConfigError(f"{recipe.where('embeddings', 'path')}: [embeddings] path: "
                           "required when source = 'glove-file'")
-    emb = recipe.embeddings
     if emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim):
         raise ConfigError(f"{recipe.where('embeddings', 'pca_dim')}: [embeddings] pca_dim: "
-                          f"{emb.pca_dim} must be below dim "
-                          f"({emb.dim}) of pretrained vectors (source {emb.source!r})",
+                          f"{emb.pca_dim} must be below dim ({emb.dim}) of pretrained vectors "
+                          f"(source {emb.source!r})",
                           hint="pca_dim = 0 keeps the vectors as they are")
     if emb.randomise and emb.source == "random":
         raise ConfigError(f"{recipe.where('embeddings', 'randomise')}: [embeddings] randomise: "
-                          "source 'random' has no vectors "
-                          "to randomise", hint="randomise pretrained vectors, or drop the key")
-    if recipe.embeddings.source == "glove-6b-50d" and recipe.embeddings.dim != 50:
-        raise ConfigError(
-            f"{recipe.where('embeddings', 'dim')}: [embeddings] dim: glove-6b-50d vectors "
-            f"have 50 dimensions, got {recipe.embeddings.dim}"
-        )
+                          "source 'random' has no vectors to randomise",
+                          hint="randomise pretrained vectors, or drop the key")
+    if emb.source == "glove-6b-50d" and emb.dim != 50:
+        raise ConfigError(f"{recipe.where('embeddings', 'dim')}: [embeddings] dim: "
+                          f"glove-6b-50d vectors have 50 dimensions, got {emb.dim}")
     return recipe
 
 
 def _check_task(recipe: Recipe) -> None:
     """``[task]`` type and loss fit together, and keys the task does not use keep their
-    defaults (a resolved config.toml writes every key: "absent" cannot be the rule)."""
+    defaults (a resolved config.toml writes every key)."""
     try:
         task = task_for(recipe.task.type, recipe.task.loss)
     except ConfigError as exc:
@@ -294,11 +265,10 @@ def _check_task(recipe: Recipe) -> None:
         value = getattr(recipe.task, key)
         if value != field.default:
             uses = ", ".join(sorted(task.recipe_keys)) or "none besides type and loss"
-            raise ConfigError(
-                f"{recipe.where('task', key)}: [task] {key}: {value!r}: the "
-                f"{task.type}/{task.loss} task does "
-                f"not use it; leave it at its default {field.default!r}",
-                hint=f"[task] keys this task uses: {uses}")
+            raise ConfigError(f"{recipe.where('task', key)}: [task] {key}: {value!r}: the "
+                              f"{task.type}/{task.loss} task does not use it; leave it at its "
+                              f"default {field.default!r}",
+                              hint=f"[task] keys this task uses: {uses}")
 
 
 # optimisers that rescale each coordinate's step by its own gradient history: all but SGD
@@ -307,8 +277,7 @@ ADAPTIVE_OPTIMISERS = frozenset(get_args(OptimiserName)) - {"sgd"}
 
 def _check_l2_scope(recipe: Recipe) -> None:
     """A dense L2 term on fine-tuned pretrained vectors under an adaptive optimiser moves every
-    unused row by a fixed fraction of the learning rate each step (pairrepro.train.loop):
-    rare words lose their vectors. That needs a stated reason (``l2_scope_why``)."""
+    unused row each step (rare words lose their vectors): that needs ``l2_scope_why``."""
     emb, optim = recipe.embeddings, recipe.optim
     if (optim.l2 > 0 and optim.l2_scope == "all" and not optim.l2_scope_why.strip()
             and emb.trainable and emb.source != "random"
@@ -338,7 +307,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 def set_origins(overrides: list[str]) -> dict[tuple[str, ...], str]:
     """``{(section, key): "--set section.key=value"}`` of ``overrides`` (the last of a key
-    wins, as when they are applied): where an error about that key should point."""
+    wins): where an error about that key should point."""
     return {tuple(parse_override(text)[0][:2]): f"--set {text}" for text in overrides}
 
 
@@ -363,9 +332,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
                  table: str = "") -> dict[str, Any]:
-    """``delta`` merged into a copy of ``base``: tables merge key by key (recursively),
-    lists and scalars replace; a table against a value is a :class:`ConfigError` naming
-    ``source`` (the file of ``delta``) and the key."""
+    """``delta`` merged into a copy of ``base``: tables merge key by key, lists and scalars
+    replace; a table against a value is a :class:`ConfigError` naming ``source`` and the key."""
     out = copy.deepcopy(base)
     for key, value in delta.items():
         dotted = f"{table}.{key}" if table else key
@@ -373,7 +341,7 @@ def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
             out[key] = merge_tables(out[key], value, source, dotted)
             continue
         if key in out and isinstance(value, dict) != isinstance(out[key], dict):
-            here, there = (_kind(value), _kind(out[key]))
+            here, there = _kind(value), _kind(out[key])
             raise ConfigError(
                 f"{source or 'recipe'}: {dotted}: {here} here, but {there} in the recipe it "
                 "extends", hint=f"give {dotted} as {there} (tables merge key by key, values "
@@ -383,7 +351,6 @@ def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
 
 
 def _kind(value: Any) -> str:
-    """``value``'s kind in words, for a merge conflict."""
     return "a table" if isinstance(value, dict) else f"the value {value!r}"
 
 
@@ -430,10 +397,8 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
 
 def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes: Any
                   ) -> list[str]:
-    """The resolved ``change`` chain of a file that extends, base first, each line as
-    ``"<recipe>: <line>"``: its base's chain (none when the file has its own ``description``)
-    and its own line; a file without one is named with the keys it sets, so the description
-    is never read as all there is to it."""
+    """The ``change`` chain of a file that extends, base first, as ``"<recipe>: <line>"``: its
+    base's chain (none when it has its own ``description``) and its line, else the keys it sets."""
     line = own.get("change")
     if line is not None and (not isinstance(line, str) or not line.strip()):
         raise ConfigError(f"{path}: [recipe] change: {line!r}: expected one line of text "
@@ -455,52 +420,3 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
         raise ConfigError(f"recipe {p} not found", hint="recipes live in recipes/*.toml")
     raw = apply_overrides(read_recipe_file(p), overrides or [])
     return recipe_from_dict(raw, name=p.stem, source=str(p), overrides=overrides)
-
-
-# TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX
-_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
-                 "\f": "\\f", "\r": "\\r"}
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_string(value: str) -> str:
-    """``value`` as a TOML basic string that ``tomllib`` reads back unchanged: a control
-    character written raw makes the whole file invalid TOML."""
-    return '"' + "".join(
-        _TOML_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F
-                                  else ch) for ch in value) + '"'
-
-
-def _toml_key(key: str) -> str:
-    """A key bare when TOML allows it, else quoted."""
-    return key if _BARE_KEY.match(key) else _toml_string(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
-                                for k, v in value.items()) + " }"
-    if value is None:
-        return '""'
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
-
-
-def dumps_toml(data: dict[str, Any]) -> str:
-    """Write a two-level dict (sections of scalars, lists and inline tables) as TOML."""
-    lines: list[str] = []
-    for section, values in data.items():
-        if not isinstance(values, dict):
-            lines.insert(0, f"{_toml_key(section)} = {_toml_value(values)}")
-            continue
-        lines.append(f"[{_toml_key(section)}]")
-        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]
-        lines.append("")
-    return "\n".join(lines)

@@ -1,9 +1,8 @@
-"""Where everything pairrepro prints goes: the one owner of output state, importing nothing of
-pairrepro. :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr: progress,
-warnings, errors, logs) are the package's only rich consoles, laid out off a terminal to
-:data:`UNCUT_WIDTH` so that no number is cut to ``0.…``. :func:`configure` sets ``quiet`` and
-``json`` once per invocation and routes the ``pairrepro`` logger to stderr (WARNING and up under
-either, whose stdout is then the result alone).
+"""Where everything pairrepro prints goes (importing nothing of pairrepro): :data:`STATE`, the
+one output state, which the CLI sets through :func:`configure` (also routing the ``pairrepro``
+logger to stderr: WARNING and up under ``quiet`` or ``json``), and the package's only rich
+consoles, :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr), laid out
+off a terminal to :data:`UNCUT_WIDTH` so that no number is cut.
 """
 
 from __future__ import annotations
@@ -42,9 +41,8 @@ _handler: logging.Handler | None = None
 
 
 def is_terminal(console: Console) -> bool:
-    """Whether ``console`` writes to a terminal: asked of the file itself, not rich's
-    ``is_terminal``, since FORCE_COLOR (set on many CI runners) makes a log file a "terminal"
-    of 80 columns."""
+    """Whether ``console`` writes to a terminal, asked of the file (under FORCE_COLOR rich calls
+    a log file one)."""
     isatty = getattr(console.file, "isatty", None)
     return bool(isatty and isatty())
 
@@ -103,10 +101,9 @@ def step_progress(*columns: str | ProgressColumn, enabled: bool,
 
 
 class PlainProgress:
-    """Progress when stderr is not a terminal (a log file, CI, a pipe): one plain line when a
-    task ends and, in a long one, one per tenth of it (at most every ``min_interval_s``), with
-    its ``loss`` and ``speed`` fields and the ETA. Offers the part of
-    :class:`rich.progress.Progress` that the training loop and preflight use."""
+    """Progress off a terminal: a plain line when a task ends and per tenth of a long one (at
+    most every ``min_interval_s``) with ``loss``, ``speed`` and the ETA; the part of
+    :class:`rich.progress.Progress` that training and preflight use."""
 
     def __init__(self, console: Console, min_interval_s: float = 30.0,
                  unit: str = "batches") -> None:

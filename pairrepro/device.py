@@ -1,19 +1,12 @@
 """Where and how a run computes: device, precision, threads, seeds and determinism, the CPU
 fingerprint a run records, and the process group of a distributed run.
 
-Precision: ``fp32``, ``bf16`` (autocast of the training forward pass; loss, optimiser and
-scores stay fp32, as bf16 rounds scores into ties) or ``auto`` (bf16 on CUDA, fp32 on CPU); a
-CPU without bf16 units (AMX, AVX512-BF16) is refused (:func:`resolve_precision`). Threads: a
-CPU run gets ``cores // runs sharing the machine`` (:func:`default_threads`; two 2-thread runs
-on 2 cores were ~13× slower per CPU second than 1-thread ones), set before training and
-recorded as ``cpu_threads``. RNG states are plain tensors and lists, so checkpoints load with
-``weights_only=True``.
-
-Distributed data parallel (torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): process
-group, rank info, gathering on rank 0. Every rank builds the same epoch order and takes a
-strided shard of each global batch (:func:`pairrepro.data.batches.shard`), so the recipe's
-batch size stays the effective one; evaluation is sharded alike and gathered, so rank 0, which
-alone writes files, scores every pair.
+Precision: ``fp32``, ``bf16`` (autocast of the training forward pass; loss, optimiser and scores
+stay fp32) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU run gets ``cores // runs sharing the
+machine`` threads (:func:`default_threads`). RNG states are plain tensors and lists, so
+checkpoints load with ``weights_only=True``. Under torchrun every rank builds the same epoch
+order and takes a strided shard of each global batch (:func:`pairrepro.data.batches.shard`);
+evaluation is sharded alike and gathered, so rank 0, which alone writes files, scores every pair.
 """
 
 from __future__ import annotations
@@ -45,8 +38,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def available_cores() -> int:
-    """CPUs this process may run on (its affinity mask, which Slurm and taskset restrict;
-    a cgroup CPU quota lowers it further)."""
+    """CPUs this process may run on (its affinity mask, lowered by a cgroup CPU quota)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -64,9 +56,8 @@ def default_threads(runs: int = 1) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Use ``threads`` torch intra-op threads in this process, and tell OpenMP/MKL the same
-    (for the processes it starts); also :func:`keep_freed_memory`, the other half of a CPU
-    run's process set-up."""
+    """Use ``threads`` torch threads here and in the processes it starts (OpenMP/MKL), and
+    :func:`keep_freed_memory`: a CPU run's process set-up."""
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
     torch.set_num_threads(threads)
@@ -80,17 +71,9 @@ TRIM_BYTES, MMAP_BYTES = 1 << 30, 32 << 20  # 32 MiB: the largest mmap threshold
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Have glibc's malloc keep freed memory for the next allocation instead of handing it back
-    to the kernel (whether it took: False off glibc).
-
-    torch's CPU allocator does not cache: each training step allocates its large buffers
-    afresh, and by default glibc unmaps blocks of a few MiB on free and trims the heap's free
-    top, so every step pays a page fault per 4 KiB of them (86,000 faults, about a tenth of a
-    four-stacked TC-LSTM step at batch 32 in fp32; bench/bench_grid.py). Blocks up to
-    :data:`MMAP_BYTES` now come from the heap, and up to :data:`TRIM_BYTES` of its free top
-    stay mapped. The process's resident memory then stays near its peak, as it would with a
-    caching allocator.
-    """
+    """Have glibc's malloc keep freed memory for the next allocation (False off glibc): torch's
+    CPU allocator does not cache, and glibc's unmapping of multi-MiB blocks cost a page fault
+    per 4 KiB every step (a tenth of a TC-LSTM step; bench/bench_grid.py)."""
     if platform.system() != "Linux":
         return False
     try:
@@ -145,11 +128,9 @@ def cpu_has_bf16_units() -> bool:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """A validated ``[train] precision`` (config.PRECISIONS) for ``device``: ``auto`` becomes
-    bf16 on CUDA and fp32 on CPU. fp32 on CUDA turns TF32 off (10 mantissa bits), which torch
-    allows cuDNN's convolutions and LSTMs by default. bf16 on a CPU without bf16 units is a
-    ConfigError: oneDNN emulates bf16 matrix products there about 80x slower than fp32 (AMD
-    EPYC, AVX2: 1 against 84 GFLOP/s on one thread) and has no bf16 LSTM primitive at all."""
+    """A validated ``[train] precision`` for ``device`` (``auto``: bf16 on CUDA, fp32 on CPU).
+    fp32 on CUDA turns TF32 off; bf16 on a CPU without bf16 units is a ConfigError (oneDNN
+    emulates it about 80x slower than fp32, and has no bf16 LSTM)."""
     if name == "auto":
         name = "bf16" if device.type == "cuda" else "fp32"
     if device.type == "cuda" and name == "fp32":
@@ -174,8 +155,7 @@ def autocast(device: torch.device, precision: str = "fp32") -> Iterator[None]:
 
 
 def device_name(device: torch.device) -> str:
-    """Human-readable name of the device: the GPU model, or "cpu" (the CPU's model is in
-    :func:`cpu_fingerprint`)."""
+    """The GPU model, or "cpu" (the CPU's model is in :func:`cpu_fingerprint`)."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return "cpu"
@@ -187,8 +167,8 @@ def cpu_model() -> str:
 
 
 def cpu_fingerprint() -> dict[str, Any]:
-    """What picks a CPU run's kernels: model, torch's capability level, the ISA flags that
-    matter, and the MKL / oneDNN versions. Two runs are bit-comparable only when these match."""
+    """What picks a CPU run's kernels (model, capability, ISA flags, MKL and oneDNN versions):
+    two runs are bit-comparable only when these match."""
     mkl = torch.backends.mkl.is_available()
     onednn = torch.backends.mkldnn.is_available()
     config = torch.__config__.show()
@@ -230,14 +210,13 @@ def capture_rng_state() -> dict[str, Any]:
     """The RNG states of python, numpy, torch and CUDA as tensors, lists and numbers."""
     version, internal, gauss = random.getstate()
     np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-    state: dict[str, Any] = {
+    return {
         "python": [version, list(internal), gauss],
         "numpy": {"name": np_name, "keys": torch.from_numpy(np_keys.astype(np.int64)),
                   "pos": int(np_pos), "has_gauss": int(np_has_gauss), "gauss": float(np_gauss)},
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
-    return state
 
 
 def restore_rng_state(state: dict[str, Any]) -> None:
@@ -270,9 +249,8 @@ class DistContext:
 
 
 def init_distributed(device: str) -> tuple[torch.device, DistContext]:
-    """This process's device (``device`` resolved) and place in the job. Launched by
-    torchrun, a CUDA rank takes the GPU of its ``LOCAL_RANK`` and every rank joins the
-    process group (nccl on CUDA, gloo on CPU)."""
+    """This process's device and place in the job; under torchrun a CUDA rank takes the GPU of
+    its ``LOCAL_RANK`` and every rank joins the process group (nccl, or gloo on CPU)."""
     device_t = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -293,9 +271,8 @@ ERROR_KEY = "pairrepro"
 
 
 def record_error(message: str, exit_code: int) -> None:
-    """Leave this rank's error where its launcher reads it: the file torchelastic names in
-    ``TORCHELASTIC_ERROR_FILE`` (set for every rank by torchrun and :func:`launch_ranks`),
-    in its format, so that torchrun's own report quotes it too. Nothing outside torchrun."""
+    """Leave this rank's error in torchelastic's ``TORCHELASTIC_ERROR_FILE``, in its format, for
+    the launcher to report (nothing outside torchrun)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
@@ -307,8 +284,7 @@ def record_error(message: str, exit_code: int) -> None:
 
 @dataclass
 class RankFailure:
-    """How a job of :func:`launch_ranks` failed: the rank whose failure it reports, its exit
-    code, and its message where that rank recorded one and rank 0 did not print it."""
+    """How a job of :func:`launch_ranks` failed; ``message`` where rank 0 did not print it."""
 
     rank: int
     exit_code: int
@@ -316,11 +292,9 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks on this machine, as ``torchrun
-    --standalone --nproc-per-node NPROC`` does; None when every rank finished, else the job's
-    failure (:func:`reported_failure`: ``message`` only for an error no rank printed).
-    torchrun's agent logging is off while the ranks run: its ``ChildFailedError`` traceback
-    would bury what is a user error."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks here, as ``torchrun --standalone``
+    does; None when every rank finished, else :func:`reported_failure`. The agent's logging is
+    off meanwhile: its traceback would bury what is a user error."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -338,9 +312,8 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The failure a job reports from torchelastic's per-rank ``ProcessFailure``: the earliest
-    error a rank recorded (:func:`record_error`; rank 0 on a tie, or when rank 0 printed that
-    message, then left out), else torchelastic's first, by exit code (128 + N: signal N)."""
+    """The earliest error a rank recorded (:func:`record_error`; rank 0 on a tie or when it
+    printed that message), else torchelastic's first failure by exit code (128 + N: signal N)."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is

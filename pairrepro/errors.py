@@ -43,9 +43,8 @@ class DataError(PairreproError):
 
 
 class NoEvidenceError(DataError):
-    """A run's saved predictions give no per-unit values for a metric (none saved for the
-    split, a metric without units, seeds or rows scored on different units): a report prints
-    the message where the interval or paired test would be."""
+    """A run's saved predictions give no per-unit values for a metric: a report prints the
+    message where the interval or paired test would be."""
 
 
 class DownloadError(PairreproError):

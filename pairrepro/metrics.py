@@ -1,21 +1,15 @@
 """Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions,
 checked against pytrec_eval in the tests).
 
-* A query ("group") is ranked by score, highest first; **ties** as trec_eval breaks them
-  (``form_res_rels.c``: then *docno descending* by ``strcmp``). The docno is the pair id, or
-  without ``pair_ids`` the position in the input, so tied candidates rank later position
-  first: a constant model scores pessimistically on lists stored positive first (Ubuntu, our
-  Yahoo lists). ``tie_share`` (candidates that tie another of their query) makes a collapsed
-  model visible in every result.
-* Relevant = label > 0. AP, RR (1 / rank of the first relevant) and P@1 are macro-averaged
-  over queries, as trec_eval's ``map``, ``recip_rank``, ``P_1``.
-* Queries without a relevant candidate follow ``no_positive``: ``"skip"`` leaves them out and
-  counts them in ``skipped_queries`` (*clean* TrecQA; trec_eval for queries missing from the
-  qrels); ``"zero"`` scores them 0 (*raw* TrecQA; trec_eval for a query judged all
-  non-relevant); ``"error"`` raises :class:`~pairrepro.errors.DataError`.
-* Ubuntu metrics (Lowe et al. 2015), when every evaluated query has 10 candidates and one
-  positive: ``r10_at_k``, the share whose positive is in the top k; ``r2_at_1``, the share
-  whose positive ranks above the *first negative in input order*, with the same tie rule.
+* A query ("group") is ranked by score, highest first, **ties** as trec_eval breaks them:
+  *docno descending* (the pair id, else the input position). ``tie_share`` (candidates that
+  tie another of their query) makes a collapsed model visible in every result.
+* Relevant = label > 0; AP, RR and P@1 are macro-averaged over queries (``map``,
+  ``recip_rank``, ``P_1``). Queries without a relevant candidate follow ``no_positive``:
+  ``"skip"`` (counted in ``skipped_queries``; *clean* TrecQA), ``"zero"`` (*raw* TrecQA) or
+  ``"error"``.
+* Ubuntu (10 candidates, one positive): ``r10_at_k``, the share whose positive is in the top k;
+  ``r2_at_1``, whose positive ranks above the *first negative in input order*.
 """
 
 from __future__ import annotations
@@ -40,9 +34,8 @@ def _check_lengths(**arrays: object) -> int:
 
 
 def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    """F1 = 2 tp / (2 tp + fp + fn), elementwise, 0 where a class is neither present nor
-    predicted (scikit-learn's definition with ``zero_division=0``). The counts may be weighted
-    (bootstrap resamples): the one F1 formula of the project (``stats``, ``report``)."""
+    """F1 = 2 tp / (2 tp + fp + fn) elementwise, 0 where undefined (scikit-learn's
+    ``zero_division=0``), on counts that may be weighted: the project's one F1 formula."""
     tp, fp, fn = (np.asarray(c, dtype=np.float64) for c in (tp, fp, fn))
     denom = 2 * tp + fp + fn
     return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
@@ -55,9 +48,8 @@ def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
                                 (~pred & gold).sum()))
 
 
-def classification_metrics(
-    labels: np.ndarray, predictions: np.ndarray, num_classes: int
-) -> dict[str, float]:
+def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
+                           num_classes: int) -> dict[str, float]:
     """Accuracy, macro F1 over all ``num_classes`` (a class neither present nor predicted
     counts 0, scikit-learn's ``zero_division=0``) and, for two classes, ``f1`` of class 1."""
     labels = np.asarray(labels).astype(np.int64).ravel()
@@ -97,16 +89,10 @@ class RankedQueries:
     extra: dict[str, float]  # Ubuntu R10@k / R2@1 where they apply
 
 
-def rank_queries(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> RankedQueries:
-    """Rank every query's candidates (trec_eval's tie rule) and compute AP, RR and P@1 per
-    query: the one implementation behind :func:`ranking_metrics` and
-    :func:`per_query_metrics` (arguments as :func:`ranking_metrics`)."""
+def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                 pair_ids: Sequence[str] | None = None, no_positive: str = "skip") -> RankedQueries:
+    """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule: the one
+    implementation behind :func:`ranking_metrics` and :func:`per_query_metrics`."""
     if no_positive not in NO_POSITIVE_MODES:
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()
@@ -177,17 +163,12 @@ def rank_queries(
                          tie_share=float(tied[row_eval].mean()), extra=extra)
 
 
-def ranking_metrics(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> dict[str, float]:
-    """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries`` (averaged over),
-    ``skipped_queries`` and, where they apply, ``r10_at_1/2/5``, ``r2_at_1``, by the module
-    docstring's conventions. Candidates of a query need not be adjacent; labels > 0 are
-    relevant; a NaN score is an error; ``pair_ids`` are the docnos of the tie rule."""
+def ranking_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                    pair_ids: Sequence[str] | None = None,
+                    no_positive: str = "skip") -> dict[str, float]:
+    """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries``, ``skipped_queries`` and,
+    where they apply, ``r10_at_1/2/5``, ``r2_at_1`` (the module docstring's conventions; a NaN
+    score is an error; ``pair_ids`` are the docnos of the tie rule)."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return {
@@ -201,30 +182,18 @@ def ranking_metrics(
     }
 
 
-def per_query_metrics(
-    group_ids: Sequence[str],
-    labels: np.ndarray,
-    scores: np.ndarray,
-    pair_ids: Sequence[str] | None = None,
-    no_positive: str = "skip",
-) -> pd.DataFrame:
-    """AP, RR and P@1 of every evaluated query (``query``, ``map``, ``mrr``, ``p_at_1``):
-    their means are :func:`ranking_metrics`' values; the unit that confidence intervals and
-    paired tests resample."""
+def per_query_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
+                      pair_ids: Sequence[str] | None = None,
+                      no_positive: str = "skip") -> pd.DataFrame:
+    """AP, RR and P@1 of every evaluated query: the unit intervals and paired tests resample."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return pd.DataFrame({"query": q.names[ev], "map": q.ap[ev], "mrr": q.rr[ev],
                          "p_at_1": q.p1[ev]})
 
 
-def _ubuntu_metrics(
-    group_codes: np.ndarray,
-    relevant: np.ndarray,
-    order: np.ndarray,
-    first_rel: np.ndarray,
-    evaluated: np.ndarray,
-    n: int,
-) -> dict[str, float]:
+def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.ndarray,
+                    first_rel: np.ndarray, evaluated: np.ndarray, n: int) -> dict[str, float]:
     """R10@1/2/5 and R2@1 for 1-positive-in-10 lists (Lowe et al. 2015)."""
     pos_rank = first_rel[evaluated]
     result = {f"r10_at_{k}": float((pos_rank <= k).mean()) for k in (1, 2, 5)}

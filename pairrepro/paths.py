@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import tempfile
 import tomllib
 from collections.abc import Iterator
@@ -99,10 +100,8 @@ def checkout_mirror() -> Path:
 
 
 def mirror_setting() -> tuple[Path, str] | None:
-    """The mirror folder (``<DIR>/<dataset>/<file>``; ``None``: none) and where it was set,
-    first found of ``$PAIRREPRO_MIRROR`` (set but empty: no mirror, as ``make MIRROR=``
-    means), ``mirror = "DIR"`` in :func:`user_config_path` (relative to that file), an existing
-    :func:`checkout_mirror`. ``fetch --mirror DIR`` overrides all three."""
+    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
+    ``mirror`` in :func:`user_config_path`, else an existing :func:`checkout_mirror`."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
@@ -153,9 +152,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(
-    path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8"
-) -> Iterator[IO[Any]]:
+def atomic_open(path: str | os.PathLike[str], mode: str = "w",
+                encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a file for writing that appears under ``path`` only once fully written."""
     if "b" in mode:
         encoding = None
@@ -181,10 +179,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file (a leading UTF-8 byte-order mark, which editors on Windows write, is
-    skipped); invalid TOML, or bytes that are not UTF-8 (a Latin-1 or binary file), is a
-    :class:`ConfigError` naming the file, line and column (a missing file raises
-    ``FileNotFoundError`` for the caller to explain)."""
+    """Read a TOML file (a UTF-8 byte-order mark skipped); invalid TOML or bytes is a
+    :class:`ConfigError` naming the file, line and column (a missing file: FileNotFoundError)."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8-sig"))
@@ -206,3 +202,50 @@ def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
         while chunk := handle.read(chunk_size):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                 "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string that ``tomllib`` reads back unchanged."""
+    return '"' + "".join(
+        _TOML_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F
+                                  else ch) for ch in value) + '"'
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    if value is None:
+        return '""'
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def dumps_toml(data: dict[str, Any]) -> str:
+    """Write a two-level dict (sections of scalars, lists and inline tables) as TOML."""
+    lines: list[str] = []
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            lines.insert(0, f"{_toml_key(section)} = {_toml_value(values)}")
+            continue
+        lines.append(f"[{_toml_key(section)}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)

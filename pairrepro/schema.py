@@ -1,8 +1,6 @@
-"""One validation library for every TOML file we read (recipes, manifests, paper tables):
-models derive from :class:`Schema` (unknown keys are errors, no coercion of strings into
-numbers) and :func:`validate` turns pydantic's errors into a :class:`ConfigError` naming the
-file, ``[section] key``, value and what is allowed
-(``recipes/x.toml: [optim] lr: 'fast' is not allowed: expected a number``).
+"""One validation library for every TOML file we read: models derive from :class:`Schema`
+(unknown keys are errors, strict types) and :func:`validate` turns pydantic's errors into a
+:class:`ConfigError` naming the file, ``[section] key``, value and what is allowed.
 """
 
 from __future__ import annotations
@@ -106,9 +104,8 @@ def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
 def validate(model: type[S], raw: Any, source: str, sections: bool = True,
              hint: str | None = None, context: dict[str, Any] | None = None,
              set_elsewhere: Mapping[tuple[str, ...], str] | None = None) -> S:
-    """Validate ``raw`` (a TOML-shaped dict) into ``model``; a :class:`ConfigError` names
-    ``source`` and the first problem (the others follow in the hint), or, for a key under
-    one of ``set_elsewhere``'s locations, where that says the key was set (a ``--set``)."""
+    """Validate ``raw`` into ``model``; a :class:`ConfigError` names ``source`` (or the
+    ``--set`` in ``set_elsewhere``) and the first problem, the others in the hint."""
     try:
         return model.model_validate(raw, context=context)
     except ValidationError as exc:

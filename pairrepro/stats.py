@@ -1,31 +1,22 @@
 """Is a difference real? Confidence intervals and paired tests for reproduced metrics.
 
-* :func:`mean_interval`, :func:`f1_interval` & co.: a seeded two-level percentile bootstrap:
-  each resample draws the seeds *and* the test units (queries for ranking, pairs for
-  classification) with replacement, so an interval covers the test sample and the training
-  randomness both.
+* :func:`mean_interval`, :func:`f1_interval` & co.: a seeded two-level percentile bootstrap
+  that draws the seeds *and* the test units (queries, or pairs) with replacement.
 * :func:`paired_randomization_test`, :func:`paired_f1_test`: under the null each unit's pair of
   outputs is swapped with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
 
-How resamples are drawn: a statistic depends on a resample only through sums over units, and
-units alike in everything the statistic reads (a *type*: the same per-unit values, or for F1
-the same TP/FP/FN pattern in every seed) are interchangeable. A bootstrap resample's type
-counts are multinomial (drawn as such when there are few types, else as a bincount of unit
-draws); a swap's are binomial(size, 1/2), drawn as random bits 64 to a word and counted with
-popcounts, or summed through per-byte tables where every unit differs (a mean test's
-continuous values). Chunks of resamples are sized to stay in cache (:data:`CHUNK_BYTES`).
+A statistic depends on a resample only through sums over units, and units alike in all it reads
+(a *type*) are interchangeable: bootstrap type counts are drawn multinomial (or as a bincount of
+unit draws), swap counts as random bits 64 to a word counted by popcount (or through per-byte
+tables where every unit differs), in cache-sized chunks (:data:`CHUNK_BYTES`).
 
-Without an explicit ``resamples`` both are adaptive. An interval doubles its resamples until
-each endpoint's Monte-Carlo s.e. is under :data:`ENDPOINT_SE`, every verdict target lies more
-than :data:`MC_Z` s.e. from both endpoints, and, given the unit its endpoints print in
-(``step``), no rounding boundary lies within :data:`MC_Z` s.e. of an endpoint (its printed
-digits cannot move), or :data:`INTERVAL_CAP` is reached. A test draws batches until the
-p-value's s.e. is under :data:`P_SE` and the edges of its band around alpha are more than
-:data:`MC_Z` s.e. away, or :data:`TEST_CAP`. What is still that close at the cap, or a p-value
-within :data:`P_MARGIN` of its threshold, is *undecided* (:meth:`Interval.straddles`,
-:meth:`Interval.moving`, :meth:`PairedTest.straddles`). An endpoint's MC s.e. comes from the
-order statistics around its quantile, a p-value's is ``sqrt(p (1 - p) / R)``. An explicit
-``resamples`` draws exactly that many.
+Without ``resamples`` both are adaptive: an interval doubles its resamples until each endpoint's
+MC s.e. (from the order statistics around its quantile) is under :data:`ENDPOINT_SE` and no
+verdict target or rounding boundary of its printed digits lies within :data:`MC_Z` s.e. of an
+endpoint; a test draws batches until the p-value's s.e. is under :data:`P_SE` and its band
+around alpha is clear by :data:`MC_Z` s.e. What is still that close at the cap
+(:data:`INTERVAL_CAP`, :data:`TEST_CAP`) is *undecided* (:meth:`Interval.straddles`,
+:meth:`Interval.moving`, :meth:`PairedTest.straddles`).
 """
 
 from __future__ import annotations
@@ -47,17 +38,14 @@ TEST_CAP = 640_000
 ENDPOINT_SE = 0.001  # bound on an interval endpoint's MC s.e. (the metric's own scale)
 P_SE = 0.005  # bound on a p-value's MC s.e.
 MC_Z = 3.0  # a threshold closer than this many MC s.e. to the estimate is undecided
-# a p-value this close to its threshold is undecided however many resamples are drawn: the
-# band's edges, not the threshold, are where the seed could still flip a verdict, and no
-# committed test sits near them (tests/test_results.py renders with 10 seeds)
+# a p-value this close to its threshold is undecided however many resamples are drawn
 P_MARGIN = 0.005
 ALPHA = 0.05  # the significance threshold paired tests are decided against
 _ORDER_Z = 1.959964  # the 95% band of an order statistic, for the endpoints' MC s.e.
 CHUNK_BYTES = 1 << 20  # random words or counts of one chunk of resamples: about an L2 cache
 # a multinomial draw costs about this many unit draws per type: below it, draw type counts
 _TYPE_COST = 12
-# up to this many units, two unit draws are one index into a table of pair sums (a column's
-# table of PAIR_UNITS^2 floats stays in L2): half the draws and gathers
+# up to this many units, two unit draws are one index into a table of pair sums (in L2)
 PAIR_UNITS = 256
 
 
@@ -77,26 +65,22 @@ class Interval:
     step: float = 0.0  # the unit the endpoints print in (the metric's scale; 0: not printed)
 
     def contains(self, x: float) -> bool:
-        """Whether ``x`` lies in ``[low, high]``."""
         return self.low <= x <= self.high
 
     def straddles(self, x: float) -> bool:
-        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint: whether it
-        is inside may depend on the resampling seed. An endpoint without MC error (every
-        resample alike there, e.g. a tie share of 0) is exact and straddles nothing."""
+        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint (so inside may
+        depend on the resampling seed); an endpoint without MC error straddles nothing."""
         return any(se > 0 and abs(x - end) <= MC_Z * se + 1e-12
                    for end, se in ((self.low, self.low_se), (self.high, self.high_se)))
 
     def moving(self) -> tuple[bool, bool]:
-        """Whether the printed digits of (low, high) could still move with the resampling
-        seed: a rounding boundary of ``step`` (half-way between two printed values) lies
-        within ``MC_Z`` MC standard errors of the endpoint."""
+        """Whether the printed digits of (low, high) could still move with the resampling seed:
+        a rounding boundary of ``step`` lies within ``MC_Z`` MC standard errors."""
         return (_near_boundary(self.low, self.low_se, self.step),
                 _near_boundary(self.high, self.high_se, self.step))
 
     @property
     def mc_se(self) -> float:
-        """The larger MC standard error of the two endpoints."""
         return max(self.low_se, self.high_se)
 
 
@@ -108,9 +92,8 @@ def _near_boundary(value: float, se: float, step: float) -> bool:
 
 
 def _endpoints(stats: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
-    """(low, high, MC s.e. of low, MC s.e. of high) of the percentile interval of ``stats``
-    (``np.quantile``'s linear rule): an endpoint's s.e. is half the spread of the order
-    statistics that bound its quantile with 95% confidence, over 2 x 1.96."""
+    """(low, high, MC s.e. of low, of high) of the percentile interval of ``stats``: an
+    endpoint's s.e. from the spread of the order statistics bounding its quantile at 95%."""
     alpha = (1.0 - confidence) / 2
     n = len(stats)
     wanted = []
@@ -134,11 +117,9 @@ def _chunks(rows: int, width: int) -> list[int]:
 
 
 class _UnitSums:
-    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units
-    (``n`` draws with replacement): where few types of unit repeat, the counts of each type
-    (multinomial) times its features; else the drawn units' features, gathered and summed,
-    two draws at a time where the units are few (an index uniform over ``n^2`` is two
-    independent draws, and a table holds each pair's sum)."""
+    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units: type
+    counts (multinomial) times features where few types repeat, else gathered unit draws,
+    two at a time where units are few (an index uniform over ``n^2`` is two draws)."""
 
     def __init__(self, features: np.ndarray) -> None:
         self.units = n = len(features)
@@ -148,8 +129,7 @@ class _UnitSums:
         self.shares = sizes / n
         self.width = len(self.features)
         self.paired = not self.by_type and n <= PAIR_UNITS
-        # one table per feature column: a gather each is many times faster than one over
-        # [rows, units, K]
+        # one table per feature column: far faster gathers than one over [rows, units, K]
         self.tables = [(c[:, None] + c[None, :]).ravel() if self.paired else c
                        for c in np.ascontiguousarray(self.features.T)]
 
@@ -174,8 +154,7 @@ def _bincount_rows(draws: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(flat, minlength=rows * size).reshape(rows, size)
 
 
-# intervals already computed in this process, by everything they depend on: a report renders
-# the same cell in several tables
+# intervals computed in this process: a report renders the same cell in several tables
 _MEMO: dict[tuple[object, ...], Interval] = {}
 _MEMO_SIZE = 4096
 
@@ -183,10 +162,8 @@ _MEMO_SIZE = 4096
 def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
                point: float, seeds: int, confidence: float, resamples: int | None,
                seed: int, targets: Sequence[float], step: float) -> Interval:
-    """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``, where
-    ``sums`` ``[R, K]`` are the per-unit ``features`` ``[units, K]`` summed over resampled
-    units and ``per_seed`` (the statistic ``kind``) gives ``[R, seeds]``; adaptive (the
-    module docstring) unless ``resamples`` is given."""
+    """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
+    (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units."""
     units = len(features)
     if units == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
@@ -226,16 +203,15 @@ def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarr
 
 
 def _as_matrix(values: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(values, dtype=np.float64)
-    return matrix[None, :] if matrix.ndim == 1 else matrix
+    return np.atleast_2d(np.asarray(values, dtype=np.float64))
 
 
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
                   targets: Sequence[float] = (), step: float = 0.0) -> Interval:
-    """Interval of a mean metric from per-unit values ``[units]`` or ``[seeds, units]``
-    (e.g. AP per query for MAP, 0/1 correctness per pair for accuracy); ``targets``: the
-    values a verdict compares the interval with; ``step``: the unit its endpoints print in."""
+    """Interval of a mean metric from per-unit values ``[units]`` or ``[seeds, units]`` (AP per
+    query, 0/1 correctness); ``targets``: what a verdict compares it with; ``step``: the unit
+    its endpoints print in."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
@@ -260,8 +236,7 @@ def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
 def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float = CONFIDENCE,
                 resamples: int | None = None, seed: int = 0,
                 targets: Sequence[float] = (), step: float = 0.0) -> Interval:
-    """Interval of the F1 of class 1 (not a mean over pairs, so each resample recomputes it
-    from weighted counts); ``predictions`` is ``[pairs]`` or ``[seeds, pairs]`` of 0/1."""
+    """Interval of the F1 of class 1 from 0/1 ``predictions`` ``[pairs]`` or ``[seeds, pairs]``."""
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
     counts = np.vstack(_indicators(labels, pred))  # [3 seeds, pairs]
@@ -274,8 +249,7 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
                       confidence: float = CONFIDENCE, resamples: int | None = None,
                       seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
                       ) -> Interval:
-    """Interval of the macro F1 of two classes (the mean of class 1's and class 0's F1, each
-    recomputed from weighted counts); arguments as :func:`f1_interval`."""
+    """Interval of the macro F1 of two classes; arguments as :func:`f1_interval`."""
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
@@ -326,16 +300,15 @@ class PairedTest:
         return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.mc_se) + 1e-12
 
     def settled(self, alphas: Sequence[float]) -> bool:
-        """Whether more resamples could change :meth:`straddles` for any of ``alphas``: the
-        MC s.e. is at most ``P_SE`` and each band edge is more than ``MC_Z`` s.e. away."""
+        """Whether no more resamples can change :meth:`straddles` for ``alphas``: the MC s.e. is
+        at most ``P_SE`` and each band edge is more than ``MC_Z`` s.e. away."""
         return self.mc_se <= P_SE and all(
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
 class SwapCounts:
-    """How many units of each group a random swap takes, each unit with probability 1/2:
-    group ``g``'s ``sizes[g]`` units are ``sizes[g]`` random bits in whole 64-bit words (the
-    last one masked), and the count is their popcount."""
+    """How many units of each group a random swap takes (each with probability 1/2): the
+    popcount of ``sizes[g]`` random bits in whole 64-bit words, the last one masked."""
 
     def __init__(self, sizes: np.ndarray) -> None:
         sizes = np.asarray(sizes, dtype=np.int64)
@@ -360,9 +333,8 @@ class SwapCounts:
 
 
 class _SwappedSums:
-    """Sums of ``values`` over the units a random swap takes (each with probability 1/2):
-    through :class:`SwapCounts` of the distinct values where they repeat (0/1 correctness),
-    else through a table per byte of swap bits, eight units a byte (AP per query)."""
+    """Sums of ``values`` over the units a random swap takes: :class:`SwapCounts` of the
+    distinct values where they repeat, else a table per byte of swap bits (AP per query)."""
 
     def __init__(self, values: np.ndarray) -> None:
         moving = values[values != 0]  # swapping a zero difference changes nothing
@@ -389,9 +361,8 @@ class _SwappedSums:
 def _adaptive_test(observed: float, resample: Callable[[np.random.Generator, int], np.ndarray],
                    words: int, n: int, resamples: int | None, seed: int,
                    alphas: Sequence[float]) -> PairedTest:
-    """Draw the statistic under random swaps (``resample(rng, rows)``, from ``words`` random
-    words a row) in batches until :meth:`PairedTest.settled`, or :data:`TEST_CAP`; an
-    explicit ``resamples`` draws exactly that many."""
+    """Draw the statistic under random swaps (``resample(rng, rows)``) in batches until
+    :meth:`PairedTest.settled` or :data:`TEST_CAP`, or exactly ``resamples``."""
     rng = np.random.default_rng([seed, 31337])
     batch = resamples or TEST_BATCH
     # a tiny tolerance so floating-point noise never counts a tie as a miss
@@ -410,9 +381,8 @@ def _adaptive_test(observed: float, resample: Callable[[np.random.Generator, int
 def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | None = None,
                               seed: int = 0, alphas: Sequence[float] = (ALPHA,)
                               ) -> PairedTest:
-    """Two-sided paired randomization test of mean(a) - mean(b); ``a``/``b`` are per-unit
-    values ``[units]`` (or ``[seeds, units]``, averaged over seeds first) on the same units in
-    the same order. Adaptive unless ``resamples`` is given (the module docstring)."""
+    """Two-sided paired randomization test of mean(a) - mean(b) from per-unit values ``[units]``
+    (or ``[seeds, units]``, averaged over seeds first) on the same units in the same order."""
     va, vb = _as_matrix(a).mean(axis=0), _as_matrix(b).mean(axis=0)
     if va.shape != vb.shape:
         raise DataError(f"paired test: the systems were scored on different units "
@@ -428,11 +398,9 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
 
 def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
                       ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """The types of pairs a swap can change and the statistic of :func:`paired_f1_test` from
-    how many pairs of each type a swap takes (``[R, types]`` -> ``[R]``). Swapping a pair
-    where only one system predicts 1 moves one count of each: A gains the TP (gold 1) or FP
-    (gold 0) that B had and B loses it, or the reverse; a pair's type is that move in every
-    seed."""
+    """The types of pairs a swap can change, and :func:`paired_f1_test`'s statistic from how
+    many of each a swap takes (``[R, types]`` -> ``[R]``): swapping a pair only one system
+    predicts 1 moves that TP (gold 1) or FP (gold 0) from one system to the other."""
     gold = np.asarray(labels).astype(bool)
     a, b = runs_a.astype(bool), runs_b.astype(bool)
     seeds = len(a)
@@ -454,16 +422,14 @@ def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs.
-    ``pred_a``/``pred_b``: ``[units]`` or ``[seeds, units]``, seed k of A paired with seed k
-    of B; a resample swaps the same pairs in every seed, and the statistic is the mean of the
-    per-seed F1 differences (an F1 has no per-unit value to average first)."""
+    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs
+    (``[units]`` or ``[seeds, units]``, seed k of A against seed k of B): a resample swaps the
+    same pairs in every seed; the statistic is the mean of the per-seed F1 differences."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "
                         f"{runs_b.shape[0]}", hint="pair as many seeds of each system")
-    n = runs_a.shape[1]
-    if runs_b.shape[1] != n:
+    if runs_b.shape[1] != (n := runs_a.shape[1]):
         raise DataError("paired test: the systems were scored on different pairs")
     sizes, statistic = f1_swap_statistic(labels, runs_a, runs_b)
     counts = SwapCounts(sizes)
@@ -473,8 +439,7 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error), in the input order:
-    the k-th smallest of m is multiplied by m - k + 1, made monotone, capped at 1."""
+    """Holm's step-down adjusted p-values (family-wise error), in the input order."""
     order = np.argsort(p_values, kind="stable")
     m = len(order)
     adjusted = np.empty(m)

@@ -1,14 +1,9 @@
-"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean, so no
-other module compares loss names or task types.
-
-* ``classification`` / ``cross_entropy``: softmax cross-entropy over the classes;
-* ``ranking`` / ``hinge``: ``max(0, margin - s(q, d+) + s(q, d-))`` over sampled triples, one
-  score per pair;
-* ``ranking`` / ``pointwise`` (CSRAN): two-logit cross-entropy, ranked by the class-1 log-odds.
+"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean
+(``classification``/``cross_entropy``, ``ranking``/``hinge``, ``ranking``/``pointwise``).
 
 A task owns the ``[task]`` keys it uses (:attr:`Task.recipe_keys`); any other must keep its
-default. torch, pandas, the metrics and batching are imported on first use: the recipe schema
-names its choices from :data:`LOSSES`/:data:`TASK_TYPES` without loading torch.
+default. torch and the rest are imported on first use: the recipe schema names its choices from
+:data:`LOSSES`/:data:`TASK_TYPES` without loading torch.
 """
 
 from __future__ import annotations
@@ -131,9 +126,8 @@ class _Ranking(Task):
 
 @dataclass(frozen=True)
 class _PairwiseRanking(_Ranking):
-    """``max(0, margin - s(q, d+) + s(q, d-))`` over (query, positive, negative) triples; the
-    model outputs one score per pair. A batch of ``B`` triples is ``2B`` pairs, positives
-    first (:func:`pairrepro.data.batches.collate_triples`)."""
+    """``max(0, margin - s(q, d+) + s(q, d-))`` over triples, one score per pair: a batch of
+    ``B`` triples is ``2B`` pairs, positives first."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 1
@@ -169,9 +163,8 @@ class _PairwiseRanking(_Ranking):
 
 @dataclass(frozen=True)
 class _PointwiseRanking(_Ranking):
-    """Ranking as two-class classification (CSRAN): cross-entropy on two logits; candidates
-    rank by ``P(class 1)`` as its log-odds ``z1 - z0`` (the same order, but a probability of a
-    confident candidate rounds to 1.0 and would tie it artificially)."""
+    """Ranking as two-class classification (CSRAN): candidates rank by the class-1 log-odds
+    ``z1 - z0`` (a probability would round confident candidates to tied 1.0s)."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 2

@@ -56,3 +56,15 @@ def test_step_progress_off_a_terminal_prints_plain_lines(
     with silent:
         silent.update(silent.add_task("x", total=1), completed=1)
     assert capsys.readouterr().err == ""
+
+
+def test_the_cli_flags_set_the_one_output_state() -> None:
+    from typer.testing import CliRunner
+
+    from pairrepro.cli import common
+    from pairrepro.cli.app import app
+
+    result = CliRunner().invoke(app, ["datasets", "--json"])
+    assert result.exit_code == 0, result.output
+    assert output.STATE.json and not output.STATE.quiet
+    assert common.STATE is output.STATE  # the commands read the state the flags set

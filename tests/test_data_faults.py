@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
-from pairrepro.cli.common import STATE
+from pairrepro.console import STATE
 from pairrepro.data import archives, fetch
 from pairrepro.data.fetch_record import RECORD_NAME
 from pairrepro.data.formats import get_reader

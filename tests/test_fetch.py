@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
-from pairrepro.cli.common import STATE
+from pairrepro.console import STATE
 from pairrepro.data import archives, download, fetch
 from pairrepro.data.manifests import find_raw_file
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError

@@ -7,7 +7,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from pairrepro import __version__
+from pairrepro import __version__, console
 from pairrepro.cli import (
     data_cmds,
     embeddings_cmds,
@@ -18,7 +18,6 @@ from pairrepro.cli import (
     train_cmds,
     verify_cmds,
 )
-from pairrepro.cli.common import set_global_options
 
 # global flags (no values) accepted anywhere before a ``--``
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
@@ -108,7 +107,7 @@ def main_options(
 ) -> None:
     """Global options, before or after the command (``pairrepro --quiet train ...``,
     ``pairrepro eval RUN --json``)."""
-    set_global_options(quiet=quiet, json=json_output)
+    console.configure(quiet=quiet, json=json_output)
 
 
 data_cmds.register(app)

@@ -1,4 +1,5 @@
-"""Shared CLI plumbing: global --quiet/--json state, console, error -> exit code."""
+"""Shared CLI plumbing: the output state and consoles of :mod:`pairrepro.console` named for the
+commands, error -> exit code."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,27 +18,14 @@ from rich.markup import escape
 from pairrepro import console as output
 from pairrepro.cli.interrupts import command_ended, command_started
 from pairrepro.config import MAX_SEED
+from pairrepro.console import STATE as STATE  # the one output state, named for the commands
+from pairrepro.console import show_progress as show_progress
 from pairrepro.errors import INTERRUPTED_EXIT, ConfigError, PairreproError, StorageError
 
-
-@dataclass
-class CliState:
-    quiet: bool = False
-    json: bool = False
-
-
-STATE = CliState()
 #: The consoles of :mod:`pairrepro.console` (the one owner of output), named for the commands.
 console = output.get_console()
 err_console = output.get_err_console()
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def set_global_options(*, quiet: bool, json: bool) -> None:
-    """Record ``--quiet``/``--json`` for the commands and set the output state from them
-    (consoles fitted to this invocation's streams, logging routed through rich)."""
-    STATE.quiet, STATE.json = quiet, json
-    output.configure(quiet=quiet, json=json)
 
 
 def info(message: str) -> None:
@@ -50,11 +37,6 @@ def info(message: str) -> None:
 def emit_json(data: Any) -> None:
     """Print machine-readable output (used when --json is given)."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def show_progress() -> bool:
-    """Whether rich progress bars should be drawn."""
-    return output.show_progress()
 
 
 #: Errors of a folder or file that cannot be written: exit 8, wherever they surface.
@@ -126,10 +108,8 @@ def report_error(exc: PairreproError) -> None:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given (``""``, the option's default) -> None
-    (the recipe's seeds). Checked whole before anything runs: a bad seed found later would
-    leave a run folder (``seed--1/``) or a half-done list behind; blanks only, or an empty
-    item (``1,,2``: a seed left out?), are errors, never read as the recipe's seeds."""
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given -> None (the recipe's seeds). Checked
+    whole before anything runs; blanks or an empty item (``1,,2``) are errors."""
     if not text:
         return None
     example = "e.g. --seeds 1,2,3"

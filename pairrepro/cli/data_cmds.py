@@ -62,21 +62,14 @@ def _expected_splits(manifest: Manifest) -> dict[str, dict[str, int]]:
     if manifest.variants:
         variant = manifest.variant(None)
         return {name: dict(split.expected) for name, split in variant.splits.items()}
-    splits: dict[str, dict[str, int]] = {}
-    for spec in manifest.files:
-        for split in spec.splits:
-            splits.setdefault(split, {})
-    return splits
+    return {split: {} for spec in manifest.files for split in spec.splits}
 
 
 def _prepared_variants(manifest: Manifest) -> list[str]:
-    names = [*manifest.variants] or [""]
-    done = []
-    for variant in names:
-        folder = paths.prepared_dir(manifest.name, variant or None)
-        if (folder / "DONE").is_file():
-            done.append(variant or "(default)")
-    if manifest.variants and (paths.prepared_dir(manifest.name) / "DONE").is_file():
+    from pairrepro.data.prepared import is_prepared  # numpy and pandas: only where needed
+
+    done = [v or "(default)" for v in [*manifest.variants] or [""] if is_prepared(manifest.name, v)]
+    if manifest.variants and is_prepared(manifest.name):
         done.append("(default)")
     return done
 
@@ -155,9 +148,8 @@ def _print_report(report: FetchReport) -> None:
 
 
 def default_variant_hint(name: str) -> bool:
-    """When the default variant lacks files that another variant does not need (TwitterURL
-    from the mirror: the raw train file is missing, the tokenised copy the tables use is
-    here), say which variant ``preprocess`` can write whole; ``True`` when it said so."""
+    """When the default variant lacks files another variant does not need, say which variant
+    ``preprocess`` can write whole; ``True`` when it said so."""
     manifest = load_manifest(name)
     if not manifest.variants:
         return False
@@ -211,12 +203,8 @@ def datasets_cmd() -> None:
     for column in ("licence", "fetched", "prepared"):
         table.add_column(column, overflow="fold", ratio=1)
     for row in rows:
-        if not row["fetched"]:
-            fetched = "-"
-        elif row["splits_missing"]:
-            fetched = "partial, no\n" + "\n".join(row["splits_missing"])
-        else:
-            fetched = "yes"
+        fetched = ("-" if not row["fetched"] else "yes" if not row["splits_missing"] else
+                   "partial, no\n" + "\n".join(row["splits_missing"]))
         task = "classif." if row["task"] == "classification" else row["task"]
         licence = _short_licence(row["licence"])
         if not row["public"]:

@@ -114,13 +114,9 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
 def extract_members(archive: Path, root: Path, spec: FileSpec,
                     keep: dict[str, dict[str, Any]], archive_verified: bool = False
                     ) -> tuple[list[FileResult], list[str]]:
-    """Extract only the members ``spec`` names from ``archive`` into ``root``: staged while
-    hashed, each checked against its pin (sha256, else size; a mismatch is a
-    :class:`ChecksumError` and nothing moves), then moved into place. An unpinned member is
-    ``verified = False`` with its hash, unless the archive's own pin verified it
-    (``archive_verified``), and never replaces a verified file of ``keep`` (the fetch record).
-    One :class:`FileResult` per member found, and warnings; an archive holding none of them is
-    a :class:`DataError`."""
+    """Extract only the members ``spec`` names from ``archive`` into ``root``: staged, each
+    checked against its pin (a mismatch moves nothing), then moved into place; an unpinned
+    member never replaces a verified file of ``keep``. One :class:`FileResult` per member."""
     wanted = {m.path: m for m in spec.members}
     staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,16 +1,10 @@
 """Batches for training and evaluation: length bucketing, padding, masks, ranking triples.
 
 Everything is a pure function of its inputs and a seed: an epoch's order is rebuilt exactly
-from ``(seed, epoch)`` and resumed from the index of its next batch.
-
-* Pairs are encoded once (:class:`EncodedSplit`), truncated to ``max_len`` tokens.
-* :func:`bucket_batches` shuffles, sorts by length inside random chunks of ``chunk_batches``
-  batches (little padding), then shuffles the batches.
-* Pairwise hinge training: each positive meets ``negatives`` negatives of its group
-  (:func:`sample_triples`); ``B`` triples are collated as ``2B`` pairs, positives first, so the
-  model runs once per step.
-* Pointwise ranking may cap each query's negatives per epoch (:func:`sample_query_negatives`):
-  every query, all its positives and a fresh sample of its negatives.
+from ``(seed, epoch)`` and resumed from the index of its next batch. :func:`bucket_batches`
+sorts by length inside random chunks (little padding); hinge training collates ``B`` triples
+(:func:`sample_triples`) as ``2B`` pairs, positives first; pointwise ranking may cap each
+query's negatives per epoch (:func:`sample_query_negatives`).
 """
 
 from __future__ import annotations
@@ -142,8 +136,7 @@ def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
 
 def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator) -> np.ndarray:
     """``[T, 2]`` (positive row, negative row): every positive of a group with ``negatives``
-    of its negatives, without replacement where there are enough; a group lacking either
-    contributes nothing."""
+    of its negatives (without replacement where there are enough)."""
     if negatives < 1:
         raise DataError(f"task.negatives must be >= 1 for the hinge loss, got {negatives}")
     out: list[np.ndarray] = []
@@ -238,9 +231,7 @@ class EpochTask(Protocol):
 
 class EpochPlan:
     """The seeded order of one training epoch, resumable from any batch position: ``batches``
-    index ``items`` (:meth:`pairrepro.tasks.Task.epoch_items`: pair rows, or ``[T, 2]``
-    triples); ``max_negatives_per_query`` (pointwise, 0 = all) as
-    :func:`sample_query_negatives`."""
+    index ``items`` (:meth:`pairrepro.tasks.Task.epoch_items`: pair rows, or triples)."""
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
                  task: EpochTask, negatives: int = 1, chunk_batches: int = 50,

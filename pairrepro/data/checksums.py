@@ -45,10 +45,8 @@ def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
 
 def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool,
                      warnings: list[str]) -> tuple[str, int, bool]:
-    """``(sha256, size, verified)`` of a file fetch recorded (``entry``), trusting the record
-    only while the file's size and mtime are those recorded (else, or with ``verify``, it is
-    hashed again). A pinned file whose bytes changed is a :class:`ChecksumError`; an unpinned
-    one gets its new hash (unverified) and a warning in ``warnings``."""
+    """``(sha256, size, verified)`` of a recorded file, re-hashed unless size and mtime are the
+    record's (or with ``verify``); a pinned file that changed is a :class:`ChecksumError`."""
     stat = target.stat()
     if (not verify and stat.st_size == entry.get("size")
             and stat.st_mtime_ns == entry.get("mtime_ns")):

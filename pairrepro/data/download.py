@@ -66,10 +66,8 @@ def _copy_stream(response: IO[bytes], handle: IO[bytes], bar: Any) -> None:
 
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
              timeout: float | None = None, attempts: int | None = None) -> Path:
-    """Download ``url`` into ``.<target name>.partial`` and return that path for
-    :func:`install_download`. A partial file already there is continued with ``Range:
-    bytes=<n>-`` (a server ignoring it gets a fresh start). HTTP errors, refused connections and
-    timeouts are a :class:`DownloadError` naming the URL."""
+    """Download ``url`` into ``.<target name>.partial`` (continuing one there with ``Range``)
+    for :func:`install_download`; failures are a :class:`DownloadError` naming the URL."""
     if not url.startswith(("http://", "https://")):
         raise DownloadError(f"unsupported URL {url!r} (only http and https)")
     timeout = HTTP_TIMEOUT if timeout is None else timeout

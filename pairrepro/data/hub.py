@@ -1,13 +1,10 @@
 """The Hugging Face hub as a data source: ``pairrepro fetch NAME --source hub``.
 
-The manifest's ``[hub]`` table (:class:`~pairrepro.data.manifests.HubSpec`) is loaded through
-``datasets`` (``HF_DATASETS_OFFLINE``, ``HF_HOME`` and the cache apply as for any
-``load_dataset``), its columns renamed and labels mapped to names, one parquet file per split
-written under ``raw/<name>/hub/``. The ``hub`` variant reads them (reader ``hub_parquet``), so
-it is checked against the same published counts and label map as the official files. What was
-used is recorded in ``hub/source.json`` and under ``"hub"`` in ``.fetched.json``. ``--from DIR``
-loads a local folder laid out as a hub repository (parquet files and the README.md YAML
-header): the tests' source, and a snapshot for a machine without internet.
+The manifest's ``[hub]`` table is loaded through ``datasets`` (its environment and cache
+apply), columns renamed and labels mapped to names, one parquet file per split written under
+``raw/<name>/hub/`` for the ``hub_parquet`` reader, and what was used recorded in
+``hub/source.json`` and ``.fetched.json``. ``--from DIR`` loads a local folder laid out as a
+hub repository (the tests' source, or a snapshot for a machine without internet).
 """
 
 from __future__ import annotations

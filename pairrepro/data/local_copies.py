@@ -1,7 +1,5 @@
-"""Local copies of a dataset's files: ``--from PATH`` (a file, or a folder holding the manifest
-paths, ``<name>/<path>`` or the bare names) and the mirror (``--mirror DIR``, else
-:func:`pairrepro.paths.mirror_setting`; ``<DIR>/<dataset>/<path>``). A copy is verified before
-it gets its final name (:func:`install_copy`).
+"""Local copies of a dataset's files: ``--from PATH`` and the mirror (``<DIR>/<dataset>/<path>``);
+a copy is verified before it gets its final name (:func:`install_copy`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Dataset manifests: ``data_manifests/<name>.toml`` (layout: ARCHITECTURE.md) read into
-typed, validated objects, and which splits and variants the raw files here can serve.
-
-A manifest file serves the splits it is tagged with (``splits``); a variant's split needs
-every file its reader reads (the same rule as ``preprocess``; :func:`find_raw_file`). A split is
-*unreadable* when no variant can read it from the files here (TrecQA's test needs the jacana
-file whatever else is tagged test). Variants read from the hub's parquet files (``fetch
---source hub``) are the hub fetch's concern, not the official files'.
+typed, validated objects, and which splits and variants the raw files here can serve: a
+variant's split needs every file its reader reads (:func:`find_raw_file`); a split is
+*unreadable* when no variant can read it from the files here.
 """
 
 from __future__ import annotations
@@ -61,9 +57,8 @@ Size = Annotated[int, AfterValidator(_non_negative)]
 
 
 class MemberSpec(Schema):
-    """A file inside an archive (``[[files.members]]``), pinned on its own: the archives'
-    hashes are mostly unknown, the members' are what a split is read from. ``sha256 = ""``:
-    not pinned yet (fetch records the hash of the bytes read and marks it unverified)."""
+    """A file inside an archive (``[[files.members]]``), pinned on its own; ``sha256 = ""``: not
+    pinned yet (fetch records the hash read, unverified)."""
 
     path: RawPath
     sha256: Sha256 = ""
@@ -106,17 +101,15 @@ class Expected(Schema):
 
 class PlanningEstimate(Schema):
     """``planning = {pairs, source}``: the size the planner assumes while the split is not
-    prepared here, from the paper's published counts; never checked against the data (only
-    ``expected`` is)."""
+    prepared here (the paper's counts; never checked against the data)."""
 
     pairs: Annotated[int, Field(ge=1)]
     source: Annotated[str, Field(min_length=1)]  # the published count and the arithmetic
 
 
 class Holdout(Schema):
-    """A dev split carved out of a published split that has none (``prepare``), moving whole
-    groups, or (``by = "left"``) every pair of a first text, so the held-out first texts are
-    all new, as a test split judged that way needs."""
+    """A dev split carved out of a published one: whole groups, or (``by = "left"``) every
+    pair of a first text, so the held-out first texts are all new."""
 
     from_: str = Field(alias="from")
     to: str

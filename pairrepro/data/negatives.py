@@ -1,18 +1,16 @@
 """BM25 with Lucene's scoring, and seeded negative sampling from the top BM25 results.
 
-The MV-LSTM, C-LSTM and DF-LSTM papers build their Yahoo! Answers lists with each best answer
-as a Lucene query over the whole answer set, drawing negatives from the top 1,000 results.
-Lucene's ``BM25Similarity`` (Lucene >= 8; k1 = 1.2, b = 0.75)::
+The Yahoo! Answers lists query Lucene with each best answer, drawing negatives from the top
+1,000 results. Lucene's ``BM25Similarity`` (Lucene >= 8; k1 = 1.2, b = 0.75)::
 
     score(q, d) = sum over query terms t (with repetition) of
                   idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
 
 :func:`lucene_idf` and :func:`lucene_term_weight` are the project's one implementation (the
-``bm25`` model uses them); retrieval over a collection uses ``bm25s`` (``method="lucene"``),
-whose scores the tests check equal ours. Lucene stores document lengths lossily (one byte); we
-use exact ones, so near-ties can swap. The analyzer approximates Lucene 8's
-``StandardAnalyzer``: lower-cased ``\\w`` runs, apostrophes inside words kept, no stop words.
+``bm25`` model uses them); retrieval uses ``bm25s`` (``method="lucene"``, checked equal).
+Document lengths are exact (Lucene's are one byte), so near-ties can swap. The analyzer
+approximates Lucene 8's ``StandardAnalyzer``: lower-cased ``\\w`` runs, no stop words.
 """
 
 from __future__ import annotations
@@ -70,9 +68,7 @@ def _check_params(params: BM25Params) -> None:
         )
 
 
-def _to_ids(
-    docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool
-) -> list[list[int]]:
+def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
     out = []
     for doc in docs:
         ids = []
@@ -122,18 +118,12 @@ def bm25_top_k(
     return indices, scores
 
 
-def sample_negatives(
-    candidates: np.ndarray,
-    positives: np.ndarray,
-    num_negatives: int,
-    seed: int | np.random.SeedSequence,
-    exclude_same_text: np.ndarray | None = None,
-) -> np.ndarray:
-    """``[Q, num_negatives]`` distinct random negatives per query from its ``candidates``
-    (``[Q, k]``, ``-1`` = no result), in random order, so a prefix is itself a uniform sample
-    (the 5-candidate lists take the first 4 of the 9). Never the query's ``positives[q]``, nor
-    a document with its ``exclude_same_text`` key (the same answer posted twice). A query with
-    fewer usable results has them first, then ``-1``: the caller decides what falls short."""
+def sample_negatives(candidates: np.ndarray, positives: np.ndarray, num_negatives: int,
+                     seed: int | np.random.SeedSequence,
+                     exclude_same_text: np.ndarray | None = None) -> np.ndarray:
+    """``[Q, num_negatives]`` distinct negatives per query from its ``candidates`` (``[Q, k]``,
+    ``-1`` = none) in random order, so a prefix is a uniform sample; never ``positives[q]`` nor
+    a document with its ``exclude_same_text`` key. A query short of results ends in ``-1``."""
     candidates = np.asarray(candidates)
     positives = np.asarray(positives)
     if candidates.ndim != 2 or len(candidates) != len(positives):

@@ -1,25 +1,15 @@
 """``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics.
 
-For one variant: read every split whose raw files are here (missing splits are skipped and
-reported), check the counts the manifest expects, tokenise, build the vocabulary and write the
-prepared folder (:func:`pairrepro.data.prepared.write_prepared`).
+For one variant: read every split whose raw files are here (others are skipped and reported),
+check the counts the manifest ``expected`` (pairs, groups, positive, labels, questions), tokenise,
+build the vocabulary and write the prepared folder (:func:`.prepared.write_prepared`).
 
-Tokenisation (variant options, recorded in ``stats.json``): ``tokenizer = "regex"``
-(:data:`TOKEN_PATTERN`: words, PTB-style clitics, single punctuation marks) or
-``"whitespace"`` (sources published tokenised: Quora BiMPM, TrecQA, TwitterURL, Ubuntu);
-``lowercase`` (default on, as in every paper here and the GloVe 6B vectors); ``numbers =
-"<num>"`` replaces every number token (:data:`NUMBER_PATTERN`) in every split: TrecQA's
-TRAIN-ALL is published with ``<num>`` while DEV/TEST keep their digits.
-
-Vocabulary: ``<pad>``, ``<unk>``, then every token of any split by its count in the train
-split (ties: count over all splits, then first appearance). Train-absent tokens stay (train
-count 0) so that they can get pretrained vectors; the recipe's ``min_count`` decides which
-become ``<unk>`` (:meth:`~pairrepro.data.prepared.PreparedDataset.rare_token_map`).
-
-Expected counts (a split's ``expected``; a mismatch is a :class:`DataError`): ``pairs``,
-``groups``, ``positive`` (label 1), ``labels`` (per name) and ``questions`` (groups plus the
-queries a reader dropped for having no candidate, as TrecQA's published counts include them).
-Token ids go straight into flat ``int32`` arrays: memory grows with the output alone.
+Tokenisation (variant options, recorded in ``stats.json``): ``tokenizer`` ``"regex"``
+(:data:`TOKEN_PATTERN`) or ``"whitespace"`` (sources published tokenised); ``lowercase``;
+``numbers = "<num>"`` replaces every :data:`NUMBER_PATTERN` token (TrecQA's TRAIN-ALL is
+published so). Vocabulary: ``<pad>``, ``<unk>``, then every token of any split by its train
+count (ties: count over all splits, then first appearance); train-absent tokens stay so that
+they can get pretrained vectors, and the recipe's ``min_count`` decides what becomes ``<unk>``.
 """
 
 from __future__ import annotations
@@ -56,9 +46,8 @@ from pairrepro.errors import ChecksumError, ConfigError, DataError
 #: Words (with PTB-style ``n't`` split off), clitics ``'s 're 'll ...``, single symbols.
 TOKEN_PATTERN = r"\w+(?=n't\b)|n't\b|'\w+|\w+|[^\w\s]"
 TOKENIZERS: tuple[TokenizerName, ...] = get_args(TokenizerName)
-#: A number token as TRAIN-ALL's normalisation saw it: digits, optional ",ddd" thousands
-#: groups, an optional decimal part (``1997``, ``50,000``, ``3.5``). Tokens such as
-#: ``1980s``, ``.08``, ``1/2``, ``11.4.26`` are left as they are, there and here.
+#: A number token as TRAIN-ALL's normalisation saw it (``1997``, ``50,000``, ``3.5``; not
+#: ``1980s``, ``.08``, ``1/2``).
 NUMBER_PATTERN = r"\d+(?:,\d{3})*(?:\.\d+)?"
 # every ASCII character that is neither \w nor \s -> itself between spaces
 _SPACE_OUT_SYMBOLS = str.maketrans({
@@ -81,8 +70,7 @@ class Tokenizer:
         self._is_number = re.compile(NUMBER_PATTERN).fullmatch
 
     def split(self, text: str) -> list[str]:
-        """The tokens of ``text`` (exactly ``re.findall(TOKEN_PATTERN, text)`` for regex),
-        number tokens replaced by ``numbers`` when it is set."""
+        """The tokens of ``text``, number tokens replaced by ``numbers`` when it is set."""
         tokens = self._tokens(text.lower() if self.lowercase else text)
         if self.numbers:
             is_number, placeholder = self._is_number, self.numbers
@@ -92,8 +80,7 @@ class Tokenizer:
     def _tokens(self, text: str) -> list[str]:
         if self.kind == "whitespace":
             return text.split()
-        # Fast path, same tokens: without an apostrophe the pattern reduces to
-        # \w+|[^\w\s], which for ASCII text is "space out every symbol, then split".
+        # same tokens, faster: without an apostrophe the pattern is \w+|[^\w\s]
         if "'" not in text and text.isascii():
             return text.translate(_SPACE_OUT_SYMBOLS).split()
         return self._findall(text)
@@ -102,10 +89,8 @@ class Tokenizer:
         out: dict[str, Any] = {"tokenizer": self.kind, "lowercase": self.lowercase}
         if self.numbers:
             out["numbers"] = {"pattern": NUMBER_PATTERN, "placeholder": self.numbers}
-        if self.kind == "regex":
-            out["pattern"] = TOKEN_PATTERN
-        else:
-            out["pattern"] = "str.split() (source is published tokenised)"
+        out["pattern"] = (TOKEN_PATTERN if self.kind == "regex"
+                          else "str.split() (source is published tokenised)")
         return out
 
 
@@ -132,8 +117,7 @@ class _Encoder:
 
 
 def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpec:
-    """The variant as readers see it: the manifest's ``label_map`` in its options unless the
-    variant sets its own."""
+    """The variant with the manifest's ``label_map`` in its options unless it sets its own."""
     if "label_map" in variant.options.model_fields_set:
         return variant
     options = variant.options.model_copy(update={"label_map": list(manifest.label_map)})
@@ -142,20 +126,14 @@ def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpe
 
 def _split_availability(raw_root: Path, variant: VariantSpec
                         ) -> tuple[list[str], dict[str, list[str]]]:
-    present, missing = [], {}
-    for name, split in variant.splits.items():
-        absent = missing_files(raw_root, split.files)
-        if absent:
-            missing[name] = absent
-        else:
-            present.append(name)
-    return present, missing
+    missing = {name: absent for name, split in variant.splits.items()
+               if (absent := missing_files(raw_root, split.files))}
+    return [name for name in variant.splits if name not in missing], missing
 
 
 def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
                     result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
-    # the keys and types of ``expected`` were checked when the manifest was loaded
-    # (pairrepro.data.manifests.Expected); what is left is comparing the counts
+    # ``expected``'s keys and types were checked with the manifest (manifests.Expected)
     actual: dict[str, Any] = {
         "pairs": summary["pairs"],
         "groups": summary["groups"],
@@ -168,18 +146,16 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
         if key == "labels":
             got = {k: got.get(k, 0) for k in want}
         if got != want:
-            raise DataError(
-                f"{name}: split {split!r}: expected {key} = {want}, found {got}",
-                hint="the raw files differ from the published release; re-fetch them "
-                     f"(pairrepro fetch {name} --force) or check the manifest's expected counts",
-            )
+            raise DataError(f"{name}: split {split!r}: expected {key} = {want}, found {got}",
+                            hint="the raw files differ from the published release; re-fetch "
+                                 f"them (pairrepro fetch {name} --force) or check the "
+                                 "manifest's expected counts")
 
 
 def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
-    """Carve a dev split out of a published split that has none (TwitterURL) as
-    :class:`~pairrepro.data.manifests.Holdout` says, by a seeded permutation (the same on every
-    machine), after checking the source split's published counts."""
+    """Carve a dev split out of a published one as :class:`.manifests.Holdout` says (a seeded
+    permutation), after checking the source split's published counts."""
     source, target = holdout.from_, holdout.to
     if source not in results:
         return results
@@ -207,9 +183,8 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
 
 def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
                    ) -> tuple[dict[str, str], list[str]]:
-    """sha256 of every raw file used, as the readers read it (else hashed here), and the files
-    no pin verified (placed by hand, not fetched). A fetched file must still match its pin and
-    record: one edited or replaced since is a :class:`ChecksumError` (exit 5) naming both."""
+    """sha256 of every raw file used, as the readers read it, and the files no pin verified; a
+    fetched file changed since is a :class:`ChecksumError` (exit 5) naming pin and record."""
     from pairrepro.data.fetch_record import read_record
 
     read = take_read_hashes()
@@ -285,8 +260,7 @@ class _Steps:
 
 
 def _link_default(name: str, variant: str) -> None:
-    """Make ``prepared/<name>`` point at the default variant's folder, so that
-    ``load_prepared(name)`` and ``load_prepared(name, default)`` find the same data."""
+    """Point ``prepared/<name>`` at the default variant's folder (``load_prepared(name)``)."""
     link = paths.prepared_dir(name)
     if link.exists() and not link.is_symlink():
         return  # a real folder from an older layout: leave it alone
@@ -299,8 +273,8 @@ def _link_default(name: str, variant: str) -> None:
 def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                     progress: bool = True) -> dict[str, Any]:
     """Preprocess one dataset variant; its statistics (as in ``stats.json``). A
-    :class:`DataError` when no raw data is here (naming the ``fetch``), a split's counts are not
-    the ``expected``, or with ``strict`` a row is malformed (naming file and line)."""
+    :class:`DataError` when no raw data is here, counts are not the ``expected``, or with
+    ``strict`` a row is malformed."""
     started = time.perf_counter()
     manifest = load_manifest(name)
     manifest.require_published()
@@ -358,8 +332,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                             else None),
             "train_vocab_size": int((train_counts > 0).sum()) + 2,
             "tokenisation": tokenizer.settings(),
-            # a variant whose splits are only consistent for non-learning scorers (TrecQA
-            # clean_digits); pairrepro train refuses it for trained models
+            # splits only consistent for non-learning scorers: train refuses it for models
             "lexical_only": spec.options.lexical_only,
             "malformed_count": len(malformed),
             "malformed": malformed[:MAX_MALFORMED_IN_STATS],
@@ -379,20 +352,17 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
 
 
 def _no_raw_data(name: str, spec: VariantSpec, raw_root: Path) -> DataError:
-    """The error for a variant none of whose splits has its raw files here."""
     from_hub = spec.options.reader == "hub_parquet"
-    return DataError(
-        f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
-        hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a local "
-             "copy of the hub repository)" if from_hub else
-             f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH offline)",
-    )
+    return DataError(f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
+                     hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a "
+                          "local copy of the hub repository)" if from_hub else
+                          f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
+                          "offline)")
 
 
 def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: VariantSpec,
                  present: list[str], step: Callable[[str], None]) -> dict[str, ReaderResult]:
-    """The reader's canonical pair tables of the ``present`` splits: one ``read_variant``
-    call when the reader reads a variant whole, else ``read_split`` per split."""
+    """The reader's pair tables of the ``present`` splits (``read_variant``, else per split)."""
     if hasattr(reader, "read_variant"):
         step(f"{name}: reading {', '.join(present)}")
         return {k: v for k, v in reader.read_variant(raw_root, reader_variant).items()
@@ -407,19 +377,17 @@ def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: Variant
 
 def _malformed_rows(name: str, results: dict[str, ReaderResult],
                     strict: bool) -> list[dict[str, Any]]:
-    """Every malformed row the reader reported, tagged with its split; with ``strict`` any
-    is a :class:`DataError` naming the first."""
+    """Every malformed row reported, tagged with its split; with ``strict`` an error."""
     malformed: list[dict[str, Any]] = []
     for split, result in results.items():
         malformed.extend({"split": split, **dataclasses.asdict(row)}
                          for row in result.malformed)
     if strict and malformed:
         first = malformed[0]
-        raise DataError(
-            f"{name}: {len(malformed)} malformed row(s); first: {first['file']} line "
-            f"{first['line']}: {first['reason']}",
-            hint="fix or re-fetch the file, or run without --strict to skip and report them",
-        )
+        raise DataError(f"{name}: {len(malformed)} malformed row(s); first: {first['file']} "
+                        f"line {first['line']}: {first['reason']}",
+                        hint="fix or re-fetch the file, or run without --strict to skip and "
+                             "report them")
     return malformed
 
 
@@ -427,8 +395,8 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
                   label_map: list[str]
                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                              dict[str, Any]]:
-    """One split's texts as token ids of ``encoder`` and its ``stats.json`` summary, checked
-    against the manifest's ``expected`` counts (not for a split a holdout was carved from)."""
+    """One split's token ids and ``stats.json`` summary, checked against ``expected`` (not for
+    a split a holdout was carved from)."""
     frame = result.pairs
     left, left_len = encoder.encode(frame["left"])
     right, right_len = encoder.encode(frame["right"])
@@ -459,9 +427,8 @@ def _build_vocab(encoder: _Encoder,
                  encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                  vocab_split: str | None
                  ) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:
-    """The vocabulary ordered by count in ``vocab_split`` (then in all splits, then first
-    seen), after ``<pad>`` and ``<unk>``: ``(vocab, its train counts, the remap from encoder
-    ids to vocab ids, train counts by encoder id)``."""
+    """``(vocab, its train counts, encoder id -> vocab id, train counts by encoder id)``, the
+    vocabulary ordered as the module docstring says."""
     size = len(encoder.index)
     train_counts = np.zeros(size, dtype=np.int64)
     total_counts = np.zeros(size, dtype=np.int64)

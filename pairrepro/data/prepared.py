@@ -1,10 +1,9 @@
 """The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
 
-A prepared folder (``$PAIRREPRO_HOME/prepared/<dataset>[-<variant>]/``) holds
-``{split}.parquet`` (:data:`PREPARED_SCHEMA`: the canonical pair table plus ``left_ids``,
-``right_ids``), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*; 0 ``<pad>``, 1
-``<unk>``), ``stats.json`` (counts, tokenisation, source sha256s, and the ``files`` record every
-file is checked against) and ``DONE``, written last: a folder without it is never read.
+A prepared folder (``prepared/<dataset>[-<variant>]/``) holds ``{split}.parquet``
+(:data:`PREPARED_SCHEMA`), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*),
+``stats.json`` (counts, tokenisation, sources, and the ``files`` record every file is checked
+against) and ``DONE``, written last: a folder without it is never read.
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ class PreparedDataset:
 
     def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
         """An id -> id table (``None``: no change) sending to ``<unk>`` the tokens seen in train
-        fewer than ``min_count`` times, but train-unseen ones only without ``keep_unseen``
-        (pretrained vectors could still serve them)."""
+        fewer than ``min_count`` times (train-unseen ones only without ``keep_unseen``)."""
         counts = np.asarray(self.train_counts, dtype=np.int64)
         rare = counts < min_count
         if keep_unseen:
@@ -73,9 +71,8 @@ class PreparedDataset:
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
                          ) -> PreparedDataset:
-        """This dataset with its splits ``names`` taken from ``source`` (another variant,
-        tokenised alike), re-encoded in this vocabulary (missing words: ``<unk>``); all else
-        stays this dataset's (a model of this variant scored on another's DEV/TEST)."""
+        """This dataset with its splits ``names`` taken from ``source`` (another variant, tokenised
+        alike), re-encoded in this vocabulary: a model of this variant scored on another's."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
             raise DataError(f"{source.root} and {self.root} are tokenised differently "
@@ -117,9 +114,8 @@ class PreparedDataset:
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
-        """Check the sha256 a run recorded (``prepared_sha256`` of its manifest.json, read from
-        ``source``) against this folder's record; a :class:`DataError` names the file and both
-        hashes."""
+        """Check the sha256 a run recorded (``prepared_sha256``, from ``source``) against this
+        folder's; a :class:`DataError` names the file and both hashes."""
         recorded = _file_records(self.root, self.stats)
         for name, sha in expected.items():
             have = recorded.get(name, {}).get("sha256")
@@ -138,16 +134,10 @@ def _write_bytes(path: Path, data: Any) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_prepared(
-    root: Path,
-    splits: Mapping[str, pd.DataFrame],
-    vocab: list[str],
-    train_counts: list[int],
-    stats: Mapping[str, Any],
-) -> dict[str, dict[str, Any]]:
-    """Write a prepared folder atomically file by file, ``DONE`` last. ``stats.json`` gets (and
-    this returns) the ``files`` record :func:`load_prepared` checks: sha256 (of the buffer
-    written), rows, and groups of each file."""
+def write_prepared(root: Path, splits: Mapping[str, pd.DataFrame], vocab: list[str],
+                   train_counts: list[int], stats: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Write a prepared folder atomically file by file, ``DONE`` last; returns the ``files``
+    record (sha256, rows, groups) that ``stats.json`` gets and :func:`load_prepared` checks."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
     if vocab[:2] != [PAD, UNK]:
@@ -280,11 +270,9 @@ class Step(NamedTuple):
 
 
 def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
-    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in the order to do it:
-    fetch (unless its raw files are here: licence-gated data with ``--from DIR``, the hub's with
-    ``--source hub``, else with ``--mirror DIR`` unless a mirror is configured:
-    :func:`paths.mirror_dir`), then preprocess; ``[]`` when prepared (a dataset without a manifest:
-    preprocess alone). Raises the manifest's errors: a variant it lacks, data never published."""
+    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in order: fetch
+    (unless its raw files are here; the way that fits the data), then preprocess; ``[]`` when
+    prepared. Raises the manifest's errors: a variant it lacks, data never published."""
     from pairrepro.data.manifests import load_manifest, reads_hub, variant_missing
 
     if is_prepared(dataset, variant):

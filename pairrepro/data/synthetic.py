@@ -1,20 +1,13 @@
 """Built-in synthetic data: learnable by a working model, not by a broken one.
 
-Two seeded generators, both returning the canonical pair table
-(``pair_id, group_id, left, right, label``):
+Two seeded generators of the canonical pair table:
 
-* :func:`generate_nli` — 3-class NLI (0 entailment, 1 neutral, 2 contradiction).
-  Premise and hypothesis have the same shape, ``a ADJ NOUN VERB in the PLACE``, and every
-  word of a hypothesis is drawn from the same pool whatever the label, so one sentence
-  alone says nothing about the label (a hypothesis-only classifier stays near chance;
-  ``tests/test_synthetic.py`` checks it). The label is the relation between the two:
-  the same adjective with the same noun or its hypernym entails; a different adjective
-  is neutral (unknown); a sibling noun of the same category or the antonym verb
-  contradicts.
-* :func:`generate_ranking` — queries with one relevant candidate and
-  ``negatives`` distractors. The relevant one mentions the query's topic words
-  (or their synonyms); distractors carry as many content words, at most one of them
-  a query topic, so only a model that compares query and candidate ranks well.
+* :func:`generate_nli`: 3-class NLI whose hypotheses draw from one pool whatever the label (a
+  hypothesis-only classifier stays near chance): the label is the relation between the two
+  sentences (hypernym entails, another adjective is neutral, a sibling noun or antonym verb
+  contradicts).
+* :func:`generate_ranking`: one relevant candidate, mentioning the query's topic words or
+  synonyms, among distractors with at most one of them, so only comparing ranks well.
 """
 
 from __future__ import annotations
@@ -102,9 +95,8 @@ def _answer(rng: random.Random, topic_words: list[str], length: int) -> str:
     return " ".join(words)
 
 
-def generate_ranking(
-    n_queries: int, negatives: int = 4, seed: int = 0, split: str = "train"
-) -> pd.DataFrame:
+def generate_ranking(n_queries: int, negatives: int = 4, seed: int = 0,
+                     split: str = "train") -> pd.DataFrame:
     """Ranking groups: each query has 1 relevant candidate (label 1) and ``negatives`` others."""
     rng = random.Random(f"rank-{seed}-{split}")
     topics = sorted(TOPICS)

@@ -1,8 +1,6 @@
-"""Skip-gram word2vec on a prepared dataset's own text (MV-LSTM's 50-d vectors "on the whole
-QA dataset"): gensim (extra ``pairrepro[w2v]``) over every distinct text of every split,
-tokenised as the model sees it, written as a GloVe text file for ``embeddings.source =
-"glove-file"``. Window, min-count and epochs are not in the paper: gensim's (5, 5, 5), but
-min-count 1 (every prepared word gets a vector).
+"""Skip-gram word2vec (gensim) on a prepared dataset's own text, every distinct text of every
+split, written as a GloVe text file (MV-LSTM's vectors "on the whole QA dataset"); gensim's
+window and epochs, min-count 1.
 """
 
 from __future__ import annotations

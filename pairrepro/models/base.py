@@ -48,10 +48,8 @@ class PairModel(nn.Module):
         super().__init__()
         self.ctx = ctx
 
-    def fit_statistics(
-        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
-        labels: Sequence[int] | None = None,
-    ) -> None:
+    def fit_statistics(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+                       labels: Sequence[int] | None = None) -> None:
         """Called once with the training pairs' token ids (and labels) before training
         (default: no-op)."""
 

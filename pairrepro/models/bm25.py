@@ -56,10 +56,8 @@ class BM25(PairModel):
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
         self.register_buffer("threshold", torch.zeros((), dtype=torch.float64))
 
-    def fit_statistics(
-        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
-        labels: Sequence[int] | None = None,
-    ) -> None:
+    def fit_statistics(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+                       labels: Sequence[int] | None = None) -> None:
         """Document frequencies over the distinct training candidates (the right texts);
         with ``labels`` (and two outputs) also the decision threshold (module docstring)."""
         docs = {tuple(int(t) for t in doc if int(t) != self.ctx.padding_idx) for doc in right_ids}

@@ -185,27 +185,12 @@ class CIN(PairModel):
         dropout: after each fully connected, recurrent and convolutional layer.
     """
 
-    def __init__(
-        self,
-        ctx: ModelContext,
-        hidden: int = 150,
-        dim: int = 300,
-        layers: int = 2,
-        window: int = 3,
-        kmax: int = 4,
-        char_dim: int = 0,
-        char_filters: int = 100,
-        char_width: int = 5,
-        max_word_len: int = 16,
-        use_exact_match: bool = True,
-        use_interaction: bool = True,
-        use_intra: bool = True,
-        filter_scale: str = "normalised",
-        normalise_filters: bool | None = None,
-        aggr_lstm: bool = False,
-        mlp_hidden: int = 300,
-        dropout: float = 0.1,
-    ) -> None:
+    def __init__(self, ctx: ModelContext, hidden: int = 150, dim: int = 300, layers: int = 2,
+                 window: int = 3, kmax: int = 4, char_dim: int = 0, char_filters: int = 100,
+                 char_width: int = 5, max_word_len: int = 16, use_exact_match: bool = True,
+                 use_interaction: bool = True, use_intra: bool = True,
+                 filter_scale: str = "normalised", normalise_filters: bool | None = None,
+                 aggr_lstm: bool = False, mlp_hidden: int = 300, dropout: float = 0.1) -> None:
         super().__init__(ctx)
         check_hparams("cin", window=(window, ODD_WIDTH))
         if normalise_filters is not None:

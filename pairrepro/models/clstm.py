@@ -270,19 +270,9 @@ class CoupledLSTM(GridPairModel):
 
     cell_class: type[TCCell] | type[LCCell] = TCCell
 
-    def __init__(
-        self,
-        ctx: ModelContext,
-        hidden: int = 50,
-        directions: int = 4,
-        layers: int = 1,
-        pool_p: int = 1,
-        pool_q: int = 1,
-        fc_hidden: int = 50,
-        dropout: float = 0.0,
-        checkpoint: bool = False,
-        use_exact_match: bool = False,
-    ) -> None:
+    def __init__(self, ctx: ModelContext, hidden: int = 50, directions: int = 4, layers: int = 1,
+                 pool_p: int = 1, pool_q: int = 1, fc_hidden: int = 50, dropout: float = 0.0,
+                 checkpoint: bool = False, use_exact_match: bool = False) -> None:
         """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling size;
         ``checkpoint``: :class:`GridPairModel`'s; ``use_exact_match``: not in the paper."""
         super().__init__(ctx, checkpoint)

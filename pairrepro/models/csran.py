@@ -122,28 +122,13 @@ class CSRAN(PairModel):
             stems), its logged run does not use it.
     """
 
-    def __init__(
-        self,
-        ctx: ModelContext,
-        hidden: int = 200,
-        layers: int = 3,
-        char_dim: int = 20,
-        char_hidden: int = 128,
-        max_word_len: int = 16,
-        highway_layers: int = 1,
-        use_mar: bool = True,
-        use_csra: bool = True,
-        affinity: str = "max",
-        fm_factors: int = 32,
-        aggr_layers: int = 2,
-        aggr_hidden: int = 0,
-        compare_pooled: bool = True,
-        out_layers: int = 2,
-        out_hidden: int = 300,
-        output_highway: bool = True,
-        dropout: float = 0.2,
-        use_exact_match: bool = False,
-    ) -> None:
+    def __init__(self, ctx: ModelContext, hidden: int = 200, layers: int = 3, char_dim: int = 20,
+                 char_hidden: int = 128, max_word_len: int = 16, highway_layers: int = 1,
+                 use_mar: bool = True, use_csra: bool = True, affinity: str = "max",
+                 fm_factors: int = 32, aggr_layers: int = 2, aggr_hidden: int = 0,
+                 compare_pooled: bool = True, out_layers: int = 2, out_hidden: int = 300,
+                 output_highway: bool = True, dropout: float = 0.2,
+                 use_exact_match: bool = False) -> None:
         super().__init__(ctx)
         check_hparams("csran", layers=(layers, POSITIVE),
                       affinity=(affinity, one_of(AFFINITIES)))

@@ -427,17 +427,9 @@ class DFCell(nn.Module):
 class DFLSTM(GridPairModel):
     """Stacked DF-LSTMs; the matching vector ``h^x_{n,m} ⊕ h^y_{n,m}`` feeds a linear output."""
 
-    def __init__(
-        self,
-        ctx: ModelContext,
-        hidden: int = 100,
-        memory: int = 9,
-        layers: int = 1,
-        pooling: Literal["last", "max"] = "last",
-        dropout: float = 0.0,
-        checkpoint: bool = False,
-        use_exact_match: bool = False,
-    ) -> None:
+    def __init__(self, ctx: ModelContext, hidden: int = 100, memory: int = 9, layers: int = 1,
+                 pooling: Literal["last", "max"] = "last", dropout: float = 0.0,
+                 checkpoint: bool = False, use_exact_match: bool = False) -> None:
         """``memory``: K, the slots per axis; ``checkpoint``: :class:`GridPairModel`'s;
         ``use_exact_match``: the ``WordEmbedding`` channel, not in the paper."""
         super().__init__(ctx, checkpoint)

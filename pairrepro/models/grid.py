@@ -98,16 +98,10 @@ def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
     return [torch.cat([d[c][:, 1:-1] for d in diags], dim=1) for c in outputs]
 
 
-def run_grid(
-    cell: GridCell,
-    n: int,
-    m: int,
-    rows: torch.Tensor | None = None,
-    cols: torch.Tensor | None = None,
-    grid: torch.Tensor | None = None,
-    outputs: Sequence[int] = (0,),
-    feats: torch.Tensor | None = None,
-) -> list[torch.Tensor]:
+def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
+             cols: torch.Tensor | None = None, grid: torch.Tensor | None = None,
+             outputs: Sequence[int] = (0,),
+             feats: torch.Tensor | None = None) -> list[torch.Tensor]:
     """Sweep an ``n × m`` grid (the padded lengths) in anti-diagonal order; one
     ``[B, n, m, size]`` grid per state component in ``outputs``.
 
@@ -336,17 +330,10 @@ Projector = Callable[[torch.Tensor | None, torch.Tensor | None, torch.Tensor | N
                      dict[str, torch.Tensor]]
 
 
-def run_grid_directions(
-    cell: GridCell | FusedGridCell,
-    project: Projector,
-    row_mask: torch.Tensor,
-    col_mask: torch.Tensor,
-    directions: int,
-    x: torch.Tensor | None = None,
-    y: torch.Tensor | None = None,
-    grid: torch.Tensor | None = None,
-    outputs: Sequence[int] = (0,),
-) -> list[torch.Tensor]:
+def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_mask: torch.Tensor,
+                        col_mask: torch.Tensor, directions: int, x: torch.Tensor | None = None,
+                        y: torch.Tensor | None = None, grid: torch.Tensor | None = None,
+                        outputs: Sequence[int] = (0,)) -> list[torch.Tensor]:
     """The first ``directions`` (1 to 4) C-LSTM directions in one batched sweep, summed
     (eq. 13): one ``[B, n, m, size]`` tensor per component (``cell.sweep``'s for a fused cell).
 

@@ -192,9 +192,8 @@ def _call_rnn(rnn: nn.RNNBase, packed: PackedSequence,
         return rnn(packed.float(), None if state is None else tuple(t.float() for t in state))
 
 
-def run_rnn(
-    rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
+            mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch-first RNN over packed sequences (padding stays out of the states):
     ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on padding; the last hidden
     state is each sequence's true end (both directions concatenated)."""
@@ -209,12 +208,9 @@ def run_rnn(
     return out * mask.unsqueeze(-1).to(out.dtype), last
 
 
-def run_lstm_from(
-    lstm: nn.LSTM,
-    x: torch.Tensor,
-    mask: torch.Tensor,
-    state: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
+                  state: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """A one-layer, unidirectional, batch-first LSTM from ``state`` (``[B, H]`` pair, zeros when
     None; conditional encoding): ``(outputs [B, T, H], (h, c))``, zero on padding, ``h``/``c``
     at each sequence's true end."""
@@ -232,14 +228,8 @@ def run_lstm_from(
 class MLP(nn.Module):
     """Stack of Linear + activation (+ dropout) layers ending in a plain Linear output."""
 
-    def __init__(
-        self,
-        in_dim: int,
-        hidden_dims: list[int] | tuple[int, ...],
-        out_dim: int,
-        activation: type[nn.Module] = nn.Tanh,
-        dropout: float = 0.0,
-    ) -> None:
+    def __init__(self, in_dim: int, hidden_dims: list[int] | tuple[int, ...], out_dim: int,
+                 activation: type[nn.Module] = nn.Tanh, dropout: float = 0.0) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         prev = in_dim
@@ -255,13 +245,8 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-def soft_align(
-    scores: torch.Tensor,
-    a: torch.Tensor,
-    a_mask: torch.Tensor,
-    b: torch.Tensor,
-    b_mask: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def soft_align(scores: torch.Tensor, a: torch.Tensor, a_mask: torch.Tensor, b: torch.Tensor,
+               b_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Soft alignment both ways (ESIM, DecAtt, CAFE, CSRAN) from ``scores [B, n, m]``:
     ``(b_aligned [B, n, db], a_aligned [B, m, da])``, each a softmax over the other side's real
     positions applied to it."""

@@ -1,13 +1,9 @@
 """Readers, one per published format, each turning raw files into the canonical pair table.
 
-A reader ``pairrepro/data/formats/<name>.py`` (or ``<name>.py`` in a folder of
-``$PAIRREPRO_READERS``: :func:`find_reader`) defines ``read_split(raw_root, split, variant) ->
-ReaderResult``, or ``read_variant(raw_root, variant) -> dict[str, ReaderResult]`` when the
-splits are built together (Yahoo). ``raw_root`` is ``$PAIRREPRO_HOME/raw/<dataset>``, which
-``split.files`` are relative to. Its options are an ``Options`` :class:`ReaderOptions` model
-(``SplitOptions`` where the per-split ones differ): the manifest schema takes exactly those
-keys, so a misspelt option fails at load, and the reader reads them typed
-(``_common.split_options``).
+A reader ``<name>.py`` here or in a folder of ``$PAIRREPRO_READERS`` (:func:`find_reader`)
+defines ``read_split(raw_root, split, variant) -> ReaderResult``, or ``read_variant(raw_root,
+variant)`` when the splits are built together (Yahoo), and its options as an ``Options``
+:class:`ReaderOptions` model (``SplitOptions`` per split): the manifest takes exactly those keys.
 """
 
 from __future__ import annotations
@@ -56,11 +52,8 @@ class ReaderResult:
 
 
 def find_reader(name: str) -> ModuleType | None:
-    """Reader module ``name``: ``pairrepro/data/formats/<name>.py``, else ``<name>.py`` in the
-    first folder of :func:`pairrepro.paths.reader_dirs` that has it; ``None`` when neither.
-
-    A reader from a folder is loaded once under the package's own name
-    (``pairrepro.data.formats.<name>``), so it is the same module wherever it is looked up."""
+    """Reader module ``name``: ``formats/<name>.py``, else ``<name>.py`` in the first folder of
+    :func:`pairrepro.paths.reader_dirs` that has it (loaded once, under the package's name)."""
     module_name = f"{__name__}.{name}"
     if not name.isidentifier():
         return None

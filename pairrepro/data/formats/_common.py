@@ -1,10 +1,8 @@
 """Helpers shared by the readers: opening raw files, mapping labels, collecting pairs.
 
-Reader options come from the manifest variant (variant-wide) and its split (per split);
-:func:`split_options` merges them, the split's first. ``prepare`` sets the manifest's
-``label_map`` in the variant options so that readers turn label names into class indices without
-knowing the manifest; ``label_aliases`` (name -> name in the label map) renames labels
-that a derived copy spells differently (SciTail's ``not_entailment`` -> ``neutral``).
+Reader options come from the variant and its split (:func:`split_options`, the split's first);
+the variant's ``label_map`` turns label names into class indices, and ``label_aliases`` renames
+labels a derived copy spells differently (SciTail's ``not_entailment`` -> ``neutral``).
 """
 
 from __future__ import annotations
@@ -36,9 +34,8 @@ _DECODE = json.JSONDecoder().raw_decode
 
 def split_options(split: SplitSpec | None, variant: VariantSpec,
                   model: type[OptionsT]) -> OptionsT:
-    """A reader's ``Options`` for one split (``None``: variant-wide): what the split sets, else
-    what the variant sets, else the model's default (the model owns the defaults; the manifest
-    validated the values)."""
+    """A reader's ``Options`` for one split (``None``: variant-wide): the split's, else the
+    variant's, else the default."""
     sources = (variant.options,) if split is None else (variant.options, split.options)
     values = {key: getattr(source, key) for key in model.model_fields for source in sources
               if key in source.model_fields_set}  # the split's, when set, comes last and wins
@@ -102,9 +99,8 @@ class _HashingReader(io.RawIOBase):
 
 class TextFile:
     """A raw text file opened for a reader: UTF-8, gunzipped when ``*.gz``, lines ending only
-    at ``\\n`` (a stray ``\\r`` inside a tweet must not split a pair), its bytes hashed while
-    read. Bytes that are not gzip or not UTF-8 are a :class:`DataError` naming the file and
-    the line, never a traceback. Iterate it for lines; ``read``/``readline`` work too."""
+    at ``\\n`` (not a stray ``\\r``), its bytes hashed while read; bad bytes are a
+    :class:`DataError` naming the file and line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -192,9 +188,8 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def json_lines(raw_root: Path, rel: str, out: PairCollector,
                parse: Callable[[Any, int], T]) -> Iterator[tuple[int, T]]:
-    """``(line number, parse(record, line number))`` per line of the (gzipped) jsonl file
-    ``rel``; an empty line, not one JSON value, or one ``parse`` rejects (``KeyError``,
-    ``TypeError``, ``ValueError``) goes to ``out`` as a malformed row and is skipped."""
+    """``(line number, parse(record, line number))`` per line of the jsonl file ``rel``; a line
+    that is not one JSON value ``parse`` accepts goes to ``out`` as a malformed row."""
     for number, line in numbered_lines(raw_file(raw_root, rel)):
         start = len(line) - len(line.lstrip())
         if start == len(line):

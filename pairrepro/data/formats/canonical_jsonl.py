@@ -1,9 +1,7 @@
 """The canonical pair table written as jsonl (``pair_id, group_id, left, right, label``).
 
-Used by the built-in ``synthetic`` dataset, whose generator writes this format, and by
-anyone bringing their own data in the canonical layout. ``label`` is a class index
-(classification) or 1/0 relevance (ranking); a label outside the manifest's label map
-is a malformed row.
+The built-in ``synthetic`` dataset's format, and anyone's own data in the canonical layout;
+``label`` is a class index or 1/0 relevance (outside the label map: a malformed row).
 """
 
 from __future__ import annotations

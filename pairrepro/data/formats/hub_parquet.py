@@ -1,8 +1,6 @@
-"""The parquet files ``pairrepro fetch NAME --source hub`` writes (``raw/<name>/hub/``), whose
-columns ``data/hub.py`` already named: ``pair_id``, ``left``, ``right``, ``label`` (a label map
-name, ``""`` for a pair the manifest drops by rule, null for a value it does not list) and
-``hub_label`` (the hub's own, for messages). Labels then go through the same
-:class:`~pairrepro.data.formats._common.LabelMapper` as every reader's.
+"""The parquet files ``pairrepro fetch NAME --source hub`` writes (``raw/<name>/hub/``):
+``pair_id``, ``left``, ``right``, ``label`` (a label map name, ``""``: dropped by rule, null: not
+listed) and ``hub_label``; labels go through the same ``LabelMapper`` as every reader's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Quora question pairs, BiMPM partition (Wang et al. 2017): ``label<TAB>q1<TAB>q2<TAB>id``.
 
-Questions are already tokenised with Stanford CoreNLP; ``label`` is 0 (not duplicate)
-or 1 (duplicate) and is used as the class index; ``id`` is the pair's id in the original
-Quora release (kept as ``pair_id``; the line number is used when it repeats).
+Questions are tokenised already; ``label`` (1: duplicate) is the class index; ``id`` is kept as
+``pair_id`` (the line number where it repeats).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """SNLI 1.0 / MultiNLI jsonl (plain or gzipped): one JSON object per line.
 
-Fields used: ``gold_label``, ``sentence1`` (left), ``sentence2`` (right), ``pairID``.
-Pairs whose gold label is ``-`` (no majority among the annotators) are dropped and
-counted, as every paper using SNLI does (dev 158, test 176 in SNLI 1.0).
+Fields used: ``gold_label``, ``sentence1`` (left), ``sentence2`` (right), ``pairID``; pairs
+whose gold label is ``-`` (no majority) are dropped and counted, as every paper does.
 """
 
 from __future__ import annotations

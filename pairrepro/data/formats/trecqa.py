@@ -1,15 +1,10 @@
 """TrecQA answer selection (Wang et al. 2007), from any of its three published layouts.
 
-Per-split option ``format``: ``jacana_xml``, the pseudo-XML ``*-less-than-40.manual-edit.xml``
-(``<QApairs id='..'>``, then ``<question>``, ``<positive>``, ``<negative>`` blocks whose first
-line holds the tab-separated tokens; read line by line, as its HTML characters are not
-escaped); ``jsonl``, lexdecomp's ``{"question", "candidates": [{"sentence", "label"}]}`` lines,
-plain or gzipped (TRAIN-ALL); ``toks``, castorini's folders (``a.toks``, ``b.toks``,
-``sim.txt``, ``id.txt``, one pair per line).
-
-Option ``clean``: drop every question without both a positive and a negative answer (Rao et
-al. 2016: DEV 65, TEST 68 questions). Questions without any candidate are always dropped, as
-:data:`EMPTY_GROUP_RULE` (5 of the 100 raw TEST questions).
+Per-split option ``format``: ``jacana_xml`` (the pseudo-XML ``*.manual-edit.xml``, read line
+by line as its HTML characters are not escaped), ``jsonl`` (lexdecomp's TRAIN-ALL lines) or
+``toks`` (castorini's ``a.toks``/``b.toks``/``sim.txt``/``id.txt``). Option ``clean`` drops
+every question without both a positive and a negative answer (Rao et al. 2016); questions
+without any candidate are always dropped (:data:`EMPTY_GROUP_RULE`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Twitter URL paraphrase corpus (Lan et al. 2017). Per-split option ``format``:
 
-* ``raw``, ``Twitter_URL_Corpus_{train,test}.txt``: ``sentence1<TAB>sentence2<TAB>(n,6)<TAB>url``
-  with ``n`` of 6 annotators saying paraphrase; Lan et al.'s rule: ``n <= 2`` -> 0, ``n >= 4``
-  -> 1, ``n == 3`` discarded. Blank lines (250) count as dropped; an extra empty field before
-  the url is accepted. 42,200 train / 9,334 test pairs.
+* ``raw``, ``Twitter_URL_Corpus_{train,test}.txt``: ``sentence1<TAB>sentence2<TAB>(n,6)<TAB>url``;
+  Lan et al.'s rule: ``n <= 2`` -> 0, ``n >= 4`` -> 1, ``n == 3`` discarded.
 * ``toks``, castorini's ``a.toks``/``b.toks``/``sim.txt`` (lower-cased, tokenised).
 """
 

@@ -1,15 +1,10 @@
 """Ubuntu Dialogue Corpus v1 (Lowe et al. 2015), the csv files of the official scripts,
 already tokenised (``__eou__``/``__eot__`` end utterances and turns).
 
-* ``train.csv``: ``Context,Utterance,Label``, one pair per row and group (label 1 true, 0
-  random response);
-* ``valid.csv``, ``test.csv``: ``Context,Ground Truth Utterance,Distractor_0..8``, one group
-  per row: the true response and 9 distractors (R10@k; R2@1 with the first distractor).
-
-Split option ``format = "wu_txt"`` reads Wu et al. 2016 / Xu et al. 2016
-(``ubuntu_data/{train,valid,test}.txt``: ``label<TAB>turn<TAB>...<TAB>response``, turns joined
-with `` __eot__ ``); ``group_size`` consecutive lines form a group (10 for valid/test, 1 for
-train).
+``train.csv`` (``Context,Utterance,Label``: one pair per row and group) and ``valid.csv``,
+``test.csv`` (``Context,Ground Truth Utterance,Distractor_0..8``: a group per row). Split option
+``format = "wu_txt"`` reads Wu et al. 2016's ``label<TAB>turn<TAB>...<TAB>response`` lines,
+``group_size`` consecutive lines a group.
 """
 
 from __future__ import annotations

@@ -1,30 +1,16 @@
 """Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives.
 
-The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``: the
-question, optional ``<content>``, ``<bestanswer>``: the positive, chosen by the asker,
-``<nbestanswers><answer_item>...``). The papers' constructions are variants of
-``data_manifests/yahoo.toml``, with these options (:class:`Options`):
+The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``, optional
+``<content>``, ``<bestanswer>``: the positive, ``<nbestanswers>``). The papers' constructions
+are variants of ``data_manifests/yahoo.toml`` with the :class:`Options` below: a length filter,
+the question text, the BM25 query and the answer pool it searches, and a question-level split.
+Each split names the part it draws from and its negatives per list; negatives are sampled once
+per question in random order and a list of n takes the first n, so the 5-candidate test list is
+nested in the 10-candidate one.
 
-* ``lengths = [lo, hi]``: keep questions whose question and best answer both have lo..hi
-  words (inclusive, as :func:`pairrepro.data.negatives.analyze` counts them);
-* ``question``: ``"subject"`` or ``"subject+content"``;
-* ``retrieval_query``: the BM25 query, ``"best_answer"`` (the papers: "its best answer is used
-  as a query") or ``"question"``;
-* ``answer_pool``, "the whole answer set" searched: ``"kept_best"`` (the kept pairs' best
-  answers: every candidate obeys the length filter), ``"all_best"`` or ``"all_answers"``;
-* ``bm25 = {k1, b, top_k}`` (Lucene; 1.2 / 0.75 / 1000); ``seed``;
-* ``split_ratios = {train = 8, dev = 1, test = 1}``: a question-level split, the first part
-  taking the rounding remainder.
-
-Each split says which part it draws from (``part``, default: its name) and its negatives per
-list (``negatives``). Negatives are sampled once per question in random order and a list of n
-takes the first n, so the 5-candidate test list is nested in the 10-candidate one.
-
-Pairs: ``group_id`` = question uri, ``left`` = question, ``right`` = answer, ``pair_id`` =
-``"<uri>:<answer id>"`` (``<uri>`` for the best answer, ``<uri>.<k>`` for the k-th
-``answer_item``); the positive comes first in each list. The lists are written to
-``<raw>/candidates/<variant>.tsv`` (options as a JSON header line) and read back while the
-options equal the manifest's: put a shared file there to reuse someone's exact lists.
+Pairs: ``group_id`` = question uri, ``pair_id`` = ``"<uri>:<answer id>"``, the positive first
+in each list. The lists are written to ``<raw>/candidates/<variant>.tsv`` (options as a JSON
+header line) and read back while the options equal the manifest's.
 """
 
 from __future__ import annotations
@@ -91,21 +77,15 @@ def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
                 else:
                     items = elem.iterfind("nbestanswers/answer_item")
                     answers = [clean_text(a.text) for a in items]
-                    yield L4Question(
-                        uri=uri,
-                        subject=clean_text(elem.findtext("subject")),
-                        content=clean_text(elem.findtext("content")),
-                        best=clean_text(elem.findtext("bestanswer")),
-                        answers=answers,
-                    )
+                    yield L4Question(uri, clean_text(elem.findtext("subject")),
+                                     clean_text(elem.findtext("content")),
+                                     clean_text(elem.findtext("bestanswer")), answers)
                 elem.clear()  # keep memory flat on the 142k-document file
         except ET.ParseError as exc:
             line, column = exc.position
-            raise DataError(
-                f"{path}:{line}:{column}: not valid XML ({exc})",
-                hint="give the Webscope L4 manner.xml file as distributed (pairrepro fetch yahoo "
-                "--from FILE)",
-            ) from None
+            raise DataError(f"{path}:{line}:{column}: not valid XML ({exc})",
+                            hint="give the Webscope L4 manner.xml file as distributed "
+                                 "(pairrepro fetch yahoo --from FILE)") from None
     if number == 0:
         raise DataError(f"{path}: no <document> elements: not a Webscope L4 file")
 
@@ -130,15 +110,18 @@ class BM25Options(Schema):
 
 
 class Options(ReaderOptions):
-    """The construction of a variant (variant-wide keys; see the module docstring)."""
+    """The construction of a variant (variant-wide keys)."""
 
+    # questions whose question and best answer both have lo..hi words (negatives.analyze's)
     lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
         default_factory=lambda: [5, 50])
     question: Literal["subject", "subject+content"] = "subject"
-    retrieval_query: Literal["best_answer", "question"] = "best_answer"
+    retrieval_query: Literal["best_answer", "question"] = "best_answer"  # the BM25 query
+    # "the whole answer set" searched; kept_best: every candidate obeys the length filter
     answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
-    bm25: BM25Options = BM25Options()
-    split_ratios: dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
+    bm25: BM25Options = BM25Options()  # Lucene's
+    # a question-level split, the first part taking the rounding remainder
+    split_ratios:dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
         default_factory=lambda: {"train": 8, "dev": 1, "test": 1}, min_length=1)
     seed: int = 1
 
@@ -186,9 +169,8 @@ def parse_options(variant: VariantSpec) -> _Construction:
     return _Construction(opts, splits)
 
 
-def split_parts(
-    num: int, ratios: dict[str, float], rng: np.random.Generator
-) -> dict[str, np.ndarray]:
+def split_parts(num: int, ratios: dict[str, float],
+                rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Random question-level split by ratio: indices per part; the first part gets the remainder."""
     order = rng.permutation(num)
     total = sum(ratios.values())
@@ -207,11 +189,9 @@ def _source_file(raw_root: Path, variant: VariantSpec) -> Path:
     for rel in dict.fromkeys(files or ["manner.xml.gz", "manner.xml"]):
         if (path := find_raw_file(raw_root, rel)) is not None:
             return path
-    raise DataError(
-        f"the Yahoo! Answers L4 file is not in {raw_root} (looked for {', '.join(files)})",
-        hint="request Webscope L4 (see the manifest's licence), then: pairrepro fetch yahoo "
-        "--from /path/to/manner.xml.gz",
-    )
+    raise DataError(f"the Yahoo! Answers L4 file is not in {raw_root} (looked for "
+                    f"{', '.join(files)})", hint="request Webscope L4 (see the manifest's "
+                    "licence), then: pairrepro fetch yahoo --from /path/to/manner.xml.gz")
 
 
 def candidates_path(raw_root: Path, variant: str) -> Path:
@@ -307,13 +287,9 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     return read_variant(raw_root, variant)[split.name]
 
 
-def _sample_lists(
-    kept: list[L4Question],
-    pool_texts: list[str],
-    pool_ids: list[str],
-    construction: _Construction,
-    dropped: dict[str, int],
-) -> dict[str, list[tuple[str, str, int]]]:
+def _sample_lists(kept: list[L4Question], pool_texts: list[str], pool_ids: list[str],
+                  construction: _Construction,
+                  dropped: dict[str, int]) -> dict[str, list[tuple[str, str, int]]]:
     opts = construction.opts
     split_seed, sample_seed = np.random.SeedSequence(opts.seed).spawn(2)
     parts = split_parts(len(kept), opts.split_ratios, np.random.default_rng(split_seed))
@@ -348,9 +324,8 @@ def _sample_lists(
     return lists
 
 
-def _write_candidates(
-    path: Path, opts: _Construction, lists: dict[str, list[tuple[str, str, int]]]
-) -> None:
+def _write_candidates(path: Path, opts: _Construction, lists: dict[str,
+                      list[tuple[str, str, int]]]) -> None:
     with atomic_open(path) as handle:
         handle.write(f"# options: {opts.as_json()}\n")
         handle.write("split\tgroup_id\tanswer_id\tlabel\n")
