@@ -359,7 +359,7 @@ def test_verify_on_another_cpu_with_the_references_settings_is_consistent(
     resample, so its interval is [0, 0] with no Monte-Carlo error, and a run's 0 "at the
     edge" was taken as undecidable. The reference itself, as if made on another CPU, is
     consistent."""
-    from pairrepro.report.verify import CONSISTENT, verify_run
+    from pairrepro.report.publishing.verify import CONSISTENT, verify_run
 
     run = tmp_path / "runs" / "mv_lstm_tensor_trecqa_short" / "seed-1"
     shutil.copytree(PROJECT / "results" / "mv_lstm_tensor_trecqa_short" / "seed-1", run)

@@ -256,7 +256,7 @@ def test_where_the_reference_runs_were_made_is_counted_not_typed() -> None:
     generated section counts what the manifests say (counted here from the JSON by hand)."""
     from collections import Counter
 
-    from pairrepro.report.readme import SECTIONS
+    from pairrepro.report.publishing.readme import SECTIONS
 
     text = (PROJECT / "README.md").read_text(encoding="utf-8")
     marker = "<!-- BEGIN generated: reference-environment -->"

@@ -7,7 +7,7 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report.readme import SECTIONS, rewrite, stale_sections
+from pairrepro.report.publishing.readme import SECTIONS, rewrite, stale_sections
 
 
 def test_committed_readme_matches_what_results_render() -> None:

@@ -65,7 +65,7 @@ def verify(
 
       pairrepro verify            # every run in ./runs (make verify)
     """
-    from pairrepro.report.verify import NO_REFERENCE, NOT_FINISHED, verify_run
+    from pairrepro.report.publishing.verify import NO_REFERENCE, NOT_FINISHED, verify_run
 
     # no argument: the runs folder, which a fresh checkout does not have yet
     targets = runs or [d for d in [paths.runs_dir()] if d.is_dir()]
@@ -110,7 +110,7 @@ def results_add(
 
       pairrepro results add runs/bm25_trecqa/seed-1
     """
-    from pairrepro.report.verify import add_reference
+    from pairrepro.report.publishing.verify import add_reference
 
     seed_dirs = _seed_dirs(runs)
     # each run is added and reported, or not touched: Ctrl-C stops between two runs
@@ -140,7 +140,7 @@ def results_readme(
 
       pairrepro results readme --check
     """
-    from pairrepro.report.readme import render_sections, rewrite, stale_sections
+    from pairrepro.report.publishing.readme import render_sections, rewrite, stale_sections
 
     def say(line: str) -> None:  # on stderr: stdout keeps the one result line
         err_console.print(line, markup=False, highlight=False)

@@ -145,7 +145,7 @@ def _environment(results: Path) -> str:
 
 def _bench(results: Path) -> str:
     """The model benchmark table: reference-marked bench records, not ``results/``."""
-    from pairrepro.report.bench_records import bench_markdown
+    from pairrepro.report.publishing.bench_records import bench_markdown
 
     return bench_markdown()
 
