@@ -1,8 +1,10 @@
-"""The generated sections of README.md (the "What we reproduced" tables and the run table),
-each between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from
-the committed reference runs alone (``make readme-tables``; a test fails when the README
-differs): the reference-only view of :func:`pairrepro.report.cells.evaluate_table`, paths
-relative to the project, the same text on every machine and no number without a committed run.
+"""The generated sections of README.md and the pages of docs/, each between
+``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from the committed
+reference runs alone (``make readme-tables``; a test fails when a page differs): the headline
+table, one page per paper (``docs/papers/<paper>.md``: every table, its comparisons,
+readings, orderings and ladders, the paper's run list), the reference-only view of
+:func:`pairrepro.report.cells.evaluate_table`, paths relative to the project, the same text
+on every machine and no number without a committed run. Each section lives on one page.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
 from pairrepro.report.evidence import TamperedRunError, tampered_runs
-from pairrepro.report.paper_tables import load_paper
+from pairrepro.report.paper_tables import PAPERS, load_paper
 from pairrepro.report.recipe_index import load_recipe_index
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
@@ -103,12 +105,6 @@ def _parity(results: Path) -> str:
     return parity_markdown(evaluate_parity(results))
 
 
-def _runs(results: Path) -> str:
-    from pairrepro.report.runs_table import collect, to_markdown
-
-    return to_markdown(collect(results))
-
-
 def _environment(results: Path) -> str:
     """Where the reference runs were made, counted from their manifests: device, torch
     build, precision, determinism, threads and the CPU fingerprint (older manifests lack
@@ -150,25 +146,66 @@ def _bench(results: Path) -> str:
     return bench_markdown()
 
 
-# section name -> how it is rendered from the results folder (README order)
+def _headline(results: Path) -> str:
+    """One line per paper table: how many cells have each status, linked to its page."""
+    lines = ["| paper | table | cells |", "|---|---|---|"]
+    for paper in PAPERS:
+        for table in load_paper(paper).tables:
+            counts = _reference_view(paper, table.number, results).counts()
+            lines.append(f"| [{paper}](docs/papers/{paper}.md) | [Table {table.number}]"
+                         f"(docs/papers/{paper}.md#table-{table.number}): {table.caption} | "
+                         + ", ".join(f"{n} {status}" for status, n in counts.items()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _paper_runs(paper: str) -> Callable[[Path], str]:
+    """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
+    paper of the run's model, whichever paper's table the run fills)."""
+    def render_paper_runs(results: Path) -> str:
+        from pairrepro.report.runs_table import collect, to_markdown
+        from pairrepro.runs import all_runs
+
+        ours = {run.path for run in all_runs(results)
+                if run.config.get("recipe", {}).get("paper") == paper}
+        lines = [line for line in collect(results) if line.run in ours]
+        return to_markdown(lines) if lines else "No reference run of this paper's models.\n"
+    return render_paper_runs
+
+
+def _paper_sections() -> dict[str, Callable[[Path], str]]:
+    """Every table of every paper, with the extra views a page shows after it, then the
+    paper's run list: ``<paper>-table<N>[-...]`` and ``<paper>-runs``."""
+    extras: dict[str, dict[str, Callable[[Path], str]]] = {
+        "csran-table5": {"csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted "
+                                                                     "on train"),
+                         "csran-table5-readings": _readings("csran", 5)},
+        "csran-table6": {"csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers "
+                                                                     "kept"),
+                         "csran-table6-readings": _readings("csran", 6)},
+        "csran-table8": {"csran-table8-vs-original": _table("csran", 8, "Original"),
+                         "csran-table8-orderings": _orderings("csran", 8),
+                         "csran-table8-readings": _readings("csran", 8)},
+    }
+    out: dict[str, Callable[[Path], str]] = {}
+    for paper in PAPERS:
+        for table in load_paper(paper).tables:
+            name = f"{paper}-table{table.number}"
+            out[name] = _table(paper, table.number)
+            out.update(extras.get(name, {}))
+        out[f"{paper}-runs"] = _paper_runs(paper)
+    return out
+
+
+# section name -> how it is rendered from the results folder (README first, then docs/)
 SECTIONS: dict[str, Callable[[Path], str]] = {
-    "csran-table6": _table("csran", 6),
-    "csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers kept"),
-    "csran-table6-readings": _readings("csran", 6),
-    "csran-table8": _table("csran", 8),
-    "csran-table8-vs-original": _table("csran", 8, "Original"),
-    "csran-table8-orderings": _orderings("csran", 8),
-    "csran-table8-readings": _readings("csran", 8),
-    "csran-table5": _table("csran", 5),
-    "csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted on train"),
-    "csran-table5-readings": _readings("csran", 5),
+    "headline": _headline,
+    **_paper_sections(),
     "csran-trecqa-gap": _ladder("csran_trecqa"),
     "csran-twitter-url-gap": _ladder("csran_twitter_url"),
     "csran-trecqa-vectors": _ladder("csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
     "reference-environment": _environment,
-    "runs": _runs,
     "preflight": _preflight,
     "benchmarks": _bench,
 }
@@ -204,28 +241,59 @@ def render_sections(results_dir: Path | None = None,
     return sections
 
 
+def documents(readme: Path) -> list[Path]:
+    """``readme`` and every page under the ``docs/`` folder beside it: where sections live."""
+    return [readme, *sorted((readme.parent / "docs").rglob("*.md"))]
+
+
+def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
+    """``texts`` (page -> text) with the body of every marked section replaced by
+    ``sections[name]``. A ConfigError names the page of a marker naming no known section, the
+    two pages of a section marked twice, and every known section no page marks."""
+    where: dict[str, Path] = {}
+    for path, text in texts.items():
+        for name in (m.group(1) for m in _SECTION.finditer(text)):
+            if name not in sections:
+                raise ConfigError(f"{path}: generated section {name!r} is unknown",
+                                  hint=f"known sections: {', '.join(sections)}")
+            if name in where:
+                raise ConfigError(f"{path}: generated section {name!r} is also in "
+                                  f"{where[name]}", hint="keep one of the two")
+            where[name] = path
+    missing = [name for name in sections if name not in where]
+    if missing:
+        raise ConfigError(f"{', '.join(map(str, texts))}: generated sections missing: "
+                          f"{', '.join(missing)}",
+                          hint=f"mark each on its page as {BEGIN.format(name='NAME')} ... {END}")
+    return {path: _SECTION.sub(lambda m: f"{BEGIN.format(name=m.group(1))}\n"
+                                         f"{sections[m.group(1)].rstrip()}\n{END}", text)
+            for path, text in texts.items()}
+
+
 def rewrite(text: str, sections: dict[str, str], source: str = "README.md") -> str:
-    """``text`` with the body of every marked section replaced by ``sections[name]``; a
-    marker naming no known section, or a known section without markers, is a ConfigError."""
-    found = [m.group(1) for m in _SECTION.finditer(text)]
-    unknown = sorted(set(found) - set(sections))
-    missing = [name for name in sections if name not in found]
-    if unknown or missing:
-        problems = ([f"unknown: {', '.join(unknown)}"] if unknown else []) + (
-            [f"missing: {', '.join(missing)}"] if missing else [])
-        raise ConfigError(f"{source}: generated sections {'; '.join(problems)}",
-                          hint=f"mark each of {', '.join(sections)} as "
-                               f"{BEGIN.format(name='NAME')} ... {END}")
-    return _SECTION.sub(lambda m: f"{BEGIN.format(name=m.group(1))}\n"
-                                  f"{sections[m.group(1)].rstrip()}\n{END}", text)
+    """:func:`rewrite_all` of one page."""
+    return rewrite_all({Path(source): text}, sections)[Path(source)]
+
+
+def refresh(readme: Path, results_dir: Path | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
+    """Each page of :func:`documents` whose sections differ from what ``results_dir`` renders
+    -> (its fresh text, the names of those sections) (``progress``: as
+    :func:`render_sections`)."""
+    texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
+    fresh = rewrite_all(texts, render_sections(results_dir, progress))
+    out: dict[Path, tuple[str, list[str]]] = {}
+    for path, text in texts.items():
+        if fresh[path] != text:
+            old = dict(m.groups() for m in _SECTION.finditer(text))
+            out[path] = (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
+                                       if old.get(name) != body])
+    return out
 
 
 def stale_sections(readme: Path, results_dir: Path | None = None,
                    progress: Callable[[str], None] | None = None) -> list[str]:
-    """The sections of ``readme`` whose text differs from what ``results_dir`` renders
-    (``progress``: as :func:`render_sections`)."""
-    text = readme.read_text(encoding="utf-8")
-    fresh = rewrite(text, render_sections(results_dir, progress), str(readme))
-    old = dict(m.groups() for m in _SECTION.finditer(text))
-    new = dict(m.groups() for m in _SECTION.finditer(fresh))
-    return [name for name in new if old.get(name) != new[name]] if fresh != text else []
+    """``page: section`` for every section of :func:`refresh` that is out of date."""
+    return [f"{path}: {name}" for path, (_, names) in refresh(readme, results_dir,
+                                                              progress).items()
+            for name in names]
