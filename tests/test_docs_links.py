@@ -46,3 +46,38 @@ def test_every_spec_a_recipe_cites_is_in_docs_spec() -> None:
              for m in re.findall(r"\bspec/(\w+\.md)", p.read_text(encoding="utf-8"))}
     assert named, "no recipe cites a spec: the pattern is stale"
     assert {n for n in named if not (paths.PROJECT_DIR / "docs" / "spec" / n).exists()} == set()
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_slug_is_githubs() -> None:
+    assert _slug("What is left of the CSRAN TrecQA gap") == "what-is-left-of-the-csran-trecqa-gap"
+    assert _slug("Set-up: two commands") == "set-up-two-commands"
+    assert _slug("Table 6") == "table-6"
+
+
+def test_every_link_of_the_pages_resolves() -> None:
+    """Every relative link of README.md and docs/ names a file of the repository, and an
+    ``#anchor`` a heading of that page (the README's headline links to every paper table)."""
+    from pairrepro.report.publishing.readme import documents
+
+    broken = []
+    for page in documents(paths.PROJECT_DIR / "README.md"):
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            name, _, anchor = target.partition("#")
+            found = (page.parent / name).resolve() if name else page
+            if not found.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and found.is_file():
+                headings = re.findall(r"^#+ (.+)$", found.read_text(encoding="utf-8"), re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, broken
