@@ -1,6 +1,6 @@
 """CLI of the reference runs: ``pairrepro verify`` (a run against the reference run of its
 recipe and seed) and ``pairrepro results add|readme`` (keep a finished run as a reference
-run in ``results/``; rewrite the README's generated sections from ``results/``)."""
+run in ``results/``; rewrite the generated sections of the README and docs/ from it)."""
 
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def register(app: typer.Typer) -> None:
     """Add ``verify`` and the ``results`` group to the main app."""
     add_command(app, "verify", verify)
     group = typer.Typer(no_args_is_help=True, help="The project's reference runs (results/): "
-                        "add a finished run; rewrite the README's generated sections.")
+                        "add a finished run; rewrite the generated sections of the README "
+                        "and docs/.")
     add_command(group, "add", results_add)
     add_command(group, "readme", results_readme)
     app.add_typer(group, name="results")
