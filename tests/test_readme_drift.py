@@ -14,16 +14,15 @@ from pairrepro.report.paper_tables import PAPERS, load_paper
 from pairrepro.report.publishing.readme import (
     SECTIONS,
     documents,
-    rewrite,
+    refresh,
     rewrite_all,
-    stale_sections,
 )
 
 README = paths.PROJECT_DIR / "README.md"
 
 
 def test_committed_pages_match_what_results_render() -> None:
-    stale = stale_sections(README)
+    stale = {str(page): names for page, (_, names) in refresh(README).items()}
     assert not stale, f"sections {stale} differ from results/: run make readme-tables"
 
 
@@ -53,7 +52,7 @@ def test_rewrite_replaces_only_between_markers() -> None:
     body = "".join(f"<!-- BEGIN generated: {n} -->\nold 0.999\n<!-- END generated -->\n"
                    for n in SECTIONS)
     text = "# title\ntyped 0.5\n" + body + "tail\n"
-    out = rewrite(text, sections)
+    out = rewrite_all({Path("README.md"): text}, sections)[Path("README.md")]
     assert out.startswith("# title\ntyped 0.5\n") and out.endswith("tail\n")
     assert "old 0.999" not in out
     for name in SECTIONS:
@@ -73,7 +72,7 @@ def test_sections_spread_over_pages_are_each_rewritten_on_theirs() -> None:
 def test_a_missing_unknown_or_doubled_marker_is_an_error() -> None:
     sections = {name: "x\n" for name in SECTIONS}
     with pytest.raises(ConfigError, match="missing: "):
-        rewrite("no markers here\n", sections)
+        rewrite_all({Path("README.md"): "no markers here\n"}, sections)
     text = "<!-- BEGIN generated: nope -->\n<!-- END generated -->\n"
     with pytest.raises(ConfigError, match=r"docs/x\.md: generated section 'nope' is unknown"):
         rewrite_all({Path("docs/x.md"): text}, sections)

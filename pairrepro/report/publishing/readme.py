@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,41 +37,33 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
     return evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
 
 
-def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
-    def render_table(results: Path) -> str:
-        from pairrepro.report.render import to_markdown
+def _table(paper: str, number: int, versus: str, results: Path) -> str:
+    from pairrepro.report.render import to_markdown
 
-        ev = _reference_view(paper, number, results)
-        if versus:
-            compare_to(ev, versus)
-        return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
-    return render_table
+    ev = _reference_view(paper, number, results)
+    if versus:
+        compare_to(ev, versus)
+    return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
 
 
-def _readings(paper: str, number: int) -> Callable[[Path], str]:
-    def render_readings(results: Path) -> str:
-        from pairrepro.report.readings import table_readings_markdown
+def _readings(paper: str, number: int, results: Path) -> str:
+    from pairrepro.report.readings import table_readings_markdown
 
-        return table_readings_markdown(_reference_view(paper, number, results))
-    return render_readings
+    return table_readings_markdown(_reference_view(paper, number, results))
 
 
-def _ladder(name: str) -> Callable[[Path], str]:
-    def render_ladder(results: Path) -> str:
-        from pairrepro.report.gap_account import gap_markdown
-        from pairrepro.report.ladders import evaluate_ladder
+def _ladder(name: str, results: Path) -> str:
+    from pairrepro.report.gap_account import gap_markdown
+    from pairrepro.report.ladders import evaluate_ladder
 
-        return gap_markdown(evaluate_ladder(name, results))
-    return render_ladder
+    return gap_markdown(evaluate_ladder(name, results))
 
 
-def _orderings(paper: str, number: int) -> Callable[[Path], str]:
-    def render_orderings(results: Path) -> str:
-        from pairrepro.report.orderings import orderings_markdown, table_orderings
+def _orderings(paper: str, number: int, results: Path) -> str:
+    from pairrepro.report.orderings import orderings_markdown, table_orderings
 
-        ev = _reference_view(paper, number, results)
-        return orderings_markdown(ev, table_orderings(ev))
-    return render_orderings
+    ev = _reference_view(paper, number, results)
+    return orderings_markdown(ev, table_orderings(ev))
 
 
 def _preflight(results: Path) -> str:
@@ -158,41 +151,39 @@ def _headline(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _paper_runs(paper: str) -> Callable[[Path], str]:
+def _paper_runs(paper: str, results: Path) -> str:
     """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
     paper of the run's model, whichever paper's table the run fills)."""
-    def render_paper_runs(results: Path) -> str:
-        from pairrepro.report.runs_table import collect, to_markdown
-        from pairrepro.runs import all_runs
+    from pairrepro.report.runs_table import collect, to_markdown
+    from pairrepro.runs import all_runs
 
-        ours = {run.path for run in all_runs(results)
-                if run.config.get("recipe", {}).get("paper") == paper}
-        lines = [line for line in collect(results) if line.run in ours]
-        return to_markdown(lines) if lines else "No reference run of this paper's models.\n"
-    return render_paper_runs
+    ours = {run.path for run in all_runs(results)
+            if run.config.get("recipe", {}).get("paper") == paper}
+    lines = [line for line in collect(results) if line.run in ours]
+    return to_markdown(lines) if lines else "No reference run of this paper's models.\n"
 
 
 def _paper_sections() -> dict[str, Callable[[Path], str]]:
     """Every table of every paper, with the extra views a page shows after it, then the
     paper's run list: ``<paper>-table<N>[-...]`` and ``<paper>-runs``."""
-    extras: dict[str, dict[str, Callable[[Path], str]]] = {
-        "csran-table5": {"csran-table5-vs-bm25": _table("csran", 5, "BM25, threshold fitted "
-                                                                     "on train"),
-                         "csran-table5-readings": _readings("csran", 5)},
-        "csran-table6": {"csran-table6-vs-bm25": _table("csran", 6, "BM25, DEV/TEST numbers "
-                                                                     "kept"),
-                         "csran-table6-readings": _readings("csran", 6)},
-        "csran-table8": {"csran-table8-vs-original": _table("csran", 8, "Original"),
-                         "csran-table8-orderings": _orderings("csran", 8),
-                         "csran-table8-readings": _readings("csran", 8)},
+    extras = {
+        "csran-table5": {"csran-table5-vs-bm25": partial(
+            _table, "csran", 5, "BM25, threshold fitted on train"),
+            "csran-table5-readings": partial(_readings, "csran", 5)},
+        "csran-table6": {"csran-table6-vs-bm25": partial(
+            _table, "csran", 6, "BM25, DEV/TEST numbers kept"),
+            "csran-table6-readings": partial(_readings, "csran", 6)},
+        "csran-table8": {"csran-table8-vs-original": partial(_table, "csran", 8, "Original"),
+                         "csran-table8-orderings": partial(_orderings, "csran", 8),
+                         "csran-table8-readings": partial(_readings, "csran", 8)},
     }
     out: dict[str, Callable[[Path], str]] = {}
     for paper in PAPERS:
         for table in load_paper(paper).tables:
             name = f"{paper}-table{table.number}"
-            out[name] = _table(paper, table.number)
+            out[name] = partial(_table, paper, table.number, "")
             out.update(extras.get(name, {}))
-        out[f"{paper}-runs"] = _paper_runs(paper)
+        out[f"{paper}-runs"] = partial(_paper_runs, paper)
     return out
 
 
@@ -200,10 +191,10 @@ def _paper_sections() -> dict[str, Callable[[Path], str]]:
 SECTIONS: dict[str, Callable[[Path], str]] = {
     "headline": _headline,
     **_paper_sections(),
-    "csran-trecqa-gap": _ladder("csran_trecqa"),
-    "csran-twitter-url-gap": _ladder("csran_twitter_url"),
-    "csran-trecqa-vectors": _ladder("csran_trecqa_vectors"),
-    "mv-lstm-cosine-twitter-url-dev": _ladder("mv_lstm_cosine_twitter_url"),
+    "csran-trecqa-gap": partial(_ladder, "csran_trecqa"),
+    "csran-twitter-url-gap": partial(_ladder, "csran_twitter_url"),
+    "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
+    "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
     "reference-environment": _environment,
     "preflight": _preflight,
@@ -270,11 +261,6 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
             for path, text in texts.items()}
 
 
-def rewrite(text: str, sections: dict[str, str], source: str = "README.md") -> str:
-    """:func:`rewrite_all` of one page."""
-    return rewrite_all({Path(source): text}, sections)[Path(source)]
-
-
 def refresh(readme: Path, results_dir: Path | None = None,
             progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
     """Each page of :func:`documents` whose sections differ from what ``results_dir`` renders
@@ -289,11 +275,3 @@ def refresh(readme: Path, results_dir: Path | None = None,
             out[path] = (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
                                        if old.get(name) != body])
     return out
-
-
-def stale_sections(readme: Path, results_dir: Path | None = None,
-                   progress: Callable[[str], None] | None = None) -> list[str]:
-    """``page: section`` for every section of :func:`refresh` that is out of date."""
-    return [f"{path}: {name}" for path, (_, names) in refresh(readme, results_dir,
-                                                              progress).items()
-            for name in names]
