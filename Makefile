@@ -42,7 +42,7 @@ lint: $(STAMP)  ## ruff
 	$(VENV)/bin/ruff check pairrepro tests bench
 
 # the model benches print fp32 and bf16 figures with the load (bench/protocol.py); RECORD=1
-# appends reference-marked runs to bench/records/, which README's table is rendered from.
+# appends reference-marked runs to bench/records/, which docs/benchmarks.md's table is rendered from.
 # bench_negatives runs at a third of its size here (its rank_bm25 baseline alone takes
 # minutes at 60k)
 BENCH_RECORD = $(if $(RECORD),--record)
@@ -77,12 +77,12 @@ $(1)-table%: $$(STAMP)  ## one table, e.g. make $(1)-table2
 endef
 $(foreach p,$(PAPERS),$(eval $(call PAPER_TABLE_RULE,$(p))))
 
-# Reference runs (results/<recipe>/seed-<n>/, tracked): see README "What we reproduced".
+# Reference runs (results/<recipe>/seed-<n>/, tracked): see docs/results.md.
 .PHONY: verify readme-tables results
 verify: $(STAMP)  ## compare every run in runs/ with its reference run in results/ (exit 9: differs)
 	$(CLI) verify
 
-readme-tables: $(STAMP)  ## rewrite README's generated tables from results/
+readme-tables: $(STAMP)  ## rewrite the generated sections of README.md and docs/ from results/
 	$(CLI) results readme
 
 results: $(STAMP)  ## keep finished runs as reference runs: make results RUNS="runs/bm25_trecqa/seed-1 ..."

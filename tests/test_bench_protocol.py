@@ -145,7 +145,7 @@ def _run(pairs_per_s: float, reference: bool, load: float) -> dict[str, Any]:
 
 
 def test_readme_table_shows_reference_runs_only(tmp_path: Path) -> None:
-    from pairrepro.report.bench_records import bench_markdown
+    from pairrepro.report.publishing.bench_records import bench_markdown
 
     assert "No reference benchmark run" in bench_markdown(tmp_path)
     runs = [_run(23.0, True, 2.1), _run(99.0, False, 3.4), _run(24.0, True, 2.2)]
@@ -162,7 +162,7 @@ def test_readme_table_compares_runs_only_on_one_machine(tmp_path: Path) -> None:
     """Machines of this kind differ (AVX2 only, AVX512-BF16, AMX): a run on another CPU is its
     own row group, never set against the last run of another machine; bf16's speed-up is
     bf16 pairs/s over fp32's from the same run."""
-    from pairrepro.report.bench_records import bench_markdown
+    from pairrepro.report.publishing.bench_records import bench_markdown
 
     old, new = _run(23.0, True, 2.1), _run(30.0, True, 2.0)
     new["machine"].update(flags=["avx512_bf16"], bf16_native=True, bf16_probe=470e9)

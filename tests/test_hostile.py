@@ -784,7 +784,7 @@ def test_a_reference_put_aside_by_a_killed_add_is_put_back(tmp_path: Path) -> No
     aside, hidden: the next `results add` of that seed puts it back before anything else (so
     it still refuses to replace it without --force)."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.verify import add_reference
+    from pairrepro.report.publishing.verify import add_reference
 
     _, dest, old = _reference_pair(tmp_path)
     aside = dest.path.parent / f".{dest.path.name}.replaced"
@@ -804,7 +804,7 @@ def test_readme_tables_says_what_it_is_doing_off_a_terminal(
     """Issue 27, defect 10: `make readme-tables` (results readme) printed nothing for its whole
     run (68 s on the reporter's machine) while it re-scored every reference run and rendered
     each section: one line per phase, on stderr, unless --quiet or --json."""
-    from pairrepro.report import readme as readme_mod
+    from pairrepro.report.publishing import readme as readme_mod
 
     monkeypatch.setattr(readme_mod, "SECTIONS", {"one": lambda r: "A", "two": lambda r: "B"})
     (tmp_path / "results").mkdir()

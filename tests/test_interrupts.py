@@ -27,7 +27,7 @@ sys.meta_path.insert(0, CtrlC())
 """
 #: Sends SIGINT right after each reference is committed (the copy renamed into place).
 AFTER_COMMIT = """
-import pairrepro.report.verify as verify
+import pairrepro.report.publishing.verify as verify
 real = verify.copy_compact
 def copy_then_ctrl_c(*args, **kwargs):
     files = real(*args, **kwargs)

@@ -158,7 +158,7 @@ def test_report_runs_says_where_a_stopped_run_stands_and_its_command_continues_i
 
 def test_results_add_takes_only_a_recipe_with_a_passing_preflight_of_its_config(
         synth: Path, tmp_path: Path) -> None:
-    from pairrepro.report.verify import add_reference
+    from pairrepro.report.publishing.verify import add_reference
     from pairrepro.train.preflight import run_preflight
 
     (result,) = train_recipe(NLI, quiet=True)

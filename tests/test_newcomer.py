@@ -21,6 +21,9 @@ from pairrepro.errors import DataError
 
 PROJECT = Path(__file__).resolve().parents[1]
 README = (PROJECT / "README.md").read_text()
+#: the README and every docs/ page, where a README section may have moved
+DOCS = "\n".join(p.read_text() for p in [PROJECT / "README.md", *sorted(
+    (PROJECT / "docs").rglob("*.md"))])
 runner = CliRunner()
 
 
@@ -59,7 +62,7 @@ def test_tour_fetches_and_prepares_before_use() -> None:
 def _help_texts() -> str:
     from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds
 
-    bash = [block.split("```", 1)[0] for block in README.split("```bash")[1:]]
+    bash = [block.split("```", 1)[0] for block in DOCS.split("```bash")[1:]]
     texts = [*bash, data_cmds.FETCH_HELP, data_cmds.DATASETS_HELP]
     for module in (train_cmds, report_cmds, pipeline_cmds):
         texts += [fn.__doc__ or "" for fn in vars(module).values() if callable(fn)]
@@ -224,7 +227,7 @@ def test_one_licence_for_the_synthetic_data() -> None:
     """CC0 in the CLI and MIT in the README: MIT (the project's), stated in the manifest."""
     manifest = tomllib.loads((PROJECT / "data_manifests" / "synthetic.toml").read_text())
     assert manifest["licence"].startswith("MIT ")
-    row = next(line for line in README.splitlines() if line.startswith("| `synthetic`"))
+    row = next(line for line in DOCS.splitlines() if line.startswith("| `synthetic`"))
     assert "| MIT |" in row
 
 
@@ -359,7 +362,7 @@ def test_verify_on_another_cpu_with_the_references_settings_is_consistent(
     resample, so its interval is [0, 0] with no Monte-Carlo error, and a run's 0 "at the
     edge" was taken as undecidable. The reference itself, as if made on another CPU, is
     consistent."""
-    from pairrepro.report.verify import CONSISTENT, verify_run
+    from pairrepro.report.publishing.verify import CONSISTENT, verify_run
 
     run = tmp_path / "runs" / "mv_lstm_tensor_trecqa_short" / "seed-1"
     shutil.copytree(PROJECT / "results" / "mv_lstm_tensor_trecqa_short" / "seed-1", run)

@@ -17,8 +17,8 @@ from pairrepro import paths
 from pairrepro.report import ladders
 from pairrepro.report.gap_account import gap_markdown
 from pairrepro.report.paper_tables import load_paper
+from pairrepro.report.publishing.readme import _reference_view
 from pairrepro.report.readings import load_readings, read_cell, table_readings
-from pairrepro.report.readme import _reference_view
 from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.runs import find_runs
 

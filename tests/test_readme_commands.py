@@ -1,7 +1,9 @@
-"""Every command the README shows and every example of the ``--help`` texts works.
+"""Every command the README and the docs/ pages show and every example of the ``--help`` texts
+works.
 
-The commands are extracted, not listed here: README.md's ```bash blocks (lines starting with
-``pairrepro`` or ``make``) and the lines starting with ``pairrepro`` in every command's help.
+The commands are extracted, not listed here: the ```bash blocks of README.md and docs/
+(lines starting with ``pairrepro`` or ``make``) and the lines starting with ``pairrepro`` in
+every command's help.
 Each runs in-process against a fresh ``PAIRREPRO_HOME``/``PAIRREPRO_RUNS`` with the ../shared
 mirror as ``PAIRREPRO_MIRROR``. What cannot run as written is in :data:`SMALL` (a command ->
 the same command kept small: ``--set`` overrides, ``--dry-run``) or :data:`FAILS` (needs data
@@ -79,8 +81,25 @@ HELP_ONLY = ("pairrepro results", "pairrepro verify", "pairrepro preflight")
 MIRROR_PLACEHOLDERS = ("/data/mirror", "/data/pairrepro-mirror")
 
 
+#: the pages a user follows: README.md, docs/*.md and the paper pages (docs/spec/, what the
+#: papers say, and docs/history.md, what was measured then, are records, not instructions)
+PAGES = [PROJECT / "README.md", *sorted(p for p in (PROJECT / "docs").glob("*.md")
+                                        if p.name != "history.md"),
+         *sorted((PROJECT / "docs" / "papers").glob("*.md"))]
+
+
+def pages_text() -> str:
+    """Every page of :data:`PAGES`, one after the other."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+
+
 def readme_commands() -> list[str]:
-    text = (PROJECT / "README.md").read_text()
+    """The commands of every ```bash block of the README and docs/ (all of it: a record that
+    shows a command shows one that must work)."""
+    from pairrepro.report.publishing.readme import documents
+
+    text = "\n".join(page.read_text(encoding="utf-8")
+                     for page in documents(PROJECT / "README.md"))
     out = []
     for block in text.split("```bash")[1:]:
         for line in block.split("```", 1)[0].splitlines():
@@ -173,7 +192,7 @@ def test_every_documented_command_works(sandbox: Path, shared_datasets: Path,
 
 # ------------------------------------------------------------- what the README quotes beside them
 
-#: the README's generated sections (rendered from records, checked by test_readme_drift)
+#: the pages' generated sections (rendered from records, checked by test_readme_drift)
 GENERATED = re.compile(r"<!-- BEGIN generated: [\w-]+ -->.*?<!-- END generated -->", re.S)
 #: a duration as typed: "2.3 s", "10 min 53 s", "103 seconds", "about 3 minutes", "a few minutes"
 TYPED_TIME = re.compile(r"\b\d[\d,.]*\s?(?:ms|s|min|minutes?|seconds?|hours?)\b(?![.-]\w)"
@@ -183,8 +202,8 @@ EXIT_MENTION = re.compile(r"\bexits? (?:code is )?(\d+)(?: / (\d+))?")
 
 
 def typed_readme() -> str:
-    """README.md without its generated sections: the text a person typed."""
-    return GENERATED.sub("", (PROJECT / "README.md").read_text())
+    """The pages without their generated sections: the text a person typed."""
+    return GENERATED.sub("", pages_text())
 
 
 def exit_code_table() -> dict[int, str]:
@@ -229,8 +248,9 @@ def test_exit_code_pattern_and_time_pattern_find_what_they_should() -> None:
 
 
 def test_typed_times_say_where_they_were_measured() -> None:
-    """A time typed into the README (outside the sections generated from records) must say on
-    what machine and under what load it was measured, in its own paragraph or table row."""
+    """A time typed into the README or docs/ (outside the sections generated from records) must
+    say on what machine and under what load it was measured, in its own paragraph or table
+    row."""
     unqualified = []
     for block in re.split(r"\n\s*\n|\n(?=\|)", typed_readme()):
         times = TYPED_TIME.findall(block)
@@ -256,9 +276,9 @@ def test_where_the_reference_runs_were_made_is_counted_not_typed() -> None:
     generated section counts what the manifests say (counted here from the JSON by hand)."""
     from collections import Counter
 
-    from pairrepro.report.readme import SECTIONS
+    from pairrepro.report.publishing.readme import SECTIONS
 
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    text = (PROJECT / "docs" / "results.md").read_text(encoding="utf-8")
     marker = "<!-- BEGIN generated: reference-environment -->"
     assert marker in text
     paragraph = text.split("**Hardware and software**", 1)[1].split(marker, 1)[0]
@@ -365,13 +385,12 @@ def p_columns_without_holm(table: str) -> list[str]:
 
 def test_every_p_value_column_of_the_readme_has_its_holm_twin() -> None:
     """Issue 25: where a table prints several tests, Holm-adjusted p-values stand beside the
-    raw ones, in every generated table of the README."""
+    raw ones, in every generated table of the README and docs/."""
     assert p_columns_without_holm("| a | a vs b |\n|---|---|\n| x | +0.1 (p 0.04) |") == [
         "a vs b"]
     assert p_columns_without_holm(
         "| a | a vs b | Holm p |\n|---|---|---|\n| x | +0.1 (p 0.04) | 0.08 |") == []
-    text = (PROJECT / "README.md").read_text(encoding="utf-8")
-    sections = GENERATED.findall(text)
+    sections = GENERATED.findall(pages_text())
     tables = [t for s in sections for t in re.split(r"\n\s*\n", s)]
     assert sum(bool(re.search(r"\(p [<\d]", t)) for t in tables) >= 7
     lonely = {t.splitlines()[0][:60]: p_columns_without_holm(t) for t in tables

@@ -25,8 +25,8 @@ from pairrepro.report import cells as cl
 from pairrepro.report import evidence
 from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.plan import done_seeds
+from pairrepro.report.publishing.verify import add_reference
 from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
     DamagedRunError,
@@ -498,7 +498,7 @@ def _tampered_table6(tmp_path: Path, edit: Any) -> tuple[Path, cl.Cell]:
 def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Path) -> None:
     """Hostile case 1: the published 0.8541 typed into result.json is no reproduced cell;
     the README cannot be rewritten from it (exit 3, the file named)."""
-    from pairrepro.report.readme import render_sections
+    from pairrepro.report.publishing.readme import render_sections
     from pairrepro.report.render import to_markdown
 
     def edit(folder: Path) -> None:

@@ -1,6 +1,6 @@
 """CLI of the reference runs: ``pairrepro verify`` (a run against the reference run of its
 recipe and seed) and ``pairrepro results add|readme`` (keep a finished run as a reference
-run in ``results/``; rewrite the README's generated sections from ``results/``)."""
+run in ``results/``; rewrite the generated sections of the README and docs/ from it)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def verify(
 
       pairrepro verify            # every run in ./runs (make verify)
     """
-    from pairrepro.report.verify import NO_REFERENCE, NOT_FINISHED, verify_run
+    from pairrepro.report.publishing.verify import NO_REFERENCE, NOT_FINISHED, verify_run
 
     # no argument: the runs folder, which a fresh checkout does not have yet
     targets = runs or [d for d in [paths.runs_dir()] if d.is_dir()]
@@ -111,7 +111,7 @@ def results_add(
 
       pairrepro results add runs/bm25_trecqa/seed-1
     """
-    from pairrepro.report.verify import add_reference
+    from pairrepro.report.publishing.verify import add_reference
 
     seed_dirs = _seed_dirs(runs)
     # each run is added and reported, or not touched: Ctrl-C stops between two runs
@@ -128,44 +128,41 @@ def results_add(
 
 def results_readme(
     readme: Path = typer.Option(paths.PROJECT_DIR / "README.md", "--readme",
-                                help="The README to rewrite."),
+                                help="The README to rewrite, with the docs/ pages beside it."),
     check: bool = typer.Option(False, "--check", help="Only say which generated sections "
                                "are out of date (exit 9 if any)."),
     results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
 ) -> None:
-    """Rewrite the README's generated sections (<!-- BEGIN generated: NAME --> ... <!-- END
-    generated -->) from the reference runs in results/: the "What we reproduced" tables and
-    the run table (make readme-tables).
+    """Rewrite the generated sections (<!-- BEGIN generated: NAME --> ... <!-- END generated
+    -->) of the README and the docs/ pages from the reference runs in results/: the headline
+    table, the paper pages, the run lists (make readme-tables).
 
     Example:
 
       pairrepro results readme --check
     """
-    from pairrepro.report.readme import render_sections, rewrite, stale_sections
+    from pairrepro.report.publishing.readme import refresh
 
     def say(line: str) -> None:  # on stderr: stdout keeps the one result line
         err_console.print(line, markup=False, highlight=False)
 
-    progress = say if show_progress() else None
-    if check:
-        stale = stale_sections(readme, results, progress)
-        if stale:
-            raise VerificationError(f"{readme}: generated sections out of date: "
-                                    + ", ".join(stale), hint="run make readme-tables")
-        info(f"{readme}: generated sections match results/")
-        return
-    text = readme.read_text(encoding="utf-8")
-    new = rewrite(text, render_sections(results, progress), str(readme))
-    if new != text:
-        write_text(readme, new)
-    info(f"{readme}: generated sections {'rewritten' if new != text else 'already current'}")
+    stale = refresh(readme, results, say if show_progress() else None)
+    if check and stale:
+        raise VerificationError("generated sections out of date: " + ", ".join(
+            f"{path}: {name}" for path, (_, names) in stale.items() for name in names),
+            hint="run make readme-tables")
+    for path, (text, _) in stale.items():
+        write_text(path, text)
+    info(f"{readme} and its docs/: generated sections "
+         + ("match results/" if not stale else "rewritten in " + ", ".join(map(str, stale))))
 
 
 def register(app: typer.Typer) -> None:
     """Add ``verify`` and the ``results`` group to the main app."""
     add_command(app, "verify", verify)
     group = typer.Typer(no_args_is_help=True, help="The project's reference runs (results/): "
-                        "add a finished run; rewrite the README's generated sections.")
+                        "add a finished run; rewrite the generated sections of the README "
+                        "and docs/.")
     add_command(group, "add", results_add)
     add_command(group, "readme", results_readme)
     add_command(group, "release", results_release)

@@ -1,5 +1,5 @@
 """CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations and
-readings in ``../shared/spec/cin.md``. Embedding, encoder and each layer's parameters are
+readings in ``docs/spec/cin.md``. Embedding, encoder and each layer's parameters are
 shared by the two texts::
 
     words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
@@ -10,7 +10,7 @@ shared by the two texts::
          fuse:  X <- ReLU(W_c [u; v; u - v; u * v; |u - v|] + W_x x + b_c)
     -> max pooling over time -> m = [p; h; p - h; p * h; |p - h|] -> tanh MLP -> num_outputs
 
-Readings of what the paper leaves open (cin.md 3.8): inter filters come from the other
+Readings of what the paper leaves open (docs/spec/cin.md 3.8): inter filters come from the other
 sentence (Eqs. 12-13; Eqs. 24-25 are printed swapped); the dynamic convolution has no bias
 and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts,
 separate per layer; the fusion output width is ``dim`` (0 = the encoder width). Without the

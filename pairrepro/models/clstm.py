@@ -1,5 +1,5 @@
 """Coupled-LSTMs (Liu et al., EMNLP 2016): LC-LSTMs and TC-LSTMs on the 2-D grid engine;
-equations and the readings of their ambiguities in ``../shared/spec/clstm.md`` §3.
+equations and the readings of their ambiguities in ``docs/spec/clstm.md`` §3.
 
 * **TC-LSTM** (eqs. 9-11): one cell per position with two forget gates,
   ``A [x_i; y_j; h_{i,j-1}; h_{i-1,j}]``, output ``h_{i,j}`` (d).

@@ -1,5 +1,5 @@
 """CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
-(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``../shared/spec/csran.md``.
+(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``docs/spec/csran.md``.
 Parameters are shared between the two texts::
 
     words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)

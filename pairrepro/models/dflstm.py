@@ -1,5 +1,5 @@
 """Deep Fusion LSTMs (Liu et al., ACL 2016) on the 2-D grid engine; equations and readings in
-``../shared/spec/dflstm.md`` §3. At cell ``(i, j)``:
+``docs/spec/dflstm.md`` §3. At cell ``(i, j)``:
 
 * the X-memory ``M^x`` holds ``h^x_{i-K,j} .. h^x_{i-1,j}``, the Y-memory ``M^y`` holds
   ``h^y_{i,j-K} .. h^y_{i,j-1}`` (eqs. 10-11); slots before the grid's first row/column are

@@ -32,7 +32,7 @@ from pairrepro.models.base import ModelContext, PairModel
 
 State = tuple[torch.Tensor, ...]
 
-# orientation of each C-LSTM direction: (reverse X, reverse Y); spec/clstm.md §3.4
+# orientation of each C-LSTM direction: (reverse X, reverse Y); docs/spec/clstm.md §3.4
 DIRECTION_FLIPS: tuple[tuple[bool, bool], ...] = (
     (False, False),  # d=1: predecessors (i-1, j), (i, j-1)
     (False, True),  # d=2: predecessors (i-1, j), (i, j+1)

@@ -1,4 +1,4 @@
-"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016); readings in ``../shared/spec/mvlstm.md``::
+"""MV-LSTM (Wan, Lan, Guo, Xu, Pang, Cheng, AAAI 2016); readings in ``docs/spec/mvlstm.md``::
 
     words -> shared Bi-LSTM -> positional representations p_X,i, p_Y,j  (2 * hidden wide)
     -> interaction between every position pair:

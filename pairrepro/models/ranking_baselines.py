@@ -1,5 +1,5 @@
 """Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5; readings in
-``../shared/spec/mvlstm.md`` section 4).
+``docs/spec/mvlstm.md`` section 4).
 
 Padding is never seen: embeddings and feature maps are zeroed on padding before every
 convolution, and pooling is masked. Where the originals flatten a fixed-size map (ARC-I,

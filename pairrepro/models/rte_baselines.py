@@ -1,4 +1,4 @@
-"""Baselines of the C-LSTM and DF-LSTM tables (spec/clstm.md §4, spec/dflstm.md §4):
+"""Baselines of the C-LSTM and DF-LSTM tables (docs/spec/clstm.md §4, docs/spec/dflstm.md §4):
 ``nbow``, ``single_lstm`` (Rocktäschel et al. 2015), ``parallel_lstms`` (Bowman et al. 2015:
 three 200-d MLP layers), and ``attention_lstm`` / ``attention_lstm_wbw`` (Rocktäschel et al.
 2015): conditional encoding (the hypothesis LSTM starts from the premise's final state) with

@@ -1,7 +1,7 @@
-"""README's model benchmark table from the committed ``bench/records/<script>.json``
-(``bench_grid.py`` / ``bench_csran_cin.py --record``): only *reference measurements* of the
-bench protocol (``bench/protocol.py``), each with its machine, load and threads, the latest
-two of a model side by side with their largest share difference.
+"""The model benchmark table of docs/benchmarks.md, from the committed
+``bench/records/<script>.json`` (``bench_grid.py`` / ``bench_csran_cin.py --record``): only
+*reference measurements* of the bench protocol (``bench/protocol.py``), each with its machine,
+load and threads, the latest two of a model side by side with their largest share difference.
 """
 
 from __future__ import annotations

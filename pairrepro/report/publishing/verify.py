@@ -148,14 +148,20 @@ def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
     return ok, "; ".join(parts)
 
 
-def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
-    """Compare the run in ``run_dir`` with ``results/<recipe>/seed-<n>``."""
-    results_dir = results_dir or paths.results_dir()
+def _whole_run(run_dir: Path) -> RunInfo:
+    """The run in ``run_dir``; a DamagedRunError when a file is missing or unreadable."""
     run = read_run(run_dir)
     if run.status == "damaged":  # a reference must be whole: runs.read_run says what it lacks
         raise DamagedRunError(f"{run_dir} cannot be a reference run: {run.problem}",
                               hint="retrain it (pairrepro train RECIPE --seeds N --force), "
                                    "then add it")
+    return run
+
+
+def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
+    """Compare the run in ``run_dir`` with ``results/<recipe>/seed-<n>``."""
+    results_dir = results_dir or paths.results_dir()
+    run = _whole_run(run_dir)
     if run.status != "finished":
         return Verification(str(run_dir), "", NOT_FINISHED,
                             {"run": run.problem or f"status {run.status}"})
@@ -220,11 +226,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     from pairrepro.report.plan import preflight_problem
 
     results_dir = results_dir or paths.results_dir()
-    run = read_run(run_dir)
-    if run.status == "damaged":  # a reference must be whole: runs.read_run says what it lacks
-        raise DamagedRunError(f"{run_dir} cannot be a reference run: {run.problem}",
-                              hint="retrain it (pairrepro train RECIPE --seeds N --force), "
-                                   "then add it")
+    run = _whole_run(run_dir)
     if run.status != "finished":
         raise ConfigError(f"{run_dir}: only a finished run can be a reference run "
                           f"(status {run.status}{': ' + run.problem if run.problem else ''})",

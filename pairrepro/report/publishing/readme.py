@@ -1,0 +1,277 @@
+"""The generated sections of README.md and the pages of docs/, each between
+``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from the committed
+reference runs alone (``make readme-tables``; a test fails when a page differs): the headline
+table, one page per paper (``docs/papers/<paper>.md``: every table, its comparisons,
+readings, orderings and ladders, the paper's run list), the reference-only view of
+:func:`pairrepro.report.cells.evaluate_table`, paths relative to the project, the same text
+on every machine and no number without a committed run. Each section lives on one page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.errors import ConfigError
+from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
+from pairrepro.report.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.paper_tables import PAPERS, load_paper
+from pairrepro.report.recipe_index import load_recipe_index
+
+BEGIN = "<!-- BEGIN generated: {name} -->"
+END = "<!-- END generated -->"
+_SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END generated -->",
+                      re.DOTALL)
+
+
+def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
+    """Table ``number`` of ``paper`` from the reference runs alone (no user runs)."""
+    doc = load_paper(paper)
+    return evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
+
+
+def _table(paper: str, number: int, versus: str, results: Path) -> str:
+    from pairrepro.report.render import to_markdown
+
+    ev = _reference_view(paper, number, results)
+    if versus:
+        compare_to(ev, versus)
+    return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
+
+
+def _readings(paper: str, number: int, results: Path) -> str:
+    from pairrepro.report.readings import table_readings_markdown
+
+    return table_readings_markdown(_reference_view(paper, number, results))
+
+
+def _ladder(name: str, results: Path) -> str:
+    from pairrepro.report.gap_account import gap_markdown
+    from pairrepro.report.ladders import evaluate_ladder
+
+    return gap_markdown(evaluate_ladder(name, results))
+
+
+def _orderings(paper: str, number: int, results: Path) -> str:
+    from pairrepro.report.orderings import orderings_markdown, table_orderings
+
+    ev = _reference_view(paper, number, results)
+    return orderings_markdown(ev, table_orderings(ev))
+
+
+def _preflight(results: Path) -> str:
+    """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
+    from pairrepro.report.plan import load_preflight
+
+    lines = ["| recipe | data | steps | checks not passed | precision | pairs/s (1 thread) | "
+             "peak MB | GFLOP/pair | measured on |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, record in load_preflight().items():
+        data = record.get("data", {})
+        where = (f"{data.get('dataset')} {data.get('split')}" if not data.get("synthetic")
+                 else f"random words ({data.get('dataset')} not here)")
+        if data.get("stand_in") and not data.get("synthetic"):
+            where += " (stands in for train)"
+        open_checks = ", ".join(f"{c['name']} {c['status']}" for c in record.get("checks", [])
+                                if c["status"] != "pass") or "none"
+        flops = record.get("flops_per_pair")
+        gflop = f"{flops / 1e9:.3f}" if flops else ""
+        cpu = record.get("cpu") or {}  # rates compare only on the same CPU and kernels
+        machine = (f"{cpu.get('model')}, {cpu.get('capability')} kernels" if cpu.get("model")
+                   else record.get("device_name", ""))
+        lines.append(f"| `{name}` | {where} | {record.get('steps')} | {open_checks} | "
+                     f"{record.get('precision', 'fp32')} | {record.get('pairs_per_s') or 0:,.1f}"
+                     f" | {record.get('peak_mb') or 0:,.0f} | {gflop} | "
+                     f"{record.get('measured', '')}, {machine} |")
+    return "\n".join(lines) + "\n"
+
+
+def _parity(results: Path) -> str:
+    from pairrepro.report.parity import evaluate_parity, parity_markdown
+
+    return parity_markdown(evaluate_parity(results))
+
+
+def _environment(results: Path) -> str:
+    """Where the reference runs were made, counted from their manifests: device, torch
+    build, precision, determinism, threads and the CPU fingerprint (older manifests lack
+    some keys: counted as not recorded, never guessed)."""
+    from collections import Counter
+
+    from pairrepro.runs import all_runs
+
+    manifests = [run.manifest for run in all_runs(results) if run.status == "finished"]
+
+    def cpu(manifest: dict[str, Any]) -> str:
+        found = manifest.get("cpu")
+        if not isinstance(found, dict):
+            return "not recorded (made before manifests recorded the CPU)"
+        return (f"{found.get('model')}, torch capability {found.get('capability')}, ISA "
+                f"{' '.join(found.get('isa') or []) or 'none of note'}")
+
+    fields: dict[str, Callable[[dict[str, Any]], str]] = {
+        "device": lambda m: str(m.get("device", "not recorded")),
+        "torch": lambda m: str(m.get("torch", "not recorded")),
+        "precision": lambda m: str(m.get("precision", "not recorded")),
+        "deterministic": lambda m: {True: "yes", False: "no"}.get(m.get("deterministic"),
+                                                                 "not recorded"),
+        "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
+        "CPU": cpu,
+    }
+    lines = [f"The {len(manifests)} reference runs' manifests (`results/*/seed-*/"
+             "manifest.json`), value (runs):", ""]
+    for name, value in fields.items():
+        counts = Counter(value(m) for m in manifests).most_common()
+        lines.append(f"- {name}: " + "; ".join(f"{v} ({n})" for v, n in counts))
+    return "\n".join(lines) + "\n"
+
+
+def _bench(results: Path) -> str:
+    """The model benchmark table: reference-marked bench records, not ``results/``."""
+    from pairrepro.report.publishing.bench_records import bench_markdown
+
+    return bench_markdown()
+
+
+def _headline(results: Path) -> str:
+    """One line per paper table: how many cells have each status, linked to its page."""
+    lines = ["| paper | table | cells |", "|---|---|---|"]
+    for paper in PAPERS:
+        for table in load_paper(paper).tables:
+            counts = _reference_view(paper, table.number, results).counts()
+            lines.append(f"| [{paper}](docs/papers/{paper}.md) | [Table {table.number}]"
+                         f"(docs/papers/{paper}.md#table-{table.number}): {table.caption} | "
+                         + ", ".join(f"{n} {status}" for status, n in counts.items()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _paper_runs(paper: str, results: Path) -> str:
+    """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
+    paper of the run's model, whichever paper's table the run fills)."""
+    from pairrepro.report.runs_table import collect, to_markdown
+    from pairrepro.runs import all_runs
+
+    ours = {run.path for run in all_runs(results)
+            if run.config.get("recipe", {}).get("paper") == paper}
+    lines = [line for line in collect(results) if line.run in ours]
+    return to_markdown(lines) if lines else "No reference run of this paper's models.\n"
+
+
+def _paper_sections() -> dict[str, Callable[[Path], str]]:
+    """Every table of every paper, with the extra views a page shows after it, then the
+    paper's run list: ``<paper>-table<N>[-...]`` and ``<paper>-runs``."""
+    extras = {
+        "csran-table5": {"csran-table5-vs-bm25": partial(
+            _table, "csran", 5, "BM25, threshold fitted on train"),
+            "csran-table5-readings": partial(_readings, "csran", 5)},
+        "csran-table6": {"csran-table6-vs-bm25": partial(
+            _table, "csran", 6, "BM25, DEV/TEST numbers kept"),
+            "csran-table6-readings": partial(_readings, "csran", 6)},
+        "csran-table8": {"csran-table8-vs-original": partial(_table, "csran", 8, "Original"),
+                         "csran-table8-orderings": partial(_orderings, "csran", 8),
+                         "csran-table8-readings": partial(_readings, "csran", 8)},
+    }
+    out: dict[str, Callable[[Path], str]] = {}
+    for paper in PAPERS:
+        for table in load_paper(paper).tables:
+            name = f"{paper}-table{table.number}"
+            out[name] = partial(_table, paper, table.number, "")
+            out.update(extras.get(name, {}))
+        out[f"{paper}-runs"] = partial(_paper_runs, paper)
+    return out
+
+
+# section name -> how it is rendered from the results folder (README first, then docs/)
+SECTIONS: dict[str, Callable[[Path], str]] = {
+    "headline": _headline,
+    **_paper_sections(),
+    "csran-trecqa-gap": partial(_ladder, "csran_trecqa"),
+    "csran-twitter-url-gap": partial(_ladder, "csran_twitter_url"),
+    "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
+    "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
+    "bf16-parity": _parity,
+    "reference-environment": _environment,
+    "preflight": _preflight,
+    "benchmarks": _bench,
+}
+
+
+def render_sections(results_dir: Path | None = None,
+                    progress: Callable[[str], None] | None = None) -> dict[str, str]:
+    """Every generated section's text from ``results_dir`` (default ``results/``), with paths
+    relative to the project folder (the README must not depend on where the clone lives).
+    ``progress`` gets one line per phase (the check, then each section) with the time so far:
+    the whole takes tens of seconds, too long to be silent."""
+    say = progress or (lambda _line: None)
+    started = time.monotonic()
+    folder = (results_dir or paths.results_dir()).absolute()
+    say(f"checking {sum(1 for _ in folder.glob('*/seed-*'))} reference runs in {folder} "
+        "against their saved predictions")
+    # a README number must be what the committed predictions give: one hand-edited or
+    # damaged run stops the rewrite (and --check), naming every such file
+    problems = tampered_runs(folder)
+    if problems:
+        raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "
+                               "trusted: " + " | ".join(problems),
+                               hint="restore them as committed (git checkout -- results/), or "
+                                    "retrain and add them again (pairrepro results add RUN "
+                                    "--force)")
+    sections = {}
+    with contextlib.chdir(paths.PROJECT_DIR):
+        results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
+        for number, (name, render) in enumerate(SECTIONS.items(), 1):
+            say(f"section {number}/{len(SECTIONS)}: {name} "
+                f"({time.monotonic() - started:.0f} s so far)")
+            sections[name] = render(results)
+    return sections
+
+
+def documents(readme: Path) -> list[Path]:
+    """``readme`` and every page under the ``docs/`` folder beside it: where sections live."""
+    return [readme, *sorted((readme.parent / "docs").rglob("*.md"))]
+
+
+def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
+    """``texts`` (page -> text) with the body of every marked section replaced by
+    ``sections[name]``. A ConfigError names the page of a marker naming no known section, the
+    two pages of a section marked twice, and every known section no page marks."""
+    where: dict[str, Path] = {}
+    for path, text in texts.items():
+        for name in (m.group(1) for m in _SECTION.finditer(text)):
+            if name not in sections:
+                raise ConfigError(f"{path}: generated section {name!r} is unknown",
+                                  hint=f"known sections: {', '.join(sections)}")
+            if name in where:
+                raise ConfigError(f"{path}: generated section {name!r} is also in "
+                                  f"{where[name]}", hint="keep one of the two")
+            where[name] = path
+    missing = [name for name in sections if name not in where]
+    if missing:
+        raise ConfigError(f"{', '.join(map(str, texts))}: generated sections missing: "
+                          f"{', '.join(missing)}",
+                          hint=f"mark each on its page as {BEGIN.format(name='NAME')} ... {END}")
+    return {path: _SECTION.sub(lambda m: f"{BEGIN.format(name=m.group(1))}\n"
+                                         f"{sections[m.group(1)].rstrip()}\n{END}", text)
+            for path, text in texts.items()}
+
+
+def refresh(readme: Path, results_dir: Path | None = None,
+            progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
+    """Each page of :func:`documents` whose sections differ from what ``results_dir`` renders
+    -> (its fresh text, the names of those sections) (``progress``: as
+    :func:`render_sections`)."""
+    texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
+    fresh = rewrite_all(texts, render_sections(results_dir, progress))
+    out: dict[Path, tuple[str, list[str]]] = {}
+    for path, text in texts.items():
+        if fresh[path] != text:
+            old = dict(m.groups() for m in _SECTION.finditer(text))
+            out[path] = (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
+                                       if old.get(name) != body])
+    return out
