@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
-from pairrepro.report import release as rl
+from pairrepro.report.publishing import release as rl
 from pairrepro.runs import RunFolder, read_run
 
 CPU = {"model": "AMD EPYC", "isa": ["avx512f"], "onednn": "v3.12.0"}

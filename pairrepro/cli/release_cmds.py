@@ -1,5 +1,5 @@
 """``pairrepro results release``: what the next release of the reference runs must re-make,
-and the release record once nothing is pending (:mod:`pairrepro.report.release`)."""
+and the release record once nothing is pending (:mod:`pairrepro.report.publishing.release`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def results_release(
 
       pairrepro results release --name 1
     """
-    from pairrepro.report.release import make_release, pending, write_release
+    from pairrepro.report.publishing.release import make_release, pending, write_release
 
     todo = pending(results)
     if name and not todo:

@@ -27,7 +27,8 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.report import evidence, release
+from pairrepro.report import evidence
+from pairrepro.report.publishing import release
 from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
