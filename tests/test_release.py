@@ -19,13 +19,13 @@ from pairrepro.runs import RunFolder, read_run
 CPU = {"model": "AMD EPYC", "isa": ["avx512f"], "onednn": "v3.12.0"}
 
 
-def run(results: Path, recipe: str, seed: int, commit: str, cpu: bool = True,
+def run(results: Path, recipe: str, seed: int, commit: str, cpu: bool | dict = True,
         scores: tuple[float, ...] = (0.25, 0.75), wall: float = 1800.0) -> Path:
     d = results / recipe / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     manifest = {"git": {"commit": commit, "dirty": False}, "wall_time_s": wall,
                 "torch": "2.13.0+cpu", "precision": "fp32", "cpu_threads": 1,
-                **({"cpu": CPU} if cpu else {})}
+                **({"cpu": CPU if cpu is True else cpu} if cpu else {})}
     (d / "manifest.json").write_text(json.dumps(manifest))
     (d / "config.toml").write_text("")
     test_map = sum(scores) / len(scores)
@@ -45,12 +45,15 @@ def results(tmp_path: Path) -> Path:
     run(r, "no_cpu", 1, "c" * 40)
     run(r, "no_cpu", 2, "c" * 40, cpu=False, wall=3600.0)
     run(r, "fine", 1, "c" * 40)
+    run(r, "fine", 2, "c" * 40)
+    run(r, "elsewhere", 1, "c" * 40, cpu={**CPU, "isa": ["avx2"]})
     return r
 
 
 def test_pending_lists_mixed_commits_and_unknown_cpus(results: Path) -> None:
     todo = {r.recipe: r for r in rl.pending(results)}
-    assert set(todo) == {"mixed", "no_cpu"}
+    assert set(todo) == {"mixed", "no_cpu", "elsewhere"}
+    assert todo["elsewhere"].why == "made on another CPU"  # 5 runs on one CPU, 1 on another
     assert todo["mixed"].seeds == (1, 2) and "2 commits" in todo["mixed"].why
     assert todo["mixed"].hours == pytest.approx(1.0)  # two runs of 1,800 s
     assert todo["no_cpu"].seeds == (2,) and todo["no_cpu"].hours == pytest.approx(1.0)
@@ -72,17 +75,18 @@ def test_replacement_is_bit_equal_only_when_metrics_and_predictions_are(tmp_path
 
 
 def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path) -> None:
-    with pytest.raises(ConfigError, match="2 recipe"):
+    with pytest.raises(ConfigError, match="3 recipe"):
         rl.make_release("1", "2026-11-27", results)
     for seed in (1, 2):
         d = run(results, "mixed", seed, "e" * 40)
         (d / rl.REPLACES_FILE).write_text(json.dumps({"commit": "e" * 40, "bit_equal": seed == 1,
                                                       "why": [], "replaced_commit": "a" * 40}))
     run(results, "no_cpu", 2, "c" * 40)
+    run(results, "elsewhere", 1, "c" * 40)
     assert rl.pending(results) == []
     release = rl.make_release("1", "2026-11-27", results)
     assert release.commit == "e" * 40 and release.not_bit_equal == ["mixed/seed-2"]
-    assert len(release.runs) == 5 and "AMD EPYC" in release.cpu
+    assert len(release.runs) == 7 and "AMD EPYC" in release.cpu
     rl.write_release(release, results)
     assert rl.read_release(results) == release
 
@@ -91,4 +95,4 @@ def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: P
     out = CliRunner().invoke(app, ["results", "release", "--results", str(results)])
     assert out.exit_code == 9
     assert "pairrepro train mixed --seeds 1,2 --threads 1 --force" in out.output
-    assert "2 recipe(s), 3 run(s)" in out.output
+    assert "3 recipe(s), 4 run(s)" in out.output

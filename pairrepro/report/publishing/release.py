@@ -50,20 +50,32 @@ def _hours(runs: list[RunInfo]) -> float:
     return sum(float(r.manifest.get("wall_time_s") or 0) for r in runs) / 3600
 
 
+def _cpu_line(manifest: dict[str, Any]) -> str:
+    cpu = manifest.get("cpu") or {}
+    return f"{cpu.get('model', '?')} ({', '.join(cpu.get('isa', []))}; oneDNN " \
+           f"{cpu.get('onednn', '?')})"
+
+
 def pending(results_dir: Path | None = None) -> list[Remake]:
     """What must be re-made before a release: every seed of a recipe whose seeds come from
-    more than one commit, and every run that does not record its CPU (``manifest.cpu``)."""
+    more than one commit, and every run that does not record its CPU (``manifest.cpu``) or
+    ran on another CPU than most runs did."""
+    runs = all_runs(results_dir or paths.results_dir())
+    known = Counter(_cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
+    usual = known.most_common(1)[0][0] if known else ""
     todo = []
-    for recipe, runs in _by_recipe(all_runs(results_dir or paths.results_dir())).items():
-        commits = {r.commit for r in runs}
-        unknown_cpu = [r for r in runs if "cpu" not in r.manifest]
+    for recipe, seeds in _by_recipe(runs).items():
+        commits = {r.commit for r in seeds}
         if len(commits) > 1:
-            todo.append(Remake(recipe, tuple(r.seed for r in runs), f"seeds from {len(commits)} "
+            todo.append(Remake(recipe, tuple(r.seed for r in seeds), f"seeds from {len(commits)} "
                                "commits: " + ", ".join(sorted(c[:7] for c in commits)),
-                               _hours(runs)))
-        elif unknown_cpu:
-            todo.append(Remake(recipe, tuple(r.seed for r in unknown_cpu),
-                               "no CPU fingerprint", _hours(unknown_cpu)))
+                               _hours(seeds)))
+            continue
+        for why, odd in (("no CPU fingerprint", [r for r in seeds if "cpu" not in r.manifest]),
+                         ("made on another CPU", [r for r in seeds if "cpu" in r.manifest
+                                                  and _cpu_line(r.manifest) != usual])):
+            if odd:
+                todo.append(Remake(recipe, tuple(r.seed for r in odd), why, _hours(odd)))
     return todo
 
 
@@ -127,12 +139,6 @@ class Release:
     @property
     def not_bit_equal(self) -> list[str]:
         return [run for run, rec in self.remade.items() if not rec["bit_equal"]]
-
-
-def _cpu_line(manifest: dict[str, Any]) -> str:
-    cpu = manifest.get("cpu") or {}
-    return f"{cpu.get('model', '?')} ({', '.join(cpu.get('isa', []))}; oneDNN " \
-           f"{cpu.get('onednn', '?')})"
 
 
 def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
