@@ -108,8 +108,8 @@ def test_the_vectors_line_is_the_seed_paired_worth_of_the_vectors() -> None:
 
 
 def test_the_slope_verdict_compares_the_carried_upper_end_with_the_distance_left() -> None:
+    from pairrepro.planning.paper_tables import Column
     from pairrepro.report.gap_account import _supports
-    from pairrepro.report.paper_tables import Column
 
     column = Column(key="map", header="MAP", metric="test.map", unit="fraction", decimals=3)
     assert "does not support" in _supports(column, 0.076, 0.101)

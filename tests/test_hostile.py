@@ -109,7 +109,7 @@ def _preflight_record(folder: Path, recipe: str, text: str | None = None, **chan
 
 
 def test_committed_preflight_records_are_valid() -> None:
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     assert len(load_preflight()) == len(list(PREFLIGHT.glob("*.json")))
 
@@ -125,7 +125,7 @@ def test_a_false_preflight_figure_is_an_error_naming_file_and_key(
         tmp_path: Path, changes: dict[str, object], key: str) -> None:
     """pairs_per_s = -37.8 gave "-1.29" hours with exit 0."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     _preflight_record(tmp_path, "arc_ii")
     path = _preflight_record(tmp_path, "arc_i", **changes)
@@ -137,7 +137,7 @@ def test_a_false_preflight_figure_is_an_error_naming_file_and_key(
 def test_a_truncated_preflight_record_is_an_error_not_another_figure(tmp_path: Path) -> None:
     """A truncated record was skipped, and the plan took another recipe's figure."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     _preflight_record(tmp_path, "arc_ii")
     whole = (PREFLIGHT / "arc_i.json").read_text()
@@ -146,7 +146,7 @@ def test_a_truncated_preflight_record_is_an_error_not_another_figure(tmp_path: P
         load_preflight(tmp_path)
 
 
-CSRAN_TABLES = paths.PROJECT_DIR / "pairrepro" / "report" / "papers" / "csran.toml"
+CSRAN_TABLES = paths.PROJECT_DIR / "pairrepro" / "planning" / "papers" / "csran.toml"
 
 
 @pytest.mark.parametrize(("old", "new", "words"), [
@@ -160,7 +160,7 @@ def test_a_paper_table_value_or_metric_that_cannot_be_right_is_a_schema_error(
     """"85.4" in a fraction column rendered "(−84.647) ↓"; `test.mapx` turned existing runs
     into "not run"."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.paper_tables import load_paper_file
+    from pairrepro.planning.paper_tables import load_paper_file
 
     text = CSRAN_TABLES.read_text(encoding="utf-8")
     assert old in text
@@ -708,10 +708,10 @@ def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> N
 def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Path) -> None:
     """`report orderings csran --table 8` with seed 2 of Original unreadable tested the other
     two seeds, and 'undecided' became 'same direction, not significant', silently."""
+    from pairrepro.planning.paper_tables import load_paper
+    from pairrepro.planning.recipe_index import load_recipe_index
     from pairrepro.report import orderings
     from pairrepro.report.cells import evaluate_table
-    from pairrepro.report.paper_tables import load_paper
-    from pairrepro.report.recipe_index import load_recipe_index
 
     results = _results_with_a_damaged_seed(tmp_path, TABLE8_TRECQA)
     paper = load_paper("csran")

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report import orderings
 from pairrepro.report.cells import evaluate_table
-from pairrepro.report.paper_tables import load_paper
-from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.stats import P_MARGIN
 
 RESULTS = paths.PROJECT_DIR / "results"

@@ -14,12 +14,12 @@ import pytrec_eval
 from sklearn.metrics import accuracy_score, f1_score
 
 from pairrepro import paths
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report import ladders
 from pairrepro.report.gap_account import gap_markdown
-from pairrepro.report.paper_tables import load_paper
 from pairrepro.report.readings import load_readings, read_cell, table_readings
 from pairrepro.report.readme import _reference_view
-from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.runs import find_runs
 
 RESULTS = paths.PROJECT_DIR / "results"

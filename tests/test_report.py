@@ -22,14 +22,14 @@ from typer.testing import CliRunner
 from pairrepro import runs as rf
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
+from pairrepro.planning import paper_tables as pt
+from pairrepro.planning import recipe_index as ri
+from pairrepro.planning.model_facts import MODEL_FACTS
+from pairrepro.planning.plan import load_bench_figures, plan_tables, render_plan
 from pairrepro.report import cells as cl
 from pairrepro.report import numbers as nb
-from pairrepro.report import paper_tables as pt
-from pairrepro.report import recipe_index as ri
 from pairrepro.report import render as rd
 from pairrepro.report.figures import series_points
-from pairrepro.report.model_facts import MODEL_FACTS
-from pairrepro.report.plan import load_bench_figures, plan_tables, render_plan
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -286,7 +286,7 @@ def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
     ev = evaluate("csran", 6)
     assert [r.row.label for r in ev.rows][-2:] == ["CSRAN", "BM25"]
     bm25 = next(r for r in ev.rows if r.row.label == "BM25")
-    assert bm25.row.block == cl.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
+    assert bm25.row.block == ri.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
     assert cell(ev, "BM25", "map").status == cl.NEW
     assert cell(ev, "BM25", "map").reproduced_text == "0.687"
     assert cell(ev, "BM25", "map").published == ""
@@ -295,8 +295,8 @@ def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
     assert "models run here for comparison" in md
     paper = pt.load_paper("csran")
     index = ri.load_recipe_index()
-    assert cl.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
-    assert cl.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
+    assert ri.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
+    assert ri.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
     items = plan_tables([(paper, paper.table(6))], index, Path("runs"), comparisons=True)
     assert sorted(i.recipe for i in items) == ["bm25_trec", "cs_trec"]
     assert evaluate("csran", 5).rows[-1].row.label == "CSRAN"  # other tables: unchanged

@@ -21,11 +21,11 @@ from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.metrics import per_query_metrics
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.plan import done_seeds
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report import cells as cl
 from pairrepro.report import evidence
-from pairrepro.report.paper_tables import load_paper
-from pairrepro.report.plan import done_seeds
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,

@@ -24,9 +24,9 @@ from pairrepro.cli.common import (
 )
 from pairrepro.errors import ConfigError
 from pairrepro.paths import write_text
+from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
-from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
-from pairrepro.report.recipe_index import load_recipe_index
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
@@ -96,8 +96,8 @@ def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
                device: str | None = None) -> list[Any]:
     """The plan of ``report --plan`` and ``reproduce --dry-run`` (one planner, one figure:
-    :func:`pairrepro.report.plan.plan_tables`), as text or ``--json``."""
-    from pairrepro.report.plan import plan_tables, plan_to_json, render_plan
+    :func:`pairrepro.planning.plan.plan_tables`), as text or ``--json``."""
+    from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
                         comparisons=comparisons, gpu=gpu)

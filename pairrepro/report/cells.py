@@ -32,8 +32,18 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError, NoEvidenceError
+from pairrepro.planning.model_facts import committed_weights, needs_training
+from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.planning.recipe_index import (
+    RecipeIndex,
+    comparison_rows,
+    flatten,
+    load_recipe_index,
+    normalise_label,
+    row_recipes,
+    settings,
+)
 from pairrepro.report import evidence
-from pairrepro.report.model_facts import committed_weights, needs_training
 from pairrepro.report.numbers import (
     format_count,
     format_interval,
@@ -43,14 +53,6 @@ from pairrepro.report.numbers import (
     parse_published,
     printed_step,
     to_unit,
-)
-from pairrepro.report.paper_tables import Column, Paper, PaperTable, Row, load_paper
-from pairrepro.report.recipe_index import (
-    RecipeIndex,
-    flatten,
-    load_recipe_index,
-    normalise_label,
-    settings,
 )
 from pairrepro.runs import (
     DamagedRunError,
@@ -85,8 +87,6 @@ VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
 REFERENCE = "reference"  # Cell.source: the number comes from results/
 OWN = "runs"  # ... from the user's runs/
-
-COMPARISON_BLOCK = "comparison"
 
 
 @dataclass
@@ -384,20 +384,6 @@ def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) ->
     return candidates[0] if candidates else ""
 
 
-def _row_recipes(paper: str, table: PaperTable, row: Row, index: RecipeIndex) -> list[str]:
-    if row.recipe:
-        if row.recipe not in index.recipes:
-            raise ConfigError(
-                f"{paper} Table {table.number} row {row.label!r}: recipe {row.recipe!r} not found",
-                hint=index.errors.get(row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"),
-            )
-        return [row.recipe]
-    found = index.for_row(paper, table.number, row.label)
-    if not found and row.cite:
-        found = index.for_row(paper, table.number, row.printed_label)
-    return sorted(set(found))
-
-
 def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
     published = row.values.get(column.key, "")
     cell = Cell(column=column.key, published=published, status=NO_RECIPE, recipe=recipe_name)
@@ -483,7 +469,7 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
                 cells.append(_hparam_cell(column, row, sorted(found)[0] if found else "", index))
             rows.append(EvalRow(row, cells, sorted({c.recipe for c in cells if c.recipe})))
             continue
-        candidates = _row_recipes(paper.paper, table, row, index)
+        candidates = row_recipes(paper.paper, table, row, index)
         for column in table.columns:
             published = row.values.get(column.key, "")
             marks = {"bold": column.key in row.bold, "best": column.key in row.best}
@@ -561,28 +547,6 @@ def compare_to(ev: EvalTable, label: str) -> EvalTable:
                               strict=True):
         cell.comparison_holm = adjusted
     return ev
-
-
-def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[Row]:
-    """The rows recipes add below ``table`` with ``compares`` (none for hparams tables)."""
-    if table.kind == "hparams":
-        return []
-    return [Row(label=label, values={}, block=COMPARISON_BLOCK, recipe=recipe)
-            for label, recipe in index.comparisons.get((paper.paper, table.number), [])]
-
-
-def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
-                  comparisons: bool = False) -> list[str]:
-    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``),
-    and with ``comparisons`` the recipes of its comparison rows too."""
-    names: set[str] = set()
-    for row in table.rows:
-        if table.kind == "hparams":
-            continue
-        names.update(_row_recipes(paper.paper, table, row, index))
-    if comparisons:
-        names.update(row.recipe for row in comparison_rows(paper, table, index))
-    return sorted(names)
 
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:

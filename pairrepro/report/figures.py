@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 
 from pairrepro.errors import DataError
 from pairrepro.paths import atomic_path
+from pairrepro.planning.paper_tables import FigureSpec
+from pairrepro.planning.recipe_index import flatten, settings
 from pairrepro.report.cells import EvalTable
-from pairrepro.report.paper_tables import FigureSpec
-from pairrepro.report.recipe_index import flatten, settings
 from pairrepro.runs import RunFolder, RunInfo, all_runs
 
 FIGURE_FORMATS = ("png", "svg")

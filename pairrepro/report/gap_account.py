@@ -14,6 +14,7 @@ import math
 import statistics
 from typing import Any
 
+from pairrepro.planning.paper_tables import Column, load_paper
 from pairrepro.report import evidence
 from pairrepro.report.ladders import (
     LadderResult,
@@ -24,7 +25,6 @@ from pairrepro.report.ladders import (
     ladder_readings,
 )
 from pairrepro.report.numbers import format_number, to_unit
-from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.readings import ReadingValue, readings_block
 
 

@@ -22,15 +22,21 @@ from pydantic import Field
 
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.paths import read_toml
+from pairrepro.planning.model_facts import needs_training
+from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.planning.recipe_index import (
+    RecipeIndex,
+    comparison_rows,
+    load_recipe_index,
+    normalise_label,
+)
 from pairrepro.report import evidence
 from pairrepro.report.cells import (
     DAMAGED,
-    comparison_rows,
     p_text,
     recipe_config,
     split_variants,
 )
-from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import (
     MOVING,
     MOVING_NOTE,
@@ -41,13 +47,11 @@ from pairrepro.report.numbers import (
     printed_step,
     to_unit,
 )
-from pairrepro.report.paper_tables import Column, load_paper
 from pairrepro.report.readings import (
     ReadingValue,
     read_cell,
     readings_for,
 )
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pairrepro.report.paper_tables import Column
+from pairrepro.planning.paper_tables import Column
 from pairrepro.stats import INTERVAL_CAP, MC_Z, Interval
 
 # marks an interval endpoint whose last printed digit could still move with the resampling

@@ -17,10 +17,11 @@ from itertools import combinations
 from typing import Any
 
 from pairrepro.errors import NoEvidenceError
+from pairrepro.planning.paper_tables import Column
+from pairrepro.planning.recipe_index import COMPARISON_BLOCK
 from pairrepro.report import evidence
-from pairrepro.report.cells import COMPARISON_BLOCK, EvalTable, p_text
+from pairrepro.report.cells import EvalTable, p_text
 from pairrepro.report.numbers import format_number, parse_published, to_unit
-from pairrepro.report.paper_tables import Column
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP, holm
 
 ALPHA = 0.05

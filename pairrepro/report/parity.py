@@ -16,11 +16,11 @@ from typing import Any
 
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.paths import read_toml
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report import evidence
 from pairrepro.report.cells import p_text, recipe_config
 from pairrepro.report.ladders import recipe_runs
 from pairrepro.report.numbers import MOVING, MOVING_NOTE, format_interval
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA, holm

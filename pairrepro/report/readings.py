@@ -23,6 +23,7 @@ from pydantic import Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.paths import read_toml
+from pairrepro.planning.paper_tables import Column
 from pairrepro.report import evidence
 from pairrepro.report.numbers import (
     MOVING,
@@ -32,7 +33,6 @@ from pairrepro.report.numbers import (
     printed_step,
     to_unit,
 )
-from pairrepro.report.paper_tables import Column
 from pairrepro.runs import RunInfo
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import Interval, f1_interval, macro_f1_interval, mean_interval

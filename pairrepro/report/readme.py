@@ -17,10 +17,10 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
 from pairrepro.report.evidence import TamperedRunError, tampered_runs
-from pairrepro.report.paper_tables import load_paper
-from pairrepro.report.recipe_index import load_recipe_index
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"
@@ -73,7 +73,7 @@ def _orderings(paper: str, number: int) -> Callable[[Path], str]:
 
 def _preflight(results: Path) -> str:
     """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     lines = ["| recipe | data | steps | checks not passed | precision | pairs/s (1 thread) | "
              "peak MB | GFLOP/pair | measured on |", "|---|---|---|---|---|---|---|---|---|"]

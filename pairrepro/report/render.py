@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
+from pairrepro.planning.model_facts import needs_training
+from pairrepro.planning.recipe_index import COMPARISON_BLOCK
 from pairrepro.report.cells import (
     ABOVE,
     BELOW,
-    COMPARISON_BLOCK,
     DAMAGED,
     DATA_MISSING,
     FAILED,
@@ -41,7 +42,6 @@ from pairrepro.report.cells import (
     p_text,
 )
 from pairrepro.report.evidence import F1_PAIRING
-from pairrepro.report.model_facts import needs_training
 from pairrepro.report.numbers import MOVING_NOTE
 from pairrepro.runs import RunInfo
 from pairrepro.stats import (

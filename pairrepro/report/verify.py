@@ -216,7 +216,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     a variant, a dirty run (``git.dirty`` not false) or a recipe without a passing preflight
     record of its config is a ConfigError naming why."""
     from pairrepro.config import load_recipe
-    from pairrepro.report.plan import preflight_problem
+    from pairrepro.planning.preflight_record import preflight_problem
 
     results_dir = results_dir or paths.results_dir()
     run = read_run(run_dir)

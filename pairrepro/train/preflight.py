@@ -28,7 +28,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +47,10 @@ from pairrepro.device import (
     device_name,
     resolve_precision,
 )
-from pairrepro.errors import DataError, PairreproError, PreflightError
+from pairrepro.errors import DataError, PairreproError
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
+from pairrepro.planning.preflight_record import Check, PreflightRecord
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
@@ -86,76 +86,6 @@ STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 }
 DEFAULT_LENGTHS = ((8, 24), (8, 24))
 STAND_IN_VOCAB = 30000  # words of the synthetic stand-in vocabulary
-
-
-@dataclass
-class Check:
-    """One check's outcome: ``status`` is ``pass``, ``fail`` or ``n/a``."""
-
-    name: str
-    status: str
-    detail: str
-    value: float | None = None
-
-
-@dataclass
-class PreflightResult:
-    """Everything preflight measured and checked (``preflight.json``)."""
-
-    recipe: str
-    model: str
-    source: str
-    overrides: list[str]
-    device: str
-    device_name: str
-    hardware: str  # "cpu" | "gpu": the unit of the plan's hours from these figures
-    threads: int
-    torch_version: str
-    measured: str
-    data: dict[str, Any]
-    embeddings: dict[str, Any]
-    trains: bool
-    batch_size: int
-    pairs_per_step: int
-    steps: int
-    budget_s: float
-    step_s: list[float] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)  # train mode, before each step
-    eval_losses: list[float] = field(default_factory=list)  # eval mode, after each step
-    loss_before: float | None = None
-    loss_after: float | None = None
-    pairs_per_s: float | None = None
-    peak_mb: float | None = None
-    flops_per_step: int | None = None
-    flops_per_pair: float | None = None
-    parameters: dict[str, int] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-    precision: str = "fp32"  # of the training steps (eval losses and outputs are fp32)
-    cpu: dict[str, Any] = field(default_factory=dict)  # device.cpu_fingerprint()
-    # the resolved recipe checked (overrides applied): a record vouches for this config only
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if c.status == "fail"]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
-
-    def to_json(self) -> dict[str, Any]:
-        """``preflight.json``: the fields, ``passed`` and ``failed``."""
-        return {**asdict(self), "passed": self.passed, "failed": self.failed}
-
-    def raise_if_failed(self) -> None:
-        """A :class:`PreflightError` naming every failed check and its detail."""
-        if self.failed:
-            details = "; ".join(f"{c.name}: {c.detail}" for c in self.checks
-                                if c.status == "fail")
-            raise PreflightError(
-                f"{self.recipe}: preflight check(s) failed: {details}",
-                hint="see the check's meaning in `pairrepro preflight --help`; fix the recipe "
-                     "or the model before the long run")
 
 
 def count_flops(fn: Callable[[], object]) -> int:
@@ -442,9 +372,9 @@ class EmbeddingNorms:
 def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   steps: int = DEFAULT_STEPS,
                   budget_s: float = 300.0, device: torch.device | None = None, seed: int = 1,
-                  stand_in: bool = False, show_progress: bool = False) -> PreflightResult:
+                  stand_in: bool = False, show_progress: bool = False) -> PreflightRecord:
     """Preflight ``recipe`` (the module docstring; at least one step runs). Failed checks are
-    in the result, not raised (:meth:`PreflightResult.raise_if_failed`)."""
+    in the result, not raised (:meth:`PreflightRecord.raise_if_failed`)."""
     from pairrepro.device import seed_everything
     from pairrepro.runs import RunFolder
     from pairrepro.train.loop import Trainer
@@ -459,7 +389,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     model, emb_info = build_recipe_model(run_recipe, prepared, data.num_classes, seed,
                                          with_embeddings=missing is None)
     model = model.to(device)
-    result = PreflightResult(
+    result = PreflightRecord(
         recipe=recipe.name, model=recipe.model.name, source=paths.project_relative(recipe.source),
         overrides=list(overrides or []),
         device=str(device), device_name=device_name(device),
@@ -508,7 +438,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     return result
 
 
-def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightResult,
+def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightRecord,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
     """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s`` (evaluations
@@ -543,8 +473,8 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
     return outputs
 
 
-def _score_only(result: PreflightResult, model: PairModel, data: TaskData, batch: PairBatch,
-                device: torch.device, synthetic: bool) -> PreflightResult:
+def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch: PairBatch,
+                device: torch.device, synthetic: bool) -> PreflightRecord:
     """A scorer without training (BM25, random guess): its statistics, one scoring pass;
     only the output checks apply, and ``outputs_vary`` not on ``synthetic`` random words."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)

@@ -1,4 +1,4 @@
-"""What the report knows about models, read from ``bench/model_facts.json`` (written by
+"""What the report and the plan know about models, read from ``bench/model_facts.json`` (written by
 ``python bench/model_facts.py``, checked by ``tests/test_model_facts.py``), never from model
 code: ``models``, per model its constructor defaults and ``needs_training``; ``weights``, θ_M
 per recipe of the paper tables' parameter columns, for rows without a run (a run records its
@@ -11,10 +11,10 @@ import json
 from functools import cache
 from typing import Any
 
-from pairrepro import paths
 from pairrepro.errors import ConfigError
+from pairrepro.planning import BENCH_DIR
 
-MODEL_FACTS = paths.PROJECT_DIR / "bench" / "model_facts.json"
+MODEL_FACTS = BENCH_DIR / "model_facts.json"
 REGENERATE = "regenerate it: python bench/model_facts.py"
 
 
