@@ -14,10 +14,10 @@ import pytest
 from pairrepro import paths
 from pairrepro.planning.paper_tables import Column, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report import cells as cl
-from pairrepro.report import evidence
-from pairrepro.report.ladders import evaluate_ladder, recipe_runs
-from pairrepro.report.numbers import MOVING, from_unit, parse_published, printed_step
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.ladders import evaluate_ladder, recipe_runs
+from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables.numbers import MOVING, from_unit, parse_published, printed_step
 from pairrepro.stats import Interval, mean_interval
 
 RESULTS = paths.PROJECT_DIR / "results"

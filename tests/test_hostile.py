@@ -674,7 +674,7 @@ def _results_with_a_damaged_seed(tmp_path: Path, recipes: tuple[str, ...]) -> Pa
 def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
     """`report gap csran_trecqa` with seed 2 of step 0 unreadable printed step 0 over seeds 1
     and 3 (another mean, another test) with exit 0 and no word about seed 2."""
-    from pairrepro.report import ladders
+    from pairrepro.report.analyses import ladders
     from pairrepro.runs import DamagedRunError
 
     results = _results_with_a_damaged_seed(tmp_path, ("csran_trecqa",))
@@ -687,7 +687,7 @@ def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path
 def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
     """`report parity` with one bf16 seed unreadable compared the other two seeds and said
     'same' with exit 0."""
-    from pairrepro.report import parity
+    from pairrepro.report.analyses import parity
     from pairrepro.runs import DamagedRunError
 
     results = tmp_path / "results"
@@ -710,8 +710,8 @@ def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Pat
     two seeds, and 'undecided' became 'same direction, not significant', silently."""
     from pairrepro.planning.paper_tables import load_paper
     from pairrepro.planning.recipe_index import load_recipe_index
-    from pairrepro.report import orderings
-    from pairrepro.report.cells import evaluate_table
+    from pairrepro.report.analyses import orderings
+    from pairrepro.report.tables.cells import evaluate_table
 
     results = _results_with_a_damaged_seed(tmp_path, TABLE8_TRECQA)
     paper = load_paper("csran")

@@ -1,4 +1,4 @@
-"""Gap ladders (pairrepro/report/ladders.py): every number comes from the committed reference
+"""Gap ladders (report/analyses/ladders.py): every number comes from the committed reference
 runs and agrees with their result.json files, read here by hand."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report import ladders
-from pairrepro.report.gap_account import gap_json, gap_markdown
+from pairrepro.report.analyses import ladders
+from pairrepro.report.analyses.gap_account import gap_json, gap_markdown
 
 RESULTS = paths.PROJECT_DIR / "results"
 

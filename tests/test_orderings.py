@@ -1,4 +1,4 @@
-"""Row orderings (pairrepro/report/orderings.py): the paper's order of two rows, read from its
+"""Row orderings (report/analyses/orderings.py): the paper's order of two rows, read from its
 printed numbers, against our paired test, whose difference must be the difference of the two
 rows' result.json values read here by hand."""
 
@@ -14,8 +14,8 @@ from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report import orderings
-from pairrepro.report.cells import evaluate_table
+from pairrepro.report.analyses import orderings
+from pairrepro.report.tables.cells import evaluate_table
 from pairrepro.stats import P_MARGIN
 
 RESULTS = paths.PROJECT_DIR / "results"

@@ -1,4 +1,4 @@
-"""bf16 against fp32 (pairrepro/report/parity.py): every number is read back from the runs'
+"""bf16 against fp32 (pairrepro/report/analyses/parity.py): every number is read back from the runs'
 result.json files by hand, and a pair may differ in nothing but the precision."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report import parity
+from pairrepro.report.analyses import parity
 
 RESULTS = paths.PROJECT_DIR / "results"
 FP32 = "csran_trecqa"

@@ -26,10 +26,10 @@ from pairrepro.planning import paper_tables as pt
 from pairrepro.planning import recipe_index as ri
 from pairrepro.planning.model_facts import MODEL_FACTS
 from pairrepro.planning.plan import load_bench_figures, plan_tables, render_plan
-from pairrepro.report import cells as cl
-from pairrepro.report import numbers as nb
-from pairrepro.report import render as rd
-from pairrepro.report.figures import series_points
+from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables import numbers as nb
+from pairrepro.report.tables import render as rd
+from pairrepro.report.tables.figures import series_points
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -543,7 +543,7 @@ def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
 
 def test_run_note_says_how_the_number_was_made() -> None:
     """The run line next to a reproduced number names the vectors, epochs and data size."""
-    from pairrepro.report.render import _run_setup
+    from pairrepro.report.tables.render import _run_setup
 
     config = {"embeddings": {"source": "glove-6b-50d", "dim": 50}, "train": {"epochs": 3},
               "data": {"max_train_pairs": 12000}}
@@ -689,7 +689,7 @@ def test_a_number_without_evidence_keeps_its_value_and_says_why(env: Path) -> No
     import pandas as pd
 
     from pairrepro.errors import DataError, NoEvidenceError
-    from pairrepro.report import evidence
+    from pairrepro.report.analyses import evidence
 
     add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
     for seed in (1, 2):

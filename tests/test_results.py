@@ -24,8 +24,8 @@ from pairrepro.metrics import per_query_metrics
 from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.plan import done_seeds
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.report import cells as cl
-from pairrepro.report import evidence
+from pairrepro.report.analyses import evidence
+from pairrepro.report.tables import cells as cl
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
@@ -253,7 +253,7 @@ def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
 def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
     """BM25 has one seed: each MV-LSTM-Cosine seed stands against it, so the difference is
     the mean F1 over the three seeds minus BM25's (the result.json values)."""
-    from pairrepro.report import evidence
+    from pairrepro.report.analyses import evidence
     from pairrepro.runs import find_runs
 
     def runs(recipe: str) -> list:
@@ -412,7 +412,7 @@ def test_a_seed_folder_without_its_result_is_damaged_wherever_runs_are_read(
     """A reference seed whose result.json was deleted was read as "running" and left out:
     the gap ladder, the parity table and the README went on with the other seeds, and
     report runs did not list it. It is damaged, named wherever runs are read."""
-    from pairrepro.report.ladders import recipe_runs
+    from pairrepro.report.analyses.ladders import recipe_runs
 
     results = tmp_path / "results"
     _copy(results)
@@ -499,7 +499,7 @@ def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Pa
     """Hostile case 1: the published 0.8541 typed into result.json is no reproduced cell;
     the README cannot be rewritten from it (exit 3, the file named)."""
     from pairrepro.report.readme import render_sections
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     def edit(folder: Path) -> None:
         _edit_json(folder / "result.json", lambda r: r["metrics"]["test"].update(map=0.8541))
@@ -525,7 +525,7 @@ def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Pa
 def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
         tmp_path: Path) -> None:
     """Hostile case 12: a reference's predictions changed under its result.json."""
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     def edit(folder: Path) -> None:
         path = folder / "predictions" / "test.parquet"
@@ -543,7 +543,7 @@ def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
 
 
 def test_run_lists_print_each_seeds_commit_in_seed_order_with_dirty() -> None:
-    from pairrepro.report.render import layout
+    from pairrepro.report.tables.render import layout
 
     lay = layout(_table6(None))
     for recipe in ("esim_no_em_trecqa", "csran_trecqa", "mv_lstm_tensor_trecqa"):
@@ -580,7 +580,7 @@ def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
               ) -> list[tuple[str, str, str]]:
     """Every verdict the README prints from Tables 6 and 8 and Table 8's orderings, with
     resampling seed ``seed``."""
-    from pairrepro.report.orderings import table_orderings
+    from pairrepro.report.analyses.orderings import table_orderings
 
     _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")
@@ -603,7 +603,7 @@ def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.Monke
 
 
 def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: Path) -> None:
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     # the reference runs with CIN cut to its first seed: a trained row of one model
     results = tmp_path / "results"
@@ -631,8 +631,8 @@ def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: 
 
 
 def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() -> None:
-    from pairrepro.report.numbers import format_number
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.numbers import format_number
+    from pairrepro.report.tables.render import to_markdown
 
     paper = load_paper("csran")
     ev = cl.evaluate_table(paper, paper.table(8), None, load_recipe_index(), RESULTS)
@@ -647,7 +647,7 @@ def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() ->
 
 
 def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
     tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
@@ -665,7 +665,7 @@ def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeInd
     """Every paired-test decision the README prints (the "vs" tables of Tables 6, 8 and 5 and
     the gap ladders): significant at 0.05, not, or undecided, with resampling seed ``seed``;
     and Table 5's cell verdicts."""
-    from pairrepro.report.ladders import available_ladders, evaluate_ladder
+    from pairrepro.report.analyses.ladders import available_ladders, evaluate_ladder
 
     _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")

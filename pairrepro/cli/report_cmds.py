@@ -26,7 +26,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.paths import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
+from pairrepro.report.tables.cells import EvalTable, compare_to, eval_to_json, evaluate_table
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
@@ -69,7 +69,7 @@ def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
 
 def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     """Evaluated tables as JSON (``--json``), into ``--out``, or on the terminal."""
-    from pairrepro.report.render import FORMATS, render_many, term_renderables
+    from pairrepro.report.tables.render import FORMATS, render_many, term_renderables
 
     if out is not None and fmt == "term":
         fmt = SUFFIX_FORMAT.get(out.suffix.lower(), "md")
@@ -205,7 +205,7 @@ def report_curves(
 
       pairrepro report curves results/csran_trecqa/seed-1      (drawn into RUNS/figures/)
     """
-    from pairrepro.report.figures import curves_figure
+    from pairrepro.report.tables.figures import curves_figure
 
     _say_written(curves_figure(run, out or _curves_dir(run)))
 
@@ -257,8 +257,8 @@ def report_gap(
 
       pairrepro report gap csran_trecqa --json
     """
-    from pairrepro.report.gap_account import gap_json, gap_markdown
-    from pairrepro.report.ladders import evaluate_ladder
+    from pairrepro.report.analyses.gap_account import gap_json, gap_markdown
+    from pairrepro.report.analyses.ladders import evaluate_ladder
 
     result = evaluate_ladder(ladder, results or paths.results_dir())
     if STATE.json:
@@ -284,7 +284,7 @@ def report_parity(
 
       pairrepro report parity --json
     """
-    from pairrepro.report.parity import evaluate_parity, parity_json, parity_markdown
+    from pairrepro.report.analyses.parity import evaluate_parity, parity_json, parity_markdown
 
     found = evaluate_parity(results or paths.results_dir())
     if STATE.json:
@@ -312,7 +312,11 @@ def report_orderings(
 
       pairrepro report orderings csran --table 8 --json
     """
-    from pairrepro.report.orderings import orderings_json, orderings_markdown, table_orderings
+    from pairrepro.report.analyses.orderings import (
+        orderings_json,
+        orderings_markdown,
+        table_orderings,
+    )
 
     ev = _one_table(target, table, runs)
     found = table_orderings(ev, alpha)
@@ -348,7 +352,7 @@ def report_readings(
 
       pairrepro report readings csran --table 5 --json
     """
-    from pairrepro.report.readings import table_readings, table_readings_markdown
+    from pairrepro.report.analyses.readings import table_readings, table_readings_markdown
 
     ev = _one_table(target, table, runs)
     if STATE.json:
@@ -374,7 +378,13 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
 def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
     from rich.table import Table
 
-    from pairrepro.report.runs_table import HEADERS, collect, format_line, to_json, to_markdown
+    from pairrepro.report.tables.runs_table import (
+        HEADERS,
+        collect,
+        format_line,
+        to_json,
+        to_markdown,
+    )
 
     lines = collect(runs_dir, dataset)
     if not lines and not STATE.quiet:
@@ -396,7 +406,7 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
 def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
     """On stderr: the folders one level down that hold runs (the demo trains into
     ``runs/demo/``), with the ``--runs`` option that lists them."""
-    from pairrepro.report.runs_table import collect
+    from pairrepro.report.tables.runs_table import collect
 
     if not runs_dir.is_dir():
         return
@@ -416,7 +426,7 @@ def _say_written(written: list[Path]) -> None:
 
 
 def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> None:
-    from pairrepro.report.figures import depth_figure, table_plot
+    from pairrepro.report.tables.figures import depth_figure, table_plot
 
     index = load_recipe_index()
     written: list[Path] = []

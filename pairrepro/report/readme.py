@@ -1,7 +1,7 @@
 """The generated sections of README.md (the "What we reproduced" tables and the run table),
 each between ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from
 the committed reference runs alone (``make readme-tables``; a test fails when the README
-differs): the reference-only view of :func:`pairrepro.report.cells.evaluate_table`, paths
+differs): the reference-only view of :func:`pairrepro.report.tables.cells.evaluate_table`, paths
 relative to the project, the same text on every machine and no number without a committed run.
 """
 
@@ -19,8 +19,8 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
-from pairrepro.report.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.tables.cells import EvalTable, compare_to, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"
@@ -36,7 +36,7 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 
 def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
     def render_table(results: Path) -> str:
-        from pairrepro.report.render import to_markdown
+        from pairrepro.report.tables.render import to_markdown
 
         ev = _reference_view(paper, number, results)
         if versus:
@@ -47,7 +47,7 @@ def _table(paper: str, number: int, versus: str = "") -> Callable[[Path], str]:
 
 def _readings(paper: str, number: int) -> Callable[[Path], str]:
     def render_readings(results: Path) -> str:
-        from pairrepro.report.readings import table_readings_markdown
+        from pairrepro.report.analyses.readings import table_readings_markdown
 
         return table_readings_markdown(_reference_view(paper, number, results))
     return render_readings
@@ -55,8 +55,8 @@ def _readings(paper: str, number: int) -> Callable[[Path], str]:
 
 def _ladder(name: str) -> Callable[[Path], str]:
     def render_ladder(results: Path) -> str:
-        from pairrepro.report.gap_account import gap_markdown
-        from pairrepro.report.ladders import evaluate_ladder
+        from pairrepro.report.analyses.gap_account import gap_markdown
+        from pairrepro.report.analyses.ladders import evaluate_ladder
 
         return gap_markdown(evaluate_ladder(name, results))
     return render_ladder
@@ -64,7 +64,7 @@ def _ladder(name: str) -> Callable[[Path], str]:
 
 def _orderings(paper: str, number: int) -> Callable[[Path], str]:
     def render_orderings(results: Path) -> str:
-        from pairrepro.report.orderings import orderings_markdown, table_orderings
+        from pairrepro.report.analyses.orderings import orderings_markdown, table_orderings
 
         ev = _reference_view(paper, number, results)
         return orderings_markdown(ev, table_orderings(ev))
@@ -98,13 +98,13 @@ def _preflight(results: Path) -> str:
 
 
 def _parity(results: Path) -> str:
-    from pairrepro.report.parity import evaluate_parity, parity_markdown
+    from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 
     return parity_markdown(evaluate_parity(results))
 
 
 def _runs(results: Path) -> str:
-    from pairrepro.report.runs_table import collect, to_markdown
+    from pairrepro.report.tables.runs_table import collect, to_markdown
 
     return to_markdown(collect(results))
 

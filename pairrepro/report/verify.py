@@ -8,7 +8,7 @@ bit-equality and needs the same environment too: device, torch build, threads, p
 CPU fingerprint (a manifest without one is *unknown*, never the same); there a metric that is
 not bit-equal is a difference (a deterministic run repeats exactly). Elsewhere every dev and
 test metric must lie inside the reference's 95% bootstrap interval
-(:mod:`pairrepro.report.evidence`) and counts must be equal; a metric none of these covers
+(:mod:`pairrepro.report.analyses.evidence`) and counts must be equal; a metric none of these covers
 fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
 
 Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
@@ -26,7 +26,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.report import evidence
+from pairrepro.report.analyses import evidence
 from pairrepro.runs import (
     DamagedRunError,
     RunFolder,

@@ -4,10 +4,10 @@ A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell and
 each a recipe that ``extends`` the step before with one change, so two neighbours differ by
 what that change is worth; a side step (``against``) changes one thing of an earlier step
 instead and is tested against it. From the reference runs: each step's mean with its interval
-and a paired test against the step it changes (:mod:`pairrepro.report.evidence`); a step
+and a paired test against the step it changes (:mod:`pairrepro.report.analyses.evidence`); a step
 without a run gives the command that makes one; ``left`` lists what no step can try, and why.
 ``[readings]`` re-scores chosen steps' predictions under the dataset's other published
-protocols (:mod:`pairrepro.report.readings`), and ``[dose]`` reads a steps' series as a
+protocols (:mod:`pairrepro.report.analyses.readings`), and ``[dose]`` reads a steps' series as a
 dose-response: the change per doubling of a quantity between two steps, carried to a target.
 """
 
@@ -30,14 +30,19 @@ from pairrepro.planning.recipe_index import (
     load_recipe_index,
     normalise_label,
 )
-from pairrepro.report import evidence
-from pairrepro.report.cells import (
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.readings import (
+    ReadingValue,
+    read_cell,
+    readings_for,
+)
+from pairrepro.report.tables.cells import (
     DAMAGED,
     p_text,
     recipe_config,
     split_variants,
 )
-from pairrepro.report.numbers import (
+from pairrepro.report.tables.numbers import (
     MOVING,
     MOVING_NOTE,
     format_interval,
@@ -47,16 +52,11 @@ from pairrepro.report.numbers import (
     printed_step,
     to_unit,
 )
-from pairrepro.report.readings import (
-    ReadingValue,
-    read_cell,
-    readings_for,
-)
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
 
-LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
+LADDERS_DIR = Path(__file__).resolve().parents[1] / "ladders"
 
 
 class LadderStep(Schema):
@@ -358,7 +358,7 @@ def _read_steps(result: LadderResult
 
 def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str:
     """A ladder as a markdown table, the distance left to the paper, ``extra`` lines (the
-    readings, dose and account of :func:`pairrepro.report.gap_account.gap_markdown`) and what
+    readings, dose and account of :func:`~.gap_account.gap_markdown`) and what
     is not tried."""
     ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]

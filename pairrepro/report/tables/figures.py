@@ -20,7 +20,7 @@ from pairrepro.errors import DataError
 from pairrepro.paths import atomic_path
 from pairrepro.planning.paper_tables import FigureSpec
 from pairrepro.planning.recipe_index import flatten, settings
-from pairrepro.report.cells import EvalTable
+from pairrepro.report.tables.cells import EvalTable
 from pairrepro.runs import RunFolder, RunInfo, all_runs
 
 FIGURE_FORMATS = ("png", "svg")

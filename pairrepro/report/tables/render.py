@@ -17,7 +17,8 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
-from pairrepro.report.cells import (
+from pairrepro.report.analyses.evidence import F1_PAIRING
+from pairrepro.report.tables.cells import (
     ABOVE,
     BELOW,
     DAMAGED,
@@ -41,8 +42,7 @@ from pairrepro.report.cells import (
     EvalTable,
     p_text,
 )
-from pairrepro.report.evidence import F1_PAIRING
-from pairrepro.report.numbers import MOVING_NOTE
+from pairrepro.report.tables.numbers import MOVING_NOTE
 from pairrepro.runs import RunInfo
 from pairrepro.stats import (
     CONFIDENCE,
@@ -268,7 +268,7 @@ def _splits(ev: EvalTable) -> str:
 
 
 def _verdict_rule(ev: EvalTable) -> str:
-    """The footer's statement of the verdict rule (pairrepro.report.cells)."""
+    """The footer's statement of the verdict rule (pairrepro.report.tables.cells)."""
     cells = [c for r in ev.rows for c in r.cells]
     text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "

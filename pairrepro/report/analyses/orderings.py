@@ -1,7 +1,7 @@
 """Which of a paper's orderings hold in our runs: for every two rows of a table that both have
 a published value and reproduced runs, the paper's order in one column ("A above B", every
 metric being higher-is-better, or a tie when the printed numbers are equal) against the paired
-test of our two rows on the same units (:func:`pairrepro.report.evidence.paired_test`), read by
+test of our two rows on the same units (:func:`~.evidence.paired_test`), read by
 one rule (:func:`verdict`): **holds** (the paper's sign, p < alpha), **same direction, not
 significant**, **reversed, not significant**, **reversed** (p < alpha); a printed tie
 **holds** when p >= alpha, else is **broken**; **undecided** while alpha lies within the
@@ -19,9 +19,9 @@ from typing import Any
 from pairrepro.errors import NoEvidenceError
 from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
-from pairrepro.report import evidence
-from pairrepro.report.cells import EvalTable, p_text
-from pairrepro.report.numbers import format_number, parse_published, to_unit
+from pairrepro.report.analyses import evidence
+from pairrepro.report.tables.cells import EvalTable, p_text
+from pairrepro.report.tables.numbers import format_number, parse_published, to_unit
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP, holm
 
 ALPHA = 0.05

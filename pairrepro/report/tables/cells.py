@@ -8,7 +8,7 @@ The rules of a cell, stated here once:
 * a run whose resolved config differs from its recipe (:func:`pairrepro.runs.config_differences`)
   is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
 * the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
-  with a 95% bootstrap interval over test units and seeds (:mod:`pairrepro.report.evidence`;
+  with a 95% bootstrap interval over test units and seeds (``analyses.evidence``;
   without saved predictions, mean ± sample std), an endpoint whose printed digit could still
   move with the resampling seed marked ``~``; ``delta = mean − published``, unrounded;
 * *reproduced* when the published value lies in the interval or within half a unit of its
@@ -43,8 +43,8 @@ from pairrepro.planning.recipe_index import (
     row_recipes,
     settings,
 )
-from pairrepro.report import evidence
-from pairrepro.report.numbers import (
+from pairrepro.report.analyses import evidence
+from pairrepro.report.tables.numbers import (
     format_count,
     format_interval,
     format_number,
@@ -514,7 +514,7 @@ def p_text(p: float) -> str:
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
     """``--compare-to ROW``: each cell's ``comparison`` (``"+0.052 (p 0.003)"``, in the
-    column's unit) against row ``label``'s by :func:`~pairrepro.report.evidence.paired_test`,
+    column's unit) against row ``label``'s by :func:`~.evidence.paired_test`,
     Holm over the table; ``ev``. An unknown label is a ConfigError listing the rows."""
     wanted = normalise_label(label)
     base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted

@@ -17,15 +17,15 @@ from typing import Any
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.paths import read_toml
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.report import evidence
-from pairrepro.report.cells import p_text, recipe_config
-from pairrepro.report.ladders import recipe_runs
-from pairrepro.report.numbers import MOVING, MOVING_NOTE, format_interval
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.ladders import recipe_runs
+from pairrepro.report.tables.cells import p_text, recipe_config
+from pairrepro.report.tables.numbers import MOVING, MOVING_NOTE, format_interval
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA, holm
 
-PARITY_FILE = Path(__file__).resolve().parent / "parity.toml"
+PARITY_FILE = Path(__file__).resolve().parents[1] / "parity.toml"
 DECIMALS = 3  # the table prints metric values as fractions with this many decimals
 
 

@@ -15,8 +15,8 @@ import statistics
 from typing import Any
 
 from pairrepro.planning.paper_tables import Column, load_paper
-from pairrepro.report import evidence
-from pairrepro.report.ladders import (
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.ladders import (
     LadderResult,
     crosscheck_values,
     evaluate_ladder,
@@ -24,8 +24,8 @@ from pairrepro.report.ladders import (
     ladder_markdown,
     ladder_readings,
 )
-from pairrepro.report.numbers import format_number, to_unit
-from pairrepro.report.readings import ReadingValue, readings_block
+from pairrepro.report.analyses.readings import ReadingValue, readings_block
+from pairrepro.report.tables.numbers import format_number, to_unit
 
 
 def _signed(value: float, column: Column) -> str:
