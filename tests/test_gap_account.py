@@ -89,7 +89,7 @@ def test_a_cross_check_is_tested_against_the_step_it_names(
     (_, number, values), = ladders.crosscheck_values(result)
     assert number == 0 and values is not None
     assert [v.text for v in values] == [v.text for v in result.steps[0].values]
-    assert all(v.difference == 0 for v in values)
+    assert all(v.comparison.difference == 0 for v in values)
     line = next(x for x in account_markdown(result) if x.startswith("- **Cross-check**"))
     assert "vs step 0: +0.000 (p 1.000)" in line
 

@@ -721,9 +721,9 @@ def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Pat
     others = [o for o in found if "Original" not in (o.higher, o.lower)]
     assert with_original and others
     for item in with_original:
-        assert item.verdict == orderings.NO_TEST and item.p_value is None, item
-        assert "csran_trecqa/seed-2" in item.text, item.text
-    assert all(o.p_value is not None for o in others)  # the rows without damage are tested
+        assert item.verdict == orderings.NO_TEST and item.comparison.p_value is None, item
+        assert "csran_trecqa/seed-2" in item.comparison.problem, item.comparison
+    assert all(o.comparison.p_value is not None for o in others)  # the rows without damage are tested
 
 
 # ------------------------------------------------------------- an interrupted `results add`

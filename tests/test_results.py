@@ -25,7 +25,10 @@ from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.plan import done_seeds
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.analyses.comparison import Comparison
 from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables.render import comparison_text
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
@@ -170,8 +173,8 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     ref = _cell(_table6(None), BM25_ROW)
     assert ref.source == cl.REFERENCE and ref.status == cl.NEW
     recorded = read_run(BM25).value("test.map")
-    assert ref.mean == recorded and ref.interval is not None
-    assert ref.interval.low < recorded < ref.interval.high
+    assert ref.estimate.mean == recorded and ref.estimate.interval is not None
+    assert ref.estimate.interval.low < recorded < ref.estimate.interval.high
     # an own run of the recipe: its number, the reference beside it
     own = _copy(runs)
     result = json.loads((own / "result.json").read_text())
@@ -179,7 +182,7 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     (own / "result.json").write_text(json.dumps(result))
     cell = _cell(_table6(runs), BM25_ROW)
     # 0.5 is not what its predictions give: a damaged run, no number is claimed
-    assert cell.status == cl.DAMAGED and cell.mean is None
+    assert cell.status == cl.DAMAGED and cell.estimate is None
     assert f"{own / 'result.json'} disagrees with its saved predictions" in cell.detail
     # nor when its test predictions are gone: a finished run without them lost a part
     (own / "predictions" / "test.parquet").unlink()
@@ -195,7 +198,7 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     ev = cl.evaluate_table(load_paper("csran"), load_paper("csran").table(6), runs,
                            load_recipe_index(), tmp_path / "no-results")
     cell = _cell(ev, BM25_ROW)
-    assert cell.status == cl.VARIANT and cell.mean is None
+    assert cell.status == cl.VARIANT and cell.estimate is None
     assert cell.variant_keys == ["data.max_train_pairs"]
 
 
@@ -217,10 +220,8 @@ def test_verdict_uses_the_interval_or_the_printed_precision() -> None:
     from pairrepro.stats import Interval
 
     def verdict(mean: float, low: float, high: float, target: float) -> str:
-        cell = cl.Cell(column=column.key, published="", status="", mean=mean,
-                       interval=Interval(mean, low, high, 0.95, 10, 1, 10))
-        cl._verdict(cell, table, column, target)
-        return cell.status
+        found = cl.Estimate(mean, interval=Interval(mean, low, high, 0.95, 10, 1, 10))
+        return cl._verdict(found, table, column, target).status
 
     assert verdict(0.80, 0.75, 0.85, 0.84) == cl.REPRODUCED  # inside
     assert verdict(0.80, 0.78, 0.82, 0.854) == cl.BELOW  # 0.854 above the interval
@@ -229,7 +230,7 @@ def test_verdict_uses_the_interval_or_the_printed_precision() -> None:
 
 
 def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
-    ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
+    ev = compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
     cell = _cell(ev, BM25_ROW)
 
     def ap(recipe: str) -> pd.Series:
@@ -243,11 +244,13 @@ def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
     stream = evidence.stream("test", "bm25_trecqa", "bm25_digits_trecqa", "test.map", (1,),
                              (1,))
     expected = paired_randomization_test(a.to_numpy(), b.loc[a.index].to_numpy(), seed=stream)
-    assert cell.comparison_p == expected.p_value
-    assert cell.comparison.startswith(f"{expected.difference:+.3f}".replace("-", "−"))
+    assert cell.comparison is not None and cell.comparison.p_value == expected.p_value
+    column = next(c for c in ev.table.columns if c.key == cell.column)
+    assert comparison_text(cell, column).startswith(
+        f"{expected.difference:+.3f}".replace("-", "−"))
     assert np.isclose(expected.difference, a.mean() - b.mean())
     with pytest.raises(ConfigError, match="no such row"):
-        cl.compare_to(_table6(None), "no such model")
+        compare_to(_table6(None), "no such model")
 
 
 def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
@@ -505,7 +508,7 @@ def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Pa
         _edit_json(folder / "result.json", lambda r: r["metrics"]["test"].update(map=0.8541))
 
     results, cell = _tampered_table6(tmp_path, edit)
-    assert cell.status == cl.DAMAGED and cell.mean is None and not cell.runs
+    assert cell.status == cl.DAMAGED and cell.estimate is None and not cell.runs
     assert "csran_trecqa/seed-1/result.json disagrees with its saved predictions: " \
            "test.map 0.8541 where predictions/test.parquet give 0.766440" in cell.detail
     paper = load_paper("csran")
@@ -534,7 +537,7 @@ def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
         frame.to_parquet(path)
 
     results, cell = _tampered_table6(tmp_path, edit)
-    assert cell.status == cl.DAMAGED and cell.interval is None
+    assert cell.status == cl.DAMAGED and cell.estimate is None
     assert "predictions/test.parquet give" in cell.detail
     paper = load_paper("csran")
     text = to_markdown(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(),
@@ -639,7 +642,8 @@ def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() ->
     cell = _cell(ev, "Original", "trec_map")
     last = [json.loads((RESULTS / "csran_trecqa" / f"seed-{s}" / "metrics.jsonl"
                         ).read_text().splitlines()[-1])["dev"]["map"] for s in (1, 2, 3)]
-    assert cell.last_epoch == pytest.approx(np.mean(last))
+    assert cell.estimate is not None
+    assert cell.estimate.last_epoch == pytest.approx(np.mean(last))
     text = to_markdown(ev)
     column = next(c for c in ev.table.columns if c.key == "trec_map")
     assert f"(last epoch {format_number(float(np.mean(last)), column)})" in text
@@ -649,15 +653,20 @@ def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() ->
 def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
     from pairrepro.report.tables.render import to_markdown
 
-    ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
-    tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
-    raw = [c.comparison_p or 1.0 for c in tested]
+    ev = compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
+    tested = [c.comparison for r in ev.rows for c in r.cells
+              if c.comparison is not None and c.comparison.p_value is not None]
+    raw = [c.p_value or 1.0 for c in tested]
     ranks = np.argsort(raw, kind="stable")
     m = len(raw)
     for k, i in enumerate(ranks):  # Holm by its definition: a max over the smaller ones
         expected = max(min(1.0, (m - j) * raw[ranks[j]]) for j in range(k + 1))
-        assert tested[i].comparison_holm == pytest.approx(expected)
+        assert tested[i].holm == pytest.approx(expected)
     assert m > 5 and "Holm p" in to_markdown(ev)
+
+
+def _tested(found: Comparison | None) -> tuple[float | None, bool]:
+    return (None, False) if found is None else (found.p_value, found.undecided)
 
 
 def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
@@ -677,16 +686,16 @@ def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeInd
     found = []
     for number, versus in ((6, "BM25, DEV/TEST numbers kept"), (8, "Original"),
                            (5, "BM25, threshold fitted on train")):
-        ev = cl.compare_to(cl.evaluate_table(paper, paper.table(number), None, index,
+        ev = compare_to(cl.evaluate_table(paper, paper.table(number), None, index,
                                              RESULTS), versus)
         found += [(f"{number} {r.row.label} {c.column}",
-                   decision(c.comparison_p, c.comparison_undecided)
+                   decision(*_tested(c.comparison))
                    + (f" {c.status}" if number == 5 else ""))
                   for r in ev.rows for c in r.cells]
     for name in available_ladders():
         for step in evaluate_ladder(name, RESULTS, index).steps:
             found += [(f"{name} {step.recipe} {v.metric}",
-                       decision(v.p_value, "undecided" in v.versus)) for v in step.values]
+                       decision(*_tested(v.comparison))) for v in step.values]
     return found
 
 

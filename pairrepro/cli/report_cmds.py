@@ -26,7 +26,9 @@ from pairrepro.errors import ConfigError
 from pairrepro.paths import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.tables.cells import EvalTable, compare_to, eval_to_json, evaluate_table
+from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.tables.cells import EvalTable, evaluate_table
+from pairrepro.report.tables.render import eval_to_json
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}

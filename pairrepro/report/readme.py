@@ -19,8 +19,9 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
-from pairrepro.report.tables.cells import EvalTable, compare_to, evaluate_table
+from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"

@@ -31,7 +31,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.data.prepared import data_status
-from pairrepro.errors import ConfigError, NoEvidenceError
+from pairrepro.errors import NoEvidenceError
 from pairrepro.planning.model_facts import committed_weights, needs_training
 from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
 from pairrepro.planning.recipe_index import (
@@ -39,17 +39,13 @@ from pairrepro.planning.recipe_index import (
     comparison_rows,
     flatten,
     load_recipe_index,
-    normalise_label,
     row_recipes,
     settings,
 )
 from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import Comparison
 from pairrepro.report.tables.numbers import (
-    format_count,
-    format_interval,
-    format_number,
     from_unit,
-    in_column,
     parse_published,
     printed_step,
     to_unit,
@@ -60,7 +56,7 @@ from pairrepro.runs import (
     config_differences,
     find_runs,
 )
-from pairrepro.stats import Interval, holm
+from pairrepro.stats import Interval
 
 # Cell statuses, in the order a reader cares about them.
 REPRODUCED = "reproduced"
@@ -90,45 +86,66 @@ OWN = "runs"  # ... from the user's runs/
 
 
 @dataclass
-class Cell:
-    """Published vs reproduced for one (row, column)."""
+class Estimate:
+    """What the runs behind a cell give, in the column's unit: the mean over seeds (a
+    parameter count: the count), their sample std, and the bootstrap interval where the
+    predictions allow one (else why not)."""
 
-    column: str
-    published: str
-    status: str
-    mean: float | None = None
-    std: float | None = None
-    delta: float | None = None
+    mean: float
+    std: float | None = None  # None: a count, not a mean
     seeds: list[int] = field(default_factory=list)
-    recipe: str = ""
-    detail: str = ""  # why, or the command to run next
-    reproduced_text: str = ""  # formatted reproduced value
-    delta_text: str = ""
-    runs: list[RunInfo] = field(default_factory=list)  # the runs behind the number
-    bold: bool = False
-    best: bool = False
-    source: str = ""  # REFERENCE or OWN (where ``runs`` are)
     interval: Interval | None = None  # in the metric's own scale (fractions)
-    interval_text: str = ""
-    reference_text: str = ""  # the reference value, when the number is the user's own
-    reference_runs: list[RunInfo] = field(default_factory=list)
-    variant_keys: list[str] = field(default_factory=list)
-    rule: str = ""  # "interval" or "tolerance": how the verdict was reached
     interval_note: str = ""  # why there is no interval (no predictions saved, ...)
-    comparison: str = ""  # --compare-to: "+0.052 (p 0.003)"
-    comparison_p: float | None = None
-    comparison_holm: float | None = None  # Holm-adjusted over the table's --compare-to tests
-    comparison_undecided: bool = False  # p < 0.05 or not may depend on the resampling seed
     # one trained model (one seed of a model that learns): the interval covers the test
     # units only, and the verdict is about that model, not the method
     one_model: bool = False
     # the selection split: the mean over seeds of the value at each run's last epoch
     # (metrics.jsonl), beside the chosen epoch's
     last_epoch: float | None = None
-    last_epoch_text: str = ""
+    # the reference runs' mean beside the user's own number (None: none, or damaged)
+    reference: float | None = None
+    reference_damaged: bool = False
+
+
+@dataclass
+class Verdict:
+    """The cell's status and, with a number and a published value, how far apart they are
+    and by which rule the status was reached."""
+
+    status: str
+    delta: float | None = None  # estimate minus published, in the column's unit
+    rule: str = ""  # "interval" or "tolerance"
+
+
+@dataclass
+class Cell:
+    """Published vs reproduced for one (row, column)."""
+
+    column: str
+    published: str
+    verdict: Verdict
+    recipe: str = ""
+    detail: str = ""  # why, or the command to run next
+    estimate: Estimate | None = None
+    comparison: Comparison | None = None  # --compare-to
+    setting: Any = None  # hyper-parameter cells: the recipe's value (None: not set)
+    runs: list[RunInfo] = field(default_factory=list)  # the runs behind the number
+    reference_runs: list[RunInfo] = field(default_factory=list)
+    source: str = ""  # REFERENCE or OWN (where ``runs`` are)
+    bold: bool = False
+    best: bool = False
+    variant_keys: list[str] = field(default_factory=list)
     # seed folders of the recipe that cannot be read: the number is over the others, so no
     # test may treat it as the recipe's (orderings make no verdict on it)
     damaged: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def one_model(self) -> bool:
+        return self.estimate is not None and self.estimate.one_model
 
 
 @dataclass
@@ -202,65 +219,50 @@ def _describe_differences(path: str, run: RunInfo, config: dict[str, Any]) -> st
     return f"{path} is a variant, not the recipe's run: {shown}"
 
 
-def _values_text(values: list[float], column: Column) -> tuple[float, float, str]:
-    mean = statistics.fmean(values)
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return mean, std, format_number(mean, column)
-
-
-def _verdict(cell: Cell, table: PaperTable, column: Column, target: float) -> None:
-    """Status of a cell with a number and a published value (the rule of the docstring)."""
-    assert cell.mean is not None
-    cell.delta = cell.mean - target
-    cell.delta_text = format_number(cell.delta, column, signed=True)
+def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
+             ) -> Verdict:
+    """Status of a number against a published value (the rule of the docstring)."""
+    delta = estimate.mean - target
     band = 0.5 * 10 ** -column.decimals + 1e-9  # the published value's own rounding
-    if cell.interval is not None:
-        low, high = (to_unit(v, column) for v in (cell.interval.low, cell.interval.high))
-        ok = low - 1e-9 <= target <= high + 1e-9 or abs(cell.delta) <= band
-        cell.rule = "interval"
-        if abs(cell.delta) > band and cell.interval.straddles(from_unit(target, column)):
-            # inside or not would depend on the resampling seed: no verdict
-            cell.status = UNDECIDED
-            return
-    else:
-        ok = abs(cell.delta) <= table.tolerance_for(column) + 1e-9
-        cell.rule = "tolerance"
-    cell.status = REPRODUCED if ok else BELOW if cell.delta < 0 else ABOVE
+    if estimate.interval is None:
+        ok = abs(delta) <= table.tolerance_for(column) + 1e-9
+        return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "tolerance")
+    low, high = (to_unit(v, column) for v in (estimate.interval.low, estimate.interval.high))
+    if abs(delta) > band and estimate.interval.straddles(from_unit(target, column)):
+        return Verdict(UNDECIDED, delta, "interval")  # inside or not: up to the resampling
+    ok = low - 1e-9 <= target <= high + 1e-9 or abs(delta) <= band
+    return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "interval")
 
 
 def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunInfo]) -> None:
-    """Mean, interval (when the predictions allow one), text and verdict from ``runs``; a run
-    whose result.json disagrees with its predictions makes the cell damaged (no number)."""
+    """Estimate (the interval when the predictions allow one) and verdict from ``runs``; a
+    run whose result.json disagrees with its predictions makes the cell damaged."""
+    note = ""
     try:
         units = evidence.run_units(runs, column.metric)
     except NoEvidenceError as exc:
-        units, cell.interval_note = None, str(exc)
+        units, note = None, str(exc)
     except DamagedRunError as exc:  # TamperedRunError included: nothing here can be trusted
-        cell.status, cell.runs = DAMAGED, []
+        cell.verdict, cell.runs = Verdict(DAMAGED), []
         cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return
     values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
-    cell.mean, cell.std, cell.reproduced_text = _values_text(values, column)
-    cell.seeds = [r.seed for r in runs]
     model = str(runs[0].config.get("model", {}).get("name", ""))
-    # a run without a model name (hand-written test folders) makes no claim either way
-    cell.one_model = len(runs) == 1 and bool(model) and needs_training(model) is not False
-    _fill_last_epoch(cell, column, runs)
     target = parse_published(cell.published)
     targets = () if target is None else (from_unit(target, column),)
-    cell.interval = (evidence.interval(units, targets, printed_step(column))
-                     if units is not None else None)
-    if cell.interval is not None:
-        cell.interval_text = format_interval(cell.interval, in_column(column))
-    elif len(values) > 1:
-        cell.reproduced_text += f" ± {format_number(cell.std, column)}"
-    if target is None:
-        cell.status = NEW
-    else:
-        _verdict(cell, table, column, target)
+    cell.estimate = Estimate(
+        statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+        [r.seed for r in runs], interval_note=note,
+        interval=(evidence.interval(units, targets, printed_step(column))
+                  if units is not None else None),
+        # a run without a model name (hand-written test folders) makes no claim either way
+        one_model=len(runs) == 1 and bool(model) and needs_training(model) is not False,
+        last_epoch=_last_epoch(column, runs))
+    cell.verdict = (Verdict(NEW) if target is None
+                    else _verdict(cell.estimate, table, column, target))
 
 
-def _fill_last_epoch(cell: Cell, column: Column, runs: list[RunInfo]) -> None:
+def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
     """For a column on the split epochs are chosen on (``data.dev_split``, scored in each
     epoch's line of metrics.jsonl), the mean over seeds of the last epoch's value: the chosen
     epoch's value is the best of several looks at this split, the last epoch's is not."""
@@ -268,24 +270,22 @@ def _fill_last_epoch(cell: Cell, column: Column, runs: list[RunInfo]) -> None:
     found = []
     for run in runs:
         if run.config.get("data", {}).get("dev_split", "dev") != split:
-            return  # not the selection split: its value was looked at once
+            return None  # not the selection split: its value was looked at once
         try:
             log = run.folder.read_metrics()
         except DamagedRunError:
-            return
+            return None
         value = log[-1].get(split, {}).get(name) if log else None
         if not isinstance(value, int | float):
-            return
+            return None
         found.append(to_unit(float(value), column))
-    if found:
-        cell.last_epoch = statistics.fmean(found)
-        cell.last_epoch_text = f"last epoch {format_number(cell.last_epoch, column)}"
+    return statistics.fmean(found) if found else None
 
 
 def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
                  index: RecipeIndex, runs_dir: Path | None, results_dir: Path | None) -> Cell:
     published = row.values.get(column.key, "")
-    cell = Cell(column=column.key, published=published, status=NOT_RUN, recipe=recipe_name,
+    cell = Cell(column.key, published, Verdict(NOT_RUN), recipe_name,
                 bold=column.key in row.bold, best=column.key in row.best)
     config = recipe_config(index, recipe_name)
     runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
@@ -301,18 +301,17 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         _fill_number(cell, table, column, cell.runs)
         if cell.status == DAMAGED:
             return cell
-        if own and refs:
+        if own and refs and cell.estimate is not None:
             try:
                 for ref in refs:
                     evidence.check_recorded(ref)
             except DamagedRunError as exc:
-                cell.reference_text = "ref damaged"
+                cell.estimate.reference_damaged = True
                 notes.append(exc.message)
             else:
                 cell.reference_runs = refs
-                ref_mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
-                                            for r in refs)
-                cell.reference_text = f"ref {format_number(ref_mean, column)}"
+                cell.estimate.reference = statistics.fmean(
+                    to_unit(r.value(column.metric) or 0.0, column) for r in refs)
         pending = [r for r in runs if r.status == "running"]
         stopped = [r for r in runs if r.status in ("stale", "interrupted")]
         notes += [f"{len(pending)} more seed(s) running"] if pending else []
@@ -325,30 +324,29 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         return cell
     variants = {**ref_variants, **own_variants}
     if variants:
-        cell.status = VARIANT
+        cell.verdict = Verdict(VARIANT)
         cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
-        cell.reproduced_text = f"variant (keys {', '.join(cell.variant_keys)})"
         first = next(r for r in with_value + ref_value if r.path in variants)
         cell.detail = (_describe_differences(first.path, first, config)
                        + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
         return cell
     if any(r.status == "running" for r in runs):
-        cell.status = RUNNING
+        cell.verdict = Verdict(RUNNING)
         cell.detail = ", ".join(r.path for r in runs if r.status == "running")
         return cell
     stopped = [r for r in runs if r.status in ("stale", "interrupted")]
     if stopped:
-        cell.status = STALE
+        cell.verdict = Verdict(STALE)
         why = {"stale": "process gone", "interrupted": "interrupted"}
         cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
                        + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
         return cell
     if damaged:
-        cell.status = DAMAGED
+        cell.verdict = Verdict(DAMAGED)
         cell.detail = "; ".join(damaged)
         return cell
     if any(r.status == "failed" for r in runs):
-        cell.status = FAILED
+        cell.verdict = Verdict(FAILED)
         cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
         return cell
     ready, command = True, ""
@@ -356,12 +354,12 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         recipe = index.recipes[recipe_name]
         ready, command = data_status(recipe.data.dataset, recipe.data.variant)
     if ready:  # one status and wording in both views, as the README states it
-        cell.status = NO_REFERENCE
+        cell.verdict = Verdict(NO_REFERENCE)
         recipe_file = (f"recipes/{recipe_name}.toml" if runs_dir is None
                        else _recipe_path(recipe_name))
         cell.detail = f"no reference run in results/ yet: pairrepro train {recipe_file}"
     else:
-        cell.status = DATA_MISSING
+        cell.verdict = Verdict(DATA_MISSING)
         cell.detail = command
     return cell
 
@@ -386,7 +384,7 @@ def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) ->
 
 def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
     published = row.values.get(column.key, "")
-    cell = Cell(column=column.key, published=published, status=NO_RECIPE, recipe=recipe_name)
+    cell = Cell(column.key, published, Verdict(NO_RECIPE), recipe_name)
     if not recipe_name:
         ref = column.from_row
         cell.detail = (f"no recipe declares Table {ref.table if ref else None} row "
@@ -399,16 +397,13 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
         if not all(name in resolved for name in names):
             continue
         values = [resolved[name] for name in names]
-        value: Any = tuple(values) if isinstance(entry, list) else values[0]
-        cell.reproduced_text = (f"({', '.join(map(str, values))})" if isinstance(entry, list)
-                                else str(value))
-        cell.status = REPRODUCED if _hparam_equal(published, value) else OFF
+        cell.setting = tuple(values) if isinstance(entry, list) else values[0]
+        cell.verdict = Verdict(REPRODUCED if _hparam_equal(published, cell.setting) else OFF)
         defaults = [name for name in names if name not in explicit]
-        cell.detail = f"{recipe_name}: {' + '.join(names)} = {value!r}" + (
+        cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
             f" ({', '.join(defaults)}: model default)" if defaults else "")
         return cell
-    cell.status = OFF
-    cell.reproduced_text = "not set"
+    cell.verdict = Verdict(OFF)
     tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
     cell.detail = f"{recipe_name} sets none of {tried}"
     return cell
@@ -430,25 +425,23 @@ def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | Non
 
 def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]) -> Cell:
     published = row.values.get(column.key, "")
-    cell = Cell(column=column.key, published=published, status=INFO, recipe=recipe_name)
+    cell = Cell(column.key, published, Verdict(INFO), recipe_name)
     if not recipe_name:
         return cell
     found = weight_count(recipe_name, [r for d in folders for r in find_runs(d, recipe_name)])
     if found is None:
-        cell.status = NOT_RUN
+        cell.verdict = Verdict(NOT_RUN)
         cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
                        "parameters.weights and bench/model_facts.json has none "
                        "(python bench/model_facts.py)")
         return cell
     count, source = found
-    cell.mean = float(count)
-    cell.reproduced_text = format_count(count)
+    cell.estimate = Estimate(float(count))
     target = parse_published(published)
     if target:
-        cell.delta = count - target
-        cell.delta_text = f"{cell.delta / target:+.1%}".replace("-", "−")
+        delta = count - target
         # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.
-        cell.status = REPRODUCED if abs(cell.delta) <= 0.05 * target else OFF
+        cell.verdict = Verdict(REPRODUCED if abs(delta) <= 0.05 * target else OFF, delta)
     cell.detail = f"{count:,} weights without embeddings and biases ({recipe_name}; {source})"
     return cell
 
@@ -474,7 +467,7 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
             published = row.values.get(column.key, "")
             marks = {"bold": column.key in row.bold, "best": column.key in row.best}
             if column.kind == "info":
-                cells.append(Cell(column.key, published, INFO, **marks))
+                cells.append(Cell(column.key, published, Verdict(INFO), **marks))
                 continue
             recipe = _choose_recipe(candidates, column, index)
             if column.kind == "params":
@@ -482,14 +475,10 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
                                               [d for d in (runs_dir, results_dir) if d]))
                 continue
             if not recipe:
-                cell = Cell(column.key, published, NO_RECIPE, **marks)
-                if row.why:
-                    cell.status, cell.detail = NOT_REPRODUCIBLE, row.why
-                elif table.data_note:
-                    cell.status, cell.detail = NOT_REPRODUCIBLE, table.data_note
-                else:
-                    cell.detail = "no recipe declares this row"
-                cells.append(cell)
+                why = row.why or table.data_note
+                cells.append(Cell(column.key, published,
+                                  Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
+                                  detail=why or "no recipe declares this row", **marks))
                 continue
             cells.append(_metric_cell(table, column, row, recipe, index, runs_dir,
                                       results_dir))
@@ -505,72 +494,3 @@ def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
     index = index or load_recipe_index()
     tables = [paper.table(table)] if table is not None else paper.tables
     return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]
-
-
-def p_text(p: float) -> str:
-    """A p-value as the report prints it (``p 0.012``, ``p < 0.001``)."""
-    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
-
-
-def compare_to(ev: EvalTable, label: str) -> EvalTable:
-    """``--compare-to ROW``: each cell's ``comparison`` (``"+0.052 (p 0.003)"``, in the
-    column's unit) against row ``label``'s by :func:`~.evidence.paired_test`,
-    Holm over the table; ``ev``. An unknown label is a ConfigError listing the rows."""
-    wanted = normalise_label(label)
-    base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
-                 or normalise_label(r.row.printed_label) == wanted), None)
-    if base is None:
-        raise ConfigError(f"--compare-to {label!r}: no such row in {ev.paper.paper} Table "
-                          f"{ev.table.number}",
-                          hint="choose one of: " + "; ".join(r.row.label for r in ev.rows))
-    ev.compare_to = base.row.printed_label
-    columns = {c.key: c for c in ev.table.columns}
-    for erow in ev.rows:
-        for cell, ref in zip(erow.cells, base.cells, strict=True):
-            column = columns[cell.column]
-            if column.kind != "metric" or erow is base or not cell.runs or not ref.runs:
-                continue
-            try:
-                test = evidence.paired_test(evidence.run_units(cell.runs, column.metric),
-                                            evidence.run_units(ref.runs, column.metric))
-            except NoEvidenceError as exc:
-                cell.comparison = "n/a"
-                cell.detail = "; ".join(x for x in (cell.detail, f"--compare-to: {exc}") if x)
-                continue
-            diff = format_number(to_unit(test.difference, column), column, signed=True)
-            cell.comparison_undecided = test.straddles()
-            undecided = ", undecided at 0.05" if cell.comparison_undecided else ""
-            cell.comparison, cell.comparison_p = \
-                f"{diff} ({p_text(test.p_value)}{undecided})", test.p_value
-    tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
-    for cell, adjusted in zip(tested, holm([c.comparison_p or 1.0 for c in tested]),
-                              strict=True):
-        cell.comparison_holm = adjusted
-    return ev
-
-
-def eval_to_json(ev: EvalTable) -> dict[str, Any]:
-    """A JSON-ready view of an evaluated table (``--json``)."""
-    return {
-        "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
-        "compare_to": ev.compare_to,
-        "counts": ev.counts(),
-        "rows": [
-            {"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
-             "cells": {c.column: {
-                 "published": c.published, "status": c.status, "mean": c.mean, "std": c.std,
-                 "delta": c.delta, "seeds": c.seeds, "recipe": c.recipe, "detail": c.detail,
-                 "source": c.source, "rule": c.rule,
-                 "interval": None if c.interval is None else [c.interval.low, c.interval.high],
-                 "variant_keys": c.variant_keys, "comparison": c.comparison,
-                 "comparison_p": c.comparison_p, "comparison_holm": c.comparison_holm,
-                 "one_model": c.one_model, "last_epoch": c.last_epoch,
-                 "mc_se": None if c.interval is None else c.interval.mc_se,
-                 "resamples": None if c.interval is None else c.interval.resamples,
-                 "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
-                           "commit": run.commit, "chosen_epoch": run.chosen_epoch,
-                           "problem": run.problem}
-                          for run in c.runs]} for c in r.cells}}
-            for r in ev.rows
-        ],
-    }

@@ -100,8 +100,8 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
         cells = [next(c for c in r.cells if c.column == column.key) for r in rows]
         published = [float(c.published) for c in cells]
         ax.plot(xs, published, "--", marker="s", color=color, label=f"{column.header} (paper)")
-        ours = [(x, c.mean, c.std or 0.0) for x, c in zip(xs, cells, strict=True)
-                if c.mean is not None]
+        ours = [(x, c.estimate.mean, c.estimate.std or 0.0)
+                for x, c in zip(xs, cells, strict=True) if c.estimate is not None]
         if ours:
             ox, oy, oe = zip(*ours, strict=True)
             ax.errorbar(ox, oy, yerr=oe, marker="o", color=color, capsize=3,

@@ -73,3 +73,8 @@ def format_interval(interval: Interval, number: Callable[[float], str]) -> str:
     low, high = (MOVING * moving + number(end) for end, moving in
                  zip((interval.low, interval.high), interval.moving(), strict=True))
     return f"[{low}, {high}]"
+
+
+def p_text(p: float) -> str:
+    """A p-value as the report prints it (``p 0.012``, ``p < 0.001``)."""
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"

@@ -16,7 +16,9 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.planning.model_facts import needs_training
+from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
+from pairrepro.report.analyses.comparison import holm_text, versus_text
 from pairrepro.report.analyses.evidence import F1_PAIRING
 from pairrepro.report.tables.cells import (
     ABOVE,
@@ -40,9 +42,15 @@ from pairrepro.report.tables.cells import (
     VERDICTS,
     Cell,
     EvalTable,
-    p_text,
 )
-from pairrepro.report.tables.numbers import MOVING_NOTE
+from pairrepro.report.tables.numbers import (
+    MOVING_NOTE,
+    format_count,
+    format_interval,
+    format_number,
+    in_column,
+    parse_published,
+)
 from pairrepro.runs import RunInfo
 from pairrepro.stats import (
     CONFIDENCE,
@@ -155,22 +163,64 @@ def _run_setup(config: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _ours(cell: Cell, layout: Layout) -> Text:
+def value_text(cell: Cell, column: Column) -> str:
+    """The reproduced value as the paper would print it ("" without one): the mean (± the
+    seeds' std where there is no interval), a parameter count, the recipe's setting."""
+    found = cell.estimate
+    if found is None:
+        if cell.status == VARIANT:
+            return f"variant (keys {', '.join(cell.variant_keys)})"
+        if cell.status not in (REPRODUCED, OFF):
+            return ""
+        if cell.setting is None:
+            return "not set"
+        setting = cell.setting
+        return f"({', '.join(map(str, setting))})" if isinstance(setting, tuple) else str(setting)
+    if column.kind == "params":
+        return format_count(found.mean)
+    spread = (f" ± {format_number(found.std or 0.0, column)}"
+              if found.interval is None and len(found.seeds) > 1 else "")
+    return format_number(found.mean, column) + spread
+
+
+def delta_text(cell: Cell, column: Column) -> str:
+    """Reproduced minus published in the column's unit (a parameter count: relative)."""
+    delta = cell.verdict.delta
+    if delta is None:
+        return ""
+    if column.kind == "params":
+        return f"{delta / (parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
+    return format_number(delta, column, signed=True)
+
+
+def comparison_text(cell: Cell, column: Column) -> str:
+    """``--compare-to``'s "+0.052 (p 0.003)" ("n/a" without a test, "" not compared)."""
+    if cell.comparison is None:
+        return ""
+    return versus_text(cell.comparison, column) if cell.comparison.p_value is not None \
+        else "n/a"
+
+
+def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
     out = Text("", status=cell.status)
-    if cell.reproduced_text:
-        parts = [cell.reproduced_text]
-        if cell.interval_text:
-            parts.append(cell.interval_text)
-        if cell.delta_text:
-            parts.append(f"({cell.delta_text})")
+    text = value_text(cell, column)
+    if text:
+        found = cell.estimate
+        parts = [text]
+        if found is not None and found.interval is not None and column.kind != "params":
+            parts.append(format_interval(found.interval, in_column(column)))
+        if delta_text(cell, column):
+            parts.append(f"({delta_text(cell, column)})")
         if cell.one_model and cell.status in MARKS:
             parts.append("†")  # one trained model: no verdict about the method
         elif cell.status in MARKS:
             parts.append(MARKS[cell.status])
-        if cell.last_epoch_text:
-            parts.append(f"({cell.last_epoch_text})")
-        if cell.reference_text:
-            parts.append(f"({cell.reference_text})")
+        if found is not None and found.last_epoch is not None:
+            parts.append(f"(last epoch {format_number(found.last_epoch, column)})")
+        if found is not None and found.reference_damaged:
+            parts.append("(ref damaged)")
+        elif found is not None and found.reference is not None:
+            parts.append(f"(ref {format_number(found.reference, column)})")
         out.text = " ".join(parts)
         if cell.runs and any(r.status == "finished" for r in cell.runs):
             reference = cell.source == REFERENCE
@@ -221,12 +271,11 @@ def layout(ev: EvalTable) -> Layout:
         for column, cell in zip(table.columns, erow.cells, strict=True):
             line.append(Text(cell.published or "", bold=cell.bold or cell.best))
             if column.kind != "info":
-                line.append(_ours(cell, lay) if cell.status != INFO else Text(""))
+                line.append(_ours(cell, column, lay) if cell.status != INFO else Text(""))
             if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
                 same = row.printed_label == ev.compare_to
-                line.append(Text("(the named row)" if same else cell.comparison))
-                line.append(Text("" if cell.comparison_holm is None
-                                 else p_text(cell.comparison_holm).removeprefix("p ")))
+                line.append(Text("(the named row)" if same else comparison_text(cell, column)))
+                line.append(Text(holm_text(cell.comparison)))
         lay.rows.append(line)
     counts = ev.counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
@@ -235,7 +284,8 @@ def layout(ev: EvalTable) -> Layout:
     else:
         lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
         if ev.compare_to:
-            tests = sum(c.comparison_p is not None for r in ev.rows for c in r.cells)
+            tests = sum(c.comparison is not None and c.comparison.p_value is not None
+                        for r in ev.rows for c in r.cells)
             lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
                            f"row's, on the same {_splits(ev)} units, with the two-sided "
                            "p-value of a "
@@ -279,12 +329,12 @@ def _verdict_rule(ev: EvalTable) -> str:
         text += (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so its verdict is about that model, not the "
                  "method.")
-    if any(c.last_epoch_text for c in cells):
+    if any(c.estimate and c.estimate.last_epoch is not None for c in cells):
         text += (f" {_splits(ev)} is also the split each run's epoch was chosen on (the "
                  "chosen epoch's value is the best of several looks at it, so it leans "
                  "high); 'last epoch' is the mean over seeds of the value at each run's "
                  "final epoch (metrics.jsonl).")
-    if any(c.rule == "tolerance" for c in cells):
+    if any(c.verdict.rule == "tolerance" for c in cells):
         text += (f" Cells without per-unit values (no interval; mean ± std over seeds): ✓ "
                  f"within ±{_tolerances(ev)} of the published value.")
     if any(c.source == REFERENCE for c in cells):
@@ -296,7 +346,8 @@ def _verdict_rule(ev: EvalTable) -> str:
 
 def _mc_text(cells: list[Cell]) -> str:
     """How many resamples the intervals took and their largest Monte-Carlo error."""
-    found = [c.interval for c in cells if c.interval is not None]
+    found = [c.estimate.interval for c in cells
+             if c.estimate is not None and c.estimate.interval is not None]
     text = (f"Resamples double from {RESAMPLES:,} until each endpoint's Monte-Carlo s.e. is at "
             f"most {ENDPOINT_SE:g} (fraction scale), no rounding boundary of its printed "
             f"digits lies within {MC_Z:g} s.e. of it and the published value lies more than "
@@ -520,3 +571,34 @@ def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) 
     if fmt == "html":
         return HTML_HEAD + body + "</body></html>\n"
     return body
+
+
+def eval_to_json(ev: EvalTable) -> dict[str, Any]:
+    """A JSON-ready view of an evaluated table (``--json``)."""
+    columns = {c.key: c for c in ev.table.columns}
+    return {
+        "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
+        "compare_to": ev.compare_to,
+        "counts": ev.counts(),
+        "rows": [{"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
+                  "cells": {c.column: _cell_json(c, columns[c.column]) for c in r.cells}}
+                 for r in ev.rows],
+    }
+
+
+def _cell_json(c: Cell, column: Column) -> dict[str, Any]:
+    found, interval, versus = c.estimate, c.estimate and c.estimate.interval, c.comparison
+    return {
+        "published": c.published, "status": c.status,
+        "mean": found and found.mean, "std": found and found.std, "delta": c.verdict.delta,
+        "seeds": found.seeds if found else [], "recipe": c.recipe, "detail": c.detail,
+        "source": c.source, "rule": c.verdict.rule,
+        "interval": None if interval is None else [interval.low, interval.high],
+        "variant_keys": c.variant_keys, "comparison": comparison_text(c, column),
+        "comparison_p": versus and versus.p_value, "comparison_holm": versus and versus.holm,
+        "one_model": c.one_model, "last_epoch": found and found.last_epoch,
+        "mc_se": None if interval is None else interval.mc_se,
+        "resamples": None if interval is None else interval.resamples,
+        "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
+                  "commit": run.commit, "chosen_epoch": run.chosen_epoch,
+                  "problem": run.problem} for run in c.runs]}
