@@ -723,7 +723,8 @@ def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Pat
     for item in with_original:
         assert item.verdict == orderings.NO_TEST and item.comparison.p_value is None, item
         assert "csran_trecqa/seed-2" in item.comparison.problem, item.comparison
-    assert all(o.comparison.p_value is not None for o in others)  # the rows without damage are tested
+    # the rows without damage are tested
+    assert all(o.comparison.p_value is not None for o in others)
 
 
 # ------------------------------------------------------------- an interrupted `results add`

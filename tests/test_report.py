@@ -27,6 +27,7 @@ from pairrepro.planning import recipe_index as ri
 from pairrepro.planning.model_facts import MODEL_FACTS
 from pairrepro.planning.plan import load_bench_figures, plan_tables, render_plan
 from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables import layout as ly
 from pairrepro.report.tables import numbers as nb
 from pairrepro.report.tables import render as rd
 from pairrepro.report.tables.figures import series_points
@@ -114,7 +115,7 @@ def evaluate(paper: str, table: int) -> cl.EvalTable:
     return cl.evaluate_paper(paper, Path("runs"), table)[0]
 
 
-def shown(ev: cl.EvalTable, c: cl.Cell, text: object = rd.value_text) -> str:
+def shown(ev: cl.EvalTable, c: cl.Cell, text: object = ly.value_text) -> str:
     """What the renderers print of ``c``: its value, or ``text`` (another of render's)."""
     column = next(k for k in ev.table.columns if k.key == c.column)
     return text(c, column)  # type: ignore[operator]
@@ -210,10 +211,10 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     assert c.status == cl.REPRODUCED and c.estimate and c.estimate.seeds == [1, 2, 3]
     assert c.estimate.mean == pytest.approx((84.2 + 85.0 + 86.0) / 3)
     assert shown(ev, c) == "85.1 ± 0.9"  # std of (84.2, 85, 86) = 0.9018
-    assert shown(ev, c, rd.delta_text) == "−0.0"
+    assert shown(ev, c, ly.delta_text) == "−0.0"
     assert cell(ev, "four stacked TC-LSTMs", "test").bold
     off = cell(ev, "TC-LSTMs", "test")
-    assert off.status == cl.BELOW and shown(ev, off, rd.delta_text) == "−11.6"
+    assert off.status == cl.BELOW and shown(ev, off, ly.delta_text) == "−11.6"
     assert cell(ev, "LC-LSTMs", "test").status == cl.RUNNING
     assert cell(ev, "four stacked LC-LSTMs", "test").status == cl.FAILED
     not_run = cell(ev, "LC-LSTMs (Single Direction)", "test")
@@ -268,9 +269,9 @@ def test_tolerance_boundary_and_fraction_columns(env: Path) -> None:
     ev = evaluate("csran", 6)
     assert cell(ev, "CSRAN", "map").status == cl.REPRODUCED
     assert shown(ev, cell(ev, "CSRAN", "map")) == "0.844"
-    assert shown(ev, cell(ev, "CSRAN", "map"), rd.delta_text) == "−0.010"
+    assert shown(ev, cell(ev, "CSRAN", "map"), ly.delta_text) == "−0.010"
     assert cell(ev, "CSRAN", "mrr").status == cl.ABOVE
-    assert shown(ev, cell(ev, "CSRAN", "mrr"), rd.delta_text) == "+0.020"
+    assert shown(ev, cell(ev, "CSRAN", "mrr"), ly.delta_text) == "+0.020"
 
 
 def test_no_published_value_and_cited_label(env: Path) -> None:
@@ -549,7 +550,7 @@ def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
 
 def test_run_note_says_how_the_number_was_made() -> None:
     """The run line next to a reproduced number names the vectors, epochs and data size."""
-    from pairrepro.report.tables.render import _run_setup
+    from pairrepro.report.tables.layout import _run_setup
 
     config = {"embeddings": {"source": "glove-6b-50d", "dim": 50}, "train": {"epochs": 3},
               "data": {"max_train_pairs": 12000}}

@@ -28,7 +28,7 @@ from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.comparison import Comparison
 from pairrepro.report.tables import cells as cl
-from pairrepro.report.tables.render import comparison_text
+from pairrepro.report.tables.layout import comparison_text
 from pairrepro.report.verify import add_reference
 from pairrepro.runs import (
     COMPACT_COLUMNS,
@@ -546,7 +546,7 @@ def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
 
 
 def test_run_lists_print_each_seeds_commit_in_seed_order_with_dirty() -> None:
-    from pairrepro.report.tables.render import layout
+    from pairrepro.report.tables.layout import layout
 
     lay = layout(_table6(None))
     for recipe in ("esim_no_em_trecqa", "csran_trecqa", "mv_lstm_tensor_trecqa"):

@@ -238,12 +238,35 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
     return pairs / float(record["pairs_per_s"]) if pairs else None
 
 
+def split_variants(runs: list[RunInfo], config: dict[str, Any]
+                    ) -> tuple[list[RunInfo], dict[str, list[str]]]:
+    """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
+    proper: list[RunInfo] = []
+    variants: dict[str, list[str]] = {}
+    for run in runs:
+        if run.status != "finished":
+            continue
+        keys = list(config_differences(run.config, config))
+        if keys:
+            variants[run.path] = keys
+        else:
+            proper.append(run)
+    return proper, variants
+
+
+def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
+    """Why the run at ``path`` is a variant of the recipe whose resolved config is ``config``."""
+    diffs = config_differences(run.config, config)
+    shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
+                      for k, (a, b) in diffs.items())
+    return f"{path} is a variant, not the recipe's run: {shown}"
+
+
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant,
-    :func:`config_differences`, does not count as done)."""
-    config = recipe.to_dict()
-    return {r.seed for r in find_runs(runs_dir, recipe.name)
-            if r.status == "finished" and not config_differences(r.config, config)}
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant
+    does not count as done)."""
+    proper, _ = split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())
+    return {r.seed for r in proper}
 
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,

@@ -24,6 +24,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.paths import read_toml
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.planning.plan import split_variants
 from pairrepro.planning.recipe_index import (
     RecipeIndex,
     comparison_rows,
@@ -46,8 +47,6 @@ from pairrepro.report.analyses.readings import (
 )
 from pairrepro.report.tables.cells import (
     DAMAGED,
-    recipe_config,
-    split_variants,
 )
 from pairrepro.report.tables.numbers import (
     MOVING,
@@ -182,7 +181,7 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
                               hint="restore them as committed (git checkout -- results/), or "
                                    "retrain and add them again (pairrepro results add RUN "
                                    "--force)")
-    runs, _ = split_variants(found, recipe_config(index, recipe))
+    runs, _ = split_variants(found, index.recipes[recipe].to_dict())
     return runs
 
 

@@ -20,7 +20,6 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
 from pairrepro.report.analyses.ladders import recipe_runs
-from pairrepro.report.tables.cells import recipe_config
 from pairrepro.report.tables.numbers import MOVING, MOVING_NOTE, format_interval, p_text
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
@@ -85,7 +84,8 @@ def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
             raise ConfigError(f"{source}: [[pairs]] bf16 = {pair.bf16!r} trains in "
                               f"{recipe.train.precision}", hint="set train.precision = \"bf16\" "
                               "in that recipe")
-    others = config_differences(recipe_config(index, pair.bf16), recipe_config(index, pair.fp32))
+    others = config_differences(index.recipes[pair.bf16].to_dict(),
+                                index.recipes[pair.fp32].to_dict())
     if others:
         raise ConfigError(f"{source}: {pair.bf16} differs from {pair.fp32} in "
                           f"{', '.join(others)}, not only in train.precision",

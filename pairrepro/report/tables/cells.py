@@ -23,7 +23,6 @@ The rules of a cell, stated here once:
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,9 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import NoEvidenceError
-from pairrepro.planning.model_facts import committed_weights, needs_training
+from pairrepro.planning.model_facts import needs_training, weight_count
 from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.planning.plan import describe_variant, split_variants
 from pairrepro.planning.recipe_index import (
     RecipeIndex,
     comparison_rows,
@@ -46,6 +46,7 @@ from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison
 from pairrepro.report.tables.numbers import (
     from_unit,
+    hparam_equal,
     parse_published,
     printed_step,
     to_unit,
@@ -53,7 +54,6 @@ from pairrepro.report.tables.numbers import (
 from pairrepro.runs import (
     DamagedRunError,
     RunInfo,
-    config_differences,
     find_runs,
 )
 from pairrepro.stats import Interval
@@ -176,47 +176,8 @@ class EvalTable:
         return out
 
 
-def _hparam_equal(published: str, value: Any) -> bool:
-    text = published.replace("−", "-").replace(" ", "")
-    if text.startswith("(") and text.endswith(")"):
-        parts = [parse_published(p) for p in text[1:-1].split(",")]
-        return isinstance(value, list | tuple) and [float(v) for v in value] == parts
-    number = parse_published(text)
-    if number is None or isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isclose(float(value), number, rel_tol=1e-9, abs_tol=1e-12)
-
-
 def _damaged(runs: list[RunInfo]) -> list[str]:
     return [r.problem or r.path for r in runs if r.status == DAMAGED]
-
-
-def recipe_config(index: RecipeIndex, recipe_name: str) -> dict[str, Any]:
-    """A recipe's resolved config (:meth:`~pairrepro.config.Recipe.to_dict`)."""
-    return index.recipes[recipe_name].to_dict()
-
-
-def split_variants(runs: list[RunInfo], config: dict[str, Any]
-                    ) -> tuple[list[RunInfo], dict[str, list[str]]]:
-    """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
-    proper: list[RunInfo] = []
-    variants: dict[str, list[str]] = {}
-    for run in runs:
-        if run.status != "finished":
-            continue
-        keys = list(config_differences(run.config, config))
-        if keys:
-            variants[run.path] = keys
-        else:
-            proper.append(run)
-    return proper, variants
-
-
-def _describe_differences(path: str, run: RunInfo, config: dict[str, Any]) -> str:
-    diffs = config_differences(run.config, config)
-    shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
-                      for k, (a, b) in diffs.items())
-    return f"{path} is a variant, not the recipe's run: {shown}"
 
 
 def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
@@ -287,7 +248,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     published = row.values.get(column.key, "")
     cell = Cell(column.key, published, Verdict(NOT_RUN), recipe_name,
                 bold=column.key in row.bold, best=column.key in row.best)
-    config = recipe_config(index, recipe_name)
+    config = index.recipes[recipe_name].to_dict()
     runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
     reference = find_runs(results_dir, recipe_name) if results_dir is not None else []
     with_value = [r for r in runs if r.value(column.metric) is not None]
@@ -327,7 +288,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         cell.verdict = Verdict(VARIANT)
         cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
         first = next(r for r in with_value + ref_value if r.path in variants)
-        cell.detail = (_describe_differences(first.path, first, config)
+        cell.detail = (describe_variant(first.path, first, config)
                        + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
         return cell
     if any(r.status == "running" for r in runs):
@@ -398,7 +359,7 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
             continue
         values = [resolved[name] for name in names]
         cell.setting = tuple(values) if isinstance(entry, list) else values[0]
-        cell.verdict = Verdict(REPRODUCED if _hparam_equal(published, cell.setting) else OFF)
+        cell.verdict = Verdict(REPRODUCED if hparam_equal(published, cell.setting) else OFF)
         defaults = [name for name in names if name not in explicit]
         cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
             f" ({', '.join(defaults)}: model default)" if defaults else "")
@@ -407,20 +368,6 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
     tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
     cell.detail = f"{recipe_name} sets none of {tried}"
     return cell
-
-
-def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
-    """θ_M of a recipe and where it comes from: a run's ``manifest.json``
-    (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
-    for run in runs:
-        parameters = run.manifest.get("parameters")
-        weights = parameters.get("weights") if isinstance(parameters, dict) else None
-        if isinstance(weights, int) and not isinstance(weights, bool):
-            return weights, f"{run.path}/manifest.json"
-    committed = committed_weights()
-    if recipe_name in committed:
-        return committed[recipe_name], "bench/model_facts.json"
-    return None
 
 
 def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]) -> Cell:

@@ -1,8 +1,5 @@
-"""Render evaluated paper tables: terminal (rich), Markdown, LaTeX and HTML, all from the grid
-:func:`layout` builds once: per column the published value (bold as the paper prints it, or
-best by value where a conversion lost the bold) and the reproduced ``mean ± std (delta) mark``;
-below it a note per cell without a number (why, or the command to run) and a line per recipe
-naming its runs (folder, commit, seeds, chosen epochs).
+"""Render evaluated paper tables from their :func:`~.layout.layout`: terminal (rich),
+Markdown, LaTeX, HTML, and the ``--json`` view of every cell.
 """
 
 from __future__ import annotations
@@ -10,367 +7,39 @@ from __future__ import annotations
 import html
 import io
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
-from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column
-from pairrepro.planning.recipe_index import COMPARISON_BLOCK
-from pairrepro.report.analyses.comparison import holm_text, versus_text
-from pairrepro.report.analyses.evidence import F1_PAIRING
 from pairrepro.report.tables.cells import (
     ABOVE,
     BELOW,
     DAMAGED,
     DATA_MISSING,
     FAILED,
-    INFO,
     NEW,
     NO_RECIPE,
     NO_REFERENCE,
     NOT_REPRODUCIBLE,
     NOT_RUN,
     OFF,
-    REFERENCE,
     REPRODUCED,
     RUNNING,
     STALE,
     UNDECIDED,
     VARIANT,
-    VERDICTS,
     Cell,
     EvalTable,
 )
-from pairrepro.report.tables.numbers import (
-    MOVING_NOTE,
-    format_count,
-    format_interval,
-    format_number,
-    in_column,
-    parse_published,
-)
-from pairrepro.runs import RunInfo
-from pairrepro.stats import (
-    CONFIDENCE,
-    ENDPOINT_SE,
-    INTERVAL_CAP,
-    MC_Z,
-    P_MARGIN,
-    P_SE,
-    RESAMPLES,
-    TEST_BATCH,
-    TEST_CAP,
-)
+from pairrepro.report.tables.layout import comparison_text, layout
 
 FORMATS = ("term", "md", "latex", "html")
-MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {
-    RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
-    NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-    NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant",
-}
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow",
          VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
          FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
          NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
-
-
-@dataclass
-class Text:
-    """One rendered grid cell: its text and how to dress it."""
-
-    text: str
-    bold: bool = False
-    status: str = ""
-    note: int = 0  # index into Layout.notes (1-based), 0 = none
-    run_ref: str = ""  # key into Layout.runs
-    link: str = ""
-
-
-@dataclass
-class Layout:
-    title: str
-    headers: list[str]
-    rows: list[list[Text]]
-    block_starts: set[int] = field(default_factory=set)  # row indices starting a new block
-    notes: list[str] = field(default_factory=list)
-    runs: dict[str, str] = field(default_factory=dict)  # recipe -> description
-    legend: str = ""
-
-
-def _where(runs: list[RunInfo]) -> str:
-    """Where runs were made: device, torch build and CPU threads (from their manifests)."""
-    seen: list[str] = []
-    for run in runs:
-        m = run.manifest
-        if not m.get("device"):
-            continue
-        device = str(m.get("device"))
-        threads = m.get("cpu_threads")
-        text = device + (f", torch {m['torch']}" if m.get("torch") else "")
-        if threads and not device.startswith("cuda"):
-            text += f", {threads} thread{'s' if threads != 1 else ''}"
-        if text not in seen:
-            seen.append(text)
-    return ", ".join(seen)
-
-
-def _commit(run: RunInfo) -> str:
-    """The run's commit as its manifest records it, ``+dirty`` when the code was not all
-    committed (``unknown`` without a record)."""
-    git = run.manifest.get("git") if isinstance(run.manifest.get("git"), dict) else {}
-    commit = str(git.get("commit") or run.commit or "")[:10] or "unknown"
-    return commit + ("+dirty" if git.get("dirty") else "")
-
-
-def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) -> str:
-    finished = sorted((r for r in runs if r.status == "finished"), key=lambda r: r.seed)
-    commits = [_commit(r) for r in finished] or ["unknown"]
-    if len(set(commits)) == 1:
-        commits = commits[:1]  # one commit for every seed
-    seeds = ",".join(str(r.seed) for r in finished)
-    epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
-    folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
-    setup = _run_setup(finished[0].config) if finished else ""
-    where = _where(finished)
-    return (f"{folder} ({'reference run; ' if reference else ''}"
-            f"{'made on ' + where + '; ' if where else ''}"
-            f"commit{'s in seed order' if len(commits) > 1 else ''} {', '.join(commits)}; "
-            f"seeds {seeds}; chosen epochs {epochs}{'; ' + setup if setup else ''})")
-
-
-def _run_setup(config: dict[str, Any]) -> str:
-    """What a reader needs to weigh a reproduced number: vectors, epochs, training data size
-    (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
-    emb, train, data, model, task = (config.get(k, {}) for k in (
-        "embeddings", "train", "data", "model", "task"))
-    if needs_training(str(model.get("name", ""))) is False:
-        return "no training"
-    parts = []
-    if emb:
-        parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
-    if model.get("use_exact_match"):
-        parts.append("exact-match feature")
-    if train.get("epochs"):
-        parts.append(f"at most {train['epochs']} epoch{'s' if train['epochs'] != 1 else ''}")
-    if data.get("max_train_pairs"):
-        parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
-    if task.get("max_negatives_per_query"):
-        parts.append(f"≤{task['max_negatives_per_query']} negatives per query and epoch")
-    return "; ".join(parts)
-
-
-def value_text(cell: Cell, column: Column) -> str:
-    """The reproduced value as the paper would print it ("" without one): the mean (± the
-    seeds' std where there is no interval), a parameter count, the recipe's setting."""
-    found = cell.estimate
-    if found is None:
-        if cell.status == VARIANT:
-            return f"variant (keys {', '.join(cell.variant_keys)})"
-        if cell.status not in (REPRODUCED, OFF):
-            return ""
-        if cell.setting is None:
-            return "not set"
-        setting = cell.setting
-        return f"({', '.join(map(str, setting))})" if isinstance(setting, tuple) else str(setting)
-    if column.kind == "params":
-        return format_count(found.mean)
-    spread = (f" ± {format_number(found.std or 0.0, column)}"
-              if found.interval is None and len(found.seeds) > 1 else "")
-    return format_number(found.mean, column) + spread
-
-
-def delta_text(cell: Cell, column: Column) -> str:
-    """Reproduced minus published in the column's unit (a parameter count: relative)."""
-    delta = cell.verdict.delta
-    if delta is None:
-        return ""
-    if column.kind == "params":
-        return f"{delta / (parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
-    return format_number(delta, column, signed=True)
-
-
-def comparison_text(cell: Cell, column: Column) -> str:
-    """``--compare-to``'s "+0.052 (p 0.003)" ("n/a" without a test, "" not compared)."""
-    if cell.comparison is None:
-        return ""
-    return versus_text(cell.comparison, column) if cell.comparison.p_value is not None \
-        else "n/a"
-
-
-def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
-    out = Text("", status=cell.status)
-    text = value_text(cell, column)
-    if text:
-        found = cell.estimate
-        parts = [text]
-        if found is not None and found.interval is not None and column.kind != "params":
-            parts.append(format_interval(found.interval, in_column(column)))
-        if delta_text(cell, column):
-            parts.append(f"({delta_text(cell, column)})")
-        if cell.one_model and cell.status in MARKS:
-            parts.append("†")  # one trained model: no verdict about the method
-        elif cell.status in MARKS:
-            parts.append(MARKS[cell.status])
-        if found is not None and found.last_epoch is not None:
-            parts.append(f"(last epoch {format_number(found.last_epoch, column)})")
-        if found is not None and found.reference_damaged:
-            parts.append("(ref damaged)")
-        elif found is not None and found.reference is not None:
-            parts.append(f"(ref {format_number(found.reference, column)})")
-        out.text = " ".join(parts)
-        if cell.runs and any(r.status == "finished" for r in cell.runs):
-            reference = cell.source == REFERENCE
-            out.run_ref = cell.recipe + (" (reference)" if reference else "")
-            out.link = cell.runs[0].path.rsplit("/seed-", 1)[0]
-            layout.runs.setdefault(out.run_ref, _describe_runs(cell.recipe, cell.runs,
-                                                               reference))
-        if cell.reference_runs:
-            layout.runs.setdefault(f"{cell.recipe} (reference)", _describe_runs(
-                cell.recipe, cell.reference_runs, reference=True))
-    else:
-        out.text = SHORT.get(cell.status, cell.status)
-    # a verdict cell's detail is a note only for metric cells (left-out runs, damage);
-    # hyper-parameter and parameter-count cells keep theirs for --json
-    if cell.detail and (cell.status not in VERDICTS or cell.source):
-        if cell.detail not in layout.notes:
-            layout.notes.append(cell.detail)
-        out.note = layout.notes.index(cell.detail) + 1
-    return out
-
-
-def layout(ev: EvalTable) -> Layout:
-    """The grid of an evaluated table, shared by every output format."""
-    table = ev.table
-    lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
-    lay.headers.append(table.label_header or "")
-    for column in table.columns:
-        if table.kind == "hparams":
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (recipe)"]
-        elif column.kind == "info":
-            lay.headers.append(column.header)
-        else:
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
-            if ev.compare_to and column.kind == "metric":
-                lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
-    previous_block = None
-    for i, erow in enumerate(ev.rows):
-        row = erow.row
-        if previous_block is not None and row.block != previous_block:
-            lay.block_starts.add(i)
-        previous_block = row.block
-        label = row.printed_label
-        if row.footnote:
-            label = f"{label} [footnote {row.footnote}]"
-        if any(c.one_model for c in erow.cells):
-            label += " †"
-        line = [Text(label)]
-        for column, cell in zip(table.columns, erow.cells, strict=True):
-            line.append(Text(cell.published or "", bold=cell.bold or cell.best))
-            if column.kind != "info":
-                line.append(_ours(cell, column, lay) if cell.status != INFO else Text(""))
-            if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
-                same = row.printed_label == ev.compare_to
-                line.append(Text("(the named row)" if same else comparison_text(cell, column)))
-                line.append(Text(holm_text(cell.comparison)))
-        lay.rows.append(line)
-    counts = ev.counts()
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
-    if table.kind == "hparams":
-        lay.legend = f"✓ the recipe sets the paper's value; ✗ it does not. Cells: {summary}."
-    else:
-        lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
-        if ev.compare_to:
-            tests = sum(c.comparison is not None and c.comparison.p_value is not None
-                        for r in ev.rows for c in r.cells)
-            lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
-                           f"row's, on the same {_splits(ev)} units, with the two-sided "
-                           "p-value of a "
-                           f"paired randomization test ({_test_resamples(ev)}; "
-                           f"{F1_PAIRING}; n/a: no saved predictions or other units). "
-                           "Holm p: the same p-values adjusted by Holm's step-down method "
-                           f"over the {tests} tests of this table (family-wise error).")
-    if table.joined_header:
-        lay.legend += f" The paper prints {table.joined_header} as one column."
-    if any(r.row.best for r in ev.rows):
-        lay.legend += " Bold: bold in the paper, or best by value where the conversion lost it."
-    if any(r.row.block == COMPARISON_BLOCK for r in ev.rows):
-        lay.legend += (" The last block holds models run here for comparison: the paper has "
-                       "no number for them.")
-    return lay
-
-
-def _test_resamples(ev: EvalTable) -> str:
-    """The paired tests' resampling in words (adaptive: pairrepro.stats)."""
-    return (f"resamples in batches of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
-            f"sqrt(p(1-p)/R) is at most {P_SE:g} and it is sure whether p lies within "
-            f"{P_MARGIN:g} of 0.05, at most {TEST_CAP:,}; 'undecided at 0.05' where p lies "
-            f"within the larger of {P_MARGIN:g} and {MC_Z:g} MC s.e. of 0.05")
-
-
-def _splits(ev: EvalTable) -> str:
-    """The splits the table's metric columns score ("test", "dev", "dev / test")."""
-    return " / ".join(sorted({c.metric.split(".")[0] for c in ev.table.columns
-                              if c.kind == "metric" and c.metric})) or "test"
-
-
-def _verdict_rule(ev: EvalTable) -> str:
-    """The footer's statement of the verdict rule (pairrepro.report.tables.cells)."""
-    cells = [c for r in ev.rows for c in r.cells]
-    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
-            "queries "
-            "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
-            "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
-            "the interval lies below / above it. " + _mc_text(cells))
-    if any(c.one_model for c in cells):
-        text += (" †: one trained model (one seed); its interval covers the test units only, "
-                 "not training randomness, so its verdict is about that model, not the "
-                 "method.")
-    if any(c.estimate and c.estimate.last_epoch is not None for c in cells):
-        text += (f" {_splits(ev)} is also the split each run's epoch was chosen on (the "
-                 "chosen epoch's value is the best of several looks at it, so it leans "
-                 "high); 'last epoch' is the mean over seeds of the value at each run's "
-                 "final epoch (metrics.jsonl).")
-    if any(c.verdict.rule == "tolerance" for c in cells):
-        text += (f" Cells without per-unit values (no interval; mean ± std over seeds): ✓ "
-                 f"within ±{_tolerances(ev)} of the published value.")
-    if any(c.source == REFERENCE for c in cells):
-        text += (" Values from results/ are the project's reference runs (where each was made "
-                 "is listed under Runs); values from runs/ are your own, with the reference "
-                 "value beside them (ref).")
-    return text
-
-
-def _mc_text(cells: list[Cell]) -> str:
-    """How many resamples the intervals took and their largest Monte-Carlo error."""
-    found = [c.estimate.interval for c in cells
-             if c.estimate is not None and c.estimate.interval is not None]
-    text = (f"Resamples double from {RESAMPLES:,} until each endpoint's Monte-Carlo s.e. is at "
-            f"most {ENDPOINT_SE:g} (fraction scale), no rounding boundary of its printed "
-            f"digits lies within {MC_Z:g} s.e. of it and the published value lies more than "
-            f"{MC_Z:g} s.e. from both endpoints, at most {INTERVAL_CAP:,}; ? undecided: the "
-            "published value still within that at the cap, so inside or outside would "
-            "depend on the resampling seed.")
-    if any(any(i.moving()) for i in found):
-        text += f" {MOVING_NOTE}."
-    if found:
-        counts = sorted({i.resamples for i in found})
-        span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
-        text += (f" Here {span} resamples; largest endpoint MC s.e. "
-                 f"{max(i.mc_se for i in found):.4f}.")
-    return text
-
-
-def _tolerances(ev: EvalTable) -> str:
-    parts = []
-    for unit, name in (("%", "points"), ("fraction", "")):
-        cols = [c for c in ev.table.columns if c.unit == unit and c.kind == "metric"]
-        if cols:
-            parts.append(f"{ev.table.tolerance_for(cols[0]):g} {name}".strip())
-    return " / ".join(parts) or f"{ev.table.tolerance:g}"
 
 
 # --------------------------------------------------------------------------- formats
