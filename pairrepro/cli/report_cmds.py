@@ -1,8 +1,5 @@
-"""CLI of the report area: ``pairrepro report`` (never trains) and its sub-commands ``runs``,
-``curves``, ``figures``, ``gap``, ``orderings``, ``parity``; a paper name in place of a
-sub-command means ``report paper NAME``. ``reproduce`` and ``demo`` render through its table
-helpers (:func:`select_tables`, :func:`output_tables`, :func:`print_plan`).
-"""
+"""``pairrepro report`` (never trains) and its sub-commands (a paper name in place of one means
+``report paper NAME``); ``reproduce`` and ``demo`` render through its table helpers."""
 
 from __future__ import annotations
 
@@ -314,18 +311,14 @@ def report_orderings(
 
       pairrepro report orderings csran --table 8 --json
     """
-    from pairrepro.report.analyses.orderings import (
-        orderings_json,
-        orderings_markdown,
-        table_orderings,
-    )
+    from pairrepro.report.analyses import orderings as od
 
     ev = _one_table(target, table, runs)
-    found = table_orderings(ev, alpha)
+    found = od.table_orderings(ev, alpha)
     if STATE.json:
-        emit_json(orderings_json(ev, found, alpha))
+        emit_json(od.orderings_json(ev, found, alpha))
         return
-    _write_or_print(orderings_markdown(ev, found, alpha), out, f"wrote {out}")
+    _write_or_print(od.orderings_markdown(ev, found, alpha), out, f"wrote {out}")
 
 
 def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
@@ -380,28 +373,22 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
 def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
     from rich.table import Table
 
-    from pairrepro.report.tables.runs_table import (
-        HEADERS,
-        collect,
-        format_line,
-        to_json,
-        to_markdown,
-    )
+    from pairrepro.report.tables import runs_table as rt
 
-    lines = collect(runs_dir, dataset)
+    lines = rt.collect(runs_dir, dataset)
     if not lines and not STATE.quiet:
         _hint_nested_runs(runs_dir, dataset)
     if STATE.json:
-        emit_json(to_json(lines))
+        emit_json(rt.to_json(lines))
         return
     if out is not None or fmt == "md":
-        _write_or_print(to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
+        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
         return
     if fmt != "term":
         raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
-    table = Table(*HEADERS, title=f"runs in {runs_dir}")
+    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
     for line in lines:  # escaped: paths and damage reports are not rich markup
-        table.add_row(*(escape(cell) for cell in format_line(line)))
+        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
     console.print(table)
 
 
