@@ -21,7 +21,7 @@ endif
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_%-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 	@echo "paper tables (fetch + preprocess + train + render; SEEDS=1,2,3 COMPARE=1 DRY=1 DEVICE=cuda):"
-	@for p in $(PAPERS); do awk -v p=$$p '/^\[\[tables\]\]$$/ {t = 1; next} t && /^number = / {printf " %s-table%s", p, $$3; t = 0} END {print ""}' pairrepro/report/papers/$$p.toml; done
+	@for p in $(PAPERS); do awk -v p=$$p '/^\[\[tables\]\]$$/ {t = 1; next} t && /^number = / {printf " %s-table%s", p, $$3; t = 0} END {print ""}' pairrepro/planning/papers/$$p.toml; done
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -36,7 +36,7 @@ from pairrepro.device import device_name, resolve_precision
 from pairrepro.errors import PairreproError
 from pairrepro.models.base import available_models
 from pairrepro.paths import recipes_dir
-from pairrepro.report.plan import gpu_key
+from pairrepro.planning.gpus import gpu_key
 
 SCRIPT = "gpu_rates"
 PRECISIONS = ("fp32", "bf16")

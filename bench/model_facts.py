@@ -1,5 +1,5 @@
 """Write ``bench/model_facts.json``, what the report needs to know about the models without
-importing them (``pairrepro/report/model_facts.py`` reads it):
+importing them (``pairrepro/planning/model_facts.py`` reads it):
 
 * per model: its constructor defaults and ``needs_training``;
 * per recipe of a paper table's parameter column: θ_M (weight matrices without embeddings and
@@ -29,10 +29,9 @@ from pairrepro.models.base import (
     count_weight_params,
     model_hparams,
 )
-from pairrepro.report.cells import table_recipes
-from pairrepro.report.model_facts import MODEL_FACTS
-from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.planning.model_facts import MODEL_FACTS
+from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, table_recipes
 from pairrepro.tasks import task_for
 
 VOCAB_SIZE = 10  # embedding tables are not counted: any vocabulary gives the same θ_M

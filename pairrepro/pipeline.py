@@ -15,10 +15,9 @@ from typing import Any
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.launch.spec import LAUNCHERS, RunOutcome, RunSpec, silent, specs_of
-from pairrepro.report.cells import table_recipes
-from pairrepro.report.paper_tables import Paper, PaperTable
-from pairrepro.report.plan import done_seeds
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.planning.paper_tables import Paper, PaperTable
+from pairrepro.planning.plan import done_seeds
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, table_recipes
 
 
 @dataclass

@@ -73,7 +73,7 @@ def test_the_guide_walks_end_to_end(guide_model: type[base.PairModel], tmp_path:
     """Steps 2 and 3: the recipe validates, and the page's commands write a golden config the
     golden test accepts and a preflight record the plan's gate accepts; the model facts and the
     test size are what the package lacks until the page's commands and line are added."""
-    from pairrepro.report.plan import preflight_problem
+    from pairrepro.planning.preflight_record import preflight_problem
 
     (recipe_text,) = _blocks("toml")
     project = tmp_path / "project"

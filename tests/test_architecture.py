@@ -165,6 +165,21 @@ def test_report_imports_no_trainer_no_models_and_reads_no_parquet() -> None:
     assert not offenders, "report reaches past the run folder:\n" + "\n".join(offenders)
 
 
+def test_pipeline_launch_and_train_import_nothing_of_the_report() -> None:
+    """The report sits above what runs trainings: the pipeline, the launchers and the
+    trainer take paper tables, the recipe index and the plan from ``pairrepro.planning``."""
+    offenders = [found for package in ("pairrepro.pipeline", "pairrepro.launch",
+                                       "pairrepro.train")
+                 for found in _import_offenders(package, ("pairrepro.report",))]
+    assert not offenders, "imports of the report from below it:\n" + "\n".join(offenders)
+
+
+def test_the_report_check_sees_an_import_of_the_report() -> None:
+    """The checker itself: the CLI imports the report, and the check finds it."""
+    assert any("imports pairrepro.report." in f
+               for f in _import_offenders("pairrepro.cli", ("pairrepro.report",)))
+
+
 #: The longest a function of the package may be, its signature and docstring included.
 MAX_FUNCTION_LINES = 100
 

@@ -12,12 +12,19 @@ import re
 import pytest
 
 from pairrepro import paths
-from pairrepro.report import cells as cl
-from pairrepro.report import evidence
-from pairrepro.report.ladders import evaluate_ladder, recipe_runs
-from pairrepro.report.numbers import MOVING, from_unit, parse_published, printed_step
-from pairrepro.report.paper_tables import Column, load_paper
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.ladders import evaluate_ladder, recipe_runs
+from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables.numbers import (
+    MOVING,
+    format_interval,
+    from_unit,
+    in_column,
+    parse_published,
+    printed_step,
+)
 from pairrepro.stats import Interval, mean_interval
 
 RESULTS = paths.PROJECT_DIR / "results"
@@ -65,8 +72,9 @@ def test_printed_table_endpoints_are_the_converged_ones(number: int) -> None:
         row = next(r for r in ev.rows if r.row.label == label)
         cell = next(c for c in row.cells if c.column == key)
         column = next(c for c in ev.table.columns if c.key == key)
-        assert cell.interval is not None, (label, key, cell.interval_note)
-        problems += _check(cell.interval_text, cell.interval,
+        found = cell.estimate
+        assert found is not None and found.interval is not None, (label, key, cell.detail)
+        problems += _check(format_interval(found.interval, in_column(column)), found.interval,
                            _converged(cell.runs, column.metric), column)
         checked += 1
     assert checked == len(TABLE_CELLS[number]) and not problems, "\n".join(problems)

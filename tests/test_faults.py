@@ -249,7 +249,7 @@ def test_a_resumed_run_continues_as_it_started_whichever_command_continues_it(
     checkpoint_minutes). Before, the last two lost all three and the first lost the
     threads."""
     from pairrepro.device import cpu_has_bf16_units, default_threads
-    from pairrepro.report.runs_table import collect, format_line
+    from pairrepro.report.tables.runs_table import collect, format_line
 
     monkeypatch.setattr(paths, "recipes_dir", lambda: NLI.parent)
     sets = [*SETS, "--set", "train.epochs=2", "--set", "train.checkpoint_minutes=5"]

@@ -1,4 +1,4 @@
-"""The account under a gap ladder (pairrepro/report/gap_account.py): each number it prints is
+"""The account under a gap ladder (report/analyses/gap_account.py): each number it prints is
 recomputed here from the committed predictions or the runs' recorded metrics."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from sklearn.metrics import f1_score
 
 from pairrepro import paths
-from pairrepro.report import ladders
-from pairrepro.report.gap_account import account_markdown, dose_response, gap_markdown
+from pairrepro.report.analyses import ladders
+from pairrepro.report.analyses.gap_account import account_markdown, dose_response, gap_markdown
 from pairrepro.runs import find_runs
 
 RESULTS = paths.PROJECT_DIR / "results"
@@ -89,7 +89,7 @@ def test_a_cross_check_is_tested_against_the_step_it_names(
     (_, number, values), = ladders.crosscheck_values(result)
     assert number == 0 and values is not None
     assert [v.text for v in values] == [v.text for v in result.steps[0].values]
-    assert all(v.difference == 0 for v in values)
+    assert all(v.comparison.difference == 0 for v in values)
     line = next(x for x in account_markdown(result) if x.startswith("- **Cross-check**"))
     assert "vs step 0: +0.000 (p 1.000)" in line
 
@@ -108,8 +108,8 @@ def test_the_vectors_line_is_the_seed_paired_worth_of_the_vectors() -> None:
 
 
 def test_the_slope_verdict_compares_the_carried_upper_end_with_the_distance_left() -> None:
-    from pairrepro.report.gap_account import _supports
-    from pairrepro.report.paper_tables import Column
+    from pairrepro.planning.paper_tables import Column
+    from pairrepro.report.analyses.gap_account import _supports
 
     column = Column(key="map", header="MAP", metric="test.map", unit="fraction", decimals=3)
     assert "does not support" in _supports(column, 0.076, 0.101)

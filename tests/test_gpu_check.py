@@ -14,7 +14,7 @@ from pathlib import Path
 
 from synth_prepared import write_synthetic
 
-from pairrepro.report.plan import load_gpu_rates
+from pairrepro.planning.gpus import load_gpu_rates
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu_check.sh"

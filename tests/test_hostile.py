@@ -109,7 +109,7 @@ def _preflight_record(folder: Path, recipe: str, text: str | None = None, **chan
 
 
 def test_committed_preflight_records_are_valid() -> None:
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     assert len(load_preflight()) == len(list(PREFLIGHT.glob("*.json")))
 
@@ -125,7 +125,7 @@ def test_a_false_preflight_figure_is_an_error_naming_file_and_key(
         tmp_path: Path, changes: dict[str, object], key: str) -> None:
     """pairs_per_s = -37.8 gave "-1.29" hours with exit 0."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     _preflight_record(tmp_path, "arc_ii")
     path = _preflight_record(tmp_path, "arc_i", **changes)
@@ -137,7 +137,7 @@ def test_a_false_preflight_figure_is_an_error_naming_file_and_key(
 def test_a_truncated_preflight_record_is_an_error_not_another_figure(tmp_path: Path) -> None:
     """A truncated record was skipped, and the plan took another recipe's figure."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     _preflight_record(tmp_path, "arc_ii")
     whole = (PREFLIGHT / "arc_i.json").read_text()
@@ -146,7 +146,7 @@ def test_a_truncated_preflight_record_is_an_error_not_another_figure(tmp_path: P
         load_preflight(tmp_path)
 
 
-CSRAN_TABLES = paths.PROJECT_DIR / "pairrepro" / "report" / "papers" / "csran.toml"
+CSRAN_TABLES = paths.PROJECT_DIR / "pairrepro" / "planning" / "papers" / "csran.toml"
 
 
 @pytest.mark.parametrize(("old", "new", "words"), [
@@ -160,7 +160,7 @@ def test_a_paper_table_value_or_metric_that_cannot_be_right_is_a_schema_error(
     """"85.4" in a fraction column rendered "(−84.647) ↓"; `test.mapx` turned existing runs
     into "not run"."""
     from pairrepro.errors import ConfigError
-    from pairrepro.report.paper_tables import load_paper_file
+    from pairrepro.planning.paper_tables import load_paper_file
 
     text = CSRAN_TABLES.read_text(encoding="utf-8")
     assert old in text
@@ -674,7 +674,7 @@ def _results_with_a_damaged_seed(tmp_path: Path, recipes: tuple[str, ...]) -> Pa
 def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
     """`report gap csran_trecqa` with seed 2 of step 0 unreadable printed step 0 over seeds 1
     and 3 (another mean, another test) with exit 0 and no word about seed 2."""
-    from pairrepro.report import ladders
+    from pairrepro.report.analyses import ladders
     from pairrepro.runs import DamagedRunError
 
     results = _results_with_a_damaged_seed(tmp_path, ("csran_trecqa",))
@@ -687,7 +687,7 @@ def test_a_gap_ladder_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path
 def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> None:
     """`report parity` with one bf16 seed unreadable compared the other two seeds and said
     'same' with exit 0."""
-    from pairrepro.report import parity
+    from pairrepro.report.analyses import parity
     from pairrepro.runs import DamagedRunError
 
     results = tmp_path / "results"
@@ -708,10 +708,10 @@ def test_parity_names_a_damaged_seed_instead_of_dropping_it(tmp_path: Path) -> N
 def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Path) -> None:
     """`report orderings csran --table 8` with seed 2 of Original unreadable tested the other
     two seeds, and 'undecided' became 'same direction, not significant', silently."""
-    from pairrepro.report import orderings
-    from pairrepro.report.cells import evaluate_table
-    from pairrepro.report.paper_tables import load_paper
-    from pairrepro.report.recipe_index import load_recipe_index
+    from pairrepro.planning.paper_tables import load_paper
+    from pairrepro.planning.recipe_index import load_recipe_index
+    from pairrepro.report.analyses import orderings
+    from pairrepro.report.tables.cells import evaluate_table
 
     results = _results_with_a_damaged_seed(tmp_path, TABLE8_TRECQA)
     paper = load_paper("csran")
@@ -721,9 +721,10 @@ def test_an_ordering_makes_no_verdict_on_a_row_with_a_damaged_seed(tmp_path: Pat
     others = [o for o in found if "Original" not in (o.higher, o.lower)]
     assert with_original and others
     for item in with_original:
-        assert item.verdict == orderings.NO_TEST and item.p_value is None, item
-        assert "csran_trecqa/seed-2" in item.text, item.text
-    assert all(o.p_value is not None for o in others)  # the rows without damage are tested
+        assert item.verdict == orderings.NO_TEST and item.comparison.p_value is None, item
+        assert "csran_trecqa/seed-2" in item.comparison.problem, item.comparison
+    # the rows without damage are tested
+    assert all(o.comparison.p_value is not None for o in others)
 
 
 # ------------------------------------------------------------- an interrupted `results add`

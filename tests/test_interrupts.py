@@ -74,7 +74,7 @@ def clean_run(runs: Path, recipe: str) -> Path:
 def test_ctrl_c_while_the_commands_are_imported_is_a_clean_interrupt(data_home: Path) -> None:
     """Importing the commands takes a second or two: Ctrl-C then printed a traceback and
     the process died by the signal."""
-    out = pairrepro(ON_IMPORT, "pairrepro.report.cells", "fetch", "synthetic")
+    out = pairrepro(ON_IMPORT, "pairrepro.report.tables.cells", "fetch", "synthetic")
     assert (out.returncode, out.stderr.strip()) == (130, "interrupted"), out
     assert not (data_home / "raw").exists()
 

@@ -1,4 +1,4 @@
-"""Gap ladders (pairrepro/report/ladders.py): every number comes from the committed reference
+"""Gap ladders (report/analyses/ladders.py): every number comes from the committed reference
 runs and agrees with their result.json files, read here by hand."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report import ladders
-from pairrepro.report.gap_account import gap_json, gap_markdown
+from pairrepro.report.analyses import ladders
+from pairrepro.report.analyses.gap_account import gap_json, gap_markdown
 
 RESULTS = paths.PROJECT_DIR / "results"
 
@@ -139,7 +139,8 @@ change = "first tweets"
     assert len(base) == len(step) == 3
     (value,) = result.steps[1].values
     assert value.mean == pytest.approx(statistics.fmean(step))
-    assert value.difference == pytest.approx(statistics.fmean(step) - statistics.fmean(base))
+    assert value.comparison.difference == pytest.approx(statistics.fmean(step)
+                                                        - statistics.fmean(base))
     assert "The paper prints no number for this row" in ladders.ladder_markdown(result)
 
 
@@ -169,8 +170,8 @@ def test_the_steps_that_hold_after_holm_are_named(tmp_path: Path,
     result = ladders.evaluate_ladder(_ladder(tmp_path, monkeypatch, LADDER),
                                      _two_steps(tmp_path))
     second = result.steps[1].values[0]
-    second.difference, second.holm = -0.047, 0.012
+    second.comparison.difference, second.comparison.holm = -0.047, 0.012
     assert ("holds after Holm's adjustment (Holm p < 0.05): step 1 (MAP −0.047, Holm p 0.012)."
             in ladders.ladder_markdown(result))
-    second.holm = 0.35
+    second.comparison.holm = 0.35
     assert "(Holm p < 0.05): none of the 1 test." in ladders.ladder_markdown(result)

@@ -124,7 +124,7 @@ def test_report_runs_says_where_a_stopped_run_stands_and_its_command_continues_i
     from typer.testing import CliRunner
 
     from pairrepro.cli.app import app
-    from pairrepro.report.runs_table import collect, format_line
+    from pairrepro.report.tables.runs_table import collect, format_line
     from pairrepro.train.loop import Trainer, TrainHooks
 
     runs = tmp_path / "elsewhere"

@@ -13,7 +13,7 @@ import pytest
 from torch import nn
 
 from pairrepro.models.base import count_weight_params
-from pairrepro.report.model_facts import MODEL_FACTS
+from pairrepro.planning.model_facts import MODEL_FACTS
 
 ROOT = Path(__file__).resolve().parents[1]
 

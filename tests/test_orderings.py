@@ -1,4 +1,4 @@
-"""Row orderings (pairrepro/report/orderings.py): the paper's order of two rows, read from its
+"""Row orderings (report/analyses/orderings.py): the paper's order of two rows, read from its
 printed numbers, against our paired test, whose difference must be the difference of the two
 rows' result.json values read here by hand."""
 
@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
-from pairrepro.report import orderings
-from pairrepro.report.cells import evaluate_table
-from pairrepro.report.paper_tables import load_paper
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses import orderings
+from pairrepro.report.tables.cells import evaluate_table
 from pairrepro.stats import P_MARGIN
 
 RESULTS = paths.PROJECT_DIR / "results"
@@ -63,12 +63,13 @@ def test_table8_orderings_are_the_papers_order_against_the_reference_runs() -> N
         # MAP and MRR are means over the same dev queries: the paired difference is the
         # difference of the two rows' recorded values (means over seeds)
         expected = _dev(RECIPES[item.higher], metric) - _dev(RECIPES[item.lower], metric)
-        assert item.difference == pytest.approx(expected, abs=1e-9)
+        ours = item.comparison
+        assert ours.difference == pytest.approx(expected, abs=1e-9)
         # p within the Monte-Carlo margin of alpha: no verdict (pairrepro.stats)
         assert item.verdict == (
-            orderings.UNDECIDED if abs(item.p_value - 0.05) <= P_MARGIN else
-            orderings.verdict(item.published_higher - item.published_lower, item.difference,
-                              item.p_value))
+            orderings.UNDECIDED if abs(ours.p_value - 0.05) <= P_MARGIN else
+            orderings.verdict(item.published_higher - item.published_lower, ours.difference,
+                              ours.p_value))
     text = orderings.orderings_markdown(ev, found)
     assert "| TrecQA MAP | w/o MAR = w/o MAR/CSRA | 0.79 = 0.79 |" in text
     assert "on the same dev queries" in text

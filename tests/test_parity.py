@@ -1,4 +1,4 @@
-"""bf16 against fp32 (pairrepro/report/parity.py): every number is read back from the runs'
+"""bf16 against fp32 (pairrepro/report/analyses/parity.py): every number is read back from the runs'
 result.json files by hand, and a pair may differ in nothing but the precision."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report import parity
+from pairrepro.report.analyses import parity
 
 RESULTS = paths.PROJECT_DIR / "results"
 FP32 = "csran_trecqa"
@@ -47,7 +47,8 @@ def test_identical_runs_in_both_precisions_are_the_same(tmp_path: Path) -> None:
     assert value.seeds == [1, 2, 3]
     assert value.fp32 == value.bf16 == [_test_map(RESULTS / FP32 / f"seed-{s}")
                                         for s in (1, 2, 3)]
-    assert value.difference == 0.0 and value.p_value == 1.0 and value.verdict == "same"
+    assert value.comparison.difference == 0.0 and value.comparison.p_value == 1.0
+    assert value.verdict == "same"
 
 
 def test_each_cell_is_what_the_result_files_give(tmp_path: Path) -> None:
@@ -64,8 +65,8 @@ def test_each_cell_is_what_the_result_files_give(tmp_path: Path) -> None:
     assert value.fp32 == fp32 and value.bf16 == bf16
     assert value.spread == pytest.approx(max(fp32) - min(fp32))
     # the seeds share their test queries, so the per-query mean difference is the MAPs'
-    assert value.difference == pytest.approx(statistics.fmean(bf16) - statistics.fmean(fp32),
-                                             abs=1e-12)
+    assert value.comparison.difference == pytest.approx(
+        statistics.fmean(bf16) - statistics.fmean(fp32), abs=1e-12)
     assert value.fp32_text.startswith(f"{statistics.fmean(fp32):.3f} [")
     row = parity.parity_markdown([found]).splitlines()[2].split(" | ")
     by_seed = [f"{b - a:+.3f}".replace("-", "−") for a, b in zip(fp32, bf16, strict=True)]
@@ -78,7 +79,7 @@ def test_a_run_in_the_other_precision_is_not_evidence(tmp_path: Path) -> None:
         _copy_as(tmp_path, RESULTS / FP32 / f"seed-{seed}", FP32, seed, "fp32")
         _copy_as(tmp_path, RESULTS / FP32 / f"seed-{seed}", f"{FP32}_bf16", seed, "fp32")
     (value,) = _csran_table(tmp_path).values
-    assert value.missing.startswith("needs the same 2+ seeds") and value.p_value is None
+    assert value.missing.startswith("needs the same 2+ seeds") and value.comparison.p_value is None
 
 
 def test_a_pair_that_differs_in_more_than_the_precision_is_refused() -> None:

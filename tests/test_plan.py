@@ -18,9 +18,9 @@ from pairrepro.cli.app import app
 from pairrepro.data.formats.yahoo_l4 import split_parts
 from pairrepro.data.manifests import load_manifest, parse_manifest
 from pairrepro.errors import ConfigError
-from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.plan import done_seeds, plan_tables, render_plan
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.plan import done_seeds, plan_tables, render_plan
+from pairrepro.planning.recipe_index import load_recipe_index
 
 PROJECT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -120,7 +120,7 @@ def test_every_recipe_has_a_passing_preflight_record_of_its_own_config() -> None
     (bench/preflight/<recipe>.json) whose checks all passed on the recipe's resolved config
     as it is today (keys that do not change a training step aside), so `results add` can
     take any recipe's run. A recipe changed since its record was made fails here."""
-    from pairrepro.report.plan import preflight_problem
+    from pairrepro.planning.preflight_record import preflight_problem
 
     index = load_recipe_index()
     problems = [f"{name}: {problem}" for name, recipe in sorted(index.recipes.items())
@@ -139,7 +139,7 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
     H100 (bench/records/gpu_rates.json) where one exists for the recipe or its model, in the
     precision it trains in on CUDA, and are the FLOP lower bound elsewhere; the plan says
     which for every figure. Dry runs and other GPUs' runs never count."""
-    from pairrepro.report import plan
+    from pairrepro.planning import gpus, plan
 
     h100 = {"gpu": "h100", "device_name": "NVIDIA H100 80GB HBM3", "dry_run": False,
             "measured": "2026-11-27 10:00 UTC",
@@ -150,7 +150,7 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
                                                   "recipe": "cin"}]}
     other = {**h100, "gpu": "a100", "models": [{**h100["models"][0], "model": "tc_lstm",
                                                   "recipe": "tc_lstm"}]}
-    monkeypatch.setattr(plan, "GPU_RATES", _gpu_rates(tmp_path / "gpu_rates.json",
+    monkeypatch.setattr(gpus, "GPU_RATES", _gpu_rates(tmp_path / "gpu_rates.json",
                                                       [h100, dry, other]))
     index = load_recipe_index()
     paper = load_paper("csran")
@@ -172,8 +172,8 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
     assert re.search(r"^cin_trecqa \|.* \| ≥[\d.e+-]+ \(lower bound\)$", text, re.MULTILINE)
     assert "measured" in text and "NVIDIA H100 80GB HBM3, 2026-11-27 10:00 UTC" in text
     assert "at least" in text and "FLOP lower bound" in text
-    assert plan.gpu_key("NVIDIA H100 80GB HBM3") == "h100"
-    assert plan.gpu_key("NVIDIA H100 PCIe") == "h100-pcie" and plan.gpu_key("NVIDIA L40S") == ""
+    assert gpus.gpu_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert gpus.gpu_key("NVIDIA H100 PCIe") == "h100-pcie" and gpus.gpu_key("NVIDIA L40S") == ""
 
 
 def test_the_cli_plan_says_where_each_gpu_figure_comes_from(data_home: Path) -> None:

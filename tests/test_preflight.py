@@ -289,7 +289,7 @@ def test_a_score_bias_is_exempt_under_the_pairwise_loss() -> None:
 
 # ----------------------------------------------------------------------------- the plan
 def test_plan_takes_preflight_figures_first_then_the_same_model(tmp_path: Path) -> None:
-    from pairrepro.report.plan import _throughput
+    from pairrepro.planning.plan import _throughput
 
     preflight = {"cin": {"pairs_per_s": 3.2, "hardware": "cpu", "model": "cin",
                          "flops_per_pair": 3.7e9}}
@@ -304,7 +304,8 @@ def test_plan_takes_preflight_figures_first_then_the_same_model(tmp_path: Path) 
 
 
 def test_plan_gpu_lower_bound_is_flops_over_the_vendor_peak() -> None:
-    from pairrepro.report.plan import PlanItem, gpu_peak
+    from pairrepro.planning.gpus import gpu_peak
+    from pairrepro.planning.plan import PlanItem
 
     name, peak = gpu_peak("h100")
     assert name == "H100 SXM" and peak == 989e12  # NVIDIA's dense bf16 figure
@@ -321,7 +322,7 @@ def test_plan_gpu_lower_bound_is_flops_over_the_vendor_peak() -> None:
 
 def test_plan_readiness_is_per_split(data_home: Path) -> None:
     """SNLI prepared with dev and test only is not ready for a recipe that trains on it."""
-    from pairrepro.report.plan import _missing_splits
+    from pairrepro.planning.plan import _missing_splits
 
     write_synthetic(data_home, n_train=30, n_eval=10, n_queries=5, n_eval_queries=5)
     recipe = load_recipe(NLI)

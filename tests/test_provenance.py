@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
-from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.train.provenance import git_info
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs the git command")

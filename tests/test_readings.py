@@ -1,4 +1,4 @@
-"""Protocol readings (pairrepro/report/readings.py): every reading of the committed reference
+"""Protocol readings (report/analyses/readings.py): every reading of the committed reference
 runs is recomputed here with scikit-learn or pytrec_eval, and the raw question counts of the
 TrecQA readings file are recounted from the prepared raw variant where ../shared is here."""
 
@@ -14,12 +14,12 @@ import pytrec_eval
 from sklearn.metrics import accuracy_score, f1_score
 
 from pairrepro import paths
-from pairrepro.report import ladders
-from pairrepro.report.gap_account import gap_markdown
-from pairrepro.report.paper_tables import load_paper
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses import ladders
+from pairrepro.report.analyses.gap_account import gap_markdown
+from pairrepro.report.analyses.readings import load_readings, read_cell, table_readings
 from pairrepro.report.publishing.readme import _reference_view
-from pairrepro.report.readings import load_readings, read_cell, table_readings
-from pairrepro.report.recipe_index import load_recipe_index
 from pairrepro.runs import find_runs
 
 RESULTS = paths.PROJECT_DIR / "results"

@@ -10,7 +10,7 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report.paper_tables import PAPERS, load_paper
+from pairrepro.planning.paper_tables import PAPERS, load_paper
 from pairrepro.report.publishing.readme import (
     SECTIONS,
     documents,

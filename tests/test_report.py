@@ -22,14 +22,15 @@ from typer.testing import CliRunner
 from pairrepro import runs as rf
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
-from pairrepro.report import cells as cl
-from pairrepro.report import numbers as nb
-from pairrepro.report import paper_tables as pt
-from pairrepro.report import recipe_index as ri
-from pairrepro.report import render as rd
-from pairrepro.report.figures import series_points
-from pairrepro.report.model_facts import MODEL_FACTS
-from pairrepro.report.plan import load_bench_figures, plan_tables, render_plan
+from pairrepro.planning import paper_tables as pt
+from pairrepro.planning import recipe_index as ri
+from pairrepro.planning.model_facts import MODEL_FACTS
+from pairrepro.planning.plan import load_bench_figures, plan_tables, render_plan
+from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables import layout as ly
+from pairrepro.report.tables import numbers as nb
+from pairrepro.report.tables import render as rd
+from pairrepro.report.tables.figures import series_points
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -112,6 +113,12 @@ def add_recipe(env: Path, name: str, text: str) -> None:
 
 def evaluate(paper: str, table: int) -> cl.EvalTable:
     return cl.evaluate_paper(paper, Path("runs"), table)[0]
+
+
+def shown(ev: cl.EvalTable, c: cl.Cell, text: object = ly.value_text) -> str:
+    """What the renderers print of ``c``: its value, or ``text`` (another of render's)."""
+    column = next(k for k in ev.table.columns if k.key == c.column)
+    return text(c, column)  # type: ignore[operator]
 
 
 def cell(ev: cl.EvalTable, label: str, column: str, nth: int = 0) -> cl.Cell:
@@ -201,13 +208,13 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     write_run(env / "runs", "lc4", 1, {}, status="failed")
     ev = evaluate("clstm", 2)
     c = cell(ev, "four stacked TC-LSTMs", "test")
-    assert c.status == cl.REPRODUCED and c.seeds == [1, 2, 3]
-    assert c.mean == pytest.approx((84.2 + 85.0 + 86.0) / 3)
-    assert c.reproduced_text == "85.1 ± 0.9"  # std of (84.2, 85, 86) = 0.9018
-    assert c.delta_text == "−0.0"
+    assert c.status == cl.REPRODUCED and c.estimate and c.estimate.seeds == [1, 2, 3]
+    assert c.estimate.mean == pytest.approx((84.2 + 85.0 + 86.0) / 3)
+    assert shown(ev, c) == "85.1 ± 0.9"  # std of (84.2, 85, 86) = 0.9018
+    assert shown(ev, c, ly.delta_text) == "−0.0"
     assert cell(ev, "four stacked TC-LSTMs", "test").bold
     off = cell(ev, "TC-LSTMs", "test")
-    assert off.status == cl.BELOW and off.delta_text == "−11.6"
+    assert off.status == cl.BELOW and shown(ev, off, ly.delta_text) == "−11.6"
     assert cell(ev, "LC-LSTMs", "test").status == cl.RUNNING
     assert cell(ev, "four stacked LC-LSTMs", "test").status == cl.FAILED
     not_run = cell(ev, "LC-LSTMs (Single Direction)", "test")
@@ -261,10 +268,10 @@ def test_tolerance_boundary_and_fraction_columns(env: Path) -> None:
     write_run(env / "runs", "cs", 1, {"test": {"map": 0.844, "mrr": 0.955}})
     ev = evaluate("csran", 6)
     assert cell(ev, "CSRAN", "map").status == cl.REPRODUCED
-    assert cell(ev, "CSRAN", "map").reproduced_text == "0.844"
-    assert cell(ev, "CSRAN", "map").delta_text == "−0.010"
+    assert shown(ev, cell(ev, "CSRAN", "map")) == "0.844"
+    assert shown(ev, cell(ev, "CSRAN", "map"), ly.delta_text) == "−0.010"
     assert cell(ev, "CSRAN", "mrr").status == cl.ABOVE
-    assert cell(ev, "CSRAN", "mrr").delta_text == "+0.020"
+    assert shown(ev, cell(ev, "CSRAN", "mrr"), ly.delta_text) == "+0.020"
 
 
 def test_no_published_value_and_cited_label(env: Path) -> None:
@@ -286,17 +293,17 @@ def test_comparison_rows_come_below_the_papers_rows(env: Path) -> None:
     ev = evaluate("csran", 6)
     assert [r.row.label for r in ev.rows][-2:] == ["CSRAN", "BM25"]
     bm25 = next(r for r in ev.rows if r.row.label == "BM25")
-    assert bm25.row.block == cl.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
+    assert bm25.row.block == ri.COMPARISON_BLOCK and bm25.recipes == ["bm25_trec"]
     assert cell(ev, "BM25", "map").status == cl.NEW
-    assert cell(ev, "BM25", "map").reproduced_text == "0.687"
+    assert shown(ev, cell(ev, "BM25", "map")) == "0.687"
     assert cell(ev, "BM25", "map").published == ""
     md = rd.to_markdown(ev)
     assert "| BM25 |  | [0.687](runs/bm25_trec) |  | [0.797](runs/bm25_trec) |" in md
     assert "models run here for comparison" in md
     paper = pt.load_paper("csran")
     index = ri.load_recipe_index()
-    assert cl.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
-    assert cl.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
+    assert ri.table_recipes(paper, paper.table(6), index) == ["cs_trec"]
+    assert ri.table_recipes(paper, paper.table(6), index, True) == ["bm25_trec", "cs_trec"]
     items = plan_tables([(paper, paper.table(6))], index, Path("runs"), comparisons=True)
     assert sorted(i.recipe for i in items) == ["bm25_trec", "cs_trec"]
     assert evaluate("csran", 5).rows[-1].row.label == "CSRAN"  # other tables: unchanged
@@ -311,7 +318,7 @@ def test_mixed_dataset_columns_pick_the_recipe_of_their_dataset(env: Path) -> No
     assert cell(ev, "w/o MAR", "snli").recipe == "abl_snli"
     assert cell(ev, "w/o MAR", "snli").status == cl.REPRODUCED
     assert cell(ev, "w/o MAR", "trec_map").recipe == "abl_trec"
-    assert cell(ev, "w/o MAR", "trec_map").reproduced_text == "0.80"
+    assert shown(ev, cell(ev, "w/o MAR", "trec_map")) == "0.80"
     assert cell(ev, "w/o MAR", "scitail").status == cl.NO_RECIPE
 
 
@@ -342,7 +349,7 @@ def test_paper_settings_resolve_in_the_real_recipes(tmp_path: Path) -> None:
             for row in ev.rows:
                 for c in row.cells:
                     where = (name, table.number, row.row.label, c.column, c.detail)
-                    assert c.recipe and c.reproduced_text != "not set", where
+                    assert c.recipe and shown(ev, c) != "not set", where
                     assert c.status == cl.REPRODUCED, where
         for figure in paper.figures:
             for series in figure.series:
@@ -543,7 +550,7 @@ def test_every_published_value_is_in_the_paper_text(shared_dir: Path) -> None:
 
 def test_run_note_says_how_the_number_was_made() -> None:
     """The run line next to a reproduced number names the vectors, epochs and data size."""
-    from pairrepro.report.render import _run_setup
+    from pairrepro.report.tables.layout import _run_setup
 
     config = {"embeddings": {"source": "glove-6b-50d", "dim": 50}, "train": {"epochs": 3},
               "data": {"max_train_pairs": 12000}}
@@ -658,7 +665,7 @@ def test_damaged_run_shows_as_damaged_and_the_rest_renders(env: Path) -> None:
     ev = evaluate("clstm", 2)
     # one seed finished, one damaged: the number stands on the finished seed, the note says
     good = cell(ev, "four stacked TC-LSTMs", "test")
-    assert good.status == cl.REPRODUCED and good.seeds == [1]
+    assert good.status == cl.REPRODUCED and good.estimate and good.estimate.seeds == [1]
     assert "1 seed(s) damaged: runs/tc4/seed-2/result.json: not valid JSON" in good.detail
     bad = cell(ev, "TC-LSTMs", "test")
     assert bad.status == cl.DAMAGED
@@ -689,15 +696,16 @@ def test_a_number_without_evidence_keeps_its_value_and_says_why(env: Path) -> No
     import pandas as pd
 
     from pairrepro.errors import DataError, NoEvidenceError
-    from pairrepro.report import evidence
+    from pairrepro.report.analyses import evidence
 
     add_recipe(env, "tc4", recipe_text([("clstm", 2, "four stacked TC-LSTMs")]))
     for seed in (1, 2):
         write_run(env / "runs", "tc4", seed, {"test": {"accuracy": 0.75}})
     c = cell(evaluate("clstm", 2), "four stacked TC-LSTMs", "test")
     # 75.0 against the published 85.1: a number, and a verdict, without an interval
-    assert c.mean == pytest.approx(75.0) and c.status == cl.BELOW and c.interval is None
-    assert c.interval_note == "runs/tc4/seed-1 has no predictions/test.parquet"
+    assert c.estimate and c.estimate.mean == pytest.approx(75.0) and c.status == cl.BELOW
+    assert c.estimate.interval is None
+    assert c.estimate.interval_note == "runs/tc4/seed-1 has no predictions/test.parquet"
     # 3 of 4 pairs right in each seed (hand-counted), but seed 2 scored pair e, not d
     for seed, last in ((1, "d"), (2, "e")):
         rf.RunFolder.of(Path("runs"), "tc4", seed).write_predictions("test", pd.DataFrame({
@@ -710,8 +718,10 @@ def test_a_number_without_evidence_keeps_its_value_and_says_why(env: Path) -> No
     assert isinstance(info.value, DataError) and not isinstance(info.value, ValueError)
     assert info.value.exit_code == 3
     c = cell(evaluate("clstm", 2), "four stacked TC-LSTMs", "test")
-    assert c.mean == pytest.approx(75.0) and c.status == cl.BELOW and c.interval is None
-    assert c.interval_note.endswith("seed-2: scored on other test units than the other seeds")
+    assert c.estimate and c.estimate.mean == pytest.approx(75.0) and c.status == cl.BELOW
+    assert c.estimate.interval is None
+    assert c.estimate.interval_note.endswith(
+        "seed-2: scored on other test units than the other seeds")
 
 
 def test_data_counts_as_prepared_only_with_its_done_marker(env: Path) -> None:
@@ -741,11 +751,11 @@ def test_parameter_counts_come_from_runs_or_the_committed_file(env: Path) -> Non
     (d / "manifest.json").write_text(json.dumps({"parameters": {"weights": 77_000}}))
     ev = evaluate("clstm", 2)
     from_run = cell(ev, "TC-LSTMs", "params")  # published 77.5K: 77.0K is within 5%
-    assert (from_run.status, from_run.reproduced_text) == (cl.REPRODUCED, "77K")
+    assert (from_run.status, shown(ev, from_run)) == (cl.REPRODUCED, "77K")
     assert "runs/tc1/seed-1/manifest.json" in from_run.detail
     committed = json.loads(MODEL_FACTS.read_text(encoding="utf-8"))["weights"]
     from_file = cell(ev, "TC-LSTMs (Single Direction)", "params")
-    assert from_file.mean == committed["tc_lstm_1dir"]
+    assert from_file.estimate and from_file.estimate.mean == committed["tc_lstm_1dir"]
     assert "bench/model_facts.json" in from_file.detail
     unknown = cell(ev, "LC-LSTMs", "params")
     assert unknown.status == cl.NOT_RUN and "python bench/model_facts.py" in unknown.detail

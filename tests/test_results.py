@@ -21,12 +21,15 @@ from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.metrics import per_query_metrics
-from pairrepro.report import cells as cl
-from pairrepro.report import evidence
-from pairrepro.report.paper_tables import load_paper
-from pairrepro.report.plan import done_seeds
+from pairrepro.planning.paper_tables import load_paper
+from pairrepro.planning.plan import done_seeds
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.analyses.comparison import Comparison
 from pairrepro.report.publishing.verify import add_reference
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.report.tables import cells as cl
+from pairrepro.report.tables.layout import comparison_text
 from pairrepro.runs import (
     COMPACT_COLUMNS,
     DamagedRunError,
@@ -170,8 +173,8 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     ref = _cell(_table6(None), BM25_ROW)
     assert ref.source == cl.REFERENCE and ref.status == cl.NEW
     recorded = read_run(BM25).value("test.map")
-    assert ref.mean == recorded and ref.interval is not None
-    assert ref.interval.low < recorded < ref.interval.high
+    assert ref.estimate.mean == recorded and ref.estimate.interval is not None
+    assert ref.estimate.interval.low < recorded < ref.estimate.interval.high
     # an own run of the recipe: its number, the reference beside it
     own = _copy(runs)
     result = json.loads((own / "result.json").read_text())
@@ -179,7 +182,7 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     (own / "result.json").write_text(json.dumps(result))
     cell = _cell(_table6(runs), BM25_ROW)
     # 0.5 is not what its predictions give: a damaged run, no number is claimed
-    assert cell.status == cl.DAMAGED and cell.mean is None
+    assert cell.status == cl.DAMAGED and cell.estimate is None
     assert f"{own / 'result.json'} disagrees with its saved predictions" in cell.detail
     # nor when its test predictions are gone: a finished run without them lost a part
     (own / "predictions" / "test.parquet").unlink()
@@ -195,7 +198,7 @@ def test_cells_show_reference_own_run_and_variant(tmp_path: Path) -> None:
     ev = cl.evaluate_table(load_paper("csran"), load_paper("csran").table(6), runs,
                            load_recipe_index(), tmp_path / "no-results")
     cell = _cell(ev, BM25_ROW)
-    assert cell.status == cl.VARIANT and cell.mean is None
+    assert cell.status == cl.VARIANT and cell.estimate is None
     assert cell.variant_keys == ["data.max_train_pairs"]
 
 
@@ -217,10 +220,8 @@ def test_verdict_uses_the_interval_or_the_printed_precision() -> None:
     from pairrepro.stats import Interval
 
     def verdict(mean: float, low: float, high: float, target: float) -> str:
-        cell = cl.Cell(column=column.key, published="", status="", mean=mean,
-                       interval=Interval(mean, low, high, 0.95, 10, 1, 10))
-        cl._verdict(cell, table, column, target)
-        return cell.status
+        found = cl.Estimate(mean, interval=Interval(mean, low, high, 0.95, 10, 1, 10))
+        return cl._verdict(found, table, column, target).status
 
     assert verdict(0.80, 0.75, 0.85, 0.84) == cl.REPRODUCED  # inside
     assert verdict(0.80, 0.78, 0.82, 0.854) == cl.BELOW  # 0.854 above the interval
@@ -229,7 +230,7 @@ def test_verdict_uses_the_interval_or_the_printed_precision() -> None:
 
 
 def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
-    ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
+    ev = compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
     cell = _cell(ev, BM25_ROW)
 
     def ap(recipe: str) -> pd.Series:
@@ -243,17 +244,19 @@ def test_compare_to_is_a_paired_test_on_the_same_queries() -> None:
     stream = evidence.stream("test", "bm25_trecqa", "bm25_digits_trecqa", "test.map", (1,),
                              (1,))
     expected = paired_randomization_test(a.to_numpy(), b.loc[a.index].to_numpy(), seed=stream)
-    assert cell.comparison_p == expected.p_value
-    assert cell.comparison.startswith(f"{expected.difference:+.3f}".replace("-", "−"))
+    assert cell.comparison is not None and cell.comparison.p_value == expected.p_value
+    column = next(c for c in ev.table.columns if c.key == cell.column)
+    assert comparison_text(cell, column).startswith(
+        f"{expected.difference:+.3f}".replace("-", "−"))
     assert np.isclose(expected.difference, a.mean() - b.mean())
     with pytest.raises(ConfigError, match="no such row"):
-        cl.compare_to(_table6(None), "no such model")
+        compare_to(_table6(None), "no such model")
 
 
 def test_an_f1_row_against_a_one_seed_scorer_pairs_every_seed_with_it() -> None:
     """BM25 has one seed: each MV-LSTM-Cosine seed stands against it, so the difference is
     the mean F1 over the three seeds minus BM25's (the result.json values)."""
-    from pairrepro.report import evidence
+    from pairrepro.report.analyses import evidence
     from pairrepro.runs import find_runs
 
     def runs(recipe: str) -> list:
@@ -412,7 +415,7 @@ def test_a_seed_folder_without_its_result_is_damaged_wherever_runs_are_read(
     """A reference seed whose result.json was deleted was read as "running" and left out:
     the gap ladder, the parity table and the README went on with the other seeds, and
     report runs did not list it. It is damaged, named wherever runs are read."""
-    from pairrepro.report.ladders import recipe_runs
+    from pairrepro.report.analyses.ladders import recipe_runs
 
     results = tmp_path / "results"
     _copy(results)
@@ -499,13 +502,13 @@ def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Pa
     """Hostile case 1: the published 0.8541 typed into result.json is no reproduced cell;
     the README cannot be rewritten from it (exit 3, the file named)."""
     from pairrepro.report.publishing.readme import render_sections
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     def edit(folder: Path) -> None:
         _edit_json(folder / "result.json", lambda r: r["metrics"]["test"].update(map=0.8541))
 
     results, cell = _tampered_table6(tmp_path, edit)
-    assert cell.status == cl.DAMAGED and cell.mean is None and not cell.runs
+    assert cell.status == cl.DAMAGED and cell.estimate is None and not cell.runs
     assert "csran_trecqa/seed-1/result.json disagrees with its saved predictions: " \
            "test.map 0.8541 where predictions/test.parquet give 0.766440" in cell.detail
     paper = load_paper("csran")
@@ -525,7 +528,7 @@ def test_an_edited_reference_result_is_damaged_and_stops_the_readme(tmp_path: Pa
 def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
         tmp_path: Path) -> None:
     """Hostile case 12: a reference's predictions changed under its result.json."""
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     def edit(folder: Path) -> None:
         path = folder / "predictions" / "test.parquet"
@@ -534,7 +537,7 @@ def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
         frame.to_parquet(path)
 
     results, cell = _tampered_table6(tmp_path, edit)
-    assert cell.status == cl.DAMAGED and cell.interval is None
+    assert cell.status == cl.DAMAGED and cell.estimate is None
     assert "predictions/test.parquet give" in cell.detail
     paper = load_paper("csran")
     text = to_markdown(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(),
@@ -543,7 +546,7 @@ def test_edited_predictions_never_print_an_interval_or_a_no_predictions_footer(
 
 
 def test_run_lists_print_each_seeds_commit_in_seed_order_with_dirty() -> None:
-    from pairrepro.report.render import layout
+    from pairrepro.report.tables.layout import layout
 
     lay = layout(_table6(None))
     for recipe in ("esim_no_em_trecqa", "csran_trecqa", "mv_lstm_tensor_trecqa"):
@@ -580,7 +583,7 @@ def _verdicts(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
               ) -> list[tuple[str, str, str]]:
     """Every verdict the README prints from Tables 6 and 8 and Table 8's orderings, with
     resampling seed ``seed``."""
-    from pairrepro.report.orderings import table_orderings
+    from pairrepro.report.analyses.orderings import table_orderings
 
     _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")
@@ -603,7 +606,7 @@ def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.Monke
 
 
 def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: Path) -> None:
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     # the reference runs with CIN cut to its first seed: a trained row of one model
     results = tmp_path / "results"
@@ -631,15 +634,16 @@ def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: 
 
 
 def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() -> None:
-    from pairrepro.report.numbers import format_number
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.numbers import format_number
+    from pairrepro.report.tables.render import to_markdown
 
     paper = load_paper("csran")
     ev = cl.evaluate_table(paper, paper.table(8), None, load_recipe_index(), RESULTS)
     cell = _cell(ev, "Original", "trec_map")
     last = [json.loads((RESULTS / "csran_trecqa" / f"seed-{s}" / "metrics.jsonl"
                         ).read_text().splitlines()[-1])["dev"]["map"] for s in (1, 2, 3)]
-    assert cell.last_epoch == pytest.approx(np.mean(last))
+    assert cell.estimate is not None
+    assert cell.estimate.last_epoch == pytest.approx(np.mean(last))
     text = to_markdown(ev)
     column = next(c for c in ev.table.columns if c.key == "trec_map")
     assert f"(last epoch {format_number(float(np.mean(last)), column)})" in text
@@ -647,17 +651,22 @@ def test_table8_shows_the_last_epoch_dev_value_and_that_dev_chose_the_epoch() ->
 
 
 def test_compare_to_prints_holm_adjusted_p_values_beside_the_raw_ones() -> None:
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
-    ev = cl.compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
-    tested = [c for r in ev.rows for c in r.cells if c.comparison_p is not None]
-    raw = [c.comparison_p or 1.0 for c in tested]
+    ev = compare_to(_table6(None), "BM25, DEV/TEST numbers kept")
+    tested = [c.comparison for r in ev.rows for c in r.cells
+              if c.comparison is not None and c.comparison.p_value is not None]
+    raw = [c.p_value or 1.0 for c in tested]
     ranks = np.argsort(raw, kind="stable")
     m = len(raw)
     for k, i in enumerate(ranks):  # Holm by its definition: a max over the smaller ones
         expected = max(min(1.0, (m - j) * raw[ranks[j]]) for j in range(k + 1))
-        assert tested[i].comparison_holm == pytest.approx(expected)
+        assert tested[i].holm == pytest.approx(expected)
     assert m > 5 and "Holm p" in to_markdown(ev)
+
+
+def _tested(found: Comparison | None) -> tuple[float | None, bool]:
+    return (None, False) if found is None else (found.p_value, found.undecided)
 
 
 def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
@@ -665,7 +674,7 @@ def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeInd
     """Every paired-test decision the README prints (the "vs" tables of Tables 6, 8 and 5 and
     the gap ladders): significant at 0.05, not, or undecided, with resampling seed ``seed``;
     and Table 5's cell verdicts."""
-    from pairrepro.report.ladders import available_ladders, evaluate_ladder
+    from pairrepro.report.analyses.ladders import available_ladders, evaluate_ladder
 
     _for_verdicts(monkeypatch, seed)
     paper = load_paper("csran")
@@ -677,16 +686,16 @@ def _test_decisions(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeInd
     found = []
     for number, versus in ((6, "BM25, DEV/TEST numbers kept"), (8, "Original"),
                            (5, "BM25, threshold fitted on train")):
-        ev = cl.compare_to(cl.evaluate_table(paper, paper.table(number), None, index,
+        ev = compare_to(cl.evaluate_table(paper, paper.table(number), None, index,
                                              RESULTS), versus)
         found += [(f"{number} {r.row.label} {c.column}",
-                   decision(c.comparison_p, c.comparison_undecided)
+                   decision(*_tested(c.comparison))
                    + (f" {c.status}" if number == 5 else ""))
                   for r in ev.rows for c in r.cells]
     for name in available_ladders():
         for step in evaluate_ladder(name, RESULTS, index).steps:
             found += [(f"{name} {step.recipe} {v.metric}",
-                       decision(v.p_value, "undecided" in v.versus)) for v in step.values]
+                       decision(*_tested(v.comparison))) for v in step.values]
     return found
 
 

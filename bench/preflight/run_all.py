@@ -1,5 +1,5 @@
 """Preflight every recipe a paper table names (rows and comparison rows) into
-``bench/preflight/<recipe>.json``: the figures of the compute plan (``pairrepro/report/plan.py``).
+``bench/preflight/<recipe>.json``: the figures of the compute plan (``pairrepro/planning/plan.py``).
 
 Each recipe runs in its own process (so its peak memory is its own), on the CPU with one
 thread unless told otherwise, at the recipe's own size; datasets that are not prepared here
@@ -26,10 +26,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pairrepro.report.cells import table_recipes
-from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.plan import PREFLIGHT_DIR
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.preflight_record import PREFLIGHT_DIR
+from pairrepro.planning.recipe_index import load_recipe_index, table_recipes
 from pairrepro.train.preflight import DEFAULT_STEPS
 
 ROOT = Path(__file__).resolve().parents[2]

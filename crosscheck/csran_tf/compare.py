@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from pairrepro import paths
-from pairrepro.report.evidence import interval, paired_test, run_units
+from pairrepro.report.analyses.evidence import interval, paired_test, run_units
 from pairrepro.runs import RunInfo, find_runs
 
 HERE = Path(__file__).resolve().parent

@@ -35,7 +35,7 @@ from pairrepro.cli.report_cmds import (
 )
 from pairrepro.cli.train_cmds import metrics_table
 from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
-from pairrepro.report.cells import EvalTable
+from pairrepro.report.tables.cells import EvalTable
 
 
 def reproduce(

@@ -1,8 +1,5 @@
-"""CLI of the report area: ``pairrepro report`` (never trains) and its sub-commands ``runs``,
-``curves``, ``figures``, ``gap``, ``orderings``, ``parity``; a paper name in place of a
-sub-command means ``report paper NAME``. ``reproduce`` and ``demo`` render through its table
-helpers (:func:`select_tables`, :func:`output_tables`, :func:`print_plan`).
-"""
+"""``pairrepro report`` (never trains) and its sub-commands (a paper name in place of one means
+``report paper NAME``); ``reproduce`` and ``demo`` render through its table helpers."""
 
 from __future__ import annotations
 
@@ -24,9 +21,11 @@ from pairrepro.cli.common import (
 )
 from pairrepro.errors import ConfigError
 from pairrepro.paths import write_text
-from pairrepro.report.cells import EvalTable, compare_to, eval_to_json, evaluate_table
-from pairrepro.report.paper_tables import PAPERS, Paper, PaperTable, load_paper
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.tables.cells import EvalTable, evaluate_table
+from pairrepro.report.tables.render import eval_to_json
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
@@ -69,7 +68,7 @@ def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
 
 def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     """Evaluated tables as JSON (``--json``), into ``--out``, or on the terminal."""
-    from pairrepro.report.render import FORMATS, render_many, term_renderables
+    from pairrepro.report.tables.render import FORMATS, render_many, term_renderables
 
     if out is not None and fmt == "term":
         fmt = SUFFIX_FORMAT.get(out.suffix.lower(), "md")
@@ -96,8 +95,8 @@ def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
                device: str | None = None) -> list[Any]:
     """The plan of ``report --plan`` and ``reproduce --dry-run`` (one planner, one figure:
-    :func:`pairrepro.report.plan.plan_tables`), as text or ``--json``."""
-    from pairrepro.report.plan import plan_tables, plan_to_json, render_plan
+    :func:`pairrepro.planning.plan.plan_tables`), as text or ``--json``."""
+    from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
                         comparisons=comparisons, gpu=gpu)
@@ -205,7 +204,7 @@ def report_curves(
 
       pairrepro report curves results/csran_trecqa/seed-1      (drawn into RUNS/figures/)
     """
-    from pairrepro.report.figures import curves_figure
+    from pairrepro.report.tables.figures import curves_figure
 
     _say_written(curves_figure(run, out or _curves_dir(run)))
 
@@ -257,8 +256,8 @@ def report_gap(
 
       pairrepro report gap csran_trecqa --json
     """
-    from pairrepro.report.gap_account import gap_json, gap_markdown
-    from pairrepro.report.ladders import evaluate_ladder
+    from pairrepro.report.analyses.gap_account import gap_json, gap_markdown
+    from pairrepro.report.analyses.ladders import evaluate_ladder
 
     result = evaluate_ladder(ladder, results or paths.results_dir())
     if STATE.json:
@@ -284,7 +283,7 @@ def report_parity(
 
       pairrepro report parity --json
     """
-    from pairrepro.report.parity import evaluate_parity, parity_json, parity_markdown
+    from pairrepro.report.analyses.parity import evaluate_parity, parity_json, parity_markdown
 
     found = evaluate_parity(results or paths.results_dir())
     if STATE.json:
@@ -312,14 +311,14 @@ def report_orderings(
 
       pairrepro report orderings csran --table 8 --json
     """
-    from pairrepro.report.orderings import orderings_json, orderings_markdown, table_orderings
+    from pairrepro.report.analyses import orderings as od
 
     ev = _one_table(target, table, runs)
-    found = table_orderings(ev, alpha)
+    found = od.table_orderings(ev, alpha)
     if STATE.json:
-        emit_json(orderings_json(ev, found, alpha))
+        emit_json(od.orderings_json(ev, found, alpha))
         return
-    _write_or_print(orderings_markdown(ev, found, alpha), out, f"wrote {out}")
+    _write_or_print(od.orderings_markdown(ev, found, alpha), out, f"wrote {out}")
 
 
 def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
@@ -348,7 +347,7 @@ def report_readings(
 
       pairrepro report readings csran --table 5 --json
     """
-    from pairrepro.report.readings import table_readings, table_readings_markdown
+    from pairrepro.report.analyses.readings import table_readings, table_readings_markdown
 
     ev = _one_table(target, table, runs)
     if STATE.json:
@@ -374,29 +373,29 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
 def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
     from rich.table import Table
 
-    from pairrepro.report.runs_table import HEADERS, collect, format_line, to_json, to_markdown
+    from pairrepro.report.tables import runs_table as rt
 
-    lines = collect(runs_dir, dataset)
+    lines = rt.collect(runs_dir, dataset)
     if not lines and not STATE.quiet:
         _hint_nested_runs(runs_dir, dataset)
     if STATE.json:
-        emit_json(to_json(lines))
+        emit_json(rt.to_json(lines))
         return
     if out is not None or fmt == "md":
-        _write_or_print(to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
+        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
         return
     if fmt != "term":
         raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
-    table = Table(*HEADERS, title=f"runs in {runs_dir}")
+    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
     for line in lines:  # escaped: paths and damage reports are not rich markup
-        table.add_row(*(escape(cell) for cell in format_line(line)))
+        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
     console.print(table)
 
 
 def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
     """On stderr: the folders one level down that hold runs (the demo trains into
     ``runs/demo/``), with the ``--runs`` option that lists them."""
-    from pairrepro.report.runs_table import collect
+    from pairrepro.report.tables.runs_table import collect
 
     if not runs_dir.is_dir():
         return
@@ -416,7 +415,7 @@ def _say_written(written: list[Path]) -> None:
 
 
 def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> None:
-    from pairrepro.report.figures import depth_figure, table_plot
+    from pairrepro.report.tables.figures import depth_figure, table_plot
 
     index = load_recipe_index()
     written: list[Path] = []

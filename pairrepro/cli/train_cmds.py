@@ -320,7 +320,7 @@ def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensembl
                              variant: str, save: bool) -> dict[str, float]:
     """``split``'s metrics from the run's saved predictions (the functions training used),
     or an error saying why they cannot answer what was asked."""
-    from pairrepro.report.evidence import rescore
+    from pairrepro.report.analyses.evidence import rescore
 
     why = f"{run_dir} keeps no checkpoint, only the predictions of its best one"
     retrain = (f"train the recipe for a run with checkpoints (pairrepro train "

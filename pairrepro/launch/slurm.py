@@ -24,7 +24,8 @@ from pairrepro.errors import ConfigError
 from pairrepro.launch import live as table
 from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
 from pairrepro.paths import read_toml
-from pairrepro.report.plan import epoch_seconds, preflight_record
+from pairrepro.planning.plan import epoch_seconds
+from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run
 from pairrepro.schema import Schema, validate
 
@@ -70,7 +71,7 @@ def recipe_resources(recipe: Any, device: str | None = None,
     """Default Slurm resources of one recipe, from what its preflight record holds: a GPU
     unless it trains on CPU; memory 1.5× the record's ``peak_mb`` + 2 GB; time 1.5× its
     epochs at the record's ``pairs_per_s`` over the plan's training pairs
-    (:func:`~pairrepro.report.plan.epoch_seconds`) + 30 min. The time comes only from a
+    (:func:`~pairrepro.planning.plan.epoch_seconds`) + 30 min. The time comes only from a
     record measured on the job's own hardware: a CPU figure would ask a GPU job for days.
     Without a record: :class:`SlurmSettings`' defaults (16 GB, 24 h)."""
     wanted = device or recipe.train.device

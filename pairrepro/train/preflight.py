@@ -28,12 +28,10 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
@@ -41,20 +39,20 @@ from torch.utils.flop_counter import FlopCounterMode
 from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
-from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
+from pairrepro.data.prepared import PAD_ID
 from pairrepro.device import (
     autocast,
     cpu_fingerprint,
     device_name,
     resolve_precision,
 )
-from pairrepro.errors import DataError, PairreproError, PreflightError
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
+from pairrepro.planning.preflight_record import Check, PreflightRecord
+from pairrepro.train.preflight_data import embeddings_here, preflight_data
 from pairrepro.train.setup import (
     TaskData,
     build_recipe_model,
-    load_task_data,
     recipe_task,
 )
 
@@ -67,97 +65,6 @@ EXTRA_PADDING = 5  # pad tokens added to each text by the padding check
 PADDING_PAIRS = 8  # pairs of the batch the padding check scores twice
 PADDING_TOLERANCE = 1e-4  # max |difference| / (1 + max |output|) that still passes
 CONSTANT_TOLERANCE = 1e-6  # outputs whose spread is below this (relative) are constant
-# Typical (min, max) token lengths of (left, right) for a dataset that is not prepared here,
-# drawn uniformly per text by the synthetic stand-in (timing only: the checks on random
-# words say little about the data). SNLI: premise ~14 / hypothesis ~8 tokens on average
-# (CIN Table 1); Ubuntu v1: context ~86 / response ~17 words on average (Lowe et al. 2015);
-# Yahoo L4: the 5-50 (MV-LSTM) / 4-30 (C-LSTM) word filters of the papers' constructions;
-# the other rows are rough and marked so in preflight.json.
-STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
-    "snli": ((7, 21), (4, 12)),
-    "multinli": ((10, 34), (5, 17)),  # rough: longer premises than SNLI
-    "quora": ((6, 16), (6, 16)),  # rough: short questions
-    "scitail": ((10, 24), (8, 16)),  # rough
-    "ubuntu": ((40, 132), (8, 26)),
-    "yahoo": ((5, 50), (5, 50)),
-    "reuters_sc": ((4, 14), (4, 14)),  # rough: two clauses of an 8-28-word sentence
-    "trecqa": ((6, 16), (15, 45)),  # rough
-    "twitter_url": ((8, 18), (8, 18)),  # rough
-}
-DEFAULT_LENGTHS = ((8, 24), (8, 24))
-STAND_IN_VOCAB = 30000  # words of the synthetic stand-in vocabulary
-
-
-@dataclass
-class Check:
-    """One check's outcome: ``status`` is ``pass``, ``fail`` or ``n/a``."""
-
-    name: str
-    status: str
-    detail: str
-    value: float | None = None
-
-
-@dataclass
-class PreflightResult:
-    """Everything preflight measured and checked (``preflight.json``)."""
-
-    recipe: str
-    model: str
-    source: str
-    overrides: list[str]
-    device: str
-    device_name: str
-    hardware: str  # "cpu" | "gpu": the unit of the plan's hours from these figures
-    threads: int
-    torch_version: str
-    measured: str
-    data: dict[str, Any]
-    embeddings: dict[str, Any]
-    trains: bool
-    batch_size: int
-    pairs_per_step: int
-    steps: int
-    budget_s: float
-    step_s: list[float] = field(default_factory=list)
-    losses: list[float] = field(default_factory=list)  # train mode, before each step
-    eval_losses: list[float] = field(default_factory=list)  # eval mode, after each step
-    loss_before: float | None = None
-    loss_after: float | None = None
-    pairs_per_s: float | None = None
-    peak_mb: float | None = None
-    flops_per_step: int | None = None
-    flops_per_pair: float | None = None
-    parameters: dict[str, int] = field(default_factory=dict)
-    checks: list[Check] = field(default_factory=list)
-    precision: str = "fp32"  # of the training steps (eval losses and outputs are fp32)
-    cpu: dict[str, Any] = field(default_factory=dict)  # device.cpu_fingerprint()
-    # the resolved recipe checked (overrides applied): a record vouches for this config only
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> list[str]:
-        return [c.name for c in self.checks if c.status == "fail"]
-
-    @property
-    def passed(self) -> bool:
-        return not self.failed
-
-    def to_json(self) -> dict[str, Any]:
-        """``preflight.json``: the fields, ``passed`` and ``failed``."""
-        return {**asdict(self), "passed": self.passed, "failed": self.failed}
-
-    def raise_if_failed(self) -> None:
-        """A :class:`PreflightError` naming every failed check and its detail."""
-        if self.failed:
-            details = "; ".join(f"{c.name}: {c.detail}" for c in self.checks
-                                if c.status == "fail")
-            raise PreflightError(
-                f"{self.recipe}: preflight check(s) failed: {details}",
-                hint="see the check's meaning in `pairrepro preflight --help`; fix the recipe "
-                     "or the model before the long run")
-
-
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs of one call of ``fn`` (forward and backward when ``fn`` runs both), from
     :class:`torch.utils.flop_counter.FlopCounterMode` (``bench/flops.py`` counts alike)."""
@@ -173,99 +80,6 @@ def peak_memory_mb(device: torch.device) -> float:
     # ru_maxrss is KiB on Linux, bytes on macOS
     scale = 1 if platform.system() == "Darwin" else 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-
-
-# ---------------------------------------------------------------------------- data
-def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
-                      ) -> tuple[PreparedDataset, str]:
-    """Random words at the dataset's typical lengths, as a prepared dataset in memory."""
-    from pairrepro.data.formats import yahoo_l4
-    from pairrepro.data.manifests import load_manifest
-
-    label_map: list[str] = ["0", "1"]
-    lengths = STAND_IN_LENGTHS.get(recipe.data.dataset, DEFAULT_LENGTHS)
-    try:
-        manifest = load_manifest(recipe.data.dataset)
-        label_map = list(manifest.label_map) or label_map
-        options = manifest.variant(recipe.data.variant or None).options
-        if isinstance(options, yahoo_l4.Options):  # a construction's own length filter
-            declared = (options.lengths[0], options.lengths[1])
-            lengths = (declared, declared)
-    except PairreproError:
-        pass
-    rng = np.random.default_rng([seed, 2718])
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    words = {"".join(rng.choice(letters, rng.integers(2, 11))) for _ in range(STAND_IN_VOCAB)}
-    vocab = [PAD, UNK, *sorted(words - {PAD, UNK})]
-    ranking = recipe_task(recipe).is_ranking
-    per_group = 5 if ranking else 1
-    rows = []
-    for i in range(pairs):
-        group = i // per_group
-        if i % per_group == 0:
-            left = rng.integers(2, len(vocab), rng.integers(lengths[0][0], lengths[0][1] + 1))
-        right = rng.integers(2, len(vocab), rng.integers(lengths[1][0], lengths[1][1] + 1))
-        label = int(i % per_group == 0) if ranking else int(rng.integers(len(label_map)))
-        rows.append((f"s{i}", f"g{group}", left.tolist(), right.tolist(), label))
-    frame = pd.DataFrame(rows, columns=["pair_id", "group_id", "left_ids", "right_ids", "label"])
-    split = recipe.data.train_split
-    prepared = PreparedDataset(root=Path("<stand-in>"), vocab=vocab,
-                               train_counts=[0, 0, *[1000] * (len(vocab) - 2)],
-                               stats={"label_map": label_map}, _splits={split: frame})
-    note = (f"{recipe.data.dataset} is not prepared here: {pairs} pairs of random words, "
-            f"lengths {lengths[0][0]}-{lengths[0][1]} / {lengths[1][0]}-{lengths[1][1]} "
-            f"tokens, {len(vocab)}-word vocabulary (timing only)")
-    return prepared, note
-
-
-def preflight_data(recipe: Recipe, seed: int, stand_in: bool = False
-                   ) -> tuple[Recipe, PreparedDataset, TaskData, dict[str, Any]]:
-    """The data preflight trains on: the recipe's training split, else a prepared stand-in
-    split (dev first), else (``stand_in``) synthetic words. Returns the recipe with that
-    split as its ``train_split``, the prepared dataset, the encoded data and a description."""
-    d = recipe.data
-    info: dict[str, Any] = {"dataset": d.dataset, "variant": d.variant, "stand_in": None,
-                            "synthetic": False}
-    if is_prepared(d.dataset, d.variant):
-        prepared = load_prepared(d.dataset, d.variant or None)
-        present = prepared.split_names
-        order = [d.train_split, d.dev_split, *d.test_splits, *present]
-        split = next((s for s in order if s in present), None)
-        if split is None:
-            raise DataError(f"{prepared.root} holds no split", hint="re-run pairrepro preprocess")
-        if split != d.train_split:
-            info["stand_in"] = (f"the training split {d.train_split!r} is not prepared here: "
-                                f"split {split!r} stands in for it")
-    elif stand_in:
-        split = d.train_split
-        prepared, info["stand_in"] = _stand_in_dataset(
-            recipe, seed, max(4 * recipe.train.batch_size, 256))
-        info["synthetic"] = True
-    else:
-        from pairrepro.data.prepared import data_status
-
-        raise DataError(f"{d.dataset}{'/' + d.variant if d.variant else ''} is not prepared",
-                        hint=f"{data_status(d.dataset, d.variant)[1]}; or pass --stand-in to "
-                             "time the model on random words")
-    run_recipe = recipe.with_changes(data={"train_split": split})
-    _, data = load_task_data(run_recipe, seed, [split], prepared=prepared)
-    info.update(split=split, pairs=len(data.train))
-    return run_recipe, prepared, data, info
-
-
-def _embeddings_here(recipe: Recipe) -> str | None:
-    """``None`` when the recipe's pretrained vectors can be read here, else why not."""
-    emb = recipe.embeddings
-    if emb.source == "glove-file" and not Path(emb.path).is_file():
-        return f"{emb.path} is not here"
-    if emb.source == "glove-6b-50d":
-        from pairrepro.data.embeddings import glove_package_files
-
-        try:
-            glove_package_files()
-        except PairreproError as exc:
-            return exc.message
-    return None
 
 
 # ---------------------------------------------------------------------------- checks
@@ -442,9 +256,9 @@ class EmbeddingNorms:
 def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   steps: int = DEFAULT_STEPS,
                   budget_s: float = 300.0, device: torch.device | None = None, seed: int = 1,
-                  stand_in: bool = False, show_progress: bool = False) -> PreflightResult:
+                  stand_in: bool = False, show_progress: bool = False) -> PreflightRecord:
     """Preflight ``recipe`` (the module docstring; at least one step runs). Failed checks are
-    in the result, not raised (:meth:`PreflightResult.raise_if_failed`)."""
+    in the result, not raised (:meth:`PreflightRecord.raise_if_failed`)."""
     from pairrepro.device import seed_everything
     from pairrepro.runs import RunFolder
     from pairrepro.train.loop import Trainer
@@ -455,11 +269,11 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
         torch.cuda.reset_peak_memory_stats(device)
     seed_everything(seed, recipe.train.deterministic)
     run_recipe, prepared, data, data_info = preflight_data(recipe, seed, stand_in)
-    missing = _embeddings_here(recipe)
+    missing = embeddings_here(recipe)
     model, emb_info = build_recipe_model(run_recipe, prepared, data.num_classes, seed,
                                          with_embeddings=missing is None)
     model = model.to(device)
-    result = PreflightResult(
+    result = PreflightRecord(
         recipe=recipe.name, model=recipe.model.name, source=paths.project_relative(recipe.source),
         overrides=list(overrides or []),
         device=str(device), device_name=device_name(device),
@@ -508,7 +322,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     return result
 
 
-def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightResult,
+def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightRecord,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
     """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s`` (evaluations
@@ -543,8 +357,8 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
     return outputs
 
 
-def _score_only(result: PreflightResult, model: PairModel, data: TaskData, batch: PairBatch,
-                device: torch.device, synthetic: bool) -> PreflightResult:
+def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch: PairBatch,
+                device: torch.device, synthetic: bool) -> PreflightRecord:
     """A scorer without training (BM25, random guess): its statistics, one scoring pass;
     only the output checks apply, and ``outputs_vary`` not on ``synthetic`` random words."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)

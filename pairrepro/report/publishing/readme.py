@@ -3,7 +3,7 @@
 reference runs alone (``make readme-tables``; a test fails when a page differs): the headline
 table, one page per paper (``docs/papers/<paper>.md``: every table, its comparisons,
 readings, orderings and ladders, the paper's run list), the reference-only view of
-:func:`pairrepro.report.cells.evaluate_table`, paths relative to the project, the same text
+:func:`pairrepro.report.tables.cells.evaluate_table`, paths relative to the project, the same text
 on every machine and no number without a committed run. Each section lives on one page.
 """
 
@@ -20,10 +20,11 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError
-from pairrepro.report.cells import EvalTable, compare_to, evaluate_table
-from pairrepro.report.evidence import TamperedRunError, tampered_runs
-from pairrepro.report.paper_tables import PAPERS, load_paper
-from pairrepro.report.recipe_index import load_recipe_index
+from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.recipe_index import load_recipe_index
+from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"
@@ -38,7 +39,7 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 
 
 def _table(paper: str, number: int, versus: str, results: Path) -> str:
-    from pairrepro.report.render import to_markdown
+    from pairrepro.report.tables.render import to_markdown
 
     ev = _reference_view(paper, number, results)
     if versus:
@@ -47,20 +48,20 @@ def _table(paper: str, number: int, versus: str, results: Path) -> str:
 
 
 def _readings(paper: str, number: int, results: Path) -> str:
-    from pairrepro.report.readings import table_readings_markdown
+    from pairrepro.report.analyses.readings import table_readings_markdown
 
     return table_readings_markdown(_reference_view(paper, number, results))
 
 
 def _ladder(name: str, results: Path) -> str:
-    from pairrepro.report.gap_account import gap_markdown
-    from pairrepro.report.ladders import evaluate_ladder
+    from pairrepro.report.analyses.gap_account import gap_markdown
+    from pairrepro.report.analyses.ladders import evaluate_ladder
 
     return gap_markdown(evaluate_ladder(name, results))
 
 
 def _orderings(paper: str, number: int, results: Path) -> str:
-    from pairrepro.report.orderings import orderings_markdown, table_orderings
+    from pairrepro.report.analyses.orderings import orderings_markdown, table_orderings
 
     ev = _reference_view(paper, number, results)
     return orderings_markdown(ev, table_orderings(ev))
@@ -68,7 +69,7 @@ def _orderings(paper: str, number: int, results: Path) -> str:
 
 def _preflight(results: Path) -> str:
     """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
-    from pairrepro.report.plan import load_preflight
+    from pairrepro.planning.preflight_record import load_preflight
 
     lines = ["| recipe | data | steps | checks not passed | precision | pairs/s (1 thread) | "
              "peak MB | GFLOP/pair | measured on |", "|---|---|---|---|---|---|---|---|---|"]
@@ -93,7 +94,7 @@ def _preflight(results: Path) -> str:
 
 
 def _parity(results: Path) -> str:
-    from pairrepro.report.parity import evaluate_parity, parity_markdown
+    from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 
     return parity_markdown(evaluate_parity(results))
 
@@ -154,7 +155,7 @@ def _headline(results: Path) -> str:
 def _paper_runs(paper: str, results: Path) -> str:
     """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
     paper of the run's model, whichever paper's table the run fills)."""
-    from pairrepro.report.runs_table import collect, to_markdown
+    from pairrepro.report.tables.runs_table import collect, to_markdown
     from pairrepro.runs import all_runs
 
     ours = {run.path for run in all_runs(results)

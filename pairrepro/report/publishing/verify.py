@@ -8,7 +8,7 @@ bit-equality and needs the same environment too: device, torch build, threads, p
 CPU fingerprint (a manifest without one is *unknown*, never the same); there a metric that is
 not bit-equal is a difference (a deterministic run repeats exactly). Elsewhere every dev and
 test metric must lie inside the reference's 95% bootstrap interval
-(:mod:`pairrepro.report.evidence`) and counts must be equal; a metric none of these covers
+(:mod:`pairrepro.report.analyses.evidence`) and counts must be equal; a metric none of these covers
 fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
 
 Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
@@ -27,7 +27,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.report import evidence
+from pairrepro.report.analyses import evidence
 from pairrepro.report.publishing import release
 from pairrepro.runs import (
     DamagedRunError,
@@ -224,7 +224,7 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     a variant, a dirty run (``git.dirty`` not false) or a recipe without a passing preflight
     record of its config is a ConfigError naming why."""
     from pairrepro.config import load_recipe
-    from pairrepro.report.plan import preflight_problem
+    from pairrepro.planning.preflight_record import preflight_problem
 
     results_dir = results_dir or paths.results_dir()
     run = _whole_run(run_dir)

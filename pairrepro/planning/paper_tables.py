@@ -1,4 +1,4 @@
-"""Paper tables as data: the schema of ``pairrepro/report/papers/<paper>.toml`` and its loader.
+"""Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its loader.
 
 A paper file holds every table with numbers of one paper: caption, columns (``<split>.<metric>``
 of ``result.json``, unit ``%`` or ``fraction``), row blocks in the paper's order with each

@@ -3,10 +3,12 @@ with the paper's decimals and fraction style, parameter counts (``77.5K``)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
+from typing import Any
 
-from pairrepro.report.paper_tables import Column
+from pairrepro.planning.paper_tables import Column
 from pairrepro.stats import INTERVAL_CAP, MC_Z, Interval
 
 # marks an interval endpoint whose last printed digit could still move with the resampling
@@ -73,3 +75,20 @@ def format_interval(interval: Interval, number: Callable[[float], str]) -> str:
     low, high = (MOVING * moving + number(end) for end, moving in
                  zip((interval.low, interval.high), interval.moving(), strict=True))
     return f"[{low}, {high}]"
+
+
+def p_text(p: float) -> str:
+    """A p-value as the report prints it (``p 0.012``, ``p < 0.001``)."""
+    return "p < 0.001" if p < 0.001 else f"p {p:.3f}"
+
+
+def hparam_equal(published: str, value: Any) -> bool:
+    """Whether a recipe's ``value`` is the published hyper-parameter (``(a, b)``: a list)."""
+    text = published.replace("−", "-").replace(" ", "")
+    if text.startswith("(") and text.endswith(")"):
+        parts = [parse_published(p) for p in text[1:-1].split(",")]
+        return isinstance(value, list | tuple) and [float(v) for v in value] == parts
+    number = parse_published(text)
+    if number is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isclose(float(value), number, rel_tol=1e-9, abs_tol=1e-12)

@@ -1,7 +1,7 @@
 """Which of a paper's orderings hold in our runs: for every two rows of a table that both have
 a published value and reproduced runs, the paper's order in one column ("A above B", every
 metric being higher-is-better, or a tie when the printed numbers are equal) against the paired
-test of our two rows on the same units (:func:`pairrepro.report.evidence.paired_test`), read by
+test of our two rows on the same units (:func:`~.evidence.paired_test`), read by
 one rule (:func:`verdict`): **holds** (the paper's sign, p < alpha), **same direction, not
 significant**, **reversed, not significant**, **reversed** (p < alpha); a printed tie
 **holds** when p >= alpha, else is **broken**; **undecided** while alpha lies within the
@@ -12,16 +12,24 @@ are not the paper's and are left out.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from pairrepro.errors import NoEvidenceError
-from pairrepro.report import evidence
-from pairrepro.report.cells import COMPARISON_BLOCK, EvalTable, p_text
-from pairrepro.report.numbers import format_number, parse_published, to_unit
-from pairrepro.report.paper_tables import Column
-from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP, holm
+from pairrepro.planning.paper_tables import Column
+from pairrepro.planning.recipe_index import COMPARISON_BLOCK
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import (
+    Comparison,
+    adjust,
+    compare,
+    holm_text,
+    per_unit,
+    versus_text,
+)
+from pairrepro.report.tables.cells import EvalTable
+from pairrepro.report.tables.numbers import format_number, parse_published
+from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
 
 ALPHA = 0.05
 
@@ -48,10 +56,7 @@ class Ordering:
     published_higher: float
     published_lower: float
     verdict: str
-    difference: float | None = None  # ours, higher row minus lower row, in the column's unit
-    p_value: float | None = None
-    text: str = ""  # "+0.02 (p 0.354)" or why there is no test
-    holm: float | None = None  # Holm-adjusted over the table's orderings
+    comparison: Comparison  # ours: the higher row against the lower, Holm over the table
     one_model: bool = False  # a row is one trained model: no claim about the method
 
     @property
@@ -79,8 +84,7 @@ class _RowUnits:
 
     label: str
     published: float
-    units: evidence.Units | None
-    problem: str = ""
+    units: evidence.Units | str  # or why there are none
     one_model: bool = False
 
 
@@ -94,40 +98,27 @@ def _paper_rows(ev: EvalTable, column: Column) -> list[_RowUnits]:
         published = parse_published(erow.row.values.get(column.key, ""))
         if published is None or not cell.runs:
             continue
-        if cell.damaged:  # a test over the readable seeds alone is not the row's
-            units, problem = None, f"{len(cell.damaged)} seed(s) damaged: " + "; ".join(
-                cell.damaged)
-        else:
-            try:
-                units, problem = evidence.run_units(cell.runs, column.metric), ""
-            except NoEvidenceError as exc:
-                units, problem = None, str(exc)
-        rows.append(_RowUnits(erow.row.printed_label, published, units, problem,
-                              cell.one_model))
+        # a test over the readable seeds alone is not the row's
+        found = (f"{len(cell.damaged)} seed(s) damaged: " + "; ".join(cell.damaged)
+                 if cell.damaged else per_unit(cell.runs, column.metric))
+        rows.append(_RowUnits(erow.row.printed_label, published, found, cell.one_model))
     return rows
 
 
 def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float) -> Ordering:
     high, low = (first, second) if first.published >= second.published else (second, first)
-    found = Ordering(column.header, column.metric, high.label, low.label, high.published,
-                     low.published, NO_TEST, one_model=high.one_model or low.one_model)
-    if high.units is None or low.units is None:
-        found.text = f"n/a ({high.problem or low.problem})"
-        return found
-    try:
-        test = evidence.paired_test(high.units, low.units)
-    except NoEvidenceError as exc:
-        found.text = f"n/a ({exc})"
-        return found
-    found.difference, found.p_value = to_unit(test.difference, column), test.p_value
-    found.verdict = (UNDECIDED if test.straddles(alpha) else
-                     verdict(high.published - low.published, test.difference, test.p_value,
-                             alpha))
-    # one decimal more than the paper prints: a difference smaller than its last digit
-    # still shows its sign
-    finer = column.model_copy(update={"decimals": column.decimals + 1})
-    found.text = f"{format_number(found.difference, finer, signed=True)} ({p_text(test.p_value)})"
-    return found
+    found = compare(high.units, low.units, column, alpha)
+    said = (NO_TEST if found.p_value is None or found.difference is None else
+            UNDECIDED if found.undecided else
+            verdict(high.published - low.published, found.difference, found.p_value, alpha))
+    return Ordering(column.header, column.metric, high.label, low.label, high.published,
+                    low.published, said, found, high.one_model or low.one_model)
+
+
+def _text(item: Ordering, column: Column) -> str:
+    """"+0.02 (p 0.354)", one decimal more than the paper prints (a difference smaller than
+    its last digit still shows its sign), or why there is no test."""
+    return versus_text(item.comparison, column, decimals=1, undecided=False)
 
 
 def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
@@ -138,9 +129,7 @@ def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
             continue
         for first, second in combinations(_paper_rows(ev, column), 2):
             found.append(_ordering(column, first, second, alpha))
-    tested = [o for o in found if o.p_value is not None]
-    for item, adjusted in zip(tested, holm([o.p_value or 1.0 for o in tested]), strict=True):
-        item.holm = adjusted
+    adjust([o.comparison for o in found])
     return found
 
 
@@ -158,10 +147,10 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
         sign = "=" if item.tie else ">"
         published = (f"{format_number(item.published_higher, column)} {sign} "
                      f"{format_number(item.published_lower, column)}")
-        adjusted = "" if item.holm is None else p_text(item.holm).removeprefix("p ")
+        adjusted = holm_text(item.comparison)
         dagger = " †" if item.one_model else ""
         lines.append(f"| {item.column} | {item.higher} {sign} {item.lower}{dagger} | "
-                     f"{published} | {item.text} | {adjusted} | {item.verdict} |")
+                     f"{published} | {_text(item, column)} | {adjusted} | {item.verdict} |")
     counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
@@ -171,8 +160,9 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
               f"most {P_SE:g}, at most {TEST_CAP:,}; undecided where p lies within the larger "
               f"of {P_MARGIN:g} and {MC_Z:g} MC s.e. of {alpha:g}; {evidence.F1_PAIRING}); "
               f"significant means p < {alpha:g}. Holm p: adjusted by Holm's step-down "
-              f"method over the {sum(o.holm is not None for o in orderings)} tests of this "
-              "table. A row needs a published value and a reference run to be compared."]
+              f"method over the {sum(o.comparison.holm is not None for o in orderings)} "
+              "tests of this table. A row needs a published value and a reference run to be "
+              "compared."]
     if any(o.one_model for o in orderings):
         lines[-1] += (" †: a row is one trained model (one seed); the test says what that "
                       "model does, not the method.")
@@ -182,5 +172,16 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
 def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA
                    ) -> dict[str, Any]:
     """The orderings as plain data (``report orderings --json``)."""
+    columns = {c.header: c for c in ev.table.columns}
     return {"paper": ev.paper.paper, "table": ev.table.number, "alpha": alpha,
-            "orderings": [asdict(o) | {"tie": o.tie} for o in orderings]}
+            "orderings": [_json(o, columns[o.column]) for o in orderings]}
+
+
+def _json(item: Ordering, column: Column) -> dict[str, Any]:
+    found = item.comparison
+    return {"column": item.column, "metric": item.metric, "higher": item.higher,
+            "lower": item.lower, "published_higher": item.published_higher,
+            "published_lower": item.published_lower, "verdict": item.verdict,
+            "difference": found.difference, "p_value": found.p_value,
+            "text": _text(item, column), "holm": found.holm, "one_model": item.one_model,
+            "tie": item.tie}

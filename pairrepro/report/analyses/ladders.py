@@ -4,10 +4,10 @@ A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell and
 each a recipe that ``extends`` the step before with one change, so two neighbours differ by
 what that change is worth; a side step (``against``) changes one thing of an earlier step
 instead and is tested against it. From the reference runs: each step's mean with its interval
-and a paired test against the step it changes (:mod:`pairrepro.report.evidence`); a step
+and a paired test against the step it changes (:mod:`pairrepro.report.analyses.evidence`); a step
 without a run gives the command that makes one; ``left`` lists what no step can try, and why.
 ``[readings]`` re-scores chosen steps' predictions under the dataset's other published
-protocols (:mod:`pairrepro.report.readings`), and ``[dose]`` reads a steps' series as a
+protocols (:mod:`pairrepro.report.analyses.readings`), and ``[dose]`` reads a steps' series as a
 dose-response: the change per doubling of a quantity between two steps, carried to a target.
 """
 
@@ -20,39 +20,50 @@ from typing import Any
 
 from pydantic import Field
 
-from pairrepro.errors import ConfigError, NoEvidenceError
+from pairrepro.errors import ConfigError
 from pairrepro.paths import read_toml
-from pairrepro.report import evidence
-from pairrepro.report.cells import (
-    DAMAGED,
+from pairrepro.planning.model_facts import needs_training
+from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.planning.plan import split_variants
+from pairrepro.planning.recipe_index import (
+    RecipeIndex,
     comparison_rows,
-    p_text,
-    recipe_config,
-    split_variants,
+    load_recipe_index,
+    normalise_label,
 )
-from pairrepro.report.model_facts import needs_training
-from pairrepro.report.numbers import (
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import (
+    Comparison,
+    adjust,
+    compare,
+    holm_text,
+    per_unit,
+    versus_text,
+)
+from pairrepro.report.analyses.readings import (
+    ReadingValue,
+    read_cell,
+    readings_for,
+)
+from pairrepro.report.tables.cells import (
+    DAMAGED,
+)
+from pairrepro.report.tables.numbers import (
     MOVING,
     MOVING_NOTE,
     format_interval,
     format_number,
     in_column,
+    p_text,
     parse_published,
     printed_step,
     to_unit,
 )
-from pairrepro.report.paper_tables import Column, load_paper
-from pairrepro.report.readings import (
-    ReadingValue,
-    read_cell,
-    readings_for,
-)
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index, normalise_label
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
-from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP, holm
+from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP
 
-LADDERS_DIR = Path(__file__).resolve().parent / "ladders"
+LADDERS_DIR = Path(__file__).resolve().parents[1] / "ladders"
 
 
 class LadderStep(Schema):
@@ -170,7 +181,7 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
                               hint="restore them as committed (git checkout -- results/), or "
                                    "retrain and add them again (pairrepro results add RUN "
                                    "--force)")
-    runs, _ = split_variants(found, recipe_config(index, recipe))
+    runs, _ = split_variants(found, index.recipes[recipe].to_dict())
     return runs
 
 
@@ -183,10 +194,13 @@ class StepValue:
     text: str  # "0.753 [0.689, 0.812]"
     low: float | None = None
     high: float | None = None
-    difference: float | None = None  # minus the step before, per-unit means
-    p_value: float | None = None
-    versus: str = ""  # "+0.012 (p 0.412)", "n/a (why)" or "" (no step before)
-    holm: float | None = None  # Holm-adjusted over the ladder's tests
+    # against the step before (None: there is none), Holm over the ladder's tests
+    comparison: Comparison | None = None
+
+
+def versus(value: StepValue, column: Column) -> str:
+    """"+0.012 (p 0.412)", "n/a (why)" or "" (no step before)."""
+    return "" if value.comparison is None else versus_text(value.comparison, column)
 
 
 @dataclass
@@ -219,14 +233,6 @@ class LadderResult:
     units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
 
 
-def _units(runs: list[RunInfo], column: Column) -> evidence.Units | str:
-    """The runs' per-unit values of the column's metric, or why there are none."""
-    try:
-        return evidence.run_units(runs, column.metric)
-    except NoEvidenceError as exc:
-        return str(exc)
-
-
 def _step_value(runs: list[RunInfo], units: evidence.Units | str,
                 before: evidence.Units | str | None, column: Column) -> StepValue:
     """Mean over seeds in the column's unit, its bootstrap interval where the predictions
@@ -237,20 +243,8 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
         found = evidence.interval(units, step=printed_step(column))
         value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
         value.text += f" {format_interval(found, in_column(column))}"
-    if before is None:
-        return value
-    if isinstance(units, str) or isinstance(before, str):
-        value.versus = f"n/a ({units if isinstance(units, str) else before})"
-        return value
-    try:
-        test = evidence.paired_test(units, before)
-    except NoEvidenceError as exc:
-        value.versus = f"n/a ({exc})"
-        return value
-    value.difference, value.p_value = to_unit(test.difference, column), test.p_value
-    undecided = ", undecided at 0.05" if test.straddles() else ""
-    value.versus = (f"{format_number(value.difference, column, signed=True)} "
-                    f"({p_text(test.p_value)}{undecided})")
+    if before is not None:
+        value.comparison = compare(units, before, column)
     return value
 
 
@@ -275,7 +269,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
             found.chosen_epochs = [r.chosen_epoch for r in runs]
             model = str(runs[0].config.get("model", {}).get("name", ""))
             found.one_model = len(runs) == 1 and needs_training(model) is not False
-            units = [_units(runs, column) for column, _ in columns]
+            units = [per_unit(runs, column.metric) for column, _ in columns]
             before = units_of.get(base) if base is not None else None
             found.values = [
                 _step_value(runs, own, None if before is None else before[k], column)
@@ -284,9 +278,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
             if not step.against:
                 last = number
         result.steps.append(found)
-    tested = [v for step in result.steps for v in step.values if v.p_value is not None]
-    for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
-        value.holm = adjusted
+    adjust([v.comparison for step in result.steps for v in step.values if v.comparison])
     return result
 
 
@@ -318,7 +310,7 @@ def crosscheck_values(result: LadderResult
         runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
         before = result.units.get(number)
         found.append((check, number, None if not runs else [
-            _step_value(runs, _units(runs, column), None if before is None else before[k],
+            _step_value(runs, per_unit(runs, column.metric), None if before is None else before[k],
                         column) for k, (column, _) in enumerate(result.columns)]))
     return found
 
@@ -354,7 +346,7 @@ def _read_steps(result: LadderResult
 
 def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str:
     """A ladder as a markdown table, the distance left to the paper, ``extra`` lines (the
-    readings, dose and account of :func:`pairrepro.report.gap_account.gap_markdown`) and what
+    readings, dose and account of :func:`~.gap_account.gap_markdown`) and what
     is not tried."""
     ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
@@ -373,9 +365,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
                          + (" †" if step.one_model else ""))
             side = (f"vs step {step.against}: "
                     if ladder.steps[step.number].against and step.against is not None else "")
-            for value in step.values:
-                cells += [value.text, side + value.versus if value.versus else "",
-                          "" if value.holm is None else p_text(value.holm).removeprefix("p ")]
+            for (column, _), value in zip(columns, step.values, strict=True):
+                text = versus(value, column)
+                cells += [value.text, side + text if text else "", holm_text(value.comparison)]
         lines.append("| " + " | ".join(cells) + " |")
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
@@ -418,15 +410,16 @@ def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
     """The values the ladder's Holm adjustment covers, each with its step number and column."""
     return [(step.number, column, value) for step in result.steps if step.values
             for (column, _), value in zip(result.columns, step.values, strict=True)
-            if value.holm is not None]
+            if value.comparison is not None and value.comparison.holm is not None]
 
 
 def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
     """The steps whose change holds after Holm's adjustment: which steps carry the gap."""
     held = [f"step {number} ({column.header} "
-            f"{format_number(value.difference or 0.0, column, signed=True)}, Holm "
-            f"{p_text(value.holm or 1.0)})"
-            for number, column, value in tested if (value.holm or 1.0) < 0.05]
+            f"{format_number(found.difference or 0.0, column, signed=True)}, Holm "
+            f"{p_text(found.holm or 1.0)})"
+            for number, column, value in tested
+            if (found := value.comparison) is not None and (found.holm or 1.0) < 0.05]
     return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "
             + ("; ".join(held) if held else
                f"none of the {len(tested)} test{'' if len(tested) == 1 else 's'}") + ".")
@@ -439,5 +432,14 @@ def ladder_json(result: LadderResult) -> dict[str, Any]:
                       "row": result.ladder.row,
                       "published": {column.metric: published
                                     for column, published in result.columns}},
-            "steps": [asdict(step) for step in result.steps],
+            "steps": [{**asdict(step), "values": [
+                _value_json(value, result.columns[k][0]) for k, value in enumerate(step.values)]}
+                for step in result.steps],
             "left": [item.model_dump() for item in result.ladder.left]}
+
+
+def _value_json(value: StepValue, column: Column) -> dict[str, Any]:
+    found = value.comparison or Comparison()
+    return {"metric": value.metric, "mean": value.mean, "text": value.text, "low": value.low,
+            "high": value.high, "difference": found.difference, "p_value": found.p_value,
+            "versus": versus(value, column), "holm": found.holm}

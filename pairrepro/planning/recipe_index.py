@@ -13,8 +13,8 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, PairreproError
-from pairrepro.report.model_facts import model_defaults
-from pairrepro.report.paper_tables import PaperTable, load_paper
+from pairrepro.planning.model_facts import model_defaults
+from pairrepro.planning.paper_tables import Paper, PaperTable, Row, load_paper
 from pairrepro.runs import flatten_config as flatten
 
 
@@ -108,3 +108,42 @@ def settings(config: dict[str, Any]) -> dict[str, Any]:
     for key, value in (defaults or {}).items():
         flat.setdefault(f"model.{key}", value)
     return flat
+
+
+COMPARISON_BLOCK = "comparison"  # the block of the rows recipes add with ``compares``
+
+
+def row_recipes(paper: str, table: PaperTable, row: Row, index: RecipeIndex) -> list[str]:
+    """The recipes that reproduce ``row``: the one it names, else those declaring it."""
+    if row.recipe:
+        if row.recipe not in index.recipes:
+            raise ConfigError(
+                f"{paper} Table {table.number} row {row.label!r}: recipe {row.recipe!r} not found",
+                hint=index.errors.get(row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"),
+            )
+        return [row.recipe]
+    found = index.for_row(paper, table.number, row.label)
+    if not found and row.cite:
+        found = index.for_row(paper, table.number, row.printed_label)
+    return sorted(set(found))
+
+
+def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list[Row]:
+    """The rows recipes add below ``table`` with ``compares`` (none for hparams tables)."""
+    if table.kind == "hparams":
+        return []
+    return [Row(label=label, values={}, block=COMPARISON_BLOCK, recipe=recipe)
+            for label, recipe in index.comparisons.get((paper.paper, table.number), [])]
+
+
+def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
+                  comparisons: bool = False) -> list[str]:
+    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``),
+    and with ``comparisons`` the recipes of its comparison rows too."""
+    names: set[str] = set()
+    if table.kind != "hparams":
+        for row in table.rows:
+            names.update(row_recipes(paper.paper, table, row, index))
+    if comparisons:
+        names.update(row.recipe for row in comparison_rows(paper, table, index))
+    return sorted(names)

@@ -18,9 +18,9 @@ import matplotlib.pyplot as plt
 
 from pairrepro.errors import DataError
 from pairrepro.paths import atomic_path
-from pairrepro.report.cells import EvalTable
-from pairrepro.report.paper_tables import FigureSpec
-from pairrepro.report.recipe_index import flatten, settings
+from pairrepro.planning.paper_tables import FigureSpec
+from pairrepro.planning.recipe_index import flatten, settings
+from pairrepro.report.tables.cells import EvalTable
 from pairrepro.runs import RunFolder, RunInfo, all_runs
 
 FIGURE_FORMATS = ("png", "svg")
@@ -100,8 +100,8 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
         cells = [next(c for c in r.cells if c.column == column.key) for r in rows]
         published = [float(c.published) for c in cells]
         ax.plot(xs, published, "--", marker="s", color=color, label=f"{column.header} (paper)")
-        ours = [(x, c.mean, c.std or 0.0) for x, c in zip(xs, cells, strict=True)
-                if c.mean is not None]
+        ours = [(x, c.estimate.mean, c.estimate.std or 0.0)
+                for x, c in zip(xs, cells, strict=True) if c.estimate is not None]
         if ours:
             ox, oy, oe = zip(*ours, strict=True)
             ax.errorbar(ox, oy, yerr=oe, marker="o", color=color, capsize=3,

@@ -1,4 +1,4 @@
-"""What the report knows about models, read from ``bench/model_facts.json`` (written by
+"""What the report and the plan know about models, read from ``bench/model_facts.json`` (written by
 ``python bench/model_facts.py``, checked by ``tests/test_model_facts.py``), never from model
 code: ``models``, per model its constructor defaults and ``needs_training``; ``weights``, θ_M
 per recipe of the paper tables' parameter columns, for rows without a run (a run records its
@@ -11,10 +11,11 @@ import json
 from functools import cache
 from typing import Any
 
-from pairrepro import paths
 from pairrepro.errors import ConfigError
+from pairrepro.planning import BENCH_DIR
+from pairrepro.runs import RunInfo
 
-MODEL_FACTS = paths.PROJECT_DIR / "bench" / "model_facts.json"
+MODEL_FACTS = BENCH_DIR / "model_facts.json"
 REGENERATE = "regenerate it: python bench/model_facts.py"
 
 
@@ -46,3 +47,17 @@ def needs_training(name: str) -> bool | None:
 def committed_weights() -> dict[str, int]:
     """θ_M per recipe name, as committed."""
     return {str(k): int(v) for k, v in _facts().get("weights", {}).items()}
+
+
+def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
+    """θ_M of a recipe and where it comes from: a run's ``manifest.json``
+    (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
+    for run in runs:
+        parameters = run.manifest.get("parameters")
+        weights = parameters.get("weights") if isinstance(parameters, dict) else None
+        if isinstance(weights, int) and not isinstance(weights, bool):
+            return weights, f"{run.path}/manifest.json"
+    committed = committed_weights()
+    if recipe_name in committed:
+        return committed[recipe_name], "bench/model_facts.json"
+    return None

@@ -3,7 +3,7 @@ protocol, from the same committed predictions, with nothing trained.
 
 A readings file (``pairrepro/report/readings/<dataset>.toml``) names the protocols a dataset's
 metric has been published under, each with its source, and the paper tables whose cells it
-reads. A reading turns a run's per-unit values (:mod:`pairrepro.report.evidence`) into the
+reads. A reading turns a run's per-unit values (:mod:`pairrepro.report.analyses.evidence`) into the
 protocol's: TrecQA's raw readings add the questions the clean variant drops (an all-positive
 question scores 1 whatever the ranking; a no-positive one 0, or is left out, as trec_eval
 leaves it out without ``-c``), TwitterURL's re-score the predicted classes (the paraphrase
@@ -23,8 +23,9 @@ from pydantic import Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.paths import read_toml
-from pairrepro.report import evidence
-from pairrepro.report.numbers import (
+from pairrepro.planning.paper_tables import Column
+from pairrepro.report.analyses import evidence
+from pairrepro.report.tables.numbers import (
     MOVING,
     format_number,
     from_unit,
@@ -32,15 +33,14 @@ from pairrepro.report.numbers import (
     printed_step,
     to_unit,
 )
-from pairrepro.report.paper_tables import Column
 from pairrepro.runs import RunInfo
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import Interval, f1_interval, macro_f1_interval, mean_interval
 
 if TYPE_CHECKING:
-    from pairrepro.report.cells import EvalTable
+    from pairrepro.report.tables.cells import EvalTable
 
-READINGS_DIR = Path(__file__).resolve().parent / "readings"
+READINGS_DIR = Path(__file__).resolve().parents[1] / "readings"
 
 #: the protocols a reading can name (each implemented by :func:`_read`)
 Protocol = Literal["clean", "raw_no_positive_dropped", "raw_no_positive_zero",

@@ -14,18 +14,19 @@ import math
 import statistics
 from typing import Any
 
-from pairrepro.report import evidence
-from pairrepro.report.ladders import (
+from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.ladders import (
     LadderResult,
     crosscheck_values,
     evaluate_ladder,
     ladder_json,
     ladder_markdown,
     ladder_readings,
+    versus,
 )
-from pairrepro.report.numbers import format_number, to_unit
-from pairrepro.report.paper_tables import Column, load_paper
-from pairrepro.report.readings import ReadingValue, readings_block
+from pairrepro.report.analyses.readings import ReadingValue, readings_block
+from pairrepro.report.tables.numbers import format_number, to_unit
 
 
 def _signed(value: float, column: Column) -> str:
@@ -71,10 +72,11 @@ def _side_steps(result: LadderResult, column_index: int) -> list[str]:
         if not step.values:
             lines.append(f"- **Step {step.number}**, {step.change}: no reference run yet.")
             continue
-        value = step.values[column_index]
-        holm = f", Holm {value.holm:.3f}" if value.holm is not None else ""
+        value, column = step.values[column_index], result.columns[column_index][0]
+        found = value.comparison
+        holm = f", Holm {found.holm:.3f}" if found and found.holm is not None else ""
         lines.append(f"- **Step {step.number}**, {step.change}: {value.text}, "
-                     f"vs step {step.against}: {value.versus}{holm}.")
+                     f"vs step {step.against}: {versus(value, column)}{holm}.")
     return lines
 
 
@@ -122,7 +124,7 @@ def _crosschecks(result: LadderResult, column: Column) -> list[str]:
             continue
         own = next(v for v in values if v.metric == column.metric)
         lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
-                     f"vs step {number}: {own.versus}.")
+                     f"vs step {number}: {versus(own, column)}.")
     return lines
 
 

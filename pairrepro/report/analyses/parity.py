@@ -16,16 +16,16 @@ from typing import Any
 
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.paths import read_toml
-from pairrepro.report import evidence
-from pairrepro.report.cells import p_text, recipe_config
-from pairrepro.report.ladders import recipe_runs
-from pairrepro.report.numbers import MOVING, MOVING_NOTE, format_interval
-from pairrepro.report.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
+from pairrepro.report.analyses.ladders import recipe_runs
+from pairrepro.report.tables.numbers import MOVING, MOVING_NOTE, format_interval, p_text
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
-from pairrepro.stats import ALPHA, holm
+from pairrepro.stats import ALPHA
 
-PARITY_FILE = Path(__file__).resolve().parent / "parity.toml"
+PARITY_FILE = Path(__file__).resolve().parents[1] / "parity.toml"
 DECIMALS = 3  # the table prints metric values as fractions with this many decimals
 
 
@@ -53,10 +53,8 @@ class ParityValue:
     bf16: list[float] = field(default_factory=list)
     fp32_text: str = ""  # "0.753 [0.689, 0.812]"
     bf16_text: str = ""
-    difference: float | None = None  # bf16 minus fp32, per-unit means over seeds
-    p_value: float | None = None
-    undecided: bool = False
-    holm: float | None = None
+    # bf16 against fp32, per-unit means over seeds (fractions), Holm over the table
+    comparison: Comparison = field(default_factory=Comparison)
     spread: float | None = None  # largest minus smallest fp32 seed
     verdict: str = ""
     missing: str = ""  # why there is no comparison (runs to make, no evidence)
@@ -86,7 +84,8 @@ def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
             raise ConfigError(f"{source}: [[pairs]] bf16 = {pair.bf16!r} trains in "
                               f"{recipe.train.precision}", hint="set train.precision = \"bf16\" "
                               "in that recipe")
-    others = config_differences(recipe_config(index, pair.bf16), recipe_config(index, pair.fp32))
+    others = config_differences(index.recipes[pair.bf16].to_dict(),
+                                index.recipes[pair.fp32].to_dict())
     if others:
         raise ConfigError(f"{source}: {pair.bf16} differs from {pair.fp32} in "
                           f"{', '.join(others)}, not only in train.precision",
@@ -102,13 +101,14 @@ def _precision_runs(index: RecipeIndex, results: Path, recipe: str, precision: s
 
 
 def _verdict(value: ParityValue) -> str:
-    if value.p_value is None or value.difference is None or value.spread is None:
+    found = value.comparison
+    if found.p_value is None or found.difference is None or value.spread is None:
         return "n/a"
-    if value.undecided:
+    if found.undecided:
         return "undecided"
-    if value.p_value < ALPHA:
+    if found.p_value < ALPHA:
         return "differs"
-    if abs(value.difference) > value.spread:
+    if abs(found.difference) > value.spread:
         return "beyond seed noise"
     return "same"
 
@@ -127,17 +127,18 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
     value.spread = max(value.fp32) - min(value.fp32)
     try:
         units = [evidence.run_units(runs, metric) for runs in (fp32_runs, bf16_runs)]
-        test = evidence.paired_test(units[1], units[0])
     except NoEvidenceError as exc:
         value.missing = str(exc)
+        return value
+    value.comparison = compare(units[1], units[0])
+    if value.comparison.problem:
+        value.missing = value.comparison.problem
         return value
     for name, found, per_seed in (("fp32_text", units[0], value.fp32),
                                   ("bf16_text", units[1], value.bf16)):
         interval = evidence.interval(found, step=10.0 ** -DECIMALS)
         setattr(value, name, f"{statistics.fmean(per_seed):.{DECIMALS}f} "
                              + format_interval(interval, f"{{:.{DECIMALS}f}}".format))
-    value.difference, value.p_value = test.difference, test.p_value
-    value.undecided = test.straddles()
     return value
 
 
@@ -154,10 +155,11 @@ def evaluate_parity(results: Path, index: RecipeIndex | None = None,
         bf16 = _precision_runs(index, results, pair.bf16, "bf16")
         found.append(ParityResult(pair.model, pair.fp32, pair.bf16,
                                   [_compare(metric, fp32, bf16) for metric in table.metrics]))
-    tested = [v for result in found for v in result.values if v.p_value is not None]
-    for value, adjusted in zip(tested, holm([v.p_value or 1.0 for v in tested]), strict=True):
-        value.holm = adjusted
-        value.verdict = _verdict(value)
+    values = [v for result in found for v in result.values]
+    adjust([v.comparison for v in values])
+    for value in values:
+        if value.comparison.holm is not None:
+            value.verdict = _verdict(value)
     return found
 
 
@@ -178,12 +180,12 @@ def parity_markdown(found: list[ParityResult]) -> str:
                           ", ".join(f"{b - a:+.3f}" for a, b in zip(value.fp32, value.bf16,
                                                                    strict=True)
                                     ).replace("-", "−"),
-                          f"{value.difference or 0.0:+.3f}".replace("-", "−")
-                          + f" ({p_text(value.p_value or 1.0)})",
-                          "" if value.holm is None else p_text(value.holm).removeprefix("p "),
+                          f"{value.comparison.difference or 0.0:+.3f}".replace("-", "−")
+                          + f" ({p_text(value.comparison.p_value or 1.0)})",
+                          holm_text(value.comparison),
                           f"{value.spread:.3f}", value.verdict]
             lines.append("| " + " | ".join(cells) + " |")
-    tests = sum(v.holm is not None for r in found for v in r.values)
+    tests = sum(v.comparison.holm is not None for r in found for v in r.values)
     lines += ["", "Each bf16 recipe is its fp32 recipe with `train.precision = \"bf16\"` "
               "(autocast of the training forward pass; loss, optimiser, dev selection and every "
               "test score in fp32). Each cell is the mean over the seeds both precisions have, "
@@ -202,4 +204,14 @@ def parity_markdown(found: list[ParityResult]) -> str:
 
 def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
     """The parity table as plain data (``report parity --json``)."""
-    return [asdict(result) for result in found]
+    return [{**asdict(result), "values": [_value_json(v) for v in result.values]}
+            for result in found]
+
+
+def _value_json(value: ParityValue) -> dict[str, Any]:
+    found = value.comparison
+    return {"metric": value.metric, "seeds": value.seeds, "fp32": value.fp32,
+            "bf16": value.bf16, "fp32_text": value.fp32_text, "bf16_text": value.bf16_text,
+            "difference": found.difference, "p_value": found.p_value,
+            "undecided": found.undecided, "holm": found.holm, "spread": value.spread,
+            "verdict": value.verdict, "missing": value.missing}

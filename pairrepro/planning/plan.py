@@ -21,31 +21,21 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
-
-from pydantic import ConfigDict, Field
+from typing import Any
 
 from pairrepro import paths
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.paths import read_toml
-from pairrepro.report.cells import table_recipes
-from pairrepro.report.paper_tables import Paper, PaperTable
-from pairrepro.report.recipe_index import RecipeIndex
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    all_runs,
-    config_differences,
-    find_runs,
-)
-from pairrepro.schema import Schema, validate
+from pairrepro.planning import BENCH_DIR
+from pairrepro.planning.gpus import gpu_peak, load_gpu_rates
+from pairrepro.planning.paper_tables import Paper, PaperTable
+from pairrepro.planning.preflight_record import load_preflight
+from pairrepro.planning.recipe_index import RecipeIndex, table_recipes
+from pairrepro.runs import DamagedRunError, RunInfo, all_runs, config_differences, find_runs
 from pairrepro.tasks import POINTWISE_RANKING, task_for
 
-BENCH_FIGURES = paths.PROJECT_DIR / "bench" / "figures.toml"
-PREFLIGHT_DIR = paths.PROJECT_DIR / "bench" / "preflight"
-GPU_PEAKS = Path(__file__).with_name("gpus.toml")
-GPU_RATES = paths.PROJECT_DIR / "bench" / "records" / "gpu_rates.json"
+BENCH_FIGURES = BENCH_DIR / "figures.toml"
 HARDWARE = ("cpu", "gpu")
 MEASURED, LOWER_BOUND = "measured", "lower bound"  # where a plan's GPU figure comes from
 
@@ -141,157 +131,6 @@ def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
                               hint="say where pairs_per_s was measured: it sets the unit "
                                    "(CPU hours or GPU hours) of the plan's estimate")
     return models
-
-
-class PreflightCheck(Schema):
-    """One check of a preflight record (``pairrepro.train.preflight.Check``)."""
-
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-    name: str
-    status: Literal["pass", "fail", "n/a"]
-
-
-class PreflightRecord(Schema):
-    """What the plan and the README read of ``bench/preflight/<recipe>.json``. The record's
-    other keys (losses, step times, parameter counts) are diagnostics that preflight adds to
-    over time: they pass unchecked, since no estimate is computed from them."""
-
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
-    recipe: str
-    pairs_per_s: Annotated[float, Field(gt=0, allow_inf_nan=False)]
-    hardware: Literal["cpu", "gpu"]
-    flops_per_pair: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    peak_mb: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    steps: Annotated[int, Field(ge=0)] = 0
-    checks: list[PreflightCheck] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-def load_preflight(folder: Path | None = None) -> dict[str, dict[str, Any]]:
-    """``bench/preflight/<recipe>.json`` as ``{recipe: preflight.json}``. A record that
-    cannot be read or whose figures are impossible is a :class:`ConfigError` naming the file
-    and key: skipping it would silently put another recipe's figure in its place."""
-    return {path.stem: load_preflight_record(path)
-            for path in sorted((folder or PREFLIGHT_DIR).glob("*.json"))}
-
-
-def preflight_record(recipe: str, folder: Path | None = None) -> dict[str, Any] | None:
-    """The validated record ``bench/preflight/<recipe>.json`` (``folder`` instead of
-    ``bench/preflight``), or None when the recipe has none."""
-    path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
-    return load_preflight_record(path) if path.is_file() else None
-
-
-def load_preflight_record(path: Path) -> dict[str, Any]:
-    """One ``bench/preflight/<recipe>.json``, validated (:class:`PreflightRecord`)."""
-    again = (f"measure it again (pairrepro preflight {path.stem} --out-dir {path.parent}), "
-             "or delete the file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc})", hint=again) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column "
-                          f"{exc.colno}: {exc.msg})", hint=again) from None
-    record = validate(PreflightRecord, data, str(path), hint=again)
-    if record.recipe != path.stem:
-        raise ConfigError(f"{path}: recipe: {record.recipe!r} is not the file's recipe "
-                          f"{path.stem!r}", hint=again)
-    return data
-
-
-# keys that change how long or how often a run trains or is scored, not one training step:
-# a preflight record of the recipe still vouches for a config that differs in them
-STEP_NEUTRAL = frozenset({"train.epochs", "train.patience", "train.score_train_pairs",
-                          "train.eval_batch_size", "train.checkpoint_every"})
-
-
-def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None = None) -> str:
-    """Why ``recipe`` with the resolved ``config`` (``Recipe.to_dict()``) has no passing
-    preflight record of that config in ``folder`` (``bench/preflight``); "" when it has one.
-    The gate of ``results add``: nothing is a reference run before its recipe passed."""
-    path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
-    data = preflight_record(recipe, folder)
-    if data is None:
-        return f"no preflight record {path}"
-    failed = [c["name"] for c in data.get("checks", []) if c.get("status") == "fail"]
-    if failed:
-        return f"{path}: failed check(s) {', '.join(failed)}"
-    if not data.get("config"):
-        return f"{path} does not say which config it checked (made before records did)"
-    diffs = config_differences(data["config"], config, also_ignore=STEP_NEUTRAL)
-    if diffs:
-        return f"{path} checked another config: " + ", ".join(
-            f"{key} {theirs!r} there, {mine!r} here" for key, (theirs, mine) in diffs.items())
-    return ""
-
-
-def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """``gpus.toml``: ``{name: {bf16_tflops, name, source}}`` (dense bf16 peaks)."""
-    return read_toml(path or GPU_PEAKS).get("gpus", {})
-
-
-def gpu_key(device_name: str) -> str:
-    """The ``gpus.toml`` name of a CUDA device (``torch.cuda.get_device_name``, one of an
-    entry's ``device_names``), else ""."""
-    return next((key for key, entry in load_gpu_peaks().items()
-                 if device_name.lower() in (n.lower() for n in entry.get("device_names", []))),
-                "")
-
-
-@dataclass(frozen=True)
-class GpuRate:
-    """A training rate measured on a GPU (``bench/records/gpu_rates.json``)."""
-
-    pairs_per_s: float
-    what: str  # "esim on esim (bf16)", "one epoch of <recipe> (bf16)"
-    run: str  # the device and date of the run
-
-
-def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
-    """``{(recipe or model, precision): rate}`` from the latest run of ``gpu_rates.json`` on
-    GPU ``gpu`` (a ``gpus.toml`` name; dry runs never count), its one-epoch figure (on the
-    real data) over its recipe's preflight one; {} when no run was made there."""
-    p = path or GPU_RATES
-    if not p.is_file():
-        return {}
-    try:
-        runs = json.loads(p.read_text(encoding="utf-8"))["runs"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{p}: cannot be read ({exc})",
-                          hint="restore it (git checkout -- bench/records) or run "
-                               "bench/gpu_check.sh again on the GPU") from None
-    found = [r for r in runs if r.get("gpu") == gpu and not r.get("dry_run")]
-    if not found:
-        return {}
-    run = found[-1]
-    when = f"{run['device_name']}, {run['measured']}"
-    rates: dict[tuple[str, str], GpuRate] = {}
-    for row in run.get("models", []):
-        for precision in ("fp32", "bf16"):
-            speed = row.get(precision, {}).get("pairs_per_s")
-            if speed:
-                rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
-                                             f"({precision})", when)
-                rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
-    epoch = run.get("epoch", {})
-    if epoch.get("pairs_per_s"):
-        rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
-            float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
-                                         f"({epoch['precision']})", when)
-    return rates
-
-
-def gpu_peak(name: str) -> tuple[str, float]:
-    """The full name and peak dense bf16 FLOP/s of GPU ``name`` (a :class:`ConfigError`
-    lists the known ones)."""
-    peaks = load_gpu_peaks()
-    entry = peaks.get(name.lower())
-    if entry is None:
-        raise ConfigError(f"--gpu {name!r}: unknown GPU",
-                          hint=f"known: {', '.join(sorted(peaks))} "
-                               f"(pairrepro/report/gpus.toml)")
-    return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12
 
 
 def _missing_splits(recipe: Any) -> list[str]:
@@ -399,12 +238,35 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
     return pairs / float(record["pairs_per_s"]) if pairs else None
 
 
+def split_variants(runs: list[RunInfo], config: dict[str, Any]
+                    ) -> tuple[list[RunInfo], dict[str, list[str]]]:
+    """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
+    proper: list[RunInfo] = []
+    variants: dict[str, list[str]] = {}
+    for run in runs:
+        if run.status != "finished":
+            continue
+        keys = list(config_differences(run.config, config))
+        if keys:
+            variants[run.path] = keys
+        else:
+            proper.append(run)
+    return proper, variants
+
+
+def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
+    """Why the run at ``path`` is a variant of the recipe whose resolved config is ``config``."""
+    diffs = config_differences(run.config, config)
+    shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
+                      for k, (a, b) in diffs.items())
+    return f"{path} is a variant, not the recipe's run: {shown}"
+
+
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant,
-    :func:`config_differences`, does not count as done)."""
-    config = recipe.to_dict()
-    return {r.seed for r in find_runs(runs_dir, recipe.name)
-            if r.status == "finished" and not config_differences(r.config, config)}
+    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant
+    does not count as done)."""
+    proper, _ = split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())
+    return {r.seed for r in proper}
 
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,

@@ -1,0 +1,88 @@
+"""GPUs for the plan's GPU figure: peak dense bf16 FLOP/s (``gpus.toml``, for the FLOP lower
+bound) and training rates measured on a GPU (``bench/records/gpu_rates.json``, written by
+``bench/gpu_check.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pairrepro.errors import ConfigError
+from pairrepro.paths import read_toml
+from pairrepro.planning import BENCH_DIR
+
+GPU_PEAKS = Path(__file__).with_name("gpus.toml")
+GPU_RATES = BENCH_DIR / "records" / "gpu_rates.json"
+
+
+def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """``gpus.toml``: ``{name: {bf16_tflops, name, source}}`` (dense bf16 peaks)."""
+    return read_toml(path or GPU_PEAKS).get("gpus", {})
+
+
+def gpu_key(device_name: str) -> str:
+    """The ``gpus.toml`` name of a CUDA device (``torch.cuda.get_device_name``, one of an
+    entry's ``device_names``), else ""."""
+    return next((key for key, entry in load_gpu_peaks().items()
+                 if device_name.lower() in (n.lower() for n in entry.get("device_names", []))),
+                "")
+
+
+@dataclass(frozen=True)
+class GpuRate:
+    """A training rate measured on a GPU (``bench/records/gpu_rates.json``)."""
+
+    pairs_per_s: float
+    what: str  # "esim on esim (bf16)", "one epoch of <recipe> (bf16)"
+    run: str  # the device and date of the run
+
+
+def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
+    """``{(recipe or model, precision): rate}`` from the latest run of ``gpu_rates.json`` on
+    GPU ``gpu`` (a ``gpus.toml`` name; dry runs never count), its one-epoch figure (on the
+    real data) over its recipe's preflight one; {} when no run was made there."""
+    p = path or GPU_RATES
+    if not p.is_file():
+        return {}
+    try:
+        runs = json.loads(p.read_text(encoding="utf-8"))["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{p}: cannot be read ({exc})",
+                          hint="restore it (git checkout -- bench/records) or run "
+                               "bench/gpu_check.sh again on the GPU") from None
+    found = [r for r in runs if r.get("gpu") == gpu and not r.get("dry_run")]
+    if not found:
+        return {}
+    run = found[-1]
+    when = f"{run['device_name']}, {run['measured']}"
+    rates: dict[tuple[str, str], GpuRate] = {}
+    for row in run.get("models", []):
+        for precision in ("fp32", "bf16"):
+            speed = row.get(precision, {}).get("pairs_per_s")
+            if speed:
+                rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
+                                             f"({precision})", when)
+                rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
+    epoch = run.get("epoch", {})
+    if epoch.get("pairs_per_s"):
+        rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
+            float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
+                                         f"({epoch['precision']})", when)
+    return rates
+
+
+def gpu_peak(name: str) -> tuple[str, float]:
+    """The full name and peak dense bf16 FLOP/s of GPU ``name`` (a :class:`ConfigError`
+    lists the known ones)."""
+    peaks = load_gpu_peaks()
+    entry = peaks.get(name.lower())
+    if entry is None:
+        raise ConfigError(f"--gpu {name!r}: unknown GPU",
+                          hint=f"known: {', '.join(sorted(peaks))} "
+                               f"(pairrepro/planning/gpus.toml)")
+    return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12
+
+

@@ -1,0 +1,79 @@
+"""The paired comparison of two sets of runs on the same test units, one type for every
+report that compares: ``--compare-to`` (a table's rows against one row), orderings (two
+paper rows), gap ladders (a step against the step it changes) and precision parity (bf16
+against fp32). Each builds :class:`Comparison` with :func:`compare` and adjusts a table's
+family with :func:`adjust`; only renderers turn one into text (:func:`versus_text`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pairrepro.errors import NoEvidenceError
+from pairrepro.planning.paper_tables import Column
+from pairrepro.report.analyses import evidence
+from pairrepro.report.tables.numbers import format_number, p_text, to_unit
+from pairrepro.runs import RunInfo
+from pairrepro.stats import ALPHA, holm
+
+
+@dataclass
+class Comparison:
+    """``a`` minus ``b``: the difference of their per-unit means over seeds (in the column's
+    unit, fractions without a column), the two-sided p-value of the paired randomization test
+    (:func:`~.evidence.paired_test`), whether p < alpha depends on the resampling seed, the
+    Holm-adjusted p over its family; or, without a test, why (``problem``)."""
+
+    difference: float | None = None
+    p_value: float | None = None
+    undecided: bool = False
+    holm: float | None = None
+    problem: str = ""
+
+
+Side = evidence.Units | str  # per-unit values, or why a side has none
+
+
+def compare(a: Side, b: Side, column: Column | None = None, alpha: float = ALPHA
+            ) -> Comparison:
+    """The paired test of ``a`` against ``b`` (a side that is a string: no test, why)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return Comparison(problem=a if isinstance(a, str) else str(b))
+    try:
+        test = evidence.paired_test(a, b)
+    except NoEvidenceError as exc:
+        return Comparison(problem=str(exc))
+    difference = test.difference if column is None else to_unit(test.difference, column)
+    return Comparison(difference, test.p_value, test.straddles(alpha))
+
+
+def per_unit(runs: list[RunInfo], metric: str) -> Side:
+    """The runs' per-unit values of ``metric``, or why there are none."""
+    try:
+        return evidence.run_units(runs, metric)
+    except NoEvidenceError as exc:
+        return str(exc)
+
+
+def adjust(family: list[Comparison]) -> None:
+    """Holm's step-down adjustment over the tested comparisons of ``family``."""
+    tested = [c for c in family if c.p_value is not None]
+    for item, adjusted in zip(tested, holm([c.p_value or 1.0 for c in tested]), strict=True):
+        item.holm = adjusted
+
+
+def versus_text(found: Comparison, column: Column, decimals: int = 0,
+                undecided: bool = True) -> str:
+    """``+0.012 (p 0.412)`` in the column's style (``decimals`` more than the paper prints;
+    ``, undecided at 0.05`` where that holds and ``undecided``), or ``n/a (why)``."""
+    if found.p_value is None or found.difference is None:
+        return f"n/a ({found.problem})"
+    style = column.model_copy(update={"decimals": column.decimals + decimals})
+    mark = ", undecided at 0.05" if undecided and found.undecided else ""
+    return (f"{format_number(found.difference, style, signed=True)} "
+            f"({p_text(found.p_value)}{mark})")
+
+
+def holm_text(found: Comparison | None) -> str:
+    """The Holm p as a table prints it ("" without one)."""
+    return "" if found is None or found.holm is None else p_text(found.holm).removeprefix("p ")

@@ -1,0 +1,443 @@
+"""Published vs reproduced: the status, value and delta of every cell of a paper table.
+
+The rules of a cell, stated here once:
+
+* a cell's number comes from the user's finished runs of the recipe (``runs/``), else from the
+  reference runs (``results/``, tracked, so a fresh clone renders them); with both, the
+  reference value is shown beside the user's;
+* a run whose resolved config differs from its recipe (:func:`pairrepro.runs.config_differences`)
+  is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
+* the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
+  with a 95% bootstrap interval over test units and seeds (``analyses.evidence``;
+  without saved predictions, mean ± sample std), an endpoint whose printed digit could still
+  move with the resampling seed marked ``~``; ``delta = mean − published``, unrounded;
+* *reproduced* when the published value lies in the interval or within half a unit of its
+  last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
+  ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the
+  paper's decimals and fraction style (``0.739`` or ``.739``);
+* an unreadable run folder is *damaged*: the cell names the file when no other seed finished,
+  and the rest of the table renders;
+* θ_M is the ``parameters.weights`` a run's manifest records, else ``bench/model_facts.json``:
+  the report never imports model code.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.data.prepared import data_status
+from pairrepro.errors import NoEvidenceError
+from pairrepro.planning.model_facts import needs_training, weight_count
+from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.planning.plan import describe_variant, split_variants
+from pairrepro.planning.recipe_index import (
+    RecipeIndex,
+    comparison_rows,
+    flatten,
+    load_recipe_index,
+    row_recipes,
+    settings,
+)
+from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import Comparison
+from pairrepro.report.tables.numbers import (
+    from_unit,
+    hparam_equal,
+    parse_published,
+    printed_step,
+    to_unit,
+)
+from pairrepro.runs import (
+    DamagedRunError,
+    RunInfo,
+    find_runs,
+)
+from pairrepro.stats import Interval
+
+# Cell statuses, in the order a reader cares about them.
+REPRODUCED = "reproduced"
+OFF = "off"  # a hyper-parameter or parameter count that differs from the paper's
+BELOW = "below"  # a metric whose interval lies below the published value
+ABOVE = "above"
+UNDECIDED = "undecided"  # the published value sits at an endpoint, within its MC error
+VARIANT = "variant"  # only runs whose config differs from the recipe
+NO_REFERENCE = "no reference run"  # nothing in results/ (nor in runs/, where one is read)
+NEW = "no published value"
+RUNNING = "running"
+STALE = "stale"  # interrupted (Ctrl-C), or "running" but its process is gone
+DAMAGED = "damaged"  # a run-folder file cannot be read
+FAILED = "failed"
+NOT_RUN = "not run"
+DATA_MISSING = "data missing"
+NO_RECIPE = "no recipe"
+NOT_REPRODUCIBLE = "not reproducible"
+INFO = "info"
+STATUSES = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
+            NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
+# statuses whose cell carries a number and a verdict (no note needed)
+VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
+ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
+REFERENCE = "reference"  # Cell.source: the number comes from results/
+OWN = "runs"  # ... from the user's runs/
+
+
+@dataclass
+class Estimate:
+    """What the runs behind a cell give, in the column's unit: the mean over seeds (a
+    parameter count: the count), their sample std, and the bootstrap interval where the
+    predictions allow one (else why not)."""
+
+    mean: float
+    std: float | None = None  # None: a count, not a mean
+    seeds: list[int] = field(default_factory=list)
+    interval: Interval | None = None  # in the metric's own scale (fractions)
+    interval_note: str = ""  # why there is no interval (no predictions saved, ...)
+    # one trained model (one seed of a model that learns): the interval covers the test
+    # units only, and the verdict is about that model, not the method
+    one_model: bool = False
+    # the selection split: the mean over seeds of the value at each run's last epoch
+    # (metrics.jsonl), beside the chosen epoch's
+    last_epoch: float | None = None
+    # the reference runs' mean beside the user's own number (None: none, or damaged)
+    reference: float | None = None
+    reference_damaged: bool = False
+
+
+@dataclass
+class Verdict:
+    """The cell's status and, with a number and a published value, how far apart they are
+    and by which rule the status was reached."""
+
+    status: str
+    delta: float | None = None  # estimate minus published, in the column's unit
+    rule: str = ""  # "interval" or "tolerance"
+
+
+@dataclass
+class Cell:
+    """Published vs reproduced for one (row, column)."""
+
+    column: str
+    published: str
+    verdict: Verdict
+    recipe: str = ""
+    detail: str = ""  # why, or the command to run next
+    estimate: Estimate | None = None
+    comparison: Comparison | None = None  # --compare-to
+    setting: Any = None  # hyper-parameter cells: the recipe's value (None: not set)
+    runs: list[RunInfo] = field(default_factory=list)  # the runs behind the number
+    reference_runs: list[RunInfo] = field(default_factory=list)
+    source: str = ""  # REFERENCE or OWN (where ``runs`` are)
+    bold: bool = False
+    best: bool = False
+    variant_keys: list[str] = field(default_factory=list)
+    # seed folders of the recipe that cannot be read: the number is over the others, so no
+    # test may treat it as the recipe's (orderings make no verdict on it)
+    damaged: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    @property
+    def one_model(self) -> bool:
+        return self.estimate is not None and self.estimate.one_model
+
+
+@dataclass
+class EvalRow:
+    row: Row
+    cells: list[Cell]
+    recipes: list[str]
+
+
+@dataclass
+class EvalTable:
+    paper: Paper
+    table: PaperTable
+    rows: list[EvalRow]
+    runs_dir: str
+    results_dir: str = ""
+    compare_to: str = ""  # the row label of --compare-to
+
+    def counts(self) -> dict[str, int]:
+        """How many cells have each status (info cells left out; a one-model cell's verdict
+        is no claim about the method, so it counts as ``one trained model``)."""
+        out: dict[str, int] = {}
+        for row in self.rows:
+            for cell in row.cells:
+                if cell.status != INFO:
+                    key = ONE_MODEL if cell.one_model else cell.status
+                    out[key] = out.get(key, 0) + 1
+        return out
+
+
+def _damaged(runs: list[RunInfo]) -> list[str]:
+    return [r.problem or r.path for r in runs if r.status == DAMAGED]
+
+
+def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
+             ) -> Verdict:
+    """Status of a number against a published value (the rule of the docstring)."""
+    delta = estimate.mean - target
+    band = 0.5 * 10 ** -column.decimals + 1e-9  # the published value's own rounding
+    if estimate.interval is None:
+        ok = abs(delta) <= table.tolerance_for(column) + 1e-9
+        return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "tolerance")
+    low, high = (to_unit(v, column) for v in (estimate.interval.low, estimate.interval.high))
+    if abs(delta) > band and estimate.interval.straddles(from_unit(target, column)):
+        return Verdict(UNDECIDED, delta, "interval")  # inside or not: up to the resampling
+    ok = low - 1e-9 <= target <= high + 1e-9 or abs(delta) <= band
+    return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "interval")
+
+
+def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunInfo]) -> None:
+    """Estimate (the interval when the predictions allow one) and verdict from ``runs``; a
+    run whose result.json disagrees with its predictions makes the cell damaged."""
+    note = ""
+    try:
+        units = evidence.run_units(runs, column.metric)
+    except NoEvidenceError as exc:
+        units, note = None, str(exc)
+    except DamagedRunError as exc:  # TamperedRunError included: nothing here can be trusted
+        cell.verdict, cell.runs = Verdict(DAMAGED), []
+        cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        return
+    values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
+    model = str(runs[0].config.get("model", {}).get("name", ""))
+    target = parse_published(cell.published)
+    targets = () if target is None else (from_unit(target, column),)
+    cell.estimate = Estimate(
+        statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
+        [r.seed for r in runs], interval_note=note,
+        interval=(evidence.interval(units, targets, printed_step(column))
+                  if units is not None else None),
+        # a run without a model name (hand-written test folders) makes no claim either way
+        one_model=len(runs) == 1 and bool(model) and needs_training(model) is not False,
+        last_epoch=_last_epoch(column, runs))
+    cell.verdict = (Verdict(NEW) if target is None
+                    else _verdict(cell.estimate, table, column, target))
+
+
+def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
+    """For a column on the split epochs are chosen on (``data.dev_split``, scored in each
+    epoch's line of metrics.jsonl), the mean over seeds of the last epoch's value: the chosen
+    epoch's value is the best of several looks at this split, the last epoch's is not."""
+    split, name = column.metric.split(".", 1)
+    found = []
+    for run in runs:
+        if run.config.get("data", {}).get("dev_split", "dev") != split:
+            return None  # not the selection split: its value was looked at once
+        try:
+            log = run.folder.read_metrics()
+        except DamagedRunError:
+            return None
+        value = log[-1].get(split, {}).get(name) if log else None
+        if not isinstance(value, int | float):
+            return None
+        found.append(to_unit(float(value), column))
+    return statistics.fmean(found) if found else None
+
+
+def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
+                 index: RecipeIndex, runs_dir: Path | None, results_dir: Path | None) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column.key, published, Verdict(NOT_RUN), recipe_name,
+                bold=column.key in row.bold, best=column.key in row.best)
+    config = index.recipes[recipe_name].to_dict()
+    runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
+    reference = find_runs(results_dir, recipe_name) if results_dir is not None else []
+    with_value = [r for r in runs if r.value(column.metric) is not None]
+    ref_value = [r for r in reference if r.value(column.metric) is not None]
+    own, own_variants = split_variants(with_value, config)
+    refs, ref_variants = split_variants(ref_value, config)
+    damaged = _damaged(runs) + _damaged(reference)
+    notes: list[str] = []
+    if own or refs:
+        cell.source, cell.runs = (OWN, own) if own else (REFERENCE, refs)
+        _fill_number(cell, table, column, cell.runs)
+        if cell.status == DAMAGED:
+            return cell
+        if own and refs and cell.estimate is not None:
+            try:
+                for ref in refs:
+                    evidence.check_recorded(ref)
+            except DamagedRunError as exc:
+                cell.estimate.reference_damaged = True
+                notes.append(exc.message)
+            else:
+                cell.reference_runs = refs
+                cell.estimate.reference = statistics.fmean(
+                    to_unit(r.value(column.metric) or 0.0, column) for r in refs)
+        pending = [r for r in runs if r.status == "running"]
+        stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+        notes += [f"{len(pending)} more seed(s) running"] if pending else []
+        notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
+        notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
+        cell.damaged = damaged
+        notes += [f"{len(own_variants)} variant run(s) left out: {', '.join(own_variants)}"
+                  ] if own_variants else []
+        cell.detail = "; ".join(notes)
+        return cell
+    variants = {**ref_variants, **own_variants}
+    if variants:
+        cell.verdict = Verdict(VARIANT)
+        cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
+        first = next(r for r in with_value + ref_value if r.path in variants)
+        cell.detail = (describe_variant(first.path, first, config)
+                       + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
+        return cell
+    if any(r.status == "running" for r in runs):
+        cell.verdict = Verdict(RUNNING)
+        cell.detail = ", ".join(r.path for r in runs if r.status == "running")
+        return cell
+    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+    if stopped:
+        cell.verdict = Verdict(STALE)
+        why = {"stale": "process gone", "interrupted": "interrupted"}
+        cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
+                       + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
+        return cell
+    if damaged:
+        cell.verdict = Verdict(DAMAGED)
+        cell.detail = "; ".join(damaged)
+        return cell
+    if any(r.status == "failed" for r in runs):
+        cell.verdict = Verdict(FAILED)
+        cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
+        return cell
+    ready, command = True, ""
+    if runs_dir is not None:  # the reference-only view (README) is the same on every machine
+        recipe = index.recipes[recipe_name]
+        ready, command = data_status(recipe.data.dataset, recipe.data.variant)
+    if ready:  # one status and wording in both views, as the README states it
+        cell.verdict = Verdict(NO_REFERENCE)
+        recipe_file = (f"recipes/{recipe_name}.toml" if runs_dir is None
+                       else _recipe_path(recipe_name))
+        cell.detail = f"no reference run in results/ yet: pairrepro train {recipe_file}"
+    else:
+        cell.verdict = Verdict(DATA_MISSING)
+        cell.detail = command
+    return cell
+
+
+def _recipe_path(name: str) -> str:
+    """The recipe file as a user would type it (relative to the working folder if inside)."""
+    path = (paths.recipes_dir() / f"{name}.toml").absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) -> str:
+    if column.dataset:
+        for name in candidates:
+            if index.recipes[name].data.dataset == column.dataset:
+                return name
+        return ""
+    return candidates[0] if candidates else ""
+
+
+def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column.key, published, Verdict(NO_RECIPE), recipe_name)
+    if not recipe_name:
+        ref = column.from_row
+        cell.detail = (f"no recipe declares Table {ref.table if ref else None} row "
+                       f"{ref.row if ref else None!r}")
+        return cell
+    config = index.recipes[recipe_name].to_dict()
+    explicit, resolved = flatten(config), settings(config)
+    for entry in row.keys:
+        names = entry if isinstance(entry, list) else [entry]
+        if not all(name in resolved for name in names):
+            continue
+        values = [resolved[name] for name in names]
+        cell.setting = tuple(values) if isinstance(entry, list) else values[0]
+        cell.verdict = Verdict(REPRODUCED if hparam_equal(published, cell.setting) else OFF)
+        defaults = [name for name in names if name not in explicit]
+        cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
+            f" ({', '.join(defaults)}: model default)" if defaults else "")
+        return cell
+    cell.verdict = Verdict(OFF)
+    tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
+    cell.detail = f"{recipe_name} sets none of {tried}"
+    return cell
+
+
+def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]) -> Cell:
+    published = row.values.get(column.key, "")
+    cell = Cell(column.key, published, Verdict(INFO), recipe_name)
+    if not recipe_name:
+        return cell
+    found = weight_count(recipe_name, [r for d in folders for r in find_runs(d, recipe_name)])
+    if found is None:
+        cell.verdict = Verdict(NOT_RUN)
+        cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
+                       "parameters.weights and bench/model_facts.json has none "
+                       "(python bench/model_facts.py)")
+        return cell
+    count, source = found
+    cell.estimate = Estimate(float(count))
+    target = parse_published(published)
+    if target:
+        delta = count - target
+        # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.
+        cell.verdict = Verdict(REPRODUCED if abs(delta) <= 0.05 * target else OFF, delta)
+    cell.detail = f"{count:,} weights without embeddings and biases ({recipe_name}; {source})"
+    return cell
+
+
+def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
+                   index: RecipeIndex | None = None,
+                   results_dir: Path | None = None) -> EvalTable:
+    """Every cell of ``table``: published value, reproduced value, status. ``runs_dir=None``
+    is the README's reference-only view, the same on every machine (no readiness checks)."""
+    index = index or load_recipe_index()
+    rows: list[EvalRow] = []
+    for row in table.rows + comparison_rows(paper, table, index):
+        cells: list[Cell] = []
+        if table.kind == "hparams":
+            for column in table.columns:
+                ref = column.from_row
+                found = index.for_row(paper.paper, ref.table, ref.row) if ref else []
+                cells.append(_hparam_cell(column, row, sorted(found)[0] if found else "", index))
+            rows.append(EvalRow(row, cells, sorted({c.recipe for c in cells if c.recipe})))
+            continue
+        candidates = row_recipes(paper.paper, table, row, index)
+        for column in table.columns:
+            published = row.values.get(column.key, "")
+            marks = {"bold": column.key in row.bold, "best": column.key in row.best}
+            if column.kind == "info":
+                cells.append(Cell(column.key, published, Verdict(INFO), **marks))
+                continue
+            recipe = _choose_recipe(candidates, column, index)
+            if column.kind == "params":
+                cells.append(_params_cell(column, row, recipe,
+                                              [d for d in (runs_dir, results_dir) if d]))
+                continue
+            if not recipe:
+                why = row.why or table.data_note
+                cells.append(Cell(column.key, published,
+                                  Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
+                                  detail=why or "no recipe declares this row", **marks))
+                continue
+            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir,
+                                      results_dir))
+        rows.append(EvalRow(row, cells, candidates))
+    return EvalTable(paper, table, rows, str(runs_dir or ""), str(results_dir or ""))
+
+
+def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
+                   index: RecipeIndex | None = None,
+                   results_dir: Path | None = None) -> list[EvalTable]:
+    """Evaluate one table (``table``) or every table of a paper."""
+    paper = load_paper(name)
+    index = index or load_recipe_index()
+    tables = [paper.table(table)] if table is not None else paper.tables
+    return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]

@@ -1,0 +1,273 @@
+"""Render evaluated paper tables from their :func:`~.layout.layout`: terminal (rich),
+Markdown, LaTeX, HTML, and the ``--json`` view of every cell.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from pairrepro import paths
+from pairrepro.planning.paper_tables import Column
+from pairrepro.report.tables.cells import (
+    ABOVE,
+    BELOW,
+    DAMAGED,
+    DATA_MISSING,
+    FAILED,
+    NEW,
+    NO_RECIPE,
+    NO_REFERENCE,
+    NOT_REPRODUCIBLE,
+    NOT_RUN,
+    OFF,
+    REPRODUCED,
+    RUNNING,
+    STALE,
+    UNDECIDED,
+    VARIANT,
+    Cell,
+    EvalTable,
+)
+from pairrepro.report.tables.layout import comparison_text, layout
+
+FORMATS = ("term", "md", "latex", "html")
+STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
+         UNDECIDED: "yellow",
+         VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
+         FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
+         NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _link(link: str, links_from: Path | None) -> str:
+    """A run folder as a link from the folder ``links_from`` (where the document is read),
+    never the absolute path of the machine that rendered it; a run of this checkout
+    (``results/``) linked from a document outside it: relative to the checkout, as in the
+    README. ``None``: as found."""
+    if links_from is None:
+        return link
+    target, base = Path(link).absolute(), links_from.absolute()
+    project = paths.PROJECT_DIR.absolute()
+    if target.is_relative_to(project) and not base.is_relative_to(project):
+        base = project
+    return Path(os.path.relpath(target, base)).as_posix()
+
+
+def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
+    """A GitHub-flavoured Markdown table with notes and run links (relative to
+    ``links_from``, the folder of the file written, when given)."""
+    lay = layout(ev)
+    out = [f"### {ev.paper.paper}: {lay.title}", ""]
+    out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
+    out.append("|" + "|".join("---" for _ in lay.headers) + "|")
+    for line in lay.rows:
+        cells = []
+        for t in line:
+            text = _md_escape(t.text)
+            if t.bold and text:
+                text = f"**{text}**"
+            if t.link:
+                text = f"[{text}]({_link(t.link, links_from)})"
+            if t.note:
+                text += f" [{t.note}]"
+            cells.append(text)
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", lay.legend, ""]
+    out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
+    if lay.runs:
+        out += ["", "Runs:", ""]
+        out += [f"- `{recipe}`: {desc}" for recipe, desc in sorted(lay.runs.items())]
+    return "\n".join(out).rstrip() + "\n"
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}"}
+_LATEX_TEXT = {"±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "↓": r"$\downarrow$",
+               "↑": r"$\uparrow$", "≤": r"$\le$", "−": "$-$", "θ": r"$\theta$",
+               "ä": r"\"a", "→": r"$\to$"}
+
+
+def _tex(text: str) -> str:
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    for src, dst in _LATEX_TEXT.items():
+        out = out.replace(src, dst)
+    return out
+
+
+def to_latex(ev: EvalTable) -> str:
+    """A ``table`` environment (booktabs; ``\\checkmark`` needs amssymb)."""
+    lay = layout(ev)
+    refs = {recipe: chr(ord("a") + i) for i, recipe in enumerate(sorted(lay.runs))}
+    spec = "l" + "r" * (len(lay.headers) - 1)
+    out = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}",
+           r"\toprule", " & ".join(_tex(h) for h in lay.headers) + r" \\", r"\midrule"]
+    for i, line in enumerate(lay.rows):
+        if i in lay.block_starts:
+            out.append(r"\midrule")
+        cells = []
+        for t in line:
+            text = _tex(t.text)
+            if t.bold and text:
+                text = rf"\textbf{{{text}}}"
+            if t.run_ref:
+                text += rf"\textsuperscript{{{refs[t.run_ref]}}}"
+            if t.note:
+                text += rf"\textsuperscript{{[{t.note}]}}"
+            cells.append(text)
+        out.append(" & ".join(cells) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}"]
+    caption = f"{lay.title} (paper vs. pairrepro). {lay.legend}"
+    out.append(rf"\caption{{{_tex(caption)}}}")
+    out.append(rf"\label{{tab:{ev.paper.paper}-{ev.table.number}}}")
+    out.append(r"\end{table}")
+    notes = [f"% [{i}] {note}" for i, note in enumerate(lay.notes, 1)]
+    runs = [f"% ({refs[r]}) {r}: {desc}" for r, desc in sorted(lay.runs.items())]
+    return "\n".join(out + notes + runs) + "\n"
+
+
+def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
+    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs
+    (relative to ``links_from`` when given, as :func:`to_markdown`)."""
+    lay = layout(ev)
+    esc = html.escape
+    out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
+           f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
+    out += [f"<th>{esc(h)}</th>" for h in lay.headers]
+    out.append("</tr></thead><tbody>")
+    for i, line in enumerate(lay.rows):
+        cls = ' class="block-start"' if i in lay.block_starts else ""
+        cells = []
+        for t in line:
+            text = esc(t.text)
+            if t.bold and text:
+                text = f"<b>{text}</b>"
+            if t.link:
+                title = esc(lay.runs.get(t.run_ref, ""), quote=True)
+                href = esc(_link(t.link, links_from), quote=True)
+                text = f'<a href="{href}" title="{title}">{text}</a>'
+            if t.note:
+                anchor = f"{ev.paper.paper}-{ev.table.number}-n{t.note}"
+                text += f'<sup><a href="#{anchor}">[{t.note}]</a></sup>'
+            status = f' class="{t.status.replace(" ", "-")}"' if t.status else ""
+            cells.append(f"<td{status}>{text}</td>")
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out += ["</tbody></table>", f"<p>{esc(lay.legend)}</p>"]
+    if lay.notes:
+        out.append("<ol>")
+        out += [f'<li id="{ev.paper.paper}-{ev.table.number}-n{i}">{esc(n)}</li>'
+                for i, n in enumerate(lay.notes, 1)]
+        out.append("</ol>")
+    if lay.runs:
+        out.append("<ul>")
+        out += [f"<li><code>{esc(r)}</code>: {esc(d)}</li>" for r, d in sorted(lay.runs.items())]
+        out.append("</ul>")
+    out.append("</section>")
+    return "\n".join(out) + "\n"
+
+
+HTML_HEAD = """<!doctype html>
+<html><head><meta charset="utf-8"><title>pairrepro tables</title>
+<style>
+body{font-family:sans-serif} table{border-collapse:collapse;margin:1em 0}
+td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
+td:first-child,th:first-child{text-align:left} tr.block-start td{border-top:2px solid #888}
+td.reproduced{color:#060} td.off,td.below,td.above{color:#a00} td.variant{color:#a60}
+td.data-missing{color:#808}
+td.not-run,td.no-recipe,td.not-reproducible{color:#888}
+</style></head><body>
+"""
+
+
+def term_renderables(ev: EvalTable) -> list[object]:
+    """The rich objects of the terminal view: the table, its notes and its run links."""
+    from rich.table import Table
+    from rich.text import Text as RichText
+
+    lay = layout(ev)
+    table = Table(title=f"{ev.paper.paper}: {lay.title}", caption=lay.legend)
+    for i, header in enumerate(lay.headers):
+        table.add_column(header, justify="left" if i == 0 else "right")
+    for i, line in enumerate(lay.rows):
+        if i in lay.block_starts:
+            table.add_section()
+        cells = []
+        for t in line:
+            style = STYLE.get(t.status, "")
+            if t.bold:
+                style = f"bold {style}".strip()
+            cells.append(RichText(t.text + (f" [{t.note}]" if t.note else ""), style=style))
+        table.add_row(*cells)
+    out: list[object] = [table]
+    out += [RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)]
+    out += [RichText(f"run {recipe}: {desc}") for recipe, desc in sorted(lay.runs.items())]
+    return out
+
+
+def to_term(ev: EvalTable, width: int = 160) -> str:
+    """The terminal view as plain text (for files and tests; the CLI prints it in colour)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, highlight=False, color_system=None)
+    for item in term_renderables(ev):
+        console.print(item)
+    return buffer.getvalue()
+
+
+def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
+    """Render one evaluated table in ``fmt`` (term | md | latex | html); Markdown and HTML
+    link runs relative to ``links_from`` when given."""
+    if fmt in ("md", "html"):
+        return (to_markdown if fmt == "md" else to_html)(ev, links_from)
+    return {"term": to_term, "latex": to_latex}[fmt](ev)
+
+
+def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
+    """Several tables in one document (HTML gets a full page); run links relative to
+    ``links_from`` (the document's folder) when given."""
+    body = "\n".join(render(ev, fmt, links_from) for ev in evs)
+    if fmt == "html":
+        return HTML_HEAD + body + "</body></html>\n"
+    return body
+
+
+def eval_to_json(ev: EvalTable) -> dict[str, Any]:
+    """A JSON-ready view of an evaluated table (``--json``)."""
+    columns = {c.key: c for c in ev.table.columns}
+    return {
+        "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
+        "compare_to": ev.compare_to,
+        "counts": ev.counts(),
+        "rows": [{"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
+                  "cells": {c.column: _cell_json(c, columns[c.column]) for c in r.cells}}
+                 for r in ev.rows],
+    }
+
+
+def _cell_json(c: Cell, column: Column) -> dict[str, Any]:
+    found, interval, versus = c.estimate, c.estimate and c.estimate.interval, c.comparison
+    return {
+        "published": c.published, "status": c.status,
+        "mean": found and found.mean, "std": found and found.std, "delta": c.verdict.delta,
+        "seeds": found.seeds if found else [], "recipe": c.recipe, "detail": c.detail,
+        "source": c.source, "rule": c.verdict.rule,
+        "interval": None if interval is None else [interval.low, interval.high],
+        "variant_keys": c.variant_keys, "comparison": comparison_text(c, column),
+        "comparison_p": versus and versus.p_value, "comparison_holm": versus and versus.holm,
+        "one_model": c.one_model, "last_epoch": found and found.last_epoch,
+        "mc_se": None if interval is None else interval.mc_se,
+        "resamples": None if interval is None else interval.resamples,
+        "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
+                  "commit": run.commit, "chosen_epoch": run.chosen_epoch,
+                  "problem": run.problem} for run in c.runs]}
