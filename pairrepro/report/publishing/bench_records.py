@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
+from pairrepro.planning import BENCH_DIR
 
-RECORDS = paths.PROJECT_DIR / "bench" / "records"
+RECORDS = BENCH_DIR / "records"
 SCRIPTS = ("bench_grid", "bench_csran_cin")
 SHARES = ("share_of_gemm", "share_of_best")
 
