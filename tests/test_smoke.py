@@ -4,14 +4,17 @@ and the smoke report on real runs. The data tests skip without ../shared."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from pairrepro import paths
+from pairrepro.cli.app import app
 from pairrepro.data.manifests import load_manifest
 from pairrepro.data.prepare import prepare_dataset
 from pairrepro.data.prepared import load_prepared
@@ -100,6 +103,12 @@ def test_quora_dev_as_train_and_its_majority_class(raw_from_mirror: Callable[[st
     raw_from_mirror("quora")
     _check_variant("quora", QUORA_TRAIN, QUORA_HELD_OUT)
     assert _majority_test_accuracy("majority_quora_smoke") == 5000 / 10000
+    # preflight passes it: a constant output is its design, not a fault
+    out = CliRunner().invoke(app, ["--json", "preflight", "majority_quora_smoke"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.output)
+    checks = {check["name"]: check["status"] for check in record["checks"]}
+    assert checks["outputs_vary"] == "n/a" and checks["padding"] == "pass"
 
 
 def test_smoke_report_sets_a_model_beside_the_majority_class(
