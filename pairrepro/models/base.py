@@ -43,6 +43,8 @@ class PairModel(nn.Module):
     non-neural scorers (BM25) set ``needs_training = False`` and :meth:`fit_statistics`."""
 
     needs_training: bool = True
+    # the same scores for every pair by design (the majority class): no input can move them
+    constant_output: bool = False
 
     def __init__(self, ctx: ModelContext) -> None:
         super().__init__()

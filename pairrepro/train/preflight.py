@@ -373,6 +373,8 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
                     "stand-in words (unrelated texts: a lexical scorer gives them all the same "
                     "score by construction); checked on the real data")
               if synthetic else check_outputs_vary(outputs))
+    if model.constant_output:
+        varies = Check("outputs_vary", "n/a", "n/a: the same output for every pair by design")
     result.checks += [varies, check_padding(model, batch, device)]
     result.peak_mb = peak_memory_mb(device)
     return result
