@@ -90,7 +90,7 @@ results: $(STAMP)  ## keep finished runs as reference runs: make results RUNS="r
 
 # A sample of the release's fast recipes, re-made from scratch and verified against results/
 # (bit-equal on the release's CPU, torch build and one thread; inside the intervals elsewhere).
-# About 15 minutes on one core; never part of CI (it trains).
+# Never part of CI (it trains; the reference runs' wall times are in docs/papers/*.md).
 REGRESSION ?= bm25_trecqa mv_lstm_tensor_trecqa_short mv_lstm_bilinear_trecqa mv_lstm_tensor_trecqa
 REGRESSION_RUNS ?= runs/regression
 .PHONY: regression

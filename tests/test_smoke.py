@@ -21,7 +21,7 @@ from pairrepro.data.prepared import load_prepared
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.majority import MajorityClass
-from pairrepro.report.smoke import smoke_markdown, smoke_rows
+from pairrepro.report.analyses.smoke import smoke_markdown, smoke_rows
 from pairrepro.train.runner import train_recipe
 
 # the seeded holdout (10% of the dev file's premises, seed 13), pinned so that any change to
@@ -129,6 +129,7 @@ def test_smoke_report_sets_a_model_beside_the_majority_class(
     assert by_hand == pytest.approx(result["metrics"]["test"]["accuracy"], abs=1e-6)
     assert row.majority == majority
     assert row.difference.value == pytest.approx(by_hand - majority, abs=1e-12)
-    assert row.holm_p == row.test.p_value  # one model: nothing to adjust for
-    assert row.beats_majority == (row.holm_p < 0.05 and row.difference.low > 0)
+    assert row.versus.holm == row.versus.p_value  # one model: nothing to adjust for
+    assert row.beats_majority == (row.versus.holm < 0.05 and not row.versus.undecided
+                                  and row.difference.low > 0)
     assert "| snli | nbow_snli_smoke | 1 |" in smoke_markdown(runs)

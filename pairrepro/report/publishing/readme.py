@@ -99,6 +99,33 @@ def _parity(results: Path) -> str:
     return parity_markdown(evaluate_parity(results))
 
 
+def _smoke(results: Path) -> str:
+    from pairrepro.report.analyses.smoke import smoke_markdown
+
+    return smoke_markdown(results)
+
+
+def _release(results: Path) -> str:
+    """The release the reference runs form, or what it still waits for."""
+    from pairrepro.report.publishing.release import pending, read_release
+
+    todo = pending(results)
+    if todo:
+        return (f"**No release yet**: {len(todo)} recipes ({sum(len(r.seeds) for r in todo)} "
+                f"runs, {sum(r.hours for r in todo):.1f} h as first made) must be re-made at one "
+                "clean commit first: seeds from several commits, or runs that do not record "
+                "their CPU or ran on another one (`pairrepro results release` lists them).\n")
+    release = read_release(results)
+    if release is None:
+        return "**No release written yet**: `pairrepro results release --name 1`.\n"
+    odd = "".join(f"\n  - {run}: {'; '.join(release.remade[run]['why'])}"
+                  for run in release.not_bit_equal)
+    return (f"**Release {release.name}** ({release.date}): commit `{release.commit[:10]}`, "
+            f"CPU {release.cpu}, torch {release.torch}, {len(release.runs)} runs; "
+            f"{len(release.remade)} re-made, {len(release.not_bit_equal)} of them not "
+            f"bit-equal to the run they replace{':' if odd else '.'}{odd}\n")
+
+
 def _environment(results: Path) -> str:
     """Where the reference runs were made, counted from their manifests: device, torch
     build, precision, determinism, threads and the CPU fingerprint (older manifests lack
@@ -125,7 +152,7 @@ def _environment(results: Path) -> str:
         "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
         "CPU": cpu,
     }
-    lines = [f"The {len(manifests)} reference runs' manifests (`results/*/seed-*/"
+    lines = [_release(results), f"The {len(manifests)} reference runs' manifests (`results/*/seed-*/"
              "manifest.json`), value (runs):", ""]
     for name, value in fields.items():
         counts = Counter(value(m) for m in manifests).most_common()
@@ -197,6 +224,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
+    "smoke": _smoke,
     "reference-environment": _environment,
     "preflight": _preflight,
     "benchmarks": _bench,

@@ -13,10 +13,11 @@ from pathlib import Path
 
 from pairrepro import paths
 from pairrepro.errors import NoEvidenceError
-from pairrepro.report.evidence import difference_interval, interval, paired_test, run_units
-from pairrepro.report.orderings import ALPHA
+from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
+from pairrepro.report.analyses.evidence import difference_interval, interval, run_units
+from pairrepro.report.tables.numbers import p_text
 from pairrepro.runs import RunInfo, find_runs
-from pairrepro.stats import Interval, PairedTest, holm
+from pairrepro.stats import ALPHA, Interval
 
 DATASETS = ("snli", "quora")
 METRIC = "test.accuracy"
@@ -33,12 +34,13 @@ class SmokeRow:
     accuracy: Interval
     majority: float
     difference: Interval
-    test: PairedTest
-    holm_p: float
+    versus: Comparison  # against the majority class, Holm-adjusted over the dataset's rows
 
     @property
     def beats_majority(self) -> bool:
-        return self.holm_p < ALPHA and self.difference.low > 0
+        holm_p = self.versus.holm
+        return (holm_p is not None and holm_p < ALPHA and not self.versus.undecided
+                and self.difference.low > 0)
 
 
 def smoke_recipes(dataset: str) -> list[str]:
@@ -62,11 +64,11 @@ def smoke_rows(results: Path) -> list[SmokeRow]:
             runs = _finished(results, recipe)
             if runs:
                 units = run_units(runs, METRIC)
-                found.append((recipe, units, paired_test(units, base)))
-        adjusted = holm([test.p_value for _, _, test in found])
-        rows += [SmokeRow(recipe, dataset, len(units.seeds), interval(units),
-                          float(base.values.mean()), difference_interval(units, base), test, p)
-                 for (recipe, units, test), p in zip(found, adjusted, strict=True)]
+                found.append(SmokeRow(recipe, dataset, len(units.seeds), interval(units),
+                                      float(base.values.mean()),
+                                      difference_interval(units, base), compare(units, base)))
+        adjust([row.versus for row in found])
+        rows += found
     return rows
 
 
@@ -90,11 +92,12 @@ def smoke_markdown(results: Path) -> str:
         lines.append(f"| {row.dataset} | {row.recipe} | {row.seeds} | {acc.value:.3f} "
                      f"[{acc.low:.3f}, {acc.high:.3f}] | {row.majority:.3f} | "
                      f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | "
-                     f"{row.test.p_value:.2g} | {row.holm_p:.2g} | "
+                     f"{p_text(row.versus.p_value or 1.0).removeprefix('p ')} | "
+                     f"{holm_text(row.versus)} | "
                      f"{'yes' if row.beats_majority else 'no'} |")
     lines.append(f"\nSmoke tests of the real-text path, not paper numbers: each model trained on "
                  f"the dev file and tested on the test file. p: two-sided paired randomization "
                  f"test against the majority class on the same test pairs; Holm over a "
-                 f"dataset's models; 'beats' needs Holm p < {ALPHA} and the difference's "
-                 f"interval above 0.")
+                 f"dataset's models; 'beats' needs Holm p < {ALPHA}, not undecided "
+                 f"at that level, and the difference's interval above 0.")
     return "\n".join(lines) + "\n"
