@@ -44,7 +44,7 @@ def main() -> None:
         from pairrepro.config import load_recipe
         from pairrepro.data.batches import EpochPlan
         from pairrepro.data.fetch import fetch_dataset
-        from pairrepro.data.prepare import prepare_dataset
+        from pairrepro.data.preprocess import prepare_dataset
         from pairrepro.device import resolve_device, seed_everything
         from pairrepro.paths import PROJECT_DIR
         from pairrepro.runs import RunFolder

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pairrepro.paths import sha256_file
+from pairrepro.fileio import sha256_file
 
 TARGET_PAIRS_PER_S = 50_000
 WORDS = [
@@ -97,7 +97,7 @@ def child(workdir: Path, pairs: int) -> None:
     """Run one preprocess in this process and print a JSON line with the measurements."""
     os.environ["PAIRREPRO_HOME"] = str(workdir / f"home-{pairs}")
     os.environ["PAIRREPRO_MANIFESTS"] = str(workdir / f"manifests-{pairs}")
-    from pairrepro.data.prepare import prepare_dataset  # import cost is not measured
+    from pairrepro.data.preprocess import prepare_dataset  # import cost is not measured
 
     baseline = _peak_rss_mb()
     start, cpu_start = time.perf_counter(), time.process_time()

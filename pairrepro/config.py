@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field
 
 from pairrepro.data.embeddings import EmbeddingSource, OovInit
 from pairrepro.errors import ConfigError
-from pairrepro.paths import dumps_toml, read_toml
+from pairrepro.fileio import dumps_toml, read_toml
 from pairrepro.schema import Schema, validate
 from pairrepro.tasks import CLASSIFICATION, LOSSES, TASK_TYPES, task_for
 

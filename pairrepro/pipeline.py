@@ -59,7 +59,7 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
     live table); ``launch`` starts the runs (default: in this process). Ctrl-C/SIGTERM comes
     out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.data.prepare import prepare_dataset
+    from pairrepro.data.preprocess import prepare_dataset
 
     launch = launch or Launch()
     if launch.launcher not in LAUNCHERS:

@@ -21,7 +21,7 @@ from pairrepro.config import (
 )
 from pairrepro.data.embeddings import OOV_DRAWS, SOURCES, OovInit, build_embedding_matrix
 from pairrepro.data.manifests import TokenizerName, VariantOptions
-from pairrepro.data.prepare import TOKENIZERS, Tokenizer
+from pairrepro.data.preprocess import TOKENIZERS, Tokenizer
 from pairrepro.models.base import ModelContext
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.train.optim import OPTIMIZERS, L2Penalty, build_optimizer

@@ -22,15 +22,15 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.cli.app import app
 from pairrepro.console import STATE
 from pairrepro.data import archives, fetch
 from pairrepro.data.fetch_record import RECORD_NAME
 from pairrepro.data.formats import get_reader
 from pairrepro.data.manifests import SplitSpec, VariantSpec
-from pairrepro.data.prepare import prepare_dataset
 from pairrepro.data.prepared import load_prepared, write_prepared
+from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.errors import ChecksumError, ConfigError, DataError
 
 runner = CliRunner()
@@ -238,8 +238,8 @@ def test_stats_record_the_hash_of_the_bytes_read(shared_datasets: Path, data_hom
     """Every source is hashed while read, once: the reader's hash is what stats.json holds."""
     fetch.fetch_dataset("trecqa", mirror=shared_datasets)
     hashed: list[str] = []
-    real = paths.sha256_file
-    monkeypatch.setattr(paths, "sha256_file", lambda p, *a: hashed.append(str(p)) or real(p, *a))
+    real = fileio.sha256_file
+    monkeypatch.setattr(fileio, "sha256_file", lambda p, *a: hashed.append(str(p)) or real(p, *a))
     stats = prepare_dataset("trecqa", "raw", progress=False)
     assert hashed == []  # no second pass over any raw file
     for rel, sha in stats["sources"].items():
@@ -330,7 +330,7 @@ def test_check_files_compares_a_runs_hashes(data_home: Path) -> None:
 def test_atomic_writes_honour_the_umask(tmp_path: Path, mask: int) -> None:
     old = os.umask(mask)
     try:
-        paths.write_text(tmp_path / "a.txt", "x")
+        fileio.write_text(tmp_path / "a.txt", "x")
         plain = tmp_path / "plain.txt"
         plain.write_text("x")  # what open() gives: the reference
     finally:

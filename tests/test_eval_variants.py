@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
-from pairrepro.data.prepare import prepare_dataset
 from pairrepro.data.prepared import load_prepared
+from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.errors import DataError
 from pairrepro.train.evaluate import evaluate_run
 from pairrepro.train.runner import train_recipe

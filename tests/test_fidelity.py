@@ -345,7 +345,7 @@ def test_clstm_dflstm_recipes_with_l2_on_fine_tuned_vectors_use_the_lazy_reading
 
 
 def test_a_papers_main_recipe_is_the_base_of_its_variants() -> None:
-    from pairrepro.paths import read_toml
+    from pairrepro.fileio import read_toml
 
     for variant, base in [("cin_quora", "cin.toml"), ("cin_twitter_url", "cin.toml"),
                           ("csran_quora", "csran.toml")]:

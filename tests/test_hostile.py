@@ -179,7 +179,7 @@ def test_every_control_character_round_trips_through_config_toml() -> None:
     --resume could not read."""
     import tomllib
 
-    from pairrepro.paths import dumps_toml
+    from pairrepro.fileio import dumps_toml
 
     text = f'a{CONTROL}b "quoted" \\ back\\slash ünï €'
     data = {"recipe": {"description": text, "tags": [text], "table": {"k": text}},

@@ -23,8 +23,8 @@ from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.data.fetch import fetch_dataset
 from pairrepro.data.fetch_record import read_record
-from pairrepro.data.prepare import prepare_dataset
 from pairrepro.data.prepared import load_prepared
+from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.data.sources import fetch_from
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pairrepro import paths
+from pairrepro import fileio
 from pairrepro.cli.app import app
 from pairrepro.data.manifests import available_datasets, load_manifest, parse_manifest
 from pairrepro.errors import ConfigError
@@ -96,7 +96,7 @@ def test_manifest_hashes_match_the_real_files(shared_datasets: Path) -> None:
             if not spec.sha256 or not real.is_file():
                 continue
             assert real.stat().st_size == spec.size, real
-            assert paths.sha256_file(real) == spec.sha256, real
+            assert fileio.sha256_file(real) == spec.sha256, real
             checked += 1
     assert checked == 71
 
@@ -127,7 +127,7 @@ def test_unknown_key_is_named() -> None:
 
 
 def _trecqa_raw() -> dict:
-    return paths.read_toml(Path(__file__).resolve().parents[1] / "data_manifests" / "trecqa.toml")
+    return fileio.read_toml(Path(__file__).resolve().parents[1] / "data_manifests" / "trecqa.toml")
 
 
 def test_misspelt_reader_option_is_an_error_at_load_time() -> None:

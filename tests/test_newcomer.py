@@ -272,13 +272,13 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
     "published rows, this project's rows, yours". Fetching, preprocessing, training and
     scoring are stubbed: only what the demo renders is under test."""
     import pairrepro.data.fetch
-    import pairrepro.data.prepare
+    import pairrepro.data.preprocess
     import pairrepro.train.evaluate
     import pairrepro.train.runner
 
     monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run", lambda *a, **k: {"map": 0.5})
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
-    monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.data.preprocess, "prepare_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
         {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
     demo = runner.invoke(app, ["--json", "demo", "--data", "trecqa"])
@@ -310,12 +310,12 @@ def test_trecqa_demo_has_every_step_the_readme_names(data_home: Path,
     report; the TrecQA demo had no eval step. The step re-scores the trained MV-LSTM's best
     checkpoint on test. Fetching, preprocessing, training and scoring are stubbed."""
     import pairrepro.data.fetch
-    import pairrepro.data.prepare
+    import pairrepro.data.preprocess
     import pairrepro.train.evaluate
     import pairrepro.train.runner
 
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
-    monkeypatch.setattr(pairrepro.data.prepare, "prepare_dataset", lambda *a, **k: None)
+    monkeypatch.setattr(pairrepro.data.preprocess, "prepare_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
         {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
     scored = []

@@ -24,7 +24,7 @@ from pairrepro.data.manifests import (
     load_manifest,
     variant_model,
 )
-from pairrepro.data.prepare import _variant_with_labels
+from pairrepro.data.preprocess import _variant_with_labels
 
 RawLink = Callable[[str], Path]
 

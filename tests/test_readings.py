@@ -112,8 +112,8 @@ def test_trecqa_raw_counts_match_the_prepared_raw_variant(
         raw_from_mirror: Callable[[str], Path]) -> None:
     """The readings file's counts are the raw split's questions that clean drops, and the
     questions both keep have the same candidates (so clean predictions stand for them)."""
-    from pairrepro.data.prepare import prepare_dataset
     from pairrepro.data.prepared import load_prepared
+    from pairrepro.data.preprocess import prepare_dataset
 
     raw_from_mirror("trecqa")
     for variant in ("raw", "clean"):

@@ -12,7 +12,7 @@ import pytest
 
 from pairrepro import paths
 from pairrepro.config import load_recipe
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 
 RECIPES = sorted((paths.PROJECT_DIR / "recipes").glob("*.toml"))
 GOLDEN = Path(__file__).parent / "golden" / "configs"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pairrepro import paths
-from pairrepro.data.prepare import prepare_dataset
+from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.device import cpu_fingerprint
 from pairrepro.train.runner import train_recipe
 

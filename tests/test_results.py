@@ -54,7 +54,7 @@ def _copy(dest_root: Path, recipe: str = "bm25_trecqa") -> Path:
 
 
 def _edit_config(run: Path, section: str, key: str, value: object) -> None:
-    from pairrepro.paths import dumps_toml
+    from pairrepro.fileio import dumps_toml
 
     config = tomllib.loads((run / "config.toml").read_text(encoding="utf-8"))
     config[section][key] = value

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.data.manifests import load_manifest
-from pairrepro.data.prepare import prepare_dataset
 from pairrepro.data.prepared import load_prepared
+from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 from pairrepro.models.majority import MajorityClass

@@ -15,7 +15,7 @@ from pairrepro.data.formats.yahoo_l4 import candidates_path, read_variant
 from pairrepro.data.manifests import VariantSpec, parse_manifest
 from pairrepro.data.negatives import analyze
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 
 N_QUESTIONS = 300
 

@@ -13,7 +13,7 @@ from pairrepro.cli import (
     embeddings_cmds,
     pipeline_cmds,
     preflight_cmds,
-    prepare_cmds,
+    preprocess_cmds,
     report_cmds,
     train_cmds,
     verify_cmds,
@@ -111,7 +111,7 @@ def main_options(
 
 
 data_cmds.register(app)
-prepare_cmds.register(app)
+preprocess_cmds.register(app)
 embeddings_cmds.register(app)
 train_cmds.register(app)
 preflight_cmds.register(app)

@@ -208,7 +208,7 @@ def demo_table(runs_dir: Path) -> list[EvalTable]:
 
 def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
     """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
-    from pairrepro.data.prepare import prepare_dataset
+    from pairrepro.data.preprocess import prepare_dataset
     from pairrepro.runs import RunFolder
     from pairrepro.train.runner import train_recipe
 
@@ -257,7 +257,7 @@ def _demo_eval(run_dir: Path, shown: tuple[str, ...]) -> dict[str, float]:
 def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
     """BiLSTM-max on the synthetic NLI data, reported against the majority class and chance."""
     from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.data.prepare import prepare_dataset
+    from pairrepro.data.preprocess import prepare_dataset
     from pairrepro.runs import RunFolder, read_predictions
     from pairrepro.train.runner import train_recipe
 

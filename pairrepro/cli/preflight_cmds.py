@@ -21,7 +21,7 @@ from pairrepro.cli.common import (
     show_progress,
 )
 from pairrepro.errors import ConfigError, DataError, PreflightError
-from pairrepro.paths import write_json
+from pairrepro.fileio import write_json
 
 STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "n/a": "[dim]n/a[/]"}
 

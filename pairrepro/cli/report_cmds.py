@@ -20,7 +20,7 @@ from pairrepro.cli.common import (
     info,
 )
 from pairrepro.errors import ConfigError
-from pairrepro.paths import write_text
+from pairrepro.fileio import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to

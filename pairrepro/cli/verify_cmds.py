@@ -13,7 +13,7 @@ from pairrepro.cli.common import STATE, add_command, emit_json, err_console, inf
 from pairrepro.cli.interrupts import interrupts_held
 from pairrepro.cli.release_cmds import results_release
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
-from pairrepro.paths import write_text
+from pairrepro.fileio import write_text
 from pairrepro.runs import RunFolder, seed_folders
 
 RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pairrepro import paths
+from pairrepro import fileio
 from pairrepro.data.checksums import CHUNK, copy_hashed
 from pairrepro.data.fetch_record import RECORD_NAME, FileResult
 from pairrepro.data.manifests import FileSpec
@@ -102,7 +102,7 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
             if is_dir:
                 out.mkdir(parents=True, exist_ok=True)
                 continue
-            with opener() as src, paths.atomic_open(out, "wb") as handle:
+            with opener() as src, fileio.atomic_open(out, "wb") as handle:
                 shutil.copyfileobj(src, handle, CHUNK)
             written.append(out.relative_to(root).as_posix())
     except (zipfile.BadZipFile, tarfile.TarError, EOFError) as exc:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from pairrepro import paths
+from pairrepro import fileio
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError
 
@@ -22,7 +22,7 @@ def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
     """``(sha256, verified)`` of ``path`` against ``spec`` (no pinned sha256: the size when
     known, the hash only recorded); a :class:`ChecksumError` names ``origin`` (the file as the
     user knows it) and both values."""
-    actual = paths.sha256_file(path)
+    actual = fileio.sha256_file(path)
     if spec.sha256:
         if actual != spec.sha256.lower():
             raise ChecksumError(
@@ -51,7 +51,7 @@ def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool
     if (not verify and stat.st_size == entry.get("size")
             and stat.st_mtime_ns == entry.get("mtime_ns")):
         return entry["sha256"], entry["size"], bool(entry.get("verified"))
-    digest = paths.sha256_file(target)
+    digest = fileio.sha256_file(target)
     if pin and digest != pin:
         raise ChecksumError(
             f"{target}: changed since it was fetched: sha256 {digest}, expected {pin}",

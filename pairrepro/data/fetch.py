@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.data.archives import extract_members, safe_extract
 from pairrepro.data.checksums import recheck_recorded
 from pairrepro.data.download import install_download
@@ -59,10 +59,10 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
                          if kind == "nli" else
                          synthetic.generate_ranking(n, negatives=SYNTHETIC_NEGATIVES,
                                                     seed=SYNTHETIC_SEED, split=split))
-                with paths.atomic_open(target) as handle:
+                with fileio.atomic_open(target) as handle:
                     table.to_json(handle, orient="records", lines=True, force_ascii=False)
             report.files.append(FileResult(rel, "present" if kept else "generated", "generated",
-                                           paths.sha256_file(target), target.stat().st_size,
+                                           fileio.sha256_file(target), target.stat().st_size,
                                            False, [split]))
     report.splits_present = ["train", "dev", "test"]
     write_record(manifest.name, {

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pairrepro import __version__, paths
+from pairrepro import __version__, fileio, paths
 from pairrepro.data.manifests import Manifest, declared_splits
 from pairrepro.errors import DataError
 
@@ -66,7 +66,7 @@ def read_record(name: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return paths.read_json(path)
+        return fileio.read_json(path)
     except ValueError as exc:
         raise DataError(f"{path}: unreadable fetch record ({exc})",
                         hint=f"run: pairrepro fetch {name} --force") from exc
@@ -85,7 +85,7 @@ def write_record(name: str, fields: dict[str, Any]) -> None:
     the time and this pairrepro's version."""
     stamp = {"dataset": name, "fetched_at": _dt.datetime.now(_dt.UTC).isoformat(
         timespec="seconds"), "pairrepro": __version__}
-    paths.write_json(paths.raw_dir(name) / RECORD_NAME, {**fields, **stamp})
+    fileio.write_json(paths.raw_dir(name) / RECORD_NAME, {**fields, **stamp})
 
 
 def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.data.fetch_record import FetchReport, FileResult, merge_record
 from pairrepro.data.manifests import HUB_DIR, HubSpec, Manifest
 from pairrepro.errors import ConfigError, DataError, DownloadError
@@ -173,9 +173,9 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
         table, warnings = _convert(spec, theirs, dataset)
         report.warnings.extend(w for w in warnings if w not in report.warnings)
         target = root / rel
-        with paths.atomic_path(target) as tmp:
+        with fileio.atomic_path(target) as tmp:
             pq.write_table(table, tmp)
-        digest = paths.sha256_file(target)
+        digest = fileio.sha256_file(target)
         report.files.append(FileResult(rel, "fetched", origin, digest, target.stat().st_size,
                                        False, [ours]))
         splits[ours] = {"hub_split": theirs, "rows": dataset.num_rows, "file": rel,
@@ -190,6 +190,6 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
     source = {"id": spec.id, "config": spec.config, "location": location,
               "revision": revision, "revision_asked": spec.revision,
               "fingerprint": fingerprint, "data_files": data_files, "splits": splits}
-    paths.write_json(root / HUB_DIR / SOURCE_RECORD, source)
+    fileio.write_json(root / HUB_DIR / SOURCE_RECORD, source)
     merge_record(manifest, report, hub=source)
     return report

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path, PurePosixPath
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.data.checksums import verify_file
 from pairrepro.data.manifests import FileSpec, Manifest
 from pairrepro.errors import ConfigError
@@ -73,6 +73,6 @@ def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
 def install_copy(source: Path, target: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
     """Copy a local file into place: ``(sha256, verified)``; verified before it gets its
     final name (a bad copy never appears there)."""
-    with paths.atomic_path(target) as tmp:
+    with fileio.atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
         return verify_file(tmp, spec, origin)

@@ -24,7 +24,7 @@ from pydantic import (
 
 from pairrepro import paths
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.schema import Schema, validate
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -126,7 +126,7 @@ def _no_positive(value: str) -> str:
     return value
 
 
-#: How prepare splits text into tokens (``prepare.Tokenizer``): the choices, stated once.
+#: How preprocess splits text into tokens (``preprocess.Tokenizer``): the choices, stated once.
 TokenizerName = Literal["regex", "whitespace"]
 
 

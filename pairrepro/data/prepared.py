@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError, DataError, PairreproError
 
 PAD, UNK = "<pad>", "<unk>"
@@ -110,7 +110,7 @@ class PreparedDataset:
         wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
                   else list(names))
         return {name: recorded[name]["sha256"] if "sha256" in recorded.get(name, {})
-                else paths.sha256_file(self.root / name)
+                else fileio.sha256_file(self.root / name)
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
@@ -129,7 +129,7 @@ class PreparedDataset:
 
 def _write_bytes(path: Path, data: Any) -> str:
     """Write ``data`` (any buffer) atomically; its sha256, hashed from the same buffer."""
-    with paths.atomic_open(path, "wb") as handle:
+    with fileio.atomic_open(path, "wb") as handle:
         handle.write(data)
     return hashlib.sha256(data).hexdigest()
 
@@ -158,8 +158,8 @@ def write_prepared(root: Path, splits: Mapping[str, pd.DataFrame], vocab: list[s
     text = "".join(f"{tok}\t{cnt}\n" for tok, cnt in zip(vocab, train_counts, strict=True))
     files["vocab.tsv"] = {"sha256": _write_bytes(root / "vocab.tsv", text.encode("utf-8")),
                           "rows": len(vocab)}
-    paths.write_json(root / "stats.json", {**stats, "files": files})
-    paths.write_text(root / "DONE", "")
+    fileio.write_json(root / "stats.json", {**stats, "files": files})
+    fileio.write_text(root / "DONE", "")
     return files
 
 
@@ -255,7 +255,7 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
     return PreparedDataset(root=folder, vocab=vocab, train_counts=counts, stats=stats)
 
 
-# ------------------------------------------------------------------ readiness (for report/plan)
+# ------------------------------------------------------------------ readiness (for planning/plan)
 def is_prepared(dataset: str, variant: str | None = None) -> bool:
     """Whether :func:`load_prepared` would open ``dataset``/``variant``: the folder it reads
     has its ``DONE`` marker (parquet files without it are an unfinished preprocess)."""

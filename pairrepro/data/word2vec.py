@@ -12,7 +12,7 @@ import numpy as np
 
 from pairrepro.data.prepared import PreparedDataset
 from pairrepro.errors import ConfigError
-from pairrepro.paths import atomic_open
+from pairrepro.fileio import atomic_open
 
 
 def corpus_sentences(data: PreparedDataset) -> list[list[str]]:

@@ -21,9 +21,9 @@ from pydantic import Field
 from pairrepro.console import get_err_console
 from pairrepro.device import default_threads, set_threads
 from pairrepro.errors import ConfigError
+from pairrepro.fileio import read_toml
 from pairrepro.launch import live as table
 from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
-from pairrepro.paths import read_toml
 from pairrepro.planning.plan import epoch_seconds
 from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro.errors import ConfigError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.planning import BENCH_DIR
 
 GPU_PEAKS = Path(__file__).with_name("gpus.toml")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pairrepro.errors import ConfigError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.schema import Schema, validate
 
 PAPERS_DIR = Path(__file__).resolve().parent / "papers"

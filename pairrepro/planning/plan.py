@@ -26,7 +26,7 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.planning import BENCH_DIR
 from pairrepro.planning.gpus import gpu_peak, load_gpu_rates
 from pairrepro.planning.paper_tables import Paper, PaperTable

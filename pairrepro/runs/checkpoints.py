@@ -8,7 +8,7 @@ from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
+from pairrepro import fileio
 from pairrepro.errors import TrainingError
 from pairrepro.runs.folder import writing
 
@@ -23,7 +23,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
     buffer = BytesIO()
     torch.save({"format_version": CHECKPOINT_FORMAT, **state}, buffer)
-    with writing(path), paths.atomic_path(path) as tmp:
+    with writing(path), fileio.atomic_path(path) as tmp:
         tmp.write_bytes(buffer.getbuffer())
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pairrepro import paths
+from pairrepro import fileio
 from pairrepro.errors import ConfigError, DataError, StorageError
 
 if TYPE_CHECKING:
@@ -75,15 +75,15 @@ def writing(path: Path) -> Iterator[None]:
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """``paths.write_json`` (atomic) with a disk fault a :class:`StorageError`."""
+    """``fileio.write_json`` (atomic) with a disk fault a :class:`StorageError`."""
     with writing(path):
-        paths.write_json(path, data)
+        fileio.write_json(path, data)
 
 
 def write_text(path: Path, text: str) -> None:
-    """``paths.write_text`` (atomic) with a disk fault a :class:`StorageError`."""
+    """``fileio.write_text`` (atomic) with a disk fault a :class:`StorageError`."""
     with writing(path):
-        paths.write_text(path, text)
+        fileio.write_text(path, text)
 
 
 def inside(root: Path, path: Path) -> Path:
@@ -270,7 +270,7 @@ class RunFolder:
         return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
 
     # ------------------------------------------------------------------ writing
-    # every writer is atomic (paths.atomic_path), OSError becoming StorageError (:func:`writing`)
+    # every writer is atomic (fileio.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
         write_text(self.config_path, toml_text)
 
@@ -304,7 +304,7 @@ class RunFolder:
     def write_predictions(self, key: str, frame: pd.DataFrame) -> None:
         """Write ``predictions/<key>.parquet`` (read back by :func:`read_predictions`)."""
         path = self.predictions(key)
-        with writing(path), paths.atomic_path(path) as tmp:
+        with writing(path), fileio.atomic_path(path) as tmp:
             frame.to_parquet(tmp, index=False)
 
     # ------------------------------------------------------------------ --force

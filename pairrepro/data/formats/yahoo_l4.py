@@ -34,7 +34,7 @@ from pairrepro.data.formats._common import split_options
 from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
 from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
 from pairrepro.errors import ConfigError, DataError
-from pairrepro.paths import atomic_open
+from pairrepro.fileio import atomic_open
 from pairrepro.schema import Schema
 
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)

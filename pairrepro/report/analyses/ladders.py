@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from pairrepro.errors import ConfigError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column, load_paper
 from pairrepro.planning.plan import split_variants

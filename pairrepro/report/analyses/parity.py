@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro.errors import ConfigError, NoEvidenceError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text

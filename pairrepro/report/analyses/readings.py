@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from pairrepro.errors import ConfigError
-from pairrepro.paths import read_toml
+from pairrepro.fileio import read_toml
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables.numbers import (

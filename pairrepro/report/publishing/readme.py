@@ -152,8 +152,8 @@ def _environment(results: Path) -> str:
         "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
         "CPU": cpu,
     }
-    lines = [_release(results), f"The {len(manifests)} reference runs' manifests (`results/*/seed-*/"
-             "manifest.json`), value (runs):", ""]
+    lines = [_release(results), f"The {len(manifests)} reference runs' manifests "
+             "(`results/*/seed-*/manifest.json`), value (runs):", ""]
     for name, value in fields.items():
         counts = Counter(value(m) for m in manifests).most_common()
         lines.append(f"- {name}: " + "; ".join(f"{v} ({n})" for v, n in counts))

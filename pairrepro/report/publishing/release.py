@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError
 from pairrepro.runs import RunInfo, all_runs, read_predictions
 
@@ -173,7 +173,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
 
 def write_release(release: Release, results_dir: Path | None = None) -> Path:
     path = (results_dir or paths.results_dir()) / RELEASE_FILE
-    paths.write_text(path, json.dumps(asdict(release), indent=2, sort_keys=True) + "\n")
+    fileio.write_text(path, json.dumps(asdict(release), indent=2, sort_keys=True) + "\n")
     return path
 
 

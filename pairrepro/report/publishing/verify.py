@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
+from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.report.analyses import evidence
 from pairrepro.report.publishing import release
@@ -270,6 +270,6 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     files = copy_compact(RunFolder(Path(run_dir)), dest)
     if replaced:
         path = dest.path / release.REPLACES_FILE
-        paths.write_text(path, json.dumps(replaced, indent=2, sort_keys=True) + "\n")
+        fileio.write_text(path, json.dumps(replaced, indent=2, sort_keys=True) + "\n")
         files.append(path)
     return dest, files

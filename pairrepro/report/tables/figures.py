@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # never needs a display; must precede pyplot
 import matplotlib.pyplot as plt
 
 from pairrepro.errors import DataError
-from pairrepro.paths import atomic_path
+from pairrepro.fileio import atomic_path
 from pairrepro.planning.paper_tables import FigureSpec
 from pairrepro.planning.recipe_index import flatten, settings
 from pairrepro.report.tables.cells import EvalTable

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from pairrepro import paths
 from pairrepro.cli.app import app
 from pairrepro.data.fetch import fetch_dataset
-from pairrepro.data.prepare import NUMBER_PATTERN, Tokenizer, prepare_dataset
 from pairrepro.data.prepared import load_prepared
+from pairrepro.data.preprocess import NUMBER_PATTERN, Tokenizer, prepare_dataset
 from pairrepro.errors import ConfigError, DataError
 
 
@@ -207,7 +207,7 @@ def test_tokenizer_fast_path_equals_the_pattern() -> None:
     """The translate/split fast path gives exactly re.findall(TOKEN_PATTERN) (the reference)."""
     import random
 
-    from pairrepro.data.prepare import TOKEN_PATTERN
+    from pairrepro.data.preprocess import TOKEN_PATTERN
 
     tok, rng = Tokenizer("regex"), random.Random(0)
     alphabet = [chr(i) for i in range(128)] + ["é", "n't", "'s", "ß", "\u2028", " "] * 3

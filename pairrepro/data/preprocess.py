@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from pairrepro import __version__, paths
+from pairrepro import __version__, fileio, paths
 from pairrepro.data.formats import ReaderResult, get_reader
 from pairrepro.data.formats._common import EMPTY_GROUP_RULE, take_read_hashes
 from pairrepro.data.manifests import (
@@ -197,7 +197,7 @@ def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
         if path is None:
             continue
         key = path.relative_to(raw_root).as_posix()
-        sha = read[path][0] if path in read else paths.sha256_file(path)
+        sha = read[path][0] if path in read else fileio.sha256_file(path)
         entry = recorded.get(key)
         if entry is None:  # put there by hand, not by fetch: used, but never called verified
             unverified.append(key)

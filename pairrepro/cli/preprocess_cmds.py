@@ -40,7 +40,7 @@ def preprocess(
     Splits whose raw files are missing are skipped and listed (--json: the statistics).
     Example: pairrepro preprocess trecqa --variant clean
     """
-    from pairrepro.data.prepare import prepare_dataset
+    from pairrepro.data.preprocess import prepare_dataset
 
     stats = prepare_dataset(name, variant, strict=strict, progress=show_progress())
     if STATE.json:

@@ -1,0 +1,144 @@
+"""How pairrepro writes and reads its files: atomically (a temporary file beside the target,
+renamed onto it once complete, the umask honoured), so that nothing half-written is ever read
+back; JSON and TOML read with errors that name the file, TOML written; ``sha256_file``."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from pairrepro.errors import ConfigError
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` (``.<name>.partial``: no glob for the final name
+    sees it), renamed onto ``path`` only on success."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
+    os.fchmod(fd, 0o666 & ~_umask())
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "w",
+                encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """Open a file for writing that appears under ``path`` only once fully written."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write text atomically."""
+    with atomic_open(path) as handle:
+        handle.write(text)
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write JSON atomically (sorted keys, 2-space indent, trailing newline)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a TOML file (a UTF-8 byte-order mark skipped); invalid TOML or bytes is a
+    :class:`ConfigError` naming the file, line and column (a missing file: FileNotFoundError)."""
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8-sig"))
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        line = exc.object[:exc.start].count(b"\n") + 1
+        column = exc.start - (exc.object.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{p}: not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at line "
+                          f"{line}, column {column}",
+                          hint="TOML files are UTF-8: save it as UTF-8 (e.g. iconv -f latin1 "
+                               "-t utf-8), or check that it is the text file meant") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
+
+
+def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n",
+                 "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_string(value: str) -> str:
+    """``value`` as a TOML basic string that ``tomllib`` reads back unchanged."""
+    return '"' + "".join(
+        _TOML_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F
+                                  else ch) for ch in value) + '"'
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    if value is None:
+        return '""'
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def dumps_toml(data: dict[str, Any]) -> str:
+    """Write a two-level dict (sections of scalars, lists and inline tables) as TOML."""
+    lines: list[str] = []
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            lines.insert(0, f"{_toml_key(section)} = {_toml_value(values)}")
+            continue
+        lines.append(f"[{_toml_key(section)}]")
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in values.items()]
+        lines.append("")
+    return "\n".join(lines)
