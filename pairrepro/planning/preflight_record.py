@@ -29,10 +29,10 @@ class Check(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     name: str
     status: Literal["pass", "fail", "n/a"]
-    detail: str
+    detail: str = ""
     value: float | None = None
 
-    def __init__(self, name: str, status: str, detail: str, value: float | None = None
+    def __init__(self, name: str, status: str, detail: str = "", value: float | None = None
                  ) -> None:
         super().__init__(name=name, status=status, detail=detail, value=value)
 
