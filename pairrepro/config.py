@@ -1,12 +1,5 @@
-"""Recipes: TOML files validated into a typed schema, with ``extends`` and ``--set`` overrides.
-
-Every section is a :class:`~pairrepro.schema.Schema`, so an error names the file, ``[section]
-key``, the value and what is allowed; ``[model]`` holds ``name`` and the model's own
-hyper-parameters, checked by its constructor. ``extends = "other.toml"`` (same folder) makes a
-recipe a delta: tables merge key by key, lists and scalars replace (:func:`merge_tables`), then
-``--set`` overrides apply. ``description`` is inherited, a file that extends states one
-``change`` line, and :data:`OWN_KEYS` are never inherited. A recipe's name is its file stem.
-"""
+"""Recipes: TOML files validated into a typed schema, with ``extends`` (docs/recipes.md) and
+``--set`` overrides; errors name the file or the ``--set`` flag and ``[section] key``."""
 
 from __future__ import annotations
 

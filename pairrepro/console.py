@@ -1,9 +1,5 @@
-"""Where everything pairrepro prints goes (importing nothing of pairrepro): :data:`STATE`, the
-one output state, which the CLI sets through :func:`configure` (also routing the ``pairrepro``
-logger to stderr: WARNING and up under ``quiet`` or ``json``), and the package's only rich
-consoles, :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr), laid out
-off a terminal to :data:`UNCUT_WIDTH` so that no number is cut.
-"""
+"""Where everything pairrepro prints goes (importing nothing of pairrepro): :data:`STATE`, set
+by :func:`configure`, and the package's only rich consoles (stdout results, stderr the rest)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """Where and how a run computes: device, precision, threads, seeds and determinism, the CPU
-fingerprint a run records, and the process group of a distributed run.
-
-Precision: ``fp32``, ``bf16`` (autocast of the training forward pass; loss, optimiser and scores
-stay fp32) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU run gets ``cores // runs sharing the
-machine`` threads (:func:`default_threads`). RNG states are plain tensors and lists, so
-checkpoints load with ``weights_only=True``. Under torchrun every rank builds the same epoch
-order and takes a strided shard of each global batch (:func:`pairrepro.data.batches.shard`);
-evaluation is sharded alike and gathered, so rank 0, which alone writes files, scores every pair.
-"""
+fingerprint a run records, and the process group of a distributed run."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
-"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions,
-checked against pytrec_eval in the tests).
-
-* A query ("group") is ranked by score, highest first, **ties** as trec_eval breaks them:
-  *docno descending* (the pair id, else the input position). ``tie_share`` (candidates that
-  tie another of their query) makes a collapsed model visible in every result.
-* Relevant = label > 0; AP, RR and P@1 are macro-averaged over queries (``map``,
-  ``recip_rank``, ``P_1``). Queries without a relevant candidate follow ``no_positive``:
-  ``"skip"`` (counted in ``skipped_queries``; *clean* TrecQA), ``"zero"`` (*raw* TrecQA) or
-  ``"error"``.
-* Ubuntu (10 candidates, one positive): ``r10_at_k``, the share whose positive is in the top k;
-  ``r2_at_1``, whose positive ranks above the *first negative in input order*.
-"""
+"""Evaluation metrics: classification (accuracy, F1) and ranking with trec_eval's conventions
+(ties, ``no_positive``, Ubuntu R10@k / R2@1: docs/internals.md, "Metrics")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``);
-no CLI: the CLI renders the tables after :func:`run_tables`. Data is fetched and prepared once
-per (dataset, variant); every (recipe, seed) still to train becomes a
-:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`). A recipe
-whose data fails, or a run that fails, goes to :attr:`Outcome.failed` and the rest still run.
-"""
+"""Fetch, prepare and train what paper tables need (``pairrepro reproduce``): data once per
+(dataset, variant), every run still to train a :class:`~pairrepro.launch.spec.RunSpec`; a
+failure goes to :attr:`Outcome.failed` and the rest still run."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""One validation library for every TOML file we read: models derive from :class:`Schema`
-(unknown keys are errors, strict types) and :func:`validate` turns pydantic's errors into a
-:class:`ConfigError` naming the file, ``[section] key``, value and what is allowed.
-"""
+"""Validation for every TOML file: :class:`Schema` (unknown keys are errors, strict types) and
+:func:`validate`, which turns pydantic's errors into a :class:`ConfigError` naming the key."""
 
 from __future__ import annotations
 

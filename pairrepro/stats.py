@@ -1,23 +1,6 @@
-"""Is a difference real? Confidence intervals and paired tests for reproduced metrics.
-
-* :func:`mean_interval`, :func:`f1_interval` & co.: a seeded two-level percentile bootstrap
-  that draws the seeds *and* the test units (queries, or pairs) with replacement.
-* :func:`paired_randomization_test`, :func:`paired_f1_test`: under the null each unit's pair of
-  outputs is swapped with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
-
-A statistic depends on a resample only through sums over units, and units alike in all it reads
-(a *type*) are interchangeable: bootstrap type counts are drawn multinomial (or as a bincount of
-unit draws), swap counts as random bits 64 to a word counted by popcount (or through per-byte
-tables where every unit differs), in cache-sized chunks (:data:`CHUNK_BYTES`).
-
-Without ``resamples`` both are adaptive: an interval doubles its resamples until each endpoint's
-MC s.e. (from the order statistics around its quantile) is under :data:`ENDPOINT_SE` and no
-verdict target or rounding boundary of its printed digits lies within :data:`MC_Z` s.e. of an
-endpoint; a test draws batches until the p-value's s.e. is under :data:`P_SE` and its band
-around alpha is clear by :data:`MC_Z` s.e. What is still that close at the cap
-(:data:`INTERVAL_CAP`, :data:`TEST_CAP`) is *undecided* (:meth:`Interval.straddles`,
-:meth:`Interval.moving`, :meth:`PairedTest.straddles`).
-"""
+"""Is a difference real? Seeded two-level percentile bootstrap intervals (seeds and units
+resampled) and two-sided paired randomization tests, adaptive unless ``resamples`` is given;
+the method is described in docs/internals.md ("Statistics")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean
-(``classification``/``cross_entropy``, ``ranking``/``hinge``, ``ranking``/``pointwise``).
-
-A task owns the ``[task]`` keys it uses (:attr:`Task.recipe_keys`); any other must keep its
-default. torch and the rest are imported on first use: the recipe schema names its choices from
-:data:`LOSSES`/:data:`TASK_TYPES` without loading torch.
-"""
+"""Task types: the one place that knows what ``[task] type``/``loss`` mean and which ``[task]``
+keys each uses. torch is imported on first use, so the recipe schema can name the choices."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Launch runs as Slurm job arrays through submitit (``reproduce --launcher slurm``).
-
-Resources (GPUs, memory, time, CPUs) come from the recipe and its preflight record
-``bench/preflight/<recipe>.json`` (:func:`recipe_resources`), then the ``[slurm]`` table of
-the user's ``--slurm-config`` file.
-"""
+"""Slurm job arrays through submitit (``reproduce --launcher slurm``); resources from the
+recipe, its preflight record, then the ``--slurm-config`` ``[slurm]`` table."""
 
 from __future__ import annotations
 

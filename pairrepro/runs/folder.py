@@ -1,14 +1,6 @@
-"""The run folder ``runs/<recipe>/seed-<n>/``: its layout, its readers and writers, ``--force``'s
-kept-aside copy and its lock. No other module reads or writes these files (the report reads
-runs through :mod:`pairrepro.runs`, which imports torch only for checkpoints and never a model).
-
-Layout: ``config.toml`` (the resolved recipe), ``manifest.json`` (provenance), ``metrics.jsonl``
-(one line per epoch), ``checkpoints/`` (``last.pt``, ``best.pt``, ``last.json``),
-``predictions/<split>.parquet``, ``evals/<split>@<variant>.json`` (``eval --save``),
-``tensorboard/``, ``result.json`` (status, metrics); in ``runs/<recipe>/``: ``summary.json``
-and ``logs/seed-<n>.<launcher>.log``. A file that exists but cannot be read is *damaged*: the
-readers here raise :class:`DamagedRunError` (exit 3) naming it.
-"""
+"""The run folder ``runs/<recipe>/seed-<n>/`` (layout: docs/internals.md, "Run folder"): its
+readers and writers, ``--force``'s kept-aside copy and its lock. A file that exists but cannot
+be read raises :class:`DamagedRunError` (exit 3)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The run index: what a report reads of a seed folder (:func:`read_run` -> :class:`RunInfo`,
-never raising: a damaged folder is status ``damaged`` with ``problem`` naming the file), the
-folders of a recipe or a runs root, a run's saved predictions and the recipe's
-``summary.json``."""
+"""What a report reads of run folders (:func:`read_run` never raises: a damaged folder is status
+``damaged``), a run's saved predictions and the recipe's ``summary.json``."""
 
 from __future__ import annotations
 

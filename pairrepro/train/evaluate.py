@@ -1,7 +1,5 @@
-"""Re-scoring runs and ensembles: ``evaluate_run`` re-scores a run from one of its checkpoints;
-``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several runs of
-one recipe (CIN's ensemble rows) and scores the average.
-"""
+"""Re-scoring a run from one of its checkpoints, and ensembles of one recipe's runs (mean class
+probabilities, or scores for ranking)."""
 
 from __future__ import annotations
 

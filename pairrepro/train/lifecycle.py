@@ -1,10 +1,5 @@
-"""One seed's run in its folder, from the lock to the last write (:class:`SeedRun`).
-
-The folder changes only at :meth:`SeedRun.start`, once the recipe, data and model are known to
-be good. From then on a run that raises leaves the folder saying what happened, never
-``running``: the run ``--force`` replaced is put back while the new one has no checkpoint, else
-the status is ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``, with the segment's wall time.
-"""
+"""One seed's run in its folder, from the lock to the last write (:class:`SeedRun`): a run that
+raises never leaves ``running`` behind."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly;
-:func:`predict_outputs`, the one scoring pass over a split.
-
-Resuming is exact on CPU: the batch order is a pure function of ``(seed, epoch)``
-(:class:`~pairrepro.data.batches.EpochPlan`) and the checkpoint holds the next batch's
-position, the model, optimiser, scheduler and RNG states and the epoch's running sums.
-SIGINT and SIGTERM wait for the next step boundary, where a checkpoint is written and
-:class:`Interrupted` raised (status ``interrupted``, exit 130). A second signal aborts at once,
-except during a checkpoint write (:meth:`Trainer.saving`), which it lets finish, so
-``last.pt``, ``last.json`` and ``metrics.jsonl`` always agree. The update itself:
-:mod:`pairrepro.train.optim`.
-"""
+"""The epoch loop (train, select on dev, stop early, checkpoint, resume exactly on CPU) and
+:func:`predict_outputs`, the one scoring pass over a split (signals: docs/internals.md)."""
 
 from __future__ import annotations
 

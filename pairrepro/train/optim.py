@@ -1,12 +1,5 @@
-"""How the papers turn a loss into an update: optimisers, per-epoch learning-rate decay, the L2
-penalty and gradient clipping. The L2 penalty is a loss term ``0.5 * l2 * ||theta||^2`` (not
-the optimiser's ``weight_decay``) over what ``[optim] l2_scope`` says: ``all`` trainable
-parameters; ``weights``, the matrices (no embedding tables, no 1-D biases nor a module's
-``bias_parameters``), as CIN's paper defines theta; ``lazy``, all but the word tables densely
-and of those only the batch's rows. Under AdaGrad and Adam the dense penalty's gradient is
-rescaled per coordinate, so a fine-tuned word row without data shrinks at a rate set by the
-learning rate alone (AdaGrad lr 0.005 / l2 1e-5 leaves ~5% of its norm after 20,000 steps).
-"""
+"""Optimisers, per-epoch learning-rate decay, the L2 penalty (a loss term over ``[optim]
+l2_scope``; why: docs/internals.md, "L2 scope") and gradient clipping."""
 
 from __future__ import annotations
 

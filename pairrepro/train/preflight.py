@@ -1,22 +1,5 @@
-"""``pairrepro preflight RECIPE``: the five-minute check before a twenty-hour run.
-
-The recipe's model, built at its own size as training builds it, takes up to ``steps``
-optimiser steps (within ``budget_s`` seconds) on **one fixed batch** through the training
-loop's own step (:meth:`~pairrepro.train.loop.Trainer.train_step`: loss, L2 scope, clipping,
-precision): a model that trains must lower the loss on one batch.
-
-Checks (``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
-``loss_falls`` (:func:`check_loss_falls`), ``finite`` (every loss and parameter),
-``gradients`` (:func:`gradient_probe`), ``embedding_norms`` (:class:`EmbeddingNorms`),
-``outputs_vary`` (:func:`check_outputs_vary`), ``padding`` (:func:`check_padding`).
-Measured on this device: training pairs/s (median step, the first left out as warm-up), peak
-memory (:func:`peak_memory_mb`), FLOPs per pair of one step (:func:`count_flops`).
-
-Data (:func:`preflight_data`): the training split, else a prepared split standing in for it,
-else (``stand_in``) random words at the dataset's typical lengths. Pretrained vectors that are
-not here are replaced by the model's initial values, still treated as pretrained (so
-``embedding_norms`` applies). The record says what stood in.
-"""
+"""``pairrepro preflight RECIPE``: a few training steps on one fixed batch through the real
+training step, with health checks and measured speed (what it checks: docs/preflight.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The data preflight trains on (:func:`preflight_data`): the recipe's training split, else a
-prepared split standing in for it, else random words at the dataset's typical lengths; and
-whether the recipe's pretrained vectors are here (:func:`embeddings_here`).
-"""
+"""The data preflight trains on (:func:`preflight_data`) and whether the recipe's pretrained
+vectors are here (:func:`embeddings_here`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""From a recipe file to ``runs/<recipe>/seed-<n>/``: ``train_recipe`` checks the recipe, data
-and embeddings, then for each seed decides what to do with its folder (:func:`_plan`: fresh,
-``--force``, ``--resume`` or done), trains the model (or fits a scorer's statistics), and
-scores every split once with the checkpoint chosen on dev. The folder, its lock and what a
-failure leaves are :class:`~pairrepro.train.lifecycle.SeedRun`'s.
-"""
+"""From a recipe file to ``runs/<recipe>/seed-<n>/``: checks, then per seed plan the folder
+(fresh, ``--force``, ``--resume`` or done), train, and score every split with the dev-chosen
+checkpoint."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""From a recipe to what training and scoring need: encoded data, a built and initialised model
-(:func:`initialise`: the recipe's ``[optim]`` init, never over a module's own), a run's model
-rebuilt from its folder. Below ``loop.py``, ``evaluate.py`` and ``runner.py``, importing none
-of them."""
+"""From a recipe to what training and scoring need: encoded data, a built and initialised model,
+a run's model rebuilt from its folder (imports none of loop, evaluate, runner)."""
 
 from __future__ import annotations
 

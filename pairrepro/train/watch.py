@@ -1,14 +1,5 @@
-"""Watching a run live (``train --tensorboard``): scalars for TensorBoard in the run folder's
-``tensorboard/``, so ``tensorboard --logdir $PAIRREPRO_RUNS`` shows every run side by side.
-
-The x axis is the optimiser step. Once per epoch, its ``metrics.jsonl`` line: ``epoch/train_loss``,
-``epoch/train_running_accuracy``, ``epoch/dev_<metric>`` (each dev metric), ``epoch/lr`` and
-``epoch/pairs_per_s``, as float64, the values ``metrics.jsonl`` holds. Every ``every`` steps:
-``step/train_loss`` (the epoch's running mean so far; rank 0's share under DDP), ``step/lr`` and
-``step/pairs_per_s`` (since the point before). A resumed run replaces what was logged after its
-checkpoint. Watching never changes or stops a run: it only reads the trainer's numbers, and a
-write that fails is reported once, after which the run goes on without it.
-"""
+"""``train --tensorboard``: a run's scalars in its ``tensorboard/`` folder, x axis the optimiser
+step (the tags: docs/internals.md, "Watching a run"). A failed write never stops the run."""
 
 from __future__ import annotations
 
