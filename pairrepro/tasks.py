@@ -43,7 +43,6 @@ class Task:
         """Classes of the data: the label map's length, else the largest label + 1."""
         return len(label_map) if label_map else max_label + 1
 
-    # ------------------------------------------------------------------ model
     def num_outputs(self, num_classes: int) -> int:
         """What ``ModelContext.num_outputs`` must be: one logit per class."""
         return num_classes
@@ -83,7 +82,6 @@ class Task:
         frame["prediction"] = scores.argmax(axis=1)
         return frame
 
-    # ------------------------------------------------------------------ the epoch
     def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
                     max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The items of one training epoch and their lengths (for bucketing): every pair."""

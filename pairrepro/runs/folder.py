@@ -107,7 +107,6 @@ class RunFolder:
         check_name(recipe, "recipe")
         return cls(inside(runs_dir, runs_dir / recipe / f"seed-{seed}"))
 
-    # ------------------------------------------------------------------ layout
     @property
     def recipe_dir(self) -> Path:
         return self.path.parent
@@ -179,7 +178,6 @@ class RunFolder:
         """Whether the folder holds anything."""
         return self.path.is_dir() and any(self.path.iterdir())
 
-    # ------------------------------------------------------------------ reading
     def _read_text(self, path: Path) -> str:
         try:
             return path.read_text(encoding="utf-8")
@@ -261,7 +259,6 @@ class RunFolder:
             return {}
         return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
 
-    # ------------------------------------------------------------------ writing
     # every writer is atomic (fileio.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
         write_text(self.config_path, toml_text)
@@ -299,7 +296,6 @@ class RunFolder:
         with writing(path), fileio.atomic_path(path) as tmp:
             frame.to_parquet(tmp, index=False)
 
-    # ------------------------------------------------------------------ --force
     @property
     def aside_path(self) -> Path:
         """Where ``--force`` keeps the run it replaces until the new one has a checkpoint
@@ -327,7 +323,6 @@ class RunFolder:
             with writing(self.aside_path):
                 shutil.rmtree(self.aside_path)
 
-    # ------------------------------------------------------------------ the lock
     @property
     def lock_path(self) -> Path:
         # beside the folder, not in it: ``--force`` may remove the folder while holding it

@@ -156,7 +156,6 @@ def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
     return path
 
 
-# ---------------------------------------------------------------------- predictions
 def read_predictions(folder: RunFolder, key: str) -> Any:
     """``predictions/<key>.parquet`` as a pandas DataFrame, or None when absent; a file that
     cannot be read is a :class:`DamagedRunError`."""

@@ -26,7 +26,6 @@ from pairrepro.runs.folder import (
 )
 from pairrepro.runs.index import COMPACT_SKIP, RunInfo, prediction_keys, read_predictions
 
-# ---------------------------------------------------------------------- variants
 # Keys that change where or how fast a run is made, or its [recipe] bookkeeping, not what it
 # computes. Precision, like threads, moves only the last bits (`verify` compares runs that
 # differ in it through intervals, never as the same run).
@@ -81,7 +80,6 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 
 
 
-# ---------------------------------------------------------------------- continuing a run
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
     """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""

@@ -38,11 +38,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
 
 def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
                       checkpoint: str = "best") -> dict[str, Any]:
-    """Average the class probabilities (or ranking scores: hinge outputs, pointwise log-odds)
-    of several runs and score the average.
-
-    All runs must come from the same recipe on the same data (checked by pair ids).
-    """
+    """Score the average class probabilities (ranking: scores) of runs of one recipe on the
+    same data (checked by pair ids)."""
     if not run_dirs:
         raise ConfigError("ensemble: no runs given")
     recipe, target, total, num_classes, no_positive = _run_scores(Path(run_dirs[0]), split,

@@ -47,10 +47,9 @@ class WallTime:
 
 
 class SeedRun:
-    """``with SeedRun(folder, recipe, seed, dist) as run:`` :meth:`decide` (under the lock),
-    :meth:`start` (the first writes), the work, :meth:`finish` (the last writes). It owns the
-    folder, its lock (held until the block ends, whatever ends it), the run ``--force`` keeps
-    aside, the failure record and the DDP barriers; rank 0 alone locks and writes."""
+    """``with SeedRun(...) as run:`` :meth:`decide`, :meth:`start`, the work, :meth:`finish`.
+    Owns the folder, its lock, the run ``--force`` keeps aside and the failure record; rank 0
+    alone locks and writes."""
 
     def __init__(self, folder: RunFolder, recipe: Recipe, seed: int, dist: DistContext) -> None:
         self.folder, self.recipe, self.seed, self.dist = folder, recipe, seed, dist
@@ -75,8 +74,7 @@ class SeedRun:
                 raise KeyboardInterrupt(str(exc)) from None
 
     def hold(self, context: contextlib.AbstractContextManager[Any]) -> None:
-        """Enter ``context`` until the block ends (after the failure record, before the
-        lock is let go)."""
+        """Enter ``context`` until the block ends (exited before the lock is let go)."""
         self._held.enter_context(context)
 
     def decide(self, plan: Callable[[], T], empty: T) -> T:
@@ -100,10 +98,9 @@ class SeedRun:
 
     def start(self, action: str, manifest: dict[str, Any], timed: WallTime,
               started: float) -> None:
-        """The folder changes: ``--force``'s old run moves aside (``action == "replace"``),
-        then ``result.json`` (``running``, first: a seed folder without it lost it), the
-        config and the manifest are written. ``started``: ``time.perf_counter()`` when this
-        segment began; ``timed``: the segments before it."""
+        """The first writes: ``--force``'s old run moves aside, then ``result.json``
+        (``running``), the config and the manifest. ``started``: this segment's
+        ``time.perf_counter()``."""
         self._manifest, self._timed, self._started = manifest, timed, started
         self._changed = True
         self.resumed = action == "resume"
@@ -126,8 +123,7 @@ class SeedRun:
 
     def finish(self, chosen_epoch: int, history: list[dict[str, Any]],
                metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
-        """Write the finished manifest and ``result.json``; the result (``{"recipe", "seed"}``
-        only on ranks other than 0)."""
+        """Write the finished manifest and ``result.json``; returns the result."""
         self._changed = False  # trained and scored: what follows records no failure
         train_time = sum(h["train_time_s"] for h in history)
         train_items = sum(h["train_pairs"] for h in history)
@@ -153,8 +149,7 @@ class SeedRun:
                                         **extra)
 
     def _record_failure(self, exc: BaseException) -> None:
-        """Quiet when even this cannot be written: the original error is what the user
-        needs."""
+        """Quiet when this cannot be written: the original error is what the user needs."""
         if self._kept_aside:
             with contextlib.suppress(StorageError):
                 self.folder.restore_aside()

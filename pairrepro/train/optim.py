@@ -42,8 +42,7 @@ def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor |
 
 
 def bias_parameter_ids(model: nn.Module) -> set[int]:
-    """Ids of the biases of ``model``: 1-D parameters, and the matrices that a module lists
-    by name in its ``bias_parameters`` attribute (a bias that is not a vector)."""
+    """Ids of 1-D parameters and of those a module lists in ``bias_parameters``."""
     out = {id(p) for p in model.parameters() if p.dim() < 2}
     for module in model.modules():
         for name in getattr(module, "bias_parameters", ()):
@@ -52,8 +51,8 @@ def bias_parameter_ids(model: nn.Module) -> set[int]:
 
 
 class L2Penalty:
-    """``0.5 * l2 * ||theta||^2``, theta as ``scope`` says (the module docstring); called
-    with the batch's word ids (used by ``lazy``); ``None`` when there is nothing to add."""
+    """``0.5 * l2 * ||theta||^2`` over ``scope``, called with the batch's word ids; ``None``
+    when there is nothing to add."""
 
     def __init__(self, model: nn.Module, coefficient: float, scope: L2Scope = "all") -> None:
         self.coefficient = coefficient

@@ -80,9 +80,8 @@ def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
 
 def preflight_data(recipe: Recipe, seed: int, stand_in: bool = False
                    ) -> tuple[Recipe, PreparedDataset, TaskData, dict[str, Any]]:
-    """The data preflight trains on: the recipe's training split, else a prepared stand-in
-    split (dev first), else (``stand_in``) synthetic words. Returns the recipe with that
-    split as its ``train_split``, the prepared dataset, the encoded data and a description."""
+    """The training split, else a prepared stand-in (dev first), else (``stand_in``) random
+    words: the recipe training on it, the prepared dataset, the data and a description."""
     d = recipe.data
     info: dict[str, Any] = {"dataset": d.dataset, "variant": d.variant, "stand_in": None,
                             "synthetic": False}

@@ -48,9 +48,8 @@ PROVENANCE_PATHS = ("pairrepro/", "recipes/", "data_manifests/")
 
 
 def git_info(project_dir: Path | None = None) -> dict[str, Any]:
-    """The commit the code is at, and whether the working tree differs from it (``dirty``):
-    a modified or staged tracked file anywhere, or an untracked file under
-    :data:`PROVENANCE_PATHS` (listed in ``untracked``). Not a git checkout: all None."""
+    """The commit and ``dirty`` (a changed tracked file, or an ``untracked`` one under
+    :data:`PROVENANCE_PATHS`); all None outside a git checkout."""
     cwd = project_dir or paths.PROJECT_DIR
 
     def git(*args: str) -> str:

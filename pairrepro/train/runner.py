@@ -86,8 +86,7 @@ class Plan:
 
 def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.device,
           world_size: int) -> Plan:
-    """What to do with an existing run folder, deciding only (nothing changes on disk until
-    the recipe, the data and the model are known to be good)."""
+    """What to do with a run folder (deciding only: nothing changes on disk)."""
     if not folder.exists():  # a resume of several seeds starts those never started
         return Plan("fresh", warnings=(f"--resume: {folder.path} held no run to continue: "
                                        "this seed was started",) if request.resume else ())
@@ -139,11 +138,8 @@ KEPT_ON_RESUME = ("train.precision", "train.checkpoint_minutes")
 
 def _continuation(folder: RunFolder, old_config: dict[str, Any], recipe: Recipe,
                   request: Request, device_t: torch.device, world_size: int) -> Plan:
-    """A resume continues the run as it started: with the precision and checkpoint timing of
-    its config.toml and the threads of its manifest. A key this command sets to another value
-    is refused, naming both; so are another device type (unless named: a deliberate move),
-    another precision, and another number of DDP ranks. ``--threads`` is not used (a
-    warning says so): the pool launcher passes it to every run it starts or continues."""
+    """A resume keeps the run's precision, checkpoint timing and threads; a command setting
+    another value, device type (unless named) or number of ranks is refused."""
     old, new = flatten_config(resolved_config(old_config)), flatten_config(recipe.to_dict())
     kept: dict[str, dict[str, Any]] = {}
     for key in KEPT_ON_RESUME:
@@ -184,9 +180,8 @@ _KEEP_HINT = ("leave it out: a resume continues a run as it started; or pass --f
 def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Request(),
              device: str | None = None, show_progress: bool = True,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
-    """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
-    content (``{"recipe", "seed"}`` only on DDP ranks other than 0), with ``warnings`` when
-    the command asked for something it did not do."""
+    """Train and score one seed; its result.json content, with ``warnings`` when the
+    command asked for something it did not do."""
     device_t, dist_ctx = init_distributed(device or recipe.train.device)
     precision = resolve_precision(recipe.train.precision, device_t)  # before any lock
     with SeedRun(folder, recipe, seed, dist_ctx) as run:
@@ -272,8 +267,7 @@ def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
 
 def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
                     device_t: torch.device) -> TrainState:
-    """A scorer that is not trained (BM25): its statistics from the train split, kept as
-    ``best.pt`` (epoch 0, no history)."""
+    """A scorer's statistics from the train split, kept as ``best.pt`` (epoch 0)."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.to(device_t)
     if run.dist.is_main:
@@ -304,7 +298,6 @@ def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFol
     return metrics
 
 
-# --------------------------------------------------------------------------- several seeds
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and sample standard deviation (ddof=1; 0 for one seed) per split and metric."""
     finished = [r for r in results if r.get("status") == "finished"]
@@ -328,13 +321,9 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
                  device: str | None = None, quiet: bool = False, force: bool = False,
                  hooks: TrainHooks | None = None, runs_dir: Path | None = None,
                  threads: int | None = None) -> list[dict[str, Any]]:
-    """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``) and
-    write its ``summary.json``; one result.json dict per seed. ``resume`` continues the seeds
-    that have a run (:func:`_plan`) and starts the others; none having one is a
-    :class:`NothingToRunError`. ``threads``: what ``--threads`` asked (the caller has set
-    it), for the warning when a resume does not use it. Errors are pairrepro's (a lock held
-    elsewhere: :class:`~pairrepro.runs.RunLockedError`); Ctrl-C or SIGTERM is
-    ``KeyboardInterrupt`` once a checkpoint is saved."""
+    """Train every seed into ``runs_dir`` and write ``summary.json``; one result per seed.
+    ``resume`` with no run to continue is a :class:`NothingToRunError`; ``threads`` (already
+    set) only warns when a resume does not use it; Ctrl-C is ``KeyboardInterrupt``."""
     recipe = load_recipe(path, overrides)
     # the name becomes a folder: checked (and every seed's path built) before any write
     check_name(recipe.name, "recipe", recipe.source)

@@ -22,8 +22,7 @@ INSTALL = 'pip install tensorboard (or, in a checkout, pip install -e ".[tensorb
 
 
 def check_available() -> None:
-    """A :class:`ConfigError` saying how to install it when the tensorboard package (which
-    ``torch.utils.tensorboard`` writes with) is not installed."""
+    """A :class:`ConfigError` saying how to install tensorboard when it is missing."""
     try:
         import torch.utils.tensorboard  # noqa: F401
     except ImportError as exc:
@@ -32,8 +31,7 @@ def check_available() -> None:
 
 
 class TensorBoardLog:
-    """The scalars of every run one ``train`` call trains (a writer per run folder, rank 0
-    only); :meth:`hooks` attaches it to the trainer."""
+    """The scalars of the runs of one ``train`` call (rank 0); :meth:`hooks` attaches it."""
 
     def __init__(self, every: int = TENSORBOARD_EVERY) -> None:
         self.every = every
@@ -48,8 +46,7 @@ class TensorBoardLog:
                           on_end=self.end)
 
     def _safely(self, write: Callable[[], None]) -> None:
-        """``write()``, unless an earlier write of this run failed; a failure is reported
-        once and ends the logging, never the run."""
+        """``write()``; a failure is reported once and ends the logging, never the run."""
         if self.failed:
             return
         try:
