@@ -48,8 +48,7 @@ def default_threads(runs: int = 1) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Use ``threads`` torch threads here and in the processes it starts (OpenMP/MKL), and
-    :func:`keep_freed_memory`: a CPU run's process set-up."""
+    """``threads`` torch threads here and in child processes, and :func:`keep_freed_memory`."""
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
     torch.set_num_threads(threads)
@@ -63,9 +62,8 @@ TRIM_BYTES, MMAP_BYTES = 1 << 30, 32 << 20  # 32 MiB: the largest mmap threshold
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Have glibc's malloc keep freed memory for the next allocation (False off glibc): torch's
-    CPU allocator does not cache, and glibc's unmapping of multi-MiB blocks cost a page fault
-    per 4 KiB every step (a tenth of a TC-LSTM step; bench/bench_grid.py)."""
+    """Have glibc's malloc keep freed memory (False off glibc): torch's CPU allocator does not
+    cache, and re-faulting unmapped blocks cost a tenth of a TC-LSTM step."""
     if platform.system() != "Linux":
         return False
     try:
@@ -120,9 +118,8 @@ def cpu_has_bf16_units() -> bool:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """A validated ``[train] precision`` for ``device`` (``auto``: bf16 on CUDA, fp32 on CPU).
-    fp32 on CUDA turns TF32 off; bf16 on a CPU without bf16 units is a ConfigError (oneDNN
-    emulates it about 80x slower than fp32, and has no bf16 LSTM)."""
+    """``[train] precision`` for ``device`` (fp32 on CUDA turns TF32 off); bf16 on a CPU
+    without bf16 units is a ConfigError (emulated ~80x slower, no bf16 LSTM)."""
     if name == "auto":
         name = "bf16" if device.type == "cuda" else "fp32"
     if device.type == "cuda" and name == "fp32":
@@ -159,8 +156,7 @@ def cpu_model() -> str:
 
 
 def cpu_fingerprint() -> dict[str, Any]:
-    """What picks a CPU run's kernels (model, capability, ISA flags, MKL and oneDNN versions):
-    two runs are bit-comparable only when these match."""
+    """What picks a CPU run's kernels: runs are bit-comparable only when these match."""
     mkl = torch.backends.mkl.is_available()
     onednn = torch.backends.mkldnn.is_available()
     config = torch.__config__.show()
@@ -241,8 +237,7 @@ class DistContext:
 
 
 def init_distributed(device: str) -> tuple[torch.device, DistContext]:
-    """This process's device and place in the job; under torchrun a CUDA rank takes the GPU of
-    its ``LOCAL_RANK`` and every rank joins the process group (nccl, or gloo on CPU)."""
+    """This process's device and place in the job, joining the process group under torchrun."""
     device_t = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -263,8 +258,7 @@ ERROR_KEY = "pairrepro"
 
 
 def record_error(message: str, exit_code: int) -> None:
-    """Leave this rank's error in torchelastic's ``TORCHELASTIC_ERROR_FILE``, in its format, for
-    the launcher to report (nothing outside torchrun)."""
+    """Leave this rank's error in ``TORCHELASTIC_ERROR_FILE`` for the launcher to report."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
@@ -284,9 +278,8 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks here, as ``torchrun --standalone``
-    does; None when every rank finished, else :func:`reported_failure`. The agent's logging is
-    off meanwhile: its traceback would bury what is a user error."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished,
+    else :func:`reported_failure`."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

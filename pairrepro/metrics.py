@@ -156,8 +156,7 @@ def ranking_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.nda
                     pair_ids: Sequence[str] | None = None,
                     no_positive: str = "skip") -> dict[str, float]:
     """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries``, ``skipped_queries`` and,
-    where they apply, ``r10_at_1/2/5``, ``r2_at_1`` (the module docstring's conventions; a NaN
-    score is an error; ``pair_ids`` are the docnos of the tie rule)."""
+    where they apply, ``r10_at_1/2/5``, ``r2_at_1``; ``pair_ids`` are the tie rule's docnos."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return {

@@ -50,11 +50,9 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train every recipe of ``selected`` (with ``comparisons``, of their
-    comparison rows too) into ``runs_dir``, collecting failures. ``notify(kind, message)``
-    hears each step (``"training"``, ``"failed"``); ``progress`` draws the bars (and a pool's
-    live table); ``launch`` starts the runs (default: in this process). Ctrl-C/SIGTERM comes
-    out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
+    """Fetch, prepare and train ``selected`` (and their comparison rows) into ``runs_dir``,
+    collecting failures; ``notify(kind, message)`` hears each step. Ctrl-C comes out as
+    ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
 

@@ -23,9 +23,7 @@ class Schema(BaseModel):
 
 
 def _where(loc: Sequence[int | str], sections: bool) -> str:
-    """``("optim", "lr")`` -> ``[optim] lr``; the table of a nested key dotted, list items
-    as ``[i]``: ``("variants", "raw", "splits", "dev", "x")`` -> ``[variants.raw.splits.dev] x``,
-    ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
+    """``("optim", "lr")`` -> ``[optim] lr``; ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
     parts = [p for p in loc if p not in ("function-after", "function-before")]
     if not parts:
         return ""

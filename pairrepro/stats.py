@@ -75,8 +75,7 @@ def _near_boundary(value: float, se: float, step: float) -> bool:
 
 
 def _endpoints(stats: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
-    """(low, high, MC s.e. of low, of high) of the percentile interval of ``stats``: an
-    endpoint's s.e. from the spread of the order statistics bounding its quantile at 95%."""
+    """(low, high, low's MC s.e., high's) of the percentile interval of ``stats``."""
     alpha = (1.0 - confidence) / 2
     n = len(stats)
     wanted = []
@@ -100,9 +99,7 @@ def _chunks(rows: int, width: int) -> list[int]:
 
 
 class _UnitSums:
-    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units: type
-    counts (multinomial) times features where few types repeat, else gathered unit draws,
-    two at a time where units are few (an index uniform over ``n^2`` is two draws)."""
+    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units."""
 
     def __init__(self, features: np.ndarray) -> None:
         self.units = n = len(features)
@@ -192,9 +189,8 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
                   targets: Sequence[float] = (), step: float = 0.0) -> Interval:
-    """Interval of a mean metric from per-unit values ``[units]`` or ``[seeds, units]`` (AP per
-    query, 0/1 correctness); ``targets``: what a verdict compares it with; ``step``: the unit
-    its endpoints print in."""
+    """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``; ``targets``:
+    what a verdict compares it with; ``step``: the unit its endpoints print in."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
@@ -381,9 +377,8 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
 
 def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
                       ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """The types of pairs a swap can change, and :func:`paired_f1_test`'s statistic from how
-    many of each a swap takes (``[R, types]`` -> ``[R]``): swapping a pair only one system
-    predicts 1 moves that TP (gold 1) or FP (gold 0) from one system to the other."""
+    """The types of pairs a swap can change, and the F1 difference from how many of each a
+    swap takes (``[R, types]`` -> ``[R]``)."""
     gold = np.asarray(labels).astype(bool)
     a, b = runs_a.astype(bool), runs_b.astype(bool)
     seeds = len(a)
@@ -405,9 +400,8 @@ def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs
-    (``[units]`` or ``[seeds, units]``, seed k of A against seed k of B): a resample swaps the
-    same pairs in every seed; the statistic is the mean of the per-seed F1 differences."""
+    """Two-sided paired randomization test of the mean per-seed F1(A) - F1(B) (class 1), seed
+    k against seed k, on the same pairs."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "
