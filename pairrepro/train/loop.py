@@ -31,12 +31,7 @@ from pairrepro.device import (
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.runs import RunFolder, checkpoints
-from pairrepro.train.optim import (
-    L2Penalty,
-    build_optimizer,
-    clip_gradients,
-    trainable_parameters,
-)
+from pairrepro.train.optim import L2Penalty, build_optimizer, clip_gradients, trainable_parameters
 from pairrepro.train.setup import TaskData, recipe_task
 
 # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)

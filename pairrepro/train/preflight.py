@@ -23,21 +23,12 @@ from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD_ID
-from pairrepro.device import (
-    autocast,
-    cpu_fingerprint,
-    device_name,
-    resolve_precision,
-)
+from pairrepro.device import autocast, cpu_fingerprint, device_name, resolve_precision
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.planning.preflight_record import Check, PreflightRecord
 from pairrepro.train.preflight_data import embeddings_here, preflight_data
-from pairrepro.train.setup import (
-    TaskData,
-    build_recipe_model,
-    recipe_task,
-)
+from pairrepro.train.setup import TaskData, build_recipe_model, recipe_task
 
 CHECKS = ("loss_falls", "finite", "gradients", "embedding_norms", "outputs_vary", "padding")
 # the recipes' first-step transients (check_loss_falls) are over within 3 steps, within 7 for
