@@ -23,8 +23,7 @@ LOGGER = "pairrepro"
 
 @dataclass
 class OutputState:
-    """What the user asked of the output: ``quiet`` (errors and results only), ``json``
-    (machine-readable stdout)."""
+    """``quiet``: errors and results only; ``json``: machine-readable stdout."""
 
     quiet: bool = False
     json: bool = False
@@ -37,8 +36,7 @@ _handler: logging.Handler | None = None
 
 
 def is_terminal(console: Console) -> bool:
-    """Whether ``console`` writes to a terminal, asked of the file (under FORCE_COLOR rich calls
-    a log file one)."""
+    """Whether ``console``'s file is a terminal (rich says so of any file under FORCE_COLOR)."""
     isatty = getattr(console.file, "isatty", None)
     return bool(isatty and isatty())
 

@@ -297,8 +297,8 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The earliest error a rank recorded (:func:`record_error`; rank 0 on a tie or when it
-    printed that message), else torchelastic's first failure by exit code (128 + N: signal N)."""
+    """The earliest error a rank recorded (rank 0 when it printed it), else the first
+    failure's exit code."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is

@@ -23,8 +23,7 @@ def _check_lengths(**arrays: object) -> int:
 
 
 def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    """F1 = 2 tp / (2 tp + fp + fn) elementwise, 0 where undefined (scikit-learn's
-    ``zero_division=0``), on counts that may be weighted: the project's one F1 formula."""
+    """F1 = 2 tp / (2 tp + fp + fn) elementwise, 0 where undefined: the one F1 formula."""
     tp, fp, fn = (np.asarray(c, dtype=np.float64) for c in (tp, fp, fn))
     denom = 2 * tp + fp + fn
     return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
@@ -80,8 +79,7 @@ class RankedQueries:
 
 def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
                  pair_ids: Sequence[str] | None = None, no_positive: str = "skip") -> RankedQueries:
-    """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule: the one
-    implementation behind :func:`ranking_metrics` and :func:`per_query_metrics`."""
+    """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule."""
     if no_positive not in NO_POSITIVE_MODES:
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()

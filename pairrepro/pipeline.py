@@ -19,8 +19,8 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, tabl
 
 @dataclass
 class Outcome:
-    """What :func:`run_tables` did: recipes trained (or already finished), why others could
-    not run, and one :class:`~pairrepro.launch.spec.RunOutcome` per (recipe, seed) launched."""
+    """What :func:`run_tables` did: recipes trained, why others could not run, and the runs'
+    outcomes."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -34,8 +34,7 @@ class Outcome:
 
 @dataclass
 class Launch:
-    """How to run the trainings (:mod:`pairrepro.launch`): ``jobs`` at a time with ``threads``
-    each, or Slurm with ``--slurm-config``'s ``[slurm]`` table and whether to wait."""
+    """How to run the trainings: ``jobs`` at a time with ``threads`` each, or on Slurm."""
 
     launcher: str = "local"
     jobs: int = 1

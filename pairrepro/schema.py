@@ -15,8 +15,8 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Schema(BaseModel):
-    """Base of every TOML schema: unknown keys are errors, values are not coerced across
-    types (``"3"`` is not an integer), ints widen to floats, models are immutable."""
+    """Base of every TOML schema: unknown keys are errors, no coercion but int to float,
+    immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
                               validate_default=True)
@@ -83,8 +83,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
-    """The keys the table at ``loc`` (an error's location minus the key) allows; [] when
-    ``loc`` does not lead to a schema model."""
+    """The keys the table at ``loc`` allows ([] when it is no schema model)."""
     current: type[BaseModel] | None = model
     keyed = False  # the previous field was a dict[str, Model]: this part is one of its keys
     for part in loc:

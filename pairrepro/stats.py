@@ -51,14 +51,12 @@ class Interval:
         return self.low <= x <= self.high
 
     def straddles(self, x: float) -> bool:
-        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint (so inside may
-        depend on the resampling seed); an endpoint without MC error straddles nothing."""
+        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint."""
         return any(se > 0 and abs(x - end) <= MC_Z * se + 1e-12
                    for end, se in ((self.low, self.low_se), (self.high, self.high_se)))
 
     def moving(self) -> tuple[bool, bool]:
-        """Whether the printed digits of (low, high) could still move with the resampling seed:
-        a rounding boundary of ``step`` lies within ``MC_Z`` MC standard errors."""
+        """Whether the printed digits of (low, high) could move with the resampling seed."""
         return (_near_boundary(self.low, self.low_se, self.step),
                 _near_boundary(self.high, self.high_se, self.step))
 
@@ -279,15 +277,13 @@ class PairedTest:
         return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.mc_se) + 1e-12
 
     def settled(self, alphas: Sequence[float]) -> bool:
-        """Whether no more resamples can change :meth:`straddles` for ``alphas``: the MC s.e. is
-        at most ``P_SE`` and each band edge is more than ``MC_Z`` s.e. away."""
+        """Whether no more resamples can change :meth:`straddles` for ``alphas``."""
         return self.mc_se <= P_SE and all(
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
 class SwapCounts:
-    """How many units of each group a random swap takes (each with probability 1/2): the
-    popcount of ``sizes[g]`` random bits in whole 64-bit words, the last one masked."""
+    """How many units of each group a random swap takes (each with probability 1/2)."""
 
     def __init__(self, sizes: np.ndarray) -> None:
         sizes = np.asarray(sizes, dtype=np.int64)
@@ -312,8 +308,7 @@ class SwapCounts:
 
 
 class _SwappedSums:
-    """Sums of ``values`` over the units a random swap takes: :class:`SwapCounts` of the
-    distinct values where they repeat, else a table per byte of swap bits (AP per query)."""
+    """Sums of ``values`` over the units a random swap takes."""
 
     def __init__(self, values: np.ndarray) -> None:
         moving = values[values != 0]  # swapping a zero difference changes nothing

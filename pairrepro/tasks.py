@@ -19,14 +19,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What one task type means for the model, the loss, the epoch and the predictions: the
-    base class is classification (softmax cross-entropy), ranking tasks override the rest."""
+    """What a task type means for the model, loss, epoch and predictions (this base class:
+    classification)."""
 
-    type: str  # the recipe's [task] type
-    loss: str  # the recipe's [task] loss
-    # the [task] keys this task uses besides type and loss
-    recipe_keys: frozenset[str] = frozenset()
-    # the select metric when a recipe names none
+    type: str
+    loss: str
+    recipe_keys: frozenset[str] = frozenset()  # the [task] keys it uses besides type and loss
     default_select_metric: str = "accuracy"
 
     @property
@@ -35,8 +33,7 @@ class Task:
 
     @property
     def by_group(self) -> bool:
-        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups
-        (ranking: a query with part of its candidates would change its metrics)."""
+        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups."""
         return self.is_ranking
 
     def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
@@ -74,8 +71,7 @@ class Task:
         return classification_metrics(split.labels, scores.argmax(axis=1), num_classes)
 
     def prediction_frame(self, split: EncodedSplit, scores: np.ndarray) -> pd.DataFrame:
-        """The predictions file: pair_id, group_id, label, then the class probabilities and
-        the predicted class."""
+        """The predictions file: ids, label, class probabilities, predicted class."""
         frame = _id_columns(split)
         for c in range(scores.shape[1]):
             frame[f"prob_{c}"] = scores[:, c]
@@ -96,8 +92,7 @@ class Task:
 
 @dataclass(frozen=True)
 class _Ranking(Task):
-    """Ranking: labels are 0/1 relevance, scores are one number per candidate, metrics are
-    trec_eval's per query."""
+    """Ranking: 0/1 relevance labels, one score per candidate, trec_eval metrics."""
 
     default_select_metric: str = "map"
 
@@ -119,8 +114,8 @@ class _Ranking(Task):
 
 @dataclass(frozen=True)
 class _PairwiseRanking(_Ranking):
-    """``max(0, margin - s(q, d+) + s(q, d-))`` over triples, one score per pair: a batch of
-    ``B`` triples is ``2B`` pairs, positives first."""
+    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives
+    first."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 1
@@ -174,8 +169,7 @@ class _PointwiseRanking(_Ranking):
 
     def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
                     max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Every pair, or with ``max_negatives_per_query`` > 0 every query's positives and a
-        fresh sample of at most that many of its negatives."""
+        """Every pair, or all positives and up to ``max_negatives_per_query`` negatives each."""
         if max_negatives_per_query <= 0:
             return super().epoch_items(split, rng)
         from pairrepro.data.batches import sample_query_negatives
@@ -210,8 +204,7 @@ LOSSES = tuple(TASKS)
 
 
 def task_for(type_: str, loss: str) -> Task:
-    """The task of a recipe's ``[task] type`` and ``loss`` (a ConfigError if they do not
-    fit together)."""
+    """The task of ``[task] type`` and ``loss`` (a ConfigError if they do not fit)."""
     task = TASKS.get(loss)
     if task is None or task.type != type_:
         fitting = sorted(t.loss for t in TASKS.values() if t.type == type_)

@@ -37,9 +37,8 @@ def continues(spec: RunSpec, runs_dir: Path) -> bool:
 
 @dataclass
 class RunOutcome:
-    """How one run ended: ``finished``, ``failed`` (with ``exit_code`` and ``reason``),
-    ``interrupted`` (130: ``--resume`` continues), ``not started`` (stopped before its turn)
-    or ``submitted`` (a Slurm job not waited for)."""
+    """How one run ended: ``finished``, ``failed``, ``interrupted``, ``not started`` or
+    ``submitted``."""
 
     spec: RunSpec
     status: str

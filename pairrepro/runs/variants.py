@@ -75,7 +75,6 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
             if key not in ignored and run.get(key) != recipe.get(key)}
 
 
-
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
     """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""

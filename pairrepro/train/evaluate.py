@@ -27,8 +27,7 @@ def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""
 
 def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
                  variant: str = "") -> dict[str, float]:
-    """Re-score ``split`` with the run's ``best`` or ``last`` checkpoint (``split`` of another
-    prepared ``variant`` of the dataset when given; see ``load_run_model``)."""
+    """Re-score ``split`` (of ``variant`` when given) with the run's ``best`` or ``last``."""
     if checkpoint not in ("best", "last"):
         raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
     recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,

@@ -21,8 +21,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class WallTime:
-    """The wall time of the segments of a run before this one: an interrupted segment records
-    its own in the manifest, and ``--resume`` adds the next segment to it."""
+    """The wall time of a run's earlier segments (``--resume`` adds the next one)."""
 
     earlier_s: float = 0.0
     segments: int = 0  # earlier segments
@@ -37,8 +36,7 @@ class WallTime:
                    bool(manifest.get("wall_time_untimed", False)))
 
     def fields(self, segment_s: float) -> dict[str, Any]:
-        """The manifest keys for the run so far: ``wall_time_s`` over every timed segment,
-        ``segments``, and ``wall_time_untimed`` when an earlier segment is missing from it."""
+        """The manifest keys ``wall_time_s``, ``segments`` and ``wall_time_untimed``."""
         fields: dict[str, Any] = {"wall_time_s": round(self.earlier_s + segment_s, 3),
                                   "segments": self.segments + 1}
         if self.untimed:
@@ -78,8 +76,7 @@ class SeedRun:
         self._held.enter_context(context)
 
     def decide(self, plan: Callable[[], T], empty: T) -> T:
-        """Rank 0 locks the folder and calls ``plan``; every rank gets its answer, or raises
-        rank 0's error (none may hang waiting). ``empty``: what the other ranks pass in."""
+        """Rank 0 locks the folder and calls ``plan``; every rank gets its answer or error."""
         error: PairreproError | None = None
         answer = empty
         if self.dist.is_main:

@@ -35,7 +35,6 @@ DEFAULT_LENGTHS = ((8, 24), (8, 24))
 STAND_IN_VOCAB = 30000  # words of the synthetic stand-in vocabulary
 
 
-
 def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
                       ) -> tuple[PreparedDataset, str]:
     """Random words at the dataset's typical lengths, as a prepared dataset in memory."""

@@ -27,8 +27,7 @@ PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich",
 
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
                       metrics: dict[str, float]) -> Path:
-    """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
-    how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
+    """Keep a re-scoring with the run, with how it was made, in ``evals/``."""
     folder = RunFolder(Path(run_dir))
     recipe, _ = read_run_recipe(folder)
     variant = variant or recipe.data.variant

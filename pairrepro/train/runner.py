@@ -63,8 +63,7 @@ RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device"})
 
 @dataclass(frozen=True)
 class Request:
-    """What the command asked of every seed: ``resume``, ``force``, the recipe keys it set
-    itself (``--set``, ``--precision``), whether it named a device, and ``--threads``."""
+    """What the command asked of every seed (``explicit``: the recipe keys it set itself)."""
 
     resume: bool = False
     force: bool = False
@@ -75,8 +74,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    """What to do with a seed's folder: ``fresh``, ``replace`` (``--force``), ``resume`` or
-    ``done``; a resume also carries the run's own settings it continues with."""
+    """``fresh``, ``replace`` (``--force``), ``resume`` (with the run's own settings) or
+    ``done``."""
 
     action: str
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)  # recipe keys by section
@@ -280,8 +279,7 @@ def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                 device: torch.device, dist_ctx: DistContext, seed: int
                 ) -> dict[str, dict[str, float]]:
-    """Score train (whole, or ``score_train_pairs`` of it in whole groups), dev and every test
-    split ONCE with the chosen weights; save predictions."""
+    """Score train (or ``score_train_pairs`` of it), dev and tests once; save predictions."""
     task = recipe_task(recipe)
     metrics: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):

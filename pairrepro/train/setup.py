@@ -200,8 +200,7 @@ def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
 
 
 def initializer_for(name: str, cfg: OptimSection) -> Initializer:
-    """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
-    name (``re.search``), else ``init``."""
+    """The first ``init_rules`` match for parameter ``name`` (``re.search``), else ``init``."""
     for rule in cfg.init_rules:
         if re.search(rule.pattern, name):
             return rule.init
@@ -264,8 +263,7 @@ def resolve_split(recipe: Recipe, split: str) -> str:
 
 
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
-    """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
-    is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
+    """A run's resolved recipe (``config.toml``) and seed (``result.json``)."""
     if not folder.config_path.is_file():
         raise ConfigError(f"{folder.path} is not a run directory (no config.toml)",
                           hint="pass runs/<recipe>/seed-<n>")
