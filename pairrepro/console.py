@@ -13,9 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import Progress, ProgressColumn
 
-#: The width rich lays out to when a stream is not a terminal: rich would otherwise assume
-#: 80 columns and cut table cells ("0.…"); a table keeps its natural width and a line is never
-#: wrapped, so every number is printed whole.
+#: The layout width off a terminal: rich's 80 columns would cut numbers in table cells.
 UNCUT_WIDTH = 10_000
 #: The logger every module's ``logging.getLogger(__name__)`` descends from.
 LOGGER = "pairrepro"

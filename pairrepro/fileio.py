@@ -17,12 +17,7 @@ from typing import IO, Any
 from pairrepro.errors import ConfigError
 
 
-def _umask() -> int:
-    """The process umask (reading it means setting it: set it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
+>>>
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
@@ -31,7 +26,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
-    os.fchmod(fd, 0o666 & ~_umask())
+    umask = os.umask(0o022)  # reading the umask means setting it: set it straight back
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

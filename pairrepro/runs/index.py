@@ -31,9 +31,8 @@ class RunInfo:
     recipe: str
     seed: int
     path: str
-    # finished | running | interrupted | failed | damaged (a file missing or unreadable, or
-    # a finished run's record incomplete), unknown (no such folder), or stale: result.json
-    # says running but its process (pid on host) no longer exists on this host
+    # finished | running | interrupted | failed | damaged | unknown (no such folder) | stale
+    # (result.json says running but its process is gone from this host)
     status: str
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     chosen_epoch: int | None = None

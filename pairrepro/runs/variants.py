@@ -26,9 +26,8 @@ from pairrepro.runs.folder import (
 )
 from pairrepro.runs.index import COMPACT_SKIP, RunInfo, prediction_keys, read_predictions
 
-# Keys that change where or how fast a run is made, or its [recipe] bookkeeping, not what it
-# computes. Precision, like threads, moves only the last bits (`verify` compares runs that
-# differ in it through intervals, never as the same run).
+# keys that change where or how fast a run is made, or its bookkeeping, not what it computes
+# (precision moves only the last bits: `verify` compares such runs through intervals)
 IGNORED_DIFFERENCES = frozenset({
     "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
     "optim.l2_scope_why",

@@ -14,12 +14,8 @@ from pairrepro.data.prepared import PAD, UNK, PreparedDataset, is_prepared, load
 from pairrepro.errors import DataError, PairreproError
 from pairrepro.train.setup import TaskData, load_task_data, recipe_task
 
-# Typical (min, max) token lengths of (left, right) for a dataset that is not prepared here,
-# drawn uniformly per text by the synthetic stand-in (timing only: the checks on random
-# words say little about the data). SNLI: premise ~14 / hypothesis ~8 tokens on average
-# (CIN Table 1); Ubuntu v1: context ~86 / response ~17 words on average (Lowe et al. 2015);
-# Yahoo L4: the 5-50 (MV-LSTM) / 4-30 (C-LSTM) word filters of the papers' constructions;
-# the other rows are rough and marked so in preflight.json.
+# (min, max) token lengths of (left, right) the synthetic stand-in draws per text, for timing
+# (sources: docs/internals.md, "Preflight")
 STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "snli": ((7, 21), (4, 12)),
     "multinli": ((10, 34), (5, 17)),  # rough: longer premises than SNLI
