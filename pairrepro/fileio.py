@@ -17,8 +17,6 @@ from typing import IO, Any
 from pairrepro.errors import ConfigError
 
 
->>>
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success."""
