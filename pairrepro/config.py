@@ -1,12 +1,5 @@
-"""Recipes: TOML files validated into a typed schema, with ``extends`` and ``--set`` overrides.
-
-Every section is a :class:`~pairrepro.schema.Schema`, so an error names the file, ``[section]
-key``, the value and what is allowed; ``[model]`` holds ``name`` and the model's own
-hyper-parameters, checked by its constructor. ``extends = "other.toml"`` (same folder) makes a
-recipe a delta: tables merge key by key, lists and scalars replace (:func:`merge_tables`), then
-``--set`` overrides apply. ``description`` is inherited, a file that extends states one
-``change`` line, and :data:`OWN_KEYS` are never inherited. A recipe's name is its file stem.
-"""
+"""Recipes: TOML files validated into a typed schema, with ``extends`` (docs/recipes.md) and
+``--set`` overrides; errors name the file or the ``--set`` flag and ``[section] key``."""
 
 from __future__ import annotations
 
@@ -158,8 +151,8 @@ class TrainSection(Schema):
 
 
 class Recipe(Schema):
-    """A validated recipe. ``name`` is the file stem; ``source`` the file it came from;
-    ``overrides`` the ``--set`` values applied over it (errors name them: :meth:`where`)."""
+    """A validated recipe: ``name`` the file stem, ``source`` the file, ``overrides`` its
+    ``--set`` values."""
 
     name: str
     source: str
@@ -184,8 +177,7 @@ class Recipe(Schema):
         return task_for(self.task.type, self.task.loss).default_select_metric
 
     def where(self, section: str, key: str = "") -> str:
-        """Where ``[section] key`` was set, for an error: its ``--set``, else the recipe file;
-        without ``key``, the file and the section's ``--set`` values."""
+        """Where ``[section] key`` was set, for an error: its ``--set``, else the file."""
         flags = set_origins(list(self.overrides))
         if key:
             return flags.get((section, key), self.source)
@@ -216,8 +208,7 @@ OWN_KEYS = ("paper", "reproduces", "compares", "change")
 
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
                      overrides: list[str] | None = None) -> Recipe:
-    """Validate a TOML-shaped dict (``extends`` resolved, ``overrides`` applied) into a
-    :class:`Recipe`; errors name ``source`` or the override that set the key."""
+    """Validate a TOML-shaped dict (``extends`` resolved, ``overrides`` applied)."""
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise ConfigError(f"{source}: unknown section [{unknown[0]}]",
@@ -253,8 +244,7 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
 
 
 def _check_task(recipe: Recipe) -> None:
-    """``[task]`` type and loss fit together, and keys the task does not use keep their
-    defaults (a resolved config.toml writes every key)."""
+    """``[task]`` type and loss fit, and keys the task does not use keep their defaults."""
     try:
         task = task_for(recipe.task.type, recipe.task.loss)
     except ConfigError as exc:
@@ -276,8 +266,8 @@ ADAPTIVE_OPTIMISERS = frozenset(get_args(OptimiserName)) - {"sgd"}
 
 
 def _check_l2_scope(recipe: Recipe) -> None:
-    """A dense L2 term on fine-tuned pretrained vectors under an adaptive optimiser moves every
-    unused row each step (rare words lose their vectors): that needs ``l2_scope_why``."""
+    """A dense L2 on fine-tuned pretrained vectors under an adaptive optimiser needs
+    ``l2_scope_why`` (docs/internals.md, "L2 scope")."""
     emb, optim = recipe.embeddings, recipe.optim
     if (optim.l2 > 0 and optim.l2_scope == "all" and not optim.l2_scope_why.strip()
             and emb.trainable and emb.source != "random"
@@ -306,8 +296,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def set_origins(overrides: list[str]) -> dict[tuple[str, ...], str]:
-    """``{(section, key): "--set section.key=value"}`` of ``overrides`` (the last of a key
-    wins): where an error about that key should point."""
+    """``{(section, key): "--set section.key=value"}``: where an error about a key points."""
     return {tuple(parse_override(text)[0][:2]): f"--set {text}" for text in overrides}
 
 
@@ -332,8 +321,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
                  table: str = "") -> dict[str, Any]:
-    """``delta`` merged into a copy of ``base``: tables merge key by key, lists and scalars
-    replace; a table against a value is a :class:`ConfigError` naming ``source`` and the key."""
+    """``delta`` merged into a copy of ``base``: tables key by key, other values replace."""
     out = copy.deepcopy(base)
     for key, value in delta.items():
         dotted = f"{table}.{key}" if table else key

@@ -1,9 +1,5 @@
-"""Where everything pairrepro prints goes (importing nothing of pairrepro): :data:`STATE`, the
-one output state, which the CLI sets through :func:`configure` (also routing the ``pairrepro``
-logger to stderr: WARNING and up under ``quiet`` or ``json``), and the package's only rich
-consoles, :func:`get_console` (stdout: results) and :func:`get_err_console` (stderr), laid out
-off a terminal to :data:`UNCUT_WIDTH` so that no number is cut.
-"""
+"""Where everything pairrepro prints goes (importing nothing of pairrepro): :data:`STATE`, set
+by :func:`configure`, and the package's only rich consoles (stdout results, stderr the rest)."""
 
 from __future__ import annotations
 
@@ -17,9 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import Progress, ProgressColumn
 
-#: The width rich lays out to when a stream is not a terminal: rich would otherwise assume
-#: 80 columns and cut table cells ("0.…"); a table keeps its natural width and a line is never
-#: wrapped, so every number is printed whole.
+#: The layout width off a terminal: rich's 80 columns would cut numbers in table cells.
 UNCUT_WIDTH = 10_000
 #: The logger every module's ``logging.getLogger(__name__)`` descends from.
 LOGGER = "pairrepro"
@@ -27,8 +21,7 @@ LOGGER = "pairrepro"
 
 @dataclass
 class OutputState:
-    """What the user asked of the output: ``quiet`` (errors and results only), ``json``
-    (machine-readable stdout)."""
+    """``quiet``: errors and results only; ``json``: machine-readable stdout."""
 
     quiet: bool = False
     json: bool = False
@@ -41,8 +34,7 @@ _handler: logging.Handler | None = None
 
 
 def is_terminal(console: Console) -> bool:
-    """Whether ``console`` writes to a terminal, asked of the file (under FORCE_COLOR rich calls
-    a log file one)."""
+    """Whether ``console``'s file is a terminal (rich says so of any file under FORCE_COLOR)."""
     isatty = getattr(console.file, "isatty", None)
     return bool(isatty and isatty())
 
@@ -101,9 +93,8 @@ def step_progress(*columns: str | ProgressColumn, enabled: bool,
 
 
 class PlainProgress:
-    """Progress off a terminal: a plain line when a task ends and per tenth of a long one (at
-    most every ``min_interval_s``) with ``loss``, ``speed`` and the ETA; the part of
-    :class:`rich.progress.Progress` that training and preflight use."""
+    """Progress off a terminal: a plain line per tenth of a task and at its end (the part of
+    rich's Progress that training and preflight use)."""
 
     def __init__(self, console: Console, min_interval_s: float = 30.0,
                  unit: str = "batches") -> None:

@@ -1,13 +1,5 @@
 """Where and how a run computes: device, precision, threads, seeds and determinism, the CPU
-fingerprint a run records, and the process group of a distributed run.
-
-Precision: ``fp32``, ``bf16`` (autocast of the training forward pass; loss, optimiser and scores
-stay fp32) or ``auto`` (bf16 on CUDA, fp32 on CPU). A CPU run gets ``cores // runs sharing the
-machine`` threads (:func:`default_threads`). RNG states are plain tensors and lists, so
-checkpoints load with ``weights_only=True``. Under torchrun every rank builds the same epoch
-order and takes a strided shard of each global batch (:func:`pairrepro.data.batches.shard`);
-evaluation is sharded alike and gathered, so rank 0, which alone writes files, scores every pair.
-"""
+fingerprint a run records, and the process group of a distributed run."""
 
 from __future__ import annotations
 
@@ -56,8 +48,7 @@ def default_threads(runs: int = 1) -> int:
 
 
 def set_threads(threads: int) -> None:
-    """Use ``threads`` torch threads here and in the processes it starts (OpenMP/MKL), and
-    :func:`keep_freed_memory`: a CPU run's process set-up."""
+    """``threads`` torch threads here and in child processes, and :func:`keep_freed_memory`."""
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
     torch.set_num_threads(threads)
@@ -71,9 +62,8 @@ TRIM_BYTES, MMAP_BYTES = 1 << 30, 32 << 20  # 32 MiB: the largest mmap threshold
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Have glibc's malloc keep freed memory for the next allocation (False off glibc): torch's
-    CPU allocator does not cache, and glibc's unmapping of multi-MiB blocks cost a page fault
-    per 4 KiB every step (a tenth of a TC-LSTM step; bench/bench_grid.py)."""
+    """Have glibc's malloc keep freed memory (False off glibc): torch's CPU allocator does not
+    cache, and re-faulting unmapped blocks cost a tenth of a TC-LSTM step."""
     if platform.system() != "Linux":
         return False
     try:
@@ -128,9 +118,8 @@ def cpu_has_bf16_units() -> bool:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """A validated ``[train] precision`` for ``device`` (``auto``: bf16 on CUDA, fp32 on CPU).
-    fp32 on CUDA turns TF32 off; bf16 on a CPU without bf16 units is a ConfigError (oneDNN
-    emulates it about 80x slower than fp32, and has no bf16 LSTM)."""
+    """``[train] precision`` for ``device`` (fp32 on CUDA turns TF32 off); bf16 on a CPU
+    without bf16 units is a ConfigError (emulated ~80x slower, no bf16 LSTM)."""
     if name == "auto":
         name = "bf16" if device.type == "cuda" else "fp32"
     if device.type == "cuda" and name == "fp32":
@@ -167,8 +156,7 @@ def cpu_model() -> str:
 
 
 def cpu_fingerprint() -> dict[str, Any]:
-    """What picks a CPU run's kernels (model, capability, ISA flags, MKL and oneDNN versions):
-    two runs are bit-comparable only when these match."""
+    """What picks a CPU run's kernels: runs are bit-comparable only when these match."""
     mkl = torch.backends.mkl.is_available()
     onednn = torch.backends.mkldnn.is_available()
     config = torch.__config__.show()
@@ -249,8 +237,7 @@ class DistContext:
 
 
 def init_distributed(device: str) -> tuple[torch.device, DistContext]:
-    """This process's device and place in the job; under torchrun a CUDA rank takes the GPU of
-    its ``LOCAL_RANK`` and every rank joins the process group (nccl, or gloo on CPU)."""
+    """This process's device and place in the job, joining the process group under torchrun."""
     device_t = resolve_device(device)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
@@ -271,8 +258,7 @@ ERROR_KEY = "pairrepro"
 
 
 def record_error(message: str, exit_code: int) -> None:
-    """Leave this rank's error in torchelastic's ``TORCHELASTIC_ERROR_FILE``, in its format, for
-    the launcher to report (nothing outside torchrun)."""
+    """Leave this rank's error in ``TORCHELASTIC_ERROR_FILE`` for the launcher to report."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path:
         return
@@ -292,9 +278,8 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` ranks here, as ``torchrun --standalone``
-    does; None when every rank finished, else :func:`reported_failure`. The agent's logging is
-    off meanwhile: its traceback would bury what is a user error."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished,
+    else :func:`reported_failure`."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -312,8 +297,8 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The earliest error a rank recorded (:func:`record_error`; rank 0 on a tie or when it
-    printed that message), else torchelastic's first failure by exit code (128 + N: signal N)."""
+    """The earliest error a rank recorded (rank 0 when it printed it), else the first
+    failure's exit code."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is

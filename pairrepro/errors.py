@@ -43,8 +43,7 @@ class DataError(PairreproError):
 
 
 class NoEvidenceError(DataError):
-    """A run's saved predictions give no per-unit values for a metric: a report prints the
-    message where the interval or paired test would be."""
+    """A run's saved predictions give no per-unit values for a metric."""
 
 
 class DownloadError(PairreproError):
@@ -78,8 +77,7 @@ class StorageError(PairreproError):
 
 
 class PreflightError(PairreproError):
-    """A ``pairrepro preflight`` check failed (the message names it; preflight.json has the
-    figures of every check)."""
+    """A ``pairrepro preflight`` check failed (the message names it)."""
 
     exit_code = 10
 

@@ -1,6 +1,5 @@
-"""How pairrepro writes and reads its files: atomically (a temporary file beside the target,
-renamed onto it once complete, the umask honoured), so that nothing half-written is ever read
-back; JSON and TOML read with errors that name the file, TOML written; ``sha256_file``."""
+"""Atomic writers (nothing half-written is ever read back), JSON/TOML readers whose errors name
+the file, a TOML writer and ``sha256_file``."""
 
 from __future__ import annotations
 
@@ -18,22 +17,16 @@ from typing import IO, Any
 from pairrepro.errors import ConfigError
 
 
-def _umask() -> int:
-    """The process umask (reading it means setting it: set it straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside ``path`` (``.<name>.partial``: no glob for the final name
-    sees it), renamed onto ``path`` only on success."""
+    """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
-    os.fchmod(fd, 0o666 & ~_umask())
+    umask = os.umask(0o022)  # reading the umask means setting it: set it straight back
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -72,8 +65,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a TOML file (a UTF-8 byte-order mark skipped); invalid TOML or bytes is a
-    :class:`ConfigError` naming the file, line and column (a missing file: FileNotFoundError)."""
+    """A TOML file (BOM skipped); invalid bytes or TOML is a :class:`ConfigError` naming the
+    file and line."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8-sig"))

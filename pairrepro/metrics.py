@@ -1,16 +1,5 @@
-"""Evaluation metrics: classification (accuracy, F1) and ranking (trec_eval conventions,
-checked against pytrec_eval in the tests).
-
-* A query ("group") is ranked by score, highest first, **ties** as trec_eval breaks them:
-  *docno descending* (the pair id, else the input position). ``tie_share`` (candidates that
-  tie another of their query) makes a collapsed model visible in every result.
-* Relevant = label > 0; AP, RR and P@1 are macro-averaged over queries (``map``,
-  ``recip_rank``, ``P_1``). Queries without a relevant candidate follow ``no_positive``:
-  ``"skip"`` (counted in ``skipped_queries``; *clean* TrecQA), ``"zero"`` (*raw* TrecQA) or
-  ``"error"``.
-* Ubuntu (10 candidates, one positive): ``r10_at_k``, the share whose positive is in the top k;
-  ``r2_at_1``, whose positive ranks above the *first negative in input order*.
-"""
+"""Evaluation metrics: classification (accuracy, F1) and ranking with trec_eval's conventions
+(ties, ``no_positive``, Ubuntu R10@k / R2@1: docs/internals.md, "Metrics")."""
 
 from __future__ import annotations
 
@@ -34,8 +23,7 @@ def _check_lengths(**arrays: object) -> int:
 
 
 def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
-    """F1 = 2 tp / (2 tp + fp + fn) elementwise, 0 where undefined (scikit-learn's
-    ``zero_division=0``), on counts that may be weighted: the project's one F1 formula."""
+    """F1 = 2 tp / (2 tp + fp + fn) elementwise, 0 where undefined: the one F1 formula."""
     tp, fp, fn = (np.asarray(c, dtype=np.float64) for c in (tp, fp, fn))
     denom = 2 * tp + fp + fn
     return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
@@ -91,8 +79,7 @@ class RankedQueries:
 
 def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarray,
                  pair_ids: Sequence[str] | None = None, no_positive: str = "skip") -> RankedQueries:
-    """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule: the one
-    implementation behind :func:`ranking_metrics` and :func:`per_query_metrics`."""
+    """AP, RR and P@1 per query, candidates ranked by trec_eval's tie rule."""
     if no_positive not in NO_POSITIVE_MODES:
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()
@@ -167,8 +154,7 @@ def ranking_metrics(group_ids: Sequence[str], labels: np.ndarray, scores: np.nda
                     pair_ids: Sequence[str] | None = None,
                     no_positive: str = "skip") -> dict[str, float]:
     """``map``, ``mrr``, ``p_at_1``, ``tie_share``, ``num_queries``, ``skipped_queries`` and,
-    where they apply, ``r10_at_1/2/5``, ``r2_at_1`` (the module docstring's conventions; a NaN
-    score is an error; ``pair_ids`` are the docnos of the tie rule)."""
+    where they apply, ``r10_at_1/2/5``, ``r2_at_1``; ``pair_ids`` are the tie rule's docnos."""
     q = rank_queries(group_ids, labels, scores, pair_ids, no_positive)
     ev = q.evaluated
     return {

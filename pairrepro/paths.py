@@ -14,8 +14,7 @@ PROJECT_DIR = PACKAGE_DIR.parent
 
 
 def project_relative(path: str | Path) -> str:
-    """``path`` relative to the project folder when it lies inside it (what committed files
-    such as ``bench/preflight/*.json`` record, the same on every clone), else as given."""
+    """``path`` relative to the project folder when inside it, else as given."""
     resolved = Path(path).resolve()
     if resolved.is_relative_to(PROJECT_DIR):
         return str(resolved.relative_to(PROJECT_DIR))
@@ -56,8 +55,7 @@ def recipes_dir() -> Path:
 
 
 def reader_dirs() -> list[Path]:
-    """Folders of readers kept outside the package (``<DIR>/<reader>.py``), searched after
-    ``pairrepro/data/formats/``: ``$PAIRREPRO_READERS``, a list like ``$PATH``."""
+    """``$PAIRREPRO_READERS`` (a list like ``$PATH``): folders of readers outside the package."""
     return [Path(p).expanduser() for p in os.environ.get("PAIRREPRO_READERS", "").split(
         os.pathsep) if p]
 
@@ -71,8 +69,7 @@ def runs_dir() -> Path:
 
 
 def results_dir() -> Path:
-    """The project's reference runs (``results/<recipe>/seed-<n>/``, tracked in git; what a
-    fresh clone's report shows); ``$PAIRREPRO_RESULTS`` overrides."""
+    """The reference runs (``results/``, tracked in git); ``$PAIRREPRO_RESULTS`` overrides."""
     return Path(os.environ.get("PAIRREPRO_RESULTS", PROJECT_DIR / "results"))
 
 
@@ -80,15 +77,13 @@ MIRROR_ENV = "PAIRREPRO_MIRROR"
 
 
 def user_config_path() -> Path:
-    """The user's settings file: ``$XDG_CONFIG_HOME/pairrepro/config.toml`` (default
-    ``~/.config/pairrepro/config.toml``); optional."""
+    """The optional user settings file, ``$XDG_CONFIG_HOME/pairrepro/config.toml``."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base).expanduser() / "pairrepro" / "config.toml"
 
 
 def checkout_mirror() -> Path:
-    """``shared/datasets`` beside the checkout (``../shared/datasets`` from its root): where
-    this project's machines keep the dataset mirror."""
+    """``../shared/datasets`` from the checkout: where this project's machines keep the mirror."""
     return PROJECT_DIR.parent / "shared" / "datasets"
 
 

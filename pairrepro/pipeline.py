@@ -1,9 +1,6 @@
-"""Fetch → prepare → train what paper tables need (``pairrepro reproduce``, ``make tables``);
-no CLI: the CLI renders the tables after :func:`run_tables`. Data is fetched and prepared once
-per (dataset, variant); every (recipe, seed) still to train becomes a
-:class:`~pairrepro.launch.spec.RunSpec` for a launcher (:mod:`pairrepro.launch`). A recipe
-whose data fails, or a run that fails, goes to :attr:`Outcome.failed` and the rest still run.
-"""
+"""Fetch, prepare and train what paper tables need (``pairrepro reproduce``): data once per
+(dataset, variant), every run still to train a :class:`~pairrepro.launch.spec.RunSpec`; a
+failure goes to :attr:`Outcome.failed` and the rest still run."""
 
 from __future__ import annotations
 
@@ -22,8 +19,8 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, tabl
 
 @dataclass
 class Outcome:
-    """What :func:`run_tables` did: recipes trained (or already finished), why others could
-    not run, and one :class:`~pairrepro.launch.spec.RunOutcome` per (recipe, seed) launched."""
+    """What :func:`run_tables` did: recipes trained, why others could not run, and the runs'
+    outcomes."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -37,8 +34,7 @@ class Outcome:
 
 @dataclass
 class Launch:
-    """How to run the trainings (:mod:`pairrepro.launch`): ``jobs`` at a time with ``threads``
-    each, or Slurm with ``--slurm-config``'s ``[slurm]`` table and whether to wait."""
+    """How to run the trainings: ``jobs`` at a time with ``threads`` each, or on Slurm."""
 
     launcher: str = "local"
     jobs: int = 1
@@ -53,11 +49,9 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train every recipe of ``selected`` (with ``comparisons``, of their
-    comparison rows too) into ``runs_dir``, collecting failures. ``notify(kind, message)``
-    hears each step (``"training"``, ``"failed"``); ``progress`` draws the bars (and a pool's
-    live table); ``launch`` starts the runs (default: in this process). Ctrl-C/SIGTERM comes
-    out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
+    """Fetch, prepare and train ``selected`` (and their comparison rows) into ``runs_dir``,
+    collecting failures; ``notify(kind, message)`` hears each step. Ctrl-C comes out as
+    ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
 

@@ -1,7 +1,5 @@
-"""One validation library for every TOML file we read: models derive from :class:`Schema`
-(unknown keys are errors, strict types) and :func:`validate` turns pydantic's errors into a
-:class:`ConfigError` naming the file, ``[section] key``, value and what is allowed.
-"""
+"""Validation for every TOML file: :class:`Schema` (unknown keys are errors, strict types) and
+:func:`validate`, which turns pydantic's errors into a :class:`ConfigError` naming the key."""
 
 from __future__ import annotations
 
@@ -17,17 +15,15 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Schema(BaseModel):
-    """Base of every TOML schema: unknown keys are errors, values are not coerced across
-    types (``"3"`` is not an integer), ints widen to floats, models are immutable."""
+    """Base of every TOML schema: unknown keys are errors, no coercion but int to float,
+    immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
                               validate_default=True)
 
 
 def _where(loc: Sequence[int | str], sections: bool) -> str:
-    """``("optim", "lr")`` -> ``[optim] lr``; the table of a nested key dotted, list items
-    as ``[i]``: ``("variants", "raw", "splits", "dev", "x")`` -> ``[variants.raw.splits.dev] x``,
-    ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
+    """``("optim", "lr")`` -> ``[optim] lr``; ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
     parts = [p for p in loc if p not in ("function-after", "function-before")]
     if not parts:
         return ""
@@ -87,8 +83,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
-    """The keys the table at ``loc`` (an error's location minus the key) allows; [] when
-    ``loc`` does not lead to a schema model."""
+    """The keys the table at ``loc`` allows ([] when it is no schema model)."""
     current: type[BaseModel] | None = model
     keyed = False  # the previous field was a dict[str, Model]: this part is one of its keys
     for part in loc:

@@ -1,23 +1,6 @@
-"""Is a difference real? Confidence intervals and paired tests for reproduced metrics.
-
-* :func:`mean_interval`, :func:`f1_interval` & co.: a seeded two-level percentile bootstrap
-  that draws the seeds *and* the test units (queries, or pairs) with replacement.
-* :func:`paired_randomization_test`, :func:`paired_f1_test`: under the null each unit's pair of
-  outputs is swapped with probability 1/2; two-sided ``p = (1 + #{|stat*| >= |stat|}) / (1 + R)``.
-
-A statistic depends on a resample only through sums over units, and units alike in all it reads
-(a *type*) are interchangeable: bootstrap type counts are drawn multinomial (or as a bincount of
-unit draws), swap counts as random bits 64 to a word counted by popcount (or through per-byte
-tables where every unit differs), in cache-sized chunks (:data:`CHUNK_BYTES`).
-
-Without ``resamples`` both are adaptive: an interval doubles its resamples until each endpoint's
-MC s.e. (from the order statistics around its quantile) is under :data:`ENDPOINT_SE` and no
-verdict target or rounding boundary of its printed digits lies within :data:`MC_Z` s.e. of an
-endpoint; a test draws batches until the p-value's s.e. is under :data:`P_SE` and its band
-around alpha is clear by :data:`MC_Z` s.e. What is still that close at the cap
-(:data:`INTERVAL_CAP`, :data:`TEST_CAP`) is *undecided* (:meth:`Interval.straddles`,
-:meth:`Interval.moving`, :meth:`PairedTest.straddles`).
-"""
+"""Is a difference real? Seeded two-level percentile bootstrap intervals (seeds and units
+resampled) and two-sided paired randomization tests, adaptive unless ``resamples`` is given;
+the method is described in docs/internals.md ("Statistics")."""
 
 from __future__ import annotations
 
@@ -68,14 +51,12 @@ class Interval:
         return self.low <= x <= self.high
 
     def straddles(self, x: float) -> bool:
-        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint (so inside may
-        depend on the resampling seed); an endpoint without MC error straddles nothing."""
+        """Whether ``x`` lies within ``MC_Z`` MC standard errors of an endpoint."""
         return any(se > 0 and abs(x - end) <= MC_Z * se + 1e-12
                    for end, se in ((self.low, self.low_se), (self.high, self.high_se)))
 
     def moving(self) -> tuple[bool, bool]:
-        """Whether the printed digits of (low, high) could still move with the resampling seed:
-        a rounding boundary of ``step`` lies within ``MC_Z`` MC standard errors."""
+        """Whether the printed digits of (low, high) could move with the resampling seed."""
         return (_near_boundary(self.low, self.low_se, self.step),
                 _near_boundary(self.high, self.high_se, self.step))
 
@@ -92,8 +73,7 @@ def _near_boundary(value: float, se: float, step: float) -> bool:
 
 
 def _endpoints(stats: np.ndarray, confidence: float) -> tuple[float, float, float, float]:
-    """(low, high, MC s.e. of low, of high) of the percentile interval of ``stats``: an
-    endpoint's s.e. from the spread of the order statistics bounding its quantile at 95%."""
+    """(low, high, low's MC s.e., high's) of the percentile interval of ``stats``."""
     alpha = (1.0 - confidence) / 2
     n = len(stats)
     wanted = []
@@ -117,9 +97,7 @@ def _chunks(rows: int, width: int) -> list[int]:
 
 
 class _UnitSums:
-    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units: type
-    counts (multinomial) times features where few types repeat, else gathered unit draws,
-    two at a time where units are few (an index uniform over ``n^2`` is two draws)."""
+    """Sums of per-unit ``features`` ``[units, K]`` over bootstrap resamples of the units."""
 
     def __init__(self, features: np.ndarray) -> None:
         self.units = n = len(features)
@@ -209,9 +187,8 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
                   targets: Sequence[float] = (), step: float = 0.0) -> Interval:
-    """Interval of a mean metric from per-unit values ``[units]`` or ``[seeds, units]`` (AP per
-    query, 0/1 correctness); ``targets``: what a verdict compares it with; ``step``: the unit
-    its endpoints print in."""
+    """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``; ``targets``:
+    what a verdict compares it with; ``step``: the unit its endpoints print in."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
@@ -300,15 +277,13 @@ class PairedTest:
         return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.mc_se) + 1e-12
 
     def settled(self, alphas: Sequence[float]) -> bool:
-        """Whether no more resamples can change :meth:`straddles` for ``alphas``: the MC s.e. is
-        at most ``P_SE`` and each band edge is more than ``MC_Z`` s.e. away."""
+        """Whether no more resamples can change :meth:`straddles` for ``alphas``."""
         return self.mc_se <= P_SE and all(
             abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
 
 
 class SwapCounts:
-    """How many units of each group a random swap takes (each with probability 1/2): the
-    popcount of ``sizes[g]`` random bits in whole 64-bit words, the last one masked."""
+    """How many units of each group a random swap takes (each with probability 1/2)."""
 
     def __init__(self, sizes: np.ndarray) -> None:
         sizes = np.asarray(sizes, dtype=np.int64)
@@ -333,8 +308,7 @@ class SwapCounts:
 
 
 class _SwappedSums:
-    """Sums of ``values`` over the units a random swap takes: :class:`SwapCounts` of the
-    distinct values where they repeat, else a table per byte of swap bits (AP per query)."""
+    """Sums of ``values`` over the units a random swap takes."""
 
     def __init__(self, values: np.ndarray) -> None:
         moving = values[values != 0]  # swapping a zero difference changes nothing
@@ -398,9 +372,8 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
 
 def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
                       ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """The types of pairs a swap can change, and :func:`paired_f1_test`'s statistic from how
-    many of each a swap takes (``[R, types]`` -> ``[R]``): swapping a pair only one system
-    predicts 1 moves that TP (gold 1) or FP (gold 0) from one system to the other."""
+    """The types of pairs a swap can change, and the F1 difference from how many of each a
+    swap takes (``[R, types]`` -> ``[R]``)."""
     gold = np.asarray(labels).astype(bool)
     a, b = runs_a.astype(bool), runs_b.astype(bool)
     seeds = len(a)
@@ -422,9 +395,8 @@ def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of F1(A) - F1(B) (class 1) on the same pairs
-    (``[units]`` or ``[seeds, units]``, seed k of A against seed k of B): a resample swaps the
-    same pairs in every seed; the statistic is the mean of the per-seed F1 differences."""
+    """Two-sided paired randomization test of the mean per-seed F1(A) - F1(B) (class 1), seed
+    k against seed k, on the same pairs."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "

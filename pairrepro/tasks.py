@@ -1,10 +1,5 @@
-"""Task types: the one place that knows what a recipe's ``[task] type``/``loss`` mean
-(``classification``/``cross_entropy``, ``ranking``/``hinge``, ``ranking``/``pointwise``).
-
-A task owns the ``[task]`` keys it uses (:attr:`Task.recipe_keys`); any other must keep its
-default. torch and the rest are imported on first use: the recipe schema names its choices from
-:data:`LOSSES`/:data:`TASK_TYPES` without loading torch.
-"""
+"""Task types: the one place that knows what ``[task] type``/``loss`` mean and which ``[task]``
+keys each uses. torch is imported on first use, so the recipe schema can name the choices."""
 
 from __future__ import annotations
 
@@ -24,14 +19,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What one task type means for the model, the loss, the epoch and the predictions: the
-    base class is classification (softmax cross-entropy), ranking tasks override the rest."""
+    """What a task type means for the model, loss, epoch and predictions (this base class:
+    classification)."""
 
-    type: str  # the recipe's [task] type
-    loss: str  # the recipe's [task] loss
-    # the [task] keys this task uses besides type and loss
-    recipe_keys: frozenset[str] = frozenset()
-    # the select metric when a recipe names none
+    type: str
+    loss: str
+    recipe_keys: frozenset[str] = frozenset()  # the [task] keys it uses besides type and loss
     default_select_metric: str = "accuracy"
 
     @property
@@ -40,15 +33,13 @@ class Task:
 
     @property
     def by_group(self) -> bool:
-        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups
-        (ranking: a query with part of its candidates would change its metrics)."""
+        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups."""
         return self.is_ranking
 
     def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
         """Classes of the data: the label map's length, else the largest label + 1."""
         return len(label_map) if label_map else max_label + 1
 
-    # ------------------------------------------------------------------ model
     def num_outputs(self, num_classes: int) -> int:
         """What ``ModelContext.num_outputs`` must be: one logit per class."""
         return num_classes
@@ -80,15 +71,13 @@ class Task:
         return classification_metrics(split.labels, scores.argmax(axis=1), num_classes)
 
     def prediction_frame(self, split: EncodedSplit, scores: np.ndarray) -> pd.DataFrame:
-        """The predictions file: pair_id, group_id, label, then the class probabilities and
-        the predicted class."""
+        """The predictions file: ids, label, class probabilities, predicted class."""
         frame = _id_columns(split)
         for c in range(scores.shape[1]):
             frame[f"prob_{c}"] = scores[:, c]
         frame["prediction"] = scores.argmax(axis=1)
         return frame
 
-    # ------------------------------------------------------------------ the epoch
     def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
                     max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The items of one training epoch and their lengths (for bucketing): every pair."""
@@ -103,8 +92,7 @@ class Task:
 
 @dataclass(frozen=True)
 class _Ranking(Task):
-    """Ranking: labels are 0/1 relevance, scores are one number per candidate, metrics are
-    trec_eval's per query."""
+    """Ranking: 0/1 relevance labels, one score per candidate, trec_eval metrics."""
 
     default_select_metric: str = "map"
 
@@ -126,8 +114,8 @@ class _Ranking(Task):
 
 @dataclass(frozen=True)
 class _PairwiseRanking(_Ranking):
-    """``max(0, margin - s(q, d+) + s(q, d-))`` over triples, one score per pair: a batch of
-    ``B`` triples is ``2B`` pairs, positives first."""
+    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives
+    first."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 1
@@ -181,8 +169,7 @@ class _PointwiseRanking(_Ranking):
 
     def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
                     max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Every pair, or with ``max_negatives_per_query`` > 0 every query's positives and a
-        fresh sample of at most that many of its negatives."""
+        """Every pair, or all positives and up to ``max_negatives_per_query`` negatives each."""
         if max_negatives_per_query <= 0:
             return super().epoch_items(split, rng)
         from pairrepro.data.batches import sample_query_negatives
@@ -217,8 +204,7 @@ LOSSES = tuple(TASKS)
 
 
 def task_for(type_: str, loss: str) -> Task:
-    """The task of a recipe's ``[task] type`` and ``loss`` (a ConfigError if they do not
-    fit together)."""
+    """The task of ``[task] type`` and ``loss`` (a ConfigError if they do not fit)."""
     task = TASKS.get(loss)
     if task is None or task.type != type_:
         fitting = sorted(t.loss for t in TASKS.values() if t.type == type_)

@@ -77,8 +77,7 @@ def live_table(rows: list[LiveRow], title: str) -> Any:
 
 @contextlib.contextmanager
 def display(rows: list[LiveRow], title: str, live: bool) -> Iterator[Callable[[], None]]:
-    """A rich Live display of ``rows`` on stderr (a no-op when ``live`` is False); yields the
-    function that redraws it."""
+    """A rich Live display of ``rows`` on stderr (no-op unless ``live``); yields a redraw."""
     if not live:
         yield lambda: None
         return

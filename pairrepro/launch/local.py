@@ -28,8 +28,7 @@ from pairrepro.runs import RunFolder
 
 def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Path
                   ) -> list[str]:
-    """The ``pairrepro train`` command line a pool process runs for ``spec`` (``--resume``
-    when it has a run to continue)."""
+    """The ``pairrepro train`` command line a pool process runs for ``spec``."""
     command = [sys.executable, "-c", "from pairrepro.cli import main; main()",
                "--quiet", "train", spec.source, "--seeds", str(spec.seed),
                *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads)]
@@ -39,10 +38,8 @@ def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Pat
 def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str | None = None,
               threads: int | None = None, live: bool = False, quiet: bool = True,
               notify: Notify = silent) -> list[RunOutcome]:
-    """Train every spec, ``jobs`` at a time with ``threads`` torch threads each (default:
-    cores // jobs): in this process for one job, else as ``pairrepro train`` processes (one
-    live table with ``live``). A failed run stops no other; Ctrl-C/SIGTERM stops the running
-    ones (each checkpoints), starts no more, and re-raises ``KeyboardInterrupt``."""
+    """Train every spec, ``jobs`` at a time (``threads`` each, default cores // jobs). A failed
+    run stops no other; Ctrl-C stops the running ones and re-raises ``KeyboardInterrupt``."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected 1 or more")
     threads = threads or default_threads(jobs)
@@ -122,8 +119,7 @@ def _ended(spec: RunSpec, code: int, runs_dir: Path, log: Path) -> RunOutcome:
 
 def _stop(running: dict[int, tuple[subprocess.Popen[bytes], Path]],
           grace_s: float = 120.0) -> None:
-    """Ask every running child to stop (SIGTERM: it checkpoints at the next step) and wait;
-    a child still alive after ``grace_s`` is killed."""
+    """SIGTERM every running child and wait; one alive after ``grace_s`` is killed."""
     for process, _ in running.values():
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)

@@ -1,9 +1,5 @@
-"""Launch runs as Slurm job arrays through submitit (``reproduce --launcher slurm``).
-
-Resources (GPUs, memory, time, CPUs) come from the recipe and its preflight record
-``bench/preflight/<recipe>.json`` (:func:`recipe_resources`), then the ``[slurm]`` table of
-the user's ``--slurm-config`` file.
-"""
+"""Slurm job arrays through submitit (``reproduce --launcher slurm``); resources from the
+recipe, its preflight record, then the ``--slurm-config`` ``[slurm]`` table."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ REQUEUE_WAIT_S = 30.0
 
 
 class SlurmSettings(Schema):
-    """Resources of one Slurm job (the ``[slurm]`` table of ``--slurm-config``; every key
-    optional there)."""
+    """Resources of one Slurm job (``--slurm-config``'s ``[slurm]`` table)."""
 
     partition: str = ""
     account: str = ""
@@ -56,8 +51,7 @@ class _SlurmFile(Schema):
 
 
 def load_slurm_config(path: Path) -> dict[str, Any]:
-    """The ``[slurm]`` table of ``path``, validated (unknown keys and wrong types are a
-    ConfigError naming the file and key); only the keys it sets."""
+    """The keys the ``[slurm]`` table of ``path`` sets, validated."""
     if not path.is_file():
         raise ConfigError(f"--slurm-config {path}: no such file",
                           hint="a TOML file with a [slurm] table, e.g. partition = \"gpu\"")
@@ -68,12 +62,8 @@ def load_slurm_config(path: Path) -> dict[str, Any]:
 
 def recipe_resources(recipe: Any, device: str | None = None,
                      preflight_dir: Path | None = None) -> dict[str, Any]:
-    """Default Slurm resources of one recipe, from what its preflight record holds: a GPU
-    unless it trains on CPU; memory 1.5× the record's ``peak_mb`` + 2 GB; time 1.5× its
-    epochs at the record's ``pairs_per_s`` over the plan's training pairs
-    (:func:`~pairrepro.planning.plan.epoch_seconds`) + 30 min. The time comes only from a
-    record measured on the job's own hardware: a CPU figure would ask a GPU job for days.
-    Without a record: :class:`SlurmSettings`' defaults (16 GB, 24 h)."""
+    """Default resources from the recipe's preflight record: memory 1.5x its ``peak_mb`` +
+    2 GB; time 1.5x its epochs + 30 min, only from a record on the job's own hardware."""
     wanted = device or recipe.train.device
     out: dict[str, Any] = {"gpus_per_node": 0 if wanted == "cpu" else 1}
     record = preflight_record(recipe.name, preflight_dir)
@@ -90,8 +80,7 @@ def recipe_resources(recipe: Any, device: str | None = None,
 
 def slurm_settings(recipe: Any, device: str | None, file_values: dict[str, Any],
                    preflight_dir: Path | None = None) -> SlurmSettings:
-    """Resources of ``recipe``'s jobs: recipe/preflight defaults, then the ``[slurm]`` file
-    values (:func:`load_slurm_config`)."""
+    """Resources of ``recipe``'s jobs: its defaults, then the ``[slurm]`` file's values."""
     merged = {**recipe_resources(recipe, device, preflight_dir), **file_values}
     return validate(SlurmSettings, merged, f"slurm resources of {recipe.name}",
                     sections=False)
@@ -142,11 +131,8 @@ def _checkpointable_base() -> type:
 
 
 class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
-    """What each array job runs: one spec, resumed when it has a run. On pre-emption or time-out
-    Slurm sends SIGUSR2 (after a SIGTERM on pre-emption), turned into SIGTERM, which the
-    trainer handles as Ctrl-C (checkpoint, ``interrupted``); submitit then calls
-    :meth:`checkpoint` and requeues the job, which resumes. A SIGTERM without SIGUSR2 within
-    :data:`REQUEUE_WAIT_S` (``scancel``) leaves the run ``interrupted``."""
+    """What each array job runs: one spec. Pre-emption or time-out (SIGUSR2) checkpoints and
+    requeues it; a SIGTERM alone (``scancel``) leaves it ``interrupted``."""
 
     def __init__(self, runs_dir: Path, device: str | None = None,
                  threads: int | None = None) -> None:
@@ -199,9 +185,8 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
 def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, SlurmSettings],
                  device: str | None = None, cluster: str = "slurm",
                  notify: Notify = silent) -> list[tuple[RunSpec, Any]]:
-    """Submit every spec as one job of a submitit array (one array per distinct resource
-    set: ``settings`` maps a recipe name to its resources); returns (spec, job) pairs.
-    ``cluster="local"`` runs the same code through submitit's local executor."""
+    """Submit the specs as submitit arrays, one per resource set (``settings`` by recipe);
+    (spec, job) pairs."""
     try:
         import submitit
     except ImportError:
@@ -232,8 +217,7 @@ def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, Slurm
 
 def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool = False,
                notify: Notify = silent) -> list[RunOutcome]:
-    """Wait for submitted jobs (polling the run folders for the live table); one outcome each.
-    A job that requeues itself keeps its id and is waited for until it ends."""
+    """Wait for submitted jobs, requeued ones included; one outcome each."""
     rows = [table.LiveRow(spec, status="submitted", started=time.monotonic())
             for spec, _ in submitted]
     outcomes: dict[int, RunOutcome] = {}

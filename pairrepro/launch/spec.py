@@ -31,16 +31,14 @@ class RunSpec:
 
 
 def continues(spec: RunSpec, runs_dir: Path) -> bool:
-    """Whether ``spec`` has a run in ``runs_dir`` to continue (``--resume``; one that has none
-    starts without it, ``--resume`` refusing a run it cannot find)."""
+    """Whether ``spec`` has a run in ``runs_dir`` to continue with ``--resume``."""
     return RunFolder.of(runs_dir, spec.recipe, spec.seed).exists()
 
 
 @dataclass
 class RunOutcome:
-    """How one run ended: ``finished``, ``failed`` (with ``exit_code`` and ``reason``),
-    ``interrupted`` (130: ``--resume`` continues), ``not started`` (stopped before its turn)
-    or ``submitted`` (a Slurm job not waited for)."""
+    """How one run ended: ``finished``, ``failed``, ``interrupted``, ``not started`` or
+    ``submitted``."""
 
     spec: RunSpec
     status: str
@@ -64,9 +62,7 @@ def silent(_kind: str, _message: str) -> None:
 
 def run_inline(spec: RunSpec, runs_dir: Path, device: str | None = None,
                quiet: bool = False) -> RunOutcome:
-    """Train ``spec`` in this process (``resume`` when it has a run: :func:`continues`);
-    errors become a failed outcome, Ctrl-C/SIGTERM still propagates (a checkpoint was
-    saved)."""
+    """Train ``spec`` in this process; errors become a failed outcome, Ctrl-C propagates."""
     from pairrepro.train import runner
 
     try:

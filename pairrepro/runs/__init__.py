@@ -1,8 +1,5 @@
-"""Run folders (``runs/<recipe>/seed-<n>/`` and the reference copies under ``results/``):
-:mod:`~pairrepro.runs.folder` (layout, readers, writers, lock), :mod:`~pairrepro.runs.checkpoints`
-(torch), :mod:`~pairrepro.runs.index` (what a report reads of many runs) and
-:mod:`~pairrepro.runs.variants` (the variant rule, continuing a run, the copy into
-``results/``). The names used outside the package are re-exported here."""
+"""Run folders (``runs/<recipe>/seed-<n>/`` and the reference copies under ``results/``); the
+names used outside the package are re-exported here."""
 
 from pairrepro.runs.checkpoints import load_checkpoint, save_checkpoint
 from pairrepro.runs.folder import DamagedRunError, RunFolder, RunLockedError, check_name

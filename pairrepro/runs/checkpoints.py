@@ -16,9 +16,8 @@ CHECKPOINT_FORMAT = 1
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write ``state`` atomically: a crash mid-write leaves the previous file intact. Written
-    from Python, not by torch's own writer, so a full disk is an OSError with its errno
-    (a :class:`~pairrepro.errors.StorageError`), not a bare RuntimeError."""
+    """Write ``state`` atomically; a disk fault is a :class:`~pairrepro.errors.StorageError`
+    (written from Python: torch's own writer hides the errno)."""
     import torch
 
     buffer = BytesIO()

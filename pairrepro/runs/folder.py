@@ -1,14 +1,6 @@
-"""The run folder ``runs/<recipe>/seed-<n>/``: its layout, its readers and writers, ``--force``'s
-kept-aside copy and its lock. No other module reads or writes these files (the report reads
-runs through :mod:`pairrepro.runs`, which imports torch only for checkpoints and never a model).
-
-Layout: ``config.toml`` (the resolved recipe), ``manifest.json`` (provenance), ``metrics.jsonl``
-(one line per epoch), ``checkpoints/`` (``last.pt``, ``best.pt``, ``last.json``),
-``predictions/<split>.parquet``, ``evals/<split>@<variant>.json`` (``eval --save``),
-``tensorboard/``, ``result.json`` (status, metrics); in ``runs/<recipe>/``: ``summary.json``
-and ``logs/seed-<n>.<launcher>.log``. A file that exists but cannot be read is *damaged*: the
-readers here raise :class:`DamagedRunError` (exit 3) naming it.
-"""
+"""The run folder ``runs/<recipe>/seed-<n>/`` (layout: docs/internals.md, "Run folder"): its
+readers and writers, ``--force``'s kept-aside copy and its lock. A file that exists but cannot
+be read raises :class:`DamagedRunError` (exit 3)."""
 
 from __future__ import annotations
 
@@ -64,8 +56,7 @@ def check_name(name: str, what: str, source: str = "") -> str:
 
 @contextlib.contextmanager
 def writing(path: Path) -> Iterator[None]:
-    """Turn an ``OSError`` while writing ``path`` (disk full, read-only folder, no permission)
-    into a :class:`StorageError` (exit 8) naming the file and the cause."""
+    """An ``OSError`` while writing ``path`` becomes a :class:`StorageError` naming it."""
     try:
         yield
     except OSError as exc:
@@ -87,8 +78,7 @@ def write_text(path: Path, text: str) -> None:
 
 
 def inside(root: Path, path: Path) -> Path:
-    """``path`` if it resolves under ``root``; a ConfigError otherwise (nothing we build from
-    a name may land, or delete, outside its root)."""
+    """``path`` if it resolves under ``root``; a ConfigError otherwise."""
     if not path.resolve().is_relative_to(root.resolve()):
         # the names are checked (check_name): a folder on the way is a link out of root
         link = next((p for p in (path, *path.parents) if p.is_symlink()
@@ -115,7 +105,6 @@ class RunFolder:
         check_name(recipe, "recipe")
         return cls(inside(runs_dir, runs_dir / recipe / f"seed-{seed}"))
 
-    # ------------------------------------------------------------------ layout
     @property
     def recipe_dir(self) -> Path:
         return self.path.parent
@@ -141,9 +130,8 @@ class RunFolder:
         return self.path / "checkpoints"
 
     def open_tensorboard(self, first_step: int) -> Any:
-        """A ``torch.utils.tensorboard.SummaryWriter`` into ``tensorboard/`` whose events from
-        ``first_step`` on replace any logged before (a resumed run logs again what followed
-        its checkpoint); ``ImportError`` without the tensorboard package."""
+        """A SummaryWriter into ``tensorboard/`` whose events from ``first_step`` on replace
+        those logged before; ``ImportError`` without tensorboard."""
         from torch.utils.tensorboard import SummaryWriter
 
         folder = self.path / "tensorboard"
@@ -163,8 +151,7 @@ class RunFolder:
         write_json(self.progress_path, progress)
 
     def read_progress(self) -> dict[str, Any]:
-        """``checkpoints/last.json``, or {} when there is none (no checkpoint yet, or a run
-        older than it); a damaged one is a DamagedRunError naming it."""
+        """``checkpoints/last.json``, or {} when there is none."""
         return self._read_json(self.progress_path) if self.progress_path.is_file() else {}
 
     def predictions(self, key: str) -> Path:
@@ -172,9 +159,8 @@ class RunFolder:
         return self.path / PREDICTIONS / f"{key}.parquet"
 
     def log_path(self, launcher: str) -> Path:
-        """``runs/<recipe>/logs/seed-<n>.<launcher>.log``: the output of a run started by a
-        launcher (``local`` pool, ``slurm-<job id>``). Beside the seed folder, not in it: a
-        log written before training starts must not make a fresh folder look like a run."""
+        """``runs/<recipe>/logs/seed-<n>.<launcher>.log``: beside the seed folder, so an early
+        log never makes a fresh folder look like a run."""
         return self.recipe_dir / "logs" / f"{self.path.name}.{launcher}.log"
 
     @property
@@ -187,7 +173,6 @@ class RunFolder:
         """Whether the folder holds anything."""
         return self.path.is_dir() and any(self.path.iterdir())
 
-    # ------------------------------------------------------------------ reading
     def _read_text(self, path: Path) -> str:
         try:
             return path.read_text(encoding="utf-8")
@@ -243,8 +228,7 @@ class RunFolder:
                                   hint=REPAIR) from None
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        """``metrics.jsonl`` lines ([] when absent); damaged: :class:`DamagedRunError` naming
-        the line."""
+        """``metrics.jsonl`` lines ([] when absent)."""
         if not self.metrics_path.is_file():
             return []
         lines: list[dict[str, Any]] = []
@@ -269,7 +253,6 @@ class RunFolder:
             return {}
         return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
 
-    # ------------------------------------------------------------------ writing
     # every writer is atomic (fileio.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
         write_text(self.config_path, toml_text)
@@ -285,8 +268,7 @@ class RunFolder:
     def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
                      chosen_epoch: int | None = None,
                      metrics: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-        """Write ``result.json``; a ``running`` result also records this process (pid and
-        host), so a report can tell a live run from one whose process died."""
+        """Write ``result.json``; a ``running`` one also records this process's pid and host."""
         result = {"recipe": recipe, "seed": seed, "status": status,
                   "chosen_epoch": chosen_epoch, "metrics": metrics or {},
                   "select_metric": select_metric, "manifest": MANIFEST, **extra}
@@ -307,11 +289,9 @@ class RunFolder:
         with writing(path), fileio.atomic_path(path) as tmp:
             frame.to_parquet(tmp, index=False)
 
-    # ------------------------------------------------------------------ --force
     @property
     def aside_path(self) -> Path:
-        """Where ``--force`` keeps the run it replaces until the new one has a checkpoint
-        (a dot name: ``seed-*`` globs, and so reports, do not see it)."""
+        """Where ``--force`` keeps the run it replaces (a dot name no ``seed-*`` glob sees)."""
         return self.recipe_dir / f".{self.path.name}.replaced"
 
     def move_aside(self) -> None:
@@ -335,7 +315,6 @@ class RunFolder:
             with writing(self.aside_path):
                 shutil.rmtree(self.aside_path)
 
-    # ------------------------------------------------------------------ the lock
     @property
     def lock_path(self) -> Path:
         # beside the folder, not in it: ``--force`` may remove the folder while holding it
@@ -343,11 +322,9 @@ class RunFolder:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold this run folder exclusively for the life of a run (``flock``: the kernel
-        releases it when the process dies, however it dies). A second writer gets a
-        :class:`RunLockedError` naming the holder (pid@host). The holder removes the file
-        before it lets go, so a finished or failed run leaves none behind (one killed with
-        SIGKILL leaves a file nobody holds, which the next run takes over)."""
+        """Hold this run folder exclusively (``flock``, released however the process dies);
+        a second writer gets a :class:`RunLockedError` naming the holder. The lock file is
+        removed on release."""
         fd = self._acquire_lock()
         try:
             with writing(self.lock_path):

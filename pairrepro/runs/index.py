@@ -1,7 +1,5 @@
-"""The run index: what a report reads of a seed folder (:func:`read_run` -> :class:`RunInfo`,
-never raising: a damaged folder is status ``damaged`` with ``problem`` naming the file), the
-folders of a recipe or a runs root, a run's saved predictions and the recipe's
-``summary.json``."""
+"""What a report reads of run folders (:func:`read_run` never raises: a damaged folder is status
+``damaged``), a run's saved predictions and the recipe's ``summary.json``."""
 
 from __future__ import annotations
 
@@ -33,9 +31,8 @@ class RunInfo:
     recipe: str
     seed: int
     path: str
-    # finished | running | interrupted | failed | damaged (a file missing or unreadable, or
-    # a finished run's record incomplete), unknown (no such folder), or stale: result.json
-    # says running but its process (pid on host) no longer exists on this host
+    # finished | running | interrupted | failed | damaged | unknown (no such folder) | stale
+    # (result.json says running but its process is gone from this host)
     status: str
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     chosen_epoch: int | None = None
@@ -56,9 +53,7 @@ class RunInfo:
 
 
 def process_gone(result: dict[str, Any]) -> bool:
-    """True when ``result.json`` names its training process (``pid``, ``host``), the host is
-    this one, and no such process exists. A run on another host, or one without a pid, cannot
-    be checked here and counts as alive."""
+    """True when ``result.json`` names a process on this host that no longer exists."""
     pid, host = result.get("pid"), result.get("host")
     if not isinstance(pid, int) or isinstance(pid, bool) or host != socket.gethostname():
         return False
@@ -72,10 +67,8 @@ def process_gone(result: dict[str, Any]) -> bool:
 
 
 def read_run(seed_dir: Path) -> RunInfo:
-    """A seed folder's status, metrics, chosen epoch, commit, config and manifest. A damaged
-    file, a folder without ``result.json`` and a finished run missing a part
-    (:func:`_missing_parts`) make the status ``damaged`` (``problem`` says which file and
-    why): a report never drops such a seed in silence."""
+    """A seed folder's record; a damaged or incomplete one has status ``damaged`` and a
+    ``problem`` naming the file."""
     folder = RunFolder(seed_dir)
     info = RunInfo(recipe=seed_dir.parent.name, seed=folder.seed, path=str(seed_dir),
                    status="unknown")
@@ -109,10 +102,8 @@ def read_run(seed_dir: Path) -> RunInfo:
 
 def _missing_parts(folder: RunFolder, result: dict[str, Any], manifest: dict[str, Any]
                    ) -> list[str]:
-    """What the record of a run the trainer finished lacks (its manifest records
-    ``epochs_run``; a hand-made folder records no such claim): a readable line of
-    ``metrics.jsonl`` per epoch run, and the saved predictions of every split it records
-    metrics of but :data:`COMPACT_SKIP`, which no reference keeps."""
+    """What a trainer-finished run lacks: a ``metrics.jsonl`` line per epoch run, and the
+    predictions of each split it has metrics of (but :data:`COMPACT_SKIP`)."""
     epochs = manifest.get("epochs_run")
     if not isinstance(epochs, int) or isinstance(epochs, bool):
         return []
@@ -158,10 +149,8 @@ def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
     return path
 
 
-# ---------------------------------------------------------------------- predictions
 def read_predictions(folder: RunFolder, key: str) -> Any:
-    """``predictions/<key>.parquet`` as a pandas DataFrame, or None when absent; a file that
-    cannot be read is a :class:`DamagedRunError`."""
+    """``predictions/<key>.parquet`` as a DataFrame, or None when absent."""
     import pandas as pd
 
     path = folder.predictions(key)

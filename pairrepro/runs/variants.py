@@ -26,10 +26,8 @@ from pairrepro.runs.folder import (
 )
 from pairrepro.runs.index import COMPACT_SKIP, RunInfo, prediction_keys, read_predictions
 
-# ---------------------------------------------------------------------- variants
-# Keys that change where or how fast a run is made, or its [recipe] bookkeeping, not what it
-# computes. Precision, like threads, moves only the last bits (`verify` compares runs that
-# differ in it through intervals, never as the same run).
+# keys that change where or how fast a run is made, or its bookkeeping, not what it computes
+# (precision moves only the last bits: `verify` compares such runs through intervals)
 IGNORED_DIFFERENCES = frozenset({
     "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
     "optim.l2_scope_why",
@@ -52,9 +50,8 @@ def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
-    """A run's ``config.toml`` read through today's recipe schema, so a key added since
-    appears at its default (the old behaviour) and never makes an old run differ; a config the
-    schema cannot read is returned as it is."""
+    """A run's config through today's schema (a key added since takes its default); one the
+    schema cannot read as it is."""
     from pairrepro.config import recipe_from_dict  # the schema; config imports nothing here
 
     try:
@@ -66,11 +63,8 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
 def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
                        also_ignore: frozenset[str] = frozenset()
                        ) -> dict[str, tuple[Any, Any]]:
-    """The one rule for "is this run the recipe's reproduction or a *variant*": the keys in
-    which a run's config differs from a recipe's (``recipe.to_dict()``) or another run's, both
-    read through :func:`resolved_config`, as ``{"section.key": (run value, recipe value)}``
-    (``None`` where a side lacks the key), leaving out :data:`IGNORED_DIFFERENCES` and
-    ``also_ignore``. An empty ``run_config`` (no config.toml) claims none."""
+    """The variant rule: ``{"section.key": (run value, recipe value)}`` where the resolved
+    configs differ (``None``: absent), but :data:`IGNORED_DIFFERENCES` and ``also_ignore``."""
     if not run_config:  # a folder that recorded no config.toml: nothing to compare
         return {}
     run = flatten_config(resolved_config(run_config))
@@ -80,8 +74,6 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
             if key not in ignored and run.get(key) != recipe.get(key)}
 
 
-
-# ---------------------------------------------------------------------- continuing a run
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
     """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
@@ -97,11 +89,8 @@ def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str |
 
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
                    device: str | None = None, runs_dir: Path | None = None) -> str:
-    """The command that continues a stopped ``train``: the same recipe, seeds, overrides and
-    device, plus ``--resume`` (never ``--force``: the checkpoint is kept; the run's precision,
-    checkpoint timing and threads are its own). With ``runs_dir`` other than ``./runs``,
-    ``PAIRREPRO_RUNS`` is named as an absolute path: a later shell may not have it set, or
-    start elsewhere."""
+    """The command that continues a stopped ``train`` with ``--resume`` (an absolute
+    ``PAIRREPRO_RUNS`` when ``runs_dir`` is not ``./runs``)."""
     command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
     if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
         return command
@@ -109,8 +98,7 @@ def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
 
 
 def resume_overrides(run: RunInfo) -> list[str]:
-    """``--set`` values for every key in which ``run``'s config differs from its recipe file
-    today (none when the file cannot be read), so that ``--resume`` finds the same config."""
+    """``--set`` values for the keys where ``run``'s config differs from its recipe file."""
     from pairrepro.config import load_recipe  # the schema; config imports nothing here
 
     try:
@@ -128,9 +116,8 @@ COMPACT_COLUMNS = ("pair_id", "group_id", "label", "score", "prediction")
 
 
 def put_back_aside(dest: RunFolder) -> Path:
-    """Where :func:`copy_compact` puts the folder it replaces while the new one moves in
-    (:attr:`RunFolder.aside_path`). A folder found there is put back when none is in place
-    (an add killed between the two renames), else removed (killed after them)."""
+    """Finish an interrupted :func:`copy_compact`: its aside folder is put back when none is
+    in place, else removed."""
     aside = dest.aside_path
     if aside.is_dir():
         with writing(dest.path):
@@ -159,10 +146,8 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
 
 
 def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
-    """Copy a finished run into ``dest`` without checkpoints, its dev/test predictions cut to
-    :data:`COMPACT_COLUMNS`; the files written. Staged, then renamed into place, the folder it
-    replaces renamed aside first and removed last: an interruption leaves the old reference or
-    the new one, and no staging folder."""
+    """Copy a finished run into ``dest`` without checkpoints, predictions cut to
+    :data:`COMPACT_COLUMNS`; an interruption leaves the old copy or the new one."""
     staging = dest.path.parent / f".{dest.path.name}.incoming"
     aside = put_back_aside(dest)
     try:

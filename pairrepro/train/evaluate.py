@@ -1,7 +1,5 @@
-"""Re-scoring runs and ensembles: ``evaluate_run`` re-scores a run from one of its checkpoints;
-``evaluate_ensemble`` averages the class probabilities (ranking: the scores) of several runs of
-one recipe (CIN's ensemble rows) and scores the average.
-"""
+"""Re-scoring a run from one of its checkpoints, and ensembles of one recipe's runs (mean class
+probabilities, or scores for ranking)."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""
 
 def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
                  variant: str = "") -> dict[str, float]:
-    """Re-score ``split`` with the run's ``best`` or ``last`` checkpoint (``split`` of another
-    prepared ``variant`` of the dataset when given; see ``load_run_model``)."""
+    """Re-score ``split`` (of ``variant`` when given) with the run's ``best`` or ``last``."""
     if checkpoint not in ("best", "last"):
         raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
     recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
@@ -40,11 +37,8 @@ def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "be
 
 def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
                       checkpoint: str = "best") -> dict[str, Any]:
-    """Average the class probabilities (or ranking scores: hinge outputs, pointwise log-odds)
-    of several runs and score the average.
-
-    All runs must come from the same recipe on the same data (checked by pair ids).
-    """
+    """Score the average class probabilities (ranking: scores) of runs of one recipe on the
+    same data (checked by pair ids)."""
     if not run_dirs:
         raise ConfigError("ensemble: no runs given")
     recipe, target, total, num_classes, no_positive = _run_scores(Path(run_dirs[0]), split,

@@ -1,10 +1,5 @@
-"""One seed's run in its folder, from the lock to the last write (:class:`SeedRun`).
-
-The folder changes only at :meth:`SeedRun.start`, once the recipe, data and model are known to
-be good. From then on a run that raises leaves the folder saying what happened, never
-``running``: the run ``--force`` replaced is put back while the new one has no checkpoint, else
-the status is ``interrupted`` (Ctrl-C, SIGTERM) or ``failed``, with the segment's wall time.
-"""
+"""One seed's run in its folder, from the lock to the last write (:class:`SeedRun`): a run that
+raises never leaves ``running`` behind."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class WallTime:
-    """The wall time of the segments of a run before this one: an interrupted segment records
-    its own in the manifest, and ``--resume`` adds the next segment to it."""
+    """The wall time of a run's earlier segments (``--resume`` adds the next one)."""
 
     earlier_s: float = 0.0
     segments: int = 0  # earlier segments
@@ -42,8 +36,7 @@ class WallTime:
                    bool(manifest.get("wall_time_untimed", False)))
 
     def fields(self, segment_s: float) -> dict[str, Any]:
-        """The manifest keys for the run so far: ``wall_time_s`` over every timed segment,
-        ``segments``, and ``wall_time_untimed`` when an earlier segment is missing from it."""
+        """The manifest keys ``wall_time_s``, ``segments`` and ``wall_time_untimed``."""
         fields: dict[str, Any] = {"wall_time_s": round(self.earlier_s + segment_s, 3),
                                   "segments": self.segments + 1}
         if self.untimed:
@@ -52,10 +45,9 @@ class WallTime:
 
 
 class SeedRun:
-    """``with SeedRun(folder, recipe, seed, dist) as run:`` :meth:`decide` (under the lock),
-    :meth:`start` (the first writes), the work, :meth:`finish` (the last writes). It owns the
-    folder, its lock (held until the block ends, whatever ends it), the run ``--force`` keeps
-    aside, the failure record and the DDP barriers; rank 0 alone locks and writes."""
+    """``with SeedRun(...) as run:`` :meth:`decide`, :meth:`start`, the work, :meth:`finish`.
+    Owns the folder, its lock, the run ``--force`` keeps aside and the failure record; rank 0
+    alone locks and writes."""
 
     def __init__(self, folder: RunFolder, recipe: Recipe, seed: int, dist: DistContext) -> None:
         self.folder, self.recipe, self.seed, self.dist = folder, recipe, seed, dist
@@ -80,13 +72,11 @@ class SeedRun:
                 raise KeyboardInterrupt(str(exc)) from None
 
     def hold(self, context: contextlib.AbstractContextManager[Any]) -> None:
-        """Enter ``context`` until the block ends (after the failure record, before the
-        lock is let go)."""
+        """Enter ``context`` until the block ends (exited before the lock is let go)."""
         self._held.enter_context(context)
 
     def decide(self, plan: Callable[[], T], empty: T) -> T:
-        """Rank 0 locks the folder and calls ``plan``; every rank gets its answer, or raises
-        rank 0's error (none may hang waiting). ``empty``: what the other ranks pass in."""
+        """Rank 0 locks the folder and calls ``plan``; every rank gets its answer or error."""
         error: PairreproError | None = None
         answer = empty
         if self.dist.is_main:
@@ -105,10 +95,9 @@ class SeedRun:
 
     def start(self, action: str, manifest: dict[str, Any], timed: WallTime,
               started: float) -> None:
-        """The folder changes: ``--force``'s old run moves aside (``action == "replace"``),
-        then ``result.json`` (``running``, first: a seed folder without it lost it), the
-        config and the manifest are written. ``started``: ``time.perf_counter()`` when this
-        segment began; ``timed``: the segments before it."""
+        """The first writes: ``--force``'s old run moves aside, then ``result.json``
+        (``running``), the config and the manifest. ``started``: this segment's
+        ``time.perf_counter()``."""
         self._manifest, self._timed, self._started = manifest, timed, started
         self._changed = True
         self.resumed = action == "resume"
@@ -131,8 +120,7 @@ class SeedRun:
 
     def finish(self, chosen_epoch: int, history: list[dict[str, Any]],
                metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
-        """Write the finished manifest and ``result.json``; the result (``{"recipe", "seed"}``
-        only on ranks other than 0)."""
+        """Write the finished manifest and ``result.json``; returns the result."""
         self._changed = False  # trained and scored: what follows records no failure
         train_time = sum(h["train_time_s"] for h in history)
         train_items = sum(h["train_pairs"] for h in history)
@@ -158,8 +146,7 @@ class SeedRun:
                                         **extra)
 
     def _record_failure(self, exc: BaseException) -> None:
-        """Quiet when even this cannot be written: the original error is what the user
-        needs."""
+        """Quiet when this cannot be written: the original error is what the user needs."""
         if self._kept_aside:
             with contextlib.suppress(StorageError):
                 self.folder.restore_aside()

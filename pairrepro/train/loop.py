@@ -1,15 +1,5 @@
-"""The epoch loop: train, score dev, select on dev, stop early, checkpoint, resume exactly;
-:func:`predict_outputs`, the one scoring pass over a split.
-
-Resuming is exact on CPU: the batch order is a pure function of ``(seed, epoch)``
-(:class:`~pairrepro.data.batches.EpochPlan`) and the checkpoint holds the next batch's
-position, the model, optimiser, scheduler and RNG states and the epoch's running sums.
-SIGINT and SIGTERM wait for the next step boundary, where a checkpoint is written and
-:class:`Interrupted` raised (status ``interrupted``, exit 130). A second signal aborts at once,
-except during a checkpoint write (:meth:`Trainer.saving`), which it lets finish, so
-``last.pt``, ``last.json`` and ``metrics.jsonl`` always agree. The update itself:
-:mod:`pairrepro.train.optim`.
-"""
+"""The epoch loop (train, select on dev, stop early, checkpoint, resume exactly on CPU) and
+:func:`predict_outputs`, the one scoring pass over a split (signals: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -41,12 +31,7 @@ from pairrepro.device import (
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.models.base import PairModel
 from pairrepro.runs import RunFolder, checkpoints
-from pairrepro.train.optim import (
-    L2Penalty,
-    build_optimizer,
-    clip_gradients,
-    trainable_parameters,
-)
+from pairrepro.train.optim import L2Penalty, build_optimizer, clip_gradients, trainable_parameters
 from pairrepro.train.setup import TaskData, recipe_task
 
 # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
@@ -59,10 +44,8 @@ class Interrupted(Exception):
 
 @dataclass
 class TrainHooks:
-    """Test and tooling hooks (every rank calls them): ``on_start(trainer)`` once the state
-    to continue from is restored, ``on_step(trainer)`` after every optimiser step,
-    ``on_epoch(trainer, line)`` once an epoch's ``metrics.jsonl`` line is written,
-    ``on_end(trainer)`` when :meth:`Trainer.fit` returns or raises."""
+    """Test and tooling hooks, called on every rank (``on_start`` after a resume's restore,
+    ``on_epoch`` after the epoch's ``metrics.jsonl`` line, ``on_end`` however fit ends)."""
 
     on_step: Callable[[Trainer], None] | None = None
     on_start: Callable[[Trainer], None] | None = None
@@ -96,8 +79,7 @@ class TrainState:
 @contextmanager
 def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
               ) -> Iterator[None]:
-    """Install ``handler`` for ``signals`` during the block and restore the previous ones
-    after it; off the main thread signals cannot be set, and are left alone."""
+    """``handler`` for ``signals`` during the block (off the main thread: nothing)."""
     try:
         previous = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread
@@ -112,9 +94,8 @@ def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
 
 @contextmanager
 def deferred_stop(flag: dict[str, Any]) -> Iterator[None]:
-    """Turn the first SIGINT or SIGTERM into ``flag['stop'] = True``; a second one raises
-    ``KeyboardInterrupt`` at once, or, while ``flag['saving']`` (a checkpoint being written),
-    sets ``flag['abort']`` for :meth:`Trainer.saving` to raise it once the write is done."""
+    """The first SIGINT/SIGTERM sets ``flag['stop']``; a second raises ``KeyboardInterrupt``,
+    or during a checkpoint write sets ``flag['abort']`` (:meth:`Trainer.saving`)."""
     def handler(signum: int, frame: Any) -> None:
         if flag["stop"] and flag.get("saving"):
             flag["abort"] = True
@@ -128,9 +109,8 @@ def deferred_stop(flag: dict[str, Any]) -> Iterator[None]:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Outside the epoch loop (loading data, scoring), SIGTERM raises ``KeyboardInterrupt``
-    as Ctrl-C does, so a terminated run is marked ``interrupted`` rather than dying with
-    ``running`` in its result.json."""
+    """SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does (outside the epoch loop), so a
+    terminated run ends ``interrupted``, not ``running``."""
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -140,8 +120,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
                     device: torch.device, dist_ctx: DistContext | None = None) -> np.ndarray:
-    """Raw outputs ``[N, num_outputs]`` (float32, input order). Under DDP each rank scores
-    a share of the batches and every rank receives all rows."""
+    """Raw outputs ``[N, num_outputs]`` (float32, input order), on every rank under DDP."""
     dist_ctx = dist_ctx or DistContext()
     width = model.ctx.num_outputs
     was_training = model.training
@@ -200,12 +179,10 @@ class Trainer:
         # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
         self.sync_every = 1 if device.type == "cpu" else 50
 
-    # ------------------------------------------------------------------ checkpoints
     @contextmanager
     def saving(self) -> Iterator[None]:
-        """A checkpoint write that no signal cuts: a second Ctrl-C/SIGTERM inside it only
-        sets a flag, and ``KeyboardInterrupt`` is raised once the write is done (nested
-        blocks: once the outermost is)."""
+        """A checkpoint write no signal cuts: a second signal inside it raises
+        ``KeyboardInterrupt`` once the outermost block is done."""
         flag = self.stop_flag
         flag["saving"] += 1
         try:
@@ -218,8 +195,7 @@ class Trainer:
                                     "checkpoint saved")
 
     def save_last(self) -> None:
-        """Write ``last.pt`` (rank 0 only) unless the weights went non-finite, so the last
-        checkpoint on disk is always a good one."""
+        """Write ``last.pt`` (rank 0), unless the weights went non-finite (TrainingError)."""
         if not all(bool(torch.isfinite(p).all()) for p in self.params):
             self._check_finite(math.nan)
         if self.dist.is_main:
@@ -239,14 +215,12 @@ class Trainer:
                 if self.on_checkpoint is not None:
                     self.on_checkpoint()
 
-    # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: EncodedSplit) -> dict[str, float]:
         outputs = predict_outputs(self.module, split, self.recipe.train.eval_batch_size,
                                   self.device, self.dist)
         return self.task.metrics(split, self.task.scores(outputs), self.data.num_classes,
                                  self.data.no_positive)
 
-    # ------------------------------------------------------------------ training
     def train_step(self, plan: EpochPlan, position: int
                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """One optimiser step on batch ``position`` (this rank's shard of it); returns
@@ -277,8 +251,7 @@ class Trainer:
                      f"good checkpoint is kept in {self.folder.checkpoint_dir}")
 
     def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
-        """Run the remaining epochs, after those of ``resume_state`` (a ``last.pt``); returns
-        the final progress (history, best epoch)."""
+        """Run the epochs left after ``resume_state`` (a ``last.pt``); the final state."""
         if resume_state is not None:
             self.module.load_state_dict(resume_state["model"])
             self.optimizer.load_state_dict(resume_state["optimizer"])

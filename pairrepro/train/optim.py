@@ -1,12 +1,5 @@
-"""How the papers turn a loss into an update: optimisers, per-epoch learning-rate decay, the L2
-penalty and gradient clipping. The L2 penalty is a loss term ``0.5 * l2 * ||theta||^2`` (not
-the optimiser's ``weight_decay``) over what ``[optim] l2_scope`` says: ``all`` trainable
-parameters; ``weights``, the matrices (no embedding tables, no 1-D biases nor a module's
-``bias_parameters``), as CIN's paper defines theta; ``lazy``, all but the word tables densely
-and of those only the batch's rows. Under AdaGrad and Adam the dense penalty's gradient is
-rescaled per coordinate, so a fine-tuned word row without data shrinks at a rate set by the
-learning rate alone (AdaGrad lr 0.005 / l2 1e-5 leaves ~5% of its norm after 20,000 steps).
-"""
+"""Optimisers, per-epoch learning-rate decay, the L2 penalty (a loss term over ``[optim]
+l2_scope``; why: docs/internals.md, "L2 scope") and gradient clipping."""
 
 from __future__ import annotations
 
@@ -49,8 +42,7 @@ def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor |
 
 
 def bias_parameter_ids(model: nn.Module) -> set[int]:
-    """Ids of the biases of ``model``: 1-D parameters, and the matrices that a module lists
-    by name in its ``bias_parameters`` attribute (a bias that is not a vector)."""
+    """Ids of 1-D parameters and of those a module lists in ``bias_parameters``."""
     out = {id(p) for p in model.parameters() if p.dim() < 2}
     for module in model.modules():
         for name in getattr(module, "bias_parameters", ()):
@@ -59,8 +51,8 @@ def bias_parameter_ids(model: nn.Module) -> set[int]:
 
 
 class L2Penalty:
-    """``0.5 * l2 * ||theta||^2``, theta as ``scope`` says (the module docstring); called
-    with the batch's word ids (used by ``lazy``); ``None`` when there is nothing to add."""
+    """``0.5 * l2 * ||theta||^2`` over ``scope``, called with the batch's word ids; ``None``
+    when there is nothing to add."""
 
     def __init__(self, model: nn.Module, coefficient: float, scope: L2Scope = "all") -> None:
         self.coefficient = coefficient

@@ -1,22 +1,5 @@
-"""``pairrepro preflight RECIPE``: the five-minute check before a twenty-hour run.
-
-The recipe's model, built at its own size as training builds it, takes up to ``steps``
-optimiser steps (within ``budget_s`` seconds) on **one fixed batch** through the training
-loop's own step (:meth:`~pairrepro.train.loop.Trainer.train_step`: loss, L2 scope, clipping,
-precision): a model that trains must lower the loss on one batch.
-
-Checks (``pass``, ``fail`` or ``n/a``; any ``fail`` is a :class:`PreflightError`):
-``loss_falls`` (:func:`check_loss_falls`), ``finite`` (every loss and parameter),
-``gradients`` (:func:`gradient_probe`), ``embedding_norms`` (:class:`EmbeddingNorms`),
-``outputs_vary`` (:func:`check_outputs_vary`), ``padding`` (:func:`check_padding`).
-Measured on this device: training pairs/s (median step, the first left out as warm-up), peak
-memory (:func:`peak_memory_mb`), FLOPs per pair of one step (:func:`count_flops`).
-
-Data (:func:`preflight_data`): the training split, else a prepared split standing in for it,
-else (``stand_in``) random words at the dataset's typical lengths. Pretrained vectors that are
-not here are replaced by the model's initial values, still treated as pretrained (so
-``embedding_norms`` applies). The record says what stood in.
-"""
+"""``pairrepro preflight RECIPE``: a few training steps on one fixed batch through the real
+training step, with health checks and measured speed (what it checks: docs/preflight.md)."""
 
 from __future__ import annotations
 
@@ -40,21 +23,12 @@ from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD_ID
-from pairrepro.device import (
-    autocast,
-    cpu_fingerprint,
-    device_name,
-    resolve_precision,
-)
+from pairrepro.device import autocast, cpu_fingerprint, device_name, resolve_precision
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.planning.preflight_record import Check, PreflightRecord
 from pairrepro.train.preflight_data import embeddings_here, preflight_data
-from pairrepro.train.setup import (
-    TaskData,
-    build_recipe_model,
-    recipe_task,
-)
+from pairrepro.train.setup import TaskData, build_recipe_model, recipe_task
 
 CHECKS = ("loss_falls", "finite", "gradients", "embedding_norms", "outputs_vary", "padding")
 # the recipes' first-step transients (check_loss_falls) are over within 3 steps, within 7 for
@@ -66,8 +40,7 @@ PADDING_PAIRS = 8  # pairs of the batch the padding check scores twice
 PADDING_TOLERANCE = 1e-4  # max |difference| / (1 + max |output|) that still passes
 CONSTANT_TOLERANCE = 1e-6  # outputs whose spread is below this (relative) are constant
 def count_flops(fn: Callable[[], object]) -> int:
-    """FLOPs of one call of ``fn`` (forward and backward when ``fn`` runs both), from
-    :class:`torch.utils.flop_counter.FlopCounterMode` (``bench/flops.py`` counts alike)."""
+    """FLOPs of one call of ``fn`` (torch's FlopCounterMode, as ``bench/flops.py``)."""
     with FlopCounterMode(display=False) as counter:
         fn()
     return int(counter.get_total_flops())
@@ -82,7 +55,6 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
-# ---------------------------------------------------------------------------- checks
 def _pick_batch(plan: EpochPlan) -> int:
     """The position of the batch with the median mean length: a typical step to time."""
     split = plan.split
@@ -142,10 +114,8 @@ def check_padding(model: PairModel, batch: PairBatch, device: torch.device) -> C
 
 def check_loss_falls(before: float, after_steps: list[float], steps_asked: int,
                      finite: bool) -> Check:
-    """``loss_falls``: the lowest of ``after_steps`` (eval-mode losses after each step) over
-    the last half of the steps is below ``before`` (a healthy loss may rise for the first
-    steps: ARCHITECTURE.md, "Design decisions"); ``n/a`` when it is not but the budget stopped
-    the steps before ``steps_asked`` (too few to judge), never a pass."""
+    """``loss_falls``: the lowest eval-mode loss of the last half of the steps is below
+    ``before`` (the first steps may rise); ``n/a`` when the budget cut the steps short."""
     if not finite or not after_steps:
         return Check("loss_falls", "fail", "no finite loss after the steps")
     ran = len(after_steps)
@@ -181,9 +151,8 @@ def check_outputs_vary(outputs: torch.Tensor) -> Check:
 
 def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device,
                    precision: str = "fp32") -> tuple[Check, int]:
-    """``gradients``: every trainable tensor gets a non-zero gradient from the data loss
-    alone (a saturated classifier's zero gradient never reaches the layers below), and the
-    FLOPs of that forward + backward (one training step's matrix work)."""
+    """``gradients``: every trainable tensor gets a non-zero gradient from the data loss;
+    and the FLOPs of that forward and backward."""
     task = recipe_task(recipe)
     model.zero_grad(set_to_none=True)
 
@@ -210,9 +179,8 @@ def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: t
 
 
 class EmbeddingNorms:
-    """``embedding_norms``: the pretrained, trainable word rows the batch never uses keep
-    their norm over the steps (relative change at most :data:`NORM_TOLERANCE`): an L2 penalty
-    on the whole table shrinks them under Adam or AdaGrad at a rate set by the lr alone."""
+    """``embedding_norms``: pretrained trainable word rows the batch never uses keep their
+    norm (within :data:`NORM_TOLERANCE`; docs/internals.md, "L2 scope")."""
 
     def __init__(self, model: PairModel, recipe: Recipe, batch: PairBatch) -> None:
         self.tables = [m.embedding.weight for m in model.modules()
@@ -252,13 +220,11 @@ class EmbeddingNorms:
                                              "\"weights\" or \"lazy\")"), worst)
 
 
-# ---------------------------------------------------------------------------- the run
 def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   steps: int = DEFAULT_STEPS,
                   budget_s: float = 300.0, device: torch.device | None = None, seed: int = 1,
                   stand_in: bool = False, show_progress: bool = False) -> PreflightRecord:
-    """Preflight ``recipe`` (the module docstring; at least one step runs). Failed checks are
-    in the result, not raised (:meth:`PreflightRecord.raise_if_failed`)."""
+    """Preflight ``recipe``; failed checks are in the result, not raised."""
     from pairrepro.device import seed_everything
     from pairrepro.runs import RunFolder
     from pairrepro.train.loop import Trainer
@@ -325,9 +291,8 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
 def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightRecord,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
-    """Optimiser steps on batch ``position`` until ``steps`` or ``budget_s`` (evaluations
-    included) into ``result``'s losses, eval-mode losses (``evaluate``), step times and
-    pairs/s. Returns the outputs after the last step."""
+    """Steps on batch ``position`` until ``steps`` or ``budget_s``, recorded in ``result``;
+    returns the outputs after the last step."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     from pairrepro.console import step_progress
@@ -359,8 +324,7 @@ def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: Preflight
 
 def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch: PairBatch,
                 device: torch.device, synthetic: bool) -> PreflightRecord:
-    """A scorer without training (BM25, random guess): its statistics, one scoring pass;
-    only the output checks apply, and ``outputs_vary`` not on ``synthetic`` random words."""
+    """A scorer without training: one scoring pass; only the output checks apply."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.eval()
     t0 = time.perf_counter()

@@ -1,7 +1,5 @@
-"""The data preflight trains on (:func:`preflight_data`): the recipe's training split, else a
-prepared split standing in for it, else random words at the dataset's typical lengths; and
-whether the recipe's pretrained vectors are here (:func:`embeddings_here`).
-"""
+"""The data preflight trains on (:func:`preflight_data`) and whether the recipe's pretrained
+vectors are here (:func:`embeddings_here`)."""
 
 from __future__ import annotations
 
@@ -16,12 +14,8 @@ from pairrepro.data.prepared import PAD, UNK, PreparedDataset, is_prepared, load
 from pairrepro.errors import DataError, PairreproError
 from pairrepro.train.setup import TaskData, load_task_data, recipe_task
 
-# Typical (min, max) token lengths of (left, right) for a dataset that is not prepared here,
-# drawn uniformly per text by the synthetic stand-in (timing only: the checks on random
-# words say little about the data). SNLI: premise ~14 / hypothesis ~8 tokens on average
-# (CIN Table 1); Ubuntu v1: context ~86 / response ~17 words on average (Lowe et al. 2015);
-# Yahoo L4: the 5-50 (MV-LSTM) / 4-30 (C-LSTM) word filters of the papers' constructions;
-# the other rows are rough and marked so in preflight.json.
+# (min, max) token lengths of (left, right) the synthetic stand-in draws per text, for timing
+# (sources: docs/internals.md, "Preflight")
 STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "snli": ((7, 21), (4, 12)),
     "multinli": ((10, 34), (5, 17)),  # rough: longer premises than SNLI
@@ -35,7 +29,6 @@ STAND_IN_LENGTHS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
 }
 DEFAULT_LENGTHS = ((8, 24), (8, 24))
 STAND_IN_VOCAB = 30000  # words of the synthetic stand-in vocabulary
-
 
 
 def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
@@ -82,9 +75,8 @@ def _stand_in_dataset(recipe: Recipe, seed: int, pairs: int
 
 def preflight_data(recipe: Recipe, seed: int, stand_in: bool = False
                    ) -> tuple[Recipe, PreparedDataset, TaskData, dict[str, Any]]:
-    """The data preflight trains on: the recipe's training split, else a prepared stand-in
-    split (dev first), else (``stand_in``) synthetic words. Returns the recipe with that
-    split as its ``train_split``, the prepared dataset, the encoded data and a description."""
+    """The training split, else a prepared stand-in (dev first), else (``stand_in``) random
+    words: the recipe training on it, the prepared dataset, the data and a description."""
     d = recipe.data
     info: dict[str, Any] = {"dataset": d.dataset, "variant": d.variant, "stand_in": None,
                             "synthetic": False}

@@ -27,8 +27,7 @@ PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich",
 
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
                       metrics: dict[str, float]) -> Path:
-    """Keep a re-scoring with the run: ``evals/<split>@<variant>.json`` holds the metrics and
-    how they were made (checkpoint, command, commit, sha256 of the scored split's file)."""
+    """Keep a re-scoring with the run, with how it was made, in ``evals/``."""
     folder = RunFolder(Path(run_dir))
     recipe, _ = read_run_recipe(folder)
     variant = variant or recipe.data.variant
@@ -48,9 +47,8 @@ PROVENANCE_PATHS = ("pairrepro/", "recipes/", "data_manifests/")
 
 
 def git_info(project_dir: Path | None = None) -> dict[str, Any]:
-    """The commit the code is at, and whether the working tree differs from it (``dirty``):
-    a modified or staged tracked file anywhere, or an untracked file under
-    :data:`PROVENANCE_PATHS` (listed in ``untracked``). Not a git checkout: all None."""
+    """The commit and ``dirty`` (a changed tracked file, or an ``untracked`` one under
+    :data:`PROVENANCE_PATHS`); all None outside a git checkout."""
     cwd = project_dir or paths.PROJECT_DIR
 
     def git(*args: str) -> str:

@@ -1,9 +1,6 @@
-"""From a recipe file to ``runs/<recipe>/seed-<n>/``: ``train_recipe`` checks the recipe, data
-and embeddings, then for each seed decides what to do with its folder (:func:`_plan`: fresh,
-``--force``, ``--resume`` or done), trains the model (or fits a scorer's statistics), and
-scores every split once with the checkpoint chosen on dev. The folder, its lock and what a
-failure leaves are :class:`~pairrepro.train.lifecycle.SeedRun`'s.
-"""
+"""From a recipe file to ``runs/<recipe>/seed-<n>/``: checks, then per seed plan the folder
+(fresh, ``--force``, ``--resume`` or done), train, and score every split with the dev-chosen
+checkpoint."""
 
 from __future__ import annotations
 
@@ -66,8 +63,7 @@ RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device"})
 
 @dataclass(frozen=True)
 class Request:
-    """What the command asked of every seed: ``resume``, ``force``, the recipe keys it set
-    itself (``--set``, ``--precision``), whether it named a device, and ``--threads``."""
+    """What the command asked of every seed (``explicit``: the recipe keys it set itself)."""
 
     resume: bool = False
     force: bool = False
@@ -78,8 +74,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    """What to do with a seed's folder: ``fresh``, ``replace`` (``--force``), ``resume`` or
-    ``done``; a resume also carries the run's own settings it continues with."""
+    """``fresh``, ``replace`` (``--force``), ``resume`` (with the run's own settings) or
+    ``done``."""
 
     action: str
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)  # recipe keys by section
@@ -89,8 +85,7 @@ class Plan:
 
 def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.device,
           world_size: int) -> Plan:
-    """What to do with an existing run folder, deciding only (nothing changes on disk until
-    the recipe, the data and the model are known to be good)."""
+    """What to do with a run folder (deciding only: nothing changes on disk)."""
     if not folder.exists():  # a resume of several seeds starts those never started
         return Plan("fresh", warnings=(f"--resume: {folder.path} held no run to continue: "
                                        "this seed was started",) if request.resume else ())
@@ -142,11 +137,8 @@ KEPT_ON_RESUME = ("train.precision", "train.checkpoint_minutes")
 
 def _continuation(folder: RunFolder, old_config: dict[str, Any], recipe: Recipe,
                   request: Request, device_t: torch.device, world_size: int) -> Plan:
-    """A resume continues the run as it started: with the precision and checkpoint timing of
-    its config.toml and the threads of its manifest. A key this command sets to another value
-    is refused, naming both; so are another device type (unless named: a deliberate move),
-    another precision, and another number of DDP ranks. ``--threads`` is not used (a
-    warning says so): the pool launcher passes it to every run it starts or continues."""
+    """A resume keeps the run's precision, checkpoint timing and threads; a command setting
+    another value, device type (unless named) or number of ranks is refused."""
     old, new = flatten_config(resolved_config(old_config)), flatten_config(recipe.to_dict())
     kept: dict[str, dict[str, Any]] = {}
     for key in KEPT_ON_RESUME:
@@ -187,9 +179,8 @@ _KEEP_HINT = ("leave it out: a resume continues a run as it started; or pass --f
 def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Request(),
              device: str | None = None, show_progress: bool = True,
              hooks: TrainHooks | None = None) -> dict[str, Any]:
-    """Train and score one seed of ``recipe`` in ``folder``; returns its result.json
-    content (``{"recipe", "seed"}`` only on DDP ranks other than 0), with ``warnings`` when
-    the command asked for something it did not do."""
+    """Train and score one seed; its result.json content, with ``warnings`` when the
+    command asked for something it did not do."""
     device_t, dist_ctx = init_distributed(device or recipe.train.device)
     precision = resolve_precision(recipe.train.precision, device_t)  # before any lock
     with SeedRun(folder, recipe, seed, dist_ctx) as run:
@@ -275,8 +266,7 @@ def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
 
 def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
                     device_t: torch.device) -> TrainState:
-    """A scorer that is not trained (BM25): its statistics from the train split, kept as
-    ``best.pt`` (epoch 0, no history)."""
+    """A scorer's statistics from the train split, kept as ``best.pt`` (epoch 0)."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.to(device_t)
     if run.dist.is_main:
@@ -289,8 +279,7 @@ def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
 def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                 device: torch.device, dist_ctx: DistContext, seed: int
                 ) -> dict[str, dict[str, float]]:
-    """Score train (whole, or ``score_train_pairs`` of it in whole groups), dev and every test
-    split ONCE with the chosen weights; save predictions."""
+    """Score train (or ``score_train_pairs`` of it), dev and tests once; save predictions."""
     task = recipe_task(recipe)
     metrics: dict[str, dict[str, float]] = {}
     for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):
@@ -307,7 +296,6 @@ def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFol
     return metrics
 
 
-# --------------------------------------------------------------------------- several seeds
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and sample standard deviation (ddof=1; 0 for one seed) per split and metric."""
     finished = [r for r in results if r.get("status") == "finished"]
@@ -331,13 +319,9 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
                  device: str | None = None, quiet: bool = False, force: bool = False,
                  hooks: TrainHooks | None = None, runs_dir: Path | None = None,
                  threads: int | None = None) -> list[dict[str, Any]]:
-    """Train every seed of a recipe into ``runs_dir`` (default: ``paths.runs_dir()``) and
-    write its ``summary.json``; one result.json dict per seed. ``resume`` continues the seeds
-    that have a run (:func:`_plan`) and starts the others; none having one is a
-    :class:`NothingToRunError`. ``threads``: what ``--threads`` asked (the caller has set
-    it), for the warning when a resume does not use it. Errors are pairrepro's (a lock held
-    elsewhere: :class:`~pairrepro.runs.RunLockedError`); Ctrl-C or SIGTERM is
-    ``KeyboardInterrupt`` once a checkpoint is saved."""
+    """Train every seed into ``runs_dir`` and write ``summary.json``; one result per seed.
+    ``resume`` with no run to continue is a :class:`NothingToRunError`; ``threads`` (already
+    set) only warns when a resume does not use it; Ctrl-C is ``KeyboardInterrupt``."""
     recipe = load_recipe(path, overrides)
     # the name becomes a folder: checked (and every seed's path built) before any write
     check_name(recipe.name, "recipe", recipe.source)

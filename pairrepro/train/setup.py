@@ -1,7 +1,5 @@
-"""From a recipe to what training and scoring need: encoded data, a built and initialised model
-(:func:`initialise`: the recipe's ``[optim]`` init, never over a module's own), a run's model
-rebuilt from its folder. Below ``loop.py``, ``evaluate.py`` and ``runner.py``, importing none
-of them."""
+"""From a recipe to what training and scoring need: encoded data, a built and initialised model,
+a run's model rebuilt from its folder (imports none of loop, evaluate, runner)."""
 
 from __future__ import annotations
 
@@ -73,11 +71,8 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
 
 
 def check_prerequisites(recipe: Recipe) -> None:
-    """An unknown dataset is a :class:`ConfigError` naming the file, key and choices; all else
-    ``recipe`` needs that is not here is ONE :class:`DataError` (exit 3), the data's steps
-    (:func:`~pairrepro.data.prepared.prepare_steps`) and the vectors'
-    (:func:`~pairrepro.data.embeddings.missing_vectors`) numbered in order with their commands
-    (one error at a time would show each step only after the one before)."""
+    """An unknown dataset is a :class:`ConfigError`; everything else missing is ONE
+    :class:`DataError` listing every step to take, in order."""
     from pairrepro.data.embeddings import missing_vectors, other_vectors
     from pairrepro.data.manifests import available_datasets
     from pairrepro.data.prepared import prepare_steps
@@ -168,10 +163,8 @@ STAND_IN_VOCAB = ("<pad>", "<unk>", "word")
 
 
 def check_model(recipe: Recipe) -> None:
-    """What building ``recipe``'s model would reject, without its data (``--print-config``
-    and ``train`` before anything else): the model is built on a stand-in vocabulary, so an
-    unknown key, a value out of range and a precision it has no path for are the same
-    :class:`ConfigError` :func:`build_recipe_model` raises."""
+    """Raise what building ``recipe``'s model would, without its data (a stand-in
+    vocabulary)."""
     task = recipe_task(recipe)
     ctx = ModelContext(vocab_size=len(STAND_IN_VOCAB), embed_dim=recipe.embeddings.dim,
                        num_outputs=task.num_outputs(task.num_classes(None, max_label=1)),
@@ -182,9 +175,7 @@ def check_model(recipe: Recipe) -> None:
 
 
 def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
-    """``recipe``'s model on ``ctx``; its errors name the recipe file and ``[model]`` key, or
-    the ``--set`` that gave the key (a range check that names none: the file and the
-    ``[model]`` overrides). A model that is not trained has no bf16 path: bf16 is refused."""
+    """``recipe``'s model on ``ctx``; errors name the file or ``--set`` and ``[model]`` key."""
     name = recipe.model.name
     try:
         trained = get_model_class(name).needs_training
@@ -209,8 +200,7 @@ def _recipe_model(recipe: Recipe, ctx: ModelContext) -> PairModel:
 
 
 def initializer_for(name: str, cfg: OptimSection) -> Initializer:
-    """The initializer of parameter ``name``: the first ``init_rules`` pattern found in the
-    name (``re.search``), else ``init``."""
+    """The first ``init_rules`` match for parameter ``name`` (``re.search``), else ``init``."""
     for rule in cfg.init_rules:
         if re.search(rule.pattern, name):
             return rule.init
@@ -234,13 +224,8 @@ INITIALIZERS: dict[Initializer, Callable[[torch.Tensor, float], object]] = {
 
 
 def initialise(model: nn.Module, cfg: OptimSection, keep_embeddings: bool) -> None:
-    """Apply the recipe's initialisation: each parameter gets :func:`initializer_for`'s
-    (``uniform`` U(-init_range, init_range); ``xavier``: Xavier-uniform matrices, zero
-    vectors; ``zeros``; ``default``: the layer's own), but embedding tables with
-    ``keep_embeddings`` and those a module's ``documented_init`` names (its own init:
-    CSRAN's FM ``w = w0 = 0``, CIN's filter bias ``B``). ``lstm_orthogonal`` then makes each
-    gate block of every LSTM/GRU recurrent matrix orthogonal, or calls a module's own
-    ``orthogonal_recurrent_()``."""
+    """Apply :func:`initializer_for` to each parameter, except embedding tables under
+    ``keep_embeddings`` and a module's ``documented_init``; then ``lstm_orthogonal``."""
     embedding_params = embedding_parameter_ids(model)
     documented = {id(module.get_parameter(name)) for module in model.modules()
                   for name in getattr(module, "documented_init", ())}
@@ -278,8 +263,7 @@ def resolve_split(recipe: Recipe, split: str) -> str:
 
 
 def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
-    """A run's resolved recipe (``config.toml``) and seed (``result.json``); a damaged file
-    is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
+    """A run's resolved recipe (``config.toml``) and seed (``result.json``)."""
     if not folder.config_path.is_file():
         raise ConfigError(f"{folder.path} is not a run directory (no config.toml)",
                           hint="pass runs/<recipe>/seed-<n>")
@@ -292,10 +276,8 @@ def read_run_recipe(folder: RunFolder) -> tuple[Recipe, int]:
 
 def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: str = ""
                    ) -> tuple[Recipe, PairModel, TaskData, torch.device]:
-    """Rebuild a run's model from ``config.toml`` and a checkpoint (``pairrepro eval``). With
-    ``variant`` (tokenised alike) the ``splits`` come from that variant, mapped into the run's
-    vocabulary and scored by its rules (TrecQA ``clean`` scored on ``raw``); the train split,
-    and so a lexical scorer's statistics, stay the run's."""
+    """Rebuild a run's model from ``config.toml`` and a checkpoint; with ``variant`` the
+    ``splits`` come from that variant in the run's vocabulary (the train split stays)."""
     folder = RunFolder(Path(run_dir))
     recipe, seed = read_run_recipe(folder)
     splits = [resolve_split(recipe, s) for s in splits]

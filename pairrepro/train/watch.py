@@ -1,14 +1,5 @@
-"""Watching a run live (``train --tensorboard``): scalars for TensorBoard in the run folder's
-``tensorboard/``, so ``tensorboard --logdir $PAIRREPRO_RUNS`` shows every run side by side.
-
-The x axis is the optimiser step. Once per epoch, its ``metrics.jsonl`` line: ``epoch/train_loss``,
-``epoch/train_running_accuracy``, ``epoch/dev_<metric>`` (each dev metric), ``epoch/lr`` and
-``epoch/pairs_per_s``, as float64, the values ``metrics.jsonl`` holds. Every ``every`` steps:
-``step/train_loss`` (the epoch's running mean so far; rank 0's share under DDP), ``step/lr`` and
-``step/pairs_per_s`` (since the point before). A resumed run replaces what was logged after its
-checkpoint. Watching never changes or stops a run: it only reads the trainer's numbers, and a
-write that fails is reported once, after which the run goes on without it.
-"""
+"""``train --tensorboard``: a run's scalars in its ``tensorboard/`` folder, x axis the optimiser
+step (the tags: docs/internals.md, "Watching a run"). A failed write never stops the run."""
 
 from __future__ import annotations
 
@@ -31,8 +22,7 @@ INSTALL = 'pip install tensorboard (or, in a checkout, pip install -e ".[tensorb
 
 
 def check_available() -> None:
-    """A :class:`ConfigError` saying how to install it when the tensorboard package (which
-    ``torch.utils.tensorboard`` writes with) is not installed."""
+    """A :class:`ConfigError` saying how to install tensorboard when it is missing."""
     try:
         import torch.utils.tensorboard  # noqa: F401
     except ImportError as exc:
@@ -41,8 +31,7 @@ def check_available() -> None:
 
 
 class TensorBoardLog:
-    """The scalars of every run one ``train`` call trains (a writer per run folder, rank 0
-    only); :meth:`hooks` attaches it to the trainer."""
+    """The scalars of the runs of one ``train`` call (rank 0); :meth:`hooks` attaches it."""
 
     def __init__(self, every: int = TENSORBOARD_EVERY) -> None:
         self.every = every
@@ -57,8 +46,7 @@ class TensorBoardLog:
                           on_end=self.end)
 
     def _safely(self, write: Callable[[], None]) -> None:
-        """``write()``, unless an earlier write of this run failed; a failure is reported
-        once and ends the logging, never the run."""
+        """``write()``; a failure is reported once and ends the logging, never the run."""
         if self.failed:
             return
         try:
