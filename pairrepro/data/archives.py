@@ -1,7 +1,5 @@
-"""Archives: every entry checked before anything is written (absolute paths, ``..``, links,
-devices and names landing on fetch's own files are a :class:`DataError` naming them);
-:func:`safe_extract` writes all members, :func:`extract_members` only those a manifest names.
-"""
+"""Archives, every entry checked before anything is written (absolute paths, ``..``, links,
+devices and fetch's own names are a :class:`DataError` naming them)."""
 
 from __future__ import annotations
 
@@ -20,12 +18,10 @@ from pairrepro.data.fetch_record import RECORD_NAME, FileResult
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, ConfigError, DataError
 
-#: Prefix of the hidden folder an archive's members are extracted into before being moved.
 STAGING = ".staging-"
 
 
 def _check_member(archive: Path, name: str, dest: Path) -> Path:
-    """The path a member would be written to, or a :class:`DataError` naming it."""
     def refuse(reason: str) -> DataError:
         return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
                          hint="the archive is malformed or hostile; get it from another source")
@@ -80,8 +76,7 @@ def _members_tar(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, A
 
 def _archive_entries(archive: Path, dest: Path, kind: str
                      ) -> Iterator[tuple[str, Path, bool, Any]]:
-    """``(name, checked target path, is a folder, opener)`` of every member of ``archive``,
-    all checked (:func:`_check_member`, links refused) before the first is yielded."""
+    """``(name, target path, is a folder, opener)`` per member, all checked before the first."""
     if kind == "zip":
         return _members_zip(archive, dest)
     if kind in ("tar", "tar.gz", "tgz"):
@@ -91,9 +86,7 @@ def _archive_entries(archive: Path, dest: Path, kind: str
 
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
-    """Extract ``archive`` (``zip``, ``tar``, ``tar.gz``) under ``dest``, each file atomically,
-    after checking every member (absolute paths, ``..``, links and devices are a
-    :class:`DataError` naming it); the files' POSIX paths relative to ``dest``."""
+    """Extract every member of ``archive`` under ``dest``, each file atomically; their paths."""
     members = _archive_entries(archive, dest, kind)
     written: list[str] = []
     root = dest.resolve()
@@ -114,9 +107,8 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
 def extract_members(archive: Path, root: Path, spec: FileSpec,
                     keep: dict[str, dict[str, Any]], archive_verified: bool = False
                     ) -> tuple[list[FileResult], list[str]]:
-    """Extract only the members ``spec`` names from ``archive`` into ``root``: staged, each
-    checked against its pin (a mismatch moves nothing), then moved into place; an unpinned
-    member never replaces a verified file of ``keep``. One :class:`FileResult` per member."""
+    """Extract the members ``spec`` names: staged, checked against their pins (a mismatch
+    moves nothing), then moved into place; an unpinned one never replaces a verified file."""
     wanted = {m.path: m for m in spec.members}
     staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,6 +1,4 @@
-"""Files over HTTP(S): resumable (``Range`` on ``.<name>.partial``), time-limited downloads,
-checked (:func:`~pairrepro.data.checksums.verify_file`) and synced before they get their name.
-"""
+"""Resumable, time-limited HTTP(S) downloads, checked and synced before they get their name."""
 
 from __future__ import annotations
 
@@ -18,15 +16,12 @@ from pairrepro.data.checksums import CHUNK, verify_file
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, DownloadError
 
-#: Seconds to wait for a server before giving up on a connection or a read.
 HTTP_TIMEOUT = 30.0
-#: Attempts per URL when a connection is cut midway (each resumes where the last stopped).
 HTTP_ATTEMPTS = 3
 USER_AGENT = f"pairrepro/{__version__} (+dataset fetch)"
 
 
 def partial_path(target: Path) -> Path:
-    """Deterministic name of an unfinished download (hidden, ``.partial``: never read)."""
     return target.with_name(f".{target.name}.partial")
 
 
@@ -66,8 +61,7 @@ def _copy_stream(response: IO[bytes], handle: IO[bytes], bar: Any) -> None:
 
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
              timeout: float | None = None, attempts: int | None = None) -> Path:
-    """Download ``url`` into ``.<target name>.partial`` (continuing one there with ``Range``)
-    for :func:`install_download`; failures are a :class:`DownloadError` naming the URL."""
+    """Download ``url`` into its partial file, resuming one there; a :class:`DownloadError`."""
     if not url.startswith(("http://", "https://")):
         raise DownloadError(f"unsupported URL {url!r} (only http and https)")
     timeout = HTTP_TIMEOUT if timeout is None else timeout
@@ -121,8 +115,7 @@ def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
 
 def install_download(url: str, target: Path, spec: FileSpec, progress: bool,
                      timeout: float | None) -> tuple[str, bool]:
-    """Download ``url`` to ``target``: ``(sha256, verified)``. A file that fails its check
-    is deleted (:class:`ChecksumError`); a good one is synced before the rename shows it."""
+    """Download ``url`` to ``target``: ``(sha256, verified)``; a bad file is deleted."""
     partial = download(url, target, size=spec.size, progress=progress, timeout=timeout)
     try:
         checked = verify_file(partial, spec, url)
