@@ -73,12 +73,6 @@ def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                 f"download {Path(path).name} (from {GLOVE_PAGE}) to {path}")
 
 
-def _open(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
-
-
 def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[str, str]]:
     """``(word, its numbers unparsed)`` per vector line; the dim is checked on the first line."""
     path = Path(path)
@@ -88,7 +82,8 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
                              "embeddings train --dataset D --variant V --out FILE; or "
                              + other_vectors())
     file_dim = None
-    with _open(path) as handle:
+    opener: Callable[..., IO[str]] = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             parts = line.rstrip("\n").rstrip().split(" ")
             if file_dim is None:

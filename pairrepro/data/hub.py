@@ -21,18 +21,6 @@ SOURCE_RECORD = "source.json"
 _COMMIT = re.compile(r"@([0-9a-f]{40})/")
 
 
-def hub_spec(manifest: Manifest) -> HubSpec:
-    if manifest.hub is None:
-        from pairrepro.data.manifests import available_datasets, load_manifest
-
-        have = [n for n in available_datasets() if load_manifest(n).hub is not None]
-        raise ConfigError(
-            f"dataset {manifest.name!r} has no [hub] table in {manifest.source}",
-            hint=f"--source hub works for: {', '.join(have) or '(none)'}; "
-                 f"fetch {manifest.name} without --source hub")
-    return manifest.hub
-
-
 def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]:
     """The dataset, the data files it resolved per split, and the builder's fingerprint."""
     try:
@@ -99,18 +87,15 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
                  "hub (mirror, --from the official files)") from None
 
 
-def _columns(spec: HubSpec, manifest: Manifest, split: str, table: Any) -> None:
-    names = list(table.column_names)
-    absent = [hub for hub in spec.columns.values() if hub not in names]
+def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
+             ) -> tuple[pa.Table, list[str]]:
+    cols, present = spec.columns, list(dataset.column_names)
+    absent = [hub for hub in cols.values() if hub not in present]
     if absent:
         raise DataError(
-            f"{manifest.source}: [hub] columns: hub split {split!r} of {spec.id} has no "
+            f"{manifest.source}: [hub] columns: hub split {hub_split!r} of {spec.id} has no "
             f"column {', '.join(map(repr, absent))}",
-            hint=f"its columns are: {', '.join(names)}; fix [hub] columns")
-
-
-def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, list[str]]:
-    cols = spec.columns
+            hint=f"its columns are: {', '.join(present)}; fix [hub] columns")
     left = dataset[cols["left"]]
     right = dataset[cols["right"]]
     raw_labels = dataset[cols["label"]]
@@ -136,7 +121,15 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
 
 def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
     """Write ``manifest``'s hub dataset (or the folder ``from_path``) to the raw folder."""
-    spec = hub_spec(manifest)
+    if manifest.hub is None:
+        from pairrepro.data.manifests import available_datasets, load_manifest
+
+        have = [n for n in available_datasets() if load_manifest(n).hub is not None]
+        raise ConfigError(
+            f"dataset {manifest.name!r} has no [hub] table in {manifest.source}",
+            hint=f"--source hub works for: {', '.join(have) or '(none)'}; "
+                 f"fetch {manifest.name} without --source hub")
+    spec = manifest.hub
     location = str(from_path) if from_path is not None else spec.id
     loaded, data_files, fingerprint = _load(spec, location)
     revisions = sorted({m.group(1) for files in data_files.values() for f in files
@@ -155,8 +148,7 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
                                                  f"(it has {', '.join(loaded)})"))
             continue
         dataset = loaded[theirs]
-        _columns(spec, manifest, theirs, dataset)
-        table, warnings = _convert(spec, theirs, dataset)
+        table, warnings = _convert(manifest, spec, theirs, dataset)
         report.warnings.extend(w for w in warnings if w not in report.warnings)
         target = root / rel
         with fileio.atomic_path(target) as tmp:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,9 +39,6 @@ class BM25Params:
     b: float = LUCENE_B
     top_k: int = 1000
     method: str = "lucene"
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _check_params(params: BM25Params) -> None:

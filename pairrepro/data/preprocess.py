@@ -108,13 +108,6 @@ def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpe
     return dataclasses.replace(variant, options=options)
 
 
-def _split_availability(raw_root: Path, variant: VariantSpec
-                        ) -> tuple[list[str], dict[str, list[str]]]:
-    missing = {name: absent for name, split in variant.splits.items()
-               if (absent := missing_files(raw_root, split.files))}
-    return [name for name in variant.splits if name not in missing], missing
-
-
 def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
                     result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
     actual: dict[str, Any] = {
@@ -249,7 +242,9 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     spec = manifest.variant(variant)
     label_map = list(spec.options.label_map or manifest.label_map)
     raw_root = paths.raw_dir(name)
-    present, missing = _split_availability(raw_root, spec)
+    missing = {split: absent for split, files in spec.splits.items()
+               if (absent := missing_files(raw_root, files.files))}
+    present = [split for split in spec.splits if split not in missing]
     if not present:
         raise _no_raw_data(name, spec, raw_root)
     reader_name = spec.options.reader or manifest.reader  # the hub variant has its own

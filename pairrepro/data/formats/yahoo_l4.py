@@ -181,10 +181,6 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
     source = _source_file(raw_root, variant)
     malformed: list[MalformedRow] = []
     dropped: dict[str, int] = {}
-
-    def drop(rule: str) -> None:
-        dropped[rule] = dropped.get(rule, 0) + 1
-
     lo, hi = opts.lengths
     kept: list[L4Question] = []
     pool_texts: list[str] = []  # every answer text of the pool, its id in pool_ids
@@ -197,18 +193,16 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
         seen.add(doc.uri)
         question = doc.subject if opts.question == "subject" else f"{doc.subject} {doc.content}"
         doc.subject = question.strip()
-        ok = True
-        if not doc.best:
-            drop("no best answer")
-            ok = False
-        elif not lo <= len(analyze(doc.subject)) <= hi:
-            drop(f"question length outside {lo}-{hi} words")
-            ok = False
-        elif not lo <= len(analyze(doc.best)) <= hi:
-            drop(f"best answer length outside {lo}-{hi} words")
-            ok = False
-        if ok:
+        rule = ("no best answer" if not doc.best
+                else f"question length outside {lo}-{hi} words"
+                if not lo <= len(analyze(doc.subject)) <= hi
+                else f"best answer length outside {lo}-{hi} words"
+                if not lo <= len(analyze(doc.best)) <= hi else "")
+        if rule:
+            dropped[rule] = dropped.get(rule, 0) + 1
+        else:
             kept.append(doc)
+        ok = not rule
         if doc.best and (ok or opts.answer_pool != "kept_best"):
             pool_texts.append(doc.best)
             pool_ids.append(doc.uri)
