@@ -42,47 +42,36 @@ def _check_member(archive: Path, name: str, dest: Path) -> Path:
     return out
 
 
-def _members_zip(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
-    with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        checked = []
-        for info in infos:
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise DataError(f"{archive}: refusing to extract member {info.filename!r}: "
-                                "symbolic link", hint="get the archive from another source")
-            checked.append((info, _check_member(archive, info.filename, dest)))
-        for info, out in checked:
-            yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
-
-
-def _members_tar(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
-    with tarfile.open(archive, "r:*") as tf:
-        members = tf.getmembers()
-        checked = []
-        for member in members:
-            if member.issym() or member.islnk():
-                kind = "symbolic link" if member.issym() else "hard link"
-                raise DataError(f"{archive}: refusing to extract member {member.name!r}: {kind}",
-                                hint="get the archive from another source")
-            if not (member.isfile() or member.isdir()):
-                raise DataError(f"{archive}: refusing to extract member {member.name!r}: "
-                                "not a regular file or folder",
-                                hint="get the archive from another source")
-            checked.append((member, _check_member(archive, member.name, dest)))
-        for member, out in checked:
-            yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
-
-
 def _archive_entries(archive: Path, dest: Path, kind: str
                      ) -> Iterator[tuple[str, Path, bool, Any]]:
     """``(name, target path, is a folder, opener)`` per member, all checked before the first."""
+    def refuse(name: str, reason: str) -> DataError:
+        return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
+                         hint="get the archive from another source")
+
     if kind == "zip":
-        return _members_zip(archive, dest)
-    if kind in ("tar", "tar.gz", "tgz"):
-        return _members_tar(archive, dest)
-    raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
-                      hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
+        with zipfile.ZipFile(archive) as zf:
+            checked = []
+            for info in zf.infolist():
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    raise refuse(info.filename, "symbolic link")
+                checked.append((info, _check_member(archive, info.filename, dest)))
+            for info, out in checked:
+                yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
+    elif kind in ("tar", "tar.gz", "tgz"):
+        with tarfile.open(archive, "r:*") as tf:
+            checked_tar = []
+            for member in tf.getmembers():
+                if member.issym() or member.islnk():
+                    raise refuse(member.name, "symbolic link" if member.issym() else "hard link")
+                if not (member.isfile() or member.isdir()):
+                    raise refuse(member.name, "not a regular file or folder")
+                checked_tar.append((member, _check_member(archive, member.name, dest)))
+            for member, out in checked_tar:
+                yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
+    else:
+        raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
+                          hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
 
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:

@@ -203,14 +203,10 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         matrix = ((matrix - mean) @ axes).astype(np.float32)
         matrix[0] = 0.0
     shape = matrix.shape
-    if missing.any():
-        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
+    for rows, wanted in ((missing, missing.any()), (found, randomise)):
+        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape) if wanted else None
         if draws is not None:
-            matrix[missing] = draws[missing].astype(np.float32)
-    if randomise:
-        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
-        if draws is not None:
-            matrix[found] = draws[found].astype(np.float32)
+            matrix[rows] = draws[rows].astype(np.float32)
     oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
     return matrix, oov
 

@@ -230,12 +230,6 @@ def manifest_model(reader: str) -> type[ManifestFields]:
             default_is_a_variant)})
 
 
-def _no_reader_options() -> Schema:
-    from pairrepro.data.formats import ReaderOptions
-
-    return ReaderOptions()
-
-
 @dataclass
 class SplitSpec:
     """How a reader builds one split (``options``: the reader's own, set on the split)."""
@@ -243,7 +237,7 @@ class SplitSpec:
     name: str
     files: list[str]
     expected: dict[str, Any] = field(default_factory=dict)
-    options: Schema = field(default_factory=_no_reader_options)
+    options: Schema = field(default_factory=Schema)  # no reader option set
     planning: PlanningEstimate | None = None
 
 

@@ -186,16 +186,16 @@ def _read_split(path: Path, stats: Mapping[str, Any]) -> pd.DataFrame:
 def load_prepared(dataset: str, variant: str | None = None, root: Path | None = None
                   ) -> PreparedDataset:
     folder = root or paths.prepared_dir(dataset, variant or None)
+    command = f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
     if not (folder / "DONE").is_file():
         steps: list[Step] = []
         if root is None:
             with contextlib.suppress(PairreproError):  # e.g. a variant the manifest lacks
                 steps = prepare_steps(dataset, variant or "")
-        commands = [step.command for step in steps] or [
-            f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")]
+        commands = [step.command for step in steps] or [command]
         raise DataError(f"dataset {dataset!r} is not prepared (no complete folder {folder})",
                         hint="run: " + " && ".join(commands))
-    again = f"run: pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
+    again = f"run: {command}"
     stats_path = folder / "stats.json"
     try:
         stats = json.loads(stats_path.read_bytes().decode("utf-8"))

@@ -109,7 +109,7 @@ def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpe
 
 
 def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
-                    result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
+                    result: ReaderResult, summary: dict[str, Any]) -> None:
     actual: dict[str, Any] = {
         "pairs": summary["pairs"],
         "groups": summary["groups"],
@@ -139,7 +139,7 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
     published = {"pairs": len(frame), "groups": int(frame["group_id"].nunique()),
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
-                    label_map, published)
+                    published)
     by = holdout.by
     keys = frame["left" if by == "left" else "group_id"]
     groups = keys.unique()
@@ -376,8 +376,7 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
     }
     holdout = spec.options.holdout
     if split in spec.splits and not (holdout and split == holdout.from_):
-        _check_expected(name, split, spec.splits[split].expected, frame, result,
-                        label_map, summary)
+        _check_expected(name, split, spec.splits[split].expected, frame, result, summary)
     return (left, left_len, right, right_len), summary
 
 

@@ -247,11 +247,7 @@ class PairCollector:
 
     def result(self) -> ReaderResult:
         # object columns: no copy, and tokenising iterates them at Python-list speed
-        frame = pd.DataFrame({
-            "pair_id": pd.Series(self.pair_id, dtype=object),
-            "group_id": pd.Series(self.group_id, dtype=object),
-            "left": pd.Series(self.left, dtype=object),
-            "right": pd.Series(self.right, dtype=object),
-            "label": pd.array(self.label, dtype="int64"),
-        })
+        texts = ("pair_id", "group_id", "left", "right")
+        frame = pd.DataFrame({**{key: pd.Series(getattr(self, key), dtype=object) for key in texts},
+                              "label": pd.array(self.label, dtype="int64")})
         return ReaderResult(frame, self.malformed, self.dropped)
