@@ -1,7 +1,5 @@
-"""Archives: every entry checked before anything is written (absolute paths, ``..``, links,
-devices and names landing on fetch's own files are a :class:`DataError` naming them);
-:func:`safe_extract` writes all members, :func:`extract_members` only those a manifest names.
-"""
+"""Archives, every entry checked before anything is written (absolute paths, ``..``, links,
+devices and fetch's own names are a :class:`DataError` naming them)."""
 
 from __future__ import annotations
 
@@ -20,12 +18,10 @@ from pairrepro.data.fetch_record import RECORD_NAME, FileResult
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, ConfigError, DataError
 
-#: Prefix of the hidden folder an archive's members are extracted into before being moved.
 STAGING = ".staging-"
 
 
 def _check_member(archive: Path, name: str, dest: Path) -> Path:
-    """The path a member would be written to, or a :class:`DataError` naming it."""
     def refuse(reason: str) -> DataError:
         return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
                          hint="the archive is malformed or hostile; get it from another source")
@@ -46,54 +42,40 @@ def _check_member(archive: Path, name: str, dest: Path) -> Path:
     return out
 
 
-def _members_zip(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
-    with zipfile.ZipFile(archive) as zf:
-        infos = zf.infolist()
-        checked = []
-        for info in infos:
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise DataError(f"{archive}: refusing to extract member {info.filename!r}: "
-                                "symbolic link", hint="get the archive from another source")
-            checked.append((info, _check_member(archive, info.filename, dest)))
-        for info, out in checked:
-            yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
-
-
-def _members_tar(archive: Path, dest: Path) -> Iterator[tuple[str, Path, bool, Any]]:
-    with tarfile.open(archive, "r:*") as tf:
-        members = tf.getmembers()
-        checked = []
-        for member in members:
-            if member.issym() or member.islnk():
-                kind = "symbolic link" if member.issym() else "hard link"
-                raise DataError(f"{archive}: refusing to extract member {member.name!r}: {kind}",
-                                hint="get the archive from another source")
-            if not (member.isfile() or member.isdir()):
-                raise DataError(f"{archive}: refusing to extract member {member.name!r}: "
-                                "not a regular file or folder",
-                                hint="get the archive from another source")
-            checked.append((member, _check_member(archive, member.name, dest)))
-        for member, out in checked:
-            yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
-
-
 def _archive_entries(archive: Path, dest: Path, kind: str
                      ) -> Iterator[tuple[str, Path, bool, Any]]:
-    """``(name, checked target path, is a folder, opener)`` of every member of ``archive``,
-    all checked (:func:`_check_member`, links refused) before the first is yielded."""
+    """``(name, target path, is a folder, opener)`` per member, all checked before the first."""
+    def refuse(name: str, reason: str) -> DataError:
+        return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
+                         hint="get the archive from another source")
+
     if kind == "zip":
-        return _members_zip(archive, dest)
-    if kind in ("tar", "tar.gz", "tgz"):
-        return _members_tar(archive, dest)
-    raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
-                      hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
+        with zipfile.ZipFile(archive) as zf:
+            checked = []
+            for info in zf.infolist():
+                if stat.S_ISLNK(info.external_attr >> 16):
+                    raise refuse(info.filename, "symbolic link")
+                checked.append((info, _check_member(archive, info.filename, dest)))
+            for info, out in checked:
+                yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
+    elif kind in ("tar", "tar.gz", "tgz"):
+        with tarfile.open(archive, "r:*") as tf:
+            checked_tar = []
+            for member in tf.getmembers():
+                if member.issym() or member.islnk():
+                    raise refuse(member.name, "symbolic link" if member.issym() else "hard link")
+                if not (member.isfile() or member.isdir()):
+                    raise refuse(member.name, "not a regular file or folder")
+                checked_tar.append((member, _check_member(archive, member.name, dest)))
+            for member, out in checked_tar:
+                yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
+    else:
+        raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
+                          hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
 
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
-    """Extract ``archive`` (``zip``, ``tar``, ``tar.gz``) under ``dest``, each file atomically,
-    after checking every member (absolute paths, ``..``, links and devices are a
-    :class:`DataError` naming it); the files' POSIX paths relative to ``dest``."""
+    """Extract every member of ``archive`` under ``dest``, each file atomically; their paths."""
     members = _archive_entries(archive, dest, kind)
     written: list[str] = []
     root = dest.resolve()
@@ -114,9 +96,8 @@ def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
 def extract_members(archive: Path, root: Path, spec: FileSpec,
                     keep: dict[str, dict[str, Any]], archive_verified: bool = False
                     ) -> tuple[list[FileResult], list[str]]:
-    """Extract only the members ``spec`` names from ``archive`` into ``root``: staged, each
-    checked against its pin (a mismatch moves nothing), then moved into place; an unpinned
-    member never replaces a verified file of ``keep``. One :class:`FileResult` per member."""
+    """Extract the members ``spec`` names: staged, checked against their pins (a mismatch
+    moves nothing), then moved into place; an unpinned one never replaces a verified file."""
     wanted = {m.path: m for m in spec.members}
     staging = root / f"{STAGING}{PurePosixPath(spec.path).name}"
     shutil.rmtree(staging, ignore_errors=True)

@@ -1,11 +1,5 @@
 """Batches for training and evaluation: length bucketing, padding, masks, ranking triples.
-
-Everything is a pure function of its inputs and a seed: an epoch's order is rebuilt exactly
-from ``(seed, epoch)`` and resumed from the index of its next batch. :func:`bucket_batches`
-sorts by length inside random chunks (little padding); hinge training collates ``B`` triples
-(:func:`sample_triples`) as ``2B`` pairs, positives first; pointwise ranking may cap each
-query's negatives per epoch (:func:`sample_query_negatives`).
-"""
+Pure functions of their inputs and a seed: an epoch's order is rebuilt from ``(seed, epoch)``."""
 
 from __future__ import annotations
 
@@ -23,8 +17,7 @@ from pairrepro.errors import DataError
 
 @dataclass
 class EncodedSplit:
-    """One split's pairs as arrays (token ids truncated to ``max_len`` when > 0; the right
-    text to ``max_len_right`` where it is not -1)."""
+    """One split's pairs as arrays of token ids."""
 
     pair_ids: list[str]
     group_ids: list[str]
@@ -35,7 +28,8 @@ class EncodedSplit:
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, max_len: int = 0, name: str = "split",
                    max_len_right: int = -1) -> EncodedSplit:
-        """Encode a prepared pair table (columns of :data:`PREPARED_SCHEMA`)."""
+        """Encode a prepared pair table, ids cut to ``max_len`` when > 0 (the right text's to
+        ``max_len_right`` where it is not -1)."""
         missing = {"pair_id", "group_id", "label", "left_ids", "right_ids"} - set(frame.columns)
         if missing:
             raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
@@ -57,12 +51,10 @@ class EncodedSplit:
         return len(self.labels)
 
     def lengths(self) -> np.ndarray:
-        """Per-pair length used for bucketing (left + right tokens)."""
         return np.array([len(a) + len(b) for a, b in zip(self.left, self.right, strict=True)],
                         dtype=np.int64)
 
     def subset(self, rows: np.ndarray) -> EncodedSplit:
-        """The pairs at ``rows`` (in that order)."""
         return EncodedSplit(
             pair_ids=[self.pair_ids[i] for i in rows],
             group_ids=[self.group_ids[i] for i in rows],
@@ -90,7 +82,6 @@ class PairBatch:
         return self.num_triples or int(self.left.size(0))
 
     def to(self, device: torch.device | str) -> PairBatch:
-        """Move to ``device`` (non-blocking: host tensors are freshly allocated)."""
         if torch.device(device).type == "cpu":
             return self
         kw = {"non_blocking": True}
@@ -100,8 +91,7 @@ class PairBatch:
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad to the longest sequence (at least 1: an empty text is a masked row):
-    ``LongTensor[B, T]`` ids and ``BoolTensor[B, T]`` mask."""
+    """``LongTensor[B, T]`` ids padded to the longest (T >= 1) and ``BoolTensor[B, T]`` mask."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     width = max(1, int(lengths.max(initial=0)))
     ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
@@ -112,7 +102,6 @@ def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def collate_pairs(split: EncodedSplit, rows: np.ndarray) -> PairBatch:
-    """Pad the pairs at ``rows``."""
     left, left_mask = pad([split.left[i] for i in rows])
     right, right_mask = pad([split.right[i] for i in rows])
     return PairBatch(left, left_mask, right, right_mask, torch.from_numpy(split.labels[rows]))
@@ -127,7 +116,6 @@ def collate_triples(split: EncodedSplit, triples: np.ndarray) -> PairBatch:
 
 
 def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
-    """Row indices of each group, groups in first-appearance order."""
     codes, uniques = pd.factorize(pd.Series(list(group_ids)), sort=False)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
@@ -157,7 +145,7 @@ def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator
 def sample_query_negatives(split: EncodedSplit, max_negatives: int,
                            rng: np.random.Generator) -> np.ndarray:
     """Sorted rows of one epoch: every group's positives and at most ``max_negatives`` of
-    its negatives, drawn without replacement (all of them when it has no more)."""
+    its negatives."""
     if max_negatives < 1:
         raise DataError(f"task.max_negatives_per_query must be >= 1, got {max_negatives}")
     keep: list[np.ndarray] = []
@@ -173,8 +161,8 @@ def sample_query_negatives(split: EncodedSplit, max_negatives: int,
 
 def bucket_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
                    chunk_batches: int = 50) -> list[np.ndarray]:
-    """Shuffle items, sort by length within random chunks of ``chunk_batches`` batches,
-    cut into batches and shuffle the batch order. Returns index arrays into ``lengths``."""
+    """Index arrays into ``lengths``: sorted by length within random chunks of
+    ``chunk_batches`` batches, the batch order shuffled."""
     n = len(lengths)
     perm = rng.permutation(n)
     chunk = batch_size * max(1, chunk_batches)
@@ -187,14 +175,13 @@ def bucket_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
 
 
 def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
-    """Deterministic batches for scoring: sorted by length (callers restore the order)."""
     order = np.argsort(split.lengths(), kind="stable")
     return [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
-    """``rank``'s strided part of a global batch (as DistributedSampler); a rank left without
-    rows gets the first, as DDP needs every rank in every gradient all-reduce."""
+    """``rank``'s strided part of a global batch; a rank left without rows gets the first (DDP
+    needs every rank in every all-reduce)."""
     if world_size <= 1:
         return rows
     part = rows[rank::world_size]
@@ -220,8 +207,7 @@ def subsample(split: EncodedSplit, max_pairs: int, seed: int, by_group: bool) ->
 
 
 class EpochTask(Protocol):
-    """What an epoch needs of a task (``pairrepro.tasks.Task`` is one). Named here rather
-    than imported: tasks builds on this module, so importing it back would be a circle."""
+    """What an epoch needs of a task (``pairrepro.tasks.Task``, which imports this module)."""
 
     def epoch_items(self, split: EncodedSplit, rng: np.random.Generator, negatives: int = 1,
                     max_negatives_per_query: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
@@ -230,8 +216,8 @@ class EpochTask(Protocol):
 
 
 class EpochPlan:
-    """The seeded order of one training epoch, resumable from any batch position: ``batches``
-    index ``items`` (:meth:`pairrepro.tasks.Task.epoch_items`: pair rows, or triples)."""
+    """The seeded order of one training epoch: ``batches`` index ``items`` (pair rows or
+    triples)."""
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
                  task: EpochTask, negatives: int = 1, chunk_batches: int = 50,
@@ -251,6 +237,5 @@ class EpochPlan:
         return len(self.items)
 
     def collate(self, position: int, rank: int = 0, world_size: int = 1) -> PairBatch:
-        """The batch at ``position`` (this rank's shard of it under DDP)."""
         return self.task.collate(self.split, self.items[shard(self.batches[position], rank,
                                                               world_size)])

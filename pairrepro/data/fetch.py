@@ -1,9 +1,6 @@
-"""Getting a dataset's published files into ``$PAIRREPRO_HOME/raw/<name>/``: the order of the
-sources (local copies, the mirror, URLs) and what a fetch reports; each part has its own module.
-A fetched file is trusted while its size and mtime are those recorded (``--verify`` hashes
-again). A partly available dataset is fetched as far as it goes, the report naming the splits
-missing; only when no split could be had is it an error.
-"""
+"""Getting a dataset's published files into ``raw/<name>/``: local copies, the mirror, then
+URLs. A fetched file is trusted while its size and mtime are those recorded; a partly available
+dataset is fetched as far as it goes, and only no split at all is an error."""
 
 from __future__ import annotations
 
@@ -41,7 +38,6 @@ SYNTHETIC_SEED = 13
 
 
 def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
-    """Write the seeded synthetic NLI and ranking sets as canonical JSON lines."""
     from pairrepro.data import synthetic
 
     root = paths.raw_dir(manifest.name)
@@ -73,15 +69,12 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
     return report
 
 
-# --------------------------------------------------------------------------- main entry
-
-
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
                   force: bool = False, progress: bool = False,
                   timeout: float | None = None, verify: bool = False) -> FetchReport:
-    """Fetch every available file of dataset ``name`` into ``paths.raw_dir(name)``; files fetched
-    before are kept unless ``force``. Raises :class:`ChecksumError` for a corrupt file no other
-    source replaced, :class:`DownloadError` / :class:`DataError` when no split could be had."""
+    """Fetch every available file of dataset ``name``; files fetched before are kept unless
+    ``force``. Raises :class:`ChecksumError` for a corrupt file no other source replaced,
+    :class:`DownloadError` / :class:`DataError` when no split could be had."""
     manifest = load_manifest(name)
     manifest.require_published()  # before any option check: nothing could ever help
     if manifest.name == "synthetic":
@@ -103,7 +96,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
 
 @dataclass
 class _FetchRun:
-    """One fetch of one dataset; its public methods are its steps, in order."""
+    """One fetch of one dataset; its public methods are its steps, in this order."""
 
     manifest: Manifest
     root: Path
@@ -134,8 +127,7 @@ class _FetchRun:
                 for s in r.splits}
 
     def take_local(self, from_path: Path | None, mirror: Path | None) -> None:
-        """Step 1: what is already here and still matches its record, then local sources
-        (``--from``, the mirror)."""
+        """What is here and still matches its record, then ``--from``, then the mirror."""
         for spec in self.manifest.files:
             target = self.root / spec.path
             entry = self.known.get(spec.path)
@@ -165,8 +157,8 @@ class _FetchRun:
                 break
 
     def _changed_in_place(self, spec: FileSpec, target: Path, exc: ChecksumError) -> None:
-        """A file fetched earlier whose bytes changed here: deleted and reported (exit 5), never
-        quietly replaced in the same run: fetching it again is the user's explicit step."""
+        """A fetched file whose bytes changed: deleted and reported (exit 5), never quietly
+        replaced in the same run."""
         target.unlink()
         error = ChecksumError(
             f"{exc.message}; the changed copy was deleted",
@@ -177,8 +169,7 @@ class _FetchRun:
                                              error=error.message)
 
     def download_missing(self, progress: bool, timeout: float | None) -> None:
-        """Step 2: HTTP for what is still missing and still needed (a file whose splits are
-        all covered already is "not needed")."""
+        """HTTP for what is still missing and still needed."""
         for spec in self.manifest.files:
             if spec.path in self.results:
                 continue
@@ -193,7 +184,6 @@ class _FetchRun:
                 self.results[spec.path] = result
 
     def _download(self, spec: FileSpec, progress: bool, timeout: float | None) -> FileResult:
-        """The official URL, then the alternatives, until one gives verified bytes."""
         target = self.root / spec.path
         urls = [u for u in (spec.url, *spec.alt_urls) if u]
         result = FileResult(spec.path, "missing", splits=list(spec.splits))
@@ -217,8 +207,7 @@ class _FetchRun:
         return result
 
     def recheck_members(self) -> None:
-        """Step 3: members extracted earlier are kept while still what was recorded; an
-        archive with one that is not is extracted again."""
+        """Members extracted earlier are kept while still as recorded, else re-extracted."""
         for spec in self.manifest.files:
             if spec.path not in self.results or spec in self.fresh_archives:
                 continue
@@ -239,7 +228,6 @@ class _FetchRun:
                                                        entry["source"], *present, [])
 
     def extract_archives(self) -> None:
-        """Step 4: extract what was fetched (or never extracted)."""
         for spec in self.fresh_archives:
             try:
                 if spec.members:
@@ -262,8 +250,6 @@ class _FetchRun:
                 raise
 
     def finish(self) -> FetchReport:
-        """Step 5: the report and the record; a corrupt file no source replaced, or no split
-        at all, is an error."""
         manifest, report, name = self.manifest, self.report, self.manifest.name
         report.files = ([self.results[s.path] for s in manifest.files]
                         + list(self.members.values()))
@@ -289,8 +275,6 @@ class _FetchRun:
         return report
 
     def _nothing_downloaded(self) -> DownloadError:
-        """One error for every failed download: how many files, the hosts, the first cause, and
-        how to point at a mirror."""
         name = self.manifest.name
         files = dict.fromkeys(path for path, _, _ in self.download_errors)
         hosts = list(dict.fromkeys(urlparse(url).hostname or url

@@ -1,7 +1,4 @@
-"""What a fetch got: :class:`FileResult` per file, :class:`FetchReport` per dataset, and the
-``raw/<name>/.fetched.json`` record (source, sha256, size, mtime, verified per file) that
-``preprocess`` checks its bytes against; a fetch merges into it (:func:`merge_record`).
-"""
+"""What a fetch got, and the ``raw/<name>/.fetched.json`` record ``preprocess`` checks."""
 
 from __future__ import annotations
 
@@ -19,8 +16,6 @@ RECORD_NAME = ".fetched.json"
 
 @dataclass
 class FileResult:
-    """What happened to one manifest file."""
-
     path: str
     status: str  # "fetched" | "present" | "generated" | "missing" | "not needed"
     source: str = ""  # "from:<path>", "mirror:<path>", "<url>", "generated", "" when missing
@@ -33,8 +28,6 @@ class FileResult:
 
 @dataclass
 class FetchReport:
-    """The outcome of a fetch (:func:`pairrepro.data.sources.fetch_from`)."""
-
     dataset: str
     raw_dir: Path
     files: list[FileResult] = field(default_factory=list)
@@ -48,12 +41,10 @@ class FetchReport:
 
     @property
     def complete(self) -> bool:
-        """Every declared split is here, and every split a variant names can be read by at
-        least one variant (TrecQA's test needs the jacana file whatever else is tagged test)."""
+        """Every declared split is here, and some variant can read every split named."""
         return not self.splits_missing and not self.splits_unreadable
 
     def to_json(self) -> dict[str, Any]:
-        """The report as JSON-ready data (``fetch --json``), ``complete`` included."""
         data = asdict(self)
         data["raw_dir"] = str(self.raw_dir)
         data["complete"] = self.complete
@@ -61,7 +52,6 @@ class FetchReport:
 
 
 def read_record(name: str) -> dict[str, Any] | None:
-    """The ``.fetched.json`` record of a dataset, or ``None`` when it was never fetched."""
     path = paths.raw_dir(name) / RECORD_NAME
     if not path.is_file():
         return None
@@ -73,7 +63,6 @@ def read_record(name: str) -> dict[str, Any] | None:
 
 
 def record_entry(root: Path, result: FileResult) -> dict[str, Any]:
-    """A file of the fetch record; size and mtime let a later run see it was changed."""
     stat = (root / result.path).stat()
     return {"path": result.path, "source": result.source, "sha256": result.sha256,
             "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "verified": result.verified,
@@ -81,16 +70,13 @@ def record_entry(root: Path, result: FileResult) -> dict[str, Any]:
 
 
 def write_record(name: str, fields: dict[str, Any]) -> None:
-    """Write ``raw/<name>/.fetched.json`` (atomically): ``fields``, stamped with the dataset,
-    the time and this pairrepro's version."""
     stamp = {"dataset": name, "fetched_at": _dt.datetime.now(_dt.UTC).isoformat(
         timespec="seconds"), "pairrepro": __version__}
     fileio.write_json(paths.raw_dir(name) / RECORD_NAME, {**fields, **stamp})
 
 
 def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
-    """Write ``report``'s ``.fetched.json``, keeping the entries of files this fetch did not
-    touch (the other source's); a split is present when either source has it."""
+    """Write ``report``'s record, keeping the entries of files this fetch did not touch."""
     root = report.raw_dir
     previous = read_record(manifest.name) or {}
     touched = {r.path for r in report.files}
@@ -111,7 +97,6 @@ def merge_record(manifest: Manifest, report: FetchReport, **extra: Any) -> None:
 
 
 def fetch_status(name: str) -> dict[str, Any]:
-    """What is on disk for a dataset: ``{"fetched": bool, "splits_present": [...], ...}``."""
     record = read_record(name)
     if record is None:
         return {"fetched": False, "splits_present": [], "splits_missing": []}

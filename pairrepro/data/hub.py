@@ -1,11 +1,6 @@
-"""The Hugging Face hub as a data source: ``pairrepro fetch NAME --source hub``.
-
-The manifest's ``[hub]`` table is loaded through ``datasets`` (its environment and cache
-apply), columns renamed and labels mapped to names, one parquet file per split written under
-``raw/<name>/hub/`` for the ``hub_parquet`` reader, and what was used recorded in
-``hub/source.json`` and ``.fetched.json``. ``--from DIR`` loads a local folder laid out as a
-hub repository (the tests' source, or a snapshot for a machine without internet).
-"""
+"""``pairrepro fetch NAME --source hub``: the manifest's ``[hub]`` dataset, loaded through
+``datasets``, written as one parquet file per split under ``raw/<name>/hub/`` for the
+``hub_parquet`` reader (``--from DIR``: a local folder laid out as a hub repository)."""
 
 from __future__ import annotations
 
@@ -22,28 +17,12 @@ from pairrepro.data.fetch_record import FetchReport, FileResult, merge_record
 from pairrepro.data.manifests import HUB_DIR, HubSpec, Manifest
 from pairrepro.errors import ConfigError, DataError, DownloadError
 
-#: The record of the last hub fetch, beside the parquet files.
 SOURCE_RECORD = "source.json"
 _COMMIT = re.compile(r"@([0-9a-f]{40})/")
 
 
-def hub_spec(manifest: Manifest) -> HubSpec:
-    """The manifest's ``[hub]`` table, or a :class:`ConfigError` naming the datasets that
-    have one."""
-    if manifest.hub is None:
-        from pairrepro.data.manifests import available_datasets, load_manifest
-
-        have = [n for n in available_datasets() if load_manifest(n).hub is not None]
-        raise ConfigError(
-            f"dataset {manifest.name!r} has no [hub] table in {manifest.source}",
-            hint=f"--source hub works for: {', '.join(have) or '(none)'}; "
-                 f"fetch {manifest.name} without --source hub")
-    return manifest.hub
-
-
 def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]:
-    """Build the dataset with ``datasets`` (as ``load_dataset`` does) and return it, the data
-    files it resolved per split, and the builder's fingerprint."""
+    """The dataset, the data files it resolved per split, and the builder's fingerprint."""
     try:
         import datasets
     except ImportError as exc:  # declared in pyproject; a broken environment still gets a hint
@@ -77,8 +56,6 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
             f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
             f"{type(exc).__name__}: {_first_line(exc)}",
-            # the offline switch is named only where it is set: advice to unset a variable
-            # nobody set sends the user the wrong way
             hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {instead}"
                   if offline else f"check the hub id and the network, or use {instead}")
         ) from exc
@@ -92,8 +69,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _require_hub_host(location: str, spec: HubSpec) -> None:
-    """A :class:`DownloadError` at once when the hub's host name cannot be resolved (no
-    network): the hub client would retry five times, about half a minute, then fail."""
+    """Fail at once when the hub's host cannot be resolved (the client would retry ~30 s)."""
     import socket
     from urllib.parse import urlsplit
 
@@ -111,19 +87,15 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
                  "hub (mirror, --from the official files)") from None
 
 
-def _columns(spec: HubSpec, manifest: Manifest, split: str, table: Any) -> None:
-    names = list(table.column_names)
-    absent = [hub for hub in spec.columns.values() if hub not in names]
+def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
+             ) -> tuple[pa.Table, list[str]]:
+    cols, present = spec.columns, list(dataset.column_names)
+    absent = [hub for hub in cols.values() if hub not in present]
     if absent:
         raise DataError(
-            f"{manifest.source}: [hub] columns: hub split {split!r} of {spec.id} has no "
+            f"{manifest.source}: [hub] columns: hub split {hub_split!r} of {spec.id} has no "
             f"column {', '.join(map(repr, absent))}",
-            hint=f"its columns are: {', '.join(names)}; fix [hub] columns")
-
-
-def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, list[str]]:
-    """The canonical columns ``hub_parquet`` reads, and warnings about the label names."""
-    cols = spec.columns
+            hint=f"its columns are: {', '.join(present)}; fix [hub] columns")
     left = dataset[cols["left"]]
     right = dataset[cols["right"]]
     raw_labels = dataset[cols["label"]]
@@ -148,9 +120,16 @@ def _convert(spec: HubSpec, hub_split: str, dataset: Any) -> tuple[pa.Table, lis
 
 
 def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
-    """Write ``manifest``'s hub dataset (or the hub-layout folder ``from_path``) to
-    ``raw/<name>/hub/<split>.parquet`` with its records; no split at all is a :class:`DataError`."""
-    spec = hub_spec(manifest)
+    """Write ``manifest``'s hub dataset (or the folder ``from_path``) to the raw folder."""
+    if manifest.hub is None:
+        from pairrepro.data.manifests import available_datasets, load_manifest
+
+        have = [n for n in available_datasets() if load_manifest(n).hub is not None]
+        raise ConfigError(
+            f"dataset {manifest.name!r} has no [hub] table in {manifest.source}",
+            hint=f"--source hub works for: {', '.join(have) or '(none)'}; "
+                 f"fetch {manifest.name} without --source hub")
+    spec = manifest.hub
     location = str(from_path) if from_path is not None else spec.id
     loaded, data_files, fingerprint = _load(spec, location)
     revisions = sorted({m.group(1) for files in data_files.values() for f in files
@@ -169,8 +148,7 @@ def fetch_hub(manifest: Manifest, from_path: Path | None = None) -> FetchReport:
                                                  f"(it has {', '.join(loaded)})"))
             continue
         dataset = loaded[theirs]
-        _columns(spec, manifest, theirs, dataset)
-        table, warnings = _convert(spec, theirs, dataset)
+        table, warnings = _convert(manifest, spec, theirs, dataset)
         report.warnings.extend(w for w in warnings if w not in report.warnings)
         target = root / rel
         with fileio.atomic_path(target) as tmp:

@@ -1,6 +1,4 @@
-"""Local copies of a dataset's files: ``--from PATH`` and the mirror (``<DIR>/<dataset>/<path>``);
-a copy is verified before it gets its final name (:func:`install_copy`).
-"""
+"""Local copies of a dataset's files: ``--from PATH`` and the mirror (``DIR/<dataset>/<path>``)."""
 
 from __future__ import annotations
 
@@ -14,8 +12,6 @@ from pairrepro.errors import ConfigError
 
 
 def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
-    """``--from`` as an absolute path, or a :class:`ConfigError` when it does not exist or is
-    a file whose name matches no file of the dataset."""
     if from_path is None:
         return None
     from_path = from_path.expanduser().resolve()
@@ -33,8 +29,6 @@ def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
 
 
 def resolve_mirror(mirror: Path | None) -> Path | None:
-    """``mirror``, else :func:`paths.mirror_setting`'s, as an absolute path; one that is not a
-    folder is a :class:`ConfigError` naming where it was set."""
     setting = (mirror, "--mirror") if mirror is not None else paths.mirror_setting()
     if setting is None:
         return None
@@ -50,8 +44,7 @@ def resolve_mirror(mirror: Path | None) -> Path | None:
 
 def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
                      mirror: Path | None) -> list[tuple[str, Path]]:
-    """``(origin, path)`` of the local places where ``spec`` may be, best first; ``origin``
-    (``from:<path>``, ``mirror:<path>``) is what the fetch record calls the source."""
+    """``(origin, path)`` of the local places where ``spec`` may be, best first."""
     found: list[tuple[str, Path]] = []
     base = PurePosixPath(spec.path).name
     if from_path is not None:
@@ -71,8 +64,7 @@ def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
 
 
 def install_copy(source: Path, target: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
-    """Copy a local file into place: ``(sha256, verified)``; verified before it gets its
-    final name (a bad copy never appears there)."""
+    """Copy a local file into place, verified first: ``(sha256, verified)``."""
     with fileio.atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
         return verify_file(tmp, spec, origin)

@@ -1,8 +1,5 @@
-"""Dataset manifests: ``data_manifests/<name>.toml`` (layout: ARCHITECTURE.md) read into
-typed, validated objects, and which splits and variants the raw files here can serve: a
-variant's split needs every file its reader reads (:func:`find_raw_file`); a split is
-*unreadable* when no variant can read it from the files here.
-"""
+"""Dataset manifests (``data_manifests/<name>.toml``) as validated objects, and which splits
+and variants the raw files here can serve."""
 
 from __future__ import annotations
 
@@ -57,8 +54,7 @@ Size = Annotated[int, AfterValidator(_non_negative)]
 
 
 class MemberSpec(Schema):
-    """A file inside an archive (``[[files.members]]``), pinned on its own; ``sha256 = ""``: not
-    pinned yet (fetch records the hash read, unverified)."""
+    """A file inside an archive (``[[files.members]]``); ``sha256 = ""``: not pinned."""
 
     path: RawPath
     sha256: Sha256 = ""
@@ -66,7 +62,7 @@ class MemberSpec(Schema):
 
 
 class FileSpec(Schema):
-    """One published file: ``path`` is relative to ``raw/<name>/`` and ``<mirror>/<name>/``."""
+    """One published file; ``path`` is relative to ``raw/<name>/`` and ``<mirror>/<name>/``."""
 
     path: RawPath
     url: str = ""
@@ -77,7 +73,6 @@ class FileSpec(Schema):
     archive: Literal["", "zip", "tar", "tar.gz"] = ""
     splits: list[str] = Field(default_factory=list)
     note: str = ""
-    # For an archive: the files (paths relative to raw/<name>/) it provides once extracted.
     members: list[MemberSpec] = Field(default_factory=list)
 
     @field_validator("members")
@@ -90,7 +85,7 @@ class FileSpec(Schema):
 
 
 class Expected(Schema):
-    """Counts a split must have after reading (a mismatch is a DataError at preprocess)."""
+    """Counts a split must have after reading."""
 
     pairs: Size | None = None
     groups: Size | None = None
@@ -100,16 +95,14 @@ class Expected(Schema):
 
 
 class PlanningEstimate(Schema):
-    """``planning = {pairs, source}``: the size the planner assumes while the split is not
-    prepared here (the paper's counts; never checked against the data)."""
+    """The size the planner assumes while the split is not prepared (the paper's counts)."""
 
     pairs: Annotated[int, Field(ge=1)]
     source: Annotated[str, Field(min_length=1)]  # the published count and the arithmetic
 
 
 class Holdout(Schema):
-    """A dev split carved out of a published one: whole groups, or (``by = "left"``) every
-    pair of a first text, so the held-out first texts are all new."""
+    """A dev split carved out of a published one: whole groups, or every pair of a first text."""
 
     from_: str = Field(alias="from")
     to: str
@@ -126,13 +119,11 @@ def _no_positive(value: str) -> str:
     return value
 
 
-#: How preprocess splits text into tokens (``preprocess.Tokenizer``): the choices, stated once.
 TokenizerName = Literal["regex", "whitespace"]
 
 
 class VariantOptions(Schema):
-    """Variant-wide options read by ``prepare`` and ``train`` (any reader); the reader's own
-    options (its ``Options`` model) are added to these."""
+    """Variant-wide options of any reader; the reader's own ``Options`` are added to these."""
 
     description: str = ""
     tokenizer: TokenizerName = "regex"
@@ -143,43 +134,34 @@ class VariantOptions(Schema):
     label_map: list[str] = Field(default_factory=list)
     holdout: Holdout | None = None
     lexical_only: bool = False
-    # a reader other than the manifest's for this variant (the ``hub`` variant reads the
-    # parquet files ``fetch --source hub`` wrote); it takes only the options above
-    reader: str = ""
+    reader: str = ""  # other than the manifest's (the hub variant's hub_parquet)
     no_positive: Annotated[str, AfterValidator(_no_positive)] = "skip"
 
 
 class SplitFields(Schema):
-    """The keys of every ``[variants.<v>.splits.<s>]`` table; the reader's options follow."""
+    """The keys of every ``[variants.<v>.splits.<s>]`` table besides the reader's options."""
 
     files: list[RawPath]
     expected: Expected = Expected()
     planning: PlanningEstimate | None = None
 
 
-#: Folder of raw/<name>/ that ``fetch --source hub`` writes its parquet files into.
 HUB_DIR = "hub"
 
 
 class HubSpec(Schema):
-    """Where a dataset is on the Hugging Face hub (``[hub]``) and how its columns become the
-    canonical pair table (``pairrepro fetch NAME --source hub``, see ``data/hub.py``)."""
+    """Where a dataset is on the Hugging Face hub (``[hub]``) and how its columns map."""
 
     id: str
     config: str | None = None
-    # "" = the hub's default branch; the commit actually used is recorded by fetch
-    revision: str = ""
+    revision: str = ""  # "": the hub's default branch
     # our split name -> the hub's split name (validation, validation_matched, ...)
     splits: dict[str, str]
-    # canonical column -> the hub's column: left and right, label, and optionally pair_id
     columns: dict[Literal["left", "right", "label", "pair_id"], str]
-    # the hub's label value (a class index or a name, written as a string) -> a name in the
-    # manifest's label_map; "" drops the pair by rule (SNLI's -1: no annotator majority);
-    # a value not listed is a malformed row
+    # the hub's label value (as a string) -> a label_map name; "" drops the pair by rule
     labels: dict[str, str]
 
     def file(self, split: str) -> str:
-        """The raw file (relative to raw/<name>/) holding our split ``split``."""
         return f"{HUB_DIR}/{split}.parquet"
 
     @field_validator("columns")
@@ -211,8 +193,7 @@ class ManifestFields(Schema):
 
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
-    """Reader ``reader``'s options models, (variant-wide ``Options``, per split:
-    ``SplitOptions`` where it has one, else ``Options``); none for a reader without a module."""
+    """Reader ``reader``'s options models: (variant-wide, per split)."""
     from pairrepro.data.formats import ReaderOptions, find_reader
 
     module = find_reader(reader)
@@ -224,8 +205,6 @@ def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
 
 @functools.cache
 def variant_model(reader: str) -> type[VariantOptions]:
-    """The schema of a ``[variants.<v>]`` table of reader ``reader``: the common options, the
-    reader's own, and the splits with the reader's per-split options."""
     variant_options, split_options = reader_options(reader)
     split = create_model(f"{reader}.Split", __base__=(SplitFields, split_options))
     return create_model(  # type: ignore[no-any-return]
@@ -235,8 +214,7 @@ def variant_model(reader: str) -> type[VariantOptions]:
 
 @functools.cache
 def manifest_model(reader: str) -> type[ManifestFields]:
-    """The schema of a manifest whose reader is ``reader``: its variants and splits take
-    exactly the options that reader reads, so a misspelt option is an error at load time."""
+    """The schema of a manifest read by ``reader``: a misspelt option is an error at load."""
     variant = variant_model(reader)
 
     def default_is_a_variant(self: Any) -> Any:
@@ -252,29 +230,19 @@ def manifest_model(reader: str) -> type[ManifestFields]:
             default_is_a_variant)})
 
 
-def _no_reader_options() -> Schema:
-    # imported here as reader_options does: the readers' package is loaded only when needed
-    from pairrepro.data.formats import ReaderOptions
-
-    return ReaderOptions()
-
-
 @dataclass
 class SplitSpec:
-    """How a reader builds one split: its files, its own reader options (typed, over the
-    variant's: ``formats._common.split_options``), expected counts and ``planning``."""
+    """How a reader builds one split (``options``: the reader's own, set on the split)."""
 
     name: str
     files: list[str]
     expected: dict[str, Any] = field(default_factory=dict)
-    options: Schema = field(default_factory=_no_reader_options)
+    options: Schema = field(default_factory=Schema)  # no reader option set
     planning: PlanningEstimate | None = None
 
 
 @dataclass
 class VariantSpec:
-    """A variant: its splits and its validated options (the common :class:`VariantOptions`
-    and its reader's ``Options``, defaults included: the models own them)."""
 
     name: str
     description: str = ""
@@ -283,8 +251,7 @@ class VariantSpec:
 
 
 class Manifest(ManifestFields):
-    """A validated manifest: :class:`ManifestFields`, the variants with each split's files and
-    options resolved, and the file it was read from."""
+    """A validated manifest, with the file it was read from."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
     variants: dict[str, VariantSpec] = Field(default_factory=dict)
@@ -292,12 +259,10 @@ class Manifest(ManifestFields):
 
     @property
     def never_published(self) -> bool:
-        """Declared only so that tables citing it can say why: not public, and no file at all
-        (e.g. ``reuters_sc``: its authors never released it)."""
+        """Declared only so that tables citing it can say why (e.g. ``reuters_sc``)."""
         return not self.public and not self.files
 
     def require_published(self) -> None:
-        """Raise :class:`DataError` (exit 3) for a dataset whose data was never published."""
         if self.never_published:
             raise DataError(
                 f"dataset {self.name!r} was never published: there is no file to fetch or "
@@ -305,7 +270,7 @@ class Manifest(ManifestFields):
                 hint=f"{self.licence} ({self.source})" if self.licence else self.source)
 
     def variant(self, name: str | None) -> VariantSpec:
-        """A variant by name (``None``: the default one), with an error listing the choices."""
+        """A variant by name (``None``: the default one)."""
         key = name or self.default_variant or next(iter(self.variants), "")
         if key not in self.variants:
             raise ConfigError(
@@ -315,8 +280,7 @@ class Manifest(ManifestFields):
         return self.variants[key]
 
     def pin(self, path: str) -> str:
-        """The sha256 pinned for raw file ``path`` (a [[files]] entry or an archive member);
-        "" when it is not pinned."""
+        """The sha256 pinned for raw file ``path`` (a file or an archive member), or ""."""
         for spec in self.files:
             if spec.path == path:
                 return spec.sha256
@@ -333,8 +297,7 @@ class Manifest(ManifestFields):
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
-    """Validate a manifest dict against its reader's schema; errors name ``source``, the table
-    (``[files][i]``, ``[variants.<v>.splits.<s>]``), key, value and what is allowed."""
+    """Validate a manifest dict against its reader's schema; errors name ``source``."""
     reader = raw.get("reader") if isinstance(raw, dict) else None
     reader = reader if isinstance(reader, str) else ""
     checked: Any = validate(manifest_model(reader), raw, source)
@@ -353,7 +316,6 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
                              reader_part(smodel), smodel.planning)
             for sname, smodel in vmodel.splits.items()}
         variants[vname] = VariantSpec(vname, vmodel.description, splits, vmodel)
-    # the checked values as they are (model_construct: already validated, typed per reader)
     top = {name: getattr(checked, name) for name in ManifestFields.model_fields}
     return Manifest.model_construct(**top, variants=variants, source=source)
 
@@ -363,7 +325,6 @@ def available_datasets() -> list[str]:
 
 
 def load_manifest(name: str) -> Manifest:
-    """Read ``data_manifests/<name>.toml`` (a :class:`ConfigError` lists the known names)."""
     path: Path = paths.manifests_dir() / f"{name}.toml"
     if not path.is_file():
         raise ConfigError(f"unknown dataset {name!r}",
@@ -372,8 +333,7 @@ def load_manifest(name: str) -> Manifest:
 
 
 def find_raw_file(raw_root: Path, rel: str) -> Path | None:
-    """The raw file ``rel``, or its twin with/without ``.gz`` (official zips hold plain
-    ``x.jsonl`` where a mirror has ``x.jsonl.gz``); ``None`` when neither exists."""
+    """The raw file ``rel``, or its twin with/without ``.gz``; ``None`` when neither exists."""
     for name in (rel, rel[:-3] if rel.endswith(".gz") else rel + ".gz"):
         if (raw_root / name).is_file():
             return raw_root / name
@@ -381,26 +341,22 @@ def find_raw_file(raw_root: Path, rel: str) -> Path | None:
 
 
 def missing_files(raw_root: Path, files: list[str]) -> list[str]:
-    """The files of a split that are not in ``raw_root`` (twins count, as for readers)."""
     return [rel for rel in files if find_raw_file(raw_root, rel) is None]
 
 
 def file_splits(manifest: Manifest) -> list[str]:
-    """The split names the manifest's (official) files are tagged with, in manifest order."""
     return list(dict.fromkeys(s for spec in manifest.files for s in spec.splits))
 
 
 def declared_splits(manifest: Manifest) -> list[str]:
-    """:func:`file_splits`, then the hub's split names that no file declares (what the
-    fetch record reports on: either source may bring a split)."""
+    """:func:`file_splits`, then the hub's split names that no file declares."""
     hub = manifest.hub.splits if manifest.hub else {}
     return list(dict.fromkeys([*file_splits(manifest), *hub]))
 
 
 def variant_gaps(manifest: Manifest, root: Path) -> tuple[dict[str, dict[str, list[str]]],
                                                           list[str]]:
-    """``(variant -> split -> files it reads that are not under root, only for splits
-    lacking some; split names that no variant can read from the files here)``."""
+    """``(variant -> split -> its files not under root; splits no variant can read)``."""
     missing: dict[str, dict[str, list[str]]] = {}
     readable: set[str] = set()
     named: list[str] = []
@@ -418,8 +374,7 @@ def variant_gaps(manifest: Manifest, root: Path) -> tuple[dict[str, dict[str, li
 
 
 def variant_missing(manifest: Manifest, variant: str | None) -> list[str]:
-    """The raw files ``variant`` (``None``: the default) reads that are not here, each once;
-    ``[]`` when ``preprocess`` can write every split of it."""
+    """The raw files ``variant`` (``None``: the default) reads that are not here, each once."""
     root = paths.raw_dir(manifest.name)
     spec = manifest.variant(variant)
     return list(dict.fromkeys(rel for split in spec.splits.values()
@@ -427,13 +382,11 @@ def variant_missing(manifest: Manifest, variant: str | None) -> list[str]:
 
 
 def reads_hub(manifest: Manifest, variant: str | None) -> bool:
-    """Whether ``variant`` reads the hub's parquet files (``fetch --source hub``)."""
     return all(s.files and all(f.startswith(HUB_DIR + "/") for f in s.files)
                for s in manifest.variant(variant).splits.values())
 
 
 def ready_variants(manifest: Manifest) -> list[str]:
-    """The variants every split of which has all its raw files here (``preprocess`` can
-    write them whole), in manifest order."""
+    """The variants every split of which has all its raw files here."""
     return [name for name, spec in manifest.variants.items()
             if spec.splits and not variant_missing(manifest, name)]

@@ -1,23 +1,12 @@
-"""BM25 with Lucene's scoring, and seeded negative sampling from the top BM25 results.
-
-The Yahoo! Answers lists query Lucene with each best answer, drawing negatives from the top
-1,000 results. Lucene's ``BM25Similarity`` (Lucene >= 8; k1 = 1.2, b = 0.75)::
-
-    score(q, d) = sum over query terms t (with repetition) of
-                  idf(t) * tf(t, d) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
-    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
-
-:func:`lucene_idf` and :func:`lucene_term_weight` are the project's one implementation (the
-``bm25`` model uses them); retrieval uses ``bm25s`` (``method="lucene"``, checked equal).
-Document lengths are exact (Lucene's are one byte), so near-ties can swap. The analyzer
-approximates Lucene 8's ``StandardAnalyzer``: lower-cased ``\\w`` runs, no stop words.
-"""
+"""BM25 with Lucene 8's scoring (``BM25Similarity``, the one implementation: the ``bm25``
+model uses it; retrieval via ``bm25s``), and seeded negative sampling from the top results.
+Document lengths are exact (Lucene's are one byte), so near-ties can swap."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,7 +18,7 @@ _TOKEN_RE = re.compile(r"\w+(?:'\w+)*", re.UNICODE)
 
 
 def analyze(text: str) -> list[str]:
-    """Lower-cased word tokens (StandardAnalyzer-like; punctuation is not a token)."""
+    """Lower-cased word tokens, like Lucene's StandardAnalyzer without stop words."""
     return _TOKEN_RE.findall(text.lower())
 
 
@@ -40,22 +29,16 @@ def lucene_idf(doc_freq: np.ndarray, num_docs: int) -> np.ndarray:
 
 
 def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  # type: ignore[no-untyped-def]
-    """Lucene's BM25 term-frequency part ``tf / (tf + k1 * (1 - b + b * |d| / avgdl))``, on
-    numpy arrays and torch tensors alike (the ``bm25`` model shares it)."""
+    """Lucene's BM25 ``tf / (tf + k1 * (1 - b + b * |d| / avgdl))``, numpy or torch."""
     return tf / (tf + k1 * (1.0 - b + b * doc_len / avg_doc_len))
 
 
 @dataclass(frozen=True)
 class BM25Params:
-    """Retrieval and sampling parameters (recorded with every built variant)."""
-
     k1: float = LUCENE_K1
     b: float = LUCENE_B
     top_k: int = 1000
     method: str = "lucene"
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _check_params(params: BM25Params) -> None:
@@ -90,8 +73,7 @@ def bm25_top_k(
     show_progress: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(indices, scores)`` of the top ``min(top_k, len(corpus))`` documents per query, best
-    first (Lucene BM25 via ``bm25s``); as in Lucene a document sharing no term is no result:
-    index ``-1``, score 0."""
+    first; a document sharing no term is no result (index ``-1``, score 0)."""
     import bm25s  # local: heavy import, only needed when building lists
 
     _check_params(params)
@@ -137,8 +119,7 @@ def sample_negatives(candidates: np.ndarray, positives: np.ndarray, num_negative
         keys = np.asarray(exclude_same_text)
         cand_keys = np.where(candidates >= 0, keys[np.maximum(candidates, 0)], -1)
         usable &= cand_keys != keys[positives][:, None]
-    # Random keys, unusable slots pushed to the end: the first n by key are a uniform sample
-    # without replacement of the usable ones (one vectorised argsort instead of a Python loop).
+    # random keys, unusable slots last: the first n by key are a uniform sample of the usable
     rng = np.random.default_rng(seed)
     keys_random = rng.random(candidates.shape)
     keys_random[~usable] = 2.0

@@ -1,10 +1,5 @@
-"""The prepared-data contract shared by ``preprocess`` (writer) and ``train`` (reader).
-
-A prepared folder (``prepared/<dataset>[-<variant>]/``) holds ``{split}.parquet``
-(:data:`PREPARED_SCHEMA`), ``vocab.tsv`` (``token<TAB>train_count``, line *i* is id *i*),
-``stats.json`` (counts, tokenisation, sources, and the ``files`` record every file is checked
-against) and ``DONE``, written last: a folder without it is never read.
-"""
+"""The prepared folder shared by ``preprocess`` (writer) and ``train`` (reader); its layout:
+docs/datasets.md, "Prepared data"."""
 
 from __future__ import annotations
 
@@ -25,20 +20,11 @@ from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError, DataError, PairreproError
 
 PAD, UNK = "<pad>", "<unk>"
-#: Ids of the two reserved vocabulary entries (lines 0 and 1 of ``vocab.tsv``): padding, and
-#: every word the vocabulary (or the recipe's ``min_count``) does not keep.
 PAD_ID, UNK_ID = 0, 1
-PREPARED_SCHEMA = pa.schema(
-    [
-        ("pair_id", pa.string()),
-        ("group_id", pa.string()),
-        ("left", pa.string()),
-        ("right", pa.string()),
-        ("label", pa.int64()),
-        ("left_ids", pa.list_(pa.int32())),
-        ("right_ids", pa.list_(pa.int32())),
-    ]
-)
+PREPARED_SCHEMA = pa.schema([
+    ("pair_id", pa.string()), ("group_id", pa.string()), ("left", pa.string()),
+    ("right", pa.string()), ("label", pa.int64()), ("left_ids", pa.list_(pa.int32())),
+    ("right_ids", pa.list_(pa.int32()))])
 
 
 @dataclass
@@ -57,7 +43,7 @@ class PreparedDataset:
 
     def rare_token_map(self, min_count: int, keep_unseen: bool) -> np.ndarray | None:
         """An id -> id table (``None``: no change) sending to ``<unk>`` the tokens seen in train
-        fewer than ``min_count`` times (train-unseen ones only without ``keep_unseen``)."""
+        fewer than ``min_count`` times (unseen ones too unless ``keep_unseen``)."""
         counts = np.asarray(self.train_counts, dtype=np.int64)
         rare = counts < min_count
         if keep_unseen:
@@ -71,8 +57,8 @@ class PreparedDataset:
 
     def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
                          ) -> PreparedDataset:
-        """This dataset with its splits ``names`` taken from ``source`` (another variant, tokenised
-        alike), re-encoded in this vocabulary: a model of this variant scored on another's."""
+        """This dataset with its splits ``names`` taken from ``source`` (a variant tokenised
+        alike), re-encoded in this vocabulary."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
         if mine != theirs:
             raise DataError(f"{source.root} and {self.root} are tokenised differently "
@@ -92,7 +78,6 @@ class PreparedDataset:
                                _splits=splits)
 
     def split(self, name: str) -> pd.DataFrame:
-        """The pair table of split ``name`` (a :class:`DataError` names the splits present)."""
         if name not in self._splits:
             path = self.root / f"{name}.parquet"
             if not path.is_file():
@@ -104,8 +89,7 @@ class PreparedDataset:
         return self._splits[name]
 
     def file_sha256(self, names: Iterable[str] | None = None) -> dict[str, str]:
-        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None) as
-        preprocess recorded them, which reading a split checks (hashed here for older folders)."""
+        """sha256 of the split files (``{"test.parquet": sha}``; all when ``names`` is None)."""
         recorded = _file_records(self.root, self.stats)
         wanted = (sorted(p.name for p in self.root.glob("*.parquet")) if names is None
                   else list(names))
@@ -114,8 +98,7 @@ class PreparedDataset:
                 for name in wanted if (self.root / name).is_file()}
 
     def check_files(self, expected: Mapping[str, str], source: str) -> None:
-        """Check the sha256 a run recorded (``prepared_sha256``, from ``source``) against this
-        folder's; a :class:`DataError` names the file and both hashes."""
+        """Check the sha256 a run recorded (``source``) against this folder's."""
         recorded = _file_records(self.root, self.stats)
         for name, sha in expected.items():
             have = recorded.get(name, {}).get("sha256")
@@ -128,7 +111,6 @@ class PreparedDataset:
 
 
 def _write_bytes(path: Path, data: Any) -> str:
-    """Write ``data`` (any buffer) atomically; its sha256, hashed from the same buffer."""
     with fileio.atomic_open(path, "wb") as handle:
         handle.write(data)
     return hashlib.sha256(data).hexdigest()
@@ -136,8 +118,7 @@ def _write_bytes(path: Path, data: Any) -> str:
 
 def write_prepared(root: Path, splits: Mapping[str, pd.DataFrame], vocab: list[str],
                    train_counts: list[int], stats: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Write a prepared folder atomically file by file, ``DONE`` last; returns the ``files``
-    record (sha256, rows, groups) that ``stats.json`` gets and :func:`load_prepared` checks."""
+    """Write a prepared folder atomically file by file, ``DONE`` last; the ``files`` record."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "DONE").unlink(missing_ok=True)
     if vocab[:2] != [PAD, UNK]:
@@ -164,7 +145,6 @@ def write_prepared(root: Path, splits: Mapping[str, pd.DataFrame], vocab: list[s
 
 
 def _file_records(folder: Path, stats: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The ``files`` record of ``stats.json`` ({} for folders prepared before it existed)."""
     files = stats.get("files", {})
     if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
         raise DataError(f"{folder / 'stats.json'}: damaged: 'files' is not a table of records",
@@ -174,7 +154,6 @@ def _file_records(folder: Path, stats: Mapping[str, Any]) -> dict[str, dict[str,
 
 def _check_record(path: Path, data: bytes, record: Mapping[str, Any] | None,
                   dataset: str) -> None:
-    """The bytes of a prepared file against the sha256 preprocess recorded for it."""
     if not record or "sha256" not in record:
         return
     found = hashlib.sha256(data).hexdigest()
@@ -187,7 +166,6 @@ def _check_record(path: Path, data: bytes, record: Mapping[str, Any] | None,
 
 
 def _read_split(path: Path, stats: Mapping[str, Any]) -> pd.DataFrame:
-    """Read a split's parquet once: hash the bytes, check them, parse them from the buffer."""
     dataset = str(stats.get("dataset", ""))
     record = _file_records(path.parent, stats).get(path.name)
     data = path.read_bytes()
@@ -207,18 +185,17 @@ def _read_split(path: Path, stats: Mapping[str, Any]) -> pd.DataFrame:
 
 def load_prepared(dataset: str, variant: str | None = None, root: Path | None = None
                   ) -> PreparedDataset:
-    """Open a prepared dataset; a clear :class:`DataError` says how to prepare it."""
     folder = root or paths.prepared_dir(dataset, variant or None)
+    command = f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
     if not (folder / "DONE").is_file():
         steps: list[Step] = []
         if root is None:
             with contextlib.suppress(PairreproError):  # e.g. a variant the manifest lacks
                 steps = prepare_steps(dataset, variant or "")
-        commands = [step.command for step in steps] or [
-            f"pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")]
+        commands = [step.command for step in steps] or [command]
         raise DataError(f"dataset {dataset!r} is not prepared (no complete folder {folder})",
                         hint="run: " + " && ".join(commands))
-    again = f"run: pairrepro preprocess {dataset}" + (f" --variant {variant}" if variant else "")
+    again = f"run: {command}"
     stats_path = folder / "stats.json"
     try:
         stats = json.loads(stats_path.read_bytes().decode("utf-8"))
@@ -255,10 +232,8 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
     return PreparedDataset(root=folder, vocab=vocab, train_counts=counts, stats=stats)
 
 
-# ------------------------------------------------------------------ readiness (for planning/plan)
 def is_prepared(dataset: str, variant: str | None = None) -> bool:
-    """Whether :func:`load_prepared` would open ``dataset``/``variant``: the folder it reads
-    has its ``DONE`` marker (parquet files without it are an unfinished preprocess)."""
+    """Whether :func:`load_prepared` would open ``dataset``/``variant``."""
     return (paths.prepared_dir(dataset, variant or None) / "DONE").is_file()
 
 
@@ -270,9 +245,8 @@ class Step(NamedTuple):
 
 
 def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
-    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in order: fetch
-    (unless its raw files are here; the way that fits the data), then preprocess; ``[]`` when
-    prepared. Raises the manifest's errors: a variant it lacks, data never published."""
+    """What stands between ``dataset``/``variant`` and :func:`load_prepared`, in order; raises
+    the manifest's errors (a variant it lacks, data never published)."""
     from pairrepro.data.manifests import load_manifest, reads_hub, variant_missing
 
     if is_prepared(dataset, variant):
@@ -301,8 +275,7 @@ def prepare_steps(dataset: str, variant: str = "") -> list[Step]:
 
 
 def data_status(dataset: str, variant: str = "") -> tuple[bool, str]:
-    """Whether ``dataset`` is prepared and, if not, the commands that would make it so
-    (:func:`prepare_steps`; for data that is not public, why, and its ``fetch --from``)."""
+    """Whether ``dataset`` is prepared and, if not, what would make it so."""
     from pairrepro.data.manifests import load_manifest
 
     try:
@@ -336,8 +309,8 @@ def split_pairs(dataset: str, variant: str | None, split: str) -> int | None:
 
 
 def capped_pairs(dataset: str, variant: str | None, split: str, negatives: int) -> int | None:
-    """Pairs an epoch of ``split`` has when each query keeps its positives and at most
-    ``negatives`` of its negatives (pointwise ranking); None when not prepared."""
+    """Pairs of an epoch of ``split`` keeping at most ``negatives`` negatives per query (None:
+    not prepared)."""
     if not is_prepared(dataset, variant):
         return None
     path = paths.prepared_dir(dataset, variant or None) / f"{split}.parquet"

@@ -1,26 +1,16 @@
-"""``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics.
-
-For one variant: read every split whose raw files are here (others are skipped and reported),
-check the counts the manifest ``expected`` (pairs, groups, positive, labels, questions), tokenise,
-build the vocabulary and write the prepared folder (:func:`.prepared.write_prepared`).
-
-Tokenisation (variant options, recorded in ``stats.json``): ``tokenizer`` ``"regex"``
-(:data:`TOKEN_PATTERN`) or ``"whitespace"`` (sources published tokenised); ``lowercase``;
-``numbers = "<num>"`` replaces every :data:`NUMBER_PATTERN` token (TrecQA's TRAIN-ALL is
-published so). Vocabulary: ``<pad>``, ``<unk>``, then every token of any split by its train
-count (ties: count over all splits, then first appearance); train-absent tokens stay so that
-they can get pretrained vectors, and the recipe's ``min_count`` decides what becomes ``<unk>``.
-"""
+"""``preprocess``: raw files -> tokenised pair tables, vocabulary and statistics
+(tokenisation and vocabulary order: docs/datasets.md, "Prepared data")."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import time
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -49,7 +39,6 @@ TOKENIZERS: tuple[TokenizerName, ...] = get_args(TokenizerName)
 #: A number token as TRAIN-ALL's normalisation saw it (``1997``, ``50,000``, ``3.5``; not
 #: ``1980s``, ``.08``, ``1/2``).
 NUMBER_PATTERN = r"\d+(?:,\d{3})*(?:\.\d+)?"
-# every ASCII character that is neither \w nor \s -> itself between spaces
 _SPACE_OUT_SYMBOLS = str.maketrans({
     c: f" {c} " for c in map(chr, range(128)) if not re.fullmatch(r"[\w\s]", c)})
 MAX_MALFORMED_IN_STATS = 1000
@@ -57,8 +46,6 @@ MAX_MALFORMED_IN_STATS = 1000
 
 @dataclasses.dataclass
 class Tokenizer:
-    """The tokenisation settings of a variant; ``split(text)`` gives its tokens."""
-
     kind: TokenizerName = "regex"
     lowercase: bool = True
     numbers: str = ""  # placeholder for number tokens ("" keeps them)
@@ -70,7 +57,6 @@ class Tokenizer:
         self._is_number = re.compile(NUMBER_PATTERN).fullmatch
 
     def split(self, text: str) -> list[str]:
-        """The tokens of ``text``, number tokens replaced by ``numbers`` when it is set."""
         tokens = self._tokens(text.lower() if self.lowercase else text)
         if self.numbers:
             is_number, placeholder = self._is_number, self.numbers
@@ -95,7 +81,7 @@ class Tokenizer:
 
 
 class _Encoder:
-    """Maps tokens to provisional ids (first appearance) into flat int32 arrays."""
+    """Tokens -> provisional ids (first appearance) in flat int32 arrays."""
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
@@ -104,7 +90,6 @@ class _Encoder:
         self.index = index
 
     def encode(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Flat provisional ids and per-text lengths of ``texts``."""
         flat = array("i")
         lengths = array("i")
         extend, append, lookup, split = (flat.extend, lengths.append,
@@ -117,23 +102,14 @@ class _Encoder:
 
 
 def _variant_with_labels(manifest: Manifest, variant: VariantSpec) -> VariantSpec:
-    """The variant with the manifest's ``label_map`` in its options unless it sets its own."""
     if "label_map" in variant.options.model_fields_set:
         return variant
     options = variant.options.model_copy(update={"label_map": list(manifest.label_map)})
     return dataclasses.replace(variant, options=options)
 
 
-def _split_availability(raw_root: Path, variant: VariantSpec
-                        ) -> tuple[list[str], dict[str, list[str]]]:
-    missing = {name: absent for name, split in variant.splits.items()
-               if (absent := missing_files(raw_root, split.files))}
-    return [name for name in variant.splits if name not in missing], missing
-
-
 def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.DataFrame,
-                    result: ReaderResult, label_map: list[str], summary: dict[str, Any]) -> None:
-    # ``expected``'s keys and types were checked with the manifest (manifests.Expected)
+                    result: ReaderResult, summary: dict[str, Any]) -> None:
     actual: dict[str, Any] = {
         "pairs": summary["pairs"],
         "groups": summary["groups"],
@@ -154,8 +130,7 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
 
 def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
-    """Carve a dev split out of a published one as :class:`.manifests.Holdout` says (a seeded
-    permutation), after checking the source split's published counts."""
+    """Carve a dev split out of a published one (seeded), after checking the source's counts."""
     source, target = holdout.from_, holdout.to
     if source not in results:
         return results
@@ -164,7 +139,7 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
     published = {"pairs": len(frame), "groups": int(frame["group_id"].nunique()),
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
-                    label_map, published)
+                    published)
     by = holdout.by
     keys = frame["left" if by == "left" else "group_id"]
     groups = keys.unique()
@@ -183,8 +158,8 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
 
 def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
                    ) -> tuple[dict[str, str], list[str]]:
-    """sha256 of every raw file used, as the readers read it, and the files no pin verified; a
-    fetched file changed since is a :class:`ChecksumError` (exit 5) naming pin and record."""
+    """sha256 of every raw file used and the files no pin verified; a fetched file changed
+    since is a :class:`ChecksumError` (exit 5)."""
     from pairrepro.data.fetch_record import read_record
 
     read = take_read_hashes()
@@ -225,7 +200,6 @@ def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
 
 def _ids_array(flat: np.ndarray, lengths: np.ndarray, remap: np.ndarray
                ) -> pd.api.extensions.ExtensionArray:
-    """Final-id ``list<int32>`` column backed by Arrow (no per-pair Python objects)."""
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     values = remap[flat] if flat.size else np.zeros(0, dtype=np.int32)
@@ -234,33 +208,21 @@ def _ids_array(flat: np.ndarray, lengths: np.ndarray, remap: np.ndarray
     return pd.array(arr, dtype=pd.ArrowDtype(pa.list_(pa.int32())))
 
 
-class _Steps:
-    """A rich progress display of the preprocessing steps (or nothing)."""
+@contextlib.contextmanager
+def _steps(enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A rich progress display of the preprocessing steps (a no-op one when not ``enabled``)."""
+    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    def __init__(self, enabled: bool) -> None:
-        self.progress = None
-        if enabled:
-            from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
+    from pairrepro.console import live_progress
 
-            from pairrepro.console import live_progress
-
-            self.progress = live_progress(SpinnerColumn(), TextColumn("{task.description}"),
-                                          TimeElapsedColumn(), enabled=True)
-
-    def __enter__(self) -> Callable[[str], None]:
-        if self.progress is None:
-            return lambda _msg: None
-        self.progress.start()
-        task = self.progress.add_task("preprocess", total=None)
-        return lambda msg: self.progress.update(task, description=msg)  # type: ignore[union-attr]
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.stop()
+    with live_progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                       enabled=enabled) as progress:
+        task = progress.add_task("preprocess", total=None)
+        yield lambda msg: progress.update(task, description=msg)
 
 
 def _link_default(name: str, variant: str) -> None:
-    """Point ``prepared/<name>`` at the default variant's folder (``load_prepared(name)``)."""
+    """Point ``prepared/<name>`` at the default variant's folder."""
     link = paths.prepared_dir(name)
     if link.exists() and not link.is_symlink():
         return  # a real folder from an older layout: leave it alone
@@ -272,16 +234,17 @@ def _link_default(name: str, variant: str) -> None:
 
 def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                     progress: bool = True) -> dict[str, Any]:
-    """Preprocess one dataset variant; its statistics (as in ``stats.json``). A
-    :class:`DataError` when no raw data is here, counts are not the ``expected``, or with
-    ``strict`` a row is malformed."""
+    """Preprocess one dataset variant; its ``stats.json``. A :class:`DataError` when no raw
+    data is here, counts are not the ``expected``, or with ``strict`` a row is malformed."""
     started = time.perf_counter()
     manifest = load_manifest(name)
     manifest.require_published()
     spec = manifest.variant(variant)
     label_map = list(spec.options.label_map or manifest.label_map)
     raw_root = paths.raw_dir(name)
-    present, missing = _split_availability(raw_root, spec)
+    missing = {split: absent for split, files in spec.splits.items()
+               if (absent := missing_files(raw_root, files.files))}
+    present = [split for split in spec.splits if split not in missing]
     if not present:
         raise _no_raw_data(name, spec, raw_root)
     reader_name = spec.options.reader or manifest.reader  # the hub variant has its own
@@ -290,9 +253,8 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     tokenizer = Tokenizer(spec.options.tokenizer, spec.options.lowercase, spec.options.numbers)
 
     take_read_hashes()  # forget files read before: the hashes below are this run's
-    with _Steps(progress) as step:
+    with _steps(progress) as step:
         results = _read_splits(name, reader, raw_root, reader_variant, present, step)
-        # before anything is counted: are these the bytes fetch verified?
         used_files = [f for s in present for f in spec.splits[s].files]
         sources, unverified = _source_hashes(manifest, raw_root, used_files)
         malformed = _malformed_rows(name, results, strict)
@@ -332,7 +294,6 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                             else None),
             "train_vocab_size": int((train_counts > 0).sum()) + 2,
             "tokenisation": tokenizer.settings(),
-            # splits only consistent for non-learning scorers: train refuses it for models
             "lexical_only": spec.options.lexical_only,
             "malformed_count": len(malformed),
             "malformed": malformed[:MAX_MALFORMED_IN_STATS],
@@ -362,7 +323,6 @@ def _no_raw_data(name: str, spec: VariantSpec, raw_root: Path) -> DataError:
 
 def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: VariantSpec,
                  present: list[str], step: Callable[[str], None]) -> dict[str, ReaderResult]:
-    """The reader's pair tables of the ``present`` splits (``read_variant``, else per split)."""
     if hasattr(reader, "read_variant"):
         step(f"{name}: reading {', '.join(present)}")
         return {k: v for k, v in reader.read_variant(raw_root, reader_variant).items()
@@ -377,7 +337,6 @@ def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: Variant
 
 def _malformed_rows(name: str, results: dict[str, ReaderResult],
                     strict: bool) -> list[dict[str, Any]]:
-    """Every malformed row reported, tagged with its split; with ``strict`` an error."""
     malformed: list[dict[str, Any]] = []
     for split, result in results.items():
         malformed.extend({"split": split, **dataclasses.asdict(row)}
@@ -395,8 +354,7 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
                   label_map: list[str]
                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                              dict[str, Any]]:
-    """One split's token ids and ``stats.json`` summary, checked against ``expected`` (not for
-    a split a holdout was carved from)."""
+    """One split's token ids and summary, checked against ``expected`` (unless held out from)."""
     frame = result.pairs
     left, left_len = encoder.encode(frame["left"])
     right, right_len = encoder.encode(frame["right"])
@@ -418,8 +376,7 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
     }
     holdout = spec.options.holdout
     if split in spec.splits and not (holdout and split == holdout.from_):
-        _check_expected(name, split, spec.splits[split].expected, frame, result,
-                        label_map, summary)
+        _check_expected(name, split, spec.splits[split].expected, frame, result, summary)
     return (left, left_len, right, right_len), summary
 
 
@@ -427,8 +384,7 @@ def _build_vocab(encoder: _Encoder,
                  encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                  vocab_split: str | None
                  ) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:
-    """``(vocab, its train counts, encoder id -> vocab id, train counts by encoder id)``, the
-    vocabulary ordered as the module docstring says."""
+    """``(vocab, its train counts, encoder id -> vocab id, train counts by encoder id)``."""
     size = len(encoder.index)
     train_counts = np.zeros(size, dtype=np.int64)
     total_counts = np.zeros(size, dtype=np.int64)

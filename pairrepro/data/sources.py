@@ -1,6 +1,5 @@
-"""Where ``pairrepro fetch`` takes a dataset from (``--source``): ``files``, the published files
-(``data/fetch.py``), or ``hub`` (``data/hub.py``); chosen here so neither imports the other.
-"""
+"""``pairrepro fetch --source``: the published files or the hub, chosen here so that neither
+imports the other."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ SOURCES = ("files", "hub")
 def fetch_from(name: str, source: str = "files", mirror: Path | None = None,
                from_path: Path | None = None, force: bool = False, progress: bool = False,
                verify: bool = False) -> FetchReport:
-    """Fetch dataset ``name`` from ``source``; the options are :func:`fetch_dataset`'s
-    (with ``hub``, ``from_path`` is a local copy of the hub repository)."""
+    """Fetch dataset ``name`` from ``source`` (options: :func:`fetch_dataset`'s)."""
     if source not in SOURCES:
         raise ConfigError(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
     if source == "files":

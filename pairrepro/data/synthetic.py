@@ -1,14 +1,5 @@
-"""Built-in synthetic data: learnable by a working model, not by a broken one.
-
-Two seeded generators of the canonical pair table:
-
-* :func:`generate_nli`: 3-class NLI whose hypotheses draw from one pool whatever the label (a
-  hypothesis-only classifier stays near chance): the label is the relation between the two
-  sentences (hypernym entails, another adjective is neutral, a sibling noun or antonym verb
-  contradicts).
-* :func:`generate_ranking`: one relevant candidate, mentioning the query's topic words or
-  synonyms, among distractors with at most one of them, so only comparing ranks well.
-"""
+"""Built-in synthetic data, seeded: learnable by a working model that compares the two texts,
+not by one that reads only one of them (a hypothesis-only classifier stays near chance)."""
 
 from __future__ import annotations
 
@@ -65,7 +56,8 @@ def _nli_pair(rng: random.Random) -> tuple[str, str, int]:
 
 
 def generate_nli(n_pairs: int, seed: int = 0, split: str = "train") -> pd.DataFrame:
-    """``n_pairs`` seeded NLI pairs as a canonical pair table (label = class index)."""
+    """``n_pairs`` NLI pairs: the label is the relation between the texts (hypernym entails,
+    another adjective is neutral, a sibling noun or antonym verb contradicts)."""
     rng = random.Random(f"nli-{seed}-{split}")
     rows = []
     for i in range(n_pairs):
@@ -97,7 +89,8 @@ def _answer(rng: random.Random, topic_words: list[str], length: int) -> str:
 
 def generate_ranking(n_queries: int, negatives: int = 4, seed: int = 0,
                      split: str = "train") -> pd.DataFrame:
-    """Ranking groups: each query has 1 relevant candidate (label 1) and ``negatives`` others."""
+    """Ranking groups: one relevant candidate with the query's topic words or synonyms, and
+    ``negatives`` distractors with at most one of them."""
     rng = random.Random(f"rank-{seed}-{split}")
     topics = sorted(TOPICS)
     rows = []

@@ -1,7 +1,5 @@
-"""Skip-gram word2vec (gensim) on a prepared dataset's own text, every distinct text of every
-split, written as a GloVe text file (MV-LSTM's vectors "on the whole QA dataset"); gensim's
-window and epochs, min-count 1.
-"""
+"""Skip-gram word2vec (gensim) on a prepared dataset's own text, written as a GloVe text
+file (MV-LSTM's vectors "on the whole QA dataset")."""
 
 from __future__ import annotations
 
@@ -16,7 +14,6 @@ from pairrepro.fileio import atomic_open
 
 
 def corpus_sentences(data: PreparedDataset) -> list[list[str]]:
-    """Every distinct left and right text of every split, as token strings (no specials)."""
     seen: set[tuple[int, ...]] = set()
     sentences = []
     for split in data.split_names:
@@ -50,7 +47,6 @@ def train_skipgram(sentences: Sequence[list[str]], dim: int = 50, window: int = 
 
 
 def write_glove_text(path: Path, words: Iterable[str], vectors: np.ndarray) -> None:
-    """Write ``word v1 ... vd`` lines atomically (the format embeddings.source = glove-file)."""
     with atomic_open(path) as handle:
         for word, vector in zip(words, vectors, strict=True):
             handle.write(word + " " + " ".join(f"{x:.6f}" for x in vector) + "\n")

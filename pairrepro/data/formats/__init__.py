@@ -1,10 +1,5 @@
-"""Readers, one per published format, each turning raw files into the canonical pair table.
-
-A reader ``<name>.py`` here or in a folder of ``$PAIRREPRO_READERS`` (:func:`find_reader`)
-defines ``read_split(raw_root, split, variant) -> ReaderResult``, or ``read_variant(raw_root,
-variant)`` when the splits are built together (Yahoo), and its options as an ``Options``
-:class:`ReaderOptions` model (``SplitOptions`` per split): the manifest takes exactly those keys.
-"""
+"""Readers, one per published format, each turning raw files into the canonical pair table
+(the contract a reader meets: docs/adding-a-dataset.md)."""
 
 from __future__ import annotations
 
@@ -27,16 +22,12 @@ class ReaderOptions(Schema):
 
 
 class LabelOptions(ReaderOptions):
-    """Options of readers mapping label names through :class:`_common.LabelMapper`."""
-
     # name in the file -> name in the label map (SciTail's derived copy: not_entailment)
     label_aliases: dict[str, str] = Field(default_factory=dict)
 
 
 @dataclass
 class MalformedRow:
-    """A row that could not be read: where it is and why (reported, never silently lost)."""
-
     file: str
     line: int
     reason: str
@@ -44,8 +35,6 @@ class MalformedRow:
 
 @dataclass
 class ReaderResult:
-    """Canonical pairs of one split, plus what was dropped and why."""
-
     pairs: pd.DataFrame
     malformed: list[MalformedRow] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=dict)  # documented rule -> count
@@ -53,7 +42,7 @@ class ReaderResult:
 
 def find_reader(name: str) -> ModuleType | None:
     """Reader module ``name``: ``formats/<name>.py``, else ``<name>.py`` in the first folder of
-    :func:`pairrepro.paths.reader_dirs` that has it (loaded once, under the package's name)."""
+    :func:`pairrepro.paths.reader_dirs` that has it."""
     module_name = f"{__name__}.{name}"
     if not name.isidentifier():
         return None
@@ -79,7 +68,6 @@ def find_reader(name: str) -> ModuleType | None:
 
 
 def get_reader(name: str) -> ModuleType:
-    """Reader module ``name`` (:func:`find_reader`; a :class:`ConfigError` if there is none)."""
     module = find_reader(name)
     if module is None:
         raise ConfigError(f"no reader named {name!r} (pairrepro/data/formats/{name}.py)",

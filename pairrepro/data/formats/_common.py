@@ -1,9 +1,4 @@
-"""Helpers shared by the readers: opening raw files, mapping labels, collecting pairs.
-
-Reader options come from the variant and its split (:func:`split_options`, the split's first);
-the variant's ``label_map`` turns label names into class indices, and ``label_aliases`` renames
-labels a derived copy spells differently (SciTail's ``not_entailment`` -> ``neutral``).
-"""
+"""Helpers shared by the readers: opening raw files, mapping labels, collecting pairs."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ from pairrepro.data.formats import LabelOptions, MalformedRow, ReaderOptions, Re
 from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
 from pairrepro.errors import DataError
 
-#: Rule name for a query that has no candidate at all (it cannot appear in a pair table).
-#: ``prepare`` counts such queries into the ``questions`` expected count.
+#: Rule for a query without any candidate (``preprocess`` counts it into ``questions``).
 EMPTY_GROUP_RULE = "question without candidates"
 
 T = TypeVar("T")
@@ -43,7 +37,6 @@ def split_options(split: SplitSpec | None, variant: VariantSpec,
 
 
 def raw_file(raw_root: Path, rel: str) -> Path:
-    """The path of a raw file; a :class:`DataError` says how to fetch it when it is missing."""
     path = find_raw_file(raw_root, rel)
     if path is None:
         raise DataError(
@@ -53,21 +46,19 @@ def raw_file(raw_root: Path, rel: str) -> Path:
     return path
 
 
-#: sha256 and size of the bytes of every raw file a reader read to the end, keyed by path:
-#: hashed while reading (no second pass); ``prepare`` takes them with :func:`take_read_hashes`.
+#: (sha256, size) of every raw file a reader read, hashed while reading (no second pass).
 _READ_HASHES: dict[Path, tuple[str, int]] = {}
 _CHUNK = 1 << 20
 
 
 def take_read_hashes() -> dict[Path, tuple[str, int]]:
-    """The ``(sha256, size)`` of the raw files read since the last call (and forget them)."""
+    """The ``(sha256, size)`` of the raw files read since the last call."""
     taken = dict(_READ_HASHES)
     _READ_HASHES.clear()
     return taken
 
 
 class _HashingReader(io.RawIOBase):
-    """The raw bytes of a file, hashed as they are read."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
@@ -86,7 +77,7 @@ class _HashingReader(io.RawIOBase):
         return n or 0
 
     def finish(self) -> tuple[str, int]:
-        """Hash what the reader left unread (a reader may stop early) and return the result."""
+        """Hash what the reader left unread and return the result."""
         while chunk := self._file.read(_CHUNK):
             self.digest.update(chunk)
             self.size += len(chunk)
@@ -98,9 +89,8 @@ class _HashingReader(io.RawIOBase):
 
 
 class TextFile:
-    """A raw text file opened for a reader: UTF-8, gunzipped when ``*.gz``, lines ending only
-    at ``\\n`` (not a stray ``\\r``), its bytes hashed while read; bad bytes are a
-    :class:`DataError` naming the file and line."""
+    """A raw text file for a reader: UTF-8, gunzipped when ``*.gz``, lines ending only at
+    ``\\n``, its bytes hashed while read; bad bytes are a :class:`DataError` naming the line."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -146,7 +136,6 @@ class TextFile:
         return self._call(self._text.read, size)
 
     def close(self) -> None:
-        """Close; a file whose bytes could all be hashed is recorded for ``prepare``."""
         if self._raw.closed:
             return
         try:
@@ -162,8 +151,7 @@ class TextFile:
 
 
 def _first_bad_line(path: Path) -> tuple[int, int]:
-    """Line number and value of the first byte that is not UTF-8 (read again, on error only:
-    the decoder works on blocks of lines and cannot say which line failed)."""
+    """Line number and value of the first byte that is not UTF-8 (the decoder cannot say)."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as handle:
         for number, raw in enumerate(handle, 1):
@@ -175,12 +163,10 @@ def _first_bad_line(path: Path) -> tuple[int, int]:
 
 
 def open_text(path: Path) -> TextFile:
-    """Open a raw UTF-8 text file for a reader (see :class:`TextFile`)."""
     return TextFile(path)
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number starting at 1, line without its newline)`` for every line of a file."""
     with open_text(path) as handle:
         for number, line in enumerate(handle, 1):
             yield number, line.rstrip("\r\n")
@@ -188,8 +174,8 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def json_lines(raw_root: Path, rel: str, out: PairCollector,
                parse: Callable[[Any, int], T]) -> Iterator[tuple[int, T]]:
-    """``(line number, parse(record, line number))`` per line of the jsonl file ``rel``; a line
-    that is not one JSON value ``parse`` accepts goes to ``out`` as a malformed row."""
+    """``(line number, parse(record, line number))`` per line of the jsonl file ``rel``; other
+    lines go to ``out`` as malformed rows."""
     for number, line in numbered_lines(raw_file(raw_root, rel)):
         start = len(line) - len(line.lstrip())
         if start == len(line):
@@ -216,7 +202,6 @@ def json_lines(raw_root: Path, rel: str, out: PairCollector,
 
 
 class LabelMapper:
-    """Label name (or its alias) -> class index in the manifest's label map."""
 
     def __init__(self, split: SplitSpec, variant: VariantSpec, default: list[str]) -> None:
         names = list(variant.options.label_map or default)
@@ -230,12 +215,10 @@ class LabelMapper:
         self.names = names
 
     def __call__(self, name: str) -> int | None:
-        """The class index, or ``None`` for an unknown label (the caller reports it)."""
         return self.index.get(name)
 
 
 class PairCollector:
-    """Accumulates canonical pairs column by column, plus malformed rows and drop counts."""
 
     def __init__(self) -> None:
         self.pair_id: list[str] = []
@@ -254,24 +237,17 @@ class PairCollector:
         self.label.append(label)
 
     def bad(self, file: str, line: int, reason: str) -> None:
-        """Record a row that could not be read (reported, never silently lost)."""
         self.malformed.append(MalformedRow(file, line, reason))
 
     def drop(self, rule: str, count: int = 1) -> None:
-        """Count a row removed by a documented rule of the dataset."""
         self.dropped[rule] = self.dropped.get(rule, 0) + count
 
     def __len__(self) -> int:
         return len(self.pair_id)
 
     def result(self) -> ReaderResult:
-        # object columns: no copy now, and tokenising iterates them at Python-list speed
-        # (the Arrow string dtype pandas would pick costs a copy and slow iteration)
-        frame = pd.DataFrame({
-            "pair_id": pd.Series(self.pair_id, dtype=object),
-            "group_id": pd.Series(self.group_id, dtype=object),
-            "left": pd.Series(self.left, dtype=object),
-            "right": pd.Series(self.right, dtype=object),
-            "label": pd.array(self.label, dtype="int64"),
-        })
+        # object columns: no copy, and tokenising iterates them at Python-list speed
+        texts = ("pair_id", "group_id", "left", "right")
+        frame = pd.DataFrame({**{key: pd.Series(getattr(self, key), dtype=object) for key in texts},
+                              "label": pd.array(self.label, dtype="int64")})
         return ReaderResult(frame, self.malformed, self.dropped)

@@ -1,8 +1,5 @@
-"""The canonical pair table written as jsonl (``pair_id, group_id, left, right, label``).
-
-The built-in ``synthetic`` dataset's format, and anyone's own data in the canonical layout;
-``label`` is a class index or 1/0 relevance (outside the label map: a malformed row).
-"""
+"""The canonical pair table as jsonl (``pair_id, group_id, left, right, label``): the
+``synthetic`` dataset's format, and anyone's own data; ``label`` is a class index."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ Options = ReaderOptions  # the label map (a variant option of prepare) is all it
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read canonical jsonl file(s) of one split."""
     n_labels = len(variant.options.label_map or ["0", "1"])
     out = PairCollector()
     for rel in split.files:

@@ -1,7 +1,5 @@
-"""The parquet files ``pairrepro fetch NAME --source hub`` writes (``raw/<name>/hub/``):
-``pair_id``, ``left``, ``right``, ``label`` (a label map name, ``""``: dropped by rule, null: not
-listed) and ``hub_label``; labels go through the same ``LabelMapper`` as every reader's.
-"""
+"""The parquet files ``pairrepro fetch NAME --source hub`` writes; ``label`` is a label map
+name (``""``: dropped by rule, null: not listed in ``[hub] labels``)."""
 
 from __future__ import annotations
 
@@ -14,14 +12,12 @@ from pairrepro.data.formats._common import LabelMapper, PairCollector, raw_file
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 from pairrepro.errors import DataError
 
-#: Rule name of the pairs whose hub label ``[hub] labels`` maps to "" (SNLI's -1).
 DROPPED_RULE = "hub label mapped to no class ([hub] labels, e.g. -1: no annotator majority)"
 COLUMNS = ("pair_id", "left", "right", "label", "hub_label")
 Options = LabelOptions
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read the hub parquet file(s) of one split into canonical pairs."""
     labels = LabelMapper(split, variant, [])
     out = PairCollector()
     for rel in split.files:

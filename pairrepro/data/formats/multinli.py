@@ -1,8 +1,4 @@
-"""MultiNLI 1.0 jsonl: the SNLI format (dev comes as ``dev_matched`` and ``dev_mismatched``).
-
-The labelled test sets were never released (Kaggle only), so manifests list train and
-the two dev files. ``gold_label`` ``-`` is dropped and counted as for SNLI.
-"""
+"""MultiNLI 1.0 jsonl: the SNLI format (labelled test sets were never released)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Quora question pairs, BiMPM partition (Wang et al. 2017): ``label<TAB>q1<TAB>q2<TAB>id``.
-
-Questions are tokenised already; ``label`` (1: duplicate) is the class index; ``id`` is kept as
-``pair_id`` (the line number where it repeats).
-"""
+"""Quora question pairs, BiMPM partition (Wang et al. 2017): ``label<TAB>q1<TAB>q2<TAB>id``
+(``id`` is the ``pair_id``, the line number where it repeats)."""
 
 from __future__ import annotations
 
@@ -16,7 +13,6 @@ Options = ReaderOptions  # the partition is read as published: no option
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read the tsv file(s) of one split into canonical pairs."""
     out = PairCollector()
     seen: set[str] = set()
     for rel in split.files:

@@ -30,7 +30,6 @@ class Options(LabelOptions):
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read one split into canonical 2-class pairs."""
     fmt = split_options(split, variant, Options).format
     labels = LabelMapper(split, variant, LABELS)
     out = PairCollector()

@@ -1,8 +1,4 @@
-"""SNLI 1.0 / MultiNLI jsonl (plain or gzipped): one JSON object per line.
-
-Fields used: ``gold_label``, ``sentence1`` (left), ``sentence2`` (right), ``pairID``; pairs
-whose gold label is ``-`` (no majority) are dropped and counted, as every paper does.
-"""
+"""SNLI 1.0 / MultiNLI jsonl (plain or gzipped); gold label ``-`` (no majority) is dropped."""
 
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ Options = LabelOptions
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read the jsonl file(s) of one split into canonical pairs."""
     labels = LabelMapper(split, variant, LABELS)
     out = PairCollector()
 

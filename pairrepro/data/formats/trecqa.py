@@ -45,7 +45,6 @@ class _Question:
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read one TrecQA split into canonical ranking pairs (group = question)."""
     opts = split_options(split, variant, Options)
     fmt, clean = opts.format, opts.clean
     out = PairCollector()

@@ -26,7 +26,6 @@ class Options(ReaderOptions):
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read one split into canonical binary pairs (1 = paraphrase)."""
     if split_options(split, variant, Options).format == "toks":
         return _read_toks(raw_root, split)
     return _read_raw(raw_root, split)

@@ -34,7 +34,6 @@ class Options(ReaderOptions):
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """Read one split into canonical ranking pairs (group = context)."""
     out = PairCollector()
     opts = split_options(split, variant, Options)
     if opts.format == "wu_txt":

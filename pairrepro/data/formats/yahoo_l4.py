@@ -1,17 +1,5 @@
-"""Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives.
-
-The L4 file is one XML document of ``<document>`` elements (``<uri>``, ``<subject>``, optional
-``<content>``, ``<bestanswer>``: the positive, ``<nbestanswers>``). The papers' constructions
-are variants of ``data_manifests/yahoo.toml`` with the :class:`Options` below: a length filter,
-the question text, the BM25 query and the answer pool it searches, and a question-level split.
-Each split names the part it draws from and its negatives per list; negatives are sampled once
-per question in random order and a list of n takes the first n, so the 5-candidate test list is
-nested in the 10-candidate one.
-
-Pairs: ``group_id`` = question uri, ``pair_id`` = ``"<uri>:<answer id>"``, the positive first
-in each list. The lists are written to ``<raw>/candidates/<variant>.tsv`` (options as a JSON
-header line) and read back while the options equal the manifest's.
-"""
+"""Yahoo! Answers Manner Questions (Webscope L4) -> ranking lists with BM25 negatives
+(the construction: docs/datasets.md, "Yahoo! Answers")."""
 
 from __future__ import annotations
 
@@ -44,8 +32,6 @@ _FORMAT_VERSION = 1
 
 @dataclass
 class L4Question:
-    """One ``<document>``: ids and cleaned texts."""
-
     uri: str
     subject: str
     content: str
@@ -61,8 +47,7 @@ def clean_text(text: str | None) -> str:
 
 
 def iter_l4(path: Path, malformed: list[MalformedRow]) -> Iterator[L4Question]:
-    """Stream the documents of an L4 ``.xml[.gz]`` file; one without ``<uri>`` goes to
-    ``malformed``, invalid XML is a :class:`DataError` naming line and column."""
+    """Stream the documents of an L4 ``.xml[.gz]`` file (one without ``<uri>`` is malformed)."""
     opener = gzip.open if path.suffix == ".gz" else open
     number = 0
     with opener(path, "rb") as handle:
@@ -110,8 +95,6 @@ class BM25Options(Schema):
 
 
 class Options(ReaderOptions):
-    """The construction of a variant (variant-wide keys)."""
-
     # questions whose question and best answer both have lo..hi words (negatives.analyze's)
     lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
         default_factory=lambda: [5, 50])
@@ -127,21 +110,16 @@ class Options(ReaderOptions):
 
 
 class SplitOptions(ReaderOptions):
-    """Per split: the part it draws from (default: its name), negatives per list."""
-
-    part: str | None = None
+    part: str | None = None  # the part of split_ratios it draws from (default: its name)
     negatives: Annotated[int, Field(ge=1)] = 4
 
 
 @dataclass(frozen=True)
 class _Construction:
-    """A variant's :class:`Options` and, per split, ``(part, negatives)``."""
-
     opts: Options
     splits: dict[str, tuple[str, int]]
 
     def as_json(self) -> str:
-        """The options as the header of a candidates file records them."""
         o = self.opts
         return json.dumps({
             "format": _FORMAT_VERSION, "lengths": list(o.lengths), "question": o.question,
@@ -152,8 +130,7 @@ class _Construction:
 
 
 def parse_options(variant: VariantSpec) -> _Construction:
-    """The construction of a variant from its options, which the manifest validated; what
-    involves several tables is checked here (errors name the variant and the key)."""
+    """The construction of a variant; checks what involves several tables."""
     where = f"yahoo variant {variant.name!r}"
     opts = split_options(None, variant, Options)
     splits = {}
@@ -171,7 +148,7 @@ def parse_options(variant: VariantSpec) -> _Construction:
 
 def split_parts(num: int, ratios: dict[str, float],
                 rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random question-level split by ratio: indices per part; the first part gets the remainder."""
+    """Random split by ratio: indices per part; the first part gets the remainder."""
     order = rng.permutation(num)
     total = sum(ratios.values())
     names = list(ratios)
@@ -195,21 +172,15 @@ def _source_file(raw_root: Path, variant: VariantSpec) -> Path:
 
 
 def candidates_path(raw_root: Path, variant: str) -> Path:
-    """Where the sampled lists of a variant are written (and reused from)."""
     return raw_root / "candidates" / f"{variant}.tsv"
 
 
 def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult]:
-    """Build every split of a Yahoo variant: filter, split, BM25 negatives (or reuse lists)."""
     construction = parse_options(variant)
     opts = construction.opts
     source = _source_file(raw_root, variant)
     malformed: list[MalformedRow] = []
     dropped: dict[str, int] = {}
-
-    def drop(rule: str) -> None:
-        dropped[rule] = dropped.get(rule, 0) + 1
-
     lo, hi = opts.lengths
     kept: list[L4Question] = []
     pool_texts: list[str] = []  # every answer text of the pool, its id in pool_ids
@@ -222,18 +193,16 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
         seen.add(doc.uri)
         question = doc.subject if opts.question == "subject" else f"{doc.subject} {doc.content}"
         doc.subject = question.strip()
-        ok = True
-        if not doc.best:
-            drop("no best answer")
-            ok = False
-        elif not lo <= len(analyze(doc.subject)) <= hi:
-            drop(f"question length outside {lo}-{hi} words")
-            ok = False
-        elif not lo <= len(analyze(doc.best)) <= hi:
-            drop(f"best answer length outside {lo}-{hi} words")
-            ok = False
-        if ok:
+        rule = ("no best answer" if not doc.best
+                else f"question length outside {lo}-{hi} words"
+                if not lo <= len(analyze(doc.subject)) <= hi
+                else f"best answer length outside {lo}-{hi} words"
+                if not lo <= len(analyze(doc.best)) <= hi else "")
+        if rule:
+            dropped[rule] = dropped.get(rule, 0) + 1
+        else:
             kept.append(doc)
+        ok = not rule
         if doc.best and (ok or opts.answer_pool != "kept_best"):
             pool_texts.append(doc.best)
             pool_ids.append(doc.uri)
@@ -253,8 +222,7 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
         _write_candidates(cand_file, construction, lists)
     questions = {doc.uri: doc for doc in kept}
     answer_text = dict(zip(pool_ids, pool_texts, strict=True))
-    # Filtering happens before the split: its counts (and malformed documents) are reported
-    # once, with the first split, instead of being repeated for every split.
+    # the filter's counts and malformed documents are reported once, with the first split
     first = next(iter(lists))
     split_rules = {rule for rule in dropped if rule.split(":")[0] in lists}
     shared = {f"before the split: {rule}": n for rule, n in dropped.items()
@@ -283,7 +251,6 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:
-    """One split (the whole variant is built: the splits share one construction)."""
     return read_variant(raw_root, variant)[split.name]
 
 
