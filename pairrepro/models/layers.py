@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pairrepro.data.prepared import PAD_ID, UNK_ID
 from pairrepro.errors import ConfigError
@@ -29,7 +29,7 @@ def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
 
 
 class WordEmbedding(nn.Module):
-    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not). With
+    """The embedding table of a :class:`ModelContext` (pretrained, frozen or not). With
     ``exact_match``, :meth:`pair` adds the :func:`exact_match` channel (the EM feature of CIN,
     DIIN and CSRAN's code); :attr:`dim` is the width :meth:`pair` returns."""
 
@@ -49,7 +49,6 @@ class WordEmbedding(nn.Module):
 
     @property
     def dim(self) -> int:
-        """Width of a word's representation from :meth:`pair`."""
         return self.embedding.embedding_dim + int(self.exact_match)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -66,33 +65,26 @@ class WordEmbedding(nn.Module):
                 torch.cat([y, exact_match(right, right_mask, left, left_mask, UNK_ID)], dim=-1))
 
 
+def _expand(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``mask`` with trailing singleton dims up to ``like``'s rank."""
+    return mask.reshape(*mask.shape, *[1] * (like.dim() - mask.dim()))
+
+
 def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
-    """Max over ``dim`` ignoring padding; ``x`` is ``[B, T, ...]``, ``mask`` ``[B, T]``."""
-    m = mask
-    while m.dim() < x.dim():
-        m = m.unsqueeze(-1)
-    out = x.masked_fill(~m, NEG_INF).max(dim=dim).values
-    # rows with no real token: 0 instead of -1e30
-    any_real = mask.any(dim=1)
-    while any_real.dim() < out.dim():
-        any_real = any_real.unsqueeze(-1)
-    return torch.where(any_real, out, torch.zeros_like(out))
+    """Max over ``dim`` ignoring padding (0 for an all-padding row); ``x`` ``[B, T, ...]``."""
+    out = x.masked_fill(~_expand(mask, x), NEG_INF).max(dim=dim).values
+    return torch.where(_expand(mask.any(dim=1), out), out, torch.zeros_like(out))
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
     """Sum over ``dim`` of real positions only."""
-    m = mask.to(x.dtype)
-    while m.dim() < x.dim():
-        m = m.unsqueeze(-1)
-    return (x * m).sum(dim=dim)
+    return (x * _expand(mask.to(x.dtype), x)).sum(dim=dim)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
     """Mean over ``dim`` of real positions only (0 for an all-padding row)."""
-    count = mask.sum(dim=1, keepdim=True).clamp(min=1).to(x.dtype)
-    while count.dim() < x.dim() - 1:
-        count = count.unsqueeze(-1)
-    return masked_sum(x, mask, dim) / count
+    total = masked_sum(x, mask, dim)
+    return total / _expand(mask.sum(dim=1, keepdim=True).clamp(min=1).to(x.dtype), total)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -115,7 +107,7 @@ def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Te
 
 
 def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A length-preserving 1-D convolution ``[B, T, D] -> [B, T, F]`` (``conv``: odd kernel,
+    """A length-preserving 1-D convolution ``[B, T, D] -> [B, T, F]`` (odd kernel,
     ``padding = kernel // 2``); padding is zeroed before it (a real position next to padding
     sees the conv's own zero padding) and after it (no bias on padding)."""
     width = conv.kernel_size[0]
@@ -181,31 +173,33 @@ class BilinearTensor(nn.Module):
         return out
 
 
-def _call_rnn(rnn: nn.RNNBase, packed: PackedSequence,
-              state: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[PackedSequence, Any]:
-    """``rnn(packed, state)``; under CUDA autocast in float32 (TF32 where the precision allows
-    it), as torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names, bf16
-    included, and float16 without loss scaling overflows (``tests/test_cuda.py``)."""
-    if not (packed.data.is_cuda and torch.is_autocast_enabled("cuda")):
-        return rnn(packed, state)
-    with torch.autocast("cuda", enabled=False):
-        return rnn(packed.float(), None if state is None else tuple(t.float() for t in state))
+def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
+                state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
+    """``rnn`` over packed sequences (padding stays out of the states): outputs zero on
+    padding, and the final states. Under CUDA autocast in float32 (TF32 where allowed): autocast
+    runs cuDNN's RNNs in float16 whatever dtype it names, which overflows (tests/test_cuda.py)."""
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    if packed.data.is_cuda and torch.is_autocast_enabled("cuda"):
+        packed = packed.float()
+        state = None if state is None else tuple(t.float() for t in state)
+        with torch.autocast("cuda", enabled=False):
+            out, hidden = rnn(packed, state)
+    else:
+        out, hidden = rnn(packed, state)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    return out * mask.unsqueeze(-1).to(out.dtype), hidden
 
 
 def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
             mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch-first RNN over packed sequences (padding stays out of the states):
-    ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on padding; the last hidden
-    state is each sequence's true end (both directions concatenated)."""
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, hidden = _call_rnn(rnn, packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    """A batch-first RNN: ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on
+    padding, the last hidden state at each sequence's true end (directions concatenated)."""
+    out, hidden = _run_packed(rnn, x, mask)
     h_n = hidden[0] if isinstance(hidden, tuple) else hidden
     dirs = 2 if rnn.bidirectional else 1
     last = h_n.view(rnn.num_layers, dirs, x.size(0), rnn.hidden_size)[-1]
-    last = last.transpose(0, 1).reshape(x.size(0), dirs * rnn.hidden_size)
-    return out * mask.unsqueeze(-1).to(out.dtype), last
+    return out, last.transpose(0, 1).reshape(x.size(0), dirs * rnn.hidden_size)
 
 
 def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
@@ -216,13 +210,9 @@ def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
     at each sequence's true end."""
     if lstm.num_layers != 1 or lstm.bidirectional:
         raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    init = None if state is None else (state[0].unsqueeze(0).contiguous(),
-                                       state[1].unsqueeze(0).contiguous())
-    out, (h_n, c_n) = _call_rnn(lstm, packed, init)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
-    return out * mask.unsqueeze(-1).to(out.dtype), (h_n[0], c_n[0])
+    init = None if state is None else tuple(s.unsqueeze(0).contiguous() for s in state)
+    out, (h_n, c_n) = _run_packed(lstm, x, mask, init)
+    return out, (h_n[0], c_n[0])
 
 
 class MLP(nn.Module):
