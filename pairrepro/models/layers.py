@@ -39,10 +39,8 @@ class WordEmbedding(nn.Module):
         self.embedding = nn.Embedding(ctx.vocab_size, ctx.embed_dim, padding_idx=ctx.padding_idx)
         if ctx.pretrained is not None:
             if tuple(ctx.pretrained.shape) != (ctx.vocab_size, ctx.embed_dim):
-                raise ValueError(
-                    f"pretrained matrix has shape {tuple(ctx.pretrained.shape)}, "
-                    f"expected {(ctx.vocab_size, ctx.embed_dim)}"
-                )
+                raise ValueError(f"pretrained matrix has shape {tuple(ctx.pretrained.shape)}, "
+                                 f"expected {(ctx.vocab_size, ctx.embed_dim)}")
             with torch.no_grad():
                 self.embedding.weight.copy_(ctx.pretrained)
         self.embedding.weight.requires_grad_(ctx.trainable_embeddings)
@@ -52,7 +50,7 @@ class WordEmbedding(nn.Module):
         return self.embedding.embedding_dim + int(self.exact_match)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """The word vectors of one text (no pair features)."""
+        """One text's word vectors (no pair features)."""
         return self.embedding(ids)
 
     def pair(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
@@ -120,9 +118,8 @@ def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch
 
 def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size``:
-    ``(pooled [B, ceil(T / size), F], pooled_mask)``; a window is real when any of its
-    positions is, and is the max over those (length ``L``: ``ceil(L / size)`` real windows)."""
+    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size``: ``(pooled,
+    pooled_mask)``; a window is real when any of its positions is, the max over those."""
     batch, length, feats = x.shape
     extra = -length % size
     if extra:
@@ -136,10 +133,9 @@ def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
 
 
 class BilinearTensor(nn.Module):
-    """Neural tensor layer without its non-linearity (Socher et al. 2013; MV-LSTM, CNTN):
-    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b -> R^c``; ``linear=False`` drops ``W [u; v]``
-    (MV-LSTM's bilinear: ``slices=1``). :meth:`forward` scores aligned pairs; :meth:`pairwise`
-    every position pair, ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``, without ``n*m`` copies."""
+    """Neural tensor layer without its non-linearity (Socher et al. 2013):
+    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b -> R^c``; ``linear=False`` drops ``W [u; v]``.
+    :meth:`pairwise` scores every position pair, ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``."""
 
     def __init__(self, u_dim: int, v_dim: int, slices: int = 1, linear: bool = True) -> None:
         super().__init__()
@@ -148,11 +144,9 @@ class BilinearTensor(nn.Module):
         bound = 1.0 / (u_dim * v_dim) ** 0.5
         self.weight = nn.Parameter(torch.empty(slices, u_dim, v_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(slices))
-        self.linear_u: nn.Linear | None = None
-        self.linear_v: nn.Linear | None = None
-        if linear:  # W [u; v] = W_u u + W_v v, which broadcasts over position pairs
-            self.linear_u = nn.Linear(u_dim, slices, bias=False)
-            self.linear_v = nn.Linear(v_dim, slices, bias=False)
+        # W [u; v] = W_u u + W_v v, which broadcasts over position pairs
+        self.linear_u = nn.Linear(u_dim, slices, bias=False) if linear else None
+        self.linear_v = nn.Linear(v_dim, slices, bias=False) if linear else None
 
     @property
     def slices(self) -> int:
@@ -216,7 +210,7 @@ def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
 
 
 class MLP(nn.Module):
-    """Stack of Linear + activation (+ dropout) layers ending in a plain Linear output."""
+    """Linear + activation (+ dropout) layers, then a plain Linear output."""
 
     def __init__(self, in_dim: int, hidden_dims: list[int] | tuple[int, ...], out_dim: int,
                  activation: type[nn.Module] = nn.Tanh, dropout: float = 0.0) -> None:
@@ -237,9 +231,8 @@ class MLP(nn.Module):
 
 def soft_align(scores: torch.Tensor, a: torch.Tensor, a_mask: torch.Tensor, b: torch.Tensor,
                b_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Soft alignment both ways (ESIM, DecAtt, CAFE, CSRAN) from ``scores [B, n, m]``:
-    ``(b_aligned [B, n, db], a_aligned [B, m, da])``, each a softmax over the other side's real
-    positions applied to it."""
+    """Soft alignment both ways from ``scores [B, n, m]``: ``(b_aligned [B, n, db], a_aligned
+    [B, m, da])``, each a softmax over the other side's real positions applied to it."""
     row = masked_softmax(scores, b_mask.unsqueeze(1), dim=2)  # over j, for each i
     col = masked_softmax(scores, a_mask.unsqueeze(2), dim=1)  # over i, for each j
     return torch.bmm(row, b), torch.bmm(col.transpose(1, 2), a)
@@ -272,10 +265,8 @@ class Highway(nn.Module):
 
 
 class FactorizationMachine(nn.Module):
-    """Rendle's factorization machine ``R^n -> R`` (CAFE's compression of a feature vector):
-    ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, in ``O(n k)`` as
-    ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``. ``w``, ``w0`` start at zero (the
-    CSRAN authors' code), a ``documented_init`` a recipe's ``[optim] init`` keeps."""
+    """Rendle's factorization machine ``R^n -> R``: ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j>
+    x_i x_j``, in ``O(n k)``; ``w``, ``w0`` start at zero (the CSRAN authors' code)."""
 
     documented_init = ("linear.weight", "linear.bias")
 
@@ -287,7 +278,6 @@ class FactorizationMachine(nn.Module):
         self.v = nn.Parameter(torch.randn(in_dim, factors) * init_std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [..., n]`` -> ``[...]``."""
         square_of_sum = (x @ self.v).pow(2)
         sum_of_square = x.pow(2) @ self.v.pow(2)
         pairwise = 0.5 * (square_of_sum - sum_of_square).sum(-1)
@@ -312,9 +302,8 @@ def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
 
 class CharEncoder(nn.Module):
     """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
-    final states (CSRAN); ``"cnn"``, a convolution max-pooled over characters (Kim 2014, CIN).
-    Runs once per distinct word of the batch; the character table is rebuilt from the
-    vocabulary, not checkpointed; the padding word maps to zeros."""
+    final states; ``"cnn"``, a convolution max-pooled over characters (Kim 2014). The table
+    is rebuilt from the vocabulary, not checkpointed; the padding word maps to zeros."""
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,
@@ -323,8 +312,7 @@ class CharEncoder(nn.Module):
         if vocab is None:
             raise ConfigError(
                 "character features need the vocabulary strings (ModelContext.vocab is None)",
-                hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)",
-            )
+                hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)")
         if kind not in ("lstm", "cnn"):
             raise ConfigError(f"char encoder kind {kind!r} is not 'lstm' or 'cnn'")
         if kind == "lstm" and out_dim % 2:
@@ -334,12 +322,10 @@ class CharEncoder(nn.Module):
         self.kind = kind
         self.out_dim = out_dim
         self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
-        self.rnn: nn.LSTM | None = None
-        self.conv: nn.Conv1d | None = None
-        if kind == "lstm":
-            self.rnn = nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
-        else:
-            self.conv = nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+        self.rnn = (nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
+                    if kind == "lstm" else None)
+        self.conv = (nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+                     if kind == "cnn" else None)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``ids [B, T]`` -> ``[B, T, out_dim]``."""
