@@ -185,13 +185,9 @@ Neighbour = tuple[int, torch.Tensor]  # (first row within the diagonal, rows of 
 def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor,
                  tanh_c: torch.Tensor, h: torch.Tensor, h2: torch.Tensor | None = None) -> None:
     """One diagonal's LSTM update into preallocated tensors: ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``,
-    ``tanh(c)``, ``h = o ⊙ tanh(c)`` (also into ``h2``).
-
-    ``gates`` ``[L, B, (3+k)·d]``, pre-activations ``[c~, o, i, f_1 .. f_k]``, is overwritten
-    with the activations (which :func:`lstm_backward` reads); ``prev[k] = (r, c_k)``: the
-    cells ``f_k`` gates, for rows ``r ..`` (other rows read zero). In bf16, ``c`` and ``c_k``
-    stay float32.
-    """
+    ``tanh(c)``, ``h = o ⊙ tanh(c)`` (also into ``h2``). ``gates`` ``[L, B, (3+k)·d]``
+    (``[c~, o, i, f_1 .. f_k]``) become the activations; ``prev[k] = (r, c_k)``: the cells
+    ``f_k`` gates, for rows ``r ..`` (other rows read zero)."""
     outputs = [h] if h2 is None else [h, h2]
     if gridkernels.fits_lstm(gates, prev, [c, tanh_c], outputs):
         gridkernels.lstm_forward(gates, prev, c, tanh_c, h, h2)

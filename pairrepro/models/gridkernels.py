@@ -118,11 +118,9 @@ def usable(*tensors: torch.Tensor) -> bool:
     """Whether the kernels can take these tensors: on the CPU, float32 or bfloat16, each
     ``[L, B, width]`` with unit stride along ``width``."""
     first = tensors[0]
-    if first.device.type != "cpu" or first.dtype not in TYPES:
-        return False
-    if any(t.dim() != 3 or t.stride(-1) != 1 for t in tensors):
-        return False
-    return _load()[0] is not None
+    return (first.device.type == "cpu" and first.dtype in TYPES
+            and all(t.dim() == 3 and t.stride(-1) == 1 for t in tensors)
+            and _load()[0] is not None)
 
 
 def fits_lstm(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
@@ -130,13 +128,10 @@ def fits_lstm(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
     """Whether the LSTM kernels take these: float32 ``states``, ``outputs`` in the gates'
     dtype, at most two forget gates, :func:`usable` layouts."""
     c_ks = [c_k for _, c_k in prev]
-    if len(prev) > 2 or gates.size(-1) > 5 * states[0].size(-1):
-        return False
-    if any(t.dtype != torch.float32 for t in (*states, *c_ks)):
-        return False
-    if any(t.dtype != gates.dtype for t in outputs):
-        return False
-    return usable(gates, *states, *c_ks, *outputs)
+    return (len(prev) <= 2 and gates.size(-1) <= 5 * states[0].size(-1)
+            and all(t.dtype == torch.float32 for t in (*states, *c_ks))
+            and all(t.dtype == gates.dtype for t in outputs)
+            and usable(gates, *states, *c_ks, *outputs))
 
 
 def _fn(name: str, dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
