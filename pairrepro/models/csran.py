@@ -81,11 +81,9 @@ class CAFEBlock(nn.Module):
 
 
 def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> torch.Tensor:
-    """CSRA affinity from stacked outputs ``ha [B, k, n, d]``, ``hb [B, k, m, d]`` -> ``[B, n, m]``.
-
-    ``max``: ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code);
-    ``max_sum``: ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed).
-    """
+    """CSRA affinity of stacked outputs ``ha [B, k, n, d]``, ``hb [B, k, m, d]`` -> ``[B, n, m]``:
+    ``max``, ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code); ``max_sum``,
+    ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed)."""
     if mode == "max":
         pairs = torch.einsum("bpid,bqjd->bpqij", ha, hb)
         return pairs.flatten(1, 2).amax(dim=1)
@@ -151,7 +149,6 @@ class CSRAN(PairModel):
                               dropout)
 
     def _words(self, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Word representations of one text from its embedded words ``x``."""
         if self.chars is not None:
             x = torch.cat([x, self.chars(ids)], dim=-1)
         x = self.dropout(x)

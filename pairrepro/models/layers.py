@@ -167,7 +167,7 @@ class BilinearTensor(nn.Module):
         return out
 
 
-def _run_packed(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
+def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
                 state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
     """``rnn`` over packed sequences (padding stays out of the states): outputs zero on
     padding, and the final states. Under CUDA autocast in float32 (TF32 where allowed): autocast
@@ -189,7 +189,7 @@ def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
             mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch-first RNN: ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on
     padding, the last hidden state at each sequence's true end (directions concatenated)."""
-    out, hidden = _run_packed(rnn, x, mask)
+    out, hidden = _call_rnn(rnn, x, mask)
     h_n = hidden[0] if isinstance(hidden, tuple) else hidden
     dirs = 2 if rnn.bidirectional else 1
     last = h_n.view(rnn.num_layers, dirs, x.size(0), rnn.hidden_size)[-1]
@@ -205,7 +205,7 @@ def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
     if lstm.num_layers != 1 or lstm.bidirectional:
         raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
     init = None if state is None else tuple(s.unsqueeze(0).contiguous() for s in state)
-    out, (h_n, c_n) = _run_packed(lstm, x, mask, init)
+    out, (h_n, c_n) = _call_rnn(lstm, x, mask, init)
     return out, (h_n[0], c_n[0])
 
 
