@@ -45,23 +45,18 @@ class GridCell(Protocol):
         ...
 
 
-def _split_diagonals(flat: torch.Tensor | None, offsets: list[int]) -> tuple[torch.Tensor, ...]:
-    """One ``[B, L_t, F]`` piece per diagonal (split, not sliced: a slice's backward
-    allocates the whole tensor per diagonal)."""
-    if flat is None:
-        return ()
-    return flat.split([b - a for a, b in itertools.pairwise(offsets)], dim=1)
-
-
-def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
+def _sweep(cell: GridCell, diags: Diagonals, rows: torch.Tensor | None,
            cols: torch.Tensor | None, grid: torch.Tensor | None, feats: torch.Tensor | None,
-           offsets: list[int], outputs: Sequence[int]) -> list[torch.Tensor]:
+           outputs: Sequence[int]) -> list[torch.Tensor]:
     """The sweep; ``grid``, ``feats`` and the results in :class:`Diagonals` order."""
+    n, m = diags.n, diags.m
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     batch = given[0].size(0)
     cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
-    grid_diags, feat_diags = _split_diagonals(grid, offsets), _split_diagonals(feats, offsets)
-    diags: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
+    # split, not sliced: a slice's backward allocates the whole tensor per diagonal
+    grid_diags, feat_diags = (() if x is None else x.split(list(diags.count), dim=1)
+                              for x in (grid, feats))
+    states: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
     for t in range(n + m - 1):
         lo, hi = max(0, t - m + 1), min(t, n - 1)
         count = hi - lo + 1
@@ -77,15 +72,15 @@ def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
             zeros = tuple(given[0].new_zeros(batch, count, s) for s in cell.state_sizes)
             up, left = zeros, zeros
         else:
-            prev, plo = diags[t - 1], max(0, t - m) - 1
+            prev, plo = states[t - 1], max(0, t - m) - 1
             up = tuple(c[:, lo - 1 - plo : lo - 1 - plo + count] for c in prev)
             left = tuple(c[:, lo - plo : lo - plo + count] for c in prev)
         if feat_diags:
             state = cell.step(inp, up, left, feats=feat_diags[t])  # type: ignore[call-arg]
         else:
             state = cell.step(inp, up, left)
-        diags.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
-    return [torch.cat([d[c][:, 1:-1] for d in diags], dim=1) for c in outputs]
+        states.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
+    return [torch.cat([d[c][:, 1:-1] for d in states], dim=1) for c in outputs]
 
 
 def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
@@ -104,8 +99,7 @@ def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
     def diagonal_major(g: torch.Tensor | None) -> torch.Tensor | None:
         return None if g is None else g.reshape(batch, n * m, -1).index_select(1, diags.order)
 
-    flat = _sweep(cell, n, m, rows, cols, diagonal_major(grid), diagonal_major(feats),
-                  [*diags.start, n * m], outputs)
+    flat = _sweep(cell, diags, rows, cols, diagonal_major(grid), diagonal_major(feats), outputs)
     inverse = torch.empty_like(diags.order)
     inverse[diags.order] = torch.arange(n * m, device=inverse.device)
     return [f.index_select(1, inverse).view(batch, n, m, -1) for f in flat]
@@ -345,8 +339,8 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
     if fused:
         flat = cell.sweep(diags, {k: v.contiguous() for k, v in proj.items()})  # type: ignore[union-attr]
     else:
-        flat = _sweep(cell, n, m, proj.get("rows"), proj.get("cols"), proj.get("grid"),  # type: ignore[arg-type]
-                      proj.get("feats"), [*diags.start, n * m], outputs)
+        flat = _sweep(cell, diags, proj.get("rows"), proj.get("cols"), proj.get("grid"),  # type: ignore[arg-type]
+                      proj.get("feats"), outputs)
     return [_Regroup.apply(f.reshape(-1, f.size(-1)), take, readers, True).view(
         batch, n, m, -1) for f in flat]
 
