@@ -1,8 +1,4 @@
-"""Models: tensors in, scores out. Each model module registers itself by name.
-
-See :mod:`pairrepro.models.base` for the contract every model follows and how recipes find
-them (the registry).
-"""
+"""Models: tensors in, scores out (the contract and the registry: :mod:`pairrepro.models.base`)."""
 
 from pairrepro.models.base import (
     ModelContext,

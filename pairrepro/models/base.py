@@ -1,11 +1,9 @@
-"""The contract between the trainer and every model (ARCHITECTURE.md, "Model contract"): token
-ids and boolean masks of a pair's two texts in, ``num_outputs`` scores per pair out (classes;
-1 for pairwise ranking; 2 for pointwise ranking, CSRAN); padding (``mask == False``) never
-changes the output.
+"""The contract between the trainer and every model: token ids and boolean masks of a pair's
+two texts in, ``num_outputs`` scores per pair out (classes; 1 for pairwise ranking; 2 for
+pointwise ranking); padding (``mask == False``) never changes the output.
 
-The registry: recipes name a model, :func:`build_model` finds and builds it; every module of the
-package is imported on first lookup, so a new model file only decorates its class with
-:func:`register_model`.
+The registry: every module of the package is imported on first lookup, so a new model file
+only decorates its class with :func:`register_model`.
 """
 
 from __future__ import annotations
@@ -52,16 +50,10 @@ class PairModel(nn.Module):
 
     def fit_statistics(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
                        labels: Sequence[int] | None = None) -> None:
-        """Called once with the training pairs' token ids (and labels) before training
-        (default: no-op)."""
+        """Called once with the training pairs' token ids (and labels) before training."""
 
-    def forward(  # type: ignore[override]
-        self,
-        left: torch.Tensor,
-        left_mask: torch.Tensor,
-        right: torch.Tensor,
-        right_mask: torch.Tensor,
-    ) -> torch.Tensor:
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor,  # type: ignore[override]
+                right: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
         """Score a batch: ``[B, n]`` / ``[B, m]`` ids and masks -> ``[B, num_outputs]``."""
         raise NotImplementedError
 
@@ -87,8 +79,7 @@ def _import_all() -> None:
     global _IMPORTED
     if _IMPORTED:
         return
-    # this module's own folder, not the package object: importing pairrepro.models from here
-    # would be an import cycle (the package imports this module)
+    # this module's folder: importing the package from here would be an import cycle
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{info.name}")
     _IMPORTED = True
@@ -117,9 +108,8 @@ def get_model_class(name: str) -> type[PairModel]:
 
 
 def check_hparam_keys(name: str, hparams: Mapping[str, Any]) -> None:
-    """``hparams`` against ``name``'s constructor, the :class:`ConfigError` starting with the
-    key: an unknown key (``hiden``), or a table where the default is a plain value
-    (``[model.hidden]``), which would otherwise reach the model's own arithmetic."""
+    """``hparams`` against ``name``'s constructor: an unknown key, or a table where the
+    default is a plain value, is a :class:`ConfigError` starting with the key."""
     allowed = model_hparams(name)
     for key, value in hparams.items():
         if key not in allowed:
@@ -161,8 +151,7 @@ ODD_WIDTH = Allowed("an odd number >= 1 (a centred window)",
 
 
 def check_hparams(model: str, **checks: tuple[Any, Allowed]) -> None:
-    """The one check of a model's hyper-parameter ranges: ``name=(value, allowed)``; a value
-    outside is a :class:`ConfigError` naming the model, the key, what is allowed and the value."""
+    """Check ``name=(value, allowed)`` ranges; a value outside is a :class:`ConfigError`."""
     for name, (value, allowed) in checks.items():
         if not allowed.test(value):
             raise ConfigError(f"{model}: {name} must be {allowed.what}, got {value!r}")
@@ -181,8 +170,7 @@ def count_weight_params(model: nn.Module) -> int:
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
-    """Parameters in total, without embedding tables, trainable, and ``weights``
-    (:func:`count_weight_params`)."""
+    """Parameters in total, without embedding tables, trainable, and ``weights``."""
     tables = embedding_parameter_ids(model)
     params = list(model.parameters())
     return {

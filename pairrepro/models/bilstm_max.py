@@ -1,8 +1,6 @@
-"""BiLSTM-max: the engine's small built-in reference model (InferSent-style encoder).
-
-A shared bidirectional LSTM encodes each text; max pooling over the real tokens gives
-``u`` and ``v``; the MLP sees ``[u; v; |u - v|; u * v]`` (Conneau et al. 2017). It is the
-model the demo, the engine tests and the speed bench use.
+"""BiLSTM-max (Conneau et al. 2017): the small reference model of the demo, the engine tests
+and the speed bench. A shared Bi-LSTM, max-pooled, gives ``u`` and ``v``; an MLP reads
+``[u; v; |u - v|; u * v]``.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ class BiLSTMMax(PairModel):
                        dropout=dropout)
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, T]`` ids -> ``[B, 2 * hidden]`` max-pooled BiLSTM states."""
         states, _ = run_rnn(self.encoder, self.dropout(self.embed(ids)), mask)
         return masked_max(states, mask)
 

@@ -1,12 +1,9 @@
-"""BM25 baseline (MV-LSTM Tables 3 and 5): a non-neural scorer with Lucene's formula
-(:mod:`pairrepro.data.negatives`, shared with the retrieval that builds the negatives).
+"""BM25 baseline (MV-LSTM Tables 3 and 5) with Lucene's formula (:mod:`pairrepro.data.negatives`).
 
-The left text is the query, the right the document; document frequencies, the number of
-documents and the average length come from the distinct right texts of the training pairs
-(:meth:`BM25.fit_statistics`), as if the training answers were the indexed collection. With two
-outputs (pointwise ranking, or binary classification such as paraphrase) it outputs
-``[0, score - threshold]``, the threshold maximising class 1's F1 on the training pairs (dev
-and test never looked at); a constant shift leaves every ranking unchanged.
+The left text is the query, the right the document; the collection statistics come from the
+distinct right texts of the training pairs. With two outputs it outputs ``[0, score -
+threshold]``, the threshold maximising class 1's F1 on the training pairs (a constant shift
+leaves every ranking unchanged).
 """
 
 from __future__ import annotations
@@ -33,9 +30,8 @@ from pairrepro.models.base import (
 
 @register_model("bm25")
 class BM25(PairModel):
-    """Lucene BM25 score of the right text for the left text as query (``k1``, ``b``: Lucene's
-    1.2 and 0.75); ``match_unknown``: whether ``<unk>`` tokens match each other (off: every
-    out-of-vocabulary word shares id 1, so a match would be spurious)."""
+    """Lucene BM25 score of the right text for the left text as query; ``match_unknown``:
+    whether ``<unk>`` tokens match each other (off: all unknown words share one id)."""
 
     needs_training = False
 
@@ -50,7 +46,7 @@ class BM25(PairModel):
         self.k1 = float(k1)
         self.b = float(b)
         self.match_unknown = match_unknown
-        # Buffers, so the statistics are saved in checkpoints with the rest of the state.
+        # buffers, so checkpoints hold the statistics
         self.register_buffer("idf", torch.zeros(ctx.vocab_size, dtype=torch.float64))
         self.register_buffer("avg_doc_len", torch.ones((), dtype=torch.float64))
         self.register_buffer("fitted", torch.zeros((), dtype=torch.bool))
@@ -58,8 +54,7 @@ class BM25(PairModel):
 
     def fit_statistics(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
                        labels: Sequence[int] | None = None) -> None:
-        """Document frequencies over the distinct training candidates (the right texts);
-        with ``labels`` (and two outputs) also the decision threshold (module docstring)."""
+        """Collection statistics; with ``labels`` (and two outputs) the threshold too."""
         docs = {tuple(int(t) for t in doc if int(t) != self.ctx.padding_idx) for doc in right_ids}
         if not docs:
             raise ConfigError("bm25: fit_statistics got no training documents")
@@ -87,14 +82,8 @@ class BM25(PairModel):
             out.append(self._score(left, left_mask, right, right_mask)[:, 0].numpy())
         return np.concatenate(out) if out else np.zeros(0)
 
-    def forward(  # type: ignore[override]
-        self,
-        left: torch.Tensor,
-        left_mask: torch.Tensor,
-        right: torch.Tensor,
-        right_mask: torch.Tensor,
-    ) -> torch.Tensor:
-        """Score ``[B]`` pairs -> ``[B, 1]`` (or ``[B, 2]`` = ``[0, score - threshold]``)."""
+    def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
+                right_mask: torch.Tensor) -> torch.Tensor:
         score = self._score(left, left_mask, right, right_mask)
         if self.ctx.num_outputs == 2:
             return torch.cat([torch.zeros_like(score), score - self.threshold],
@@ -107,7 +96,7 @@ class BM25(PairModel):
         if not bool(self.fitted):
             raise ConfigError("bm25: fit_statistics must be called before scoring")
         query_ok = left_mask if self.match_unknown else left_mask & (left != UNK_ID)
-        # tf of every query token in its document: [B, n, m] equality, masked, summed over m.
+        # tf of every query token in its document
         same = (left.unsqueeze(2) == right.unsqueeze(1)) & right_mask.unsqueeze(1)
         tf = same.sum(dim=2).to(torch.float64)
         doc_len = right_mask.sum(dim=1, keepdim=True).to(torch.float64)
@@ -118,9 +107,7 @@ class BM25(PairModel):
 
 def best_f1_threshold(scores: np.ndarray, positive: np.ndarray) -> float:
     """The threshold ``t`` whose rule "class 1 iff score > t" gives the highest F1 of class 1
-    on ``scores``: the best cut of scikit-learn's ``precision_recall_curve`` (the highest on
-    ties), moved midway down to the next lower distinct score, so that it also separates
-    unseen scores sensibly."""
+    (the highest on ties), moved midway down to the next lower distinct score."""
     if len(scores) == 0 or not positive.any():
         return 0.0
     precision, recall, thresholds = precision_recall_curve(positive, scores)

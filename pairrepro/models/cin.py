@@ -10,17 +10,8 @@ shared by the two texts::
          fuse:  X <- ReLU(W_c [u; v; u - v; u * v; |u - v|] + W_x x + b_c)
     -> max pooling over time -> m = [p; h; p - h; p * h; |p - h|] -> tanh MLP -> num_outputs
 
-Readings of what the paper leaves open (docs/spec/cin.md 3.8): inter filters come from the other
-sentence (Eqs. 12-13; Eqs. 24-25 are printed swapped); the dynamic convolution has no bias
-and a ReLU; k-max values are sorted by value; FGN and fusion are shared by the two texts,
-separate per layer; the fusion output width is ``dim`` (0 = the encoder width). Without the
-intra interaction (Table 5) the fusion sees only ``v`` (plus ``W_x x``); without the
-interaction layer the encoder output goes straight to pooling. Exact match compares token
-ids (no stemmer or lemmatiser), and POS tags are not used (no tagger).
-
-Departures: the generated filters are rescaled (``filter_scale``, default ``"normalised"``:
-literally, Eq. 18 saturates the classifier at init) and are ``dim x tau d_in`` (300 x 3*701 at
-the paper's sizes: ``[BiLSTM; E]`` is wider than the layer), not Eqs. 10/18's ``d x tau d``.
+Readings of what the paper leaves open, and the departures (rescaled filters,
+``filter_scale``; filters ``dim x tau d_in``): docs/spec/cin.md 3.9.
 """
 
 from __future__ import annotations
@@ -51,13 +42,9 @@ from pairrepro.models.layers import (
 
 
 def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Convolve every example with its own filter, batched (no loop over the batch).
-
-    ``x [B, T, c_in]``, ``mask [B, T]``, ``weight [B, c_out, tau * c_in]`` whose columns are the
-    window ``[x_{i - tau//2}; ..; x_{i + tau//2}]`` (Eq. 8) -> ``[B, T, c_out]``. Padded positions
-    are zeroed first, so a window reaching past a sentence's end sees zeros exactly as the
-    convolution's own zero padding; outputs at padded positions are zero.
-    """
+    """Convolve every example with its own filter: ``x [B, T, c_in]``, ``weight [B, c_out,
+    tau * c_in]`` (columns: the window ``[x_{i - tau//2}; ..; x_{i + tau//2}]``, Eq. 8) ->
+    ``[B, T, c_out]``, zero padding on both sides of the real positions, zero on padding."""
     c_in = x.size(-1)
     tau = weight.size(-1) // c_in
     if tau * c_in != weight.size(-1) or tau % 2 == 0:
@@ -70,14 +57,7 @@ def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) ->
 
 def normalise_filters(weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """Scale each output row of generated filters ``[B, c_out, tau c_in]`` to sum 1 (an
-    all-zero row stays zero).
-
-    Why: Eq. 18's ReLU makes every entry >= 0, and from the second layer on so is the input,
-    so a window product sums ``tau c_in`` positive terms, the filter grows with the input
-    (through ``z``) and ``u * v`` multiplies two such sums: at Xavier init the second layer's
-    outputs reach the hundreds, the tanh classifier saturates and no gradient reaches below
-    it. Rows summing to 1 make each output a weighted average of its window, as attention
-    weights (Sec. 3.3), at the input's scale."""
+    all-zero row stays zero); why: docs/spec/cin.md 3.9."""
     return weight / weight.sum(dim=-1, keepdim=True).clamp_min(eps)
 
 
@@ -85,10 +65,8 @@ FILTER_SCALES = ("normalised", "fixed", "none")
 
 
 def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
-    """Generated filters ``[B, c_out, tau c_in]`` rescaled as ``filter_scale`` says:
-    ``"normalised"`` (:func:`normalise_filters`; a filter's own magnitude is lost),
-    ``"fixed"`` (times ``1 / (tau c_in)``: the output range is as bounded at init, and each
-    filter keeps its magnitude, which the FGN learns), ``"none"`` (Eq. 18 literally)."""
+    """Generated filters ``[B, c_out, tau c_in]`` rescaled: ``"normalised"``
+    (:func:`normalise_filters`), ``"fixed"`` (times ``1 / (tau c_in)``), ``"none"``."""
     if scale == "normalised":
         return normalise_filters(weight)
     if scale == "fixed":
@@ -99,12 +77,8 @@ def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
 
 
 class FilterGenerator(nn.Module):
-    """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter.
-
-    The bias ``B`` is "uniformly set to zero" (the paper): an init this module owns
-    (``documented_init``, kept over a recipe's ``init``), and a bias for the L2 penalty
-    (``bias_parameters``: theta is "all the connection weights").
-    """
+    """The filter generation network (Eqs. 16-19): a sentence -> a ``[c_out, tau c_in]`` filter;
+    its bias ``B`` starts at zero (the paper) and is a bias for the L2 penalty."""
 
     documented_init = ("b",)
     bias_parameters = ("b",)
@@ -170,18 +144,13 @@ class CIN(PairModel):
     """The CIN model of the module docstring.
 
     Args:
-        hidden: encoder Bi-LSTM units per direction (not stated in the paper).
-        dim: every CIN layer's output width, divisible by ``kmax`` (0 = the encoder width
-            ``2 hidden + d_e``).
-        layers: stacked CIN layers N_x (the paper's case study: 2); ``window``: tau (odd);
-            ``kmax``: the FGN's k = filter slices.
-        char_dim / char_filters / char_width / max_word_len: the char CNN (Kim 2014; 0 = off).
-        use_interaction / use_intra: False = Table 5 "Remove whole interaction" / "Remove
-            intra-attention".
-        filter_scale: :func:`scale_filters`' (a departure from Eq. 18); ``normalise_filters``
-            is its older boolean spelling (True = ``"normalised"``, False = ``"none"``), an
-            error beside a different ``filter_scale``.
-        aggr_lstm: a Bi-LSTM before max pooling (ESIM-style); the equations have none.
+        dim: every CIN layer's output width, divisible by ``kmax`` (0: the encoder width).
+        layers: N_x; ``window``: tau (odd); ``kmax``: the FGN's k.
+        char_dim: the char CNN's (Kim 2014; 0 = off).
+        use_interaction / use_intra: False = Table 5's ablations.
+        filter_scale: :func:`scale_filters`'; ``normalise_filters``: its older boolean
+            spelling (True = ``"normalised"``, False = ``"none"``).
+        aggr_lstm: a Bi-LSTM before max pooling (ESIM-style).
         dropout: after each fully connected, recurrent and convolutional layer.
     """
 

@@ -5,12 +5,10 @@ equations and the readings of their ambiguities in ``docs/spec/clstm.md`` §3.
   ``A [x_i; y_j; h_{i,j-1}; h_{i-1,j}]``, output ``h_{i,j}`` (d).
 * **LC-LSTM** (eqs. 5-8): LSTM¹ along X reads ``x_i`` and ``[h¹; h²]_{i-1,j}``, LSTM² along Y
   reads ``y_j`` and ``[h¹; h²]_{i,j-1}``, one weight set shared; output ``[h¹; h²]`` (2d).
-* Four directions share their weights and are summed (eq. 13); blocks stack: a TC block
-  above the first reads the fused grid ``ĥ_{i,j}``, an LC block feeds its X half to LSTM¹
-  and its Y half to LSTM². With e=100, d=50 and a 50-unit fully connected layer these
-  choices give exactly Table 2's θ_M (weight matrices only, §3.8): 45K, 77.5K, 135K, 190K.
-* Dynamic max pooling to ``p × q``, a tanh fully connected layer, a linear output
-  (``num_outputs`` logits, or one score for ranking).
+* Four directions share their weights and are summed (eq. 13); a TC block above the first
+  reads the fused grid ``ĥ_{i,j}``, an LC block feeds its X half to LSTM¹, its Y half to LSTM²
+  (these choices give exactly Table 2's θ_M, §3.8).
+* Dynamic max pooling to ``p × q``, a tanh fully connected layer, a linear output.
 """
 
 from __future__ import annotations
@@ -40,26 +38,16 @@ from pairrepro.models.layers import WordEmbedding
 
 
 class _TCSweep(torch.autograd.Function):
-    """A whole TC-LSTM sweep (eqs. 9-11) with a hand-written backward pass.
-
-    Layout: :class:`~pairrepro.models.grid.Diagonals`. Per diagonal, the forward pass runs
-    one matrix product ``[ĥ; h_left; h_up] → gates`` (its operand ``z`` is assembled from
-    the previous diagonal's ``h``) and the gate update of :func:`lstm_forward`; the backward
-    pass runs :func:`lstm_backward` and one product ``d gates → d z``, and accumulates the
-    weight gradient. Tensors are kept per diagonal (see :mod:`pairrepro.models.grid`).
-
-    Precision: the matrix-product operands (``z``, the gates, ``h``) are in the inputs'
-    dtype (bf16 under autocast); the memory cells, their gradients and the weight gradients
-    stay float32 (``weight`` and ``bias`` come as the float32 parameters and are cast here).
-    """
+    """A whole TC-LSTM sweep (eqs. 9-11) with a hand-written backward pass: per diagonal one
+    product ``z = [ĥ; h_left; h_up] → gates`` and :func:`lstm_forward`. Matrix-product
+    operands are in the inputs' dtype; memory cells and gradients float32."""
 
     @staticmethod
     def forward(ctx: Any, rows: torch.Tensor | None, cols: torch.Tensor | None,  # type: ignore[override]
                 feats: torch.Tensor | None, weight: torch.Tensor, bias: torch.Tensor | None,
                 diags: Diagonals) -> torch.Tensor:
-        """``rows`` ``[n, B, 5d]`` (bias included) and ``cols`` ``[m, B, 5d]`` for a first
-        block, else ``feats`` ``[n·m, B, F]``; ``weight`` ``[5d, F + 2d]`` (columns
-        ``[ĥ; h_left; h_up]``). Returns ``h`` ``[n·m, B, d]``."""
+        """``rows`` ``[n, B, 5d]`` and ``cols`` ``[m, B, 5d]`` for a first block, else
+        ``feats`` ``[n·m, B, F]``; ``weight`` ``[5d, F + 2d]``. Returns ``h`` ``[n·m, B, d]``."""
         d, width = weight.size(0) // 5, weight.size(1)
         like = rows if feats is None else feats
         assert like is not None
@@ -141,9 +129,8 @@ class _TCSweep(torch.autograd.Function):
 
 def _neighbour_rows(diags: Diagonals, t: int, h: torch.Tensor, z: torch.Tensor,
                     grad: bool = False) -> None:
-    """``z [L_t, B, 2d] = [h_left; h_up]`` of diagonal ``t``'s cells from ``h``, diagonal
-    ``t-1``'s ``[L_{t-1}, B, d]`` (zeros on the border); with ``grad``, the reverse: ``z``'s
-    gradient added into ``h``'s."""
+    """``z [L_t, B, 2d] = [h_left; h_up]`` from diagonal ``t-1``'s ``h`` (zeros on the
+    border); with ``grad``, ``z``'s gradient added into ``h``'s."""
     d = z.size(-1) // 2
     for part, (dst, src, k) in enumerate((diags.left[t], diags.up[t]) if t else ()):
         target = z[dst : dst + k, :, part * d : (part + 1) * d]
@@ -160,9 +147,8 @@ def _neighbour_rows(diags: Diagonals, t: int, h: torch.Tensor, z: torch.Tensor,
 
 def _neighbour_cells(diags: Diagonals, t: int, c: Sequence[torch.Tensor],
                      grad: bool = False) -> list[Any]:
-    """TC-LSTM's previous memory cells of diagonal ``t``, ``[c_{i,j-1}, c_{i-1,j}]`` (the
-    order of the forget gates ``f¹``, ``f²``), as :func:`lstm_forward` takes them, from the
-    per-diagonal ``c``; with ``grad``, only the tensors (to accumulate into)."""
+    """Diagonal ``t``'s previous cells ``[c_{i,j-1}, c_{i-1,j}]`` as :func:`lstm_forward`
+    takes them; with ``grad``, only the tensors."""
     if t == 0:
         return []
     out = [(dst, c[t - 1][src : src + k]) for dst, src, k in (diags.left[t], diags.up[t])]
@@ -170,9 +156,7 @@ def _neighbour_cells(diags: Diagonals, t: int, c: Sequence[torch.Tensor],
 
 
 class TCCell(nn.Module):
-    """Tightly coupled cell (eqs. 9-11); gate order ``[c~, o, i, f¹ (left), f² (up)]``.
-
-    A :class:`~pairrepro.models.grid.FusedGridCell`: the sweep is :class:`_TCSweep`."""
+    """Tightly coupled cell (eqs. 9-11), gates ``[c~, o, i, f¹ (left), f² (up)]``: fused."""
 
     outputs = (0,)
 
@@ -198,12 +182,9 @@ class TCCell(nn.Module):
             # b rides on the rows (added once per row, not once per cell)
             return {"rows": F.linear(x, self.w_x.weight, self.u.bias), "cols": self.w_y(y)}
         assert g is not None
-        # the fused grid stays un-projected: the sweep projects one diagonal at a time inside
-        # its recurrent product (a whole-grid projection is memory-bound)
-        return {"feats": g}
+        return {"feats": g}  # projected per diagonal, in the recurrent product
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        """The whole sweep as one :class:`_TCSweep` (see :class:`FusedGridCell`)."""
         if self.first:
             rows, cols = compute_dtype(inputs["rows"], inputs["cols"])
             return [_TCSweep.apply(rows, cols, None, self.u.weight, None, diags)]
@@ -216,8 +197,8 @@ class TCCell(nn.Module):
 
 
 class LCCell(nn.Module):
-    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set; state
-    ``(h¹, c¹, h², c²)``, per-cell input ``[A_in x_i; A_in y_j]`` (8d)."""
+    """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set, state
+    ``(h¹, c¹, h², c²)``."""
 
     outputs = (0, 2)
 
@@ -273,8 +254,7 @@ class CoupledLSTM(GridPairModel):
     def __init__(self, ctx: ModelContext, hidden: int = 50, directions: int = 4, layers: int = 1,
                  pool_p: int = 1, pool_q: int = 1, fc_hidden: int = 50, dropout: float = 0.0,
                  checkpoint: bool = False, use_exact_match: bool = False) -> None:
-        """``directions``: 1 or 4 (summed, eq. 13); ``pool_p × pool_q``: dynamic pooling size;
-        ``checkpoint``: :class:`GridPairModel`'s; ``use_exact_match``: not in the paper."""
+        """``directions``: 1 or 4 (eq. 13); ``pool_p × pool_q``: dynamic pooling size."""
         super().__init__(ctx, checkpoint)
         if directions not in (1, 4):
             raise ValueError(f"directions must be 1 or 4, got {directions}")
@@ -283,22 +263,16 @@ class CoupledLSTM(GridPairModel):
         self.directions = directions
         self.pool_p, self.pool_q = pool_p, pool_q
         self.embed = WordEmbedding(ctx, use_exact_match)
-        cells = []
-        in_dim = self.embed.dim
-        for layer in range(layers):
-            cell = self.cell_class(in_dim, hidden, first=layer == 0)
-            cells.append(cell)
-            in_dim = hidden  # TC: the fused ĥ; LC: each LSTM's half of ĥ
-        self.blocks = nn.ModuleList(cells)
-        out_dim = cells[-1].out_dim
+        # a block above the first reads hidden-wide input (TC: the fused ĥ; LC: a half of it)
+        self.blocks = nn.ModuleList(self.cell_class(self.embed.dim if k == 0 else hidden, hidden,
+                                                    first=k == 0) for k in range(layers))
         self.dropout = nn.Dropout(dropout)
-        self.fc = nn.Linear(pool_p * pool_q * out_dim, fc_hidden)
+        self.fc = nn.Linear(pool_p * pool_q * self.blocks[-1].out_dim, fc_hidden)
         self.out = nn.Linear(fc_hidden, ctx.num_outputs)
 
     def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
                g: torch.Tensor | None, left_mask: torch.Tensor,
                right_mask: torch.Tensor) -> torch.Tensor:
-        """One block: the directions in one sweep, summed (eq. 13): the aggregated grid ``ĥ``."""
         states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
                                      x=x, y=y, grid=g, outputs=cell.outputs)
         return cell.output(states)

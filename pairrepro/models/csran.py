@@ -9,14 +9,9 @@ Parameters are shared between the two texts::
     -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
     -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
 
-Where the paper is silent, the authors' public code ([code] in the spec): a CAFE block before
-every stacked layer (also on the projected embeddings), the affinity as a max over all layer
-pairs (:func:`co_stack_affinity`), 2 highway output layers, ``z`` with the difference and
-product terms (``compare_pooled``). Unlike the code, the alignment softmaxes really mask
-padding (its ``-1e-30`` masks nothing). The logged run's POS-tag embeddings are not used:
-prepared datasets carry no tags. Ablations (Table 8): ``use_mar=False`` removes the CAFE
-blocks; ``use_csra=False`` aligns on the top layer's affinity ``a_{k,i} . b_{k,j}`` and
-features only (the code's ``NONE`` branch). ``layers`` is the depth of Figures 2-3.
+Readings (mostly the authors' code) and departures: docs/spec/csran.md 3.9. Ablations
+(Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns on the top
+layer only.
 """
 
 from __future__ import annotations
@@ -51,10 +46,9 @@ AFFINITIES = ("max", "max_sum")
 
 
 class CAFEBlock(nn.Module):
-    """One Multi-level Attention Refinement block, ``[B, T, d] -> [B, T, d + 6]``, shared by
-    the two texts: inter- (``F(a_i) . F(b_j)``, ``F`` a bias-free ReLU layer) and intra-attention
-    (``G(a_i) . G(a_j) / sqrt(d)``) each align a vector; per attention three factorization
-    machines compress ``[x; y]``, ``x * y`` and ``x - y`` to scalars."""
+    """One Multi-level Attention Refinement block, ``[B, T, d] -> [B, T, d + 6]``: inter-
+    (``F(a_i) . F(b_j)``) and intra-attention (``G(a_i) . G(a_j) / sqrt(d)``) each align a
+    vector; per attention, factorization machines compress ``[x; y]``, ``x * y``, ``x - y``."""
 
     def __init__(self, dim: int, fm_factors: int = 32) -> None:
         super().__init__()
@@ -87,11 +81,9 @@ class CAFEBlock(nn.Module):
 
 
 def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> torch.Tensor:
-    """CSRA affinity from stacked outputs ``ha [B, k, n, d]``, ``hb [B, k, m, d]`` -> ``[B, n, m]``.
-
-    ``max``: ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code);
-    ``max_sum``: ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed).
-    """
+    """CSRA affinity of stacked outputs ``ha [B, k, n, d]``, ``hb [B, k, m, d]`` -> ``[B, n, m]``:
+    ``max``, ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code); ``max_sum``,
+    ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed)."""
     if mode == "max":
         pairs = torch.einsum("bpid,bqjd->bpqij", ha, hb)
         return pairs.flatten(1, 2).amax(dim=1)
@@ -102,24 +94,15 @@ def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> 
 
 @register_model("csran")
 class CSRAN(PairModel):
-    """CSRAN with MAR (CAFE) blocks and co-stack residual affinity; see the module docstring.
+    """CSRAN of the module docstring; defaults: the authors' logged run (docs/spec/csran.md 2.3).
 
     Args:
-        hidden: units per direction of each stacked Bi-LSTM and the highway projection's
-            width ([code] 200).
-        layers: stacked Bi-LSTM layers k (paper: tuned in 2..5; 3 in the ablations).
-        char_dim / char_hidden / max_word_len: [code] 20 / 128 (both directions) / 16;
-            ``char_dim = 0`` is off.
-        highway_layers: projecting words to ``hidden`` (paper: optional, 2; [code] 1; 0: none).
-        use_mar / use_csra: the Table 8 ablation switches; ``affinity``:
-            :func:`co_stack_affinity`'s.
-        fm_factors / aggr_layers / aggr_hidden / out_layers / out_hidden: [code] 32 / 2 / 200
-            (0 = ``hidden``) / 2 / 300.
-        compare_pooled: ``z = [za; zb; za - zb; za * zb]`` ([code]) instead of ``[za; zb]``.
-        output_highway: highway prediction layers ([code]) rather than plain ReLU layers.
-        dropout: [code] keep probability 0.8, i.e. 0.2.
-        use_exact_match: the exact-match channel (``WordEmbedding``): [code] computes it (on
-            stems), its logged run does not use it.
+        hidden: units per direction of each stacked Bi-LSTM, and the highway projection's width.
+        layers: stacked Bi-LSTM layers k; ``char_dim = 0``: no characters.
+        highway_layers: projecting words to ``hidden`` (0: none).
+        aggr_hidden: 0 = ``hidden``.
+        compare_pooled: ``z = [za; zb; za - zb; za * zb]`` instead of ``[za; zb]``.
+        output_highway: highway prediction layers rather than plain ReLU layers.
     """
 
     def __init__(self, ctx: ModelContext, hidden: int = 200, layers: int = 3, char_dim: int = 20,
@@ -166,7 +149,6 @@ class CSRAN(PairModel):
                               dropout)
 
     def _words(self, ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """Word representations of one text from its embedded words ``x``."""
         if self.chars is not None:
             x = torch.cat([x, self.chars(ids)], dim=-1)
         x = self.dropout(x)

@@ -4,16 +4,13 @@
 * the X-memory ``M^x`` holds ``h^x_{i-K,j} .. h^x_{i-1,j}``, the Y-memory ``M^y`` holds
   ``h^y_{i,j-K} .. h^y_{i,j-1}`` (eqs. 10-11); slots before the grid's first row/column are
   left out (truncated, B8), so the first row reads nothing (``r = 0``);
-* attention reads (eqs. 12-16) ``a_k = softmax_k(v^T tanh(W_a [M_k; r_prev; z]))`` with
-  ``r^x_{i-1,j}`` / ``r^y_{i,j-1}`` as ``r_prev`` and ``z`` the cell's input (``x_i`` /
-  ``y_j``); ``W_a`` is ``d × (2d + e)``, so ``e ≠ d`` works (B4);
-* ``H = [r^x; r^y]`` is the recurrent input of both conditional LSTMs (eqs. 7-8, 17): LSTM_x
-  carries its cell along X, LSTM_y along Y, with separate weights and attentions (the literal
-  reading); with ``memory = 1`` this is the grid LSTM ``H = h^x_{i-1,j} ⊕ h^y_{i,j-1}``.
+* attention reads (eqs. 12-16) ``a_k = softmax_k(v^T tanh(W_a [M_k; r_prev; z]))``,
+  ``r_prev`` = ``r^x_{i-1,j}`` / ``r^y_{i,j-1}``, ``z`` = ``x_i`` / ``y_j`` (B4);
+* ``H = [r^x; r^y]`` is the recurrent input of both conditional LSTMs (eqs. 7-8, 17), LSTM_x
+  along X, LSTM_y along Y, separate weights.
 
-Stacking (B1, not described): layer ℓ+1's LSTM_x reads ``h^x`` of layer ℓ at ``(i, j)`` in
-place of ``x_i``, LSTM_y ``h^y`` in place of ``y_j``. Output (B2): the last real cell's
-``h^x ⊕ h^y`` (``pooling = "last"``; ``"max"`` max-pools the grid), then a linear layer.
+Stacking (B1): layer ℓ+1 reads layer ℓ's ``h^x`` / ``h^y`` in place of ``x_i`` / ``y_j``.
+Output (B2): the last real cell's ``h^x ⊕ h^y`` (or the grid max-pooled), a linear layer.
 """
 
 from __future__ import annotations
@@ -55,15 +52,10 @@ class _Side(nn.Module):
 
 
 class _Memories:
-    """The ``K``-slot memories of one side (``x``: along X, ``y``: along Y) as strided views.
-
-    Each cell's state is stored once, in a grid that keeps the ``K`` states a cell reads
-    next to each other: X-states column by column (``[m, K + n, B, d]``, columns reversed),
-    Y-states row by row (``[n, K + m, B, d]``), each line after ``K`` zero slots (the
-    memory before the grid's first row/column). The ``K`` slots of every cell of a diagonal
-    are then one ``[L, K, B, d]`` view and its stored state one ``[L, B, d]`` view (the
-    slot after its window): no gathers, no stacking. Slots before the border are masked.
-    """
+    """The ``K``-slot memories of one side (0: along X, 1: along Y) as strided views of one
+    store: X-states by column (``[m, K + n, B, d]``, columns reversed), Y-states by row
+    (``[n, K + m, B, d]``), each line after ``K`` zero slots, so a diagonal's windows are one
+    ``[L, K, B, d]`` view (docs/grid-engine.md)."""
 
     def __init__(self, diags: Diagonals, memory: int, side: int, like: torch.Tensor,
                  batch: int, d: int) -> None:
@@ -84,9 +76,8 @@ class _Memories:
 
     def _offset(self, t: int) -> int:
         lo, d = self.diags.lo[t], self.diags
-        first = (d.m - 1 - t + lo) * (self.shape[1]) + lo if self.side == 0 else (
+        return (d.m - 1 - t + lo) * (self.shape[1]) + lo if self.side == 0 else (
             t + lo * self.stride)
-        return first
 
     def window(self, store: torch.Tensor, t: int) -> torch.Tensor:
         """``[L, K, B, d]``: the memory slots of diagonal ``t``'s cells."""
@@ -114,27 +105,18 @@ def _neighbour(diags: Diagonals, t: int, side: int) -> tuple[int, int, int]:
 
 
 class _DFSweep(torch.autograd.Function):
-    """A whole DF-LSTM layer (eqs. 6-17) with a hand-written backward pass.
-
-    Per diagonal and side: the query ``W_read r_prev + z`` (one product), the attention read
-    over the :class:`_Memories` window (:func:`_attend`), then for both sides the gates from
-    ``H = [r^x; r^y]`` (one product each), :func:`lstm_forward`, and the state's attention key
-    ``W_mem h`` (one product). The backward pass mirrors it diagonal by diagonal in reverse.
-
-    Precision: the matrix-product operands (inputs, queries, ``H``, gates, ``h``, the memory
-    stores) are in the inputs' dtype (bf16 under autocast); the memory cells, the attention
-    weights and every gradient accumulated over diagonals stay float32 (the weights come as
-    the float32 parameters and are cast here).
-    """
+    """A whole DF-LSTM layer (eqs. 6-17) with a hand-written backward pass: per diagonal and
+    side the query ``W_read r_prev + z``, the read (:func:`_attend`), the gates from ``H``,
+    :func:`lstm_forward` and the key ``W_mem h``. Matrix-product operands are in the inputs'
+    dtype; memory cells, attention weights and accumulated gradients float32."""
 
     @staticmethod
     def forward(ctx: Any, rows: torch.Tensor | None, cols: torch.Tensor | None,  # type: ignore[override]
                 feats: torch.Tensor | None, diags: Diagonals, memory: int,
                 *weights: torch.Tensor) -> torch.Tensor:
-        """``rows`` ``[n, B, 5d]`` and ``cols`` ``[m, B, 5d]`` (each side's ``[gates | z]``
-        input, bias included) for a first layer, else ``feats`` ``[n·m, B, 2d]``;
-        ``weights``: per side (x then y) ``w_in``, ``b_in`` (``[b; 0]``), ``u``, ``w_read``,
-        ``w_mem``, ``v``. Returns ``[h^x; h^y]`` ``[n·m, B, 2d]``."""
+        """``rows`` ``[n, B, 5d]``, ``cols`` ``[m, B, 5d]`` (``[gates | z]``) for a first
+        layer, else ``feats`` ``[n·m, B, 2d]``; ``weights``: per side ``w_in``, ``b_in``,
+        ``u``, ``w_read``, ``w_mem``, ``v``. Returns ``[h^x; h^y]`` ``[n·m, B, 2d]``."""
         like = rows if feats is None else feats
         assert like is not None
         sides = _cast_sides(weights, like.dtype)
@@ -287,8 +269,7 @@ class _DFSweep(torch.autograd.Function):
 
 def _cast_sides(weights: Sequence[torch.Tensor], dtype: torch.dtype
                 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The twelve weights as the two sides' six, in ``dtype``; ``w_mem`` doubled (the keys
-    are stored doubled, see :func:`_attend`)."""
+    """The two sides' six weights in ``dtype``, ``w_mem`` doubled (see :func:`_attend`)."""
     cast = [w.to(dtype) for w in weights]
     for side in (0, 1):
         cast[6 * side + 4] = cast[6 * side + 4] * 2
@@ -297,23 +278,16 @@ def _cast_sides(weights: Sequence[torch.Tensor], dtype: torch.dtype
 
 def _attend(mem: _Memories, stores: Sequence[torch.Tensor], t: int, q: torch.Tensor,
             v: torch.Tensor, r: torch.Tensor, fused: bool) -> torch.Tensor:
-    """One side's attention read over diagonal ``t``'s memory windows (eqs. 12-16): writes
-    ``r`` ``[L, B, d]`` and returns the attention weights ``[L, K, B]``.
-
-    ``v·tanh(k + q)`` is computed as ``2 v·σ(2k + 2q)``: its constant ``Σv`` is dropped (the
-    softmax ignores it), and the keys are stored doubled, so ``e = σ(k₂ + 2q)`` (two passes
-    instead of five on the eager path). ``stores``: values (``h``) and keys of the side;
-    ``fused``: through :func:`~pairrepro.models.gridkernels.attention_forward`.
-    """
+    """One side's read over diagonal ``t``'s windows (eqs. 12-16): writes ``r`` ``[L, B, d]``,
+    returns the weights ``[L, K, B]``. ``v·tanh(k + q)`` is ``2 v·σ(2k + 2q)`` less the
+    constant ``Σv`` (which the softmax ignores); the keys are stored doubled."""
     values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
     n, memory, batch, d = keys.shape
     if fused:
         attn = q.new_empty(n, memory, batch, dtype=mem.bias.dtype)
         gridkernels.attention_forward(keys, values, q, v.view(-1), mem.mask(t), attn, r)
         return attn
-    # e, the scores and the weights in float32, as in the kernel: the slots' scores differ
-    # little, and bf16 rounding of each (or weights that no longer sum to 1) swamps the
-    # differences that v's and the queries' gradients are made of (off by 10-100% in a test)
+    # float32 as in the kernel: bf16 rounding swamps the slots' small score differences
     e = torch.add(keys, q.unsqueeze(1).to(mem.bias.dtype), alpha=2)
     scores = torch.mm(e.sigmoid_().view(-1, d), v.to(e.dtype).t()).mul_(2).view(
         n, memory, batch)
@@ -323,25 +297,18 @@ def _attend(mem: _Memories, stores: Sequence[torch.Tensor], t: int, q: torch.Ten
 
 
 class _SlotGradients:
-    """The gradients that reach the memory slots (each side's stored ``h`` and key) from the
-    cells that read them, for the backward pass of :class:`_DFSweep`: each reader adds into
-    float32 copies of the stores (:meth:`read`), fused
-    (:func:`~pairrepro.models.gridkernels.attention_backward`) or eager
-    (:func:`_attend_backward`); :meth:`of_slots` gives a diagonal's stored states their
-    gradients once every cell that reads them (the ``K`` later diagonals) has been through
-    :meth:`read`."""
+    """The memory slots' gradients (float32) in :class:`_DFSweep`'s backward pass: readers
+    add into them (:meth:`read`); :meth:`of_slots` hands a diagonal's out once its ``K``
+    later readers are through."""
 
     def __init__(self, mems: Sequence[_Memories], stores: Sequence[torch.Tensor],
                  fused: bool, state: torch.dtype) -> None:
-        """``stores``: per side the stored ``h`` and keys; ``fused``: whether the forward
-        pass read through the kernels."""
         self.mems, self.stores, self.fused = mems, stores, fused
         self.d_stores = [torch.zeros_like(s, dtype=state) for s in stores]
 
     def read(self, side: int, t: int, q: torch.Tensor, v: torch.Tensor, attn: torch.Tensor,
              dr: Sequence[torch.Tensor], dq: torch.Tensor, g_v: torch.Tensor) -> None:
-        """The backward pass of :func:`_attend` for diagonal ``t`` (``dr``: two terms): writes
-        ``dq``, adds into ``g_v`` and into the gradients of the slots read."""
+        """:func:`_attend`'s backward pass: writes ``dq``, adds into ``g_v`` and the slots'."""
         mem, stores = self.mems[side], self.stores[2 * side : 2 * side + 2]
         d_stores = self.d_stores[2 * side : 2 * side + 2]
         if not self.fused:
@@ -352,8 +319,7 @@ class _SlotGradients:
             g_v.view(-1), mem.window(d_stores[1], t), mem.window(d_stores[0], t))
 
     def of_slots(self, side: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The gradients of diagonal ``t``'s stored ``h`` (``[L, B, d]``, float32) and key
-        (``[L·B, d]``, the stores' dtype)."""
+        """Diagonal ``t``'s ``h`` (``[L, B, d]``, float32) and key (``[L·B, d]``) gradients."""
         mem, store = self.mems[side], self.stores[2 * side + 1]
         d_key = mem.slot(self.d_stores[2 * side + 1], t).to(store.dtype).reshape(
             -1, store.size(-1))  # a copy
@@ -364,8 +330,7 @@ def _attend_backward(mem: _Memories, stores: Sequence[torch.Tensor],
                      d_stores: Sequence[torch.Tensor], t: int, q: torch.Tensor,
                      v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor],
                      dq: torch.Tensor, g_v: torch.Tensor) -> None:
-    """The backward pass of :func:`_attend`: ``dr`` (two terms) reaches ``r``; the stores'
-    gradients (``d_stores``, float32) and ``g_v`` accumulate, ``dq`` is written."""
+    """The eager backward pass of :func:`_attend` (see :meth:`_SlotGradients.read`)."""
     values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
     d_values, d_keys = mem.window(d_stores[0], t), mem.window(d_stores[1], t)
     d = q.size(-1)
@@ -377,8 +342,7 @@ def _attend_backward(mem: _Memories, stores: Sequence[torch.Tensor],
     d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
     # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
     accumulate_mm(g_v, d_scores.reshape(1, -1) * 2, e.view(-1, d))
-    # d(k + q) = 4 v e (1 − e) d_scores, elementwise (an outer product written as a matrix
-    # product runs at a few GFLOP/s)
+    # d(k + q) = 4 v e (1 − e) d_scores, elementwise (faster than as a matrix product)
     d_e = torch.addcmul(e, e, e, value=-1).mul_(v.view(-1) * 4).mul_(d_scores.unsqueeze(-1))
     d_keys.add_(d_e)
     dq.copy_(d_e.sum(1))  # summed in float32 (sum(out=bf16) rounds the terms first)
@@ -403,9 +367,7 @@ class DFCell(nn.Module):
 
     def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Each side's per-cell input ``[gates 4d | z d]`` from words (``rows`` for the x
-        side, ``cols`` for the y side); the layer below's grid as ``feats``, which the
-        sweep projects one diagonal at a time."""
+        """Each side's ``[gates 4d | z d]`` from words, or the layer below's grid as ``feats``."""
         if self.first:
             assert x is not None and y is not None
             return {"rows": F.linear(x, self.x.w_in.weight, self._input_bias(self.x)),
@@ -414,7 +376,6 @@ class DFCell(nn.Module):
         return {"feats": g}
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-        """The layer's ``[h^x; h^y]`` (see :class:`~pairrepro.models.grid.FusedGridCell`)."""
         weights = [w for side in (self.x, self.y)
                    for w in (side.w_in.weight, self._input_bias(side), side.u.weight,
                              side.w_read.weight, side.w_mem.weight, side.v.weight)]
@@ -430,8 +391,7 @@ class DFLSTM(GridPairModel):
     def __init__(self, ctx: ModelContext, hidden: int = 100, memory: int = 9, layers: int = 1,
                  pooling: Literal["last", "max"] = "last", dropout: float = 0.0,
                  checkpoint: bool = False, use_exact_match: bool = False) -> None:
-        """``memory``: K, the slots per axis; ``checkpoint``: :class:`GridPairModel`'s;
-        ``use_exact_match``: the ``WordEmbedding`` channel, not in the paper."""
+        """``memory``: K, the slots per axis."""
         super().__init__(ctx, checkpoint)
         if pooling not in ("last", "max"):
             raise ValueError(f"pooling must be 'last' or 'max', got {pooling!r}")
@@ -447,10 +407,8 @@ class DFLSTM(GridPairModel):
         self.out = nn.Linear(2 * hidden, ctx.num_outputs)
 
     def orthogonal_recurrent_(self) -> None:
-        """Orthogonal initialisation of the LSTMs' recurrent matrices (the paper, §5: Saxe
-        et al. 2013): each gate block of ``u`` (``d × 2d``, reading ``H = [r^x; r^y]``) gets
-        orthonormal rows. For a trainer honouring ``[optim] lstm_orthogonal`` on modules
-        that are not ``nn.LSTM``; call it after any global initialisation."""
+        """Orthogonal recurrent matrices (§5, ``[optim] lstm_orthogonal``): orthonormal rows
+        for each gate block of ``u``; call it after any global initialisation."""
         with torch.no_grad():
             for cell in self.blocks:
                 for side in (cell.x, cell.y):
@@ -460,7 +418,6 @@ class DFLSTM(GridPairModel):
     def _block(self, cell: DFCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
                g: torch.Tensor | None, left_mask: torch.Tensor,
                right_mask: torch.Tensor) -> torch.Tensor:
-        """One DF-LSTM layer over the grid: ``[h^x; h^y]`` (``2d``)."""
         (h,) = run_grid_directions(cell, cell.project, left_mask, right_mask, 1, x=x, y=y,
                                    grid=g, outputs=cell.outputs)
         return h

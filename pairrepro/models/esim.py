@@ -1,9 +1,7 @@
-"""ESIM: Enhanced Sequential Inference Model (Chen et al., ACL 2017), the sequential variant.
+"""ESIM (Chen et al., ACL 2017), the sequential variant, a baseline of the CIN and CSRAN tables::
 
-Input encoding (shared Bi-LSTM) -> soft alignment ``e_ij = a_i . b_j`` softmax-normalised
-both ways (masked) -> enhancement ``[a; a~; a - a~; a * a~]`` -> ReLU projection to ``hidden``
--> composition Bi-LSTM -> masked average and max pooling of both sentences -> MLP with one
-tanh hidden layer. ESIM appears as a baseline row in the CIN and CSRAN tables.
+    shared Bi-LSTM -> soft alignment e_ij = a_i . b_j both ways -> [a; a~; a - a~; a * a~]
+    -> ReLU projection -> composition Bi-LSTM -> average and max pooling -> tanh MLP
 """
 
 from __future__ import annotations
@@ -24,9 +22,8 @@ from pairrepro.models.layers import (
 
 @register_model("esim")
 class ESIM(PairModel):
-    """ESIM (Chen et al. 2017): ``hidden``, both Bi-LSTMs' size per direction and the
-    projection / MLP width (paper: 300); ``dropout`` on the embeddings, the projection input
-    and the MLP (paper: 0.5); ``use_exact_match`` (``WordEmbedding``) is not in the paper."""
+    """ESIM: ``hidden``, the Bi-LSTMs' size per direction and the projection / MLP width;
+    ``dropout`` on the embeddings, the projection input and the MLP."""
 
     def __init__(self, ctx: ModelContext, hidden: int = 300, dropout: float = 0.5,
                  use_exact_match: bool = False) -> None:

@@ -1,17 +1,10 @@
-"""The 2-D recurrence engine of the Coupled-LSTMs and the DF-LSTMs.
+"""The 2-D recurrence engine of the Coupled-LSTMs and the DF-LSTMs (design: docs/grid-engine.md).
 
-Cell ``(i, j)`` of an ``n × m`` grid depends on ``(i-1, j)`` and ``(i, j-1)`` (DF-LSTM also
-on the ``K`` previous states along each axis), so each anti-diagonal ``t = i + j`` is one
-batched step: ``n + m - 1`` steps whatever the batch size. A sweep runs either **fused**
-(:class:`FusedGridCell`: TC-LSTM, DF-LSTM; one ``autograd.Function`` with a hand-written
-backward on the :class:`Diagonals` layout; tensors are kept per diagonal because whole-grid
-buffers, allocated fresh at every CPU step, cost more in page faults than the work) or **per
-diagonal under autograd** (:class:`GridCell`, :func:`run_grid`).
-
-Callers project word vectors (``rows``/``cols``) once, before the sweep; a lower block's grid
-is better passed as ``feats``, projected one diagonal at a time: projecting the whole grid
-first is memory-bound (under 30% of the CPU's GEMM rate). Sequences are padded at the end and
-every dependency points to smaller indices, so padded cells never reach a real cell.
+Each anti-diagonal ``t = i + j`` of an ``n × m`` grid is one batched step, either **fused**
+(:class:`FusedGridCell`: one ``autograd.Function`` with a hand-written backward on the
+:class:`Diagonals` layout) or **per diagonal under autograd** (:class:`GridCell`,
+:func:`run_grid`). Padding is at the end and every dependency points to smaller indices, so
+padded cells never reach a real cell.
 """
 
 from __future__ import annotations
@@ -42,36 +35,28 @@ DIRECTION_FLIPS: tuple[tuple[bool, bool], ...] = (
 
 
 class GridCell(Protocol):
-    """A cell of the per-diagonal engine: ``state_sizes`` lists the width of every state
-    component, :meth:`step` updates the cells of one diagonal."""
+    """A cell of the per-diagonal engine: ``state_sizes``, the width of each state component."""
 
     state_sizes: tuple[int, ...]
 
     def step(self, inp: torch.Tensor | None, up: State, left: State) -> State:
-        """New state of one diagonal's cells (tensors ``[B, L, ...]``) from ``inp``, the sum of
-        ``rows``, ``cols`` and ``grid`` (None: none); a sweep given ``feats`` passes them as
-        the keyword ``feats`` (``[B, L, F]``) for the cell to project."""
+        """One diagonal's new state (``[B, L, ...]``) from ``inp``, the sum of ``rows``, ``cols``
+        and ``grid`` (None: none); ``feats`` (``[B, L, F]``), if given, come as a keyword."""
         ...
 
 
-def _split_diagonals(flat: torch.Tensor | None, offsets: list[int]) -> tuple[torch.Tensor, ...]:
-    """A diagonal-major ``[B, n*m, F]`` tensor as one ``[B, L_t, F]`` piece per diagonal (split,
-    not sliced: a slice's backward allocates the whole tensor per diagonal)."""
-    if flat is None:
-        return ()
-    return flat.split([b - a for a, b in itertools.pairwise(offsets)], dim=1)
-
-
-def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
+def _sweep(cell: GridCell, diags: Diagonals, rows: torch.Tensor | None,
            cols: torch.Tensor | None, grid: torch.Tensor | None, feats: torch.Tensor | None,
-           offsets: list[int], outputs: Sequence[int]) -> list[torch.Tensor]:
-    """The anti-diagonal sweep; ``grid`` and ``feats`` come and results go in diagonal-major
-    order (``[B, n*m, ·]``, cells as :class:`Diagonals` lists them)."""
+           outputs: Sequence[int]) -> list[torch.Tensor]:
+    """The sweep; ``grid``, ``feats`` and the results in :class:`Diagonals` order."""
+    n, m = diags.n, diags.m
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     batch = given[0].size(0)
     cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
-    grid_diags, feat_diags = _split_diagonals(grid, offsets), _split_diagonals(feats, offsets)
-    diags: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
+    # split, not sliced: a slice's backward allocates the whole tensor per diagonal
+    grid_diags, feat_diags = (() if x is None else x.split(list(diags.count), dim=1)
+                              for x in (grid, feats))
+    states: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
     for t in range(n + m - 1):
         lo, hi = max(0, t - m + 1), min(t, n - 1)
         count = hi - lo + 1
@@ -87,27 +72,24 @@ def _sweep(cell: GridCell, n: int, m: int, rows: torch.Tensor | None,
             zeros = tuple(given[0].new_zeros(batch, count, s) for s in cell.state_sizes)
             up, left = zeros, zeros
         else:
-            prev, plo = diags[t - 1], max(0, t - m) - 1
+            prev, plo = states[t - 1], max(0, t - m) - 1
             up = tuple(c[:, lo - 1 - plo : lo - 1 - plo + count] for c in prev)
             left = tuple(c[:, lo - plo : lo - plo + count] for c in prev)
         if feat_diags:
             state = cell.step(inp, up, left, feats=feat_diags[t])  # type: ignore[call-arg]
         else:
             state = cell.step(inp, up, left)
-        diags.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
-    return [torch.cat([d[c][:, 1:-1] for d in diags], dim=1) for c in outputs]
+        states.append(tuple(F.pad(c, (0, 0, 1, 1)) for c in state))
+    return [torch.cat([d[c][:, 1:-1] for d in states], dim=1) for c in outputs]
 
 
 def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
              cols: torch.Tensor | None = None, grid: torch.Tensor | None = None,
              outputs: Sequence[int] = (0,),
              feats: torch.Tensor | None = None) -> list[torch.Tensor]:
-    """Sweep an ``n × m`` grid (the padded lengths) in anti-diagonal order; one
-    ``[B, n, m, size]`` grid per state component in ``outputs``.
-
-    Inputs: ``rows`` ``[B, n, G]`` (added to every cell of row ``i``), ``cols`` ``[B, m, G]``,
-    ``grid`` ``[B, n, m, G]`` (per cell), ``feats`` ``[B, n, m, F]`` (handed to ``cell.step``
-    as ``feats=``)."""
+    """Sweep an ``n × m`` grid: one ``[B, n, m, size]`` grid per state component in
+    ``outputs``. ``rows`` ``[B, n, G]`` add to each cell of their row, ``cols`` ``[B, m, G]``
+    of their column, ``grid`` ``[B, n, m, G]`` per cell; ``feats`` go to ``cell.step``."""
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     if not given:
         raise ValueError("run_grid needs at least one of rows, cols, grid, feats")
@@ -117,8 +99,7 @@ def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
     def diagonal_major(g: torch.Tensor | None) -> torch.Tensor | None:
         return None if g is None else g.reshape(batch, n * m, -1).index_select(1, diags.order)
 
-    flat = _sweep(cell, n, m, rows, cols, diagonal_major(grid), diagonal_major(feats),
-                  [*diags.start, n * m], outputs)
+    flat = _sweep(cell, diags, rows, cols, diagonal_major(grid), diagonal_major(feats), outputs)
     inverse = torch.empty_like(diags.order)
     inverse[diags.order] = torch.arange(n * m, device=inverse.device)
     return [f.index_select(1, inverse).view(batch, n, m, -1) for f in flat]
@@ -126,16 +107,13 @@ def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
 
 @dataclass(frozen=True)
 class Diagonals:
-    """Index tables of an ``n × m`` grid in the *compact diagonal-major* layout of the fused
-    sweeps: cells sorted by anti-diagonal ``t = i + j``, then by row; every per-cell tensor is
-    ``[n·m, B, width]`` (batch inside), so the cells of one diagonal are one contiguous
-    ``[L_t, B, width]`` block and a matrix product over them needs no copy.
+    """Index tables of the fused sweeps' layout: cells by anti-diagonal, then row; per-cell
+    tensors are ``[n·m, B, width]``, so a diagonal is one contiguous ``[L_t, B, width]`` block.
 
-    ``lo[t]``, ``count[t]``, ``start[t]``: first row, number of cells and offset of diagonal
-    ``t``. ``left[t]``, ``up[t]`` (``t >= 1``): ``(first cell, its neighbour, length)`` in
-    diagonals ``t`` and ``t-1`` (each from its diagonal's first cell) of the run of cells that
-    have that neighbour (the others lie on the border). ``order``, ``rows``, ``cols``: flat
-    index ``i·m + j``, row and column of each cell."""
+    ``lo``, ``count``, ``start``: each diagonal's first row, cells and offset; ``left[t]``,
+    ``up[t]``: ``(first cell, its neighbour, length)`` in diagonals ``t``, ``t-1`` of the run
+    of cells that have that neighbour; ``order``, ``rows``, ``cols``: each cell's ``i·m + j``,
+    ``i``, ``j``."""
 
     n: int
     m: int
@@ -187,9 +165,8 @@ def diagonals(n: int, m: int, device: torch.device) -> Diagonals:
 
 
 def tanh_(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``tanh(x)`` into ``out`` (in place when None). On CPU as ``2 σ(2x) − 1``: torch's CPU
-    ``tanh`` is several times slower than its ``sigmoid`` (bench/bench_grid.py ``--micro``),
-    and the identity is exact up to rounding (about 2e-7 absolute in float32)."""
+    """``tanh(x)`` into ``out`` (in place when None); on CPU as ``2 σ(2x) − 1``, several times
+    faster than torch's CPU ``tanh`` and equal up to rounding (about 2e-7 in float32)."""
     out = x if out is None else out
     if x.device.type != "cpu":
         return torch.tanh(x, out=out)
@@ -201,16 +178,10 @@ Neighbour = tuple[int, torch.Tensor]  # (first row within the diagonal, rows of 
 
 def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor,
                  tanh_c: torch.Tensor, h: torch.Tensor, h2: torch.Tensor | None = None) -> None:
-    """One LSTM update of the cells of a diagonal, written into preallocated tensors.
-
-    ``gates`` ``[L, B, (3+k)·d]`` holds the pre-activations ``[c~, o, i, f_1 .. f_k]`` and is
-    overwritten with the activations (tanh for ``c~``, sigmoid for the rest), which is what
-    :func:`lstm_backward` reads. ``prev[k] = (r, c_k)``: the previous memory cells gated by
-    ``f_k``, for rows ``r .. r + len(c_k) - 1`` (rows without one read zero). Writes
-    ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``, ``tanh(c)`` and ``h = o ⊙ tanh(c)`` (also into ``h2``).
-    In bf16 the gates and ``h`` are bf16 (matrix-product operands), ``c`` and its
-    neighbours float32. One pass of :mod:`~pairrepro.models.gridkernels` where it can.
-    """
+    """One diagonal's LSTM update into preallocated tensors: ``c = c~ ⊙ i + Σ_k f_k ⊙ c_k``,
+    ``tanh(c)``, ``h = o ⊙ tanh(c)`` (also into ``h2``). ``gates`` ``[L, B, (3+k)·d]``
+    (``[c~, o, i, f_1 .. f_k]``) become the activations; ``prev[k] = (r, c_k)``: the cells
+    ``f_k`` gates, for rows ``r ..`` (other rows read zero)."""
     outputs = [h] if h2 is None else [h, h2]
     if gridkernels.fits_lstm(gates, prev, [c, tanh_c], outputs):
         gridkernels.lstm_forward(gates, prev, c, tanh_c, h, h2)
@@ -237,14 +208,9 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor
 def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.Tensor,
                   dh: torch.Tensor | Sequence[torch.Tensor], dc: torch.Tensor,
                   d_gates: torch.Tensor, d_prev: Sequence[torch.Tensor]) -> None:
-    """The backward pass of :func:`lstm_forward` for one diagonal.
-
-    ``dh`` (or the sum of up to three terms: the states' dtype, then two of the gates') and ``dc``
-    are the gradients reaching ``h`` and ``c`` from later cells; ``dc`` is updated in place
-    to the full gradient of ``c``. ``d_gates`` (the pre-activations' gradient) is written
-    (zeros for ``f_k`` where a row has no ``c_k``). ``d_prev[k]`` (rows as ``prev[k]``)
-    accumulates ``c_k``'s gradient.
-    """
+    """The backward pass of :func:`lstm_forward`: ``dh`` (up to three terms, the states'
+    dtype first) and ``dc`` reach ``h`` and ``c`` from later cells; ``dc`` becomes ``c``'s full
+    gradient, ``d_gates`` is written, ``d_prev[k]`` accumulates ``c_k``'s."""
     if isinstance(dh, torch.Tensor):
         dh = [dh]
     if (len(dh) <= 3 and len(d_prev) == len(prev)
@@ -276,9 +242,8 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[Neighbour], tanh_c: torch.
 
 
 def accumulate_mm(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """``acc += a @ b``: in place where the dtypes agree; for bf16 operands through a bf16
-    product added into the float32 ``acc`` (a weight gradient summed over the diagonals in
-    bf16 would lose the small diagonals' share)."""
+    """``acc += a @ b``; bf16 operands add their product into a float32 ``acc`` (summed in
+    bf16, the small diagonals' share would be lost)."""
     if a.dtype == acc.dtype:
         torch.addmm(acc, a, b, out=acc)
     else:
@@ -286,25 +251,21 @@ def accumulate_mm(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 class FusedGridCell(Protocol):
-    """A cell that runs a whole sweep, with a hand-written backward: ``sweep`` gets the
-    projector's ``rows`` ``[n, B, ·]``, ``cols`` ``[m, B, ·]``, ``feats`` ``[n·m, B, ·]``
-    (:class:`Diagonals` order) and returns its state components as ``[n·m, B, size]``."""
+    """A cell that runs a whole sweep: ``rows`` ``[n, B, ·]``, ``cols`` ``[m, B, ·]``, ``feats``
+    ``[n·m, B, ·]`` in, state components ``[n·m, B, size]`` out (:class:`Diagonals` order)."""
 
     def sweep(self, diags: Diagonals, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         ...
 
 
 def state_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of a sweep's memory cells and accumulated gradients for operands of
-    ``dtype``: float32 for bf16 (a memory cell summed over a whole row of cells in bf16
-    drifts), the operands' own otherwise."""
+    """Memory cells' and accumulated gradients' dtype: float32 for bf16 (which drifts)."""
     return torch.promote_types(dtype, torch.float32)
 
 
 def compute_dtype(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
-    """``tensors`` cast to the autocast dtype when autocast is on for their device (a fused
-    sweep then runs in it, with autocast off inside: its preallocated buffers have one
-    dtype), unchanged otherwise."""
+    """``tensors`` in the autocast dtype where autocast is on (a fused sweep's buffers have
+    one dtype; it runs with autocast off inside)."""
     device = next(t for t in tensors if t is not None).device.type
     if not torch.is_autocast_enabled(device):
         return list(tensors)
@@ -313,8 +274,7 @@ def compute_dtype(*tensors: torch.Tensor | None) -> list[torch.Tensor | None]:
 
 
 def flip_index(mask: torch.Tensor) -> torch.Tensor:
-    """Per-example reversal index ``[B, T]``: ``i < len`` maps to ``len-1-i``, padding to
-    itself (the reversal stays padded at the end); its own inverse."""
+    """Per-example reversal index ``[B, T]`` (padding maps to itself); its own inverse."""
     lengths = mask.sum(dim=1, keepdim=True)
     pos = torch.arange(mask.size(1), device=mask.device).unsqueeze(0)
     return torch.where(pos < lengths, lengths - 1 - pos, pos)
@@ -335,16 +295,13 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
                         y: torch.Tensor | None = None, grid: torch.Tensor | None = None,
                         outputs: Sequence[int] = (0,)) -> list[torch.Tensor]:
     """The first ``directions`` (1 to 4) C-LSTM directions in one batched sweep, summed
-    (eq. 13): one ``[B, n, m, size]`` tensor per component (``cell.sweep``'s for a fused cell).
+    (eq. 13): one ``[B, n, m, size]`` tensor per component.
 
-    ``x [B, n, e]``, ``y [B, m, e]``, ``grid [B, n, m, D]`` are reversed per example as
-    :data:`DIRECTION_FLIPS` says and stacked along the batch before ``project(x, y, grid) ->
-    {"rows"|"cols"|"grid"|"feats": tensor}`` (:func:`run_grid`'s keys) makes gate inputs: a
-    position-wise map commutes with the reversal, and the un-projected tensors are narrower.
-    ``project`` gets the grid in the sweep's order: ``[directions·B, n·m, D]`` for a
-    :class:`GridCell`; ``[n·m, directions·B, D]`` (:class:`Diagonals` order) for a
-    :class:`FusedGridCell`, with ``x``, ``y`` as ``[n, directions·B, e]``. One gather maps the
-    results back and sums the directions."""
+    ``x [B, n, e]``, ``y [B, m, e]``, ``grid [B, n, m, D]`` are reversed as
+    :data:`DIRECTION_FLIPS` says and stacked along the batch before ``project`` (cheaper on
+    the narrower inputs); it gets the grid as ``[directions·B, n·m, D]`` for a
+    :class:`GridCell`, ``[n·m, directions·B, D]`` (and ``x``, ``y`` as ``[n, directions·B,
+    e]``) for a :class:`FusedGridCell`."""
     if directions not in (1, 2, 3, 4):
         raise ValueError(f"directions must be between 1 and 4, got {directions}")
     n, m = row_mask.size(1), col_mask.size(1)
@@ -382,17 +339,15 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
     if fused:
         flat = cell.sweep(diags, {k: v.contiguous() for k, v in proj.items()})  # type: ignore[union-attr]
     else:
-        flat = _sweep(cell, n, m, proj.get("rows"), proj.get("cols"), proj.get("grid"),  # type: ignore[arg-type]
-                      proj.get("feats"), [*diags.start, n * m], outputs)
+        flat = _sweep(cell, diags, proj.get("rows"), proj.get("cols"), proj.get("grid"),  # type: ignore[arg-type]
+                      proj.get("feats"), outputs)
     return [_Regroup.apply(f.reshape(-1, f.size(-1)), take, readers, True).view(
         batch, n, m, -1) for f in flat]
 
 
 class _Regroup(torch.autograd.Function):
-    """Rows moved between the original grids and a sweep's layout: sweep row ``r`` is cell
-    ``take[r]``, cell ``c``'s rows (one per direction) are ``readers[:, c]``. Spreading
-    (``x[take]``) and collecting (summing a cell's rows) are each other's adjoint, so both
-    passes are gathers: no zero-filled buffer, no scatter-add."""
+    """Sweep row ``r`` is cell ``take[r]``; cell ``c``'s rows are ``readers[:, c]``. Spreading
+    and collecting (summing a cell's rows) are each other's adjoint: both passes gather."""
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, take: torch.Tensor, readers: torch.Tensor,  # type: ignore[override]
@@ -427,23 +382,21 @@ def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
 
 
 class GridPairModel(PairModel):
-    """Stacked blocks that each fill the whole ``n × m`` grid: subclasses set ``embed``,
-    ``dropout``, ``blocks`` (one cell each) and :meth:`_block`; :meth:`encode_grid` runs them."""
+    """Stacked blocks over the ``n × m`` grid: subclasses set ``embed``, ``dropout``,
+    ``blocks`` and :meth:`_block`."""
 
     embed: nn.Module
     dropout: nn.Module
     blocks: nn.ModuleList
 
     def __init__(self, ctx: ModelContext, checkpoint: bool = False) -> None:
-        """``checkpoint``: recompute each block during the backward pass instead of keeping
-        its activations (less memory for about a third more compute; same results)."""
+        """``checkpoint``: recompute each block in the backward pass (less memory, same results)."""
         super().__init__(ctx)
         self.checkpoint = checkpoint
 
     def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
                left_mask: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
-        """One block: ``g`` is the grid of the block below (None for the first); returns
-        ``[B, n, m, D]``. Padded cells hold arbitrary values (only the top grid is masked)."""
+        """One block over ``g``, the grid below (None for the first): ``[B, n, m, D]``."""
         raise NotImplementedError
 
     def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
@@ -464,9 +417,8 @@ class GridPairModel(PairModel):
 
 def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor,
                  p: int, q: int) -> torch.Tensor:
-    """Dynamic max pooling of a ``[B, n, m, D]`` grid to ``[B, p*q*D]`` (Socher et al. 2011):
-    real rows and columns in ``p`` and ``q`` near-equal groups (fewer rows than ``p``: a row
-    serves several groups, as Socher et al. duplicate); padded cells never count."""
+    """Dynamic max pooling (Socher et al. 2011) of ``[B, n, m, D]`` to ``[B, p*q*D]``: real rows
+    and columns in ``p`` and ``q`` near-equal groups (a short text's rows serve several)."""
     rows = _group_mask(row_mask, p)  # [B, p, n]
     cols = _group_mask(col_mask, q)  # [B, q, m]
     neg = torch.finfo(g.dtype).min
@@ -478,7 +430,7 @@ def dynamic_pool(g: torch.Tensor, row_mask: torch.Tensor, col_mask: torch.Tensor
 
 
 def _group_mask(mask: torch.Tensor, groups: int) -> torch.Tensor:
-    """``[B, groups, T]``: which positions fall in each of ``groups`` splits of the real length."""
+    """``[B, groups, T]``: the positions of each of ``groups`` splits of the real length."""
     lengths = mask.sum(dim=1).clamp(min=1).unsqueeze(1)  # [B, 1]
     a = torch.arange(groups, device=mask.device).unsqueeze(0)  # [1, groups]
     start = torch.div(a * lengths, groups, rounding_mode="floor")

@@ -1,18 +1,7 @@
-"""The grid engine's fused elementwise kernels (``gridkernels.c``), built on first use.
-
-The eager LSTM update of a diagonal is a dozen torch operations, each a pass over the
-diagonal's gates; DF-LSTM's attention read another dozen over ``K`` times as much data. On
-one CPU core those passes took as long as the diagonal's matrix products (profile of
-bench/bench_grid.py, fp32), and longer in bf16, where torch's elementwise kernels convert
-every operand. The C file does each in one pass (the attention read in bf16 only, see
-:func:`fits_attention`); it is compiled once per source, compiler and CPU (model and ISA
-flags are in the cache key, as ``-march=native`` code may not run on another CPU; about a
-second) into :func:`cache_dir` and loaded with :mod:`ctypes`.
-
-Where no C compiler is found, the build fails, ``$PAIRREPRO_GRID_KERNELS`` is ``0``, the
-tensors are not on the CPU or not float32/bfloat16 (the float64 of the reference tests), the
-callers in :mod:`pairrepro.models.grid` and :mod:`pairrepro.models.dflstm` run their eager
-path, which computes the same function; :func:`status` says which path runs and why.
+"""The grid engine's fused elementwise kernels (``gridkernels.c``): each LSTM update or
+DF-LSTM attention read of a diagonal in one pass, built on first use per source, compiler and
+CPU and loaded with :mod:`ctypes` (why: docs/grid-engine.md). Where they cannot run, callers
+take their eager path, the same function; :func:`status` says which and why.
 """
 
 from __future__ import annotations
@@ -61,8 +50,7 @@ def _compiler() -> str | None:
 
 
 def _build(compiler: str, folder: Path) -> tuple[Path | None, str]:
-    """The shared library for this source, compiler and CPU (built now if absent), or None
-    and why not."""
+    """The library for this source, compiler and CPU (built if absent), or None and why."""
     try:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True,
                                  timeout=30).stdout
@@ -79,8 +67,7 @@ def _build(compiler: str, folder: Path) -> tuple[Path | None, str]:
         if target.exists():
             return target, f"built with {compiler} {' '.join(isa)}".rstrip()
         folder.mkdir(parents=True, exist_ok=True)
-        # built under a temporary name and renamed: processes starting together never load
-        # a half-written library
+        # renamed when built: processes starting together never load a half-written library
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
         try:
@@ -131,26 +118,20 @@ def usable(*tensors: torch.Tensor) -> bool:
     """Whether the kernels can take these tensors: on the CPU, float32 or bfloat16, each
     ``[L, B, width]`` with unit stride along ``width``."""
     first = tensors[0]
-    if first.device.type != "cpu" or first.dtype not in TYPES:
-        return False
-    if any(t.dim() != 3 or t.stride(-1) != 1 for t in tensors):
-        return False
-    return _load()[0] is not None
+    return (first.device.type == "cpu" and first.dtype in TYPES
+            and all(t.dim() == 3 and t.stride(-1) == 1 for t in tensors)
+            and _load()[0] is not None)
 
 
 def fits_lstm(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
               states: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
-    """Whether :func:`lstm_forward` / :func:`lstm_backward` take these: the kernels' dtypes
-    (``states``, memory cells and gradients, float32; ``outputs`` of the gates' dtype), at
-    most two forget gates, and :func:`usable` layouts."""
+    """Whether the LSTM kernels take these: float32 ``states``, ``outputs`` in the gates'
+    dtype, at most two forget gates, :func:`usable` layouts."""
     c_ks = [c_k for _, c_k in prev]
-    if len(prev) > 2 or gates.size(-1) > 5 * states[0].size(-1):
-        return False
-    if any(t.dtype != torch.float32 for t in (*states, *c_ks)):
-        return False
-    if any(t.dtype != gates.dtype for t in outputs):
-        return False
-    return usable(gates, *states, *c_ks, *outputs)
+    return (len(prev) <= 2 and gates.size(-1) <= 5 * states[0].size(-1)
+            and all(t.dtype == torch.float32 for t in (*states, *c_ks))
+            and all(t.dtype == gates.dtype for t in outputs)
+            and usable(gates, *states, *c_ks, *outputs))
 
 
 def _fn(name: str, dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name-defined]
@@ -161,14 +142,12 @@ def _fn(name: str, dtype: torch.dtype) -> ctypes._CFuncPtr:  # type: ignore[name
 
 @functools.lru_cache(maxsize=8)
 def _zeros(width: int) -> torch.Tensor:
-    """A row of zeros (float32; its first half also reads as bf16 zeros) that stands in for
-    an absent neighbour or gradient term."""
+    """Float32 zeros (also bf16 zeros) standing in for an absent neighbour or term."""
     return torch.zeros(width)
 
 
 def _array(t: torch.Tensor | None, width: int) -> tuple[int, int, int]:
-    """``(pointer, outer, inner)`` of a ``[L, B, ·]`` tensor; a zero row with zero strides
-    for None."""
+    """``(pointer, outer, inner)`` of a ``[L, B, ·]`` tensor; zeros, zero strides for None."""
     if t is None:
         return _zeros(width).data_ptr(), 0, 0
     return t.data_ptr(), t.stride(0), t.stride(1)
@@ -198,8 +177,7 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
 def lstm_backward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
                   tanh_c: torch.Tensor, dh: Sequence[torch.Tensor | None], dc: torch.Tensor,
                   d_gates: torch.Tensor, d_prev: Sequence[torch.Tensor]) -> None:
-    """:func:`pairrepro.models.grid.lstm_backward` in one pass; ``dh`` = up to three terms
-    (float32, then two of the gates' dtype; None: absent)."""
+    """:func:`pairrepro.models.grid.lstm_backward` in one pass (``dh``: None, absent)."""
     length, batch, d = dc.shape
     nk = gates.size(-1) // d - 3
     terms = [*dh, None, None, None][:3]
@@ -213,25 +191,20 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
 
 
 def fits_attention(stores: Sequence[torch.Tensor], q: torch.Tensor, memory: int) -> bool:
-    """Whether :func:`attention_forward` / :func:`attention_backward` take a side whose
-    memory ``stores`` (keys, values) and query ``q`` are these: bf16 only, where torch's
-    elementwise kernels convert every operand (in float32 the eager read, its scores one GEMM,
-    was 5-8% faster per DF-LSTM step on one core; bench/bench_grid.py)."""
+    """Whether the attention kernels take these stores and query: bf16 only (in float32 the
+    eager read was faster)."""
     return (q.dtype == torch.bfloat16 and memory <= MAX_SLOTS
             and all(s.dtype == q.dtype and s.is_contiguous() for s in stores) and usable(q))
 
 
 def _window(window: torch.Tensor) -> tuple[int, int, int]:
-    """``(pointer, cell stride, slot stride)`` of a ``[L, K, B, d]`` memory window whose
-    ``B, d`` are contiguous."""
+    """``(pointer, cell stride, slot stride)`` of a ``[L, K, B, d]`` window."""
     assert window.stride(3) == 1 and window.stride(2) == window.size(3)
     return window.data_ptr(), window.stride(0), window.stride(1)
 
 
 def _attention_work(batch: int, d: int, memory: int) -> int:
-    """Floats of scratch the attention kernels take (`work` of attn_fwd / attn_bwd in the C
-    file): three ``[B, d]`` row buffers and one ``[d]`` (``d`` rounded up to the vector
-    width) and the ``[K, B]`` gradient of a cell's scores (attn_bwd)."""
+    """Floats of scratch (``work``) the attention kernels take: see the C file."""
     padded = -(-d // VECTOR) * VECTOR
     return (3 * batch + 1) * padded + memory * batch
 
@@ -239,10 +212,7 @@ def _attention_work(batch: int, d: int, memory: int) -> int:
 def attention_forward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
                       v: torch.Tensor, mask: torch.Tensor, attn: torch.Tensor,
                       r: torch.Tensor) -> None:
-    """DF-LSTM's attention read of one side over a diagonal, in one pass: ``keys``,
-    ``values`` ``[L, K, B, d]`` windows (keys stored doubled), ``q`` ``[L, B, d]``, ``v``
-    ``[d]`` and ``mask`` ``[L, K]`` float32; writes ``attn`` (float32 ``[L, K, B]``) and
-    ``r`` ``[L, B, d]`` (see ``attn_fwd`` in the C file)."""
+    """:func:`pairrepro.models.dflstm._attend` in one pass (``attn_fwd`` in the C file)."""
     length, memory, batch, d = keys.shape
     key_ptr, cell, slot = _window(keys)
     work = torch.empty(_attention_work(batch, d, memory))
@@ -256,10 +226,7 @@ def attention_backward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor
                        v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor | None],
                        dq: torch.Tensor, g_v: torch.Tensor, d_keys: torch.Tensor,
                        d_values: torch.Tensor) -> None:
-    """The backward pass of :func:`attention_forward` for the reading cells and the slots
-    they read: ``dr`` (two terms, ``q``'s dtype then float32) reaches ``r``; writes ``dq``,
-    adds into ``g_v`` ``[d]`` and into the slots' gradients ``d_keys``, ``d_values``
-    (float32 windows of stores laid out as ``keys``' and ``values``')."""
+    """:func:`pairrepro.models.dflstm._attend_backward` in one pass (``attn_bwd``)."""
     length, memory, batch, d = keys.shape
     key_ptr, cell, slot = _window(keys)
     assert _window(d_keys)[1:] == (cell, slot) == _window(d_values)[1:]

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from pairrepro.data.prepared import PAD_ID, UNK_ID
 from pairrepro.errors import ConfigError
@@ -29,7 +29,7 @@ def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
 
 
 class WordEmbedding(nn.Module):
-    """Embedding table built from a :class:`ModelContext` (pretrained, frozen or not). With
+    """The embedding table of a :class:`ModelContext` (pretrained, frozen or not). With
     ``exact_match``, :meth:`pair` adds the :func:`exact_match` channel (the EM feature of CIN,
     DIIN and CSRAN's code); :attr:`dim` is the width :meth:`pair` returns."""
 
@@ -39,21 +39,18 @@ class WordEmbedding(nn.Module):
         self.embedding = nn.Embedding(ctx.vocab_size, ctx.embed_dim, padding_idx=ctx.padding_idx)
         if ctx.pretrained is not None:
             if tuple(ctx.pretrained.shape) != (ctx.vocab_size, ctx.embed_dim):
-                raise ValueError(
-                    f"pretrained matrix has shape {tuple(ctx.pretrained.shape)}, "
-                    f"expected {(ctx.vocab_size, ctx.embed_dim)}"
-                )
+                raise ValueError(f"pretrained matrix has shape {tuple(ctx.pretrained.shape)}, "
+                                 f"expected {(ctx.vocab_size, ctx.embed_dim)}")
             with torch.no_grad():
                 self.embedding.weight.copy_(ctx.pretrained)
         self.embedding.weight.requires_grad_(ctx.trainable_embeddings)
 
     @property
     def dim(self) -> int:
-        """Width of a word's representation from :meth:`pair`."""
         return self.embedding.embedding_dim + int(self.exact_match)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """The word vectors of one text (no pair features)."""
+        """One text's word vectors (no pair features)."""
         return self.embedding(ids)
 
     def pair(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
@@ -66,33 +63,26 @@ class WordEmbedding(nn.Module):
                 torch.cat([y, exact_match(right, right_mask, left, left_mask, UNK_ID)], dim=-1))
 
 
+def _expand(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``mask`` with trailing singleton dims up to ``like``'s rank."""
+    return mask.reshape(*mask.shape, *[1] * (like.dim() - mask.dim()))
+
+
 def masked_max(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
-    """Max over ``dim`` ignoring padding; ``x`` is ``[B, T, ...]``, ``mask`` ``[B, T]``."""
-    m = mask
-    while m.dim() < x.dim():
-        m = m.unsqueeze(-1)
-    out = x.masked_fill(~m, NEG_INF).max(dim=dim).values
-    # rows with no real token: 0 instead of -1e30
-    any_real = mask.any(dim=1)
-    while any_real.dim() < out.dim():
-        any_real = any_real.unsqueeze(-1)
-    return torch.where(any_real, out, torch.zeros_like(out))
+    """Max over ``dim`` ignoring padding (0 for an all-padding row); ``x`` ``[B, T, ...]``."""
+    out = x.masked_fill(~_expand(mask, x), NEG_INF).max(dim=dim).values
+    return torch.where(_expand(mask.any(dim=1), out), out, torch.zeros_like(out))
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
     """Sum over ``dim`` of real positions only."""
-    m = mask.to(x.dtype)
-    while m.dim() < x.dim():
-        m = m.unsqueeze(-1)
-    return (x * m).sum(dim=dim)
+    return (x * _expand(mask.to(x.dtype), x)).sum(dim=dim)
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tensor:
     """Mean over ``dim`` of real positions only (0 for an all-padding row)."""
-    count = mask.sum(dim=1, keepdim=True).clamp(min=1).to(x.dtype)
-    while count.dim() < x.dim() - 1:
-        count = count.unsqueeze(-1)
-    return masked_sum(x, mask, dim) / count
+    total = masked_sum(x, mask, dim)
+    return total / _expand(mask.sum(dim=1, keepdim=True).clamp(min=1).to(x.dtype), total)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -115,7 +105,7 @@ def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Te
 
 
 def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A length-preserving 1-D convolution ``[B, T, D] -> [B, T, F]`` (``conv``: odd kernel,
+    """A length-preserving 1-D convolution ``[B, T, D] -> [B, T, F]`` (odd kernel,
     ``padding = kernel // 2``); padding is zeroed before it (a real position next to padding
     sees the conv's own zero padding) and after it (no bias on padding)."""
     width = conv.kernel_size[0]
@@ -128,9 +118,8 @@ def masked_conv1d(conv: nn.Conv1d, x: torch.Tensor, mask: torch.Tensor) -> torch
 
 def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size``:
-    ``(pooled [B, ceil(T / size), F], pooled_mask)``; a window is real when any of its
-    positions is, and is the max over those (length ``L``: ``ceil(L / size)`` real windows)."""
+    """Non-overlapping max pooling of ``x [B, T, F]`` in windows of ``size``: ``(pooled,
+    pooled_mask)``; a window is real when any of its positions is, the max over those."""
     batch, length, feats = x.shape
     extra = -length % size
     if extra:
@@ -144,10 +133,9 @@ def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
 
 
 class BilinearTensor(nn.Module):
-    """Neural tensor layer without its non-linearity (Socher et al. 2013; MV-LSTM, CNTN):
-    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b -> R^c``; ``linear=False`` drops ``W [u; v]``
-    (MV-LSTM's bilinear: ``slices=1``). :meth:`forward` scores aligned pairs; :meth:`pairwise`
-    every position pair, ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``, without ``n*m`` copies."""
+    """Neural tensor layer without its non-linearity (Socher et al. 2013):
+    ``t(u, v) = u^T M^[1:c] v + W [u; v] + b -> R^c``; ``linear=False`` drops ``W [u; v]``.
+    :meth:`pairwise` scores every position pair, ``[B, n, du]``, ``[B, m, dv] -> [B, n, m, c]``."""
 
     def __init__(self, u_dim: int, v_dim: int, slices: int = 1, linear: bool = True) -> None:
         super().__init__()
@@ -156,11 +144,9 @@ class BilinearTensor(nn.Module):
         bound = 1.0 / (u_dim * v_dim) ** 0.5
         self.weight = nn.Parameter(torch.empty(slices, u_dim, v_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(slices))
-        self.linear_u: nn.Linear | None = None
-        self.linear_v: nn.Linear | None = None
-        if linear:  # W [u; v] = W_u u + W_v v, which broadcasts over position pairs
-            self.linear_u = nn.Linear(u_dim, slices, bias=False)
-            self.linear_v = nn.Linear(v_dim, slices, bias=False)
+        # W [u; v] = W_u u + W_v v, which broadcasts over position pairs
+        self.linear_u = nn.Linear(u_dim, slices, bias=False) if linear else None
+        self.linear_v = nn.Linear(v_dim, slices, bias=False) if linear else None
 
     @property
     def slices(self) -> int:
@@ -181,31 +167,33 @@ class BilinearTensor(nn.Module):
         return out
 
 
-def _call_rnn(rnn: nn.RNNBase, packed: PackedSequence,
-              state: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[PackedSequence, Any]:
-    """``rnn(packed, state)``; under CUDA autocast in float32 (TF32 where the precision allows
-    it), as torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names, bf16
-    included, and float16 without loss scaling overflows (``tests/test_cuda.py``)."""
-    if not (packed.data.is_cuda and torch.is_autocast_enabled("cuda")):
-        return rnn(packed, state)
-    with torch.autocast("cuda", enabled=False):
-        return rnn(packed.float(), None if state is None else tuple(t.float() for t in state))
+def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
+                state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
+    """``rnn`` over packed sequences (padding stays out of the states): outputs zero on
+    padding, and the final states. Under CUDA autocast in float32 (TF32 where allowed): autocast
+    runs cuDNN's RNNs in float16 whatever dtype it names, which overflows (tests/test_cuda.py)."""
+    lengths = mask.sum(dim=1).clamp(min=1).cpu()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    if packed.data.is_cuda and torch.is_autocast_enabled("cuda"):
+        packed = packed.float()
+        state = None if state is None else tuple(t.float() for t in state)
+        with torch.autocast("cuda", enabled=False):
+            out, hidden = rnn(packed, state)
+    else:
+        out, hidden = rnn(packed, state)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    return out * mask.unsqueeze(-1).to(out.dtype), hidden
 
 
 def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
             mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch-first RNN over packed sequences (padding stays out of the states):
-    ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on padding; the last hidden
-    state is each sequence's true end (both directions concatenated)."""
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    out, hidden = _call_rnn(rnn, packed)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    """A batch-first RNN: ``(outputs [B, T, H*dirs], last_hidden [B, H*dirs])``, zero on
+    padding, the last hidden state at each sequence's true end (directions concatenated)."""
+    out, hidden = _call_rnn(rnn, x, mask)
     h_n = hidden[0] if isinstance(hidden, tuple) else hidden
     dirs = 2 if rnn.bidirectional else 1
     last = h_n.view(rnn.num_layers, dirs, x.size(0), rnn.hidden_size)[-1]
-    last = last.transpose(0, 1).reshape(x.size(0), dirs * rnn.hidden_size)
-    return out * mask.unsqueeze(-1).to(out.dtype), last
+    return out, last.transpose(0, 1).reshape(x.size(0), dirs * rnn.hidden_size)
 
 
 def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
@@ -216,17 +204,13 @@ def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
     at each sequence's true end."""
     if lstm.num_layers != 1 or lstm.bidirectional:
         raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    init = None if state is None else (state[0].unsqueeze(0).contiguous(),
-                                       state[1].unsqueeze(0).contiguous())
-    out, (h_n, c_n) = _call_rnn(lstm, packed, init)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
-    return out * mask.unsqueeze(-1).to(out.dtype), (h_n[0], c_n[0])
+    init = None if state is None else tuple(s.unsqueeze(0).contiguous() for s in state)
+    out, (h_n, c_n) = _call_rnn(lstm, x, mask, init)
+    return out, (h_n[0], c_n[0])
 
 
 class MLP(nn.Module):
-    """Stack of Linear + activation (+ dropout) layers ending in a plain Linear output."""
+    """Linear + activation (+ dropout) layers, then a plain Linear output."""
 
     def __init__(self, in_dim: int, hidden_dims: list[int] | tuple[int, ...], out_dim: int,
                  activation: type[nn.Module] = nn.Tanh, dropout: float = 0.0) -> None:
@@ -247,9 +231,8 @@ class MLP(nn.Module):
 
 def soft_align(scores: torch.Tensor, a: torch.Tensor, a_mask: torch.Tensor, b: torch.Tensor,
                b_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Soft alignment both ways (ESIM, DecAtt, CAFE, CSRAN) from ``scores [B, n, m]``:
-    ``(b_aligned [B, n, db], a_aligned [B, m, da])``, each a softmax over the other side's real
-    positions applied to it."""
+    """Soft alignment both ways from ``scores [B, n, m]``: ``(b_aligned [B, n, db], a_aligned
+    [B, m, da])``, each a softmax over the other side's real positions applied to it."""
     row = masked_softmax(scores, b_mask.unsqueeze(1), dim=2)  # over j, for each i
     col = masked_softmax(scores, a_mask.unsqueeze(2), dim=1)  # over i, for each j
     return torch.bmm(row, b), torch.bmm(col.transpose(1, 2), a)
@@ -282,10 +265,8 @@ class Highway(nn.Module):
 
 
 class FactorizationMachine(nn.Module):
-    """Rendle's factorization machine ``R^n -> R`` (CAFE's compression of a feature vector):
-    ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j> x_i x_j``, in ``O(n k)`` as
-    ``0.5 * sum_f [(sum_i v_if x_i)^2 - sum_i v_if^2 x_i^2]``. ``w``, ``w0`` start at zero (the
-    CSRAN authors' code), a ``documented_init`` a recipe's ``[optim] init`` keeps."""
+    """Rendle's factorization machine ``R^n -> R``: ``M(x) = w0 + <w, x> + sum_{i<j} <v_i, v_j>
+    x_i x_j``, in ``O(n k)``; ``w``, ``w0`` start at zero (the CSRAN authors' code)."""
 
     documented_init = ("linear.weight", "linear.bias")
 
@@ -297,7 +278,6 @@ class FactorizationMachine(nn.Module):
         self.v = nn.Parameter(torch.randn(in_dim, factors) * init_std)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [..., n]`` -> ``[...]``."""
         square_of_sum = (x @ self.v).pow(2)
         sum_of_square = x.pow(2) @ self.v.pow(2)
         pairwise = 0.5 * (square_of_sum - sum_of_square).sum(-1)
@@ -322,9 +302,8 @@ def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
 
 class CharEncoder(nn.Module):
     """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
-    final states (CSRAN); ``"cnn"``, a convolution max-pooled over characters (Kim 2014, CIN).
-    Runs once per distinct word of the batch; the character table is rebuilt from the
-    vocabulary, not checkpointed; the padding word maps to zeros."""
+    final states; ``"cnn"``, a convolution max-pooled over characters (Kim 2014). The table
+    is rebuilt from the vocabulary, not checkpointed; the padding word maps to zeros."""
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,
@@ -333,8 +312,7 @@ class CharEncoder(nn.Module):
         if vocab is None:
             raise ConfigError(
                 "character features need the vocabulary strings (ModelContext.vocab is None)",
-                hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)",
-            )
+                hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)")
         if kind not in ("lstm", "cnn"):
             raise ConfigError(f"char encoder kind {kind!r} is not 'lstm' or 'cnn'")
         if kind == "lstm" and out_dim % 2:
@@ -344,12 +322,10 @@ class CharEncoder(nn.Module):
         self.kind = kind
         self.out_dim = out_dim
         self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
-        self.rnn: nn.LSTM | None = None
-        self.conv: nn.Conv1d | None = None
-        if kind == "lstm":
-            self.rnn = nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
-        else:
-            self.conv = nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+        self.rnn = (nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
+                    if kind == "lstm" else None)
+        self.conv = (nn.Conv1d(char_dim, out_dim, width, padding=width // 2)
+                     if kind == "cnn" else None)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """``ids [B, T]`` -> ``[B, T, out_dim]``."""

@@ -1,5 +1,4 @@
-"""Majority class: the floor a classifier must clear. No parameters are learnt; every pair gets
-the most frequent label of the training split (ties: the first in the label map)."""
+"""Majority class: the floor a classifier must clear (ties: the first label)."""
 
 from __future__ import annotations
 
@@ -27,11 +26,8 @@ class MajorityClass(PairModel):
         # a buffer, so the checkpoint holds the chosen label (-1: not fitted yet)
         self.register_buffer("label", torch.tensor(-1, dtype=torch.int64))
 
-    def fit_statistics(
-        self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
-        labels: Sequence[int] | None = None,
-    ) -> None:
-        """Count the training labels; argmax takes the first label on ties."""
+    def fit_statistics(self, left_ids: Sequence[Sequence[int]], right_ids: Sequence[Sequence[int]],
+                       labels: Sequence[int] | None = None) -> None:
         if labels is None or len(labels) == 0:
             raise ConfigError("majority_class: the training split has no labels to count")
         counts = np.bincount(np.asarray(labels, dtype=np.int64), minlength=self.ctx.num_outputs)

@@ -1,12 +1,6 @@
-"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5; readings in
-``docs/spec/mvlstm.md`` section 4).
-
-Padding is never seen: embeddings and feature maps are zeroed on padding before every
-convolution, and pooling is masked. Where the originals flatten a fixed-size map (ARC-I,
-ARC-II) or use dynamic k-max pooling (CNTN), these end with a masked max over the remaining
-positions, independent of the padded width: a departure to note against the published numbers.
-With ``num_outputs = 1`` the cosine models return the cosine itself (a hinge-loss score); with
-more, a linear layer maps it to class logits, so the cosine stays their only matching signal.
+"""Ranking baselines of the MV-LSTM paper (Tables 2, 3 and 5; readings and departures in
+``docs/spec/mvlstm.md`` section 4). Padding is never seen: maps are zeroed on padding before
+every convolution, and pooling is masked.
 """
 
 from __future__ import annotations
@@ -51,7 +45,7 @@ class CosineHead(nn.Module):
 
 
 class _RecurrentCosine(PairModel):
-    """``hidden``: LSTM units per direction (MV-LSTM paper: 50); ``dropout`` on the embeddings."""
+    """Cosine of LSTM sentence vectors; ``dropout`` on the embeddings."""
 
     bidirectional = False
 
@@ -65,7 +59,6 @@ class _RecurrentCosine(PairModel):
         self.head = CosineHead(ctx.num_outputs)
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Sentence vector: final state of each direction at the sentence's true end."""
         _, last = run_rnn(self.rnn, self.dropout(self.embed(ids)), mask)
         return last
 
@@ -87,8 +80,8 @@ class BiLSTMRNN(_RecurrentCosine):
 
 
 class ConvEncoder(nn.Module):
-    """ARC-I's sentence model: ``layers`` x (masked width-``width`` conv, ReLU, masked max
-    pooling over windows of ``pool``), then a masked max over the remaining positions."""
+    """ARC-I's sentence model: ``layers`` x (masked conv, ReLU, masked max pooling in windows
+    of ``pool``), then a masked max over the remaining positions."""
 
     def __init__(self, in_dim: int, filters: int, layers: int, width: int, pool: int) -> None:
         super().__init__()
@@ -108,8 +101,8 @@ class ConvEncoder(nn.Module):
 
 @register_model("arc_i")
 class ARCI(PairModel):
-    """ARC-I (Hu et al. 2014): CNN sentence vectors (:class:`ConvEncoder`; Hu et al.: ``width``
-    3, ``pool`` 2 words), concatenated, MLP; ``dropout`` on the embeddings and the MLP input."""
+    """ARC-I (Hu et al. 2014): CNN sentence vectors, concatenated, MLP; ``dropout`` on the
+    embeddings and the MLP input."""
 
     def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
@@ -133,8 +126,7 @@ class ARCI(PairModel):
 def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """Non-overlapping ``size x size`` max pooling of ``x [B, F, n, m]`` over the real cells of
-    ``mask [B, n, m]``: ``(pooled [B, F, ceil(n/size), ceil(m/size)], pooled_mask)``, zero where
-    a window holds none."""
+    ``mask [B, n, m]``: ``(pooled, pooled_mask)``, zero where a window holds none."""
     extra_n, extra_m = -x.size(2) % size, -x.size(3) % size
     if extra_n or extra_m:
         x = F.pad(x, (0, extra_m, 0, extra_n))
@@ -149,10 +141,8 @@ def masked_max_pool2d(x: torch.Tensor, mask: torch.Tensor, size: int
 @register_model("arc_ii")
 class ARCII(PairModel):
     """ARC-II (Hu et al. 2014): 2-D matching map from window pairs, 2-D CNN, MLP. Layer 1,
-    ``ReLU(W [x_i-1:i+1; y_j-1:j+1] + b)``, is the same linear map as ``W_x * X + W_y * Y``
-    (two 1-D convolutions broadcast over the grid). ``width`` (Hu et al.: 3; 2-D kernels
-    ``width x width``) and ``pool`` (2, per side) in words; ``conv2d_layers`` follow layer 1's
-    pooling; ``dropout`` on the embeddings and the MLP input."""
+    ``ReLU(W [x_i-1:i+1; y_j-1:j+1] + b)``, is computed as ``W_x * X + W_y * Y`` (two 1-D
+    convolutions broadcast over the grid); ``dropout`` on the embeddings and the MLP input."""
 
     def __init__(self, ctx: ModelContext, filters: int = 64, conv2d_layers: int = 1,
                  width: int = 3, pool: int = 2, mlp_hidden: int = 100,
@@ -188,9 +178,8 @@ class ARCII(PairModel):
 
 @register_model("cntn")
 class CNTN(PairModel):
-    """CNTN (Qiu and Huang 2015): CNN sentence vectors (:class:`ConvEncoder`, ``filters``
-    wide) scored by a neural tensor layer of ``tensor_slices`` (``r``); ``dropout`` on the
-    embeddings and the sentence vectors."""
+    """CNTN (Qiu and Huang 2015): CNN sentence vectors scored by a neural tensor layer;
+    ``dropout`` on the embeddings and the sentence vectors."""
 
     def __init__(self, ctx: ModelContext, filters: int = 100, conv_layers: int = 2,
                  width: int = 3, pool: int = 2, tensor_slices: int = 10,
@@ -215,18 +204,16 @@ class CNTN(PairModel):
 @register_model("random_guess")
 class RandomGuess(PairModel):
     """Random Guess: each pair's score is a uniform [0, 1) hash of (``seed``, its real token
-    ids), so it depends on no batching, padding or order and a run repeats (expected P@1:
-    ``1 / candidates``). ``seed`` -1 takes torch's global seed when built, so each recipe seed
-    ranks differently; any integer is folded into ``[0, 2**63)`` (an int64 buffer)."""
+    ids), independent of batching, padding and order. ``seed`` -1 takes torch's global seed
+    when built, so each recipe seed ranks differently."""
 
     needs_training = False
 
     def __init__(self, ctx: ModelContext, seed: int = -1) -> None:
         super().__init__(ctx)
-        # torch.initial_seed() is an unsigned 64-bit value (up to 2**64 - 1) when torch was
-        # never seeded; the int64 buffer needs it folded into [0, 2**63)
+        # folded into the int64 buffer's range (an unseeded torch's seed may exceed it); a
+        # buffer, so a saved checkpoint reproduces the same scores
         seed = (torch.initial_seed() if seed == -1 else seed) % 2**63
-        # a buffer, so a saved checkpoint reproduces the same scores
         self.register_buffer("seed", torch.tensor(seed, dtype=torch.int64))
 
     def _uniform(self, left: list[int], right: list[int]) -> float:
@@ -236,10 +223,9 @@ class RandomGuess(PairModel):
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:
-        lefts = [row[mask].tolist() for row, mask in zip(left.cpu(), left_mask.cpu(),
-                                                          strict=True)]
-        rights = [row[mask].tolist() for row, mask in zip(right.cpu(), right_mask.cpu(),
-                                                           strict=True)]
+        lefts, rights = ([row[mask].tolist() for row, mask in zip(ids.cpu(), masks.cpu(),
+                                                                   strict=True)]
+                         for ids, masks in ((left, left_mask), (right, right_mask)))
         scores = [self._uniform(a, b) for a, b in zip(lefts, rights, strict=True)]
         out = torch.tensor(scores, dtype=torch.float32, device=left.device).unsqueeze(-1)
         if self.ctx.num_outputs == 1:

@@ -1,11 +1,10 @@
 """Baselines of the C-LSTM and DF-LSTM tables (docs/spec/clstm.md §4, docs/spec/dflstm.md §4):
-``nbow``, ``single_lstm`` (Rocktäschel et al. 2015), ``parallel_lstms`` (Bowman et al. 2015:
-three 200-d MLP layers), and ``attention_lstm`` / ``attention_lstm_wbw`` (Rocktäschel et al.
-2015): conditional encoding (the hypothesis LSTM starts from the premise's final state) with
-attention over the premise outputs ``Y``, once from the last hypothesis state or word by word,
-``M_t = tanh(W^y Y + (W^h h_t + W^r r_{t-1}) ⊗ e)``, ``α_t = softmax(w^T M_t)``,
-``r_t = Y α_t + tanh(W^t r_{t-1})``; then ``h* = tanh(W^p r + W^x h_N)``. All end in a linear
-layer of ``ctx.num_outputs`` units (classes, or one score).
+``nbow``, ``single_lstm``, ``parallel_lstms`` (Bowman et al. 2015) and ``attention_lstm`` /
+``attention_lstm_wbw`` (Rocktäschel et al. 2015): the hypothesis LSTM starts from the
+premise's final state and attends over the premise outputs ``Y``, once or word by word::
+
+    M_t = tanh(W^y Y + (W^h h_t + W^r r_{t-1}) ⊗ e),   α_t = softmax(w^T M_t)
+    r_t = Y α_t + tanh(W^t r_{t-1}),                   h* = tanh(W^p r + W^x h_N)
 """
 
 from __future__ import annotations
@@ -97,7 +96,6 @@ class _AttentionLSTM(PairModel):
 
     def _attend(self, wy: torch.Tensor, y: torch.Tensor, query: torch.Tensor,
                 mask: torch.Tensor) -> torch.Tensor:
-        """``Y α`` with ``α = softmax(w^T tanh(W^y Y + query ⊗ e))`` over real premise words."""
         scores = self.w(torch.tanh(wy + query.unsqueeze(1))).squeeze(-1)
         alpha = masked_softmax(scores, mask)
         return torch.bmm(alpha.unsqueeze(1), y).squeeze(1)
