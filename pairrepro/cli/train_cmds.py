@@ -79,10 +79,8 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
 
 
 def _train_in_ranks(recipe: Recipe, words: list[str], nproc: int) -> None:
-    """``train`` (``words``, the command line) as ``nproc`` DDP ranks. What this machine can
-    tell before they start (the data and embeddings ``recipe`` needs) is checked here, so such
-    an error is printed once and no rank starts; a rank that fails later said why itself, and
-    this adds one line naming it."""
+    """``train`` (``words``, the command line) as ``nproc`` DDP ranks; missing data or
+    embeddings are reported once, before any rank starts."""
     from pairrepro.device import launch_ranks
     from pairrepro.train.setup import check_prerequisites
 
@@ -220,8 +218,7 @@ def train(
 
 
 def _print_results(results: list[dict[str, Any]]) -> None:
-    """What ``train`` prints of its seeds' results: JSON, a table (and the mean over seeds),
-    or with --quiet one line per seed; a request that was not carried out is a warning."""
+    """JSON, a table (and the mean over seeds), or with --quiet one line per seed."""
     from pairrepro.train.runner import summarise
 
     if STATE.json:  # a result's "warnings" say what was asked and not done
@@ -309,8 +306,7 @@ def evaluate(
 
 
 def _predictions_only(run_dir: Path) -> bool:
-    """A run that keeps its saved predictions but no checkpoint (a reference run under
-    results/, copied without its weights)."""
+    """A run with saved predictions but no checkpoint (a reference run under results/)."""
     folder = RunFolder(run_dir)
     return (not any(folder.checkpoint(c).is_file() for c in ("best", "last"))
             and bool(prediction_keys(folder)))
@@ -318,8 +314,7 @@ def _predictions_only(run_dir: Path) -> bool:
 
 def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensemble: bool,
                              variant: str, save: bool) -> dict[str, float]:
-    """``split``'s metrics from the run's saved predictions (the functions training used),
-    or an error saying why they cannot answer what was asked."""
+    """``split``'s metrics from the run's saved predictions, or an error saying why not."""
     from pairrepro.report.analyses.evidence import rescore
 
     why = f"{run_dir} keeps no checkpoint, only the predictions of its best one"
