@@ -23,6 +23,7 @@ from pairrepro.cli.common import (
 from pairrepro.cli.report_cmds import (
     FORMAT_HELP,
     GPU_HELP,
+    TargetArgument,
     evaluate_tables,
     output_tables,
     print_plan,
@@ -34,8 +35,7 @@ from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
 
 
 def reproduce(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
-                                 "'all'."),
+    target: TargetArgument,
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
     seeds: str | None = typer.Option(None, "--seeds", help="Seeds, e.g. 1,2,3 (default: each "
                                      "recipe's own)."),

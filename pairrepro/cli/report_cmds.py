@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,7 +23,12 @@ from pairrepro.report.tables.render import eval_to_json
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
-RUNS_HELP = "Runs folder (default ./runs or $PAIRREPRO_RUNS)."
+RunsOption = Annotated[Path | None, typer.Option(
+    "--runs", help="Runs folder (default ./runs or $PAIRREPRO_RUNS).")]
+MarkdownOut = Annotated[Path | None, typer.Option("--out", "-o",
+                                                  help="Write Markdown to this file.")]
+PaperArgument = Annotated[str, typer.Argument(help=f"A paper ({', '.join(PAPERS)}).")]
+TargetArgument = Annotated[str, typer.Argument(help=f"A paper ({', '.join(PAPERS)}) or 'all'.")]
 GPU_HELP = ("add hours on this GPU (h100, h200, a100, l4, ...): measured where "
             "bench/records/gpu_rates.json has a rate of the recipe or its model there "
             "(bench/gpu_check.sh), else a FLOP-based lower bound; each says which.")
@@ -111,11 +116,10 @@ class ReportGroup(TyperGroup):
 
 
 def report_paper(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
-                                 "'all'."),
+    target: TargetArgument,
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
     fmt: str = typer.Option("term", "--format", "-f", help=FORMAT_HELP),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (format from "
                                     "the suffix .md/.tex/.html unless --format is given)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
@@ -164,8 +168,8 @@ def report_paper(
 def report_runs(
     dataset: str = typer.Option("", "--dataset", help="Only runs on this dataset."),
     fmt: str = typer.Option("term", "--format", "-f", help="term (default) or md."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    runs: RunsOption = None,
+    out: MarkdownOut = None,
 ) -> None:
     """Every finished run's key manifest fields, one line per run; a stopped run says where
     its last checkpoint stands and, when it can go on, the command that continues it.
@@ -211,7 +215,7 @@ def report_figures(
     out: Path | None = typer.Option(None, "--figures", "--out", "-o",
                                     help="Folder for the PNG and SVG files (default: "
                                     "<runs>/figures)."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
 ) -> None:
     """Every paper figure (CSRAN depth curves, MV-LSTM k plot) from the finished runs.
 
@@ -228,7 +232,7 @@ def report_gap(
     results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
                                         "(default results/, or $PAIRREPRO_RESULTS); your own "
                                         "runs/ to see your steps."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """What is left between a reproduced number and the paper's, one change per step.
 
@@ -256,7 +260,7 @@ def report_gap(
 def report_parity(
     results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
                                         "(default results/, or $PAIRREPRO_RESULTS)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """bf16 against fp32: the pairs of pairrepro/report/parity.toml, seed for seed.
 
@@ -277,12 +281,12 @@ def report_parity(
 
 
 def report_orderings(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    target: PaperArgument,
     table: int = typer.Option(..., "--table", "-t", help="The table number."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
                                 help="Significance level of the paired tests."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """Which of the paper's orderings of its rows hold in the reproduced runs.
 
@@ -313,10 +317,10 @@ def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
 
 
 def report_readings(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    target: PaperArgument,
     table: int = typer.Option(..., "--table", "-t", help="The table number."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    runs: RunsOption = None,
+    out: MarkdownOut = None,
 ) -> None:
     """A table's reproduced cells under the dataset's other published evaluation protocols.
 

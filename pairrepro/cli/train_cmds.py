@@ -277,18 +277,13 @@ def evaluate(
     if ensemble and (variant or save):
         raise ConfigError("--ensemble cannot be combined with --variant or --save")
     dirs = _run_dirs(run, ensemble)
+    source: dict[str, str] = {"source": "checkpoint", "checkpoint": checkpoint}
     if any(_predictions_only(d) for d in dirs):
         rows = [(f"{d.parent.name}/{d.name}", split,
                  _score_saved_predictions(d, split, checkpoint, ensemble, variant, save))
                 for d in dirs]
-        if STATE.json:
-            emit_json([{"run": r, "split": s, "source": "predictions", "metrics": m}
-                       for r, s, m in rows])
-        else:
-            console.print(metrics_table(f"{split} (saved predictions of the best checkpoint)",
-                                        rows))
-        return
-    if ensemble:
+        source = {"source": "predictions"}
+    elif ensemble:
         rows = [(f"ensemble of {len(dirs)}", split,
                  evaluate_ensemble(dirs, split, checkpoint))]
     else:
@@ -299,8 +294,9 @@ def evaluate(
             for d, (_, _, metrics) in zip(dirs, rows, strict=True):
                 info(f"saved {record_evaluation(d, split, variant, checkpoint, metrics)}")
     if STATE.json:
-        emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "source": "checkpoint",
-                    "metrics": m} for r, s, m in rows])
+        emit_json([{"run": r, "split": s, **source, "metrics": m} for r, s, m in rows])
+    elif source["source"] == "predictions":
+        console.print(metrics_table(f"{split} (saved predictions of the best checkpoint)", rows))
     else:
         console.print(metrics_table(f"{rows[0][1]} ({checkpoint} checkpoint)", rows))
 
