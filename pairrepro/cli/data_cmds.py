@@ -215,6 +215,5 @@ def datasets_cmd() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "fetch", fetch_cmd, help=FETCH_HELP)
     add_command(app, "datasets", datasets_cmd, help=DATASETS_HELP)

@@ -287,6 +287,5 @@ def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "reproduce", reproduce)
     add_command(app, "demo", demo)

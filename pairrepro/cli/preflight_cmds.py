@@ -125,7 +125,6 @@ def preflight(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``preflight`` to the main app."""
     # the exit codes of the help come from the errors themselves (errors.py's table)
     text = (preflight.__doc__ or "").format(preflight=PreflightError.exit_code,
                                             data=DataError.exit_code)

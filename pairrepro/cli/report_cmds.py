@@ -423,7 +423,6 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
                         help="Published vs reproduced tables: report PAPER|all [--table N] "
                              "(short for report paper ...); and the runs, curves and figures.")

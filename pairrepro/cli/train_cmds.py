@@ -333,6 +333,5 @@ def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensembl
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "train", train)
     add_command(app, "eval", evaluate)

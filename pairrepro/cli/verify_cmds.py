@@ -156,7 +156,6 @@ def results_readme(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``verify`` and the ``results`` group to the main app."""
     add_command(app, "verify", verify)
     group = typer.Typer(no_args_is_help=True, help="The project's reference runs (results/): "
                         "add a finished run; rewrite the generated sections of the README "

@@ -95,15 +95,11 @@ class Row(Schema):
             raise ValueError("a footnote row needs quote = the paper's own words")
         context = info.context or {}
         columns = context.get("columns")
-        if columns is not None:
-            for key in self.values:
-                if key not in columns:
-                    raise ValueError(f"values: unknown column {key!r} (columns: "
-                                     f"{', '.join(columns)})")
-            for mark in (*self.bold, *self.best):
-                if mark not in columns:
-                    raise ValueError(f"bold/best: unknown column {mark!r} (columns: "
-                                     f"{', '.join(columns)})")
+        for what, keys in (("values", self.values), ("bold/best", (*self.bold, *self.best))):
+            unknown = [key for key in keys if columns is not None and key not in columns]
+            if unknown:
+                raise ValueError(f"{what}: unknown column {unknown[0]!r} (columns: "
+                                 f"{', '.join(columns)})")
         for key, unit in context.get("units", {}).items():
             _check_scale(key, self.values.get(key, ""), unit)
         if context.get("kind") == "hparams" and not self.keys:

@@ -344,15 +344,13 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
                  f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
                  for it in items if it.train_pairs_estimate}
     if estimates:
-        lines.append("")
-        lines.append("(est.) training pairs not prepared here: the manifest's planning "
-                     "estimate from the paper's counts (a rebuilt set may differ):")
-        lines += [f"  {key}: {text}" for key, text in sorted(estimates.items())]
+        lines += ["", "(est.) training pairs not prepared here: the manifest's planning "
+                  "estimate from the paper's counts (a rebuilt set may differ):",
+                  *(f"  {key}: {text}" for key, text in sorted(estimates.items()))]
     missing = {it.dataset: it.data_command for it in items if not it.data_ready}
     if missing:
-        lines.append("")
-        lines.append("datasets to fetch / prepare:")
-        lines += [f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items())]
+        lines += ["", "datasets to fetch / prepare:",
+                  *(f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items()))]
     lines.append("")
     note = (f" (+{unknown} recipe(s) without an estimate: throughput or training pairs "
             "unknown)" if unknown else "")
