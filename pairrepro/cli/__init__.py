@@ -6,8 +6,7 @@ from pairrepro.cli.interrupts import take_over
 
 
 def main() -> None:
-    """The ``pairrepro`` console script and ``python -m pairrepro``: Ctrl-C is handled from
-    the first moment (:mod:`pairrepro.cli.interrupts`), then the commands are imported."""
+    """The ``pairrepro`` console script: Ctrl-C handled from the first moment, then the app."""
     take_over()
     from pairrepro.cli.app import app
 

@@ -34,8 +34,7 @@ def _option(command: Any, arg: str) -> Any:
 
 
 def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
-    """``args`` with every global flag moved before the command path (``pairrepro eval RUN
-    --json`` is ``pairrepro --json eval RUN``), parsed as click will: an option's value
+    """``args`` with every global flag moved before the command path; an option's value
     (``--dataset --json``) and whatever follows ``--`` stay."""
     front: list[str] = []
     rest: list[str] = []
@@ -105,8 +104,6 @@ def main_options(
         False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
     ),
 ) -> None:
-    """Global options, before or after the command (``pairrepro --quiet train ...``,
-    ``pairrepro eval RUN --json``)."""
     console.configure(quiet=quiet, json=json_output)
 
 

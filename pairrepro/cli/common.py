@@ -1,5 +1,4 @@
-"""Shared CLI plumbing: the output state and consoles of :mod:`pairrepro.console` named for the
-commands, error -> exit code."""
+"""Shared CLI plumbing: the output state and consoles for the commands, error -> exit code."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from pairrepro.console import STATE as STATE  # the one output state, named for 
 from pairrepro.console import show_progress as show_progress
 from pairrepro.errors import INTERRUPTED_EXIT, ConfigError, PairreproError, StorageError
 
-#: The consoles of :mod:`pairrepro.console` (the one owner of output), named for the commands.
 console = output.get_console()
 err_console = output.get_err_console()
 F = TypeVar("F", bound=Callable[..., Any])
@@ -35,7 +33,7 @@ def info(message: str) -> None:
 
 
 def emit_json(data: Any) -> None:
-    """Print machine-readable output (used when --json is given)."""
+    """Print ``data`` as --json's output."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -45,8 +43,8 @@ CANNOT_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 
 
 def storage_error(exc: OSError) -> StorageError:
-    """``exc`` as the :class:`StorageError` (exit 8) it is, naming the path; under the
-    default data home (no ``PAIRREPRO_HOME``), the hint says how to choose another."""
+    """``exc`` as a :class:`StorageError` (exit 8) naming the path (and, under the default data
+    home, how to choose another)."""
     from pairrepro import paths
 
     where = exc.filename or "a file"
@@ -60,9 +58,7 @@ def storage_error(exc: OSError) -> StorageError:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn :class:`PairreproError` into a red one-paragraph message and its exit code, and
-    Ctrl-C into ``interrupted`` and exit 130; once the command has ended, a Ctrl-C during the
-    process's exit changes nothing (:mod:`pairrepro.cli`)."""
+    """:class:`PairreproError` -> a red message and its exit code; Ctrl-C -> exit 130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -89,16 +85,13 @@ def handle_errors(fn: F) -> F:
 
 
 def report_error(exc: PairreproError) -> None:
-    """Print ``exc`` (JSON under --json) where a user sees it: rank 0 only under torchrun,
-    whose error file records every rank's."""
+    """Print ``exc`` (JSON under --json); under torchrun rank 0 only, each rank's recorded."""
     if "TORCHELASTIC_ERROR_FILE" in os.environ:  # a rank under torchrun
         from pairrepro.device import record_error
 
         record_error(str(exc), exc.exit_code)  # the launcher's report names it
     if os.environ.get("RANK", "0") != "0":
-        # ranks mostly fail alike: rank 0 alone prints; the launcher prints the
-        # error of a rank that failed on its own (its recorded message)
-        return
+        return  # ranks mostly fail alike; the launcher prints one that failed alone
     if STATE.json:
         emit_json({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code})
     else:
@@ -108,8 +101,7 @@ def report_error(exc: PairreproError) -> None:
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given -> None (the recipe's seeds). Checked
-    whole before anything runs; blanks or an empty item (``1,,2``) are errors."""
+    """``--seeds "1,2,3"`` -> ``[1, 2, 3]``; not given -> None (the recipe's seeds)."""
     if not text:
         return None
     example = "e.g. --seeds 1,2,3"
@@ -138,6 +130,5 @@ def parse_seeds(text: str | None) -> list[int] | None:
 
 
 def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: Any) -> None:
-    """Attach ``fn`` as command ``name`` of ``app``, its errors turned into exit codes: the
-    one way every ``*_cmds.register(app)`` adds its commands."""
+    """Attach ``fn`` as command ``name`` of ``app``, its errors turned into exit codes."""
     app.command(name, **options)(handle_errors(fn))

@@ -106,8 +106,7 @@ def _format_splits(splits: dict[str, dict[str, int]]) -> str:
 
 
 def describe_source(source: str) -> str:
-    """A fetch record's source (``from:PATH``, ``mirror:PATH``, ``hub:ID@REV``, a URL) as a
-    phrase: ``from PATH``, ``from the mirror PATH``, ``from the hub ID@REV``, ``from URL``."""
+    """A fetch record's source (``mirror:PATH``, ``hub:ID@REV``, a URL) as a phrase."""
     kind, _, rest = source.partition(":")
     words = {"from": "from", "mirror": "from the mirror", "hub": "from the hub",
              "hub-folder": "from the hub-layout folder", "archive": "extracted from"}
@@ -148,8 +147,8 @@ def _print_report(report: FetchReport) -> None:
 
 
 def default_variant_hint(name: str) -> bool:
-    """When the default variant lacks files another variant does not need, say which variant
-    ``preprocess`` can write whole; ``True`` when it said so."""
+    """Say which variant ``preprocess`` can write whole when the default one lacks files;
+    ``True`` when it said so."""
     manifest = load_manifest(name)
     if not manifest.variants:
         return False
@@ -216,6 +215,5 @@ def datasets_cmd() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "fetch", fetch_cmd, help=FETCH_HELP)
     add_command(app, "datasets", datasets_cmd, help=DATASETS_HELP)

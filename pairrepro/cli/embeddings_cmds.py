@@ -62,7 +62,6 @@ def train_embeddings(
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     group = typer.Typer(help="Word embeddings: train word2vec on a prepared dataset.",
                         no_args_is_help=True)
     add_command(group, "train", train_embeddings, help=TRAIN_HELP)

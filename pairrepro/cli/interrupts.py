@@ -1,12 +1,7 @@
-"""Ctrl-C in a ``pairrepro`` process, in three phases (:func:`pairrepro.cli.main` owns them).
-Before a command runs (importing the commands takes a second or two, then the arguments are
-parsed) nothing has been written: Ctrl-C ends the process at once, with ``interrupted`` and
-exit 130. While the command runs, Ctrl-C is ``KeyboardInterrupt`` (training checkpoints first;
-:func:`~pairrepro.cli.common.handle_errors` prints ``interrupted`` and exits 130). Once the
-command has ended, its outcome stands: a Ctrl-C during the exit is ignored, so a success is
-never followed by exit 130 or ``Exception ignored in threading._shutdown``. In a process that
-did not start through :func:`pairrepro.cli.main` (a test calling the app) Ctrl-C is left to its
-owner. Imports nothing heavy: it runs first."""
+"""Ctrl-C in a ``pairrepro`` process started by :func:`pairrepro.cli.main`: before the command
+runs it exits 130 at once (nothing is written yet); while it runs it is ``KeyboardInterrupt``;
+once it has ended it is ignored, so an outcome is never followed by exit 130. Elsewhere (a test
+calling the app) Ctrl-C is left to its owner. Imports nothing heavy: it runs first."""
 
 from __future__ import annotations
 
@@ -46,7 +41,7 @@ def command_ended() -> None:
 
 
 class HeldInterrupts:
-    """What :func:`interrupts_held` gives: :meth:`check` raises the Ctrl-C it held."""
+    """What :func:`interrupts_held` gives."""
 
     def __init__(self) -> None:
         self.pressed = False
@@ -59,9 +54,8 @@ class HeldInterrupts:
 
 @contextlib.contextmanager
 def interrupts_held() -> Iterator[HeldInterrupts]:
-    """A block of steps that each complete, and say so, or do not start: Ctrl-C is held until
-    the block's next :meth:`HeldInterrupts.check` (between steps); one pressed during the
-    last step is dropped, as that step completed and the command with it."""
+    """Ctrl-C held until the block's next :meth:`HeldInterrupts.check` (between steps that
+    each complete or do not start); one pressed during the last step is dropped."""
     held = HeldInterrupts()
 
     def hold(signum: int, frame: Any) -> None:

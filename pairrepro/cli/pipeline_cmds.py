@@ -1,8 +1,4 @@
-"""CLI of the pipeline: ``reproduce`` (:func:`pairrepro.pipeline.run_tables` fetches,
-preprocesses and trains what a table needs, then it renders; the make targets call it) and
-``demo`` (one small example through every step), both rendering with ``report_cmds.py``'s
-helpers.
-"""
+"""CLI of the pipeline: ``reproduce`` (what a table needs, then the table) and ``demo``."""
 
 from __future__ import annotations
 
@@ -27,6 +23,7 @@ from pairrepro.cli.common import (
 from pairrepro.cli.report_cmds import (
     FORMAT_HELP,
     GPU_HELP,
+    TargetArgument,
     evaluate_tables,
     output_tables,
     print_plan,
@@ -35,12 +32,10 @@ from pairrepro.cli.report_cmds import (
 )
 from pairrepro.cli.train_cmds import metrics_table
 from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
-from pairrepro.report.tables.cells import EvalTable
 
 
 def reproduce(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
-                                 "'all'."),
+    target: TargetArgument,
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
     seeds: str | None = typer.Option(None, "--seeds", help="Seeds, e.g. 1,2,3 (default: each "
                                      "recipe's own)."),
@@ -129,7 +124,7 @@ def reproduce(
 
 
 def _notify(kind: str, message: str) -> None:
-    """Print a pipeline step as it happens (failures in red, even with --quiet)."""
+    """A pipeline step as it happens (failures in red, even with --quiet)."""
     if kind == "failed":
         err_console.print(f"[red]{escape(message)}[/]", markup=True, highlight=False)
     else:
@@ -200,12 +195,6 @@ def demo(
     _demo_synthetic(seed, epochs, extra)
 
 
-def demo_table(runs_dir: Path) -> list[EvalTable]:
-    """CSRAN's Table 6 as the TrecQA demo ends: what ``pairrepro report csran --table 6
-    --runs RUNS_DIR`` shows."""
-    return evaluate_tables(select_tables("csran", 6), runs_dir)
-
-
 def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
     """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
     from pairrepro.data.preprocess import prepare_dataset
@@ -229,9 +218,8 @@ def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
                             quiet=not show_progress(), runs_dir=runs_dir)
     _demo_eval(RunFolder.of(runs_dir, mvlstm.stem, seed).path, ("map", "mrr", "p_at_1"))
     info(f"[bold]5/5[/] pairrepro report csran --table 6 --runs {runs_dir}")
-    # the code path of `pairrepro report csran --table 6 --runs DIR`: published rows, the
-    # project's reference rows and the demo's
-    output_tables(demo_table(runs_dir), "term", None)
+    # what `pairrepro report csran --table 6 --runs DIR` shows
+    output_tables(evaluate_tables(select_tables("csran", 6), runs_dir), "term", None)
     if STATE.json:
         return
     # the table marks a run with --set overrides as a variant of its recipe: its numbers here
@@ -299,6 +287,5 @@ def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "reproduce", reproduce)
     add_command(app, "demo", demo)

@@ -1,5 +1,4 @@
-"""CLI of ``pairrepro preflight``: a recipe's model checked and timed before a long run
-(the work is :func:`pairrepro.train.preflight.run_preflight`)."""
+"""``pairrepro preflight``: a recipe's model checked and timed before a long run."""
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ STATUS_STYLE = {"pass": "[green]pass[/]", "fail": "[bold red]FAIL[/]", "n/a": "[
 
 
 def _check_table(result: Any) -> Table:
-    """One recipe's checks and figures as a rich table."""
     table = Table("check", "result", "detail", title=f"preflight {result.recipe}",
                   title_justify="left")
     for check in result.checks:
@@ -127,7 +125,6 @@ def preflight(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``preflight`` to the main app."""
     # the exit codes of the help come from the errors themselves (errors.py's table)
     text = (preflight.__doc__ or "").format(preflight=PreflightError.exit_code,
                                             data=DataError.exit_code)

@@ -71,5 +71,4 @@ def preprocess(
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "preprocess", preprocess)

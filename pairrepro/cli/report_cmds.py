@@ -1,24 +1,18 @@
-"""``pairrepro report`` (never trains) and its sub-commands (a paper name in place of one means
-``report paper NAME``); ``reproduce`` and ``demo`` render through its table helpers."""
+"""``pairrepro report`` (never trains) and its sub-commands; its table helpers also render
+``reproduce`` and ``demo``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from pairrepro import paths
-from pairrepro.cli.common import (
-    STATE,
-    add_command,
-    console,
-    emit_json,
-    err_console,
-    info,
-)
+from pairrepro.cli.common import STATE, add_command, console, emit_json, err_console, info
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
@@ -29,7 +23,12 @@ from pairrepro.report.tables.render import eval_to_json
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
-RUNS_HELP = "Runs folder (default ./runs or $PAIRREPRO_RUNS)."
+RunsOption = Annotated[Path | None, typer.Option(
+    "--runs", help="Runs folder (default ./runs or $PAIRREPRO_RUNS).")]
+MarkdownOut = Annotated[Path | None, typer.Option("--out", "-o",
+                                                  help="Write Markdown to this file.")]
+PaperArgument = Annotated[str, typer.Argument(help=f"A paper ({', '.join(PAPERS)}).")]
+TargetArgument = Annotated[str, typer.Argument(help=f"A paper ({', '.join(PAPERS)}) or 'all'.")]
 GPU_HELP = ("add hours on this GPU (h100, h200, a100, l4, ...): measured where "
             "bench/records/gpu_rates.json has a rate of the recipe or its model there "
             "(bench/gpu_check.sh), else a FLOP-based lower bound; each says which.")
@@ -53,15 +52,14 @@ def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTabl
 
 
 def runs_folder(runs: Path | None) -> Path:
-    """``--runs``, else the default runs folder; passed on explicitly (never via the
-    environment) to the readers and to training."""
+    """``--runs``, else the default runs folder (passed on explicitly, never via the
+    environment)."""
     return runs if runs is not None else paths.runs_dir()
 
 
 def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
                     ) -> list[EvalTable]:
-    """Every selected table as the report shows it: the published rows, the project's
-    reference runs (``results/``) and the runs of ``runs_dir``."""
+    """The tables with the published rows, the reference runs and the runs of ``runs_dir``."""
     index = load_recipe_index()
     return [evaluate_table(p, t, runs_dir, index, paths.results_dir()) for p, t in selected]
 
@@ -94,8 +92,7 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
 def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
                device: str | None = None) -> list[Any]:
-    """The plan of ``report --plan`` and ``reproduce --dry-run`` (one planner, one figure:
-    :func:`pairrepro.planning.plan.plan_tables`), as text or ``--json``."""
+    """The plan of ``report --plan`` and ``reproduce --dry-run``, as text or ``--json``."""
     from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
@@ -108,8 +105,7 @@ def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
 
 
 class ReportGroup(TyperGroup):
-    """``report`` whose first word is not a sub-command is ``report paper ...``: the paper
-    tables are the common case (``pairrepro report csran --table 6``)."""
+    """``report`` whose first word is not a sub-command is ``report paper ...``."""
 
     default_command = "paper"
 
@@ -120,11 +116,10 @@ class ReportGroup(TyperGroup):
 
 
 def report_paper(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin) or "
-                                 "'all'."),
+    target: TargetArgument,
     table: int | None = typer.Option(None, "--table", "-t", help="Only this table number."),
     fmt: str = typer.Option("term", "--format", "-f", help=FORMAT_HELP),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (format from "
                                     "the suffix .md/.tex/.html unless --format is given)."),
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
@@ -173,8 +168,8 @@ def report_paper(
 def report_runs(
     dataset: str = typer.Option("", "--dataset", help="Only runs on this dataset."),
     fmt: str = typer.Option("term", "--format", "-f", help="term (default) or md."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    runs: RunsOption = None,
+    out: MarkdownOut = None,
 ) -> None:
     """Every finished run's key manifest fields, one line per run; a stopped run says where
     its last checkpoint stands and, when it can go on, the command that continues it.
@@ -210,9 +205,8 @@ def report_curves(
 
 
 def _curves_dir(run: Path) -> Path:
-    """Where a run's curves go by default: beside a run of the runs folder; anything else
-    (a tracked reference run under results/, which only ``results add`` may change) into
-    the runs folder's ``figures/``."""
+    """Beside a run of the runs folder; anything else (a reference run under results/, which
+    only ``results add`` changes) into the runs folder's ``figures/``."""
     runs = paths.runs_dir().resolve()
     return run if run.resolve().is_relative_to(runs) else runs / "figures"
 
@@ -221,7 +215,7 @@ def report_figures(
     out: Path | None = typer.Option(None, "--figures", "--out", "-o",
                                     help="Folder for the PNG and SVG files (default: "
                                     "<runs>/figures)."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
 ) -> None:
     """Every paper figure (CSRAN depth curves, MV-LSTM k plot) from the finished runs.
 
@@ -238,7 +232,7 @@ def report_gap(
     results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
                                         "(default results/, or $PAIRREPRO_RESULTS); your own "
                                         "runs/ to see your steps."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """What is left between a reproduced number and the paper's, one change per step.
 
@@ -260,16 +254,13 @@ def report_gap(
     from pairrepro.report.analyses.ladders import evaluate_ladder
 
     result = evaluate_ladder(ladder, results or paths.results_dir())
-    if STATE.json:
-        emit_json(gap_json(result))
-        return
-    _write_or_print(gap_markdown(result), out, f"wrote {out}")
+    _json_or_markdown(lambda: gap_json(result), lambda: gap_markdown(result), out)
 
 
 def report_parity(
     results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
                                         "(default results/, or $PAIRREPRO_RESULTS)."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """bf16 against fp32: the pairs of pairrepro/report/parity.toml, seed for seed.
 
@@ -286,19 +277,16 @@ def report_parity(
     from pairrepro.report.analyses.parity import evaluate_parity, parity_json, parity_markdown
 
     found = evaluate_parity(results or paths.results_dir())
-    if STATE.json:
-        emit_json(parity_json(found))
-        return
-    _write_or_print(parity_markdown(found), out, f"wrote {out}")
+    _json_or_markdown(lambda: parity_json(found), lambda: parity_markdown(found), out)
 
 
 def report_orderings(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    target: PaperArgument,
     table: int = typer.Option(..., "--table", "-t", help="The table number."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
+    runs: RunsOption = None,
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
                                 help="Significance level of the paired tests."),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    out: MarkdownOut = None,
 ) -> None:
     """Which of the paper's orderings of its rows hold in the reproduced runs.
 
@@ -315,10 +303,8 @@ def report_orderings(
 
     ev = _one_table(target, table, runs)
     found = od.table_orderings(ev, alpha)
-    if STATE.json:
-        emit_json(od.orderings_json(ev, found, alpha))
-        return
-    _write_or_print(od.orderings_markdown(ev, found, alpha), out, f"wrote {out}")
+    _json_or_markdown(lambda: od.orderings_json(ev, found, alpha),
+                      lambda: od.orderings_markdown(ev, found, alpha), out)
 
 
 def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
@@ -331,10 +317,10 @@ def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
 
 
 def report_readings(
-    target: str = typer.Argument(..., help="A paper (clstm, dflstm, mvlstm, csran, cin)."),
+    target: PaperArgument,
     table: int = typer.Option(..., "--table", "-t", help="The table number."),
-    runs: Path | None = typer.Option(None, "--runs", help=RUNS_HELP),
-    out: Path | None = typer.Option(None, "--out", "-o", help="Write Markdown to this file."),
+    runs: RunsOption = None,
+    out: MarkdownOut = None,
 ) -> None:
     """A table's reproduced cells under the dataset's other published evaluation protocols.
 
@@ -350,19 +336,25 @@ def report_readings(
     from pairrepro.report.analyses.readings import table_readings, table_readings_markdown
 
     ev = _one_table(target, table, runs)
+    _json_or_markdown(lambda: [
+        {"row": label, "metric": column.metric, "published": published,
+         "reading": v.reading.name, "protocol": v.reading.protocol, "value": v.value,
+         "low": v.low, "high": v.high, "distance": v.distance, "nearest": v.nearest}
+        for label, column, published, values in table_readings(ev) for v in values],
+        lambda: table_readings_markdown(ev), out)
+
+
+def _json_or_markdown(as_json: Callable[[], Any], markdown: Callable[[], str],
+                      out: Path | None) -> None:
+    """``--json``'s data, else the Markdown into ``--out`` or on standard output."""
     if STATE.json:
-        emit_json([{"row": label, "metric": column.metric, "published": published,
-                    "reading": v.reading.name, "protocol": v.reading.protocol,
-                    "value": v.value, "low": v.low, "high": v.high, "distance": v.distance,
-                    "nearest": v.nearest}
-                   for label, column, published, values in table_readings(ev)
-                   for v in values])
-        return
-    _write_or_print(table_readings_markdown(ev), out, f"wrote {out}")
+        emit_json(as_json())
+    else:
+        _write_or_print(markdown(), out, f"wrote {out}")
 
 
 def _write_or_print(text: str, out: Path | None, written: str) -> None:
-    """``text`` into ``--out`` (saying ``written``), or on standard output without one."""
+    """``text`` into ``--out`` (saying ``written``), or on standard output."""
     if out is not None:
         write_text(out, text)
         info(written)
@@ -393,8 +385,7 @@ def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> Non
 
 
 def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
-    """On stderr: the folders one level down that hold runs (the demo trains into
-    ``runs/demo/``), with the ``--runs`` option that lists them."""
+    """On stderr: the folders one level down that hold runs (the demo's ``runs/demo/``)."""
     from pairrepro.report.tables.runs_table import collect
 
     if not runs_dir.is_dir():
@@ -431,10 +422,7 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
     _say_written(written)
 
 
-
-
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
                         help="Published vs reproduced tables: report PAPER|all [--table N] "
                              "(short for report paper ...); and the runs, curves and figures.")

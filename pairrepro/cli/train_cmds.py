@@ -79,10 +79,8 @@ def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str
 
 
 def _train_in_ranks(recipe: Recipe, words: list[str], nproc: int) -> None:
-    """``train`` (``words``, the command line) as ``nproc`` DDP ranks. What this machine can
-    tell before they start (the data and embeddings ``recipe`` needs) is checked here, so such
-    an error is printed once and no rank starts; a rank that fails later said why itself, and
-    this adds one line naming it."""
+    """``train`` (``words``, the command line) as ``nproc`` DDP ranks; missing data or
+    embeddings are reported once, before any rank starts."""
     from pairrepro.device import launch_ranks
     from pairrepro.train.setup import check_prerequisites
 
@@ -220,8 +218,7 @@ def train(
 
 
 def _print_results(results: list[dict[str, Any]]) -> None:
-    """What ``train`` prints of its seeds' results: JSON, a table (and the mean over seeds),
-    or with --quiet one line per seed; a request that was not carried out is a warning."""
+    """JSON, a table (and the mean over seeds), or with --quiet one line per seed."""
     from pairrepro.train.runner import summarise
 
     if STATE.json:  # a result's "warnings" say what was asked and not done
@@ -280,18 +277,13 @@ def evaluate(
     if ensemble and (variant or save):
         raise ConfigError("--ensemble cannot be combined with --variant or --save")
     dirs = _run_dirs(run, ensemble)
+    source: dict[str, str] = {"source": "checkpoint", "checkpoint": checkpoint}
     if any(_predictions_only(d) for d in dirs):
         rows = [(f"{d.parent.name}/{d.name}", split,
                  _score_saved_predictions(d, split, checkpoint, ensemble, variant, save))
                 for d in dirs]
-        if STATE.json:
-            emit_json([{"run": r, "split": s, "source": "predictions", "metrics": m}
-                       for r, s, m in rows])
-        else:
-            console.print(metrics_table(f"{split} (saved predictions of the best checkpoint)",
-                                        rows))
-        return
-    if ensemble:
+        source = {"source": "predictions"}
+    elif ensemble:
         rows = [(f"ensemble of {len(dirs)}", split,
                  evaluate_ensemble(dirs, split, checkpoint))]
     else:
@@ -302,15 +294,15 @@ def evaluate(
             for d, (_, _, metrics) in zip(dirs, rows, strict=True):
                 info(f"saved {record_evaluation(d, split, variant, checkpoint, metrics)}")
     if STATE.json:
-        emit_json([{"run": r, "split": s, "checkpoint": checkpoint, "source": "checkpoint",
-                    "metrics": m} for r, s, m in rows])
+        emit_json([{"run": r, "split": s, **source, "metrics": m} for r, s, m in rows])
+    elif source["source"] == "predictions":
+        console.print(metrics_table(f"{split} (saved predictions of the best checkpoint)", rows))
     else:
         console.print(metrics_table(f"{rows[0][1]} ({checkpoint} checkpoint)", rows))
 
 
 def _predictions_only(run_dir: Path) -> bool:
-    """A run that keeps its saved predictions but no checkpoint (a reference run under
-    results/, copied without its weights)."""
+    """A run with saved predictions but no checkpoint (a reference run under results/)."""
     folder = RunFolder(run_dir)
     return (not any(folder.checkpoint(c).is_file() for c in ("best", "last"))
             and bool(prediction_keys(folder)))
@@ -318,8 +310,7 @@ def _predictions_only(run_dir: Path) -> bool:
 
 def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensemble: bool,
                              variant: str, save: bool) -> dict[str, float]:
-    """``split``'s metrics from the run's saved predictions (the functions training used),
-    or an error saying why they cannot answer what was asked."""
+    """``split``'s metrics from the run's saved predictions, or an error saying why not."""
     from pairrepro.report.analyses.evidence import rescore
 
     why = f"{run_dir} keeps no checkpoint, only the predictions of its best one"
@@ -342,6 +333,5 @@ def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensembl
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to the main app."""
     add_command(app, "train", train)
     add_command(app, "eval", evaluate)

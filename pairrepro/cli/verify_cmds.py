@@ -1,6 +1,4 @@
-"""CLI of the reference runs: ``pairrepro verify`` (a run against the reference run of its
-recipe and seed) and ``pairrepro results add|readme`` (keep a finished run as a reference
-run in ``results/``; rewrite the generated sections of the README and docs/ from it)."""
+"""CLI of the reference runs: ``pairrepro verify`` and ``pairrepro results add|readme|release``."""
 
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIR
 
 
 def _seed_dirs(targets: list[Path]) -> list[Path]:
-    """Seed folders named by ``targets``: a seed folder, a recipe folder, or a runs folder
-    (every recipe in it, and in the runs folders one level down: the demo's runs/demo/)."""
+    """Seed folders of ``targets``: seed, recipe or runs folders (and runs folders one level
+    down: the demo's runs/demo/)."""
     found: list[Path] = []
     for target in targets:
         if not target.is_dir():
@@ -32,8 +30,8 @@ def _seed_dirs(targets: list[Path]) -> list[Path]:
 
 
 def _runs_folder_seeds(folder: Path, depth: int = 1) -> list[RunFolder]:
-    """The seed folders of every recipe in runs folder ``folder``; a sub-folder that is no
-    recipe's is taken as a runs folder itself, ``depth`` levels down."""
+    """Seed folders of every recipe in ``folder``; a sub-folder that is no recipe's is a runs
+    folder itself, ``depth`` levels down."""
     found: list[RunFolder] = []
     for sub in sorted(d for d in folder.iterdir() if d.is_dir()):
         found += seed_folders(sub) or (_runs_folder_seeds(sub, depth - 1) if depth else [])
@@ -158,7 +156,6 @@ def results_readme(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``verify`` and the ``results`` group to the main app."""
     add_command(app, "verify", verify)
     group = typer.Typer(no_args_is_help=True, help="The project's reference runs (results/): "
                         "add a finished run; rewrite the generated sections of the README "

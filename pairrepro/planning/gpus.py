@@ -1,6 +1,5 @@
-"""GPUs for the plan's GPU figure: peak dense bf16 FLOP/s (``gpus.toml``, for the FLOP lower
-bound) and training rates measured on a GPU (``bench/records/gpu_rates.json``, written by
-``bench/gpu_check.sh``).
+"""GPUs for the plan: peak dense bf16 FLOP/s (``gpus.toml``) and training rates measured on a
+GPU (``bench/records/gpu_rates.json``, by ``bench/gpu_check.sh``).
 """
 
 from __future__ import annotations
@@ -41,9 +40,8 @@ class GpuRate:
 
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
-    """``{(recipe or model, precision): rate}`` from the latest run of ``gpu_rates.json`` on
-    GPU ``gpu`` (a ``gpus.toml`` name; dry runs never count), its one-epoch figure (on the
-    real data) over its recipe's preflight one; {} when no run was made there."""
+    """``{(recipe or model, precision): rate}`` from the latest real run on GPU ``gpu`` (a
+    ``gpus.toml`` name), the one-epoch figure over its recipe's preflight one; {} if none."""
     p = path or GPU_RATES
     if not p.is_file():
         return {}
@@ -75,8 +73,7 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
 
 
 def gpu_peak(name: str) -> tuple[str, float]:
-    """The full name and peak dense bf16 FLOP/s of GPU ``name`` (a :class:`ConfigError`
-    lists the known ones)."""
+    """The full name and peak dense bf16 FLOP/s of GPU ``name``."""
     peaks = load_gpu_peaks()
     entry = peaks.get(name.lower())
     if entry is None:
@@ -84,5 +81,3 @@ def gpu_peak(name: str) -> tuple[str, float]:
                           hint=f"known: {', '.join(sorted(peaks))} "
                                f"(pairrepro/planning/gpus.toml)")
     return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12
-
-

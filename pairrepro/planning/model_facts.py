@@ -1,8 +1,6 @@
-"""What the report and the plan know about models, read from ``bench/model_facts.json`` (written by
-``python bench/model_facts.py``, checked by ``tests/test_model_facts.py``), never from model
-code: ``models``, per model its constructor defaults and ``needs_training``; ``weights``, θ_M
-per recipe of the paper tables' parameter columns, for rows without a run (a run records its
-own in ``manifest.json``).
+"""What the report and the plan know about models, read from ``bench/model_facts.json``
+(``python bench/model_facts.py``), never from model code: constructor defaults,
+``needs_training``, and θ_M per recipe for rows without a run.
 """
 
 from __future__ import annotations
@@ -44,11 +42,6 @@ def needs_training(name: str) -> bool | None:
     return bool(entry.get("needs_training", True)) if isinstance(entry, dict) else None
 
 
-def committed_weights() -> dict[str, int]:
-    """θ_M per recipe name, as committed."""
-    return {str(k): int(v) for k, v in _facts().get("weights", {}).items()}
-
-
 def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
     """θ_M of a recipe and where it comes from: a run's ``manifest.json``
     (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
@@ -57,7 +50,7 @@ def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | Non
         weights = parameters.get("weights") if isinstance(parameters, dict) else None
         if isinstance(weights, int) and not isinstance(weights, bool):
             return weights, f"{run.path}/manifest.json"
-    committed = committed_weights()
+    committed = _facts().get("weights", {})
     if recipe_name in committed:
-        return committed[recipe_name], "bench/model_facts.json"
+        return int(committed[recipe_name]), "bench/model_facts.json"
     return None

@@ -1,11 +1,6 @@
-"""Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its loader.
-
-A paper file holds every table with numbers of one paper: caption, columns (``<split>.<metric>``
-of ``result.json``, unit ``%`` or ``fraction``), row blocks in the paper's order with each
-value as printed, bold/best marks, footnote rows, ``why`` for rows no recipe can reproduce, and
-``[[figures]]``. Validation (:func:`pairrepro.schema.validate`) runs one level at a time, so an
-error names the file, the table (``tables[0] (Table 2)``), the block and the row by its label
-(``blocks[0] rows[3] 'CSRAN'``) or the column, and what is allowed.
+"""Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its
+loader, which validates one level at a time so that an error names the file, the table, the
+block and the row by its label (``blocks[0] rows[3] 'CSRAN'``) or the column.
 """
 
 from __future__ import annotations
@@ -34,8 +29,8 @@ class RowRef(Schema):
 
 
 class Column(Schema):
-    """One column: a metric (``split.metric``), printed info (``k``), a parameter count, or
-    in an hparams table a recipe's settings (``hparam``, set by the loader)."""
+    """A metric (``split.metric``), printed info, a parameter count, or (set by the loader)
+    an hparams table's recipe setting."""
 
     key: str
     header: str
@@ -57,9 +52,8 @@ class Column(Schema):
 
 
 class Row(Schema):
-    """One printed row (``label`` as printed, without its citation line ``cite``); validated
-    with the context ``{"columns": [keys], "kind": table kind}``, so values and marks must
-    name a column."""
+    """One printed row, validated with the context ``{"columns", "kind", "units"}`` of its
+    table."""
 
     label: str
     values: dict[str, str]
@@ -71,9 +65,8 @@ class Row(Schema):
     recipe: str = ""  # explicit recipe name
     footnote: str = ""  # footnote mark: the number is from the text, not the table
     quote: str = ""  # verbatim text of the paper holding a footnote row's number
-    # hparams tables: the recipe settings (``section.key``) that hold the value, first found
-    # wins; an entry that is itself a list names several settings printed as one tuple, e.g.
-    # ``["model.pool_p", "model.pool_q"]`` for "Pooling (p, q)"
+    # hparams tables: the settings holding the value, first found wins; a list entry is
+    # printed as one tuple (``["model.pool_p", "model.pool_q"]``: "Pooling (p, q)")
     keys: list[str | list[str]] = Field(default_factory=list)
     x: float | None = None  # position on a plot of the table (MV-LSTM Table 2: k)
 
@@ -102,15 +95,11 @@ class Row(Schema):
             raise ValueError("a footnote row needs quote = the paper's own words")
         context = info.context or {}
         columns = context.get("columns")
-        if columns is not None:
-            for key in self.values:
-                if key not in columns:
-                    raise ValueError(f"values: unknown column {key!r} (columns: "
-                                     f"{', '.join(columns)})")
-            for mark in (*self.bold, *self.best):
-                if mark not in columns:
-                    raise ValueError(f"bold/best: unknown column {mark!r} (columns: "
-                                     f"{', '.join(columns)})")
+        for what, keys in (("values", self.values), ("bold/best", (*self.bold, *self.best))):
+            unknown = [key for key in keys if columns is not None and key not in columns]
+            if unknown:
+                raise ValueError(f"{what}: unknown column {unknown[0]!r} (columns: "
+                                 f"{', '.join(columns)})")
         for key, unit in context.get("units", {}).items():
             _check_scale(key, self.values.get(key, ""), unit)
         if context.get("kind") == "hparams" and not self.keys:
@@ -127,8 +116,7 @@ SCALE = {"%": (100.0, "percentage (0..100)"), "fraction": (1.0, "fraction (0..1)
 
 
 def _check_scale(key: str, printed: str, unit: str) -> None:
-    """A published number must fit its column's unit: "85.4" in a fraction column is a
-    percentage typed into the wrong scale, and would be compared as 85.4."""
+    """A published number must fit its column's unit ("85.4" in a fraction column)."""
     if not _NUMBER.match(printed) or not any(ch.isdigit() for ch in printed):
         return  # "-", "" or not a plain number: nothing to compare
     largest, name = SCALE[unit]
@@ -145,7 +133,6 @@ class Block(Schema):
 
 
 class _TableFields(Schema):
-    """A table's own keys (its rows are validated one level down: :func:`_load_table`)."""
 
     number: int
     caption: str
@@ -176,8 +163,7 @@ class PaperTable(_TableFields):
 
     @property
     def datasets(self) -> tuple[str, ...]:
-        """The datasets a run of one of its rows may be on: the table's ``dataset``, else its
-        columns' (CSRAN Table 8); () when the file names none (hparams tables)."""
+        """The table's ``dataset``, else its columns' (CSRAN Table 8); () when none is named."""
         if self.dataset:
             return (self.dataset,)
         return tuple(dict.fromkeys(c.dataset for c in self.columns if c.dataset))
@@ -193,8 +179,7 @@ class PaperTable(_TableFields):
 
 
 class FigureSpec(Schema):
-    """A paper figure: ``y`` against the recipe setting ``x``, one curve per series (a
-    series is ``{label, match = {setting: value}}``)."""
+    """``y`` against the recipe setting ``x``: a curve per ``{label, match = {setting = v}}``."""
 
     paper: str
     number: int
@@ -242,10 +227,6 @@ class Paper(_PaperFields):
         )
 
 
-# --------------------------------------------------------------------------- loading
-# Each level is validated on its own so that an error names the table and row it is in.
-
-
 class _TableHead(_TableFields):
     blocks: list[dict[str, Any]]
 
@@ -265,9 +246,8 @@ _NUMBER = re.compile(r"^[−-]?(\d*)\.?(\d*)$")
 
 @functools.cache
 def metric_names() -> frozenset[str]:
-    """Every metric name a run's result.json records, from :mod:`pairrepro.metrics` itself (a
-    two-class example, and one query of ten candidates and one positive for R10@k and R2@1),
-    so this cannot fall behind the functions training uses."""
+    """Every metric name a run's result.json records, asked of :mod:`pairrepro.metrics` (one
+    query of ten candidates: R10@k and R2@1 need them)."""
     import numpy as np
 
     from pairrepro.metrics import classification_metrics, ranking_metrics
@@ -278,8 +258,7 @@ def metric_names() -> frozenset[str]:
 
 
 def _with_format(column: Column, published: list[str]) -> Column:
-    """Decimals and leading-zero style from the paper's own numbers in this column, unless the
-    file gives them."""
+    """Decimals and leading-zero style from the column's published numbers, unless given."""
     numeric = [p for p in published if p not in ("-", "") and _NUMBER.match(p)]
     update: dict[str, Any] = {}
     if "decimals" not in column.model_fields_set and numeric:
@@ -331,8 +310,7 @@ def _load_table(paper: str, raw: Any, where: str) -> PaperTable:
 
 
 def load_paper_file(path: str | Path) -> Paper:
-    """Read and validate one paper TOML (errors name the file, the table, the row or column,
-    and what is allowed)."""
+    """Read and validate one paper TOML."""
     p = Path(path)
     try:
         raw = read_toml(p)

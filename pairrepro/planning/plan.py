@@ -1,22 +1,11 @@
-"""What a table needs before it can be rendered with numbers: ``--plan`` / ``make ... DRY=1``.
-
-For every recipe of a table: whether **every split it uses** is prepared (else the command
-that fetches it), the seeds still to train, and hours, ``seeds × epochs × train pairs /
-pairs_per_s``. Throughput, first found wins (its source is printed): the recipe's preflight
-record (``bench/preflight/<recipe>.json``), another recipe's of the same model,
-``bench/figures.toml``, the median ``pairs_per_s`` of earlier runs of the model. A model that
-is not trained needs no hours. Train pairs come from the prepared ``stats.json``, else the
-manifest's expected count, else the split's ``planning`` estimate (marked ``(est.)``, its
-source in a footnote). Hours are CPU or GPU hours as their throughput was measured, totalled
-apart. With ``--gpu NAME`` a GPU figure is added per recipe, saying where it comes from:
-**measured** where ``bench/records/gpu_rates.json`` (``bench/gpu_check.sh`` on that GPU) has a
-rate of the recipe, else of its model, in the precision the recipe trains in on CUDA; else a
-FLOP **lower bound**: preflight's FLOPs per pair × pairs × epochs × seeds / the GPU's peak
-dense bf16 FLOP/s (``gpus.toml``), several times optimistic for LSTMs.
+"""What a table needs before it can be rendered with numbers (``--plan``, ``make ... DRY=1``):
+per recipe, data readiness per split, the seeds to train and the hours, ``seeds × epochs ×
+train pairs / pairs_per_s`` (sources and fallbacks: docs/preflight.md).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 from dataclasses import dataclass, field
@@ -68,50 +57,44 @@ class PlanItem:
     # where train_pairs comes from when it is the manifest's planning estimate (else "")
     train_pairs_estimate: str = ""
 
-    @property
-    def hours(self) -> float | None:
-        """Estimated hours on ``hardware`` for the seeds still to train (``None``: unknown)."""
+    def _hours_at(self, per_s: float | None, per_pair: float = 1.0) -> float | None:
+        """Hours for the seeds still to train at ``per_s`` units (pairs, or FLOPs with
+        ``per_pair``) a second; 0 for a model without training, None when unknown."""
         if not self.trains:
             return 0.0
-        if not self.train_pairs or not self.pairs_per_s:
+        if not (per_s and self.train_pairs and per_pair):
             return None
-        return len(self.seeds_todo) * self.epochs * self.train_pairs / self.pairs_per_s / 3600
+        work = len(self.seeds_todo) * self.epochs * self.train_pairs * per_pair
+        return work / per_s / 3600
+
+    @property
+    def hours(self) -> float | None:
+        """Estimated hours on ``hardware`` (``None``: unknown)."""
+        return self._hours_at(self.pairs_per_s)
 
     @property
     def gpu_lower_bound_hours(self) -> float | None:
         """FLOPs per pair × pairs × epochs × seeds / the GPU's peak: a lower bound."""
-        if not self.trains:
-            return 0.0
-        if not (self.flops_per_pair and self.train_pairs and self.gpu_peak_flops):
-            return None
-        work = len(self.seeds_todo) * self.epochs * self.train_pairs * self.flops_per_pair
-        return work / self.gpu_peak_flops / 3600
+        return self._hours_at(self.gpu_peak_flops, self.flops_per_pair or 0.0)
 
     @property
     def gpu_measured_hours(self) -> float | None:
-        """Seeds × epochs × pairs at the rate measured on the GPU (``None``: no rate)."""
-        if not self.trains:
-            return 0.0
-        if not (self.gpu_rate and self.train_pairs):
-            return None
-        return len(self.seeds_todo) * self.epochs * self.train_pairs / self.gpu_rate / 3600
+        """At the rate measured on the GPU (``None``: no rate)."""
+        return self._hours_at(self.gpu_rate)
 
     @property
     def gpu_figure(self) -> tuple[float | None, str]:
-        """The plan's GPU hours and where they come from: :data:`MEASURED` where a rate was
-        measured on the GPU, else the FLOP :data:`LOWER_BOUND`."""
+        """The GPU hours and where they come from: :data:`MEASURED`, else :data:`LOWER_BOUND`."""
         if self.gpu_rate:
             return self.gpu_measured_hours, MEASURED
         return self.gpu_lower_bound_hours, LOWER_BOUND
 
     @property
     def gpu_hours(self) -> float | None:
-        """:attr:`hours` when the throughput is a GPU figure, else ``None``."""
         return self.hours if self.hardware == "gpu" else None
 
     @property
     def cpu_hours(self) -> float | None:
-        """:attr:`hours` when the throughput is a CPU figure, else ``None``."""
         return self.hours if self.hardware == "cpu" else None
 
 
@@ -134,10 +117,7 @@ def load_bench_figures(path: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def _missing_splits(recipe: Any) -> list[str]:
-    """Splits the recipe uses that its prepared dataset lacks (``stats.json`` lists the
-    prepared ones; a folder without that list is taken as complete)."""
-    import contextlib
-
+    """Splits the recipe uses that its prepared ``stats.json`` does not list (no list: none)."""
     d = recipe.data
     stats_path = paths.prepared_dir(d.dataset, d.variant or None) / "stats.json"
     with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
@@ -172,15 +152,9 @@ def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
     return None, "unknown", "gpu", {}
 
 
-def _run_hardware(run: RunInfo) -> str:
-    """``gpu`` when the run's manifest.json names a CUDA device, else ``cpu``."""
-    return "gpu" if str(run.manifest.get("device", "")).startswith("cuda") else "cpu"
-
-
 def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None:
-    """Median ``pairs_per_s`` logged by earlier runs of ``model``, and their hardware (GPU
-    runs when there are any: CPU and GPU speeds are never mixed). Damaged runs are skipped:
-    a plan is an estimate."""
+    """Median ``pairs_per_s`` logged by earlier runs of ``model`` and their hardware (GPU runs
+    when there are any: CPU and GPU speeds never mix); damaged runs are skipped."""
     speeds: dict[str, list[float]] = {}
     for run in all_runs(runs_dir):
         if run.config.get("model", {}).get("name") != model:
@@ -189,7 +163,7 @@ def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None
             log = run.folder.read_metrics()
         except DamagedRunError:
             continue
-        hardware = _run_hardware(run)
+        hardware = "gpu" if str(run.manifest.get("device", "")).startswith("cuda") else "cpu"
         for record in log:
             value = record.get("pairs_per_s")
             if isinstance(value, int | float) and value > 0:
@@ -201,10 +175,8 @@ def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None
 
 
 def train_pairs(recipe: Any) -> tuple[int | None, str]:
-    """Training pairs of one epoch and, when they are the manifest's ``planning`` estimate,
-    its source (else ""): the prepared ``stats.json`` count, else the manifest's expected
-    count, else that estimate; capped by ``max_train_pairs``, and for pointwise ranking with
-    ``max_negatives_per_query`` by the pairs each query keeps."""
+    """Training pairs of one epoch (capped as the epoch caps them) and, when they are the
+    manifest's ``planning`` estimate, its source (else "")."""
     dataset, variant = recipe.data.dataset, recipe.data.variant or None
     split = recipe.data.train_split
     count = split_pairs(dataset, variant, split)
@@ -232,8 +204,7 @@ def train_pairs(recipe: Any) -> tuple[int | None, str]:
 
 
 def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
-    """Seconds of one training epoch of ``recipe`` at the throughput of its preflight
-    ``record`` (:func:`train_pairs` / ``pairs_per_s``); None when its pairs are unknown."""
+    """Seconds of one epoch at the preflight ``record``'s rate; None when pairs are unknown."""
     pairs, _ = train_pairs(recipe)
     return pairs / float(record["pairs_per_s"]) if pairs else None
 
@@ -255,7 +226,7 @@ def split_variants(runs: list[RunInfo], config: dict[str, Any]
 
 
 def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
-    """Why the run at ``path`` is a variant of the recipe whose resolved config is ``config``."""
+    """Why the run at ``path`` is a variant of the recipe resolved as ``config``."""
     diffs = config_differences(run.config, config)
     shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
                       for k, (a, b) in diffs.items())
@@ -263,8 +234,7 @@ def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
 
 
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
-    """Seeds of ``recipe`` that need no training: finished runs *of the recipe* (a variant
-    does not count as done)."""
+    """Seeds with a finished run *of the recipe* (a variant does not count)."""
     proper, _ = split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())
     return {r.seed for r in proper}
 
@@ -274,9 +244,8 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 figures: dict[str, dict[str, Any]] | None = None,
                 comparisons: bool = False, preflight: dict[str, dict[str, Any]] | None = None,
                 gpu: str = "") -> list[PlanItem]:
-    """One :class:`PlanItem` per recipe the given tables need (a recipe shared by two tables
-    appears once); ``comparisons`` adds the recipes of their comparison rows; ``gpu`` (a
-    name in ``gpus.toml``) adds the FLOP-based lower bound."""
+    """One :class:`PlanItem` per recipe the tables need (``comparisons``: their comparison
+    rows' too); ``gpu`` (a ``gpus.toml`` name) adds the GPU figures."""
     figures = load_bench_figures() if figures is None else figures
     preflight = load_preflight() if preflight is None else preflight
     # records of recipes this index has (another folder's, or a deleted recipe's, are not
@@ -335,8 +304,8 @@ def _speed(item: PlanItem) -> str:
 
 
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
-    """A plain-text plan: a line per recipe, the datasets, the total estimate, and a note when
-    training would run on CUDA (``device``) but the hours are CPU figures."""
+    """The plan as text; a note when training would run on CUDA (``device``) but the hours are
+    CPU figures."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")
@@ -375,15 +344,13 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
                  f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
                  for it in items if it.train_pairs_estimate}
     if estimates:
-        lines.append("")
-        lines.append("(est.) training pairs not prepared here: the manifest's planning "
-                     "estimate from the paper's counts (a rebuilt set may differ):")
-        lines += [f"  {key}: {text}" for key, text in sorted(estimates.items())]
+        lines += ["", "(est.) training pairs not prepared here: the manifest's planning "
+                  "estimate from the paper's counts (a rebuilt set may differ):",
+                  *(f"  {key}: {text}" for key, text in sorted(estimates.items()))]
     missing = {it.dataset: it.data_command for it in items if not it.data_ready}
     if missing:
-        lines.append("")
-        lines.append("datasets to fetch / prepare:")
-        lines += [f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items())]
+        lines += ["", "datasets to fetch / prepare:",
+                  *(f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items()))]
     lines.append("")
     note = (f" (+{unknown} recipe(s) without an estimate: throughput or training pairs "
             "unknown)" if unknown else "")
@@ -401,8 +368,7 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
 
 
 def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> list[str]:
-    """Where the GPU figures come from, and their totals apart (a measured figure and a
-    lower bound are not the same kind of number)."""
+    """Where the GPU figures come from, measured and lower bounds totalled apart."""
     todo = [it for it in items if it.seeds_todo and it.trains]
     measured = sorted({it.gpu_rate_source.split("; ", 1)[1] for it in todo if it.gpu_rate})
     lines = [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "

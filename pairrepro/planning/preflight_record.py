@@ -1,8 +1,6 @@
-"""The preflight record ``bench/preflight/<recipe>.json``: one type that
-:mod:`pairrepro.train.preflight` fills and writes, and that the plan, Slurm's resources, the
-README and the ``results add`` gate read back, validated (a figure that cannot be right is a
-:class:`ConfigError` naming the file and key: skipping the record would silently put another
-recipe's figure in its place).
+"""The preflight record ``bench/preflight/<recipe>.json``: written by preflight, read back
+validated (a bad figure is a :class:`ConfigError`, never skipped: another recipe's figure would
+silently take its place).
 """
 
 from __future__ import annotations
@@ -138,9 +136,8 @@ STEP_NEUTRAL = frozenset({"train.epochs", "train.patience", "train.score_train_p
 
 
 def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None = None) -> str:
-    """Why ``recipe`` with the resolved ``config`` (``Recipe.to_dict()``) has no passing
-    record of that config in ``folder`` (``bench/preflight``); "" when it has one. The gate
-    of ``results add``: nothing is a reference run before its recipe passed."""
+    """Why ``recipe`` resolved as ``config`` has no passing record of that config (""
+    when it has one): the gate of ``results add``."""
     path = (folder or PREFLIGHT_DIR) / f"{recipe}.json"
     data = preflight_record(recipe, folder)
     if data is None:

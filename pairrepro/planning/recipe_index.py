@@ -1,7 +1,5 @@
-"""Which recipe reproduces which paper row, and a recipe's settings as flat names. A recipe's
-``reproduces = [{paper, table, row}]`` ties it to that row (labels compared without citations
-in parentheses, spaces and case: ``"MV-LSTM(k=3)"``); ``compares`` adds a row of its own below
-the paper's.
+"""Which recipe reproduces which paper row (a recipe's ``reproduces``; ``compares`` adds a row
+of its own below the paper's), and a recipe's settings as flat names.
 """
 
 from __future__ import annotations
@@ -51,9 +49,8 @@ def _table(paper: str, number: int, cache: dict[tuple[str, int], PaperTable | No
 
 
 def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]) -> None:
-    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset: a recipe
-    copied from ``x_trecqa.toml`` to another dataset with its ``compares`` line left in would
-    otherwise put that dataset's number into the TrecQA table without a word."""
+    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset (a copied
+    recipe would otherwise put another dataset's number into the table)."""
     for kind, refs in (("reproduces", recipe.recipe.reproduces),
                        ("compares", recipe.recipe.compares)):
         for ref in refs:
@@ -71,9 +68,8 @@ def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]
 
 
 def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
-    """Read every ``*.toml`` recipe; invalid ones are kept as errors, not fatal. A recipe that
-    declares a row of a table on another dataset than its own is refused (ConfigError naming
-    the recipe and the table): its number would otherwise land in that table."""
+    """Every ``*.toml`` recipe; invalid ones are kept as errors, a row of a table on another
+    dataset is a ConfigError."""
     from pairrepro.config import load_recipe
 
     folder = recipes_dir or paths.recipes_dir()
@@ -99,9 +95,8 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A recipe's (or run's) settings as flat ``section.key`` names, the model constructor's
-    defaults (``bench/model_facts.json``) filling the ``model.*`` keys it leaves unset, so a
-    report sees what the run used; an unknown model gets none."""
+    """A recipe's (or run's) settings as flat ``section.key`` names, the ``model.*`` keys it
+    leaves unset filled with the constructor's defaults (an unknown model gets none)."""
     flat = flatten(config)
     name = flat.get("model.name")
     defaults = model_defaults(name) if isinstance(name, str) else None
@@ -138,8 +133,8 @@ def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list
 
 def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
                   comparisons: bool = False) -> list[str]:
-    """Every recipe that reproduces a row of ``table`` (for ``reproduce`` and ``--plan``),
-    and with ``comparisons`` the recipes of its comparison rows too."""
+    """Every recipe that reproduces a row of ``table`` (``comparisons``: and its comparison
+    rows')."""
     names: set[str] = set()
     if table.kind != "hparams":
         for row in table.rows:
