@@ -18,19 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from pairrepro.errors import DataError, NoEvidenceError
-from pairrepro.metrics import (
-    binary_f1,
-    classification_metrics,
-    per_query_metrics,
-    ranking_metrics,
-)
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    all_runs,
-    prediction_keys,
-    read_predictions,
-)
+from pairrepro.metrics import binary_f1, classification_metrics, per_query_metrics, ranking_metrics
+from pairrepro.runs import DamagedRunError, RunInfo, all_runs, prediction_keys, read_predictions
 from pairrepro.stats import (
     Interval,
     PairedTest,

@@ -40,14 +40,8 @@ from pairrepro.report.analyses.comparison import (
     per_unit,
     versus_text,
 )
-from pairrepro.report.analyses.readings import (
-    ReadingValue,
-    read_cell,
-    readings_for,
-)
-from pairrepro.report.tables.cells import (
-    DAMAGED,
-)
+from pairrepro.report.analyses.readings import ReadingValue, read_cell, readings_for
+from pairrepro.report.tables.cells import DAMAGED
 from pairrepro.report.tables.numbers import (
     MOVING,
     MOVING_NOTE,

@@ -51,11 +51,7 @@ from pairrepro.report.tables.numbers import (
     printed_step,
     to_unit,
 )
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    find_runs,
-)
+from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.stats import Interval
 
 # Cell statuses, in the order a reader cares about them.

@@ -9,13 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    all_runs,
-    resume_command,
-    resume_overrides,
-)
+from pairrepro.runs import DamagedRunError, RunInfo, all_runs, resume_command, resume_overrides
 
 RANKING_METRICS = ("map", "mrr")
 
