@@ -1,9 +1,5 @@
-"""The paired comparison of two sets of runs on the same test units, one type for every
-report that compares: ``--compare-to`` (a table's rows against one row), orderings (two
-paper rows), gap ladders (a step against the step it changes) and precision parity (bf16
-against fp32). Each builds :class:`Comparison` with :func:`compare` and adjusts a table's
-family with :func:`adjust`; only renderers turn one into text (:func:`versus_text`).
-"""
+"""The paired comparison of two sets of runs on the same test units, one type for every report
+that compares (``--compare-to``, orderings, gap ladders, parity); only renderers make text."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
 """The evidence behind a reproduced number: per-unit values from a run's saved predictions,
-their bootstrap interval, and paired tests between two rows on the same test units.
-
-A *unit* is what a metric averages over: a query for ranking (AP, RR, P@1 from
-:func:`pairrepro.metrics.per_query_metrics`, under the run's recorded ``no_positive``), a pair
-for classification (F1, not a mean, is recomputed from counts); seeds stack into ``[seeds,
-units]``. Every metric of ``result.json`` must equal what the predictions give (to 1e-6;
-:func:`check_recorded`), else :class:`TamperedRunError` names the file and nothing is claimed.
-"""
+their bootstrap intervals, and paired tests on the same test units (docs/results.md)."""
 
 from __future__ import annotations
 

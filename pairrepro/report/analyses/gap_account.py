@@ -1,12 +1,5 @@
-"""What a ladder's measurements say about the gap left to the paper, sentence by sentence.
-
-Each sentence names what supports it: a protocol reading, a side step, the vectors'
-dose-response ladder or a cross-check against the authors' code (``[account]`` of a ladder
-names the dose ladder and the step that stands for the reproduction). What no measurement
-accounts for is given as a number: the distance left after the carried vector gain, under the
-clean protocol and under the reading nearest the paper. Only the ladder's first metric is
-spelt out; the tables above it hold the others.
-"""
+"""What a ladder's measurements say about the gap left to the paper, each sentence with its
+support (docs/results.md)."""
 
 from __future__ import annotations
 

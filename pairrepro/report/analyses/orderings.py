@@ -1,14 +1,5 @@
-"""Which of a paper's orderings hold in our runs: for every two rows of a table that both have
-a published value and reproduced runs, the paper's order in one column ("A above B", every
-metric being higher-is-better, or a tie when the printed numbers are equal) against the paired
-test of our two rows on the same units (:func:`~.evidence.paired_test`), read by
-one rule (:func:`verdict`): **holds** (the paper's sign, p < alpha), **same direction, not
-significant**, **reversed, not significant**, **reversed** (p < alpha); a printed tie
-**holds** when p >= alpha, else is **broken**; **undecided** while alpha lies within the
-p-value's Monte-Carlo error (:mod:`pairrepro.stats`). Each ordering also carries its Holm p
-over the table's orderings (verdicts use the raw p). Comparison rows (recipes' ``compares``)
-are not the paper's and are left out.
-"""
+"""Which of a paper's orderings of its rows hold in our runs, by paired tests on the same units
+(the verdict rule: :func:`verdict`, docs/results.md)."""
 
 from __future__ import annotations
 

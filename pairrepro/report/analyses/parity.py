@@ -1,11 +1,5 @@
-"""Precision parity: do runs trained under bf16 autocast give the numbers fp32 runs give?
-
-``pairrepro/report/parity.toml`` pairs a bf16 recipe with the fp32 one it extends (any
-difference but ``[train] precision`` is a ConfigError). Per pair and metric, from the reference
-runs: means with intervals, seed-by-seed differences, a paired test of bf16 against fp32
-(Holm over the table). bf16 passes when the test finds no difference (p >= 0.05, decided)
-*and* the means differ by no more than the fp32 seeds' spread (largest minus smallest).
-"""
+"""Precision parity: do bf16 runs give the numbers of the fp32 runs they extend (the pairs of
+``pairrepro/report/parity.toml``; the pass rule: docs/results.md)?"""
 
 from __future__ import annotations
 

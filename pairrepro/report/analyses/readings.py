@@ -1,16 +1,5 @@
-"""Protocol readings: a reproduced number re-scored under another published evaluation
-protocol, from the same committed predictions, with nothing trained.
-
-A readings file (``pairrepro/report/readings/<dataset>.toml``) names the protocols a dataset's
-metric has been published under, each with its source, and the paper tables whose cells it
-reads. A reading turns a run's per-unit values (:mod:`pairrepro.report.analyses.evidence`) into the
-protocol's: TrecQA's raw readings add the questions the clean variant drops (an all-positive
-question scores 1 whatever the ranking; a no-positive one 0, or is left out, as trec_eval
-leaves it out without ``-c``), TwitterURL's re-score the predicted classes (the paraphrase
-class's F1, macro-F1, accuracy). Each value has its two-level bootstrap interval and its
-distance from the paper's number; the reading nearest the paper is a hypothesis about how
-the paper scored, with that evidence, never a correction of the reproduced number.
-"""
+"""Protocol readings: a reproduced number re-scored from the same committed predictions under
+another published evaluation protocol (``pairrepro/report/readings/``; docs/results.md)."""
 
 from __future__ import annotations
 

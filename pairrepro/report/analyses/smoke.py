@@ -1,10 +1,5 @@
 """The real-text smoke tests (recipes ``<model>_<dataset>_smoke``): each model's test accuracy
-with its 95% interval beside the majority class of the same training split
-(``majority_<dataset>_smoke``), the paired difference with its interval, and the paired
-randomization test against the majority class, Holm-adjusted over the models of a dataset. A
-model *beats* the majority class when the adjusted p is below :data:`ALPHA` and the difference
-interval lies above 0. These show that the real-text path learns; no paper number is among them.
-"""
+against the majority class of the same training split (``majority_<dataset>_smoke``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The model benchmark table of docs/benchmarks.md, from the committed
-``bench/records/<script>.json`` (``bench_grid.py`` / ``bench_csran_cin.py --record``): only
-*reference measurements* of the bench protocol (``bench/protocol.py``), each with its machine,
-load and threads, the latest two of a model side by side with their largest share difference.
-"""
+"""The model benchmark table of docs/benchmarks.md from ``bench/records/<script>.json``:
+reference measurements only, the latest two of a model side by side."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The generated sections of README.md and the pages of docs/, each between
-``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from the committed
-reference runs alone (``make readme-tables``; a test fails when a page differs): the headline
-table, one page per paper (``docs/papers/<paper>.md``: every table, its comparisons,
-readings, orderings and ladders, the paper's run list), the reference-only view of
-:func:`pairrepro.report.tables.cells.evaluate_table`, paths relative to the project, the same text
-on every machine and no number without a committed run. Each section lives on one page.
-"""
+"""The generated sections (``<!-- BEGIN generated: NAME -->`` ... ``<!-- END generated -->``)
+of README.md and docs/, rendered from the committed reference runs alone: the same text on
+every machine. Each section lives on one page."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A release of the reference runs: ``results/release.json`` names the commit the last re-made
-runs came from, the date, the machine and every run in ``results/``. A release is written only
-when nothing is pending: every run records the CPU it ran on, and every recipe's seeds come
-from one commit. A run re-made over an older one keeps, in ``replaces.json`` beside it, whether
-the two are bit-equal and, when they are not, what differs between them."""
+"""A release of the reference runs (``results/release.json``), written only when nothing is
+pending; re-made runs keep ``replaces.json`` (docs/results.md)."""
 
 from __future__ import annotations
 

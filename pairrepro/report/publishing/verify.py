@@ -1,22 +1,7 @@
-"""Reference runs: ``pairrepro results add`` (a finished run into ``results/``) and
-``pairrepro verify`` (a user's run against the reference run of the same recipe and seed).
-Files are compared; no model is loaded.
-
-``verify`` checks, in order: **data** (the recorded sha256 of every prepared file),
-**config** (:func:`pairrepro.runs.config_differences`), **metrics**. ``same`` claims
-bit-equality and needs the same environment too: device, torch build, threads, precision and
-CPU fingerprint (a manifest without one is *unknown*, never the same); there a metric that is
-not bit-equal is a difference (a deterministic run repeats exactly). Elsewhere every dev and
-test metric must lie inside the reference's 95% bootstrap interval
-(:mod:`pairrepro.report.analyses.evidence`) and counts must be equal; a metric none of these covers
-fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
-
-Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
-``different data``, ``variant``, ``different``, ``reference damaged`` (a file missing or
-unreadable, a split's predictions gone, or its result.json disagrees with its predictions),
-``no reference``. The first two exit 0; ``no reference`` for
-every run exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
-"""
+"""``pairrepro results add`` (a finished run into ``results/``) and ``pairrepro verify`` (a run
+against the reference run of its recipe and seed; docs/trusting-runs.md). Files are compared; no
+model is loaded. Verdicts ``same`` and ``consistent`` exit 0, ``no reference`` for every run 7,
+any other 9 (:class:`~pairrepro.errors.VerificationError`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Figures with matplotlib (Agg, PNG and SVG): CSRAN Figures 2 and 3 (dev score against
-stack depth; a run joins a series whose ``match`` keys its resolved config holds, unset model
-keys at the model's defaults: ``recipe_index.settings``); a table whose rows carry ``x``
-(MV-LSTM Table 2) as published against reproduced means; a run's training curves
-(``report curves RUN``).
-"""
+"""Figures with matplotlib (Agg, PNG and SVG): CSRAN's depth curves, published against
+reproduced means of a table whose rows carry ``x``, and a run's training curves."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The grid every format of an evaluated paper table is drawn from (:func:`layout`): per
-column the published value (bold as the paper prints it, or best by value where a conversion
-lost the bold) and the reproduced ``mean [interval] (delta) mark``; below it a note per cell
-without a number (why, or the command to run) and a line per recipe naming its runs (folder,
-commit, seeds, chosen epochs). The texts of a cell are made here and nowhere else.
-"""
+"""The grid every format of an evaluated paper table is drawn from (:func:`layout`); the texts
+of a cell are made here and nowhere else."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``pairrepro report runs``: one line per run, read from the run folders (never typed):
-dev and test scores, tie share, chosen epoch, wall time, speed, threads, commit, the prepared
-data's sha256. A damaged folder is a ``damaged`` line naming the file.
-"""
+"""``pairrepro report runs``: one line per run, read from the run folders; a damaged folder is
+a ``damaged`` line naming the file."""
 
 from __future__ import annotations
 
