@@ -26,24 +26,18 @@ from pairrepro.stats import (
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
-# the root of every resampling stream: the same runs always give the same interval and
-# p-value, and each cell draws from its own stream (:func:`stream`)
-BOOTSTRAP_SEED = 0
-
-
+BOOTSTRAP_SEED = 0  # the root of every resampling stream (:func:`stream`)
 # how far a recorded metric may lie from the one its predictions give (float32 scores and
 # summation order move the 1e-16 digits, an edit moves the visible ones)
 RECORD_TOLERANCE = 1e-6
 
 
 class TamperedRunError(DamagedRunError):
-    """A run's ``result.json`` disagrees with what its saved predictions give: one of the two
-    was edited or damaged, so neither can be trusted (exit 3)."""
+    """A run's ``result.json`` disagrees with its saved predictions: neither is trusted."""
 
 
 def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
-    """The metrics of every split with saved predictions, recomputed by training's functions;
-    a prediction file that cannot be read or scored is a :class:`DamagedRunError`."""
+    """The metrics of every split with saved predictions, recomputed (else DamagedRunError)."""
     out: dict[str, dict[str, float]] = {}
     for split, recorded in sorted(run.metrics.items()):
         frame = read_predictions(run.folder, split)
@@ -73,8 +67,7 @@ _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
 
 
 def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
-    """The run's result.json and prediction files as (name, size, mtime): a file rewritten
-    since the last check gets checked again."""
+    """The run's files as (name, size, mtime): a file rewritten since is checked again."""
     files = [run.folder.result_path,
              *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
@@ -105,8 +98,7 @@ def check_recorded(run: RunInfo) -> None:
 
 
 def tampered_runs(results_dir: Path) -> list[str]:
-    """Why each finished run under ``results_dir`` cannot be trusted (a damaged folder, or
-    result.json against its predictions); empty when every one checks."""
+    """Why each finished run under ``results_dir`` cannot be trusted (empty: all check)."""
     problems = []
     for run in all_runs(results_dir):
         if run.status == "damaged":
@@ -122,8 +114,7 @@ def tampered_runs(results_dir: Path) -> list[str]:
 
 
 def unit_name(metric: str) -> str:
-    """What ``metric`` (``<split>.<metric>``) averages over, in words: ``"<split> queries"`` for
-    a ranking metric, ``"<split> pairs"`` for a classification one."""
+    """What ``metric`` averages over: ``"<split> queries"`` or ``"<split> pairs"``."""
     split, name = metric.split(".", 1)
     return f"{split} {'pairs' if name in CLASSIFICATION_METRICS else 'queries'}"
 
@@ -151,8 +142,7 @@ def stream(*identity: object) -> int:
 
 def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                                                    np.ndarray | None]:
-    """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not (an
-    unreadable prediction file is a :class:`DamagedRunError`, as in :func:`rescore`)."""
+    """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not."""
     split, name = metric.split(".", 1)
     frame = read_predictions(run.folder, split)
     if frame is None:
@@ -183,10 +173,9 @@ def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
 
 
 def run_units(runs: list[RunInfo], metric: str) -> Units:
-    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed. A run
-    without the split's predictions, or seeds on other units: :class:`NoEvidenceError` (the
-    reason a note prints); a result.json that disagrees with its predictions:
-    :class:`TamperedRunError`, a :class:`DamagedRunError` no caller may fall back from."""
+    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed; no
+    evidence is a :class:`NoEvidenceError`, a result.json that disagrees with its predictions a
+    :class:`TamperedRunError` no caller may fall back from."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)
@@ -209,10 +198,8 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
 
 
 def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> Interval:
-    """The 95% two-level bootstrap interval of the metric, with resamples enough that whether
-    each of ``targets`` (the values a verdict compares with, in the metric's scale) lies inside
-    and the endpoints' digits printed in units of ``step`` do not depend on the seed, or saying
-    they may (:meth:`~pairrepro.stats.Interval.straddles`, ``moving``)."""
+    """The 95% two-level bootstrap interval, resampled until whether each of ``targets`` (in
+    the metric's scale) lies inside, and the digits printed in units of ``step``, are settled."""
     seed = stream("interval", units.recipe, units.metric, units.seeds)
     if units.kind == "f1":
         return f1_interval(np.asarray(units.labels), units.values, seed=seed,
@@ -221,8 +208,7 @@ def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -
 
 
 def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(query ids, tied candidates, candidates) of every evaluated query: the units of
-    ``tie_share`` (a candidate is tied when another of its query has the same score)."""
+    """(query ids, tied candidates, candidates) of every evaluated query (``tie_share``)."""
     frame = read_predictions(run.folder, split)
     if frame is None or "score" not in frame.columns:
         raise NoEvidenceError(f"{run.path} has no ranking predictions/{split}.parquet")
@@ -239,8 +225,7 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
 
 def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
                     ) -> Interval:
-    """The 95% interval of any metric the predictions give per unit (:func:`run_units`' means
-    and F1, macro F1, tie share over queries); else :class:`NoEvidenceError` (a count, R@k)."""
+    """The 95% interval of any metric the predictions give per unit, else NoEvidenceError."""
     split, name = metric.split(".", 1)
     seed = stream("interval", runs[0].recipe if runs else "", metric,
                   tuple(r.seed for r in runs))
@@ -266,8 +251,7 @@ F1_PAIRING = ("F1: the mean of per-seed differences, seed k against seed k, a si
 
 
 def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seed k of ``a`` against seed k of ``b`` (as many as both have); a single seed (a
-    deterministic scorer such as BM25) stands against every seed of the other."""
+    """Seed k of ``a`` against seed k of ``b``; a single seed (BM25) stands against each."""
     if len(a) == 1 or len(b) == 1:
         count = max(len(a), len(b))
         return np.repeat(a, count // len(a), axis=0), np.repeat(b, count // len(b), axis=0)
@@ -276,8 +260,7 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _order_of(a: Units, b: Units) -> np.ndarray | None:
-    """The columns of ``b`` in ``a``'s unit order (None: already the same order); the two
-    must hold the same units."""
+    """The columns of ``b`` in ``a``'s unit order (None: already the same order)."""
     if a.ids == b.ids:
         return None
     position = {unit: k for k, unit in enumerate(b.ids)}
@@ -305,8 +288,7 @@ def paired_test(a: Units, b: Units) -> PairedTest:
 
 
 def difference_interval(a: Units, b: Units) -> Interval:
-    """The 95% two-level bootstrap interval of ``a`` minus ``b`` for a mean metric on the same
-    units, seed k against seed k (:func:`_paired_seeds`); else :class:`NoEvidenceError`."""
+    """The 95% interval of ``a`` minus ``b`` for a mean metric on the same units."""
     if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
                               "same units")
