@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pairrepro import stats
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
@@ -43,17 +44,6 @@ from pairrepro.report.tables.numbers import (
     parse_published,
 )
 from pairrepro.runs import RunInfo
-from pairrepro.stats import (
-    CONFIDENCE,
-    ENDPOINT_SE,
-    INTERVAL_CAP,
-    MC_Z,
-    P_MARGIN,
-    P_SE,
-    RESAMPLES,
-    TEST_BATCH,
-    TEST_CAP,
-)
 
 MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
 SHORT = {
@@ -288,10 +278,11 @@ def layout(ev: EvalTable) -> Layout:
 
 def _test_resamples(ev: EvalTable) -> str:
     """The paired tests' resampling in words (adaptive: pairrepro.stats)."""
-    return (f"resamples in batches of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
-            f"sqrt(p(1-p)/R) is at most {P_SE:g} and it is sure whether p lies within "
-            f"{P_MARGIN:g} of 0.05, at most {TEST_CAP:,}; 'undecided at 0.05' where p lies "
-            f"within the larger of {P_MARGIN:g} and {MC_Z:g} MC s.e. of 0.05")
+    return (f"resamples in batches of {stats.TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
+            f"sqrt(p(1-p)/R) is at most {stats.P_SE:g} and it is sure whether p lies within "
+            f"{stats.P_MARGIN:g} of 0.05, at most {stats.TEST_CAP:,}; 'undecided at 0.05' where "
+            "p lies "
+            f"within the larger of {stats.P_MARGIN:g} and {stats.MC_Z:g} MC s.e. of 0.05")
 
 
 def _splits(ev: EvalTable) -> str:
@@ -303,7 +294,7 @@ def _splits(ev: EvalTable) -> str:
 def _verdict_rule(ev: EvalTable) -> str:
     """The footer's statement of the verdict rule (pairrepro.report.tables.cells)."""
     cells = [c for r in ev.rows for c in r.cells]
-    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
+    text = (f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
             "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
             "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
@@ -331,11 +322,12 @@ def _mc_text(cells: list[Cell]) -> str:
     """How many resamples the intervals took and their largest Monte-Carlo error."""
     found = [c.estimate.interval for c in cells
              if c.estimate is not None and c.estimate.interval is not None]
-    text = (f"Resamples double from {RESAMPLES:,} until each endpoint's Monte-Carlo s.e. is at "
-            f"most {ENDPOINT_SE:g} (fraction scale), no rounding boundary of its printed "
-            f"digits lies within {MC_Z:g} s.e. of it and the published value lies more than "
-            f"{MC_Z:g} s.e. from both endpoints, at most {INTERVAL_CAP:,}; ? undecided: the "
-            "published value still within that at the cap, so inside or outside would "
+    text = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "
+            f"s.e. is at most {stats.ENDPOINT_SE:g} (fraction scale), no rounding boundary of its "
+            f"printed digits lies within {stats.MC_Z:g} s.e. of it and the published value lies "
+            f"more than {stats.MC_Z:g} s.e. from both endpoints, at most "
+            f"{stats.INTERVAL_CAP:,}; ? undecided: the published value still within that at the "
+            "cap, so inside or outside would "
             "depend on the resampling seed.")
     if any(any(i.moving()) for i in found):
         text += f" {MOVING_NOTE}."

@@ -1,6 +1,5 @@
 """Render evaluated paper tables from their :func:`~.layout.layout`: terminal (rich),
-Markdown, LaTeX, HTML, and the ``--json`` view of every cell.
-"""
+Markdown, LaTeX, HTML, and the ``--json`` view of every cell."""
 
 from __future__ import annotations
 
@@ -12,37 +11,10 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.planning.paper_tables import Column
-from pairrepro.report.tables.cells import (
-    ABOVE,
-    BELOW,
-    DAMAGED,
-    DATA_MISSING,
-    FAILED,
-    NEW,
-    NO_RECIPE,
-    NO_REFERENCE,
-    NOT_REPRODUCIBLE,
-    NOT_RUN,
-    OFF,
-    REPRODUCED,
-    RUNNING,
-    STALE,
-    UNDECIDED,
-    VARIANT,
-    Cell,
-    EvalTable,
-)
+from pairrepro.report.tables.cells import STYLE, Cell, EvalTable
 from pairrepro.report.tables.layout import comparison_text, layout
 
 FORMATS = ("term", "md", "latex", "html")
-STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
-         UNDECIDED: "yellow",
-         VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
-         FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
-         NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
-
-
-# --------------------------------------------------------------------------- formats
 
 
 def _md_escape(text: str) -> str:
