@@ -60,9 +60,8 @@ VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 # the terminal's colour of each status (render.py)
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
-         DAMAGED: "bold red",
-         FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
-         NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
+         DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",
+         DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
 ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
 REFERENCE = "reference"  # Cell.source: the number comes from results/
 OWN = "runs"  # ... from the user's runs/
