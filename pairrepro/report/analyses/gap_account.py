@@ -157,8 +157,7 @@ def account_markdown(result: LadderResult) -> list[str]:
 
 
 def gap_markdown(result: LadderResult) -> str:
-    """A ladder's table (:func:`ladder_markdown`) with its readings, dose-response and account
-    before what it does not try."""
+    """A ladder's table with its readings, dose-response and account."""
     return ladder_markdown(result, _readings_markdown(result) + _dose_markdown(result)
                            + account_markdown(result))
 
@@ -177,8 +176,7 @@ def gap_json(result: LadderResult) -> dict[str, Any]:
 
 
 def _readings_markdown(result: LadderResult) -> list[str]:
-    """The readings block: each named step's value under every protocol, its distance from
-    the paper's value with its interval, the nearest marked, and the protocols' sources."""
+    """The readings of the named steps under every protocol, with their sources."""
     readings = ladder_readings(result)
     if not readings:
         return []
@@ -209,9 +207,8 @@ def dose_response(result: LadderResult) -> list[tuple[Column, float, float, floa
 
 
 def _coverage(result: LadderResult) -> list[str]:
-    """Each step's share of vocabulary words without a pretrained vector (OOV), from its
-    manifests; a vocabulary's size is a function of the prepared data, so a run that did not
-    record it takes it from a run of the same prepared data that did."""
+    """Each step's OOV share of its vocabulary, from its manifests (a run without a recorded
+    vocabulary size takes it from a run of the same prepared data)."""
     rows_of = {(r.manifest.get("prepared_sha256") or {}).get("train.parquet"):
                r.manifest.get("embedding_rows")
                for runs in result.runs.values() for r in runs
@@ -238,8 +235,7 @@ def _coverage(result: LadderResult) -> list[str]:
 
 
 def _dose_markdown(result: LadderResult) -> list[str]:
-    """The dose-response sentence: change per doubling, carried to the paper's amount, beside
-    the distance left to the paper."""
+    """The dose-response sentence beside the distance left to the paper."""
     dose = result.ladder.dose
     slopes = dose_response(result)
     if dose is None or not slopes:
@@ -270,8 +266,7 @@ def _dose_markdown(result: LadderResult) -> list[str]:
 
 
 def _supports(column: Column, carried_high: float, left: float) -> str:
-    """Whether the carried gain's interval reaches the distance left: the measured slope's
-    verdict on "the paper's vectors explain the rest"."""
+    """Whether the carried gain's interval reaches the distance left."""
     if carried_high < left:
         return (f" {column.header}: even the upper end of the carried gain falls short of the "
                 "distance left, so the measured slope does not support that the vectors' "

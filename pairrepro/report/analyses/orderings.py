@@ -70,8 +70,7 @@ def verdict(paper_difference: float, difference: float, p_value: float,
 
 @dataclass
 class _RowUnits:
-    """One paper row in one column: its label, printed value and per-unit values (read once,
-    for every pair the row is in), or why there are none."""
+    """One paper row in one column: label, printed value and per-unit values (or why not)."""
 
     label: str
     published: float
@@ -107,8 +106,7 @@ def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float)
 
 
 def _text(item: Ordering, column: Column) -> str:
-    """"+0.02 (p 0.354)", one decimal more than the paper prints (a difference smaller than
-    its last digit still shows its sign), or why there is no test."""
+    """"+0.02 (p 0.354)" with one decimal more than the paper, or why there is no test."""
     return versus_text(item.comparison, column, decimals=1, undecided=False)
 
 

@@ -88,8 +88,7 @@ def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
 
 def _precision_runs(index: RecipeIndex, results: Path, recipe: str, precision: str
                     ) -> list[RunInfo]:
-    """The recipe's finished reference runs that were trained in ``precision`` (a run made
-    with ``--precision`` is its recipe's run, but not evidence for the other precision)."""
+    """The recipe's finished reference runs trained in ``precision``."""
     return [run for run in recipe_runs(index, results, recipe)
             if str(run.manifest.get("precision") or "fp32") == precision]
 
@@ -138,8 +137,7 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
 
 def evaluate_parity(results: Path, index: RecipeIndex | None = None,
                     table: ParityTable | None = None) -> list[ParityResult]:
-    """Every pair of ``parity.toml`` on the runs of ``results``, Holm-adjusted over all the
-    tests the table prints."""
+    """Every pair of ``parity.toml`` on ``results``, Holm over the table's tests."""
     index = index or load_recipe_index()
     table = table or load_parity()
     found: list[ParityResult] = []

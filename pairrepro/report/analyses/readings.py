@@ -106,9 +106,7 @@ def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
 
 def _read(runs: list[RunInfo], column: Column, published: float | None, reading: Reading,
           spec: ReadingsFile) -> Interval:
-    """The reading's value over ``runs`` (mean over seeds) with its bootstrap interval, its
-    resamples enough that the printed digits and whether the paper's value lies inside do not
-    depend on the resampling seed (or the interval says they may)."""
+    """The reading's mean over seeds with its bootstrap interval."""
     split, metric = column.split, column.metric_name
     units = evidence.run_units(runs, f"{split}.accuracy" if reading.protocol == "accuracy"
                                else f"{split}.{metric}")
@@ -130,8 +128,7 @@ def _read(runs: list[RunInfo], column: Column, published: float | None, reading:
 
 def read_cell(runs: list[RunInfo], column: Column, published: float | None,
               spec: ReadingsFile) -> list[ReadingValue]:
-    """Every reading of ``spec`` for one cell (its runs and column), each with its distance
-    from ``published``; the nearest is marked."""
+    """Every reading of ``spec`` for one cell, with its distance from ``published``."""
     values = []
     for reading in spec.readings:
         found = _read(runs, column, published, reading, spec)
@@ -203,8 +200,7 @@ def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
-    """(row label, column, published value, readings) of every reproduced cell of ``ev``
-    that has a published value and readings that name its table."""
+    """(label, column, published, readings) of ``ev``'s cells that readings apply to."""
     found = []
     for row in ev.rows:
         for column, cell in zip(ev.table.columns, row.cells, strict=False):
@@ -231,8 +227,7 @@ def table_readings_markdown(ev: EvalTable) -> str:
 
 def readings_block(cells: list[tuple[str, Column, float | None, list[ReadingValue]]],
                    dataset: str) -> list[str]:
-    """Markdown lines of cells' readings (label, column, published value, readings): the
-    table, how to read it and each protocol's source."""
+    """Markdown lines of cells' readings, how to read them and the protocols' sources."""
     lines = list(READINGS_HEAD)
     for label, column, published, values in cells:
         lines += readings_rows(label, column, published, values)

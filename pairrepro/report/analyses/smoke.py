@@ -46,8 +46,7 @@ def smoke_recipes(dataset: str) -> list[str]:
 
 
 def smoke_rows(results: Path) -> list[SmokeRow]:
-    """A row per smoke recipe with finished runs under ``results`` whose dataset's majority
-    class has a finished run too; a run without predictions is a :class:`NoEvidenceError`."""
+    """A row per smoke recipe whose runs and majority-class runs have finished."""
     rows: list[SmokeRow] = []
     for dataset in DATASETS:
         baseline = _finished(results, f"{BASELINE}_{dataset}_smoke")

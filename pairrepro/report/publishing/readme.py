@@ -122,9 +122,7 @@ def _release(results: Path) -> str:
 
 
 def _environment(results: Path) -> str:
-    """Where the reference runs were made, counted from their manifests: device, torch
-    build, precision, determinism, threads and the CPU fingerprint (older manifests lack
-    some keys: counted as not recorded, never guessed)."""
+    """Where the reference runs were made, counted from their manifests."""
     from collections import Counter
 
     from pairrepro.runs import all_runs
@@ -175,8 +173,7 @@ def _headline(results: Path) -> str:
 
 
 def _paper_runs(paper: str, results: Path) -> str:
-    """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
-    paper of the run's model, whichever paper's table the run fills)."""
+    """The reference runs whose ``recipe.paper`` is ``paper``."""
     from pairrepro.report.tables.runs_table import collect, to_markdown
     from pairrepro.runs import all_runs
 
@@ -187,8 +184,7 @@ def _paper_runs(paper: str, results: Path) -> str:
 
 
 def _paper_sections() -> dict[str, Callable[[Path], str]]:
-    """Every table of every paper, with the extra views a page shows after it, then the
-    paper's run list: ``<paper>-table<N>[-...]`` and ``<paper>-runs``."""
+    """``<paper>-table<N>[-...]`` and ``<paper>-runs`` of every paper."""
     extras = {
         "csran-table5": {"csran-table5-vs-bm25": partial(
             _table, "csran", 5, "BM25, threshold fitted on train"),
@@ -228,10 +224,8 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
 
 def render_sections(results_dir: Path | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, str]:
-    """Every generated section's text from ``results_dir`` (default ``results/``), with paths
-    relative to the project folder (the README must not depend on where the clone lives).
-    ``progress`` gets one line per phase (the check, then each section) with the time so far:
-    the whole takes tens of seconds, too long to be silent."""
+    """Every generated section's text from ``results_dir`` (default ``results/``), paths
+    relative to the project; ``progress`` gets one line per phase."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     folder = (results_dir or paths.results_dir()).absolute()
@@ -262,9 +256,8 @@ def documents(readme: Path) -> list[Path]:
 
 
 def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
-    """``texts`` (page -> text) with the body of every marked section replaced by
-    ``sections[name]``. A ConfigError names the page of a marker naming no known section, the
-    two pages of a section marked twice, and every known section no page marks."""
+    """``texts`` (page -> text) with every marked section's body replaced; an unknown,
+    doubly marked or unmarked section is a ConfigError naming the pages."""
     where: dict[str, Path] = {}
     for path, text in texts.items():
         for name in (m.group(1) for m in _SECTION.finditer(text)):
@@ -287,9 +280,8 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
 
 def refresh(readme: Path, results_dir: Path | None = None,
             progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
-    """Each page of :func:`documents` whose sections differ from what ``results_dir`` renders
-    -> (its fresh text, the names of those sections) (``progress``: as
-    :func:`render_sections`)."""
+    """Each page whose sections differ from what ``results_dir`` renders -> (fresh text,
+    the names of those sections)."""
     texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
     fresh = rewrite_all(texts, render_sections(results_dir, progress))
     out: dict[Path, tuple[str, list[str]]] = {}

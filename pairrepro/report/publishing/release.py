@@ -54,9 +54,8 @@ def _cpu_line(manifest: dict[str, Any]) -> str:
 
 
 def pending(results_dir: Path | None = None) -> list[Remake]:
-    """What must be re-made before a release: every seed of a recipe whose seeds come from
-    more than one commit, and every run that does not record its CPU (``manifest.cpu``) or
-    ran on another CPU than most runs did."""
+    """What must be re-made before a release: recipes whose seeds span commits, runs without
+    ``manifest.cpu`` or on another CPU than most."""
     runs = all_runs(results_dir or paths.results_dir())
     known = Counter(_cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
     usual = known.most_common(1)[0][0] if known else ""
@@ -99,9 +98,7 @@ def _same_predictions(old: RunInfo, new: RunInfo) -> bool:
 
 
 def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
-    """What re-making ``old`` as ``new`` changed: bit-equal metrics and predictions or not,
-    and the reasons known for a difference (the training code between the two commits, an
-    unrecorded or other CPU, another torch build or precision)."""
+    """What re-making ``old`` as ``new`` changed: bit-equal or not, and the known reasons."""
     bit_equal = old.metrics == new.metrics and _same_predictions(old, new)
     why = []
     if not bit_equal:

@@ -108,8 +108,7 @@ def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
 
 
 def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
-    """Every dev/test metric of the reference checked against its interval (or, for a count,
-    equal); a metric that cannot be checked fails the run and is named."""
+    """Every dev/test metric of the reference against its interval (a count: equal)."""
     found: dict[str, list[str]] = {"inside": [], "outside": [], "unchecked": []}
     splits = [s for s in sorted(ref.metrics) if read_predictions(ref.folder, s) is not None]
     for split in splits:
@@ -204,10 +203,8 @@ def _metrics_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str, bool]:
 def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = False,
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
-    """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.runs.copy_compact`). A damaged or incomplete run is a DamagedRunError;
-    a variant, a dirty run (``git.dirty`` not false) or a recipe without a passing preflight
-    record of its config is a ConfigError naming why."""
+    """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly; a
+    damaged run is a DamagedRunError, a variant, dirty or unpreflighted one a ConfigError."""
     from pairrepro.config import load_recipe
     from pairrepro.planning.preflight_record import preflight_problem
 

@@ -92,8 +92,7 @@ def _where(runs: list[RunInfo]) -> str:
 
 
 def _commit(run: RunInfo) -> str:
-    """The run's commit as its manifest records it, ``+dirty`` when the code was not all
-    committed (``unknown`` without a record)."""
+    """The run's commit (``+dirty``, ``unknown``) as its manifest records it."""
     git = run.manifest.get("git") if isinstance(run.manifest.get("git"), dict) else {}
     commit = str(git.get("commit") or run.commit or "")[:10] or "unknown"
     return commit + ("+dirty" if git.get("dirty") else "")
@@ -116,8 +115,7 @@ def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) ->
 
 
 def _run_setup(config: dict[str, Any]) -> str:
-    """What a reader needs to weigh a reproduced number: vectors, epochs, training data size
-    (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
+    """Vectors, epochs and training data size from the run's resolved config."""
     emb, train, data, model, task = (config.get(k, {}) for k in (
         "embeddings", "train", "data", "model", "task"))
     if needs_training(str(model.get("name", ""))) is False:
@@ -137,8 +135,7 @@ def _run_setup(config: dict[str, Any]) -> str:
 
 
 def value_text(cell: Cell, column: Column) -> str:
-    """The reproduced value as the paper would print it ("" without one): the mean (± the
-    seeds' std where there is no interval), a parameter count, the recipe's setting."""
+    """The reproduced value as the paper would print it ("" without one)."""
     found = cell.estimate
     if found is None:
         if cell.status == VARIANT:

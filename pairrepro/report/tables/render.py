@@ -22,10 +22,8 @@ def _md_escape(text: str) -> str:
 
 
 def _link(link: str, links_from: Path | None) -> str:
-    """A run folder as a link from the folder ``links_from`` (where the document is read),
-    never the absolute path of the machine that rendered it; a run of this checkout
-    (``results/``) linked from a document outside it: relative to the checkout, as in the
-    README. ``None``: as found."""
+    """A run folder relative to ``links_from`` (a run of this checkout from outside it:
+    relative to the checkout); ``None``: as found."""
     if links_from is None:
         return link
     target, base = Path(link).absolute(), links_from.absolute()
@@ -36,8 +34,7 @@ def _link(link: str, links_from: Path | None) -> str:
 
 
 def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A GitHub-flavoured Markdown table with notes and run links (relative to
-    ``links_from``, the folder of the file written, when given)."""
+    """A GitHub-flavoured Markdown table with notes and run links."""
     lay = layout(ev)
     out = [f"### {ev.paper.paper}: {lay.title}", ""]
     out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
@@ -109,8 +106,7 @@ def to_latex(ev: EvalTable) -> str:
 
 
 def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs
-    (relative to ``links_from`` when given, as :func:`to_markdown`)."""
+    """A self-contained HTML fragment (``<table>`` plus notes) linking cells to runs."""
     lay = layout(ev)
     esc = html.escape
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
@@ -198,8 +194,7 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
 
 
 def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
-    """Render one evaluated table in ``fmt`` (term | md | latex | html); Markdown and HTML
-    link runs relative to ``links_from`` when given."""
+    """Render one evaluated table in ``fmt`` (term | md | latex | html)."""
     if fmt in ("md", "html"):
         return (to_markdown if fmt == "md" else to_html)(ev, links_from)
     return {"term": to_term, "latex": to_latex}[fmt](ev)
