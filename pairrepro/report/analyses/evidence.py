@@ -166,12 +166,6 @@ def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                      f"{', '.join(RANKING_METRICS + CLASSIFICATION_METRICS)})")
 
 
-def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
-    if kind == "mean":
-        return float(values.mean())
-    return binary_f1(np.asarray(labels), values)
-
-
 def run_units(runs: list[RunInfo], metric: str) -> Units:
     """The per-unit values of ``metric`` over the finished ``runs``, a row per seed; no
     evidence is a :class:`NoEvidenceError`, a result.json that disagrees with its predictions a
@@ -181,7 +175,8 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
         check_recorded(run)
         kind, seed_ids, values, seed_labels = _seed_units(run, metric)
         recorded = run.value(metric)
-        point = _point(kind, values, seed_labels)
+        point = (float(values.mean()) if kind == "mean"
+                 else binary_f1(np.asarray(seed_labels), values))
         if recorded is None or abs(point - recorded) > RECORD_TOLERANCE:
             raise TamperedRunError(f"{run.folder.result_path}: {metric} {recorded!r} "
                                    f"where its predictions give {point:.6f}",

@@ -98,12 +98,6 @@ class ReadingValue:
     moving: tuple[bool, bool] = (False, False)  # an endpoint's last digit may still move
 
 
-def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
-    """Each seed's per-unit values followed by ``ones`` units of 1 and ``zeros`` of 0."""
-    seeds = units.values.shape[0]
-    return np.hstack([units.values, np.ones((seeds, ones)), np.zeros((seeds, zeros))])
-
-
 def _read(runs: list[RunInfo], column: Column, published: float | None, reading: Reading,
           spec: ReadingsFile) -> Interval:
     """The reading's mean over seeds with its bootstrap interval."""
@@ -123,7 +117,9 @@ def _read(runs: list[RunInfo], column: Column, published: float | None, reading:
         raise ConfigError(f"readings of {spec.dataset}: no [raw.{split}] counts for "
                           f"{reading.name!r}", hint=f"add them to {READINGS_DIR}")
     zeros = dropped.no_positive if reading.protocol == "raw_no_positive_zero" else 0
-    return mean_interval(_with_constants(units, dropped.all_positive, zeros), **options)
+    seeds = units.values.shape[0]  # each seed's units, then the dropped questions' 1s and 0s
+    return mean_interval(np.hstack([units.values, np.ones((seeds, dropped.all_positive)),
+                                    np.zeros((seeds, zeros))]), **options)
 
 
 def read_cell(runs: list[RunInfo], column: Column, published: float | None,

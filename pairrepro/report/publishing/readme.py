@@ -19,6 +19,8 @@ from pairrepro.planning.paper_tables import PAPERS, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.analyses.smoke import smoke_markdown
+from pairrepro.report.publishing.bench_records import bench_markdown
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
@@ -94,12 +96,6 @@ def _parity(results: Path) -> str:
     return parity_markdown(evaluate_parity(results))
 
 
-def _smoke(results: Path) -> str:
-    from pairrepro.report.analyses.smoke import smoke_markdown
-
-    return smoke_markdown(results)
-
-
 def _release(results: Path) -> str:
     """The release the reference runs form, or what it still waits for."""
     from pairrepro.report.publishing.release import pending, read_release
@@ -151,13 +147,6 @@ def _environment(results: Path) -> str:
         counts = Counter(value(m) for m in manifests).most_common()
         lines.append(f"- {name}: " + "; ".join(f"{v} ({n})" for v, n in counts))
     return "\n".join(lines) + "\n"
-
-
-def _bench(results: Path) -> str:
-    """The model benchmark table: reference-marked bench records, not ``results/``."""
-    from pairrepro.report.publishing.bench_records import bench_markdown
-
-    return bench_markdown()
 
 
 def _headline(results: Path) -> str:
@@ -215,10 +204,10 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
-    "smoke": _smoke,
+    "smoke": smoke_markdown,
     "reference-environment": _environment,
     "preflight": _preflight,
-    "benchmarks": _bench,
+    "benchmarks": lambda results: bench_markdown(),  # bench/records/, not results/
 }
 
 

@@ -34,11 +34,6 @@ def _save(fig: Any, stem: Path) -> list[Path]:
     return out
 
 
-def _matches(run: RunInfo, match: dict[str, Any]) -> bool:
-    flat = settings(run.config)
-    return all(flat.get(key) == value for key, value in match.items())
-
-
 Points = list[tuple[float, float, float]]
 
 
@@ -49,9 +44,11 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
     for series in spec.series:
         by_x: dict[float, list[float]] = {}
         for run in runs:
-            if run.status != "finished" or not _matches(run, series.get("match", {})):
+            flat = settings(run.config) if run.status == "finished" else None
+            if flat is None or any(flat.get(key) != value
+                                   for key, value in series.get("match", {}).items()):
                 continue
-            x = settings(run.config).get(spec.x)
+            x = flat.get(spec.x)
             y = run.value(spec.y)
             if isinstance(x, int | float) and y is not None:
                 by_x.setdefault(float(x), []).append(y * scale)
