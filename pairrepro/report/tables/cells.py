@@ -57,7 +57,11 @@ STATUSES = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW, VARIANT, RUNNING, STA
             NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
 # statuses whose cell carries a number and a verdict (no note needed)
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
-# the terminal's colour of each status (render.py)
+# each status's mark after a number, its text without one (layout.py) and its colour
+MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
+SHORT = {RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
+         NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
+         NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant"}
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
          DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",

@@ -13,23 +13,12 @@ from pairrepro.planning.recipe_index import COMPARISON_BLOCK
 from pairrepro.report.analyses.comparison import holm_text, versus_text
 from pairrepro.report.analyses.evidence import F1_PAIRING
 from pairrepro.report.tables.cells import (
-    ABOVE,
-    BELOW,
-    DAMAGED,
-    DATA_MISSING,
-    FAILED,
     INFO,
-    NEW,
-    NO_RECIPE,
-    NO_REFERENCE,
-    NOT_REPRODUCIBLE,
-    NOT_RUN,
+    MARKS,
     OFF,
     REFERENCE,
     REPRODUCED,
-    RUNNING,
-    STALE,
-    UNDECIDED,
+    SHORT,
     VARIANT,
     VERDICTS,
     Cell,
@@ -45,12 +34,7 @@ from pairrepro.report.tables.numbers import (
 )
 from pairrepro.runs import RunInfo
 
-MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {
-    RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
-    NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-    NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant",
-}
+
 @dataclass
 class Text:
     """One rendered grid cell: its text and how to dress it."""
