@@ -10,19 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pairrepro import stats
 from pairrepro.errors import DataError, NoEvidenceError
 from pairrepro.metrics import binary_f1, classification_metrics, per_query_metrics, ranking_metrics
 from pairrepro.runs import DamagedRunError, RunInfo, all_runs, prediction_keys, read_predictions
-from pairrepro.stats import (
-    Interval,
-    PairedTest,
-    f1_interval,
-    macro_f1_interval,
-    mean_interval,
-    paired_f1_test,
-    paired_randomization_test,
-    ratio_interval,
-)
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
@@ -70,8 +61,8 @@ def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
     """The run's files as (name, size, mtime): a file rewritten since is checked again."""
     files = [run.folder.result_path,
              *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
-    stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
-    return str(run.folder.path.resolve()), tuple(stats)
+    found = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    return str(run.folder.path.resolve()), tuple(found)
 
 
 def check_recorded(run: RunInfo) -> None:
@@ -192,14 +183,14 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
                  labels=labels, seeds=tuple(r.seed for r in runs), recipe=runs[0].recipe)
 
 
-def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> Interval:
+def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> stats.Interval:
     """The 95% two-level bootstrap interval, resampled until whether each of ``targets`` (in
     the metric's scale) lies inside, and the digits printed in units of ``step``, are settled."""
     seed = stream("interval", units.recipe, units.metric, units.seeds)
     if units.kind == "f1":
-        return f1_interval(np.asarray(units.labels), units.values, seed=seed,
-                           targets=targets, step=step)
-    return mean_interval(units.values, seed=seed, targets=targets, step=step)
+        return stats.f1_interval(np.asarray(units.labels), units.values, seed=seed,
+                                 targets=targets, step=step)
+    return stats.mean_interval(units.values, seed=seed, targets=targets, step=step)
 
 
 def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -219,24 +210,24 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
 
 
 def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
-                    ) -> Interval:
+                    ) -> stats.Interval:
     """The 95% interval of any metric the predictions give per unit, else NoEvidenceError."""
     split, name = metric.split(".", 1)
     seed = stream("interval", runs[0].recipe if runs else "", metric,
                   tuple(r.seed for r in runs))
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
-        return macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
-                                 targets=targets)
+        return stats.macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
+                                       targets=targets)
     if name == "tie_share":
         for run in runs:
             check_recorded(run)
         found = [_tie_counts(run, split) for run in runs]
         if any(ids != found[0][0] for ids, _, _ in found):
             raise NoEvidenceError(f"the seeds were scored on other {split} queries")
-        return ratio_interval(np.vstack([t for _, t, _ in found]),
-                              np.vstack([c for _, _, c in found]), seed=seed,
-                              targets=targets)
+        return stats.ratio_interval(np.vstack([t for _, t, _ in found]),
+                                    np.vstack([c for _, _, c in found]), seed=seed,
+                                    targets=targets)
     return interval(run_units(runs, metric), targets)
 
 
@@ -262,7 +253,7 @@ def _order_of(a: Units, b: Units) -> np.ndarray | None:
     return np.array([position[i] for i in a.ids])
 
 
-def paired_test(a: Units, b: Units) -> PairedTest:
+def paired_test(a: Units, b: Units) -> stats.PairedTest:
     """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
     :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
     with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
@@ -278,11 +269,11 @@ def paired_test(a: Units, b: Units) -> PairedTest:
         if not np.array_equal(np.asarray(a.labels), b_labels):
             raise NoEvidenceError("different gold labels on the same pairs")
         a_values, b_values = _paired_seeds(a.values, b_values)
-        return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
-    return paired_randomization_test(a.values, b_values, seed=seed)
+        return stats.paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
+    return stats.paired_randomization_test(a.values, b_values, seed=seed)
 
 
-def difference_interval(a: Units, b: Units) -> Interval:
+def difference_interval(a: Units, b: Units) -> stats.Interval:
     """The 95% interval of ``a`` minus ``b`` for a mean metric on the same units."""
     if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
@@ -291,4 +282,4 @@ def difference_interval(a: Units, b: Units) -> Interval:
     b_values = b.values if order is None else b.values[:, order]
     a_values, b_values = _paired_seeds(a.values, b_values)
     seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
-    return mean_interval(a_values - b_values, seed=seed)
+    return stats.mean_interval(a_values - b_values, seed=seed)
