@@ -20,9 +20,7 @@ from pairrepro.report.analyses.comparison import (
 )
 from pairrepro.report.tables.cells import EvalTable
 from pairrepro.report.tables.numbers import format_number, parse_published
-from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
-
-ALPHA = 0.05
+from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
 
 HOLDS = "holds"
 SAME_DIRECTION = "same direction, not significant"
