@@ -3,7 +3,7 @@ a ``damaged`` line naming the file."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +18,22 @@ class RunLine:
 
     run: str
     dataset: str
-    variant: str
-    dev: dict[str, float]
-    test: dict[str, float]
-    chosen_epoch: int | None
-    epochs_run: int | None
-    wall_time_s: float | None
-    pairs_per_s: float | None
-    pairs_per_epoch: int | None
-    cpu_threads: int | None
-    device: str
-    commit: str
-    dirty: bool | None
-    sha256_train: str
-    sha256_test: str
+    variant: str = ""
+    dev: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    chosen_epoch: int | None = None
+    epochs_run: int | None = None
+    wall_time_s: float | None = None
+    pairs_per_s: float | None = None
+    pairs_per_epoch: int | None = None
+    cpu_threads: int | None = None
+    device: str = ""
+    commit: str = ""
+    dirty: bool | None = None
+    sha256_train: str = ""
+    sha256_test: str = ""
     # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
-    evals: dict[str, dict[str, float]]
+    evals: dict[str, dict[str, float]] = field(default_factory=dict)
     # or "damaged" (``problem`` names the file and why), or a stopped run's status
     # (``problem`` says where it stands and, when resumable, the command that continues it)
     status: str = "finished"
@@ -61,10 +61,7 @@ def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
 
 def _damaged_line(run: RunInfo, problem: str) -> RunLine:
     dataset = run.manifest.get("dataset") or run.config.get("data", {}).get("dataset", "")
-    return RunLine(run=run.path, dataset=str(dataset), variant="", dev={}, test={},
-                   chosen_epoch=None, epochs_run=None, wall_time_s=None, pairs_per_s=None,
-                   pairs_per_epoch=None, cpu_threads=None, device="", commit=run.commit,
-                   dirty=None, sha256_train="", sha256_test="", evals={}, status="damaged",
+    return RunLine(run=run.path, dataset=str(dataset), commit=run.commit, status="damaged",
                    problem=problem)
 
 
@@ -163,10 +160,7 @@ def format_line(line: RunLine) -> list[str]:
     tie = line.test.get("tie_share")
     commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
     return [
-        line.run,
-        _scores(line.dev),
-        _scores(line.test),
-        "" if tie is None else f"{tie:.3f}",
+        line.run, _scores(line.dev), _scores(line.test), "" if tie is None else f"{tie:.3f}",
         f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
         f"{line.epochs_run if line.epochs_run is not None else 0}",
         "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s"
@@ -175,8 +169,7 @@ def format_line(line: RunLine) -> list[str]:
         "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
         "" if line.cpu_threads is None or line.device.startswith("cuda")
         else str(line.cpu_threads),
-        commit,
-        f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
+        commit, f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
         "; ".join(f"{name} {_scores(metrics)}" for name, metrics in line.evals.items()),
     ]
 
