@@ -57,7 +57,6 @@ def _protocol(result: LadderResult, step: int, column: Column,
 
 
 def _side_steps(result: LadderResult, column_index: int) -> list[str]:
-    """One sentence per side step: its change against the step it names."""
     lines = []
     for step in result.steps:
         if not result.ladder.steps[step.number].against:
@@ -163,7 +162,6 @@ def gap_markdown(result: LadderResult) -> str:
 
 
 def gap_json(result: LadderResult) -> dict[str, Any]:
-    """:func:`ladder_json` with the dose-response (``report gap --json``)."""
     return {**ladder_json(result),
             "readings": [{"step": number, "metric": column.metric, "published": published,
                           "reading": value.reading.name, "protocol": value.reading.protocol,

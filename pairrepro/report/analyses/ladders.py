@@ -269,7 +269,6 @@ def crosscheck_values(result: LadderResult
 
 def ladder_readings(result: LadderResult
                     ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
-    """The protocol readings of the steps ``[readings]`` names (computed once)."""
     if result.readings is None:
         result.readings = _read_steps(result)
     return result.readings

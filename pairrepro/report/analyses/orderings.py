@@ -36,8 +36,6 @@ VERDICTS = (HOLDS, SAME_DIRECTION, REVERSED_NOT_SIGNIFICANT, REVERSED, TIE_HOLDS
 
 @dataclass
 class Ordering:
-    """One column's published order of two rows, and what our runs say about it."""
-
     column: str  # the column's header
     metric: str  # "<split>.<metric>"
     higher: str  # row labels, the paper's higher first (a tie: the paper's printed order)
@@ -121,7 +119,6 @@ def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
 
 
 def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA) -> str:
-    """The orderings as a markdown table with a count of each verdict."""
     title = f"#### {ev.paper.paper}: Table {ev.table.number}: which of the paper's orderings hold"
     if not orderings:
         return (f"{title}\n\nNo two rows of the paper have both a published value and a "
@@ -158,7 +155,6 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
 
 def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA
                    ) -> dict[str, Any]:
-    """The orderings as plain data (``report orderings --json``)."""
     columns = {c.header: c for c in ev.table.columns}
     return {"paper": ev.paper.paper, "table": ev.table.number, "alpha": alpha,
             "orderings": [_json(o, columns[o.column]) for o in orderings]}

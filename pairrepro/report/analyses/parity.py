@@ -156,7 +156,6 @@ def evaluate_parity(results: Path, index: RecipeIndex | None = None,
 
 
 def parity_markdown(found: list[ParityResult]) -> str:
-    """The parity table, one row per model and metric, and how to read it."""
     head = ["model", "metric", "seeds", "fp32 [95% interval]", "bf16 [95% interval]",
             "bf16 − fp32, seed by seed", "bf16 − fp32", "Holm p", "fp32 seed spread",
             "verdict"]
@@ -195,7 +194,6 @@ def parity_markdown(found: list[ParityResult]) -> str:
 
 
 def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
-    """The parity table as plain data (``report parity --json``)."""
     return [{**asdict(result), "values": [_value_json(v) for v in result.values]}
             for result in found]
 

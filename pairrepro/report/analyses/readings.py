@@ -37,8 +37,6 @@ Protocol = Literal["clean", "raw_no_positive_dropped", "raw_no_positive_zero",
 
 
 class Reading(Schema):
-    """One published protocol: what it is called, how it scores and who scored so."""
-
     name: str
     protocol: Protocol
     source: str
@@ -57,8 +55,6 @@ class TableRef(Schema):
 
 
 class ReadingsFile(Schema):
-    """The readings of one dataset's metrics, and the paper tables they apply to."""
-
     dataset: str
     metrics: list[str]  # metric names (``map``, ``f1``) the readings re-score
     readings: list[Reading]
@@ -67,7 +63,6 @@ class ReadingsFile(Schema):
 
 
 def load_readings(dataset: str) -> ReadingsFile | None:
-    """The readings of ``dataset``, or None when it has none."""
     path = READINGS_DIR / f"{dataset}.toml"
     if not path.is_file():
         return None
@@ -86,8 +81,6 @@ def readings_for(column: Column, dataset: str) -> ReadingsFile | None:
 
 @dataclass(frozen=True)
 class ReadingValue:
-    """One reading of one cell, in the column's unit."""
-
     reading: Reading
     value: float
     low: float
@@ -187,7 +180,6 @@ READINGS_HEAD = ["| row | metric | paper | reading | value [95% interval] | "
 
 
 def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
-    """One line per reading: its name and its source."""
     seen: dict[str, str] = {}
     for spec in specs:
         for reading in spec.readings:
@@ -213,7 +205,6 @@ def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[Reading
 
 
 def table_readings_markdown(ev: EvalTable) -> str:
-    """The readings of a table's reproduced cells, with their sources and how to read them."""
     cells = table_readings(ev)
     if not cells:
         return (f"No reproduced cell of {ev.paper.paper} Table {ev.table.number} has a "

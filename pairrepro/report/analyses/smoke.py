@@ -21,8 +21,6 @@ BASELINE = "majority"
 
 @dataclass(frozen=True)
 class SmokeRow:
-    """One smoke recipe's test accuracy against the majority class of its dataset."""
-
     recipe: str
     dataset: str
     seeds: int
@@ -71,7 +69,6 @@ def _finished(results: Path, recipe: str) -> list[RunInfo]:
 
 
 def smoke_markdown(results: Path) -> str:
-    """The smoke tests as a markdown table (a README section's renderer)."""
     try:
         rows = smoke_rows(results)
     except NoEvidenceError as exc:

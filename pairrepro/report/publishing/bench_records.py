@@ -90,7 +90,6 @@ def _agreement(rows: list[dict[str, Any]]) -> str:
 
 
 def bench_markdown(folder: Path | None = None) -> str:
-    """The table, or a line saying that no reference run is recorded."""
     runs = _runs(folder or RECORDS)
     if not runs:
         return ("No reference benchmark run is recorded yet (`bench/bench_grid.py --record`, "

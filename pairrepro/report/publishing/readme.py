@@ -30,7 +30,6 @@ _SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END ge
 
 
 def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
-    """Table ``number`` of ``paper`` from the reference runs alone (no user runs)."""
     doc = load_paper(paper)
     return evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
 
@@ -97,7 +96,6 @@ def _parity(results: Path) -> str:
 
 
 def _release(results: Path) -> str:
-    """The release the reference runs form, or what it still waits for."""
     from pairrepro.report.publishing.release import pending, read_release
 
     todo = pending(results)
@@ -150,7 +148,6 @@ def _environment(results: Path) -> str:
 
 
 def _headline(results: Path) -> str:
-    """One line per paper table: how many cells have each status, linked to its page."""
     lines = ["| paper | table | cells |", "|---|---|---|"]
     for paper in PAPERS:
         for table in load_paper(paper).tables:

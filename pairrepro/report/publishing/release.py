@@ -23,8 +23,6 @@ TRAINING_CODE = ("pairrepro/models", "pairrepro/train", "pairrepro/data", "pairr
 
 @dataclass(frozen=True)
 class Remake:
-    """Seeds of one recipe that the next release must re-make, why, and what they cost."""
-
     recipe: str
     seeds: tuple[int, ...]
     why: str

@@ -39,8 +39,6 @@ PASSING = (SAME, CONSISTENT)
 
 @dataclass
 class Verification:
-    """The checks of one run against its reference and the verdict."""
-
     run: str
     reference: str
     verdict: str
@@ -51,7 +49,6 @@ class Verification:
         return self.verdict in PASSING
 
     def line(self) -> str:
-        """The one verdict line."""
         why = "; ".join(f"{name}: {text}" for name, text in self.checks.items())
         return f"{self.verdict}: {self.run} vs {self.reference or '(none)'}" + (
             f" ({why})" if why else "")

@@ -97,8 +97,6 @@ class Verdict:
 
 @dataclass
 class Cell:
-    """Published vs reproduced for one (row, column)."""
-
     column: str
     published: str
     verdict: Verdict

@@ -131,7 +131,6 @@ PANELS = (("loss", ("loss",)), ("scores", ("accuracy", "map", "mrr", "f1", "p_at
 
 
 def curves_figure(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Training curves of one run: losses on the left, scores on the right."""
     series = read_curves(run_dir)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, (title, needles) in zip(axes, PANELS, strict=True):

@@ -37,8 +37,6 @@ from pairrepro.runs import RunInfo
 
 @dataclass
 class Text:
-    """One rendered grid cell: its text and how to dress it."""
-
     text: str
     bold: bool = False
     status: str = ""
@@ -197,7 +195,6 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
 
 
 def layout(ev: EvalTable) -> Layout:
-    """The grid of an evaluated table, shared by every output format."""
     table = ev.table
     lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
     lay.headers.append(table.label_header or "")
@@ -258,7 +255,6 @@ def layout(ev: EvalTable) -> Layout:
 
 
 def _test_resamples(ev: EvalTable) -> str:
-    """The paired tests' resampling in words (adaptive: pairrepro.stats)."""
     return (f"resamples in batches of {stats.TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
             f"sqrt(p(1-p)/R) is at most {stats.P_SE:g} and it is sure whether p lies within "
             f"{stats.P_MARGIN:g} of 0.05, at most {stats.TEST_CAP:,}; 'undecided at 0.05' where "
@@ -273,7 +269,6 @@ def _splits(ev: EvalTable) -> str:
 
 
 def _verdict_rule(ev: EvalTable) -> str:
-    """The footer's statement of the verdict rule (pairrepro.report.tables.cells)."""
     cells = [c for r in ev.rows for c in r.cells]
     text = (f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
@@ -300,7 +295,6 @@ def _verdict_rule(ev: EvalTable) -> str:
 
 
 def _mc_text(cells: list[Cell]) -> str:
-    """How many resamples the intervals took and their largest Monte-Carlo error."""
     found = [c.estimate.interval for c in cells
              if c.estimate is not None and c.estimate.interval is not None]
     text = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "

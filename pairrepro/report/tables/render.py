@@ -158,7 +158,6 @@ td.not-run,td.no-recipe,td.not-reproducible{color:#888}
 
 
 def term_renderables(ev: EvalTable) -> list[object]:
-    """The rich objects of the terminal view: the table, its notes and its run links."""
     from rich.table import Table
     from rich.text import Text as RichText
 
@@ -194,7 +193,6 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
 
 
 def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
-    """Render one evaluated table in ``fmt`` (term | md | latex | html)."""
     if fmt in ("md", "html"):
         return (to_markdown if fmt == "md" else to_html)(ev, links_from)
     return {"term": to_term, "latex": to_latex}[fmt](ev)
@@ -210,7 +208,6 @@ def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) 
 
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:
-    """A JSON-ready view of an evaluated table (``--json``)."""
     columns = {c.key: c for c in ev.table.columns}
     return {
         "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,

@@ -66,7 +66,6 @@ def _damaged_line(run: RunInfo, problem: str) -> RunLine:
 
 
 def run_line(run: RunInfo) -> RunLine:
-    """The table line of one finished (or damaged) run."""
     if run.status == "damaged":
         return _damaged_line(run, run.problem)
     try:
@@ -175,7 +174,6 @@ def format_line(line: RunLine) -> list[str]:
 
 
 def to_markdown(lines: list[RunLine]) -> str:
-    """A Markdown table of ``lines``."""
     out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for line in lines:
         cells = format_line(line)
@@ -185,5 +183,4 @@ def to_markdown(lines: list[RunLine]) -> str:
 
 
 def to_json(lines: list[RunLine]) -> list[dict[str, Any]]:
-    """JSON-ready lines (``--json``)."""
     return [asdict(line) for line in lines]
