@@ -248,12 +248,9 @@ def _dose_markdown(result: LadderResult) -> list[str]:
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
             verdicts.append(_supports(column, high * ahead, published - mean))
-        parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
-                     f"doubling [{format_number(low, column, signed=True)}, "
-                     f"{format_number(high, column, signed=True)}], so "
-                     f"{format_number(slope * ahead, column, signed=True)} "
-                     f"[{format_number(low * ahead, column, signed=True)}, "
-                     f"{format_number(high * ahead, column, signed=True)}] over the "
+        parts.append(f"{column.header} {_signed(slope, column)} per doubling "
+                     f"{_interval(low, high, column)}, so {_signed(slope * ahead, column)} "
+                     f"{_interval(low * ahead, high * ahead, column)} over the "
                      f"{ahead:.2f} doublings to {dose.target:g}{left}")
     return [*_coverage(result), "", f"Dose-response ({dose.what}, step {first} at "
             f"{dose.amounts[0]:g} against step "
