@@ -54,6 +54,9 @@ def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
 
 _TAMPER_HINT = ("restore the run's files as committed (git checkout -- FOLDER), or retrain "
                 "it and add it again (pairrepro results add runs/RECIPE/seed-N --force)")
+# a damaged or edited run under results/
+RESTORE_RESULTS_HINT = ("restore them as committed (git checkout -- results/), or retrain and add "
+                        "them again (pairrepro results add RUN --force)")
 _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
 
 

@@ -148,9 +148,7 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
     if damaged:
         raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
                               + "; ".join(damaged),
-                              hint="restore them as committed (git checkout -- results/), or "
-                                   "retrain and add them again (pairrepro results add RUN "
-                                   "--force)")
+                              hint=evidence.RESTORE_RESULTS_HINT)
     runs, _ = split_variants(found, index.recipes[recipe].to_dict())
     return runs
 

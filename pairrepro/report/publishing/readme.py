@@ -18,7 +18,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import PAPERS, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to
-from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
 from pairrepro.report.analyses.smoke import smoke_markdown
 from pairrepro.report.publishing.bench_records import bench_markdown
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
@@ -223,9 +223,7 @@ def render_sections(results_dir: Path | None = None,
     if problems:
         raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "
                                "trusted: " + " | ".join(problems),
-                               hint="restore them as committed (git checkout -- results/), or "
-                                    "retrain and add them again (pairrepro results add RUN "
-                                    "--force)")
+                               hint=RESTORE_RESULTS_HINT)
     sections = {}
     with contextlib.chdir(paths.PROJECT_DIR):
         results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
