@@ -53,8 +53,6 @@ DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
 NOT_REPRODUCIBLE = "not reproducible"
 INFO = "info"
-STATUSES = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
-            NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
 # statuses whose cell carries a number and a verdict (no note needed)
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 # each status's mark after a number, its text without one (layout.py) and its colour
