@@ -69,9 +69,8 @@ def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
 
 
 def check_recorded(run: RunInfo) -> None:
-    """Raise :class:`TamperedRunError` naming ``result.json`` when a metric it records differs
-    from what the saved predictions give (every split with predictions, every metric they
-    give). Runs already checked and unchanged since are not scored again."""
+    """Raise :class:`TamperedRunError` when ``result.json`` differs from the predictions
+    (runs checked before and unchanged since are not scored again)."""
     key = _signature(run)
     if key in _CHECKED:
         return
@@ -127,9 +126,7 @@ class Units:
 
 
 def stream(*identity: object) -> int:
-    """The resampling seed of one interval or test: :data:`BOOTSTRAP_SEED` and a stable hash
-    of what is resampled (kind, recipes, metric, seeds), so no two cells share their Monte-Carlo
-    error."""
+    """The resampling seed of one interval or test: a stable hash of what is resampled."""
     text = repr((BOOTSTRAP_SEED, *identity)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
@@ -258,8 +255,7 @@ def _order_of(a: Units, b: Units) -> np.ndarray | None:
 
 def paired_test(a: Units, b: Units) -> stats.PairedTest:
     """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
-    :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
-    with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
+    :class:`NoEvidenceError`); F1 as :data:`F1_PAIRING` says."""
     seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")

@@ -188,8 +188,7 @@ def _readings_markdown(result: LadderResult) -> list[str]:
 
 
 def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
-    """Per column: (column, change per doubling, its 95% interval's low and high) between the
-    two ``[dose]`` steps, from the paired per-unit differences over seeds (mean metrics)."""
+    """Per column: (column, change per doubling, its 95% interval) between the dose steps."""
     dose = result.ladder.dose
     if dose is None or any(n not in result.runs for n in dose.steps):
         return []

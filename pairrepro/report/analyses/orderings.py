@@ -54,8 +54,7 @@ class Ordering:
 
 def verdict(paper_difference: float, difference: float, p_value: float,
             alpha: float = ALPHA) -> str:
-    """The module's rule: our ``difference`` (higher minus lower row of the paper, or the
-    first minus the second of a tie) and its ``p_value`` against the paper's order."""
+    """Our ``difference`` (the paper's higher row minus its lower) against the paper's order."""
     significant = p_value < alpha
     if paper_difference == 0:
         return TIE_BROKEN if significant else TIE_HOLDS

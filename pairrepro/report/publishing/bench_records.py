@@ -32,8 +32,7 @@ def _machine_key(run: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _machines(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], str]:
-    """Each machine of ``runs`` (:func:`_machine_key`) -> a letter and its fixed facts, with
-    the range of the bf16 probe."""
+    """Each machine of ``runs`` -> a letter, its fixed facts and its bf16 probe's range."""
     out = {}
     for letter, key in zip("ABCDEFGH", sorted({_machine_key(r) for r in runs}), strict=False):
         cpu, cores, flags, torch, native = key

@@ -264,8 +264,7 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
 
 def refresh(readme: Path, results_dir: Path | None = None,
             progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
-    """Each page whose sections differ from what ``results_dir`` renders -> (fresh text,
-    the names of those sections)."""
+    """Each page whose sections are stale -> (its fresh text, those sections' names)."""
     texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
     fresh = rewrite_all(texts, render_sections(results_dir, progress))
     out: dict[Path, tuple[str, list[str]]] = {}

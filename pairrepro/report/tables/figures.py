@@ -110,8 +110,7 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
 
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number); a
-    damaged line is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
+    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number)."""
     folder = RunFolder(run_dir)
     if not folder.metrics_path.is_file():
         raise DataError(f"{folder.metrics_path} not found",

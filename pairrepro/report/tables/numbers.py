@@ -70,8 +70,7 @@ def in_column(column: Column) -> Callable[[float], str]:
 
 
 def format_interval(interval: Interval, number: Callable[[float], str]) -> str:
-    """``[low, high]``, each endpoint printed by ``number`` and marked with :data:`MOVING`
-    where its printed digit could still move (:meth:`~pairrepro.stats.Interval.moving`)."""
+    """``[low, high]`` printed by ``number``, an endpoint that may still move marked."""
     low, high = (MOVING * moving + number(end) for end, moving in
                  zip((interval.low, interval.high), interval.moving(), strict=True))
     return f"[{low}, {high}]"

@@ -199,8 +199,7 @@ def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
 
 
 def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
-    """Several tables in one document (HTML gets a full page); run links relative to
-    ``links_from`` (the document's folder) when given."""
+    """Several tables in one document (HTML gets a full page)."""
     body = "\n".join(render(ev, fmt, links_from) for ev in evs)
     if fmt == "html":
         return HTML_HEAD + body + "</body></html>\n"

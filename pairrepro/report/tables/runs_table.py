@@ -42,8 +42,7 @@ class RunLine:
 
 
 def _wall_time_note(manifest: dict[str, Any]) -> str:
-    """What ``wall_time_s`` covers for a resumed run: every segment (``segments``), minus one
-    that recorded none, or, in a manifest from before segments were added up, the last one."""
+    """What ``wall_time_s`` covers for a resumed run ("" for a run never resumed)."""
     if not manifest.get("resumed"):
         return ""
     if "segments" not in manifest:
@@ -53,8 +52,7 @@ def _wall_time_note(manifest: dict[str, Any]) -> str:
 
 
 def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
-    """Training pairs of the last epoch (``metrics.jsonl``): per-epoch sampling can make this
-    smaller than the training split."""
+    """Training pairs of the last epoch (sampling can make it less than the split)."""
     value = log[-1].get("train_pairs") if log else None
     return int(value) if isinstance(value, int | float) else None
 
@@ -124,8 +122,7 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
 
 
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished, damaged or stopped (interrupted, stale, failed) run under ``runs_dir``,
-    of ``dataset`` when given (a damaged run is always listed), sorted by path."""
+    """Every finished, damaged or stopped run under ``runs_dir`` (of ``dataset``), by path."""
     runs = all_runs(runs_dir)
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
     lines += [_stopped_line(r, runs_dir) for r in runs
