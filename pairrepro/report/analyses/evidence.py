@@ -18,8 +18,7 @@ from pairrepro.runs import DamagedRunError, RunInfo, all_runs, prediction_keys, 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
 BOOTSTRAP_SEED = 0  # the root of every resampling stream (:func:`stream`)
-# how far a recorded metric may lie from the one its predictions give (float32 scores and
-# summation order move the 1e-16 digits, an edit moves the visible ones)
+# how far a recorded metric may lie from its predictions' (float32 and summation order)
 RECORD_TOLERANCE = 1e-6
 
 
@@ -158,9 +157,8 @@ def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
 
 
 def run_units(runs: list[RunInfo], metric: str) -> Units:
-    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed; no
-    evidence is a :class:`NoEvidenceError`, a result.json that disagrees with its predictions a
-    :class:`TamperedRunError` no caller may fall back from."""
+    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed (else
+    :class:`NoEvidenceError`; :class:`TamperedRunError` allows no fallback)."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)

@@ -1,6 +1,5 @@
-"""The generated sections (``<!-- BEGIN generated: NAME -->`` ... ``<!-- END generated -->``)
-of README.md and docs/, rendered from the committed reference runs alone: the same text on
-every machine. Each section lives on one page."""
+"""The generated sections of README.md and docs/, from the committed reference runs alone:
+the same text on every machine. Each section lives on one page."""
 
 from __future__ import annotations
 
@@ -217,8 +216,7 @@ def render_sections(results_dir: Path | None = None,
     folder = (results_dir or paths.results_dir()).absolute()
     say(f"checking {sum(1 for _ in folder.glob('*/seed-*'))} reference runs in {folder} "
         "against their saved predictions")
-    # a README number must be what the committed predictions give: one hand-edited or
-    # damaged run stops the rewrite (and --check), naming every such file
+    # one hand-edited or damaged run stops the rewrite (and --check), naming every such file
     problems = tampered_runs(folder)
     if problems:
         raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "

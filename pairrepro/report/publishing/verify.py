@@ -1,7 +1,5 @@
 """``pairrepro results add`` (a finished run into ``results/``) and ``pairrepro verify`` (a run
-against the reference run of its recipe and seed; docs/trusting-runs.md). Files are compared; no
-model is loaded. Verdicts ``same`` and ``consistent`` exit 0, ``no reference`` for every run 7,
-any other 9 (:class:`~pairrepro.errors.VerificationError`)."""
+against its reference run, files only; docs/results.md)."""
 
 from __future__ import annotations
 

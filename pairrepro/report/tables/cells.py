@@ -1,6 +1,5 @@
 """Published vs reproduced: the status, value and delta of every cell of a paper table (the
-rules: docs/results.md). θ_M comes from run manifests or bench/model_facts.json: the report
-never imports model code."""
+rules: docs/results.md). θ_M comes from manifests or bench/model_facts.json, never models."""
 
 from __future__ import annotations
 

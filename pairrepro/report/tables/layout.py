@@ -185,8 +185,7 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
                 cell.recipe, cell.reference_runs, reference=True))
     else:
         out.text = SHORT.get(cell.status, cell.status)
-    # a verdict cell's detail is a note only for metric cells (left-out runs, damage);
-    # hyper-parameter and parameter-count cells keep theirs for --json
+    # a verdict's detail is a note only for metric cells (others keep theirs for --json)
     if cell.detail and (cell.status not in VERDICTS or cell.source):
         if cell.detail not in layout.notes:
             layout.notes.append(cell.detail)

@@ -11,8 +11,7 @@ from typing import Any
 from pairrepro.planning.paper_tables import Column
 from pairrepro.stats import INTERVAL_CAP, MC_Z, Interval
 
-# marks an interval endpoint whose last printed digit could still move with the resampling
-# seed: the resampling cap was reached with a rounding boundary within its Monte-Carlo error
+# marks an endpoint whose last printed digit could still move with the resampling seed
 MOVING = "~"
 MOVING_NOTE = (f"{MOVING}: an endpoint whose last printed digit could still move with the "
                f"resampling seed (a rounding boundary within {MC_Z:g} Monte-Carlo s.e. of it "

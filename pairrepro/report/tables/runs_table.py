@@ -34,8 +34,7 @@ class RunLine:
     sha256_test: str = ""
     # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
     evals: dict[str, dict[str, float]] = field(default_factory=dict)
-    # or "damaged" (``problem`` names the file and why), or a stopped run's status
-    # (``problem`` says where it stands and, when resumable, the command that continues it)
+    # or "damaged", or a stopped run's status; ``problem`` says why, or how to continue
     status: str = "finished"
     problem: str = ""
     wall_time_note: str = ""  # what the wall time covers when the run was resumed
