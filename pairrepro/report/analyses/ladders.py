@@ -31,18 +31,8 @@ from pairrepro.report.analyses.comparison import (
     versus_text,
 )
 from pairrepro.report.analyses.readings import ReadingValue, read_cell, readings_for
+from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import DAMAGED
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    MOVING_NOTE,
-    format_interval,
-    format_number,
-    in_column,
-    p_text,
-    parse_published,
-    printed_step,
-    to_unit,
-)
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP
@@ -133,7 +123,7 @@ def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | N
                       None)
         if column is None:
             raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no column {metric!r}")
-        found.append((column, parse_published(row.values.get(column.key, ""))))
+        found.append((column, numbers.parse_published(row.values.get(column.key, ""))))
     return found
 
 
@@ -196,12 +186,12 @@ class LadderResult:
 
 def _step_value(runs: list[RunInfo], units: evidence.Units | str,
                 before: evidence.Units | str | None, column: Column) -> StepValue:
-    mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
-    value = StepValue(column.metric, mean, format_number(mean, column))
+    mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs)
+    value = StepValue(column.metric, mean, numbers.format_number(mean, column))
     if isinstance(units, evidence.Units):
-        found = evidence.interval(units, step=printed_step(column))
-        value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
-        value.text += f" {format_interval(found, in_column(column))}"
+        found = evidence.interval(units, step=numbers.printed_step(column))
+        value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
+        value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
     if before is not None:
         value.comparison = compare(units, before, column)
     return value
@@ -317,9 +307,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
         lines.append("| " + " | ".join(cells) + " |")
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
-    gaps = [f"{column.header} {format_number(published, column)}, "
-            f"{format_number(value.mean - published, column, signed=True)} from the last step "
-            "run" for (column, published), value in zip(columns, last.values, strict=True)
+    gaps = [f"{column.header} {numbers.format_number(published, column)}, "
+            f"{numbers.format_number(value.mean - published, column, signed=True)} from the last "
+            "step run" for (column, published), value in zip(columns, last.values, strict=True)
             if published is not None] if last else []
     where = f"{ladder.paper} Table {ladder.table}, {ladder.row}"
     if any(value is not None for _, value in columns):
@@ -341,8 +331,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")
-              + (f" {MOVING_NOTE}." if any(MOVING in v.text for s in result.steps
-                                          for v in s.values) else "")]
+              + (f" {numbers.MOVING_NOTE}." if any(numbers.MOVING in v.text for s in result.steps
+                                                   for v in s.values) else "")]
     if tested:
         lines += ["", _holding_steps(tested)]
     lines += extra or []
@@ -360,8 +350,8 @@ def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
 
 def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
     held = [f"step {number} ({column.header} "
-            f"{format_number(found.difference or 0.0, column, signed=True)}, Holm "
-            f"{p_text(found.holm or 1.0)})"
+            f"{numbers.format_number(found.difference or 0.0, column, signed=True)}, Holm "
+            f"{numbers.p_text(found.holm or 1.0)})"
             for number, column, value in tested
             if (found := value.comparison) is not None and (found.holm or 1.0) < 0.05]
     return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "

@@ -14,14 +14,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    format_number,
-    from_unit,
-    parse_published,
-    printed_step,
-    to_unit,
-)
+from pairrepro.report.tables import numbers
 from pairrepro.runs import RunInfo
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import Interval, f1_interval, macro_f1_interval, mean_interval
@@ -98,8 +91,8 @@ def _read(runs: list[RunInfo], column: Column, published: float | None, reading:
     units = evidence.run_units(runs, f"{split}.accuracy" if reading.protocol == "accuracy"
                                else f"{split}.{metric}")
     seed = evidence.stream("reading", reading.protocol, units.recipe, units.metric, units.seeds)
-    options = {"seed": seed, "step": printed_step(column),
-               "targets": () if published is None else (from_unit(published, column),)}
+    options = {"seed": seed, "step": numbers.printed_step(column),
+               "targets": () if published is None else (numbers.from_unit(published, column),)}
     if reading.protocol in ("f1_positive", "f1_macro"):
         draw = f1_interval if reading.protocol == "f1_positive" else macro_f1_interval
         return draw(np.asarray(units.labels), units.values, **options)
@@ -121,7 +114,8 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
     values = []
     for reading in spec.readings:
         found = _read(runs, column, published, reading, spec)
-        value, low, high = (to_unit(v, column) for v in (found.value, found.low, found.high))
+        value, low, high = (numbers.to_unit(v, column)
+                            for v in (found.value, found.low, found.high))
         values.append(ReadingValue(reading, value, low, high, found.units,
                                    None if published is None else value - published,
                                    moving=found.moving()))
@@ -135,14 +129,14 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
 def _ends(value: ReadingValue, column: Column, shift: float = 0.0,
           signed: bool = False) -> str:
     """``[low, high]`` less ``shift``, an endpoint whose digit may still move marked."""
-    low, high = (MOVING * moving + format_number(end - shift, column, signed=signed)
+    low, high = (numbers.MOVING * moving + numbers.format_number(end - shift, column, signed=signed)
                  for end, moving in zip((value.low, value.high), value.moving, strict=True))
     return f"[{low}, {high}]"
 
 
 def value_text(value: ReadingValue, column: Column) -> str:
     """``0.790 [0.731, 0.846]``."""
-    return f"{format_number(value.value, column)} {_ends(value, column)}"
+    return f"{numbers.format_number(value.value, column)} {_ends(value, column)}"
 
 
 def distance_text(value: ReadingValue, column: Column) -> str:
@@ -150,7 +144,7 @@ def distance_text(value: ReadingValue, column: Column) -> str:
     if value.distance is None:
         return ""
     shift = value.value - value.distance  # the published value
-    return (f"{format_number(value.distance, column, signed=True)} "
+    return (f"{numbers.format_number(value.distance, column, signed=True)} "
             f"{_ends(value, column, shift, signed=True)}")
 
 
@@ -169,7 +163,7 @@ def readings_rows(label: str, column: Column, published: float | None,
     rows = []
     for value in values:
         name = f"**{value.reading.name}** (nearest)" if value.nearest else value.reading.name
-        paper = "" if published is None else format_number(published, column)
+        paper = "" if published is None else numbers.format_number(published, column)
         rows.append(f"| {label} | {column.header} | {paper} | {name} | "
                     f"{value_text(value, column)} | {distance_text(value, column)} |")
     return rows
@@ -192,7 +186,7 @@ def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[Reading
     found = []
     for row in ev.rows:
         for column, cell in zip(ev.table.columns, row.cells, strict=False):
-            published = parse_published(cell.published)
+            published = numbers.parse_published(cell.published)
             if column.kind != "metric" or not cell.runs or published is None or cell.damaged:
                 continue
             spec = readings_for(column, ev.table.dataset)

@@ -24,13 +24,7 @@ from pairrepro.planning.recipe_index import (
 )
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison
-from pairrepro.report.tables.numbers import (
-    from_unit,
-    hparam_equal,
-    parse_published,
-    printed_step,
-    to_unit,
-)
+from pairrepro.report.tables import numbers
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.stats import Interval
 
@@ -157,8 +151,9 @@ def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: floa
     if estimate.interval is None:
         ok = abs(delta) <= table.tolerance_for(column) + 1e-9
         return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "tolerance")
-    low, high = (to_unit(v, column) for v in (estimate.interval.low, estimate.interval.high))
-    if abs(delta) > band and estimate.interval.straddles(from_unit(target, column)):
+    low, high = (numbers.to_unit(v, column)
+                 for v in (estimate.interval.low, estimate.interval.high))
+    if abs(delta) > band and estimate.interval.straddles(numbers.from_unit(target, column)):
         return Verdict(UNDECIDED, delta, "interval")  # inside or not: up to the resampling
     ok = low - 1e-9 <= target <= high + 1e-9 or abs(delta) <= band
     return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "interval")
@@ -175,14 +170,14 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
         cell.verdict, cell.runs = Verdict(DAMAGED), []
         cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return
-    values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
+    values = [numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs]
     model = str(runs[0].config.get("model", {}).get("name", ""))
-    target = parse_published(cell.published)
-    targets = () if target is None else (from_unit(target, column),)
+    target = numbers.parse_published(cell.published)
+    targets = () if target is None else (numbers.from_unit(target, column),)
     cell.estimate = Estimate(
         statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
         [r.seed for r in runs], interval_note=note,
-        interval=(evidence.interval(units, targets, printed_step(column))
+        interval=(evidence.interval(units, targets, numbers.printed_step(column))
                   if units is not None else None),
         # a run without a model name (hand-written test folders) makes no claim either way
         one_model=len(runs) == 1 and bool(model) and needs_training(model) is not False,
@@ -206,7 +201,7 @@ def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
         value = log[-1].get(split, {}).get(name) if log else None
         if not isinstance(value, int | float):
             return None
-        found.append(to_unit(float(value), column))
+        found.append(numbers.to_unit(float(value), column))
     return statistics.fmean(found) if found else None
 
 
@@ -239,7 +234,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
             else:
                 cell.reference_runs = refs
                 cell.estimate.reference = statistics.fmean(
-                    to_unit(r.value(column.metric) or 0.0, column) for r in refs)
+                    numbers.to_unit(r.value(column.metric) or 0.0, column) for r in refs)
         pending = [r for r in runs if r.status == "running"]
         stopped = [r for r in runs if r.status in ("stale", "interrupted")]
         notes += [f"{len(pending)} more seed(s) running"] if pending else []
@@ -325,7 +320,7 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
             continue
         values = [resolved[name] for name in names]
         cell.setting = tuple(values) if isinstance(entry, list) else values[0]
-        cell.verdict = Verdict(REPRODUCED if hparam_equal(published, cell.setting) else OFF)
+        cell.verdict = Verdict(REPRODUCED if numbers.hparam_equal(published, cell.setting) else OFF)
         defaults = [name for name in names if name not in explicit]
         cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
             f" ({', '.join(defaults)}: model default)" if defaults else "")
@@ -350,7 +345,7 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
         return cell
     count, source = found
     cell.estimate = Estimate(float(count))
-    target = parse_published(published)
+    target = numbers.parse_published(published)
     if target:
         delta = count - target
         # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.

@@ -12,6 +12,7 @@ from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
 from pairrepro.report.analyses.comparison import holm_text, versus_text
 from pairrepro.report.analyses.evidence import F1_PAIRING
+from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import (
     INFO,
     MARKS,
@@ -23,14 +24,6 @@ from pairrepro.report.tables.cells import (
     VERDICTS,
     Cell,
     EvalTable,
-)
-from pairrepro.report.tables.numbers import (
-    MOVING_NOTE,
-    format_count,
-    format_interval,
-    format_number,
-    in_column,
-    parse_published,
 )
 from pairrepro.runs import RunInfo
 
@@ -129,10 +122,10 @@ def value_text(cell: Cell, column: Column) -> str:
         setting = cell.setting
         return f"({', '.join(map(str, setting))})" if isinstance(setting, tuple) else str(setting)
     if column.kind == "params":
-        return format_count(found.mean)
-    spread = (f" ± {format_number(found.std or 0.0, column)}"
+        return numbers.format_count(found.mean)
+    spread = (f" ± {numbers.format_number(found.std or 0.0, column)}"
               if found.interval is None and len(found.seeds) > 1 else "")
-    return format_number(found.mean, column) + spread
+    return numbers.format_number(found.mean, column) + spread
 
 
 def delta_text(cell: Cell, column: Column) -> str:
@@ -141,8 +134,8 @@ def delta_text(cell: Cell, column: Column) -> str:
     if delta is None:
         return ""
     if column.kind == "params":
-        return f"{delta / (parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
-    return format_number(delta, column, signed=True)
+        return f"{delta / (numbers.parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
+    return numbers.format_number(delta, column, signed=True)
 
 
 def comparison_text(cell: Cell, column: Column) -> str:
@@ -160,7 +153,7 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
         found = cell.estimate
         parts = [text]
         if found is not None and found.interval is not None and column.kind != "params":
-            parts.append(format_interval(found.interval, in_column(column)))
+            parts.append(numbers.format_interval(found.interval, numbers.in_column(column)))
         if delta_text(cell, column):
             parts.append(f"({delta_text(cell, column)})")
         if cell.one_model and cell.status in MARKS:
@@ -168,11 +161,11 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
         elif cell.status in MARKS:
             parts.append(MARKS[cell.status])
         if found is not None and found.last_epoch is not None:
-            parts.append(f"(last epoch {format_number(found.last_epoch, column)})")
+            parts.append(f"(last epoch {numbers.format_number(found.last_epoch, column)})")
         if found is not None and found.reference_damaged:
             parts.append("(ref damaged)")
         elif found is not None and found.reference is not None:
-            parts.append(f"(ref {format_number(found.reference, column)})")
+            parts.append(f"(ref {numbers.format_number(found.reference, column)})")
         out.text = " ".join(parts)
         if cell.runs and any(r.status == "finished" for r in cell.runs):
             reference = cell.source == REFERENCE
@@ -304,7 +297,7 @@ def _mc_text(cells: list[Cell]) -> str:
             "cap, so inside or outside would "
             "depend on the resampling seed.")
     if any(any(i.moving()) for i in found):
-        text += f" {MOVING_NOTE}."
+        text += f" {numbers.MOVING_NOTE}."
     if found:
         counts = sorted({i.resamples for i in found})
         span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
