@@ -9,9 +9,8 @@ from pairrepro.report.tables.cells import EvalTable
 
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
-    """``--compare-to ROW``: each metric cell with runs gets a :class:`Comparison` against
-    row ``label``'s cell, Holm over the table; returns ``ev``. An unknown label is a
-    ConfigError listing the rows."""
+    """Each metric cell with runs against row ``label``'s cell, Holm over the table; returns
+    ``ev`` (an unknown label: ConfigError)."""
     wanted = normalise_label(label)
     base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
                  or normalise_label(r.row.printed_label) == wanted), None)

@@ -1,9 +1,5 @@
-"""The paired comparison of two sets of runs on the same test units, one type for every
-report that compares: ``--compare-to`` (a table's rows against one row), orderings (two
-paper rows), gap ladders (a step against the step it changes) and precision parity (bf16
-against fp32). Each builds :class:`Comparison` with :func:`compare` and adjusts a table's
-family with :func:`adjust`; only renderers turn one into text (:func:`versus_text`).
-"""
+"""The paired comparison of two sets of runs on the same test units, one type for every report
+that compares (``--compare-to``, orderings, gap ladders, parity); only renderers make text."""
 
 from __future__ import annotations
 
@@ -19,10 +15,8 @@ from pairrepro.stats import ALPHA, holm
 
 @dataclass
 class Comparison:
-    """``a`` minus ``b``: the difference of their per-unit means over seeds (in the column's
-    unit, fractions without a column), the two-sided p-value of the paired randomization test
-    (:func:`~.evidence.paired_test`), whether p < alpha depends on the resampling seed, the
-    Holm-adjusted p over its family; or, without a test, why (``problem``)."""
+    """``a`` minus ``b`` (column unit, else fractions) with the paired test's p, whether
+    p < alpha is undecided, the Holm p over its family; or why there is no test."""
 
     difference: float | None = None
     p_value: float | None = None
@@ -64,8 +58,7 @@ def adjust(family: list[Comparison]) -> None:
 
 def versus_text(found: Comparison, column: Column, decimals: int = 0,
                 undecided: bool = True) -> str:
-    """``+0.012 (p 0.412)`` in the column's style (``decimals`` more than the paper prints;
-    ``, undecided at 0.05`` where that holds and ``undecided``), or ``n/a (why)``."""
+    """``+0.012 (p 0.412)`` with ``decimals`` more than the paper, or ``n/a (why)``."""
     if found.p_value is None or found.difference is None:
         return f"n/a ({found.problem})"
     style = column.model_copy(update={"decimals": column.decimals + decimals})

@@ -1,12 +1,5 @@
 """The evidence behind a reproduced number: per-unit values from a run's saved predictions,
-their bootstrap interval, and paired tests between two rows on the same test units.
-
-A *unit* is what a metric averages over: a query for ranking (AP, RR, P@1 from
-:func:`pairrepro.metrics.per_query_metrics`, under the run's recorded ``no_positive``), a pair
-for classification (F1, not a mean, is recomputed from counts); seeds stack into ``[seeds,
-units]``. Every metric of ``result.json`` must equal what the predictions give (to 1e-6;
-:func:`check_recorded`), else :class:`TamperedRunError` names the file and nothing is claimed.
-"""
+their bootstrap intervals, and paired tests on the same test units (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -17,51 +10,24 @@ from pathlib import Path
 
 import numpy as np
 
+from pairrepro import stats
 from pairrepro.errors import DataError, NoEvidenceError
-from pairrepro.metrics import (
-    binary_f1,
-    classification_metrics,
-    per_query_metrics,
-    ranking_metrics,
-)
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    all_runs,
-    prediction_keys,
-    read_predictions,
-)
-from pairrepro.stats import (
-    Interval,
-    PairedTest,
-    f1_interval,
-    macro_f1_interval,
-    mean_interval,
-    paired_f1_test,
-    paired_randomization_test,
-    ratio_interval,
-)
+from pairrepro.metrics import binary_f1, classification_metrics, per_query_metrics, ranking_metrics
+from pairrepro.runs import DamagedRunError, RunInfo, all_runs, prediction_keys, read_predictions
 
 RANKING_METRICS = ("map", "mrr", "p_at_1")
 CLASSIFICATION_METRICS = ("accuracy", "f1")
-# the root of every resampling stream: the same runs always give the same interval and
-# p-value, and each cell draws from its own stream (:func:`stream`)
-BOOTSTRAP_SEED = 0
-
-
-# how far a recorded metric may lie from the one its predictions give (float32 scores and
-# summation order move the 1e-16 digits, an edit moves the visible ones)
+BOOTSTRAP_SEED = 0  # the root of every resampling stream (:func:`stream`)
+# how far a recorded metric may lie from its predictions' (float32 and summation order)
 RECORD_TOLERANCE = 1e-6
 
 
 class TamperedRunError(DamagedRunError):
-    """A run's ``result.json`` disagrees with what its saved predictions give: one of the two
-    was edited or damaged, so neither can be trusted (exit 3)."""
+    """A run's ``result.json`` disagrees with its saved predictions: neither is trusted."""
 
 
 def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
-    """The metrics of every split with saved predictions, recomputed by training's functions;
-    a prediction file that cannot be read or scored is a :class:`DamagedRunError`."""
+    """The metrics of every split with saved predictions, recomputed (else DamagedRunError)."""
     out: dict[str, dict[str, float]] = {}
     for split, recorded in sorted(run.metrics.items()):
         frame = read_predictions(run.folder, split)
@@ -87,22 +53,23 @@ def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
 
 _TAMPER_HINT = ("restore the run's files as committed (git checkout -- FOLDER), or retrain "
                 "it and add it again (pairrepro results add runs/RECIPE/seed-N --force)")
+# a damaged or edited run under results/
+RESTORE_RESULTS_HINT = ("restore them as committed (git checkout -- results/), or retrain and add "
+                        "them again (pairrepro results add RUN --force)")
 _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
 
 
 def _signature(run: RunInfo) -> tuple[str, tuple[tuple[str, int, int], ...]]:
-    """The run's result.json and prediction files as (name, size, mtime): a file rewritten
-    since the last check gets checked again."""
+    """The run's files as (name, size, mtime): a file rewritten since is checked again."""
     files = [run.folder.result_path,
              *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
-    stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
-    return str(run.folder.path.resolve()), tuple(stats)
+    found = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    return str(run.folder.path.resolve()), tuple(found)
 
 
 def check_recorded(run: RunInfo) -> None:
-    """Raise :class:`TamperedRunError` naming ``result.json`` when a metric it records differs
-    from what the saved predictions give (every split with predictions, every metric they
-    give). Runs already checked and unchanged since are not scored again."""
+    """Raise :class:`TamperedRunError` when ``result.json`` differs from the predictions
+    (runs checked before and unchanged since are not scored again)."""
     key = _signature(run)
     if key in _CHECKED:
         return
@@ -123,8 +90,7 @@ def check_recorded(run: RunInfo) -> None:
 
 
 def tampered_runs(results_dir: Path) -> list[str]:
-    """Why each finished run under ``results_dir`` cannot be trusted (a damaged folder, or
-    result.json against its predictions); empty when every one checks."""
+    """Why each finished run under ``results_dir`` cannot be trusted (empty: all check)."""
     problems = []
     for run in all_runs(results_dir):
         if run.status == "damaged":
@@ -140,8 +106,7 @@ def tampered_runs(results_dir: Path) -> list[str]:
 
 
 def unit_name(metric: str) -> str:
-    """What ``metric`` (``<split>.<metric>``) averages over, in words: ``"<split> queries"`` for
-    a ranking metric, ``"<split> pairs"`` for a classification one."""
+    """What ``metric`` averages over: ``"<split> queries"`` or ``"<split> pairs"``."""
     split, name = metric.split(".", 1)
     return f"{split} {'pairs' if name in CLASSIFICATION_METRICS else 'queries'}"
 
@@ -160,17 +125,14 @@ class Units:
 
 
 def stream(*identity: object) -> int:
-    """The resampling seed of one interval or test: :data:`BOOTSTRAP_SEED` and a stable hash
-    of what is resampled (kind, recipes, metric, seeds), so no two cells share their Monte-Carlo
-    error."""
+    """The resampling seed of one interval or test: a stable hash of what is resampled."""
     text = repr((BOOTSTRAP_SEED, *identity)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
 def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                                                    np.ndarray | None]:
-    """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not (an
-    unreadable prediction file is a :class:`DamagedRunError`, as in :func:`rescore`)."""
+    """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not."""
     split, name = metric.split(".", 1)
     frame = read_predictions(run.folder, split)
     if frame is None:
@@ -194,23 +156,16 @@ def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                      f"{', '.join(RANKING_METRICS + CLASSIFICATION_METRICS)})")
 
 
-def _point(kind: str, values: np.ndarray, labels: np.ndarray | None) -> float:
-    if kind == "mean":
-        return float(values.mean())
-    return binary_f1(np.asarray(labels), values)
-
-
 def run_units(runs: list[RunInfo], metric: str) -> Units:
-    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed. A run
-    without the split's predictions, or seeds on other units: :class:`NoEvidenceError` (the
-    reason a note prints); a result.json that disagrees with its predictions:
-    :class:`TamperedRunError`, a :class:`DamagedRunError` no caller may fall back from."""
+    """The per-unit values of ``metric`` over the finished ``runs``, a row per seed (else
+    :class:`NoEvidenceError`; :class:`TamperedRunError` allows no fallback)."""
     rows, ids, labels, kind = [], None, None, ""
     for run in runs:
         check_recorded(run)
         kind, seed_ids, values, seed_labels = _seed_units(run, metric)
         recorded = run.value(metric)
-        point = _point(kind, values, seed_labels)
+        point = (float(values.mean()) if kind == "mean"
+                 else binary_f1(np.asarray(seed_labels), values))
         if recorded is None or abs(point - recorded) > RECORD_TOLERANCE:
             raise TamperedRunError(f"{run.folder.result_path}: {metric} {recorded!r} "
                                    f"where its predictions give {point:.6f}",
@@ -226,21 +181,18 @@ def run_units(runs: list[RunInfo], metric: str) -> Units:
                  labels=labels, seeds=tuple(r.seed for r in runs), recipe=runs[0].recipe)
 
 
-def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> Interval:
-    """The 95% two-level bootstrap interval of the metric, with resamples enough that whether
-    each of ``targets`` (the values a verdict compares with, in the metric's scale) lies inside
-    and the endpoints' digits printed in units of ``step`` do not depend on the seed, or saying
-    they may (:meth:`~pairrepro.stats.Interval.straddles`, ``moving``)."""
+def interval(units: Units, targets: tuple[float, ...] = (), step: float = 0.0) -> stats.Interval:
+    """The 95% two-level bootstrap interval, resampled until whether each of ``targets`` (in
+    the metric's scale) lies inside, and the digits printed in units of ``step``, are settled."""
     seed = stream("interval", units.recipe, units.metric, units.seeds)
     if units.kind == "f1":
-        return f1_interval(np.asarray(units.labels), units.values, seed=seed,
-                           targets=targets, step=step)
-    return mean_interval(units.values, seed=seed, targets=targets, step=step)
+        return stats.f1_interval(np.asarray(units.labels), units.values, seed=seed,
+                                 targets=targets, step=step)
+    return stats.mean_interval(units.values, seed=seed, targets=targets, step=step)
 
 
 def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(query ids, tied candidates, candidates) of every evaluated query: the units of
-    ``tie_share`` (a candidate is tied when another of its query has the same score)."""
+    """(query ids, tied candidates, candidates) of every evaluated query (``tie_share``)."""
     frame = read_predictions(run.folder, split)
     if frame is None or "score" not in frame.columns:
         raise NoEvidenceError(f"{run.path} has no ranking predictions/{split}.parquet")
@@ -256,25 +208,24 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
 
 
 def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
-                    ) -> Interval:
-    """The 95% interval of any metric the predictions give per unit (:func:`run_units`' means
-    and F1, macro F1, tie share over queries); else :class:`NoEvidenceError` (a count, R@k)."""
+                    ) -> stats.Interval:
+    """The 95% interval of any metric the predictions give per unit, else NoEvidenceError."""
     split, name = metric.split(".", 1)
     seed = stream("interval", runs[0].recipe if runs else "", metric,
                   tuple(r.seed for r in runs))
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
-        return macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
-                                 targets=targets)
+        return stats.macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
+                                       targets=targets)
     if name == "tie_share":
         for run in runs:
             check_recorded(run)
         found = [_tie_counts(run, split) for run in runs]
         if any(ids != found[0][0] for ids, _, _ in found):
             raise NoEvidenceError(f"the seeds were scored on other {split} queries")
-        return ratio_interval(np.vstack([t for _, t, _ in found]),
-                              np.vstack([c for _, _, c in found]), seed=seed,
-                              targets=targets)
+        return stats.ratio_interval(np.vstack([t for _, t, _ in found]),
+                                    np.vstack([c for _, _, c in found]), seed=seed,
+                                    targets=targets)
     return interval(run_units(runs, metric), targets)
 
 
@@ -284,8 +235,7 @@ F1_PAIRING = ("F1: the mean of per-seed differences, seed k against seed k, a si
 
 
 def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seed k of ``a`` against seed k of ``b`` (as many as both have); a single seed (a
-    deterministic scorer such as BM25) stands against every seed of the other."""
+    """Seed k of ``a`` against seed k of ``b``; a single seed (BM25) stands against each."""
     if len(a) == 1 or len(b) == 1:
         count = max(len(a), len(b))
         return np.repeat(a, count // len(a), axis=0), np.repeat(b, count // len(b), axis=0)
@@ -294,18 +244,16 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _order_of(a: Units, b: Units) -> np.ndarray | None:
-    """The columns of ``b`` in ``a``'s unit order (None: already the same order); the two
-    must hold the same units."""
+    """The columns of ``b`` in ``a``'s unit order (None: already the same order)."""
     if a.ids == b.ids:
         return None
     position = {unit: k for k, unit in enumerate(b.ids)}
     return np.array([position[i] for i in a.ids])
 
 
-def paired_test(a: Units, b: Units) -> PairedTest:
+def paired_test(a: Units, b: Units) -> stats.PairedTest:
     """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
-    :class:`NoEvidenceError`): mean metrics average each unit over seeds first; F1 pairs seed k
-    with seed k (:data:`F1_PAIRING`) and tests the mean of per-seed differences."""
+    :class:`NoEvidenceError`); F1 as :data:`F1_PAIRING` says."""
     seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
@@ -318,13 +266,12 @@ def paired_test(a: Units, b: Units) -> PairedTest:
         if not np.array_equal(np.asarray(a.labels), b_labels):
             raise NoEvidenceError("different gold labels on the same pairs")
         a_values, b_values = _paired_seeds(a.values, b_values)
-        return paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
-    return paired_randomization_test(a.values, b_values, seed=seed)
+        return stats.paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
+    return stats.paired_randomization_test(a.values, b_values, seed=seed)
 
 
-def difference_interval(a: Units, b: Units) -> Interval:
-    """The 95% two-level bootstrap interval of ``a`` minus ``b`` for a mean metric on the same
-    units, seed k against seed k (:func:`_paired_seeds`); else :class:`NoEvidenceError`."""
+def difference_interval(a: Units, b: Units) -> stats.Interval:
+    """The 95% interval of ``a`` minus ``b`` for a mean metric on the same units."""
     if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
                               "same units")
@@ -332,4 +279,4 @@ def difference_interval(a: Units, b: Units) -> Interval:
     b_values = b.values if order is None else b.values[:, order]
     a_values, b_values = _paired_seeds(a.values, b_values)
     seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
-    return mean_interval(a_values - b_values, seed=seed)
+    return stats.mean_interval(a_values - b_values, seed=seed)

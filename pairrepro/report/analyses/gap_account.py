@@ -1,12 +1,5 @@
-"""What a ladder's measurements say about the gap left to the paper, sentence by sentence.
-
-Each sentence names what supports it: a protocol reading, a side step, the vectors'
-dose-response ladder or a cross-check against the authors' code (``[account]`` of a ladder
-names the dose ladder and the step that stands for the reproduction). What no measurement
-accounts for is given as a number: the distance left after the carried vector gain, under the
-clean protocol and under the reading nearest the paper. Only the ladder's first metric is
-spelt out; the tables above it hold the others.
-"""
+"""What a ladder's measurements say about the gap left to the paper, each sentence with its
+support (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -64,7 +57,6 @@ def _protocol(result: LadderResult, step: int, column: Column,
 
 
 def _side_steps(result: LadderResult, column_index: int) -> list[str]:
-    """One sentence per side step: its change against the step it names."""
     lines = []
     for step in result.steps:
         if not result.ladder.steps[step.number].against:
@@ -164,14 +156,12 @@ def account_markdown(result: LadderResult) -> list[str]:
 
 
 def gap_markdown(result: LadderResult) -> str:
-    """A ladder's table (:func:`ladder_markdown`) with its readings, dose-response and account
-    before what it does not try."""
+    """A ladder's table with its readings, dose-response and account."""
     return ladder_markdown(result, _readings_markdown(result) + _dose_markdown(result)
                            + account_markdown(result))
 
 
 def gap_json(result: LadderResult) -> dict[str, Any]:
-    """:func:`ladder_json` with the dose-response (``report gap --json``)."""
     return {**ladder_json(result),
             "readings": [{"step": number, "metric": column.metric, "published": published,
                           "reading": value.reading.name, "protocol": value.reading.protocol,
@@ -184,8 +174,7 @@ def gap_json(result: LadderResult) -> dict[str, Any]:
 
 
 def _readings_markdown(result: LadderResult) -> list[str]:
-    """The readings block: each named step's value under every protocol, its distance from
-    the paper's value with its interval, the nearest marked, and the protocols' sources."""
+    """The readings of the named steps under every protocol, with their sources."""
     readings = ladder_readings(result)
     if not readings:
         return []
@@ -199,8 +188,7 @@ def _readings_markdown(result: LadderResult) -> list[str]:
 
 
 def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
-    """Per column: (column, change per doubling, its 95% interval's low and high) between the
-    two ``[dose]`` steps, from the paired per-unit differences over seeds (mean metrics)."""
+    """Per column: (column, change per doubling, its 95% interval) between the dose steps."""
     dose = result.ladder.dose
     if dose is None or any(n not in result.runs for n in dose.steps):
         return []
@@ -216,9 +204,8 @@ def dose_response(result: LadderResult) -> list[tuple[Column, float, float, floa
 
 
 def _coverage(result: LadderResult) -> list[str]:
-    """Each step's share of vocabulary words without a pretrained vector (OOV), from its
-    manifests; a vocabulary's size is a function of the prepared data, so a run that did not
-    record it takes it from a run of the same prepared data that did."""
+    """Each step's OOV share of its vocabulary, from its manifests (a run without a recorded
+    vocabulary size takes it from a run of the same prepared data)."""
     rows_of = {(r.manifest.get("prepared_sha256") or {}).get("train.parquet"):
                r.manifest.get("embedding_rows")
                for runs in result.runs.values() for r in runs
@@ -245,8 +232,7 @@ def _coverage(result: LadderResult) -> list[str]:
 
 
 def _dose_markdown(result: LadderResult) -> list[str]:
-    """The dose-response sentence: change per doubling, carried to the paper's amount, beside
-    the distance left to the paper."""
+    """The dose-response sentence beside the distance left to the paper."""
     dose = result.ladder.dose
     slopes = dose_response(result)
     if dose is None or not slopes:
@@ -261,12 +247,9 @@ def _dose_markdown(result: LadderResult) -> list[str]:
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
             verdicts.append(_supports(column, high * ahead, published - mean))
-        parts.append(f"{column.header} {format_number(slope, column, signed=True)} per "
-                     f"doubling [{format_number(low, column, signed=True)}, "
-                     f"{format_number(high, column, signed=True)}], so "
-                     f"{format_number(slope * ahead, column, signed=True)} "
-                     f"[{format_number(low * ahead, column, signed=True)}, "
-                     f"{format_number(high * ahead, column, signed=True)}] over the "
+        parts.append(f"{column.header} {_signed(slope, column)} per doubling "
+                     f"{_interval(low, high, column)}, so {_signed(slope * ahead, column)} "
+                     f"{_interval(low * ahead, high * ahead, column)} over the "
                      f"{ahead:.2f} doublings to {dose.target:g}{left}")
     return [*_coverage(result), "", f"Dose-response ({dose.what}, step {first} at "
             f"{dose.amounts[0]:g} against step "
@@ -277,8 +260,7 @@ def _dose_markdown(result: LadderResult) -> list[str]:
 
 
 def _supports(column: Column, carried_high: float, left: float) -> str:
-    """Whether the carried gain's interval reaches the distance left: the measured slope's
-    verdict on "the paper's vectors explain the rest"."""
+    """Whether the carried gain's interval reaches the distance left."""
     if carried_high < left:
         return (f" {column.header}: even the upper end of the carried gain falls short of the "
                 "distance left, so the measured slope does not support that the vectors' "

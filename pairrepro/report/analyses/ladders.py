@@ -1,15 +1,5 @@
-"""Gap ladders: what is left between a reproduced number and the paper's, one change at a time.
-
-A ladder (``pairrepro/report/ladders/<name>.toml``) names one published cell and its steps,
-each a recipe that ``extends`` the step before with one change, so two neighbours differ by
-what that change is worth; a side step (``against``) changes one thing of an earlier step
-instead and is tested against it. From the reference runs: each step's mean with its interval
-and a paired test against the step it changes (:mod:`pairrepro.report.analyses.evidence`); a step
-without a run gives the command that makes one; ``left`` lists what no step can try, and why.
-``[readings]`` re-scores chosen steps' predictions under the dataset's other published
-protocols (:mod:`pairrepro.report.analyses.readings`), and ``[dose]`` reads a steps' series as a
-dose-response: the change per doubling of a quantity between two steps, carried to a target.
-"""
+"""Gap ladders (``pairrepro/report/ladders/<name>.toml``): a published cell and the steps
+towards it, each recipe one change from the step before, tested against it (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -40,25 +30,9 @@ from pairrepro.report.analyses.comparison import (
     per_unit,
     versus_text,
 )
-from pairrepro.report.analyses.readings import (
-    ReadingValue,
-    read_cell,
-    readings_for,
-)
-from pairrepro.report.tables.cells import (
-    DAMAGED,
-)
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    MOVING_NOTE,
-    format_interval,
-    format_number,
-    in_column,
-    p_text,
-    parse_published,
-    printed_step,
-    to_unit,
-)
+from pairrepro.report.analyses.readings import ReadingValue, read_cell, readings_for
+from pairrepro.report.tables import numbers
+from pairrepro.report.tables.cells import DAMAGED
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP
@@ -67,8 +41,7 @@ LADDERS_DIR = Path(__file__).resolve().parents[1] / "ladders"
 
 
 class LadderStep(Schema):
-    """One rung: a recipe and, in words, the one change it makes to the rung before (or, for
-    a side step, to the earlier step whose recipe ``against`` names)."""
+    """A recipe and the one change it makes to the rung before (or to step ``against``)."""
 
     recipe: str
     change: str
@@ -76,14 +49,11 @@ class LadderStep(Schema):
 
 
 class LadderReadings(Schema):
-    """The steps whose predictions are re-scored under the dataset's protocol readings."""
-
     steps: list[int]
 
 
 class Dose(Schema):
-    """A quantity that doubles between two steps (``amounts`` of ``steps``), and the amount
-    ``target`` the paper used: the measured change per doubling, carried to the target."""
+    """A quantity that doubles between two steps, and the amount the paper used."""
 
     what: str  # "embedding dimensions"
     steps: list[int] = Field(min_length=2, max_length=2)
@@ -93,24 +63,19 @@ class Dose(Schema):
 
 
 class LeftOver(Schema):
-    """Something that may explain the rest of the gap and that no rung here can try."""
-
     what: str
     why: str
 
 
 class Account(Schema):
-    """What the ladder's measurements say about the gap: the step that stands for the
-    reproduction and the ladder measuring the vectors' dose-response (if any)."""
+    """The step that stands for the reproduction, and the vectors' dose-response ladder."""
 
     step: int
     dose_ladder: str = ""
 
 
 class CrossCheck(Schema):
-    """Runs of another implementation on the same data and test units (e.g. the authors'
-    code), kept as seed folders under ``folder`` (relative to the project), tested against
-    the step whose recipe ``against`` names."""
+    """Seed folders of another implementation under ``folder``, tested against ``against``."""
 
     name: str
     folder: str
@@ -118,8 +83,6 @@ class CrossCheck(Schema):
 
 
 class Ladder(Schema):
-    """A published cell and the rungs that climb towards it."""
-
     title: str
     paper: str
     table: int
@@ -138,7 +101,6 @@ def available_ladders() -> list[str]:
 
 
 def load_ladder(name: str) -> Ladder:
-    """Ladder ``name`` (a ConfigError naming the file and key when it is malformed)."""
     path = LADDERS_DIR / f"{name}.toml"
     if not path.is_file():
         raise ConfigError(f"no gap ladder {name!r}",
@@ -147,8 +109,7 @@ def load_ladder(name: str) -> Ladder:
 
 
 def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | None]]:
-    """The table column of each of the ladder's metrics and the row's published value (None
-    for a comparison row, which recipes add under the table: the paper has no number)."""
+    """Each metric's column and published value (None on a comparison row)."""
     paper = load_paper(ladder.paper)
     table = paper.table(ladder.table)
     rows = [*table.rows, *comparison_rows(paper, table, index)]
@@ -162,14 +123,13 @@ def _columns(ladder: Ladder, index: RecipeIndex) -> list[tuple[Column, float | N
                       None)
         if column is None:
             raise ConfigError(f"ladder {ladder.title!r}: {table.name} has no column {metric!r}")
-        found.append((column, parse_published(row.values.get(column.key, ""))))
+        found.append((column, numbers.parse_published(row.values.get(column.key, ""))))
     return found
 
 
 def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunInfo]:
-    """The finished reference runs of ``recipe`` itself (variants left out). A seed folder
-    that cannot be read is a DamagedRunError naming it: leaving it out would give another
-    mean and another test under the same heading."""
+    """The finished reference runs of ``recipe`` itself; an unreadable seed folder raises
+    DamagedRunError (leaving it out would change the mean under the same heading)."""
     if recipe not in index.recipes:
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
                           hint=f"recipes/{recipe}.toml must exist")
@@ -178,34 +138,28 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
     if damaged:
         raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
                               + "; ".join(damaged),
-                              hint="restore them as committed (git checkout -- results/), or "
-                                   "retrain and add them again (pairrepro results add RUN "
-                                   "--force)")
+                              hint=evidence.RESTORE_RESULTS_HINT)
     runs, _ = split_variants(found, index.recipes[recipe].to_dict())
     return runs
 
 
 @dataclass
 class StepValue:
-    """One metric of one step: the mean over seeds, its interval, the step before's test."""
 
     metric: str
     mean: float  # in the column's unit
     text: str  # "0.753 [0.689, 0.812]"
     low: float | None = None
     high: float | None = None
-    # against the step before (None: there is none), Holm over the ladder's tests
     comparison: Comparison | None = None
 
 
 def versus(value: StepValue, column: Column) -> str:
-    """"+0.012 (p 0.412)", "n/a (why)" or "" (no step before)."""
     return "" if value.comparison is None else versus_text(value.comparison, column)
 
 
 @dataclass
 class StepResult:
-    """One step of a ladder and what its reference runs give (no values: no run yet)."""
 
     number: int
     recipe: str
@@ -219,7 +173,6 @@ class StepResult:
 
 @dataclass
 class LadderResult:
-    """A ladder evaluated on a results folder."""
 
     name: str
     ladder: Ladder
@@ -227,22 +180,18 @@ class LadderResult:
     steps: list[StepResult]
     results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
-    # (step, column, published value, readings) of the steps [readings] names, computed on
-    # first use (ladder_readings): only a rendering needs them
     readings: list[tuple[int, Column, float | None, list[ReadingValue]]] | None = None
     units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
 
 
 def _step_value(runs: list[RunInfo], units: evidence.Units | str,
                 before: evidence.Units | str | None, column: Column) -> StepValue:
-    """Mean over seeds in the column's unit, its bootstrap interval where the predictions
-    allow one, and the paired test against the step before's units (None: no step before)."""
-    mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column) for r in runs)
-    value = StepValue(column.metric, mean, format_number(mean, column))
+    mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs)
+    value = StepValue(column.metric, mean, numbers.format_number(mean, column))
     if isinstance(units, evidence.Units):
-        found = evidence.interval(units, step=printed_step(column))
-        value.low, value.high = (to_unit(v, column) for v in (found.low, found.high))
-        value.text += f" {format_interval(found, in_column(column))}"
+        found = evidence.interval(units, step=numbers.printed_step(column))
+        value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
+        value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
     if before is not None:
         value.comparison = compare(units, before, column)
     return value
@@ -250,9 +199,8 @@ def _step_value(runs: list[RunInfo], units: evidence.Units | str,
 
 def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
                     ) -> LadderResult:
-    """Ladder ``name`` with every step's values from the runs in ``results_dir``; each step is
-    tested against the step its ``against`` names, else the nearest step before it that has
-    runs (each step's predictions are read once, for its interval and its tests)."""
+    """Ladder ``name`` on ``results_dir``: each step against its ``against`` step, else the
+    nearest earlier main-line step with runs."""
     ladder = load_ladder(name)
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
@@ -262,7 +210,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     for number, step in enumerate(ladder.steps):
         found = StepResult(number, step.recipe, step.change)
         runs = recipe_runs(index, results_dir, step.recipe)
-        base = _base_step(ladder, step, number, last)
+        base = _step_of(ladder, step.against, number) if step.against else last
         found.against = base
         if runs:
             found.seeds = [r.seed for r in runs]
@@ -282,14 +230,7 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     return result
 
 
-def _base_step(ladder: Ladder, step: LadderStep, number: int, last: int | None) -> int | None:
-    """The step ``step`` is tested against: the earlier step of recipe ``against``, else the
-    last main-line step with runs (None: the first)."""
-    return _step_of(ladder, step.against, number) if step.against else last
-
-
 def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
-    """The first of the steps before step ``before`` that runs ``recipe``."""
     earlier = [k for k, s in enumerate(ladder.steps[:before]) if s.recipe == recipe]
     if not earlier:
         raise ConfigError(f"ladder {ladder.title!r}: step {before} is against {recipe!r}, "
@@ -300,7 +241,6 @@ def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
 
 def crosscheck_values(result: LadderResult
                       ) -> list[tuple[CrossCheck, int, list[StepValue] | None]]:
-    """Each cross-check's values (None: no runs in its folder) against the step it names."""
     from pairrepro import paths
 
     found = []
@@ -317,8 +257,6 @@ def crosscheck_values(result: LadderResult
 
 def ladder_readings(result: LadderResult
                     ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
-    """The protocol readings of the steps ``[readings]`` names that have runs (computed once
-    per result)."""
     if result.readings is None:
         result.readings = _read_steps(result)
     return result.readings
@@ -345,9 +283,7 @@ def _read_steps(result: LadderResult
 
 
 def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str:
-    """A ladder as a markdown table, the distance left to the paper, ``extra`` lines (the
-    readings, dose and account of :func:`~.gap_account.gap_markdown`) and what
-    is not tried."""
+    """A ladder as Markdown: the steps, the gap left, ``extra`` lines and what is not tried."""
     ladder, columns = result.ladder, result.columns
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
@@ -371,9 +307,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
         lines.append("| " + " | ".join(cells) + " |")
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
-    gaps = [f"{column.header} {format_number(published, column)}, "
-            f"{format_number(value.mean - published, column, signed=True)} from the last step "
-            "run" for (column, published), value in zip(columns, last.values, strict=True)
+    gaps = [f"{column.header} {numbers.format_number(published, column)}, "
+            f"{numbers.format_number(value.mean - published, column, signed=True)} from the last "
+            "step run" for (column, published), value in zip(columns, last.values, strict=True)
             if published is not None] if last else []
     where = f"{ladder.paper} Table {ladder.table}, {ladder.row}"
     if any(value is not None for _, value in columns):
@@ -395,8 +331,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")
-              + (f" {MOVING_NOTE}." if any(MOVING in v.text for s in result.steps
-                                          for v in s.values) else "")]
+              + (f" {numbers.MOVING_NOTE}." if any(numbers.MOVING in v.text for s in result.steps
+                                                   for v in s.values) else "")]
     if tested:
         lines += ["", _holding_steps(tested)]
     lines += extra or []
@@ -407,17 +343,15 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
 
 
 def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
-    """The values the ladder's Holm adjustment covers, each with its step number and column."""
     return [(step.number, column, value) for step in result.steps if step.values
             for (column, _), value in zip(result.columns, step.values, strict=True)
             if value.comparison is not None and value.comparison.holm is not None]
 
 
 def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
-    """The steps whose change holds after Holm's adjustment: which steps carry the gap."""
     held = [f"step {number} ({column.header} "
-            f"{format_number(found.difference or 0.0, column, signed=True)}, Holm "
-            f"{p_text(found.holm or 1.0)})"
+            f"{numbers.format_number(found.difference or 0.0, column, signed=True)}, Holm "
+            f"{numbers.p_text(found.holm or 1.0)})"
             for number, column, value in tested
             if (found := value.comparison) is not None and (found.holm or 1.0) < 0.05]
     return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "
@@ -426,7 +360,6 @@ def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
 
 
 def ladder_json(result: LadderResult) -> dict[str, Any]:
-    """A ladder as plain data (``report gap --json``)."""
     return {"ladder": result.name, "title": result.ladder.title,
             "paper": {"paper": result.ladder.paper, "table": result.ladder.table,
                       "row": result.ladder.row,

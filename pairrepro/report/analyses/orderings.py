@@ -1,14 +1,5 @@
-"""Which of a paper's orderings hold in our runs: for every two rows of a table that both have
-a published value and reproduced runs, the paper's order in one column ("A above B", every
-metric being higher-is-better, or a tie when the printed numbers are equal) against the paired
-test of our two rows on the same units (:func:`~.evidence.paired_test`), read by
-one rule (:func:`verdict`): **holds** (the paper's sign, p < alpha), **same direction, not
-significant**, **reversed, not significant**, **reversed** (p < alpha); a printed tie
-**holds** when p >= alpha, else is **broken**; **undecided** while alpha lies within the
-p-value's Monte-Carlo error (:mod:`pairrepro.stats`). Each ordering also carries its Holm p
-over the table's orderings (verdicts use the raw p). Comparison rows (recipes' ``compares``)
-are not the paper's and are left out.
-"""
+"""Which of a paper's orderings of its rows hold in our runs, by paired tests on the same units
+(the verdict rule: :func:`verdict`, docs/results.md)."""
 
 from __future__ import annotations
 
@@ -29,9 +20,7 @@ from pairrepro.report.analyses.comparison import (
 )
 from pairrepro.report.tables.cells import EvalTable
 from pairrepro.report.tables.numbers import format_number, parse_published
-from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
-
-ALPHA = 0.05
+from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
 
 HOLDS = "holds"
 SAME_DIRECTION = "same direction, not significant"
@@ -47,8 +36,6 @@ VERDICTS = (HOLDS, SAME_DIRECTION, REVERSED_NOT_SIGNIFICANT, REVERSED, TIE_HOLDS
 
 @dataclass
 class Ordering:
-    """One column's published order of two rows, and what our runs say about it."""
-
     column: str  # the column's header
     metric: str  # "<split>.<metric>"
     higher: str  # row labels, the paper's higher first (a tie: the paper's printed order)
@@ -67,8 +54,7 @@ class Ordering:
 
 def verdict(paper_difference: float, difference: float, p_value: float,
             alpha: float = ALPHA) -> str:
-    """The module's rule: our ``difference`` (higher minus lower row of the paper, or the
-    first minus the second of a tie) and its ``p_value`` against the paper's order."""
+    """Our ``difference`` (the paper's higher row minus its lower) against the paper's order."""
     significant = p_value < alpha
     if paper_difference == 0:
         return TIE_BROKEN if significant else TIE_HOLDS
@@ -79,8 +65,7 @@ def verdict(paper_difference: float, difference: float, p_value: float,
 
 @dataclass
 class _RowUnits:
-    """One paper row in one column: its label, printed value and per-unit values (read once,
-    for every pair the row is in), or why there are none."""
+    """One paper row in one column: label, printed value and per-unit values (or why not)."""
 
     label: str
     published: float
@@ -116,8 +101,7 @@ def _ordering(column: Column, first: _RowUnits, second: _RowUnits, alpha: float)
 
 
 def _text(item: Ordering, column: Column) -> str:
-    """"+0.02 (p 0.354)", one decimal more than the paper prints (a difference smaller than
-    its last digit still shows its sign), or why there is no test."""
+    """"+0.02 (p 0.354)" with one decimal more than the paper, or why there is no test."""
     return versus_text(item.comparison, column, decimals=1, undecided=False)
 
 
@@ -134,7 +118,6 @@ def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
 
 
 def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA) -> str:
-    """The orderings as a markdown table with a count of each verdict."""
     title = f"#### {ev.paper.paper}: Table {ev.table.number}: which of the paper's orderings hold"
     if not orderings:
         return (f"{title}\n\nNo two rows of the paper have both a published value and a "
@@ -171,7 +154,6 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
 
 def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPHA
                    ) -> dict[str, Any]:
-    """The orderings as plain data (``report orderings --json``)."""
     columns = {c.header: c for c in ev.table.columns}
     return {"paper": ev.paper.paper, "table": ev.table.number, "alpha": alpha,
             "orderings": [_json(o, columns[o.column]) for o in orderings]}

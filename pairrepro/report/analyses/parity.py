@@ -1,11 +1,5 @@
-"""Precision parity: do runs trained under bf16 autocast give the numbers fp32 runs give?
-
-``pairrepro/report/parity.toml`` pairs a bf16 recipe with the fp32 one it extends (any
-difference but ``[train] precision`` is a ConfigError). Per pair and metric, from the reference
-runs: means with intervals, seed-by-seed differences, a paired test of bf16 against fp32
-(Holm over the table). bf16 passes when the test finds no difference (p >= 0.05, decided)
-*and* the means differ by no more than the fp32 seeds' spread (largest minus smallest).
-"""
+"""Precision parity: do bf16 runs give the numbers of the fp32 runs they extend (the pairs of
+``pairrepro/report/parity.toml``; the pass rule: docs/results.md)?"""
 
 from __future__ import annotations
 
@@ -94,8 +88,7 @@ def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
 
 def _precision_runs(index: RecipeIndex, results: Path, recipe: str, precision: str
                     ) -> list[RunInfo]:
-    """The recipe's finished reference runs that were trained in ``precision`` (a run made
-    with ``--precision`` is its recipe's run, but not evidence for the other precision)."""
+    """The recipe's finished reference runs trained in ``precision``."""
     return [run for run in recipe_runs(index, results, recipe)
             if str(run.manifest.get("precision") or "fp32") == precision]
 
@@ -144,8 +137,7 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
 
 def evaluate_parity(results: Path, index: RecipeIndex | None = None,
                     table: ParityTable | None = None) -> list[ParityResult]:
-    """Every pair of ``parity.toml`` on the runs of ``results``, Holm-adjusted over all the
-    tests the table prints."""
+    """Every pair of ``parity.toml`` on ``results``, Holm over the table's tests."""
     index = index or load_recipe_index()
     table = table or load_parity()
     found: list[ParityResult] = []
@@ -164,7 +156,6 @@ def evaluate_parity(results: Path, index: RecipeIndex | None = None,
 
 
 def parity_markdown(found: list[ParityResult]) -> str:
-    """The parity table, one row per model and metric, and how to read it."""
     head = ["model", "metric", "seeds", "fp32 [95% interval]", "bf16 [95% interval]",
             "bf16 − fp32, seed by seed", "bf16 − fp32", "Holm p", "fp32 seed spread",
             "verdict"]
@@ -203,7 +194,6 @@ def parity_markdown(found: list[ParityResult]) -> str:
 
 
 def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
-    """The parity table as plain data (``report parity --json``)."""
     return [{**asdict(result), "values": [_value_json(v) for v in result.values]}
             for result in found]
 

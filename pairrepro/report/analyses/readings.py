@@ -1,16 +1,5 @@
-"""Protocol readings: a reproduced number re-scored under another published evaluation
-protocol, from the same committed predictions, with nothing trained.
-
-A readings file (``pairrepro/report/readings/<dataset>.toml``) names the protocols a dataset's
-metric has been published under, each with its source, and the paper tables whose cells it
-reads. A reading turns a run's per-unit values (:mod:`pairrepro.report.analyses.evidence`) into the
-protocol's: TrecQA's raw readings add the questions the clean variant drops (an all-positive
-question scores 1 whatever the ranking; a no-positive one 0, or is left out, as trec_eval
-leaves it out without ``-c``), TwitterURL's re-score the predicted classes (the paraphrase
-class's F1, macro-F1, accuracy). Each value has its two-level bootstrap interval and its
-distance from the paper's number; the reading nearest the paper is a hypothesis about how
-the paper scored, with that evidence, never a correction of the reproduced number.
-"""
+"""Protocol readings: a reproduced number re-scored from the same committed predictions under
+another published evaluation protocol (``pairrepro/report/readings/``; docs/results.md)."""
 
 from __future__ import annotations
 
@@ -25,14 +14,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    format_number,
-    from_unit,
-    parse_published,
-    printed_step,
-    to_unit,
-)
+from pairrepro.report.tables import numbers
 from pairrepro.runs import RunInfo
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import Interval, f1_interval, macro_f1_interval, mean_interval
@@ -48,8 +30,6 @@ Protocol = Literal["clean", "raw_no_positive_dropped", "raw_no_positive_zero",
 
 
 class Reading(Schema):
-    """One published protocol: what it is called, how it scores and who scored so."""
-
     name: str
     protocol: Protocol
     source: str
@@ -68,8 +48,6 @@ class TableRef(Schema):
 
 
 class ReadingsFile(Schema):
-    """The readings of one dataset's metrics, and the paper tables they apply to."""
-
     dataset: str
     metrics: list[str]  # metric names (``map``, ``f1``) the readings re-score
     readings: list[Reading]
@@ -78,7 +56,6 @@ class ReadingsFile(Schema):
 
 
 def load_readings(dataset: str) -> ReadingsFile | None:
-    """The readings of ``dataset``, or None when it has none."""
     path = READINGS_DIR / f"{dataset}.toml"
     if not path.is_file():
         return None
@@ -97,8 +74,6 @@ def readings_for(column: Column, dataset: str) -> ReadingsFile | None:
 
 @dataclass(frozen=True)
 class ReadingValue:
-    """One reading of one cell, in the column's unit."""
-
     reading: Reading
     value: float
     low: float
@@ -109,23 +84,15 @@ class ReadingValue:
     moving: tuple[bool, bool] = (False, False)  # an endpoint's last digit may still move
 
 
-def _with_constants(units: evidence.Units, ones: int, zeros: int) -> np.ndarray:
-    """Each seed's per-unit values followed by ``ones`` units of 1 and ``zeros`` of 0."""
-    seeds = units.values.shape[0]
-    return np.hstack([units.values, np.ones((seeds, ones)), np.zeros((seeds, zeros))])
-
-
 def _read(runs: list[RunInfo], column: Column, published: float | None, reading: Reading,
           spec: ReadingsFile) -> Interval:
-    """The reading's value over ``runs`` (mean over seeds) with its bootstrap interval, its
-    resamples enough that the printed digits and whether the paper's value lies inside do not
-    depend on the resampling seed (or the interval says they may)."""
+    """The reading's mean over seeds with its bootstrap interval."""
     split, metric = column.split, column.metric_name
     units = evidence.run_units(runs, f"{split}.accuracy" if reading.protocol == "accuracy"
                                else f"{split}.{metric}")
     seed = evidence.stream("reading", reading.protocol, units.recipe, units.metric, units.seeds)
-    options = {"seed": seed, "step": printed_step(column),
-               "targets": () if published is None else (from_unit(published, column),)}
+    options = {"seed": seed, "step": numbers.printed_step(column),
+               "targets": () if published is None else (numbers.from_unit(published, column),)}
     if reading.protocol in ("f1_positive", "f1_macro"):
         draw = f1_interval if reading.protocol == "f1_positive" else macro_f1_interval
         return draw(np.asarray(units.labels), units.values, **options)
@@ -136,17 +103,19 @@ def _read(runs: list[RunInfo], column: Column, published: float | None, reading:
         raise ConfigError(f"readings of {spec.dataset}: no [raw.{split}] counts for "
                           f"{reading.name!r}", hint=f"add them to {READINGS_DIR}")
     zeros = dropped.no_positive if reading.protocol == "raw_no_positive_zero" else 0
-    return mean_interval(_with_constants(units, dropped.all_positive, zeros), **options)
+    seeds = units.values.shape[0]  # each seed's units, then the dropped questions' 1s and 0s
+    return mean_interval(np.hstack([units.values, np.ones((seeds, dropped.all_positive)),
+                                    np.zeros((seeds, zeros))]), **options)
 
 
 def read_cell(runs: list[RunInfo], column: Column, published: float | None,
               spec: ReadingsFile) -> list[ReadingValue]:
-    """Every reading of ``spec`` for one cell (its runs and column), each with its distance
-    from ``published``; the nearest is marked."""
+    """Every reading of ``spec`` for one cell, with its distance from ``published``."""
     values = []
     for reading in spec.readings:
         found = _read(runs, column, published, reading, spec)
-        value, low, high = (to_unit(v, column) for v in (found.value, found.low, found.high))
+        value, low, high = (numbers.to_unit(v, column)
+                            for v in (found.value, found.low, found.high))
         values.append(ReadingValue(reading, value, low, high, found.units,
                                    None if published is None else value - published,
                                    moving=found.moving()))
@@ -160,14 +129,14 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
 def _ends(value: ReadingValue, column: Column, shift: float = 0.0,
           signed: bool = False) -> str:
     """``[low, high]`` less ``shift``, an endpoint whose digit may still move marked."""
-    low, high = (MOVING * moving + format_number(end - shift, column, signed=signed)
+    low, high = (numbers.MOVING * moving + numbers.format_number(end - shift, column, signed=signed)
                  for end, moving in zip((value.low, value.high), value.moving, strict=True))
     return f"[{low}, {high}]"
 
 
 def value_text(value: ReadingValue, column: Column) -> str:
     """``0.790 [0.731, 0.846]``."""
-    return f"{format_number(value.value, column)} {_ends(value, column)}"
+    return f"{numbers.format_number(value.value, column)} {_ends(value, column)}"
 
 
 def distance_text(value: ReadingValue, column: Column) -> str:
@@ -175,7 +144,7 @@ def distance_text(value: ReadingValue, column: Column) -> str:
     if value.distance is None:
         return ""
     shift = value.value - value.distance  # the published value
-    return (f"{format_number(value.distance, column, signed=True)} "
+    return (f"{numbers.format_number(value.distance, column, signed=True)} "
             f"{_ends(value, column, shift, signed=True)}")
 
 
@@ -194,7 +163,7 @@ def readings_rows(label: str, column: Column, published: float | None,
     rows = []
     for value in values:
         name = f"**{value.reading.name}** (nearest)" if value.nearest else value.reading.name
-        paper = "" if published is None else format_number(published, column)
+        paper = "" if published is None else numbers.format_number(published, column)
         rows.append(f"| {label} | {column.header} | {paper} | {name} | "
                     f"{value_text(value, column)} | {distance_text(value, column)} |")
     return rows
@@ -205,7 +174,6 @@ READINGS_HEAD = ["| row | metric | paper | reading | value [95% interval] | "
 
 
 def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
-    """One line per reading: its name and its source."""
     seen: dict[str, str] = {}
     for spec in specs:
         for reading in spec.readings:
@@ -214,12 +182,11 @@ def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
-    """(row label, column, published value, readings) of every reproduced cell of ``ev``
-    that has a published value and readings that name its table."""
+    """(label, column, published, readings) of ``ev``'s cells that readings apply to."""
     found = []
     for row in ev.rows:
         for column, cell in zip(ev.table.columns, row.cells, strict=False):
-            published = parse_published(cell.published)
+            published = numbers.parse_published(cell.published)
             if column.kind != "metric" or not cell.runs or published is None or cell.damaged:
                 continue
             spec = readings_for(column, ev.table.dataset)
@@ -232,7 +199,6 @@ def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[Reading
 
 
 def table_readings_markdown(ev: EvalTable) -> str:
-    """The readings of a table's reproduced cells, with their sources and how to read them."""
     cells = table_readings(ev)
     if not cells:
         return (f"No reproduced cell of {ev.paper.paper} Table {ev.table.number} has a "
@@ -242,8 +208,7 @@ def table_readings_markdown(ev: EvalTable) -> str:
 
 def readings_block(cells: list[tuple[str, Column, float | None, list[ReadingValue]]],
                    dataset: str) -> list[str]:
-    """Markdown lines of cells' readings (label, column, published value, readings): the
-    table, how to read it and each protocol's source."""
+    """Markdown lines of cells' readings, how to read them and the protocols' sources."""
     lines = list(READINGS_HEAD)
     for label, column, published, values in cells:
         lines += readings_rows(label, column, published, values)

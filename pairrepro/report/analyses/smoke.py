@@ -1,10 +1,5 @@
 """The real-text smoke tests (recipes ``<model>_<dataset>_smoke``): each model's test accuracy
-with its 95% interval beside the majority class of the same training split
-(``majority_<dataset>_smoke``), the paired difference with its interval, and the paired
-randomization test against the majority class, Holm-adjusted over the models of a dataset. A
-model *beats* the majority class when the adjusted p is below :data:`ALPHA` and the difference
-interval lies above 0. These show that the real-text path learns; no paper number is among them.
-"""
+against the majority class of the same training split (``majority_<dataset>_smoke``)."""
 
 from __future__ import annotations
 
@@ -26,8 +21,6 @@ BASELINE = "majority"
 
 @dataclass(frozen=True)
 class SmokeRow:
-    """One smoke recipe's test accuracy against the majority class of its dataset."""
-
     recipe: str
     dataset: str
     seeds: int
@@ -51,8 +44,7 @@ def smoke_recipes(dataset: str) -> list[str]:
 
 
 def smoke_rows(results: Path) -> list[SmokeRow]:
-    """A row per smoke recipe with finished runs under ``results`` whose dataset's majority
-    class has a finished run too; a run without predictions is a :class:`NoEvidenceError`."""
+    """A row per smoke recipe whose runs and majority-class runs have finished."""
     rows: list[SmokeRow] = []
     for dataset in DATASETS:
         baseline = _finished(results, f"{BASELINE}_{dataset}_smoke")
@@ -77,7 +69,6 @@ def _finished(results: Path, recipe: str) -> list[RunInfo]:
 
 
 def smoke_markdown(results: Path) -> str:
-    """The smoke tests as a markdown table (a README section's renderer)."""
     try:
         rows = smoke_rows(results)
     except NoEvidenceError as exc:

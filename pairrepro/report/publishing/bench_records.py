@@ -1,8 +1,5 @@
-"""The model benchmark table of docs/benchmarks.md, from the committed
-``bench/records/<script>.json`` (``bench_grid.py`` / ``bench_csran_cin.py --record``): only
-*reference measurements* of the bench protocol (``bench/protocol.py``), each with its machine,
-load and threads, the latest two of a model side by side with their largest share difference.
-"""
+"""The model benchmark table of docs/benchmarks.md from ``bench/records/<script>.json``:
+reference measurements only, the latest two of a model side by side."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ def _machine_key(run: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _machines(runs: list[dict[str, Any]]) -> dict[tuple[Any, ...], str]:
-    """Each machine of ``runs`` (:func:`_machine_key`) -> a letter and its fixed facts, with
-    the range of the bf16 probe."""
+    """Each machine of ``runs`` -> a letter, its fixed facts and its bf16 probe's range."""
     out = {}
     for letter, key in zip("ABCDEFGH", sorted({_machine_key(r) for r in runs}), strict=False):
         cpu, cores, flags, torch, native = key
@@ -93,7 +89,6 @@ def _agreement(rows: list[dict[str, Any]]) -> str:
 
 
 def bench_markdown(folder: Path | None = None) -> str:
-    """The table, or a line saying that no reference run is recorded."""
     runs = _runs(folder or RECORDS)
     if not runs:
         return ("No reference benchmark run is recorded yet (`bench/bench_grid.py --record`, "

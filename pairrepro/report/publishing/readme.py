@@ -1,11 +1,5 @@
-"""The generated sections of README.md and the pages of docs/, each between
-``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated -->``, rendered from the committed
-reference runs alone (``make readme-tables``; a test fails when a page differs): the headline
-table, one page per paper (``docs/papers/<paper>.md``: every table, its comparisons,
-readings, orderings and ladders, the paper's run list), the reference-only view of
-:func:`pairrepro.report.tables.cells.evaluate_table`, paths relative to the project, the same text
-on every machine and no number without a committed run. Each section lives on one page.
-"""
+"""The generated sections of README.md and docs/, from the committed reference runs alone:
+the same text on every machine. Each section lives on one page."""
 
 from __future__ import annotations
 
@@ -23,7 +17,9 @@ from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import PAPERS, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to
-from pairrepro.report.analyses.evidence import TamperedRunError, tampered_runs
+from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
+from pairrepro.report.analyses.smoke import smoke_markdown
+from pairrepro.report.publishing.bench_records import bench_markdown
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
@@ -33,7 +29,6 @@ _SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END ge
 
 
 def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
-    """Table ``number`` of ``paper`` from the reference runs alone (no user runs)."""
     doc = load_paper(paper)
     return evaluate_table(doc, doc.table(number), None, load_recipe_index(), results)
 
@@ -99,14 +94,7 @@ def _parity(results: Path) -> str:
     return parity_markdown(evaluate_parity(results))
 
 
-def _smoke(results: Path) -> str:
-    from pairrepro.report.analyses.smoke import smoke_markdown
-
-    return smoke_markdown(results)
-
-
 def _release(results: Path) -> str:
-    """The release the reference runs form, or what it still waits for."""
     from pairrepro.report.publishing.release import pending, read_release
 
     todo = pending(results)
@@ -127,9 +115,7 @@ def _release(results: Path) -> str:
 
 
 def _environment(results: Path) -> str:
-    """Where the reference runs were made, counted from their manifests: device, torch
-    build, precision, determinism, threads and the CPU fingerprint (older manifests lack
-    some keys: counted as not recorded, never guessed)."""
+    """Where the reference runs were made, counted from their manifests."""
     from collections import Counter
 
     from pairrepro.runs import all_runs
@@ -160,15 +146,7 @@ def _environment(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _bench(results: Path) -> str:
-    """The model benchmark table: reference-marked bench records, not ``results/``."""
-    from pairrepro.report.publishing.bench_records import bench_markdown
-
-    return bench_markdown()
-
-
 def _headline(results: Path) -> str:
-    """One line per paper table: how many cells have each status, linked to its page."""
     lines = ["| paper | table | cells |", "|---|---|---|"]
     for paper in PAPERS:
         for table in load_paper(paper).tables:
@@ -180,8 +158,7 @@ def _headline(results: Path) -> str:
 
 
 def _paper_runs(paper: str, results: Path) -> str:
-    """The reference runs whose resolved config names ``paper`` (``recipe.paper``: the
-    paper of the run's model, whichever paper's table the run fills)."""
+    """The reference runs whose ``recipe.paper`` is ``paper``."""
     from pairrepro.report.tables.runs_table import collect, to_markdown
     from pairrepro.runs import all_runs
 
@@ -192,8 +169,7 @@ def _paper_runs(paper: str, results: Path) -> str:
 
 
 def _paper_sections() -> dict[str, Callable[[Path], str]]:
-    """Every table of every paper, with the extra views a page shows after it, then the
-    paper's run list: ``<paper>-table<N>[-...]`` and ``<paper>-runs``."""
+    """``<paper>-table<N>[-...]`` and ``<paper>-runs`` of every paper."""
     extras = {
         "csran-table5": {"csran-table5-vs-bm25": partial(
             _table, "csran", 5, "BM25, threshold fitted on train"),
@@ -224,33 +200,28 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
     "bf16-parity": _parity,
-    "smoke": _smoke,
+    "smoke": smoke_markdown,
     "reference-environment": _environment,
     "preflight": _preflight,
-    "benchmarks": _bench,
+    "benchmarks": lambda results: bench_markdown(),  # bench/records/, not results/
 }
 
 
 def render_sections(results_dir: Path | None = None,
                     progress: Callable[[str], None] | None = None) -> dict[str, str]:
-    """Every generated section's text from ``results_dir`` (default ``results/``), with paths
-    relative to the project folder (the README must not depend on where the clone lives).
-    ``progress`` gets one line per phase (the check, then each section) with the time so far:
-    the whole takes tens of seconds, too long to be silent."""
+    """Every generated section's text from ``results_dir`` (default ``results/``), paths
+    relative to the project; ``progress`` gets one line per phase."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     folder = (results_dir or paths.results_dir()).absolute()
     say(f"checking {sum(1 for _ in folder.glob('*/seed-*'))} reference runs in {folder} "
         "against their saved predictions")
-    # a README number must be what the committed predictions give: one hand-edited or
-    # damaged run stops the rewrite (and --check), naming every such file
+    # one hand-edited or damaged run stops the rewrite (and --check), naming every such file
     problems = tampered_runs(folder)
     if problems:
         raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "
                                "trusted: " + " | ".join(problems),
-                               hint="restore them as committed (git checkout -- results/), or "
-                                    "retrain and add them again (pairrepro results add RUN "
-                                    "--force)")
+                               hint=RESTORE_RESULTS_HINT)
     sections = {}
     with contextlib.chdir(paths.PROJECT_DIR):
         results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
@@ -267,9 +238,8 @@ def documents(readme: Path) -> list[Path]:
 
 
 def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
-    """``texts`` (page -> text) with the body of every marked section replaced by
-    ``sections[name]``. A ConfigError names the page of a marker naming no known section, the
-    two pages of a section marked twice, and every known section no page marks."""
+    """``texts`` (page -> text) with every marked section's body replaced; an unknown,
+    doubly marked or unmarked section is a ConfigError naming the pages."""
     where: dict[str, Path] = {}
     for path, text in texts.items():
         for name in (m.group(1) for m in _SECTION.finditer(text)):
@@ -292,9 +262,7 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
 
 def refresh(readme: Path, results_dir: Path | None = None,
             progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
-    """Each page of :func:`documents` whose sections differ from what ``results_dir`` renders
-    -> (its fresh text, the names of those sections) (``progress``: as
-    :func:`render_sections`)."""
+    """Each page whose sections are stale -> (its fresh text, those sections' names)."""
     texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
     fresh = rewrite_all(texts, render_sections(results_dir, progress))
     out: dict[Path, tuple[str, list[str]]] = {}

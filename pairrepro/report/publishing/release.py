@@ -1,8 +1,5 @@
-"""A release of the reference runs: ``results/release.json`` names the commit the last re-made
-runs came from, the date, the machine and every run in ``results/``. A release is written only
-when nothing is pending: every run records the CPU it ran on, and every recipe's seeds come
-from one commit. A run re-made over an older one keeps, in ``replaces.json`` beside it, whether
-the two are bit-equal and, when they are not, what differs between them."""
+"""A release of the reference runs (``results/release.json``), written only when nothing is
+pending; re-made runs keep ``replaces.json`` (docs/results.md)."""
 
 from __future__ import annotations
 
@@ -26,8 +23,6 @@ TRAINING_CODE = ("pairrepro/models", "pairrepro/train", "pairrepro/data", "pairr
 
 @dataclass(frozen=True)
 class Remake:
-    """Seeds of one recipe that the next release must re-make, why, and what they cost."""
-
     recipe: str
     seeds: tuple[int, ...]
     why: str
@@ -57,9 +52,8 @@ def _cpu_line(manifest: dict[str, Any]) -> str:
 
 
 def pending(results_dir: Path | None = None) -> list[Remake]:
-    """What must be re-made before a release: every seed of a recipe whose seeds come from
-    more than one commit, and every run that does not record its CPU (``manifest.cpu``) or
-    ran on another CPU than most runs did."""
+    """What must be re-made before a release: recipes whose seeds span commits, runs without
+    ``manifest.cpu`` or on another CPU than most."""
     runs = all_runs(results_dir or paths.results_dir())
     known = Counter(_cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
     usual = known.most_common(1)[0][0] if known else ""
@@ -102,9 +96,7 @@ def _same_predictions(old: RunInfo, new: RunInfo) -> bool:
 
 
 def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
-    """What re-making ``old`` as ``new`` changed: bit-equal metrics and predictions or not,
-    and the reasons known for a difference (the training code between the two commits, an
-    unrecorded or other CPU, another torch build or precision)."""
+    """What re-making ``old`` as ``new`` changed: bit-equal or not, and the known reasons."""
     bit_equal = old.metrics == new.metrics and _same_predictions(old, new)
     why = []
     if not bit_equal:

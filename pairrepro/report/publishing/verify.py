@@ -1,22 +1,5 @@
-"""Reference runs: ``pairrepro results add`` (a finished run into ``results/``) and
-``pairrepro verify`` (a user's run against the reference run of the same recipe and seed).
-Files are compared; no model is loaded.
-
-``verify`` checks, in order: **data** (the recorded sha256 of every prepared file),
-**config** (:func:`pairrepro.runs.config_differences`), **metrics**. ``same`` claims
-bit-equality and needs the same environment too: device, torch build, threads, precision and
-CPU fingerprint (a manifest without one is *unknown*, never the same); there a metric that is
-not bit-equal is a difference (a deterministic run repeats exactly). Elsewhere every dev and
-test metric must lie inside the reference's 95% bootstrap interval
-(:mod:`pairrepro.report.analyses.evidence`) and counts must be equal; a metric none of these covers
-fails as unchecked, and train metrics (no train predictions are kept) are listed unchecked.
-
-Verdicts: ``same``, ``consistent`` (another or unknown environment, every metric inside),
-``different data``, ``variant``, ``different``, ``reference damaged`` (a file missing or
-unreadable, a split's predictions gone, or its result.json disagrees with its predictions),
-``no reference``. The first two exit 0; ``no reference`` for
-every run exits 7; any other exits 9 (:class:`~pairrepro.errors.VerificationError`).
-"""
+"""``pairrepro results add`` (a finished run into ``results/``) and ``pairrepro verify`` (a run
+against its reference run, files only; docs/results.md)."""
 
 from __future__ import annotations
 
@@ -54,8 +37,6 @@ PASSING = (SAME, CONSISTENT)
 
 @dataclass
 class Verification:
-    """The checks of one run against its reference and the verdict."""
-
     run: str
     reference: str
     verdict: str
@@ -66,7 +47,6 @@ class Verification:
         return self.verdict in PASSING
 
     def line(self) -> str:
-        """The one verdict line."""
         why = "; ".join(f"{name}: {text}" for name, text in self.checks.items())
         return f"{self.verdict}: {self.run} vs {self.reference or '(none)'}" + (
             f" ({why})" if why else "")
@@ -123,8 +103,7 @@ def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
 
 
 def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
-    """Every dev/test metric of the reference checked against its interval (or, for a count,
-    equal); a metric that cannot be checked fails the run and is named."""
+    """Every dev/test metric of the reference against its interval (a count: equal)."""
     found: dict[str, list[str]] = {"inside": [], "outside": [], "unchecked": []}
     splits = [s for s in sorted(ref.metrics) if read_predictions(ref.folder, s) is not None]
     for split in splits:
@@ -219,10 +198,8 @@ def _metrics_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str, bool]:
 def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = False,
                   recipes_dir: Path | None = None, preflight_dir: Path | None = None
                   ) -> tuple[RunFolder, list[Path]]:
-    """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly
-    (:func:`pairrepro.runs.copy_compact`). A damaged or incomplete run is a DamagedRunError;
-    a variant, a dirty run (``git.dirty`` not false) or a recipe without a passing preflight
-    record of its config is a ConfigError naming why."""
+    """Copy the finished run in ``run_dir`` to ``results/<recipe>/seed-<n>/`` compactly; a
+    damaged run is a DamagedRunError, a variant, dirty or unpreflighted one a ConfigError."""
     from pairrepro.config import load_recipe
     from pairrepro.planning.preflight_record import preflight_problem
 

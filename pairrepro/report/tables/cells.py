@@ -1,25 +1,5 @@
-"""Published vs reproduced: the status, value and delta of every cell of a paper table.
-
-The rules of a cell, stated here once:
-
-* a cell's number comes from the user's finished runs of the recipe (``runs/``), else from the
-  reference runs (``results/``, tracked, so a fresh clone renders them); with both, the
-  reference value is shown beside the user's;
-* a run whose resolved config differs from its recipe (:func:`pairrepro.runs.config_differences`)
-  is a *variant*: its cell says ``variant (keys ...)``, never a reproduced number;
-* the number is the mean over finished seeds in the column's unit (``%``: fractions × 100)
-  with a 95% bootstrap interval over test units and seeds (``analyses.evidence``;
-  without saved predictions, mean ± sample std), an endpoint whose printed digit could still
-  move with the resampling seed marked ``~``; ``delta = mean − published``, unrounded;
-* *reproduced* when the published value lies in the interval or within half a unit of its
-  last printed digit, else *below*/*above* (without an interval: ``|delta| <=`` the table's
-  ``tolerance``, or ``tolerance_fraction`` for fraction columns); values print with the
-  paper's decimals and fraction style (``0.739`` or ``.739``);
-* an unreadable run folder is *damaged*: the cell names the file when no other seed finished,
-  and the rest of the table renders;
-* θ_M is the ``parameters.weights`` a run's manifest records, else ``bench/model_facts.json``:
-  the report never imports model code.
-"""
+"""Published vs reproduced: the status, value and delta of every cell of a paper table (the
+rules: docs/results.md). θ_M comes from manifests or bench/model_facts.json, never models."""
 
 from __future__ import annotations
 
@@ -44,18 +24,8 @@ from pairrepro.planning.recipe_index import (
 )
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison
-from pairrepro.report.tables.numbers import (
-    from_unit,
-    hparam_equal,
-    parse_published,
-    printed_step,
-    to_unit,
-)
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    find_runs,
-)
+from pairrepro.report.tables import numbers
+from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.stats import Interval
 
 # Cell statuses, in the order a reader cares about them.
@@ -76,10 +46,17 @@ DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
 NOT_REPRODUCIBLE = "not reproducible"
 INFO = "info"
-STATUSES = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW, VARIANT, RUNNING, STALE, DAMAGED, FAILED,
-            NOT_RUN, NO_REFERENCE, DATA_MISSING, NO_RECIPE, NOT_REPRODUCIBLE, INFO)
 # statuses whose cell carries a number and a verdict (no note needed)
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
+# each status's mark after a number, its text without one (layout.py) and its colour
+MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
+SHORT = {RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
+         NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
+         NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant"}
+STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
+         UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
+         DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",
+         DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
 ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
 REFERENCE = "reference"  # Cell.source: the number comes from results/
 OWN = "runs"  # ... from the user's runs/
@@ -87,30 +64,22 @@ OWN = "runs"  # ... from the user's runs/
 
 @dataclass
 class Estimate:
-    """What the runs behind a cell give, in the column's unit: the mean over seeds (a
-    parameter count: the count), their sample std, and the bootstrap interval where the
-    predictions allow one (else why not)."""
+    """What the runs behind a cell give, in the column's unit."""
 
     mean: float
     std: float | None = None  # None: a count, not a mean
     seeds: list[int] = field(default_factory=list)
     interval: Interval | None = None  # in the metric's own scale (fractions)
     interval_note: str = ""  # why there is no interval (no predictions saved, ...)
-    # one trained model (one seed of a model that learns): the interval covers the test
-    # units only, and the verdict is about that model, not the method
-    one_model: bool = False
-    # the selection split: the mean over seeds of the value at each run's last epoch
-    # (metrics.jsonl), beside the chosen epoch's
-    last_epoch: float | None = None
-    # the reference runs' mean beside the user's own number (None: none, or damaged)
-    reference: float | None = None
+    one_model: bool = False  # one seed of a model that learns: no claim about the method
+    last_epoch: float | None = None  # the selection split's value at the last epoch
+    reference: float | None = None  # results/' mean beside the user's own number
     reference_damaged: bool = False
 
 
 @dataclass
 class Verdict:
-    """The cell's status and, with a number and a published value, how far apart they are
-    and by which rule the status was reached."""
+    """A cell's status, its distance from the published value and the rule used."""
 
     status: str
     delta: float | None = None  # estimate minus published, in the column's unit
@@ -119,8 +88,6 @@ class Verdict:
 
 @dataclass
 class Cell:
-    """Published vs reproduced for one (row, column)."""
-
     column: str
     published: str
     verdict: Verdict
@@ -135,8 +102,6 @@ class Cell:
     bold: bool = False
     best: bool = False
     variant_keys: list[str] = field(default_factory=list)
-    # seed folders of the recipe that cannot be read: the number is over the others, so no
-    # test may treat it as the recipe's (orderings make no verdict on it)
     damaged: list[str] = field(default_factory=list)
 
     @property
@@ -165,8 +130,7 @@ class EvalTable:
     compare_to: str = ""  # the row label of --compare-to
 
     def counts(self) -> dict[str, int]:
-        """How many cells have each status (info cells left out; a one-model cell's verdict
-        is no claim about the method, so it counts as ``one trained model``)."""
+        """How many cells have each status (info cells left out, one-model cells apart)."""
         out: dict[str, int] = {}
         for row in self.rows:
             for cell in row.cells:
@@ -182,22 +146,21 @@ def _damaged(runs: list[RunInfo]) -> list[str]:
 
 def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
              ) -> Verdict:
-    """Status of a number against a published value (the rule of the docstring)."""
     delta = estimate.mean - target
     band = 0.5 * 10 ** -column.decimals + 1e-9  # the published value's own rounding
     if estimate.interval is None:
         ok = abs(delta) <= table.tolerance_for(column) + 1e-9
         return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "tolerance")
-    low, high = (to_unit(v, column) for v in (estimate.interval.low, estimate.interval.high))
-    if abs(delta) > band and estimate.interval.straddles(from_unit(target, column)):
+    low, high = (numbers.to_unit(v, column)
+                 for v in (estimate.interval.low, estimate.interval.high))
+    if abs(delta) > band and estimate.interval.straddles(numbers.from_unit(target, column)):
         return Verdict(UNDECIDED, delta, "interval")  # inside or not: up to the resampling
     ok = low - 1e-9 <= target <= high + 1e-9 or abs(delta) <= band
     return Verdict(REPRODUCED if ok else BELOW if delta < 0 else ABOVE, delta, "interval")
 
 
 def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunInfo]) -> None:
-    """Estimate (the interval when the predictions allow one) and verdict from ``runs``; a
-    run whose result.json disagrees with its predictions makes the cell damaged."""
+    """Estimate and verdict from ``runs`` (damaged when result.json and predictions differ)."""
     note = ""
     try:
         units = evidence.run_units(runs, column.metric)
@@ -207,14 +170,14 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
         cell.verdict, cell.runs = Verdict(DAMAGED), []
         cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return
-    values = [to_unit(r.value(column.metric) or 0.0, column) for r in runs]
+    values = [numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs]
     model = str(runs[0].config.get("model", {}).get("name", ""))
-    target = parse_published(cell.published)
-    targets = () if target is None else (from_unit(target, column),)
+    target = numbers.parse_published(cell.published)
+    targets = () if target is None else (numbers.from_unit(target, column),)
     cell.estimate = Estimate(
         statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0,
         [r.seed for r in runs], interval_note=note,
-        interval=(evidence.interval(units, targets, printed_step(column))
+        interval=(evidence.interval(units, targets, numbers.printed_step(column))
                   if units is not None else None),
         # a run without a model name (hand-written test folders) makes no claim either way
         one_model=len(runs) == 1 and bool(model) and needs_training(model) is not False,
@@ -224,9 +187,8 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
 
 
 def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
-    """For a column on the split epochs are chosen on (``data.dev_split``, scored in each
-    epoch's line of metrics.jsonl), the mean over seeds of the last epoch's value: the chosen
-    epoch's value is the best of several looks at this split, the last epoch's is not."""
+    """On the epoch-selection split, the mean over seeds of the last epoch's value (the chosen
+    epoch's is the best of several looks at it)."""
     split, name = column.metric.split(".", 1)
     found = []
     for run in runs:
@@ -239,7 +201,7 @@ def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
         value = log[-1].get(split, {}).get(name) if log else None
         if not isinstance(value, int | float):
             return None
-        found.append(to_unit(float(value), column))
+        found.append(numbers.to_unit(float(value), column))
     return statistics.fmean(found) if found else None
 
 
@@ -272,7 +234,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
             else:
                 cell.reference_runs = refs
                 cell.estimate.reference = statistics.fmean(
-                    to_unit(r.value(column.metric) or 0.0, column) for r in refs)
+                    numbers.to_unit(r.value(column.metric) or 0.0, column) for r in refs)
         pending = [r for r in runs if r.status == "running"]
         stopped = [r for r in runs if r.status in ("stale", "interrupted")]
         notes += [f"{len(pending)} more seed(s) running"] if pending else []
@@ -326,7 +288,6 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
 
 
 def _recipe_path(name: str) -> str:
-    """The recipe file as a user would type it (relative to the working folder if inside)."""
     path = (paths.recipes_dir() / f"{name}.toml").absolute()
     try:
         return str(path.relative_to(Path.cwd()))
@@ -359,7 +320,7 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
             continue
         values = [resolved[name] for name in names]
         cell.setting = tuple(values) if isinstance(entry, list) else values[0]
-        cell.verdict = Verdict(REPRODUCED if hparam_equal(published, cell.setting) else OFF)
+        cell.verdict = Verdict(REPRODUCED if numbers.hparam_equal(published, cell.setting) else OFF)
         defaults = [name for name in names if name not in explicit]
         cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
             f" ({', '.join(defaults)}: model default)" if defaults else "")
@@ -384,7 +345,7 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
         return cell
     count, source = found
     cell.estimate = Estimate(float(count))
-    target = parse_published(published)
+    target = numbers.parse_published(published)
     if target:
         delta = count - target
         # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.
@@ -396,8 +357,7 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
 def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
                    index: RecipeIndex | None = None,
                    results_dir: Path | None = None) -> EvalTable:
-    """Every cell of ``table``: published value, reproduced value, status. ``runs_dir=None``
-    is the README's reference-only view, the same on every machine (no readiness checks)."""
+    """Every cell of ``table``; ``runs_dir=None`` is the README's reference-only view."""
     index = index or load_recipe_index()
     rows: list[EvalRow] = []
     for row in table.rows + comparison_rows(paper, table, index):
@@ -436,7 +396,6 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
 def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
                    index: RecipeIndex | None = None,
                    results_dir: Path | None = None) -> list[EvalTable]:
-    """Evaluate one table (``table``) or every table of a paper."""
     paper = load_paper(name)
     index = index or load_recipe_index()
     tables = [paper.table(table)] if table is not None else paper.tables

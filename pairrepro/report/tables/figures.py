@@ -1,9 +1,5 @@
-"""Figures with matplotlib (Agg, PNG and SVG): CSRAN Figures 2 and 3 (dev score against
-stack depth; a run joins a series whose ``match`` keys its resolved config holds, unset model
-keys at the model's defaults: ``recipe_index.settings``); a table whose rows carry ``x``
-(MV-LSTM Table 2) as published against reproduced means; a run's training curves
-(``report curves RUN``).
-"""
+"""Figures with matplotlib (Agg, PNG and SVG): CSRAN's depth curves, published against
+reproduced means of a table whose rows carry ``x``, and a run's training curves."""
 
 from __future__ import annotations
 
@@ -38,11 +34,6 @@ def _save(fig: Any, stem: Path) -> list[Path]:
     return out
 
 
-def _matches(run: RunInfo, match: dict[str, Any]) -> bool:
-    flat = settings(run.config)
-    return all(flat.get(key) == value for key, value in match.items())
-
-
 Points = list[tuple[float, float, float]]
 
 
@@ -53,9 +44,11 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
     for series in spec.series:
         by_x: dict[float, list[float]] = {}
         for run in runs:
-            if run.status != "finished" or not _matches(run, series.get("match", {})):
+            flat = settings(run.config) if run.status == "finished" else None
+            if flat is None or any(flat.get(key) != value
+                                   for key, value in series.get("match", {}).items()):
                 continue
-            x = settings(run.config).get(spec.x)
+            x = flat.get(spec.x)
             y = run.value(spec.y)
             if isinstance(x, int | float) and y is not None:
                 by_x.setdefault(float(x), []).append(y * scale)
@@ -117,8 +110,7 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
 
 
 def read_curves(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number); a
-    damaged line is a :class:`~pairrepro.runs.DamagedRunError` naming it."""
+    """Every numeric series of ``metrics.jsonl`` against the epoch (or line number)."""
     folder = RunFolder(run_dir)
     if not folder.metrics_path.is_file():
         raise DataError(f"{folder.metrics_path} not found",
@@ -138,7 +130,6 @@ PANELS = (("loss", ("loss",)), ("scores", ("accuracy", "map", "mrr", "f1", "p_at
 
 
 def curves_figure(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
-    """Training curves of one run: losses on the left, scores on the right."""
     series = read_curves(run_dir)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for ax, (title, needles) in zip(axes, PANELS, strict=True):

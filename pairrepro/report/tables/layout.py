@@ -1,74 +1,35 @@
-"""The grid every format of an evaluated paper table is drawn from (:func:`layout`): per
-column the published value (bold as the paper prints it, or best by value where a conversion
-lost the bold) and the reproduced ``mean [interval] (delta) mark``; below it a note per cell
-without a number (why, or the command to run) and a line per recipe naming its runs (folder,
-commit, seeds, chosen epochs). The texts of a cell are made here and nowhere else.
-"""
+"""The grid every format of an evaluated paper table is drawn from (:func:`layout`); the texts
+of a cell are made here and nowhere else."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from pairrepro import stats
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
 from pairrepro.report.analyses.comparison import holm_text, versus_text
 from pairrepro.report.analyses.evidence import F1_PAIRING
+from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import (
-    ABOVE,
-    BELOW,
-    DAMAGED,
-    DATA_MISSING,
-    FAILED,
     INFO,
-    NEW,
-    NO_RECIPE,
-    NO_REFERENCE,
-    NOT_REPRODUCIBLE,
-    NOT_RUN,
+    MARKS,
     OFF,
     REFERENCE,
     REPRODUCED,
-    RUNNING,
-    STALE,
-    UNDECIDED,
+    SHORT,
     VARIANT,
     VERDICTS,
     Cell,
     EvalTable,
 )
-from pairrepro.report.tables.numbers import (
-    MOVING_NOTE,
-    format_count,
-    format_interval,
-    format_number,
-    in_column,
-    parse_published,
-)
 from pairrepro.runs import RunInfo
-from pairrepro.stats import (
-    CONFIDENCE,
-    ENDPOINT_SE,
-    INTERVAL_CAP,
-    MC_Z,
-    P_MARGIN,
-    P_SE,
-    RESAMPLES,
-    TEST_BATCH,
-    TEST_CAP,
-)
 
-MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {
-    RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
-    NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-    NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant",
-}
+
 @dataclass
 class Text:
-    """One rendered grid cell: its text and how to dress it."""
-
     text: str
     bold: bool = False
     status: str = ""
@@ -106,8 +67,7 @@ def _where(runs: list[RunInfo]) -> str:
 
 
 def _commit(run: RunInfo) -> str:
-    """The run's commit as its manifest records it, ``+dirty`` when the code was not all
-    committed (``unknown`` without a record)."""
+    """The run's commit (``+dirty``, ``unknown``) as its manifest records it."""
     git = run.manifest.get("git") if isinstance(run.manifest.get("git"), dict) else {}
     commit = str(git.get("commit") or run.commit or "")[:10] or "unknown"
     return commit + ("+dirty" if git.get("dirty") else "")
@@ -130,8 +90,7 @@ def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) ->
 
 
 def _run_setup(config: dict[str, Any]) -> str:
-    """What a reader needs to weigh a reproduced number: vectors, epochs, training data size
-    (from the run's resolved config, so a CPU-sized or 50-d run says so next to its number)."""
+    """Vectors, epochs and training data size from the run's resolved config."""
     emb, train, data, model, task = (config.get(k, {}) for k in (
         "embeddings", "train", "data", "model", "task"))
     if needs_training(str(model.get("name", ""))) is False:
@@ -151,8 +110,7 @@ def _run_setup(config: dict[str, Any]) -> str:
 
 
 def value_text(cell: Cell, column: Column) -> str:
-    """The reproduced value as the paper would print it ("" without one): the mean (± the
-    seeds' std where there is no interval), a parameter count, the recipe's setting."""
+    """The reproduced value as the paper would print it ("" without one)."""
     found = cell.estimate
     if found is None:
         if cell.status == VARIANT:
@@ -164,10 +122,10 @@ def value_text(cell: Cell, column: Column) -> str:
         setting = cell.setting
         return f"({', '.join(map(str, setting))})" if isinstance(setting, tuple) else str(setting)
     if column.kind == "params":
-        return format_count(found.mean)
-    spread = (f" ± {format_number(found.std or 0.0, column)}"
+        return numbers.format_count(found.mean)
+    spread = (f" ± {numbers.format_number(found.std or 0.0, column)}"
               if found.interval is None and len(found.seeds) > 1 else "")
-    return format_number(found.mean, column) + spread
+    return numbers.format_number(found.mean, column) + spread
 
 
 def delta_text(cell: Cell, column: Column) -> str:
@@ -176,8 +134,8 @@ def delta_text(cell: Cell, column: Column) -> str:
     if delta is None:
         return ""
     if column.kind == "params":
-        return f"{delta / (parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
-    return format_number(delta, column, signed=True)
+        return f"{delta / (numbers.parse_published(cell.published) or 1.0):+.1%}".replace("-", "−")
+    return numbers.format_number(delta, column, signed=True)
 
 
 def comparison_text(cell: Cell, column: Column) -> str:
@@ -195,7 +153,7 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
         found = cell.estimate
         parts = [text]
         if found is not None and found.interval is not None and column.kind != "params":
-            parts.append(format_interval(found.interval, in_column(column)))
+            parts.append(numbers.format_interval(found.interval, numbers.in_column(column)))
         if delta_text(cell, column):
             parts.append(f"({delta_text(cell, column)})")
         if cell.one_model and cell.status in MARKS:
@@ -203,11 +161,11 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
         elif cell.status in MARKS:
             parts.append(MARKS[cell.status])
         if found is not None and found.last_epoch is not None:
-            parts.append(f"(last epoch {format_number(found.last_epoch, column)})")
+            parts.append(f"(last epoch {numbers.format_number(found.last_epoch, column)})")
         if found is not None and found.reference_damaged:
             parts.append("(ref damaged)")
         elif found is not None and found.reference is not None:
-            parts.append(f"(ref {format_number(found.reference, column)})")
+            parts.append(f"(ref {numbers.format_number(found.reference, column)})")
         out.text = " ".join(parts)
         if cell.runs and any(r.status == "finished" for r in cell.runs):
             reference = cell.source == REFERENCE
@@ -220,8 +178,7 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
                 cell.recipe, cell.reference_runs, reference=True))
     else:
         out.text = SHORT.get(cell.status, cell.status)
-    # a verdict cell's detail is a note only for metric cells (left-out runs, damage);
-    # hyper-parameter and parameter-count cells keep theirs for --json
+    # a verdict's detail is a note only for metric cells (others keep theirs for --json)
     if cell.detail and (cell.status not in VERDICTS or cell.source):
         if cell.detail not in layout.notes:
             layout.notes.append(cell.detail)
@@ -230,7 +187,6 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
 
 
 def layout(ev: EvalTable) -> Layout:
-    """The grid of an evaluated table, shared by every output format."""
     table = ev.table
     lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
     lay.headers.append(table.label_header or "")
@@ -291,11 +247,11 @@ def layout(ev: EvalTable) -> Layout:
 
 
 def _test_resamples(ev: EvalTable) -> str:
-    """The paired tests' resampling in words (adaptive: pairrepro.stats)."""
-    return (f"resamples in batches of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
-            f"sqrt(p(1-p)/R) is at most {P_SE:g} and it is sure whether p lies within "
-            f"{P_MARGIN:g} of 0.05, at most {TEST_CAP:,}; 'undecided at 0.05' where p lies "
-            f"within the larger of {P_MARGIN:g} and {MC_Z:g} MC s.e. of 0.05")
+    return (f"resamples in batches of {stats.TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
+            f"sqrt(p(1-p)/R) is at most {stats.P_SE:g} and it is sure whether p lies within "
+            f"{stats.P_MARGIN:g} of 0.05, at most {stats.TEST_CAP:,}; 'undecided at 0.05' where "
+            "p lies "
+            f"within the larger of {stats.P_MARGIN:g} and {stats.MC_Z:g} MC s.e. of 0.05")
 
 
 def _splits(ev: EvalTable) -> str:
@@ -305,9 +261,8 @@ def _splits(ev: EvalTable) -> str:
 
 
 def _verdict_rule(ev: EvalTable) -> str:
-    """The footer's statement of the verdict rule (pairrepro.report.tables.cells)."""
     cells = [c for r in ev.rows for c in r.cells]
-    text = (f"ours = mean over seeds [{CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
+    text = (f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
             "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
             "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
@@ -332,17 +287,17 @@ def _verdict_rule(ev: EvalTable) -> str:
 
 
 def _mc_text(cells: list[Cell]) -> str:
-    """How many resamples the intervals took and their largest Monte-Carlo error."""
     found = [c.estimate.interval for c in cells
              if c.estimate is not None and c.estimate.interval is not None]
-    text = (f"Resamples double from {RESAMPLES:,} until each endpoint's Monte-Carlo s.e. is at "
-            f"most {ENDPOINT_SE:g} (fraction scale), no rounding boundary of its printed "
-            f"digits lies within {MC_Z:g} s.e. of it and the published value lies more than "
-            f"{MC_Z:g} s.e. from both endpoints, at most {INTERVAL_CAP:,}; ? undecided: the "
-            "published value still within that at the cap, so inside or outside would "
+    text = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "
+            f"s.e. is at most {stats.ENDPOINT_SE:g} (fraction scale), no rounding boundary of its "
+            f"printed digits lies within {stats.MC_Z:g} s.e. of it and the published value lies "
+            f"more than {stats.MC_Z:g} s.e. from both endpoints, at most "
+            f"{stats.INTERVAL_CAP:,}; ? undecided: the published value still within that at the "
+            "cap, so inside or outside would "
             "depend on the resampling seed.")
     if any(any(i.moving()) for i in found):
-        text += f" {MOVING_NOTE}."
+        text += f" {numbers.MOVING_NOTE}."
     if found:
         counts = sorted({i.resamples for i in found})
         span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")

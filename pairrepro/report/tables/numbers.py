@@ -11,8 +11,7 @@ from typing import Any
 from pairrepro.planning.paper_tables import Column
 from pairrepro.stats import INTERVAL_CAP, MC_Z, Interval
 
-# marks an interval endpoint whose last printed digit could still move with the resampling
-# seed: the resampling cap was reached with a rounding boundary within its Monte-Carlo error
+# marks an endpoint whose last printed digit could still move with the resampling seed
 MOVING = "~"
 MOVING_NOTE = (f"{MOVING}: an endpoint whose last printed digit could still move with the "
                f"resampling seed (a rounding boundary within {MC_Z:g} Monte-Carlo s.e. of it "
@@ -70,8 +69,7 @@ def in_column(column: Column) -> Callable[[float], str]:
 
 
 def format_interval(interval: Interval, number: Callable[[float], str]) -> str:
-    """``[low, high]``, each endpoint printed by ``number`` and marked with :data:`MOVING`
-    where its printed digit could still move (:meth:`~pairrepro.stats.Interval.moving`)."""
+    """``[low, high]`` printed by ``number``, an endpoint that may still move marked."""
     low, high = (MOVING * moving + number(end) for end, moving in
                  zip((interval.low, interval.high), interval.moving(), strict=True))
     return f"[{low}, {high}]"

@@ -1,6 +1,5 @@
 """Render evaluated paper tables from their :func:`~.layout.layout`: terminal (rich),
-Markdown, LaTeX, HTML, and the ``--json`` view of every cell.
-"""
+Markdown, LaTeX, HTML, and the ``--json`` view of every cell."""
 
 from __future__ import annotations
 
@@ -12,37 +11,10 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.planning.paper_tables import Column
-from pairrepro.report.tables.cells import (
-    ABOVE,
-    BELOW,
-    DAMAGED,
-    DATA_MISSING,
-    FAILED,
-    NEW,
-    NO_RECIPE,
-    NO_REFERENCE,
-    NOT_REPRODUCIBLE,
-    NOT_RUN,
-    OFF,
-    REPRODUCED,
-    RUNNING,
-    STALE,
-    UNDECIDED,
-    VARIANT,
-    Cell,
-    EvalTable,
-)
+from pairrepro.report.tables.cells import STYLE, Cell, EvalTable
 from pairrepro.report.tables.layout import comparison_text, layout
 
 FORMATS = ("term", "md", "latex", "html")
-STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
-         UNDECIDED: "yellow",
-         VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim", DAMAGED: "bold red",
-         FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim", DATA_MISSING: "magenta",
-         NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
-
-
-# --------------------------------------------------------------------------- formats
 
 
 def _md_escape(text: str) -> str:
@@ -50,10 +22,8 @@ def _md_escape(text: str) -> str:
 
 
 def _link(link: str, links_from: Path | None) -> str:
-    """A run folder as a link from the folder ``links_from`` (where the document is read),
-    never the absolute path of the machine that rendered it; a run of this checkout
-    (``results/``) linked from a document outside it: relative to the checkout, as in the
-    README. ``None``: as found."""
+    """A run folder relative to ``links_from`` (a run of this checkout from outside it:
+    relative to the checkout); ``None``: as found."""
     if links_from is None:
         return link
     target, base = Path(link).absolute(), links_from.absolute()
@@ -64,8 +34,7 @@ def _link(link: str, links_from: Path | None) -> str:
 
 
 def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A GitHub-flavoured Markdown table with notes and run links (relative to
-    ``links_from``, the folder of the file written, when given)."""
+    """A GitHub-flavoured Markdown table with notes and run links."""
     lay = layout(ev)
     out = [f"### {ev.paper.paper}: {lay.title}", ""]
     out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
@@ -137,8 +106,7 @@ def to_latex(ev: EvalTable) -> str:
 
 
 def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A self-contained HTML fragment (``<table>`` plus notes); cells link to their runs
-    (relative to ``links_from`` when given, as :func:`to_markdown`)."""
+    """A self-contained HTML fragment (``<table>`` plus notes) linking cells to runs."""
     lay = layout(ev)
     esc = html.escape
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
@@ -190,7 +158,6 @@ td.not-run,td.no-recipe,td.not-reproducible{color:#888}
 
 
 def term_renderables(ev: EvalTable) -> list[object]:
-    """The rich objects of the terminal view: the table, its notes and its run links."""
     from rich.table import Table
     from rich.text import Text as RichText
 
@@ -226,16 +193,13 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
 
 
 def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
-    """Render one evaluated table in ``fmt`` (term | md | latex | html); Markdown and HTML
-    link runs relative to ``links_from`` when given."""
     if fmt in ("md", "html"):
         return (to_markdown if fmt == "md" else to_html)(ev, links_from)
     return {"term": to_term, "latex": to_latex}[fmt](ev)
 
 
 def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
-    """Several tables in one document (HTML gets a full page); run links relative to
-    ``links_from`` (the document's folder) when given."""
+    """Several tables in one document (HTML gets a full page)."""
     body = "\n".join(render(ev, fmt, links_from) for ev in evs)
     if fmt == "html":
         return HTML_HEAD + body + "</body></html>\n"
@@ -243,7 +207,6 @@ def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) 
 
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:
-    """A JSON-ready view of an evaluated table (``--json``)."""
     columns = {c.key: c for c in ev.table.columns}
     return {
         "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,

@@ -1,21 +1,13 @@
-"""``pairrepro report runs``: one line per run, read from the run folders (never typed):
-dev and test scores, tie share, chosen epoch, wall time, speed, threads, commit, the prepared
-data's sha256. A damaged folder is a ``damaged`` line naming the file.
-"""
+"""``pairrepro report runs``: one line per run, read from the run folders; a damaged folder is
+a ``damaged`` line naming the file."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pairrepro.runs import (
-    DamagedRunError,
-    RunInfo,
-    all_runs,
-    resume_command,
-    resume_overrides,
-)
+from pairrepro.runs import DamagedRunError, RunInfo, all_runs, resume_command, resume_overrides
 
 RANKING_METRICS = ("map", "mrr")
 
@@ -26,32 +18,30 @@ class RunLine:
 
     run: str
     dataset: str
-    variant: str
-    dev: dict[str, float]
-    test: dict[str, float]
-    chosen_epoch: int | None
-    epochs_run: int | None
-    wall_time_s: float | None
-    pairs_per_s: float | None
-    pairs_per_epoch: int | None
-    cpu_threads: int | None
-    device: str
-    commit: str
-    dirty: bool | None
-    sha256_train: str
-    sha256_test: str
+    variant: str = ""
+    dev: dict[str, float] = field(default_factory=dict)
+    test: dict[str, float] = field(default_factory=dict)
+    chosen_epoch: int | None = None
+    epochs_run: int | None = None
+    wall_time_s: float | None = None
+    pairs_per_s: float | None = None
+    pairs_per_epoch: int | None = None
+    cpu_threads: int | None = None
+    device: str = ""
+    commit: str = ""
+    dirty: bool | None = None
+    sha256_train: str = ""
+    sha256_test: str = ""
     # saved re-scorings (``pairrepro eval --save``): "<split>@<variant>" -> metrics
-    evals: dict[str, dict[str, float]]
-    # or "damaged" (``problem`` names the file and why), or a stopped run's status
-    # (``problem`` says where it stands and, when resumable, the command that continues it)
+    evals: dict[str, dict[str, float]] = field(default_factory=dict)
+    # or "damaged", or a stopped run's status; ``problem`` says why, or how to continue
     status: str = "finished"
     problem: str = ""
     wall_time_note: str = ""  # what the wall time covers when the run was resumed
 
 
 def _wall_time_note(manifest: dict[str, Any]) -> str:
-    """What ``wall_time_s`` covers for a resumed run: every segment (``segments``), minus one
-    that recorded none, or, in a manifest from before segments were added up, the last one."""
+    """What ``wall_time_s`` covers for a resumed run ("" for a run never resumed)."""
     if not manifest.get("resumed"):
         return ""
     if "segments" not in manifest:
@@ -61,23 +51,18 @@ def _wall_time_note(manifest: dict[str, Any]) -> str:
 
 
 def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
-    """Training pairs of the last epoch (``metrics.jsonl``): per-epoch sampling can make this
-    smaller than the training split."""
+    """Training pairs of the last epoch (sampling can make it less than the split)."""
     value = log[-1].get("train_pairs") if log else None
     return int(value) if isinstance(value, int | float) else None
 
 
 def _damaged_line(run: RunInfo, problem: str) -> RunLine:
     dataset = run.manifest.get("dataset") or run.config.get("data", {}).get("dataset", "")
-    return RunLine(run=run.path, dataset=str(dataset), variant="", dev={}, test={},
-                   chosen_epoch=None, epochs_run=None, wall_time_s=None, pairs_per_s=None,
-                   pairs_per_epoch=None, cpu_threads=None, device="", commit=run.commit,
-                   dirty=None, sha256_train="", sha256_test="", evals={}, status="damaged",
+    return RunLine(run=run.path, dataset=str(dataset), commit=run.commit, status="damaged",
                    problem=problem)
 
 
 def run_line(run: RunInfo) -> RunLine:
-    """The table line of one finished (or damaged) run."""
     if run.status == "damaged":
         return _damaged_line(run, run.problem)
     try:
@@ -136,8 +121,7 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
 
 
 def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
-    """Every finished, damaged or stopped (interrupted, stale, failed) run under ``runs_dir``,
-    of ``dataset`` when given (a damaged run is always listed), sorted by path."""
+    """Every finished, damaged or stopped run under ``runs_dir`` (of ``dataset``), by path."""
     runs = all_runs(runs_dir)
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
     lines += [_stopped_line(r, runs_dir) for r in runs
@@ -171,10 +155,7 @@ def format_line(line: RunLine) -> list[str]:
     tie = line.test.get("tie_share")
     commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
     return [
-        line.run,
-        _scores(line.dev),
-        _scores(line.test),
-        "" if tie is None else f"{tie:.3f}",
+        line.run, _scores(line.dev), _scores(line.test), "" if tie is None else f"{tie:.3f}",
         f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
         f"{line.epochs_run if line.epochs_run is not None else 0}",
         "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s"
@@ -183,14 +164,12 @@ def format_line(line: RunLine) -> list[str]:
         "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
         "" if line.cpu_threads is None or line.device.startswith("cuda")
         else str(line.cpu_threads),
-        commit,
-        f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
+        commit, f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
         "; ".join(f"{name} {_scores(metrics)}" for name, metrics in line.evals.items()),
     ]
 
 
 def to_markdown(lines: list[RunLine]) -> str:
-    """A Markdown table of ``lines``."""
     out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     for line in lines:
         cells = format_line(line)
@@ -200,5 +179,4 @@ def to_markdown(lines: list[RunLine]) -> str:
 
 
 def to_json(lines: list[RunLine]) -> list[dict[str, Any]]:
-    """JSON-ready lines (``--json``)."""
     return [asdict(line) for line in lines]
