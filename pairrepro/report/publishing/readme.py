@@ -20,6 +20,7 @@ from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
 from pairrepro.report.analyses.smoke import smoke_markdown
 from pairrepro.report.publishing.bench_records import bench_markdown
+from pairrepro.report.publishing.release import cpu_line
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
@@ -122,13 +123,6 @@ def _environment(results: Path) -> str:
 
     manifests = [run.manifest for run in all_runs(results) if run.status == "finished"]
 
-    def cpu(manifest: dict[str, Any]) -> str:
-        found = manifest.get("cpu")
-        if not isinstance(found, dict):
-            return "not recorded (made before manifests recorded the CPU)"
-        return (f"{found.get('model')}, torch capability {found.get('capability')}, ISA "
-                f"{' '.join(found.get('isa') or []) or 'none of note'}")
-
     fields: dict[str, Callable[[dict[str, Any]], str]] = {
         "device": lambda m: str(m.get("device", "not recorded")),
         "torch": lambda m: str(m.get("torch", "not recorded")),
@@ -136,7 +130,7 @@ def _environment(results: Path) -> str:
         "deterministic": lambda m: {True: "yes", False: "no"}.get(m.get("deterministic"),
                                                                  "not recorded"),
         "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
-        "CPU": cpu,
+        "CPU": cpu_line,
     }
     lines = [_release(results), f"The {len(manifests)} reference runs' manifests "
              "(`results/*/seed-*/manifest.json`), value (runs):", ""]

@@ -45,17 +45,21 @@ def _hours(runs: list[RunInfo]) -> float:
     return sum(float(r.manifest.get("wall_time_s") or 0) for r in runs) / 3600
 
 
-def _cpu_line(manifest: dict[str, Any]) -> str:
-    cpu = manifest.get("cpu") or {}
-    return f"{cpu.get('model', '?')} ({', '.join(cpu.get('isa', []))}; oneDNN " \
-           f"{cpu.get('onednn', '?')})"
+def cpu_line(manifest: dict[str, Any]) -> str:
+    """The CPU a run's manifest records, in words: what a release needs to be one of, and what
+    the environment section counts."""
+    found = manifest.get("cpu")
+    if not isinstance(found, dict):
+        return "not recorded (made before manifests recorded the CPU)"
+    return (f"{found.get('model')}, torch capability {found.get('capability')}, ISA "
+            f"{' '.join(found.get('isa') or []) or 'none of note'}")
 
 
 def pending(results_dir: Path | None = None) -> list[Remake]:
     """What must be re-made before a release: recipes whose seeds span commits, runs without
     ``manifest.cpu`` or on another CPU than most."""
     runs = all_runs(results_dir or paths.results_dir())
-    known = Counter(_cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
+    known = Counter(cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
     usual = known.most_common(1)[0][0] if known else ""
     todo = []
     for recipe, seeds in _by_recipe(runs).items():
@@ -67,7 +71,7 @@ def pending(results_dir: Path | None = None) -> list[Remake]:
             continue
         for why, odd in (("no CPU fingerprint", [r for r in seeds if "cpu" not in r.manifest]),
                          ("made on another CPU", [r for r in seeds if "cpu" in r.manifest
-                                                  and _cpu_line(r.manifest) != usual])):
+                                                  and cpu_line(r.manifest) != usual])):
             if odd:
                 todo.append(Remake(recipe, tuple(r.seed for r in odd), why, _hours(odd)))
     return todo
@@ -152,7 +156,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
         raise ConfigError(f"{results_dir}: the re-made runs come from {len(commits)} commits ("
                           + ", ".join(sorted(c[:7] for c in commits)) + "), a release from one",
                           hint="re-make the others at one clean commit")
-    cpus = Counter(_cpu_line(r.manifest) for r in runs)
+    cpus = Counter(cpu_line(r.manifest) for r in runs)
     if len(cpus) > 1:
         raise ConfigError(f"{results_dir}: runs from {len(cpus)} CPUs: " + "; ".join(cpus),
                           hint="re-make the runs of the other CPUs on one machine")
