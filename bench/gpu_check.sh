@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The one command for a session lent a GPU: at most 8 minutes on one GPU, it runs
 #   1. tests/test_cuda.py: the --device cuda path against the CPU, a bf16 step of every
-#      model, a run that resumes bit-exactly (at most 120 s);
+#      model, a run that resumes bit-exactly (at most 90 s; 24 s on an H100);
 #   2. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
 #      fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN
-#      (bench/gpu_rates.py: at most 150 s of rates and 180 s of epoch),
+#      (bench/gpu_rates.py: at most 120 s of rates and 240 s of epoch; on an H100 the
+#      rates took about 60 s and the epoch 194 s, bf16, 2026-11-27),
 # and appends the run to bench/records/gpu_rates.json, where the plan finds it
 # (pairrepro report all --plan --gpu h100: each GPU figure "measured" or a "lower bound").
 #
@@ -12,8 +13,9 @@
 #   bench/gpu_check.sh --dry-run        # the same steps on this CPU at tiny sizes (seconds)
 #   bench/gpu_check.sh --records DIR    # gpu_rates.json in DIR instead of bench/records
 #
-# On a machine of the `device` tool: its python3 holds torch but not pydantic; carry that
-# wheel (.whl, as /work/.library/device/README.md says, and start the command with its pip
+# On a machine of the `device` tool: its python3 holds torch but not pydantic; carry the
+# wheels of pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions
+# at this venv's versions (.whl, as /work/.library/device/README.md says, and start the command with its pip
 # install), and for the epoch a data home holding TrecQA prepared, in a folder the command
 # carries: mkdir -p .gpu_home/prepared && cp -r ~/.cache/pairrepro/prepared/trecqa-clean
 # .gpu_home/prepared/ (with /.gpu_home/ in .git/info/exclude); .gpu_home is used when present
@@ -55,9 +57,9 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note a fail
   [ "$rc" -eq 0 ] || failed+=("$name (exit $rc$([ "$rc" -eq 124 ] && echo ', out of time'))")
 }
 
-step "tests/test_cuda.py" 120 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
-step "rates and one epoch" 345 "$py" bench/gpu_rates.py "${dry[@]}" --budget 150 \
-  --epoch-timeout 180 --records "$records"
+step "tests/test_cuda.py" 90 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+step "rates and one epoch" 390 "$py" bench/gpu_rates.py "${dry[@]}" --budget 120 \
+  --epoch-timeout 240 --records "$records"
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'gpu_check.sh: failed: %s\n' "${failed[@]}" >&2

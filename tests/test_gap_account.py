@@ -23,10 +23,11 @@ RESULTS = paths.PROJECT_DIR / "results"
 def test_the_twitter_account_is_the_paper_less_each_reading() -> None:
     result = ladders.evaluate_ladder("csran_twitter_url", RESULTS)
     step = result.ladder.account.step if result.ladder.account else -1
-    (run,) = find_runs(RESULTS, result.ladder.steps[step].recipe)
-    frame = pd.read_parquet(run.folder.predictions("test"))
-    positive = f1_score(frame["label"], frame["prediction"])
-    macro = f1_score(frame["label"], frame["prediction"], average="macro")
+    frames = [pd.read_parquet(run.folder.predictions("test"))
+              for run in find_runs(RESULTS, result.ladder.steps[step].recipe)]
+    # each reading is the mean over the step's seeds
+    positive = np.mean([f1_score(f["label"], f["prediction"]) for f in frames])
+    macro = np.mean([f1_score(f["label"], f["prediction"], average="macro") for f in frames])
     lines = account_markdown(result)
     left = next(line for line in lines if line.startswith("- **Unexplained**"))
     assert f"*F1 of the paraphrase class*, {0.840 - positive:.3f}" in left

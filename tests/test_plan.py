@@ -176,6 +176,30 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
     assert gpus.gpu_key("NVIDIA H100 PCIe") == "h100-pcie" and gpus.gpu_key("NVIDIA L40S") == ""
 
 
+def test_a_later_gpu_run_of_a_few_models_keeps_the_earlier_runs_other_rates(
+        tmp_path: Path) -> None:
+    """A rerun that measures one model (bench/gpu_rates.py --models csran) replaces that
+    model's rates and adds its epoch; every other model keeps the earlier run's rate."""
+    from pairrepro.planning.gpus import load_gpu_rates
+
+    def run(when: str, rates: dict[str, float], epoch: float | None = None) -> dict:
+        return {"gpu": "h100", "device_name": "H100", "dry_run": False, "measured": when,
+                "models": [{"model": m, "recipe": m, "fp32": {"pairs_per_s": r}}
+                           for m, r in rates.items()],
+                **({"epoch": {"recipe": "csran_big", "precision": "bf16",
+                              "pairs_per_s": epoch}} if epoch else {})}
+
+    path = _gpu_rates(tmp_path / "gpu_rates.json",
+                      [run("day 1", {"esim": 800.0, "csran": 900.0}),
+                       run("day 2", {"csran": 780.0}, epoch=300.0)])
+    rates = load_gpu_rates("h100", path)
+    assert (rates[("esim", "fp32")].pairs_per_s, rates[("esim", "fp32")].run) == (800.0,
+                                                                                "H100, day 1")
+    assert (rates[("csran", "fp32")].pairs_per_s, rates[("csran", "fp32")].run) == (780.0,
+                                                                                  "H100, day 2")
+    assert rates[("csran_big", "bf16")].pairs_per_s == 300.0
+
+
 def test_the_cli_plan_says_where_each_gpu_figure_comes_from(data_home: Path) -> None:
     out = runner.invoke(app, ["report", "all", "--plan", "--gpu", "h100"])
     assert out.exit_code == 0, out.output

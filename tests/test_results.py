@@ -38,6 +38,7 @@ from pairrepro.runs import (
     config_differences,
     copy_compact,
     find_runs,
+    read_predictions,
     read_run,
 )
 from pairrepro.stats import paired_randomization_test
@@ -90,7 +91,9 @@ def test_committed_reference_runs_are_compact_and_their_recipes_runs() -> None:
     assert {r.recipe for r in runs} >= {"bm25_trecqa", "bm25_digits_trecqa",
                                         "bm25_twitter_url", "mv_lstm_tensor_trecqa_short"}
     total = sum(f.stat().st_size for f in RESULTS.rglob("*") if f.is_file())
-    assert total < 5 * 2**20, f"results/ is {total / 2**20:.1f} MiB"
+    # about 6 MiB of paper-table runs and 3 of smoke runs (16 recipes x 3 seeds, 60 KiB a
+    # run with 9,824 delta-coded SNLI pair ids); a run's checkpoint alone is megabytes
+    assert total < 10 * 2**20, f"results/ is {total / 2**20:.1f} MiB"
     for run in runs:
         assert run.status == "finished", run.path
         recipe = load_recipe(paths.recipes_dir() / f"{run.recipe}.toml")
@@ -102,7 +105,7 @@ def test_committed_reference_runs_are_compact_and_their_recipes_runs() -> None:
         for split in ("dev", "test"):
             frame = pd.read_parquet(folder / "predictions" / f"{split}.parquet")
             assert set(frame.columns) <= set(COMPACT_COLUMNS), (run.path, frame.columns)
-            metric = "map" if "map" in run.metrics[split] else "f1"
+            metric = next(m for m in ("map", "f1", "accuracy") if m in run.metrics[split])
             # run_units checks that the saved predictions give back result.json's value
             evidence.run_units([run], f"{split}.{metric}")
 
@@ -120,7 +123,26 @@ def test_copy_compact_drops_checkpoints_train_predictions_and_extra_columns(
     out = tmp_path / "out" / "seed-1"
     assert not (out / "checkpoints").exists() and not (out / "predictions/train.parquet").exists()
     assert "prob_1" not in pd.read_parquet(out / "predictions" / "test.parquet").columns
+    assert (read_predictions(RunFolder(out), "test")[list(COMPACT_COLUMNS[:3])]
+            .equals(frame[list(COMPACT_COLUMNS[:3])]))
     assert (out / "result.json").read_bytes() == (src / "result.json").read_bytes()
+
+
+def test_a_classification_split_is_kept_without_its_group_ids_and_read_back_whole(
+        tmp_path: Path) -> None:
+    """group_id repeats pair_id in a classification split: the compact copy drops it (half
+    the file) and read_predictions gives it back, so every reader sees the same frame."""
+    src = _copy(tmp_path / "runs")
+    frame = pd.DataFrame({"pair_id": ["a", "b", "c"], "group_id": ["a", "b", "c"],
+                          "label": [1, 0, 1], "prediction": [1, 1, 0]})
+    frame.to_parquet(src / "predictions" / "dev.parquet")
+    copy_compact(RunFolder(src), RunFolder(tmp_path / "out" / "seed-1"))
+    out = tmp_path / "out" / "seed-1" / "predictions"
+    assert list(pd.read_parquet(out / "dev.parquet").columns) == ["pair_id", "label",
+                                                                  "prediction"]
+    assert read_predictions(RunFolder(out.parent), "dev").equals(frame)
+    # a ranking split's groups are questions, not pairs: kept as they are
+    assert "group_id" in pd.read_parquet(out / "test.parquet").columns
 
 
 def test_add_reference_refuses_a_dirty_run_naming_why(tmp_path: Path) -> None:
@@ -460,12 +482,15 @@ def _pytrec(frame: pd.DataFrame, no_positive: str) -> dict[str, float]:
             "skipped_queries": float(len(qrel) - len(judged))}
 
 
-def _sklearn(frame: pd.DataFrame) -> dict[str, float]:
+def _sklearn(frame: pd.DataFrame, binary: bool) -> dict[str, float]:
+    """Accuracy and macro-F1; a binary run also records the F1 of class 1 (a 3-class run
+    such as SNLI's has no such F1)."""
     from sklearn.metrics import accuracy_score, f1_score
 
     gold, pred = frame["label"].to_numpy(), frame["prediction"].to_numpy()
-    return {"accuracy": accuracy_score(gold, pred), "f1": f1_score(gold, pred),
-            "macro_f1": f1_score(gold, pred, average="macro")}
+    return {"accuracy": accuracy_score(gold, pred),
+            "macro_f1": f1_score(gold, pred, average="macro"),
+            **({"f1": f1_score(gold, pred)} if binary else {})}
 
 
 def test_every_committed_run_gives_its_result_json_from_its_predictions() -> None:
@@ -479,7 +504,8 @@ def test_every_committed_run_gives_its_result_json_from_its_predictions() -> Non
             frame = pd.read_parquet(path)
             recorded = result["metrics"][path.stem]
             truth = (_pytrec(frame, manifest.get("no_positive") or "skip")
-                     if "score" in frame.columns else _sklearn(frame))
+                     if "score" in frame.columns else _sklearn(frame, "f1" in recorded))
+            assert set(truth) <= set(recorded), (path, sorted(recorded))
             for name, value in truth.items():
                 assert recorded[name] == pytest.approx(value, abs=1e-9), (path, name)
                 checked += 1

@@ -40,8 +40,9 @@ class GpuRate:
 
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
-    """``{(recipe or model, precision): rate}`` from the latest real run on GPU ``gpu`` (a
-    ``gpus.toml`` name), the one-epoch figure over its recipe's preflight one; {} if none."""
+    """``{(recipe or model, precision): rate}`` from the real runs on GPU ``gpu`` (a
+    ``gpus.toml`` name), each from the latest run that measured it (a run may measure a few
+    models only), the one-epoch figure over its recipe's preflight one; {} if none."""
     p = path or GPU_RATES
     if not p.is_file():
         return {}
@@ -51,24 +52,21 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
         raise ConfigError(f"{p}: cannot be read ({exc})",
                           hint="restore it (git checkout -- bench/records) or run "
                                "bench/gpu_check.sh again on the GPU") from None
-    found = [r for r in runs if r.get("gpu") == gpu and not r.get("dry_run")]
-    if not found:
-        return {}
-    run = found[-1]
-    when = f"{run['device_name']}, {run['measured']}"
     rates: dict[tuple[str, str], GpuRate] = {}
-    for row in run.get("models", []):
-        for precision in ("fp32", "bf16"):
-            speed = row.get(precision, {}).get("pairs_per_s")
-            if speed:
-                rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
-                                             f"({precision})", when)
-                rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
-    epoch = run.get("epoch", {})
-    if epoch.get("pairs_per_s"):
-        rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
-            float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
-                                         f"({epoch['precision']})", when)
+    for run in (r for r in runs if r.get("gpu") == gpu and not r.get("dry_run")):
+        when = f"{run['device_name']}, {run['measured']}"
+        for row in run.get("models", []):
+            for precision in ("fp32", "bf16"):
+                speed = row.get(precision, {}).get("pairs_per_s")
+                if speed:
+                    rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
+                                                 f"({precision})", when)
+                    rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
+        epoch = run.get("epoch", {})
+        if epoch.get("pairs_per_s"):
+            rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
+                float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
+                                             f"({epoch['precision']})", when)
     return rates
 
 

@@ -150,17 +150,21 @@ def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
 
 
 def read_predictions(folder: RunFolder, key: str) -> Any:
-    """``predictions/<key>.parquet`` as a DataFrame, or None when absent."""
+    """``predictions/<key>.parquet`` as a DataFrame, or None when absent; a compact copy's
+    classification split, saved without ``group_id``, gets it back as ``pair_id``."""
     import pandas as pd
 
     path = folder.predictions(key)
     if not path.is_file():
         return None
     try:
-        return pd.read_parquet(path)
+        frame = pd.read_parquet(path)
     except (OSError, ValueError) as exc:
         raise DamagedRunError(f"{path}: not a readable parquet file ({exc})",
                               hint=REPAIR) from None
+    if "pair_id" in frame.columns and "group_id" not in frame.columns:
+        frame.insert(1, "group_id", frame["pair_id"])
+    return frame
 
 
 def prediction_keys(folder: RunFolder) -> list[str]:

@@ -141,8 +141,13 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
             continue
         frame = read_predictions(source, key)
         keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
+        if "group_id" in keep and frame["group_id"].equals(frame["pair_id"]):
+            keep.remove("group_id")  # a classification split: read_predictions restores it
+        # pair ids are unique strings that share prefixes: delta-coded, not a dictionary
         frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
-                               compression="zstd")
+                               compression="zstd",
+                               use_dictionary=[c for c in keep if c != "pair_id"],
+                               column_encoding={"pair_id": "DELTA_BYTE_ARRAY"})
 
 
 def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:

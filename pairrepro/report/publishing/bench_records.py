@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro.planning import BENCH_DIR
+from pairrepro.planning.gpus import GpuRate, load_gpu_rates
 
 RECORDS = BENCH_DIR / "records"
 SCRIPTS = ("bench_grid", "bench_csran_cin")
@@ -120,4 +121,27 @@ def bench_markdown(folder: Path | None = None) -> str:
                          f"{best['best']} {best['best_flops_per_s'] / 1e9:.1f} GFLOP/s) | "
                          f"{_precision(model['fp32'])} | {_precision(model['bf16'])} | "
                          f"{_speed_up(model)} | {_memory(model)} | {agree} |")
+    return "\n".join(lines) + "\n"
+
+
+def gpu_rates_markdown(gpu: str = "h100") -> str:
+    """The training rates ``bench/gpu_check.sh`` recorded on GPU ``gpu``, a row per model
+    and the one-epoch figure, each with the run that measured it (the plan's figures)."""
+    rates = load_gpu_rates(gpu)
+    if not rates:
+        return f"No rate is recorded on `{gpu}` yet (`bench/gpu_check.sh` on that GPU).\n"
+    models: dict[str, dict[str, GpuRate]] = {}
+    for (_, precision), rate in rates.items():
+        name = rate.what.rsplit(" (", 1)[0]  # "<model> on <recipe>" or "one epoch of <recipe>"
+        models.setdefault(name, {})[precision] = rate
+    lines = [f"Recorded on `{gpu}` (`bench/records/gpu_rates.json`): preflight's training step"
+             " at the recipe's sizes and batch on random words of the dataset's lengths, the "
+             "median of 6 steps; the epoch is `pairrepro train` for one epoch (random vectors "
+             "standing in for GloVe), pairs/s over its training time.", "",
+             "| what | fp32 pairs/s | bf16 pairs/s | measured |", "|---|---|---|---|"]
+    for name, by_precision in sorted(models.items(), key=lambda kv: kv[0].startswith("one")):
+        cells = [f"{by_precision[p].pairs_per_s:.1f}" if p in by_precision else "-"
+                 for p in ("fp32", "bf16")]
+        runs = sorted({rate.run for rate in by_precision.values()})
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {'; '.join(runs)} |")
     return "\n".join(lines) + "\n"

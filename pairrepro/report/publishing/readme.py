@@ -19,7 +19,7 @@ from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
 from pairrepro.report.analyses.smoke import smoke_markdown
-from pairrepro.report.publishing.bench_records import bench_markdown
+from pairrepro.report.publishing.bench_records import bench_markdown, gpu_rates_markdown
 from pairrepro.report.publishing.release import cpu_line
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 
@@ -198,6 +198,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "reference-environment": _environment,
     "preflight": _preflight,
     "benchmarks": lambda results: bench_markdown(),  # bench/records/, not results/
+    "gpu-rates": lambda results: gpu_rates_markdown(),
 }
 
 
