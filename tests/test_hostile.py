@@ -746,7 +746,7 @@ def test_an_add_interrupted_while_copying_keeps_the_old_reference_and_no_staging
     from pairrepro import runs
 
     source, dest, old = _reference_pair(tmp_path)
-    monkeypatch.setattr(runs.variants, "read_predictions", lambda *a: (_ for _ in ()).throw(
+    monkeypatch.setattr(runs.index, "read_predictions", lambda *a: (_ for _ in ()).throw(
         KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         runs.copy_compact(source, dest)

@@ -4,25 +4,23 @@ names used outside the package are re-exported here."""
 from pairrepro.runs.checkpoints import load_checkpoint, save_checkpoint
 from pairrepro.runs.folder import DamagedRunError, RunFolder, RunLockedError, check_name
 from pairrepro.runs.index import (
+    COMPACT_COLUMNS,
     RunInfo,
     all_runs,
-    find_runs,
-    prediction_keys,
-    read_predictions,
-    read_run,
-    seed_folders,
-    write_summary,
-)
-from pairrepro.runs.variants import (
-    COMPACT_COLUMNS,
     config_differences,
     copy_compact,
+    find_runs,
     flatten_config,
+    prediction_keys,
     put_back_aside,
+    read_predictions,
+    read_run,
     resolved_config,
     resume_command,
     resume_overrides,
+    seed_folders,
     train_words,
+    write_summary,
 )
 
 __all__ = [

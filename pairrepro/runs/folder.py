@@ -93,6 +93,11 @@ def inside(root: Path, path: Path) -> Path:
     return path
 
 
+def _member(name: str) -> property:
+    """A property: the path of the run folder's ``name``."""
+    return property(lambda folder: folder.path / name)
+
+
 @dataclass(frozen=True)
 class RunFolder:
     """One seed folder; ``path`` need not exist yet."""
@@ -109,25 +114,13 @@ class RunFolder:
     def recipe_dir(self) -> Path:
         return self.path.parent
 
-    @property
-    def config_path(self) -> Path:
-        return self.path / CONFIG
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.path / METRICS
-
-    @property
-    def result_path(self) -> Path:
-        return self.path / RESULT
-
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.path / "checkpoints"
+    config_path = _member(CONFIG)
+    manifest_path = _member(MANIFEST)
+    metrics_path = _member(METRICS)
+    result_path = _member(RESULT)
+    checkpoint_dir = _member("checkpoints")
+    # where last.pt stands, readable without torch
+    progress_path = _member("checkpoints/last.json")
 
     def open_tensorboard(self, first_step: int) -> Any:
         """A SummaryWriter into ``tensorboard/`` whose events from ``first_step`` on replace
@@ -141,11 +134,6 @@ class RunFolder:
     def checkpoint(self, name: str) -> Path:
         """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
         return self.checkpoint_dir / f"{name}.pt"
-
-    @property
-    def progress_path(self) -> Path:
-        """``checkpoints/last.json``: where ``last.pt`` stands, readable without torch."""
-        return self.checkpoint_dir / "last.json"
 
     def write_progress(self, progress: dict[str, Any]) -> None:
         write_json(self.progress_path, progress)

@@ -44,7 +44,7 @@ class WallTime:
         return fields
 
 
-class SeedRun:
+class SeedRun(contextlib.AbstractContextManager["SeedRun"]):
     """``with SeedRun(...) as run:`` :meth:`decide`, :meth:`start`, the work, :meth:`finish`.
     Owns the folder, its lock, the run ``--force`` keeps aside and the failure record; rank 0
     alone locks and writes."""
@@ -52,18 +52,15 @@ class SeedRun:
     def __init__(self, folder: RunFolder, recipe: Recipe, seed: int, dist: DistContext) -> None:
         self.folder, self.recipe, self.seed, self.dist = folder, recipe, seed, dist
         self.resumed = False
-        self._held = contextlib.ExitStack()
+        self.held = contextlib.ExitStack()  # left before the lock is let go
         self._manifest: dict[str, Any] = {}
         self._changed = False  # start() has begun changing the folder
         self._timed, self._started = WallTime(), 0.0
         self._kept_aside = False
 
-    def __enter__(self) -> SeedRun:
-        return self
-
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with self._held:  # the lock goes last
+        with self.held:  # the lock goes last
             if exc is None or not self._changed:
                 return
             if self.dist.is_main:
@@ -71,17 +68,13 @@ class SeedRun:
             if isinstance(exc, Interrupted):
                 raise KeyboardInterrupt(str(exc)) from None
 
-    def hold(self, context: contextlib.AbstractContextManager[Any]) -> None:
-        """Enter ``context`` until the block ends (exited before the lock is let go)."""
-        self._held.enter_context(context)
-
     def decide(self, plan: Callable[[], T], empty: T) -> T:
         """Rank 0 locks the folder and calls ``plan``; every rank gets its answer or error."""
         error: PairreproError | None = None
         answer = empty
         if self.dist.is_main:
             try:
-                self.hold(self.folder.lock())
+                self.held.enter_context(self.folder.lock())
                 answer = plan()
             except PairreproError as exc:
                 error = exc

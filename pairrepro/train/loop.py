@@ -7,7 +7,7 @@ import math
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +34,6 @@ from pairrepro.runs import RunFolder, checkpoints
 from pairrepro.train.optim import L2Penalty, build_optimizer, clip_gradients, trainable_parameters
 from pairrepro.train.setup import TaskData, recipe_task
 
-# the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
 
 class Interrupted(Exception):
     """Training stopped by Ctrl-C or SIGTERM after a checkpoint was written."""
@@ -47,10 +44,10 @@ class TrainHooks:
     """Test and tooling hooks, called on every rank (``on_start`` after a resume's restore,
     ``on_epoch`` after the epoch's ``metrics.jsonl`` line, ``on_end`` however fit ends)."""
 
-    on_step: Callable[[Trainer], None] | None = None
-    on_start: Callable[[Trainer], None] | None = None
-    on_epoch: Callable[[Trainer, dict[str, Any]], None] | None = None
-    on_end: Callable[[Trainer], None] | None = None
+    on_step: Callable[[Trainer], object] = lambda trainer: None
+    on_start: Callable[[Trainer], object] = lambda trainer: None
+    on_epoch: Callable[[Trainer, dict[str, Any]], object] = lambda trainer, line: None
+    on_end: Callable[[Trainer], object] = lambda trainer: None
 
 
 @dataclass
@@ -92,8 +89,7 @@ def _handling(signals: tuple[int, ...], handler: Callable[[int, Any], None]
             signal.signal(sig, old)
 
 
-@contextmanager
-def deferred_stop(flag: dict[str, Any]) -> Iterator[None]:
+def deferred_stop(flag: dict[str, Any]) -> AbstractContextManager[None]:
     """The first SIGINT/SIGTERM sets ``flag['stop']``; a second raises ``KeyboardInterrupt``,
     or during a checkpoint write sets ``flag['abort']`` (:meth:`Trainer.saving`)."""
     def handler(signum: int, frame: Any) -> None:
@@ -103,19 +99,17 @@ def deferred_stop(flag: dict[str, Any]) -> Iterator[None]:
             raise KeyboardInterrupt
         flag["stop"] = True
 
-    with _handling(STOP_SIGNALS, handler):
-        yield
+    # the signals that stop training cleanly (checkpoint, status "interrupted", exit 130)
+    return _handling((signal.SIGINT, signal.SIGTERM), handler)
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> AbstractContextManager[None]:
     """SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does (outside the epoch loop), so a
     terminated run ends ``interrupted``, not ``running``."""
     def handler(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    with _handling((signal.SIGTERM,), handler):
-        yield
+    return _handling((signal.SIGTERM,), handler)
 
 
 def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
@@ -263,15 +257,13 @@ class Trainer:
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} pairs/s"),
             TimeRemainingColumn(), enabled=self.show_progress)
-        if self.hooks.on_start is not None:
-            self.hooks.on_start(self)
+        self.hooks.on_start(self)
         try:
             with progress, deferred_stop(self.stop_flag):
                 while not self.state.done and self.state.epoch < self.recipe.train.epochs:
                     self._run_epoch(progress)
         finally:
-            if self.hooks.on_end is not None:
-                self.hooks.on_end(self)
+            self.hooks.on_end(self)
         return self.state
 
     def _run_epoch(self, progress: Progress | PlainProgress) -> None:
@@ -316,8 +308,7 @@ class Trainer:
                 progress.update(task, advance=0, completed=st.position,
                                 loss=f"{st.loss_sum / max(st.pairs, 1):.4f}",
                                 speed=f"{st.pairs / max(elapsed, 1e-9):.0f}")
-            if self.hooks.on_step is not None:
-                self.hooks.on_step(self)
+            self.hooks.on_step(self)
             # rank 0's flag and clock decide, so every rank saves at the same step; one
             # broadcast per step, a second only when a checkpoint is due
             due = bool(every_s) and time.monotonic() - last_saved >= every_s
@@ -377,5 +368,4 @@ class Trainer:
             self.save_last()
             if self.dist.is_main:
                 self.folder.write_metrics(st.history)
-        if self.hooks.on_epoch is not None:
-            self.hooks.on_epoch(self, line)
+        self.hooks.on_epoch(self, line)

@@ -41,15 +41,6 @@ def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor |
     return 0.5 * coefficient * torch.stack([p.pow(2).sum() for p in params]).sum()
 
 
-def bias_parameter_ids(model: nn.Module) -> set[int]:
-    """Ids of 1-D parameters and of those a module lists in ``bias_parameters``."""
-    out = {id(p) for p in model.parameters() if p.dim() < 2}
-    for module in model.modules():
-        for name in getattr(module, "bias_parameters", ()):
-            out.add(id(module.get_parameter(name)))
-    return out
-
-
 class L2Penalty:
     """``0.5 * l2 * ||theta||^2`` over ``scope``, called with the batch's word ids; ``None``
     when there is nothing to add."""
@@ -64,7 +55,10 @@ class L2Penalty:
         if scope == "all":
             self.dense = list(trainable)
         elif scope == "weights":
-            excluded = embedding_parameter_ids(model) | bias_parameter_ids(model)
+            # 1-D parameters are biases, and so is what a module lists in bias_parameters
+            excluded = embedding_parameter_ids(model) | {
+                id(module.get_parameter(name)) for module in model.modules()
+                for name in getattr(module, "bias_parameters", ())}
             self.dense = [p for p in trainable if p.dim() >= 2 and id(p) not in excluded]
         elif scope == "lazy":
             self.dense = [p for p in trainable if id(p) not in words]

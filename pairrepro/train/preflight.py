@@ -12,21 +12,24 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from torch.utils.flop_counter import FlopCounterMode
 
 from pairrepro import paths
 from pairrepro.config import Recipe
+from pairrepro.console import step_progress
 from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.data.prepared import PAD_ID
 from pairrepro.device import autocast, cpu_fingerprint, device_name, resolve_precision
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.planning.preflight_record import Check, PreflightRecord
+from pairrepro.runs import RunFolder
+from pairrepro.train.loop import Trainer
 from pairrepro.train.preflight_data import embeddings_here, preflight_data
 from pairrepro.train.setup import TaskData, build_recipe_model, recipe_task
 
@@ -39,11 +42,6 @@ EXTRA_PADDING = 5  # pad tokens added to each text by the padding check
 PADDING_PAIRS = 8  # pairs of the batch the padding check scores twice
 PADDING_TOLERANCE = 1e-4  # max |difference| / (1 + max |output|) that still passes
 CONSTANT_TOLERANCE = 1e-6  # outputs whose spread is below this (relative) are constant
-def count_flops(fn: Callable[[], object]) -> int:
-    """FLOPs of one call of ``fn`` (torch's FlopCounterMode, as ``bench/flops.py``)."""
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
 
 
 def peak_memory_mb(device: torch.device) -> float:
@@ -57,52 +55,39 @@ def peak_memory_mb(device: torch.device) -> float:
 
 def _pick_batch(plan: EpochPlan) -> int:
     """The position of the batch with the median mean length: a typical step to time."""
-    split = plan.split
-    lengths = split.lengths()
-    means = []
-    for rows in plan.batches:
-        items = plan.items[rows]
-        pair_rows = items.reshape(-1) if items.ndim > 1 else items
-        means.append(float(lengths[pair_rows].mean()))
+    lengths = plan.split.lengths()
+    # items are pair rows, or triples of them
+    means = [float(lengths[plan.items[rows].reshape(-1)].mean()) for rows in plan.batches]
     order = np.argsort(means, kind="stable")
     return int(order[len(order) // 2])
 
 
-def _outputs(model: PairModel, batch: PairBatch, device: torch.device) -> torch.Tensor:
+def _outputs(model: PairModel, batch: PairBatch) -> torch.Tensor:
     with torch.no_grad():  # fp32, as every score is
         return model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
 
 
-def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe, device: torch.device
-               ) -> tuple[float, torch.Tensor]:
+def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[float, torch.Tensor]:
     """The batch's loss and outputs in eval mode (no dropout)."""
     model.eval()
-    out = _outputs(model, batch, device)
+    out = _outputs(model, batch)
     loss = recipe_task(recipe).batch_loss(out, batch.labels, recipe.task.margin,
                                           batch.num_triples)
     model.train()
     return float(loss), out
 
 
-def _pad_more(batch: PairBatch, rows: int, extra: int) -> tuple[PairBatch, PairBatch]:
-    """The first ``rows`` pairs of ``batch``, as they are and with ``extra`` more pads."""
-    def cut(t: torch.Tensor) -> torch.Tensor:
-        return t[:rows]
-
-    base = PairBatch(cut(batch.left), cut(batch.left_mask), cut(batch.right),
-                     cut(batch.right_mask), cut(batch.labels))
+def check_padding(model: PairModel, batch: PairBatch) -> Check:
+    """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
+    base = PairBatch(*(t[:PADDING_PAIRS] for t in (batch.left, batch.left_mask, batch.right,
+                                                   batch.right_mask, batch.labels)))
+    extra = EXTRA_PADDING
     padded = PairBatch(F.pad(base.left, (0, extra), value=PAD_ID),
                        F.pad(base.left_mask, (0, extra), value=False),
                        F.pad(base.right, (0, extra + 2), value=PAD_ID),
                        F.pad(base.right_mask, (0, extra + 2), value=False), base.labels)
-    return base, padded
-
-
-def check_padding(model: PairModel, batch: PairBatch, device: torch.device) -> Check:
-    """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
     model.eval()
-    base, padded = _pad_more(batch, PADDING_PAIRS, EXTRA_PADDING)
-    a, b = _outputs(model, base, device), _outputs(model, padded, device)
+    a, b = _outputs(model, base), _outputs(model, padded)
     model.train()
     diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
     ok = diff <= PADDING_TOLERANCE
@@ -161,7 +146,9 @@ def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: t
             out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
         task.batch_loss(out, batch.labels, recipe.task.margin, batch.num_triples).backward()
 
-    flops = count_flops(step)
+    with FlopCounterMode(display=False) as counter:  # as bench/flops.py counts
+        step()
+    flops = int(counter.get_total_flops())
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     dead = [n for n, p in named if p.grad is None or not bool(p.grad.abs().sum() > 0)]
     if task.num_outputs(2) == 1:
@@ -226,8 +213,6 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
                   stand_in: bool = False, show_progress: bool = False) -> PreflightRecord:
     """Preflight ``recipe``; failed checks are in the result, not raised."""
     from pairrepro.device import seed_everything
-    from pairrepro.runs import RunFolder
-    from pairrepro.train.loop import Trainer
 
     device = device or torch.device("cpu")
     precision = resolve_precision(recipe.train.precision, device)
@@ -262,7 +247,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     result.pairs_per_step = batch.num_pairs
     if not model.needs_training:
         return _score_only(result, model, data, batch, device, data_info["synthetic"])
-    result.loss_before, _ = _eval_loss(model, batch, run_recipe, device)
+    result.loss_before, _ = _eval_loss(model, batch, run_recipe)
     gradients, flops = gradient_probe(model, batch, run_recipe, device, precision)
     result.flops_per_step = flops
     result.flops_per_pair = flops / max(batch.num_pairs, 1)
@@ -271,8 +256,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
         trainer = Trainer(run_recipe, model, data, RunFolder(Path(tmp) / "preflight"), seed,
                           device, show_progress=False, precision=precision)
         outputs = _train_steps(trainer, plan, position, result, steps, budget_s,
-                               show_progress, lambda: _eval_loss(model, batch, run_recipe,
-                                                                 device))
+                               show_progress, lambda: _eval_loss(model, batch, run_recipe))
     finite = all(math.isfinite(v) for v in [*result.losses, *result.eval_losses]) and all(
         bool(torch.isfinite(p).all()) for p in model.parameters())
     result.loss_after = result.eval_losses[-1]
@@ -282,21 +266,17 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
               "losses and weights finite" if finite else
               f"non-finite loss or weights (losses {result.losses})"),
         gradients, norms.check(), check_outputs_vary(outputs),
-        check_padding(model, batch, device),
+        check_padding(model, batch),
     ]
     result.peak_mb = peak_memory_mb(device)
     return result
 
 
-def _train_steps(trainer: Any, plan: EpochPlan, position: int, result: PreflightRecord,
+def _train_steps(trainer: Trainer, plan: EpochPlan, position: int, result: PreflightRecord,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
     """Steps on batch ``position`` until ``steps`` or ``budget_s``, recorded in ``result``;
     returns the outputs after the last step."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-
-    from pairrepro.console import step_progress
-
     progress = step_progress(
         TextColumn(f"preflight {result.recipe}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("loss {task.fields[loss]}"), enabled=show_progress, unit="steps")
@@ -328,7 +308,7 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.eval()
     t0 = time.perf_counter()
-    outputs = _outputs(model, batch, device)
+    outputs = _outputs(model, batch)
     result.step_s = [time.perf_counter() - t0]
     result.pairs_per_s = batch.num_pairs / max(result.step_s[0], 1e-9)
     na = "n/a: the model is not trained"
@@ -339,6 +319,6 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
               if synthetic else check_outputs_vary(outputs))
     if model.constant_output:
         varies = Check("outputs_vary", "n/a", "n/a: the same output for every pair by design")
-    result.checks += [varies, check_padding(model, batch, device)]
+    result.checks += [varies, check_padding(model, batch)]
     result.peak_mb = peak_memory_mb(device)
     return result

@@ -4,11 +4,9 @@ checkpoint."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,64 +184,47 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
     with SeedRun(folder, recipe, seed, dist_ctx) as run:
         plan = run.decide(lambda: _plan(folder, recipe, request, device_t,
                                         dist_ctx.world_size), Plan(""))
-        if plan.action == "done":
-            result = folder.read_result()
-        else:
-            if plan.kept:
-                run.recipe = recipe = recipe.with_changes(**plan.kept)
-                precision = resolve_precision(recipe.train.precision, device_t)
-            if plan.threads and plan.threads != torch.get_num_threads():
-                run.hold(_threads(plan.threads))
-            run.hold(sigterm_as_interrupt())
-            result = _train_seed(run, plan.action, device_t, precision, show_progress,
-                                 hooks)
         # not written to result.json: they are about this request, not about the run
-        return {**result, "warnings": list(plan.warnings)} if plan.warnings else result
-
-
-@contextlib.contextmanager
-def _threads(threads: int) -> Iterator[None]:
-    """Torch's threads set to ``threads`` for the block (the run's own on resume)."""
-    before = torch.get_num_threads()
-    set_threads(threads)
-    try:
-        yield
-    finally:
-        set_threads(before)  # the next seed's
-
-
-def _train_seed(run: SeedRun, action: str, device_t: torch.device, precision: str,
-                show_progress: bool, hooks: TrainHooks | None) -> dict[str, Any]:
-    started = time.perf_counter()
-    recipe, seed, folder = run.recipe, run.seed, run.folder
-    # every rank seeds alike: identical initial weights and identical epoch orders
-    seed_everything(seed, recipe.train.deterministic)
-    prepared, data = load_task_data(recipe, seed)
-    timed = WallTime()
-    if action == "resume":  # the checkpoint was trained on the data the manifest names
-        before = folder.read_manifest()
-        prepared.check_files(before.get("prepared_sha256", {}), str(folder.manifest_path))
-        timed = WallTime.after(before)
-    model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
-    if model.needs_training and prepared.stats.get("lexical_only"):
-        raise ConfigError(
-            f"{recipe.source}: [data] variant: {recipe.data.variant!r} of "
-            f"{recipe.data.dataset} is for lexical scorers only: "
-            f"{prepared.stats.get('description', '')}",
-            hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose splits "
-                 "are tokenised alike (for TrecQA: clean or raw)")
-    if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
-        precision = "fp32"
-    manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, run.dist,
-                              {**emb_info, "no_positive": data.no_positive,
-                               "train_pairs": len(data.train)})
-    run.start(action, manifest, timed, started)  # only now does the folder change
-    if model.needs_training:
-        state = _train(run, model, data, action, device_t, precision, show_progress, hooks)
-    else:
-        state = _fit_statistics(run, model, data, device_t)
-    metrics = _score_once(recipe, model, data, folder, device_t, run.dist, seed)
-    return run.finish(state.best_epoch, state.history, metrics)
+        warnings = {"warnings": list(plan.warnings)} if plan.warnings else {}
+        if plan.action == "done":
+            return {**folder.read_result(), **warnings}
+        if plan.kept:
+            run.recipe = recipe = recipe.with_changes(**plan.kept)
+            precision = resolve_precision(recipe.train.precision, device_t)
+        if plan.threads and plan.threads != torch.get_num_threads():
+            run.held.callback(set_threads, torch.get_num_threads())  # the next seed's
+            set_threads(plan.threads)  # the run's own on resume
+        run.held.enter_context(sigterm_as_interrupt())
+        started = time.perf_counter()
+        # every rank seeds alike: identical initial weights and identical epoch orders
+        seed_everything(seed, recipe.train.deterministic)
+        prepared, data = load_task_data(recipe, seed)
+        timed = WallTime()
+        if plan.action == "resume":  # the checkpoint was trained on the data the manifest names
+            before = folder.read_manifest()
+            prepared.check_files(before.get("prepared_sha256", {}), str(folder.manifest_path))
+            timed = WallTime.after(before)
+        model, emb_info = build_recipe_model(recipe, prepared, data.num_classes, seed)
+        if model.needs_training and prepared.stats.get("lexical_only"):
+            raise ConfigError(
+                f"{recipe.source}: [data] variant: {recipe.data.variant!r} of "
+                f"{recipe.data.dataset} is for lexical scorers only: "
+                f"{prepared.stats.get('description', '')}",
+                hint=f"a model trained on {recipe.data.train_split!r} needs a variant whose "
+                     "splits are tokenised alike (for TrecQA: clean or raw)")
+        if not model.needs_training:  # "auto" on CUDA: nothing runs in bf16, the record says so
+            precision = "fp32"
+        manifest = build_manifest(recipe, seed, prepared, device_t, precision, model, dist_ctx,
+                                  {**emb_info, "no_positive": data.no_positive,
+                                   "train_pairs": len(data.train)})
+        run.start(plan.action, manifest, timed, started)  # only now does the folder change
+        if model.needs_training:
+            state = _train(run, model, data, plan.action, device_t, precision, show_progress,
+                           hooks)
+        else:
+            state = _fit_statistics(run, model, data, device_t)
+        metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
+        return {**run.finish(state.best_epoch, state.history, metrics), **warnings}
 
 
 def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
