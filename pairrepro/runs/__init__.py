@@ -20,7 +20,6 @@ from pairrepro.runs.index import (
     resume_overrides,
     seed_folders,
     train_words,
-    write_summary,
 )
 
 __all__ = [
@@ -28,5 +27,5 @@ __all__ = [
     "all_runs", "check_name", "config_differences", "copy_compact", "find_runs",
     "flatten_config", "load_checkpoint", "prediction_keys", "put_back_aside",
     "read_predictions", "read_run", "resolved_config", "resume_command", "resume_overrides",
-    "save_checkpoint", "seed_folders", "train_words", "write_summary",
+    "save_checkpoint", "seed_folders", "train_words",
 ]

@@ -28,8 +28,6 @@ CONFIG = "config.toml"
 MANIFEST = "manifest.json"
 METRICS = "metrics.jsonl"
 RESULT = "result.json"
-PREDICTIONS = "predictions"
-EVALS = "evals"
 SUMMARY = "summary.json"  # in the recipe folder
 STATUSES = ("running", "interrupted", "failed", "finished")
 # names that become folders: recipes, datasets (nothing that could climb out of a root)
@@ -105,9 +103,10 @@ class RunFolder:
     path: Path
 
     @classmethod
-    def of(cls, runs_dir: Path, recipe: str, seed: int) -> RunFolder:
-        """``runs_dir/<recipe>/seed-<seed>``, the name checked to stay under ``runs_dir``."""
-        check_name(recipe, "recipe")
+    def of(cls, runs_dir: Path, recipe: str, seed: int, source: str = "") -> RunFolder:
+        """``runs_dir/<recipe>/seed-<seed>``, the name checked (:func:`check_name`, naming
+        ``source``) to stay under ``runs_dir``."""
+        check_name(recipe, "recipe", source)
         return cls(inside(runs_dir, runs_dir / recipe / f"seed-{seed}"))
 
     @property
@@ -119,6 +118,8 @@ class RunFolder:
     metrics_path = _member(METRICS)
     result_path = _member(RESULT)
     checkpoint_dir = _member("checkpoints")
+    predictions_dir = _member("predictions")
+    evals_dir = _member("evals")
     # where last.pt stands, readable without torch
     progress_path = _member("checkpoints/last.json")
 
@@ -144,7 +145,7 @@ class RunFolder:
 
     def predictions(self, key: str) -> Path:
         """``predictions/<key>.parquet``."""
-        return self.path / PREDICTIONS / f"{key}.parquet"
+        return self.predictions_dir / f"{key}.parquet"
 
     def log_path(self, launcher: str) -> Path:
         """``runs/<recipe>/logs/seed-<n>.<launcher>.log``: beside the seed folder, so an early
@@ -236,10 +237,7 @@ class RunFolder:
 
     def read_evals(self) -> dict[str, dict[str, Any]]:
         """Saved re-scorings: ``"<split>@<variant>"`` -> the file's content."""
-        folder = self.path / EVALS
-        if not folder.is_dir():
-            return {}
-        return {p.stem: self._read_json(p) for p in sorted(folder.glob("*.json"))}
+        return {p.stem: self._read_json(p) for p in sorted(self.evals_dir.glob("*.json"))}
 
     # every writer is atomic (fileio.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
@@ -265,9 +263,13 @@ class RunFolder:
         write_json(self.result_path, result)
         return result
 
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        """Write the recipe's ``summary.json`` (the seeds of the last ``train`` call)."""
+        write_json(self.recipe_dir / SUMMARY, summary)
+
     def write_eval(self, split: str, variant: str, record: dict[str, Any]) -> Path:
         """Keep a re-scoring with the run (``evals/<split>@<variant>.json``)."""
-        path = self.path / EVALS / f"{split}@{variant or 'default'}.json"
+        path = self.evals_dir / f"{split}@{variant or 'default'}.json"
         write_json(path, record)
         return path
 

@@ -17,20 +17,7 @@ from typing import Any
 
 from pairrepro import paths
 from pairrepro.errors import PairreproError
-from pairrepro.runs.folder import (
-    CONFIG,
-    EVALS,
-    MANIFEST,
-    METRICS,
-    PREDICTIONS,
-    REPAIR,
-    RESULT,
-    SUMMARY,
-    DamagedRunError,
-    RunFolder,
-    write_json,
-    writing,
-)
+from pairrepro.runs.folder import CONFIG, REPAIR, DamagedRunError, RunFolder, writing
 
 # the splits a reference run keeps no predictions of (train predictions are a fit diagnostic,
 # large, and no table reads them)
@@ -155,13 +142,6 @@ def seed_folders(target: Path) -> list[RunFolder]:
     return sorted(folders, key=lambda f: f.seed)
 
 
-def write_summary(recipe_dir: Path, summary: dict[str, Any]) -> Path:
-    """Write ``runs/<recipe>/summary.json`` (the seeds of the last ``train`` call)."""
-    path = recipe_dir / SUMMARY
-    write_json(path, summary)
-    return path
-
-
 def read_predictions(folder: RunFolder, key: str) -> Any:
     """``predictions/<key>.parquet`` as a DataFrame, or None when absent; a compact copy's
     classification split, saved without ``group_id``, gets it back as ``pair_id``."""
@@ -182,7 +162,7 @@ def read_predictions(folder: RunFolder, key: str) -> Any:
 
 def prediction_keys(folder: RunFolder) -> list[str]:
     """The splits a run saved predictions for (``dev``, ``test``, ``train``, ...)."""
-    return sorted(p.stem for p in (folder.path / PREDICTIONS).glob("*.parquet"))
+    return sorted(p.stem for p in folder.predictions_dir.glob("*.parquet"))
 
 
 # keys that change where or how fast a run is made, or its bookkeeping, not what it computes
@@ -289,12 +269,14 @@ def put_back_aside(dest: RunFolder) -> Path:
 
 def _write_compact(source: RunFolder, staging: Path) -> None:
     """The compact copy's files, written into ``staging``."""
-    for name in (CONFIG, MANIFEST, METRICS, RESULT):
-        if (source.path / name).is_file():
-            shutil.copyfile(source.path / name, staging / name)
-    if (source.path / EVALS).is_dir():
-        shutil.copytree(source.path / EVALS, staging / EVALS)
-    (staging / PREDICTIONS).mkdir()
+    target = RunFolder(staging)
+    for path in (source.config_path, source.manifest_path, source.metrics_path,
+                 source.result_path):
+        if path.is_file():
+            shutil.copyfile(path, staging / path.name)
+    if source.evals_dir.is_dir():
+        shutil.copytree(source.evals_dir, target.evals_dir)
+    target.predictions_dir.mkdir()
     for key in prediction_keys(source):
         if key in COMPACT_SKIP:
             continue
@@ -303,7 +285,7 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
         if "group_id" in keep and frame["group_id"].equals(frame["pair_id"]):
             keep.remove("group_id")  # a classification split: read_predictions restores it
         # pair ids are unique strings that share prefixes: delta-coded, not a dictionary
-        frame[keep].to_parquet(staging / PREDICTIONS / f"{key}.parquet", index=False,
+        frame[keep].to_parquet(target.predictions(key), index=False,
                                compression="zstd",
                                use_dictionary=[c for c in keep if c != "pair_id"],
                                column_encoding={"pair_id": "DELTA_BYTE_ARRAY"})

@@ -1,5 +1,6 @@
-"""The epoch loop (train, select on dev, stop early, checkpoint, resume exactly on CPU) and
-:func:`predict_outputs`, the one scoring pass over a split (signals: docs/internals.md)."""
+"""The epoch loop (train, select on dev, stop early, checkpoint, resume exactly on CPU),
+:func:`predict_outputs`, the one scoring pass over a split, and :func:`score_splits`, a finished
+run's (signals: docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from torch import nn
 
 from pairrepro.config import Recipe
 from pairrepro.console import PlainProgress, step_progress
-from pairrepro.data.batches import EncodedSplit, EpochPlan, collate_pairs, eval_batches
+from pairrepro.data.batches import EncodedSplit, EpochPlan, collate_pairs, eval_batches, subsample
 from pairrepro.device import (
     DistContext,
     all_reduce_sum,
     autocast,
+    barrier,
     broadcast_flag,
     capture_rng_state,
     gather_rows,
@@ -134,6 +136,27 @@ def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
     return result
 
 
+def score_splits(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
+                 device: torch.device, dist_ctx: DistContext, seed: int
+                 ) -> dict[str, dict[str, float]]:
+    """A finished run's metrics: train (or ``score_train_pairs`` of it), dev and tests scored
+    once, their predictions saved."""
+    task = recipe_task(recipe)
+    metrics: dict[str, dict[str, float]] = {}
+    for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):
+        split = data.splits[name]
+        if name == data.train_split:
+            split = subsample(split, recipe.train.score_train_pairs, seed + 1,
+                              by_group=task.by_group)
+        outputs = predict_outputs(model, split, recipe.train.eval_batch_size, device, dist_ctx)
+        scores = task.scores(outputs)
+        key = "train" if name == data.train_split else "dev" if name == data.dev_split else name
+        metrics[key] = task.metrics(split, scores, data.num_classes, data.no_positive)
+        if dist_ctx.is_main:
+            folder.write_predictions(key, task.prediction_frame(split, scores))
+    return metrics
+
+
 class Trainer:
     """Trains one model of one recipe with one seed in the run ``folder``; ``on_checkpoint``
     (rank 0) runs after each ``last.pt`` (the runner then drops the run ``--force`` replaced)."""
@@ -209,12 +232,6 @@ class Trainer:
                 if self.on_checkpoint is not None:
                     self.on_checkpoint()
 
-    def evaluate(self, split: EncodedSplit) -> dict[str, float]:
-        outputs = predict_outputs(self.module, split, self.recipe.train.eval_batch_size,
-                                  self.device, self.dist)
-        return self.task.metrics(split, self.task.scores(outputs), self.data.num_classes,
-                                 self.data.no_positive)
-
     def train_step(self, plan: EpochPlan, position: int
                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """One optimiser step on batch ``position`` (this rank's shard of it); returns
@@ -244,9 +261,11 @@ class Trainer:
                 hint="lower [optim] lr, set [optim] clip_norm, or check the data; the last "
                      f"good checkpoint is kept in {self.folder.checkpoint_dir}")
 
-    def fit(self, resume_state: dict[str, Any] | None = None) -> TrainState:
-        """Run the epochs left after ``resume_state`` (a ``last.pt``); the final state."""
-        if resume_state is not None:
+    def fit(self, resume: bool = False) -> TrainState:
+        """Run the epochs left (after ``last.pt`` with ``resume``); the final state. The model
+        ends holding the weights chosen on dev."""
+        if resume:
+            resume_state = checkpoints.load_checkpoint(self.folder.checkpoint("last"))
             self.module.load_state_dict(resume_state["model"])
             self.optimizer.load_state_dict(resume_state["optimizer"])
             self.scheduler.load_state_dict(resume_state["scheduler"])
@@ -264,6 +283,12 @@ class Trainer:
                     self._run_epoch(progress)
         finally:
             self.hooks.on_end(self)
+        if self.state.best_epoch == 0:
+            raise TrainingError(f"{self.recipe.source}: no epoch was trained",
+                                hint="[train] epochs must be >= 1")
+        barrier(self.dist)  # rank 0 writes best.pt; the other ranks read it only after
+        best = checkpoints.load_checkpoint(self.folder.checkpoint("best"))
+        self.module.load_state_dict(best["model"])
         return self.state
 
     def _run_epoch(self, progress: Progress | PlainProgress) -> None:
@@ -336,7 +361,10 @@ class Trainer:
     def _end_epoch(self, plan: EpochPlan) -> None:
         recipe, st = self.recipe, self.state
         loss_sum, correct, pairs = all_reduce_sum([st.loss_sum, st.correct, st.pairs], self.dist)
-        dev = self.evaluate(self.data.dev)
+        outputs = predict_outputs(self.module, self.data.dev, recipe.train.eval_batch_size,
+                                  self.device, self.dist)
+        dev = self.task.metrics(self.data.dev, self.task.scores(outputs), self.data.num_classes,
+                                self.data.no_positive)
         metric = recipe.select_metric
         if metric not in dev:
             raise ConfigError(f"{recipe.where('train', 'select_metric')}: [train] "

@@ -16,44 +16,25 @@ import torch
 
 from pairrepro import paths
 from pairrepro.config import Recipe, load_recipe, parse_override
-from pairrepro.data.batches import subsample
 from pairrepro.device import (
-    DistContext,
-    barrier,
     init_distributed,
     leave_process_group,
     resolve_precision,
     seed_everything,
     set_threads,
 )
-from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
-from pairrepro.models.base import PairModel
+from pairrepro.errors import ConfigError, NothingToRunError
 from pairrepro.runs import (
     RunFolder,
-    check_name,
+    checkpoints,
     config_differences,
     flatten_config,
-    load_checkpoint,
     resolved_config,
-    save_checkpoint,
-    write_summary,
 )
 from pairrepro.train.lifecycle import SeedRun, WallTime
-from pairrepro.train.loop import (
-    Trainer,
-    TrainHooks,
-    TrainState,
-    predict_outputs,
-    sigterm_as_interrupt,
-)
+from pairrepro.train.loop import Trainer, TrainHooks, score_splits, sigterm_as_interrupt
 from pairrepro.train.provenance import build_manifest
-from pairrepro.train.setup import (
-    TaskData,
-    build_recipe_model,
-    check_prerequisites,
-    load_task_data,
-    recipe_task,
-)
+from pairrepro.train.setup import build_recipe_model, check_prerequisites, load_task_data
 
 # keys that may change between a run and its --resume (extending training, moving device)
 RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device"})
@@ -218,63 +199,21 @@ def run_seed(recipe: Recipe, seed: int, folder: RunFolder, request: Request = Re
                                   {**emb_info, "no_positive": data.no_positive,
                                    "train_pairs": len(data.train)})
         run.start(plan.action, manifest, timed, started)  # only now does the folder change
-        if model.needs_training:
-            state = _train(run, model, data, plan.action, device_t, precision, show_progress,
-                           hooks)
-        else:
-            state = _fit_statistics(run, model, data, device_t)
-        metrics = _score_once(recipe, model, data, folder, device_t, dist_ctx, seed)
-        return {**run.finish(state.best_epoch, state.history, metrics), **warnings}
-
-
-def _train(run: SeedRun, model: PairModel, data: TaskData, action: str,
-           device_t: torch.device, precision: str, show_progress: bool,
-           hooks: TrainHooks | None) -> TrainState:
-    """Train (or go on training) ``model``; it ends holding the weights chosen on dev."""
-    recipe, folder = run.recipe, run.folder
-    trainer = Trainer(recipe, model, data, folder, run.seed, device_t, run.dist,
-                      show_progress, hooks, on_checkpoint=run.drop_replaced,
-                      precision=precision)
-    resume_state = load_checkpoint(folder.checkpoint("last")) if action == "resume" else None
-    state = trainer.fit(resume_state)
-    if state.best_epoch == 0:
-        raise TrainingError(f"{recipe.source}: no epoch was trained",
-                            hint="[train] epochs must be >= 1")
-    barrier(run.dist)  # rank 0 writes best.pt; the other ranks read it only after
-    model.load_state_dict(load_checkpoint(folder.checkpoint("best"))["model"])
-    return state
-
-
-def _fit_statistics(run: SeedRun, model: PairModel, data: TaskData,
-                    device_t: torch.device) -> TrainState:
-    """A scorer's statistics from the train split, kept as ``best.pt`` (epoch 0)."""
-    model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    model.to(device_t)
-    if run.dist.is_main:
-        save_checkpoint(run.folder.checkpoint("best"),
-                        {"model": model.state_dict(), "epoch": 0, "dev": {}})
-        run.drop_replaced()
-    return TrainState()
-
-
-def _score_once(recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
-                device: torch.device, dist_ctx: DistContext, seed: int
-                ) -> dict[str, dict[str, float]]:
-    """Score train (or ``score_train_pairs`` of it), dev and tests once; save predictions."""
-    task = recipe_task(recipe)
-    metrics: dict[str, dict[str, float]] = {}
-    for name in dict.fromkeys([data.train_split, data.dev_split, *data.test_splits]):
-        split = data.splits[name]
-        if name == data.train_split:
-            split = subsample(split, recipe.train.score_train_pairs, seed + 1,
-                              by_group=task.by_group)
-        outputs = predict_outputs(model, split, recipe.train.eval_batch_size, device, dist_ctx)
-        scores = task.scores(outputs)
-        key = "train" if name == data.train_split else "dev" if name == data.dev_split else name
-        metrics[key] = task.metrics(split, scores, data.num_classes, data.no_positive)
-        if dist_ctx.is_main:
-            folder.write_predictions(key, task.prediction_frame(split, scores))
-    return metrics
+        if model.needs_training:  # it ends holding the weights chosen on dev
+            trainer = Trainer(recipe, model, data, folder, seed, device_t, dist_ctx,
+                              show_progress, hooks, run.drop_replaced, precision)
+            state = trainer.fit(resume=plan.action == "resume")
+            chosen, history = state.best_epoch, state.history
+        else:  # a scorer's statistics from the train split, kept as best.pt (epoch 0)
+            model.fit_statistics(data.train.left, data.train.right, data.train.labels)
+            model.to(device_t)
+            if dist_ctx.is_main:
+                checkpoints.save_checkpoint(folder.checkpoint("best"),
+                                {"model": model.state_dict(), "epoch": 0, "dev": {}})
+                run.drop_replaced()
+            chosen, history = 0, []
+        metrics = score_splits(recipe, model, data, folder, device_t, dist_ctx, seed)
+        return {**run.finish(chosen, history, metrics), **warnings}
 
 
 def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -304,11 +243,10 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
     ``resume`` with no run to continue is a :class:`NothingToRunError`; ``threads`` (already
     set) only warns when a resume does not use it; Ctrl-C is ``KeyboardInterrupt``."""
     recipe = load_recipe(path, overrides)
-    # the name becomes a folder: checked (and every seed's path built) before any write
-    check_name(recipe.name, "recipe", recipe.source)
     runs_dir = runs_dir or paths.runs_dir()
     seeds = seeds or recipe.seeds
-    folders = [RunFolder.of(runs_dir, recipe.name, seed) for seed in seeds]
+    # the name becomes a folder: checked (and every seed's path built) before any write
+    folders = [RunFolder.of(runs_dir, recipe.name, seed, recipe.source) for seed in seeds]
     if resume and not force and not any(folder.exists() for folder in folders):
         # never a silent start from scratch: a resume command pasted into a shell whose
         # PAIRREPRO_RUNS differs
@@ -332,5 +270,5 @@ def train_recipe(path: str | Path, overrides: list[str] | None = None,
         # ("terminate called without an active exception") after its clean error
         leave_process_group()
     if all("status" in r for r in results):
-        write_summary(folders[0].recipe_dir, {"recipe": recipe.name, **summarise(results)})
+        folders[0].write_summary({"recipe": recipe.name, **summarise(results)})
     return results

@@ -3,6 +3,7 @@ a run's model rebuilt from its folder (imports none of loop, evaluate, runner)."
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,13 +61,11 @@ def _no_positive_mode(recipe: Recipe, prepared: PreparedDataset) -> str:
     """How queries without a relevant candidate count: the variant says (stats or manifest)."""
     mode = prepared.stats.get("no_positive")
     if mode is None:
-        try:
-            from pairrepro.data.manifests import load_manifest
+        from pairrepro.data.manifests import load_manifest
 
+        with contextlib.suppress(PairreproError):  # no manifest (tests): the default
             variant = load_manifest(recipe.data.dataset).variant(recipe.data.variant or None)
             mode = variant.options.no_positive
-        except PairreproError:  # a dataset without a manifest (tests): the default
-            mode = None
     return str(mode or "skip")
 
 
