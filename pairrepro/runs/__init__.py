@@ -15,7 +15,6 @@ from pairrepro.runs.index import (
     put_back_aside,
     read_predictions,
     read_run,
-    resolved_config,
     resume_command,
     resume_overrides,
     seed_folders,
@@ -26,6 +25,6 @@ __all__ = [
     "COMPACT_COLUMNS", "DamagedRunError", "RunFolder", "RunInfo", "RunLockedError",
     "all_runs", "check_name", "config_differences", "copy_compact", "find_runs",
     "flatten_config", "load_checkpoint", "prediction_keys", "put_back_aside",
-    "read_predictions", "read_run", "resolved_config", "resume_command", "resume_overrides",
+    "read_predictions", "read_run", "resume_command", "resume_overrides",
     "save_checkpoint", "seed_folders", "train_words",
 ]

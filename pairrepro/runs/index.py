@@ -200,17 +200,19 @@ def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any],
-                       also_ignore: frozenset[str] = frozenset()
+                       also_ignore: frozenset[str] = frozenset(), only: Sequence[str] = ()
                        ) -> dict[str, tuple[Any, Any]]:
     """The variant rule: ``{"section.key": (run value, recipe value)}`` where the resolved
-    configs differ (``None``: absent), but :data:`IGNORED_DIFFERENCES` and ``also_ignore``."""
+    configs differ (``None``: absent), but :data:`IGNORED_DIFFERENCES` and ``also_ignore``;
+    with ``only``, those keys alone, ignored or not."""
     if not run_config:  # a folder that recorded no config.toml: nothing to compare
         return {}
     run = flatten_config(resolved_config(run_config))
     recipe = flatten_config(resolved_config(recipe_config))
     ignored = IGNORED_DIFFERENCES | also_ignore
-    return {key: (run.get(key), recipe.get(key)) for key in sorted(set(run) | set(recipe))
-            if key not in ignored and run.get(key) != recipe.get(key)}
+    keys = only or [key for key in sorted(set(run) | set(recipe)) if key not in ignored]
+    return {key: (run.get(key), recipe.get(key)) for key in keys
+            if run.get(key) != recipe.get(key)}
 
 
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,

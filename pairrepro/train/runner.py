@@ -24,13 +24,7 @@ from pairrepro.device import (
     set_threads,
 )
 from pairrepro.errors import ConfigError, NothingToRunError
-from pairrepro.runs import (
-    RunFolder,
-    checkpoints,
-    config_differences,
-    flatten_config,
-    resolved_config,
-)
+from pairrepro.runs import RunFolder, checkpoints, config_differences
 from pairrepro.train.lifecycle import SeedRun, WallTime
 from pairrepro.train.loop import Trainer, TrainHooks, score_splits, sigterm_as_interrupt
 from pairrepro.train.provenance import build_manifest
@@ -109,8 +103,8 @@ def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.d
     return _continuation(folder, old, recipe, request, device_t, world_size)
 
 
-# recipe keys that change how a run computes, not what it is (config_differences ignores
-# them): a resume takes the run's own, so that it equals the run never stopped
+# recipe keys that change how a run computes, not what it is (the variant rule ignores them):
+# a resume takes the run's own, so that it equals the run never stopped
 KEPT_ON_RESUME = ("train.precision", "train.checkpoint_minutes")
 
 
@@ -118,16 +112,16 @@ def _continuation(folder: RunFolder, old_config: dict[str, Any], recipe: Recipe,
                   request: Request, device_t: torch.device, world_size: int) -> Plan:
     """A resume keeps the run's precision, checkpoint timing and threads; a command setting
     another value, device type (unless named) or number of ranks is refused."""
-    old, new = flatten_config(resolved_config(old_config)), flatten_config(recipe.to_dict())
     kept: dict[str, dict[str, Any]] = {}
-    for key in KEPT_ON_RESUME:
-        if key not in old or old[key] == new.get(key):
+    changes = config_differences(old_config, recipe.to_dict(), only=KEPT_ON_RESUME)
+    for key, (mine, asked) in changes.items():
+        if mine is None:  # a run that did not record it
             continue
         if key in request.explicit:
-            raise ConfigError(f"--resume: {folder.path} was started with {key} = {old[key]!r}"
-                              f"; this command sets {new.get(key)!r}", hint=_KEEP_HINT)
+            raise ConfigError(f"--resume: {folder.path} was started with {key} = {mine!r}"
+                              f"; this command sets {asked!r}", hint=_KEEP_HINT)
         section, name = key.split(".", 1)
-        kept.setdefault(section, {})[name] = old[key]
+        kept.setdefault(section, {})[name] = mine
     manifest = folder.read_manifest()
     device = str(manifest.get("device") or device_t)
     if not request.names_device and device.split(":")[0] != device_t.type:
