@@ -20,7 +20,7 @@ from pairrepro.cli.app import app
 from pairrepro.data.prepared import load_prepared
 from pairrepro.data.preprocess import prepare_dataset
 from pairrepro.errors import DataError
-from pairrepro.train.evaluate import evaluate_run
+from pairrepro.train.provenance import evaluate_run
 from pairrepro.train.runner import train_recipe
 
 RECIPE = ('[data]\ndataset = "trecqa"\nvariant = "clean"\n[model]\nname = "bm25"\n'

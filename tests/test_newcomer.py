@@ -273,10 +273,10 @@ def test_trecqa_demo_table_has_the_projects_reference_rows(
     scoring are stubbed: only what the demo renders is under test."""
     import pairrepro.data.fetch
     import pairrepro.data.preprocess
-    import pairrepro.train.evaluate
+    import pairrepro.train.provenance
     import pairrepro.train.runner
 
-    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run", lambda *a, **k: {"map": 0.5})
+    monkeypatch.setattr(pairrepro.train.provenance, "evaluate_run", lambda *a, **k: {"map": 0.5})
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.data.preprocess, "prepare_dataset", lambda *a, **k: None)
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
@@ -311,7 +311,7 @@ def test_trecqa_demo_has_every_step_the_readme_names(data_home: Path,
     checkpoint on test. Fetching, preprocessing, training and scoring are stubbed."""
     import pairrepro.data.fetch
     import pairrepro.data.preprocess
-    import pairrepro.train.evaluate
+    import pairrepro.train.provenance
     import pairrepro.train.runner
 
     monkeypatch.setattr(pairrepro.data.fetch, "fetch_dataset", lambda *a, **k: None)
@@ -319,7 +319,7 @@ def test_trecqa_demo_has_every_step_the_readme_names(data_home: Path,
     monkeypatch.setattr(pairrepro.train.runner, "train_recipe", lambda recipe, *a, **k: [
         {"recipe": Path(recipe).stem, "metrics": {s: {"map": 0.5} for s in ("dev", "test")}}])
     scored = []
-    monkeypatch.setattr(pairrepro.train.evaluate, "evaluate_run",
+    monkeypatch.setattr(pairrepro.train.provenance, "evaluate_run",
                         lambda run, split, checkpoint: scored.append((Path(run), split))
                         or {"map": 0.5, "mrr": 0.6, "p_at_1": 0.4, "num_queries": 68})
     result = runner.invoke(app, ["demo", "--data", "trecqa"])

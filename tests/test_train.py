@@ -21,8 +21,8 @@ from pairrepro.device import capture_rng_state, restore_rng_state
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.metrics import classification_metrics
 from pairrepro.runs import load_checkpoint
-from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
 from pairrepro.train.loop import Trainer, TrainHooks
+from pairrepro.train.provenance import evaluate_ensemble, evaluate_run
 from pairrepro.train.runner import train_recipe
 
 NLI = paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml"

@@ -233,7 +233,7 @@ def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
 
 def _demo_eval(run_dir: Path, shown: tuple[str, ...]) -> dict[str, float]:
     """Step 4: the run's best checkpoint re-scored on test, as ``pairrepro eval`` does."""
-    from pairrepro.train.evaluate import evaluate_run
+    from pairrepro.train.provenance import evaluate_run
 
     info(f"[bold]4/5[/] pairrepro eval {run_dir} --split test")
     test = evaluate_run(run_dir, "test", "best")

@@ -271,8 +271,7 @@ def evaluate(
 
       pairrepro eval runs/csran_trecqa --variant raw --split test --save
     """
-    from pairrepro.train.evaluate import evaluate_ensemble, evaluate_run
-    from pairrepro.train.provenance import record_evaluation
+    from pairrepro.train.provenance import evaluate_ensemble, evaluate_run, record_evaluation
 
     if ensemble and (variant or save):
         raise ConfigError("--ensemble cannot be combined with --variant or --save")

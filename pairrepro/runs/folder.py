@@ -69,12 +69,6 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         fileio.write_json(path, data)
 
 
-def write_text(path: Path, text: str) -> None:
-    """``fileio.write_text`` (atomic) with a disk fault a :class:`StorageError`."""
-    with writing(path):
-        fileio.write_text(path, text)
-
-
 def inside(root: Path, path: Path) -> Path:
     """``path`` if it resolves under ``root``; a ConfigError otherwise."""
     if not path.resolve().is_relative_to(root.resolve()):
@@ -92,7 +86,6 @@ def inside(root: Path, path: Path) -> Path:
 
 
 def _member(name: str) -> property:
-    """A property: the path of the run folder's ``name``."""
     return property(lambda folder: folder.path / name)
 
 
@@ -241,15 +234,17 @@ class RunFolder:
 
     # every writer is atomic (fileio.atomic_path), OSError becoming StorageError (:func:`writing`)
     def write_config(self, toml_text: str) -> None:
-        write_text(self.config_path, toml_text)
+        with writing(self.config_path):
+            fileio.write_text(self.config_path, toml_text)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.manifest_path, manifest)
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite ``metrics.jsonl`` from the whole history (one line per epoch)."""
-        write_text(self.metrics_path,
-                   "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
+        with writing(self.metrics_path):
+            fileio.write_text(self.metrics_path,
+                              "".join(json.dumps(h, sort_keys=True) + "\n" for h in history))
 
     def write_result(self, recipe: str, seed: int, status: str, select_metric: str,
                      chosen_epoch: int | None = None,

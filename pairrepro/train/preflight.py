@@ -276,38 +276,33 @@ def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: t
                  "gradient", 0.0), flops
 
 
-class EmbeddingNorms:
+def embedding_norms(model: PairModel, recipe: Recipe, batch: PairBatch) -> Callable[[], Check]:
     """``embedding_norms``: pretrained trainable word rows the batch never uses keep their
-    norm (within :data:`NORM_TOLERANCE`; docs/internals.md, "L2 scope")."""
+    norm (within :data:`NORM_TOLERANCE`; docs/internals.md, "L2 scope"); the norms are taken
+    now, the returned check compares them after the steps."""
+    tables = [m.embedding.weight for m in model.modules()
+              if isinstance(m, WordEmbedding) and m.embedding.weight.requires_grad]
+    why_not = ("random embeddings (learned from scratch)" if recipe.embeddings.source == "random"
+               else "frozen embeddings" if not tables else "")
+    if why_not:
+        return lambda: Check("embedding_norms", "n/a", why_not)
+    used = torch.unique(torch.cat([batch.left.reshape(-1), batch.right.reshape(-1)]))
+    before: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with torch.no_grad():
+        for table in tables:
+            norms = table.detach().float().norm(dim=1)
+            unused = norms > 0  # the padding row is zero and stays so
+            unused[used.to(norms.device)] = False
+            rows = unused.nonzero().squeeze(1)
+            before.append((rows, norms[rows].clone()))
 
-    def __init__(self, model: PairModel, recipe: Recipe, batch: PairBatch) -> None:
-        self.tables = [m.embedding.weight for m in model.modules()
-                       if isinstance(m, WordEmbedding) and m.embedding.weight.requires_grad]
-        self.why_not = ("random embeddings (learned from scratch)"
-                        if recipe.embeddings.source == "random" else
-                        "frozen embeddings" if not self.tables else "")
-        self.before: list[tuple[torch.Tensor, torch.Tensor]] = []
-        if self.why_not:
-            return
-        used = torch.unique(torch.cat([batch.left.reshape(-1), batch.right.reshape(-1)]))
-        for table in self.tables:
-            with torch.no_grad():
-                norms = table.detach().float().norm(dim=1)
-                unused = torch.ones(len(norms), dtype=torch.bool, device=norms.device)
-                unused[used.to(norms.device)] = False
-                unused &= norms > 0  # the padding row is zero and stays so
-                rows = unused.nonzero().squeeze(1)
-                self.before.append((rows, norms[rows].clone()))
-
-    def check(self) -> Check:
-        if self.why_not:
-            return Check("embedding_norms", "n/a", self.why_not)
+    def check() -> Check:
         worst, count = 0.0, 0
-        for table, (rows, before) in zip(self.tables, self.before, strict=True):
+        for table, (rows, norms) in zip(tables, before, strict=True):
             with torch.no_grad():
                 after = table.detach().float()[rows].norm(dim=1)
             if len(rows):
-                worst = max(worst, float(((after - before).abs() / before).max()))
+                worst = max(worst, float(((after - norms).abs() / norms).max()))
             count += len(rows)
         ok = worst <= NORM_TOLERANCE
         return Check("embedding_norms", "pass" if ok else "fail",
@@ -316,6 +311,8 @@ class EmbeddingNorms:
                                              " (an L2 term or weight decay shrinks rows "
                                              "without data: use [optim] l2_scope = "
                                              "\"weights\" or \"lazy\")"), worst)
+
+    return check
 
 
 def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
@@ -362,7 +359,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     gradients, flops = gradient_probe(model, batch, run_recipe, device, precision)
     result.flops_per_step = flops
     result.flops_per_pair = flops / max(batch.num_pairs, 1)
-    norms = EmbeddingNorms(model, run_recipe, batch)
+    norms = embedding_norms(model, run_recipe, batch)
     with tempfile.TemporaryDirectory() as tmp:  # the trainer's folder: nothing is written
         trainer = Trainer(run_recipe, model, data, RunFolder(Path(tmp) / "preflight"), seed,
                           device, show_progress=False, precision=precision)
@@ -376,7 +373,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
         Check("finite", "pass" if finite else "fail",
               "losses and weights finite" if finite else
               f"non-finite loss or weights (losses {result.losses})"),
-        gradients, norms.check(), check_outputs_vary(outputs),
+        gradients, norms(), check_outputs_vary(outputs),
         check_padding(model, batch),
     ]
     result.peak_mb = peak_memory_mb(device)

@@ -1,6 +1,8 @@
 """What a run records to be trusted and repeated: the manifest (:func:`build_manifest`: the
 commit and whether the tree is dirty, package versions, device, CPU, threads, the prepared
-data's sha256), and the record of a kept re-scoring (:func:`record_evaluation`)."""
+data's sha256); ``pairrepro eval``: a run re-scored from one of its checkpoints, ensembles of
+one recipe's runs (mean class probabilities, or scores for ranking) and the record of a kept
+re-scoring (:func:`record_evaluation`)."""
 
 from __future__ import annotations
 
@@ -9,20 +11,66 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from pairrepro import paths
 from pairrepro.config import Recipe
+from pairrepro.data.batches import EncodedSplit
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.device import DistContext, cpu_fingerprint, device_name
+from pairrepro.errors import ConfigError, DataError
 from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.runs import RunFolder
-from pairrepro.train.setup import read_run_recipe, resolve_split
+from pairrepro.train.loop import predict_outputs
+from pairrepro.train.setup import load_run_model, read_run_recipe, recipe_task, resolve_split
 
 PACKAGES = ["pairrepro", "torch", "numpy", "pandas", "pyarrow", "typer", "rich", "scikit-learn"]
+
+
+def _run_scores(run_dir: Path, split: str, checkpoint: str, variant: str = ""
+                ) -> tuple[Recipe, EncodedSplit, np.ndarray, int, str]:
+    recipe, model, data, device = load_run_model(run_dir, checkpoint, [split], variant)
+    target = data.splits[resolve_split(recipe, split)]
+    outputs = predict_outputs(model, target, recipe.train.eval_batch_size, device)
+    return (recipe, target, recipe_task(recipe).scores(outputs), data.num_classes,
+            data.no_positive)
+
+
+def evaluate_run(run_dir: str | Path, split: str = "test", checkpoint: str = "best",
+                 variant: str = "") -> dict[str, float]:
+    """Re-score ``split`` (of ``variant`` when given) with the run's ``best`` or ``last``."""
+    if checkpoint not in ("best", "last"):
+        raise ConfigError(f"--checkpoint {checkpoint!r}: choose best or last")
+    recipe, target, scores, num_classes, no_positive = _run_scores(Path(run_dir), split,
+                                                                   checkpoint, variant)
+    return recipe_task(recipe).metrics(target, scores, num_classes, no_positive)
+
+
+def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
+                      checkpoint: str = "best") -> dict[str, Any]:
+    """Score the average class probabilities (ranking: scores) of runs of one recipe on the
+    same data (checked by pair ids)."""
+    if not run_dirs:
+        raise ConfigError("ensemble: no runs given")
+    recipe, target, total, num_classes, no_positive = _run_scores(Path(run_dirs[0]), split,
+                                                                  checkpoint)
+    total = total.astype(np.float64)
+    for run_dir in run_dirs[1:]:
+        other, other_target, scores, *_ = _run_scores(Path(run_dir), split, checkpoint)
+        if other_target.pair_ids != target.pair_ids or other.task.loss != recipe.task.loss:
+            raise DataError(f"ensemble: {run_dir} was scored on different pairs or with "
+                            "a different loss than the first run",
+                            hint="ensemble only seeds of one recipe")
+        total = total + scores
+    metrics: dict[str, Any] = recipe_task(recipe).metrics(target, total / len(run_dirs),
+                                                          num_classes, no_positive)
+    metrics["ensemble_size"] = float(len(run_dirs))
+    return metrics
 
 
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,

@@ -47,8 +47,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    """``fresh``, ``replace`` (``--force``), ``resume`` (with the run's own settings) or
-    ``done``."""
+    """``fresh``, ``replace`` (``--force``), ``resume`` (with the run's own settings), ``done``."""
 
     action: str
     kept: dict[str, dict[str, Any]] = field(default_factory=dict)  # recipe keys by section

@@ -1,5 +1,5 @@
 """From a recipe to what training and scoring need: encoded data, a built and initialised model,
-a run's model rebuilt from its folder (imports none of loop, evaluate, runner)."""
+a run's model rebuilt from its folder (imports none of loop, provenance, runner)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,8 @@ from pairrepro.data.batches import EncodedSplit, subsample
 from pairrepro.data.prepared import PreparedDataset, load_prepared
 from pairrepro.device import resolve_device
 from pairrepro.errors import ConfigError, DataError, PairreproError
-from pairrepro.models.base import (
-    ModelContext,
-    PairModel,
-    available_models,
-    build_model,
-    embedding_parameter_ids,
-    get_model_class,
-)
+from pairrepro.models import ModelContext, PairModel, build_model
+from pairrepro.models.base import embedding_parameter_ids, get_model_class
 from pairrepro.runs import RunFolder, load_checkpoint
 from pairrepro.tasks import Task, task_for
 
@@ -110,9 +104,10 @@ def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
     # train-unseen words stay themselves where something can use them: pretrained vectors,
     # or a scorer without parameters (BM25 matches a test-only word of the question in an
     # answer); a model learning random embeddings could not train them, so they become <unk>
-    model_class = available_models().get(recipe.model.name)  # unknown: reported when built
-    keep_unseen = (recipe.embeddings.source != "random"
-                   or not getattr(model_class, "needs_training", True))
+    trained = True  # an unknown model is reported when it is built
+    with contextlib.suppress(ConfigError):
+        trained = get_model_class(recipe.model.name).needs_training
+    keep_unseen = recipe.embeddings.source != "random" or not trained
     rare = prepared.rare_token_map(d.min_count, keep_unseen=keep_unseen)
     if rare is not None:
         for split in encoded.values():
