@@ -1,7 +1,7 @@
-"""What is read of run folders from outside the trainer: :func:`read_run` (never raises: a
-damaged folder is status ``damaged``), saved predictions, the recipe's ``summary.json``; a run's
-config against a recipe's (the *variant* rule, :func:`config_differences`), the command that
-continues a stopped run, and the compact copy of a finished run into ``results/``."""
+"""Run folders seen from outside the trainer: :func:`read_run` (never raises: a damaged folder
+is status ``damaged``), saved predictions, a run's config against a recipe's (the *variant*
+rule, :func:`config_differences`), the command that continues a stopped run, and the compact
+copy of a finished run into ``results/``."""
 
 from __future__ import annotations
 

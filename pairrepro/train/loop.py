@@ -164,7 +164,7 @@ class Trainer:
     def __init__(self, recipe: Recipe, model: PairModel, data: TaskData, folder: RunFolder,
                  seed: int, device: torch.device, dist_ctx: DistContext | None = None,
                  show_progress: bool = True, hooks: TrainHooks | None = None,
-                 on_checkpoint: Callable[[], None] | None = None,
+                 on_checkpoint: Callable[[], None] = lambda: None,
                  precision: str = "fp32") -> None:
         self.recipe = recipe
         self.task = recipe_task(recipe)
@@ -229,8 +229,7 @@ class Trainer:
                     "steps": self.steps_in_epoch, "global_step": st.global_step,
                     "epochs": self.recipe.train.epochs,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-                if self.on_checkpoint is not None:
-                    self.on_checkpoint()
+                self.on_checkpoint()
 
     def train_step(self, plan: EpochPlan, position: int
                    ) -> tuple[torch.Tensor, torch.Tensor, int]:

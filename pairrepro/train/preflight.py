@@ -354,7 +354,9 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     batch = plan.collate(position).to(device)
     result.pairs_per_step = batch.num_pairs
     if not model.needs_training:
-        return _score_only(result, model, data, batch, device, data_info["synthetic"])
+        _score_only(result, model, data, batch, data_info["synthetic"])
+        result.peak_mb = peak_memory_mb(device)
+        return result
     result.loss_before, _ = _eval_loss(model, batch, run_recipe)
     gradients, flops = gradient_probe(model, batch, run_recipe, device, precision)
     result.flops_per_step = flops
@@ -411,7 +413,7 @@ def _train_steps(trainer: Trainer, plan: EpochPlan, position: int, result: Prefl
 
 
 def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch: PairBatch,
-                device: torch.device, synthetic: bool) -> PreflightRecord:
+                synthetic: bool) -> None:
     """A scorer without training: one scoring pass; only the output checks apply."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     model.eval()
@@ -428,5 +430,3 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
     if model.constant_output:
         varies = Check("outputs_vary", "n/a", "n/a: the same output for every pair by design")
     result.checks += [varies, check_padding(model, batch)]
-    result.peak_mb = peak_memory_mb(device)
-    return result

@@ -17,7 +17,7 @@ from torch import nn
 from pairrepro import paths
 from pairrepro.config import Initializer, OptimSection, Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
-from pairrepro.data.prepared import PreparedDataset, load_prepared
+from pairrepro.data.prepared import PAD, UNK, PreparedDataset, load_prepared
 from pairrepro.device import resolve_device
 from pairrepro.errors import ConfigError, DataError, PairreproError
 from pairrepro.models import ModelContext, PairModel, build_model
@@ -152,18 +152,14 @@ def build_recipe_model(recipe: Recipe, prepared: PreparedDataset, num_classes: i
     return model, info
 
 
-#: The vocabulary of :func:`check_model`'s stand-in build: padding, unknown and one word.
-STAND_IN_VOCAB = ("<pad>", "<unk>", "word")
-
-
 def check_model(recipe: Recipe) -> None:
     """Raise what building ``recipe``'s model would, without its data (a stand-in
-    vocabulary)."""
+    vocabulary: padding, unknown and one word)."""
     task = recipe_task(recipe)
-    ctx = ModelContext(vocab_size=len(STAND_IN_VOCAB), embed_dim=recipe.embeddings.dim,
+    vocab = (PAD, UNK, "word")
+    ctx = ModelContext(vocab_size=len(vocab), embed_dim=recipe.embeddings.dim,
                        num_outputs=task.num_outputs(task.num_classes(None, max_label=1)),
-                       trainable_embeddings=recipe.embeddings.trainable,
-                       vocab=STAND_IN_VOCAB)
+                       trainable_embeddings=recipe.embeddings.trainable, vocab=vocab)
     with torch.random.fork_rng(devices=[]):  # the weights it draws are thrown away
         _recipe_model(recipe, ctx)
 
