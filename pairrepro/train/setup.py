@@ -17,7 +17,7 @@ from torch import nn
 from pairrepro import paths
 from pairrepro.config import Initializer, OptimSection, Recipe, recipe_from_dict
 from pairrepro.data.batches import EncodedSplit, subsample
-from pairrepro.data.prepared import PAD, UNK, PreparedDataset, load_prepared
+from pairrepro.data.prepared import PAD, UNK, PreparedDataset, load_prepared, prepare_steps
 from pairrepro.device import resolve_device
 from pairrepro.errors import ConfigError, DataError, PairreproError
 from pairrepro.models import ModelContext, PairModel, build_model
@@ -68,7 +68,6 @@ def check_prerequisites(recipe: Recipe) -> None:
     :class:`DataError` listing every step to take, in order."""
     from pairrepro.data.embeddings import missing_vectors, other_vectors
     from pairrepro.data.manifests import available_datasets
-    from pairrepro.data.prepared import prepare_steps
 
     d, emb = recipe.data, recipe.embeddings
     known = available_datasets() if paths.manifests_dir().is_dir() else []
