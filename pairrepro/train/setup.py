@@ -196,18 +196,12 @@ def initializer_for(name: str, cfg: OptimSection) -> Initializer:
     return cfg.init
 
 
-def _xavier(param: torch.Tensor, init_range: float) -> None:
-    if param.dim() >= 2:
-        nn.init.xavier_uniform_(param)
-    else:
-        param.zero_()
-
-
 # keyed by the recipe's choices (config.Initializer); "default" keeps the layers' own init
 INITIALIZERS: dict[Initializer, Callable[[torch.Tensor, float], object]] = {
     "default": lambda param, init_range: None,
     "uniform": lambda param, init_range: param.uniform_(-init_range, init_range),
-    "xavier": _xavier,
+    "xavier": lambda param, init_range: (nn.init.xavier_uniform_(param) if param.dim() >= 2
+                                         else param.zero_()),  # biases: zero
     "zeros": lambda param, init_range: param.zero_(),
 }
 
