@@ -251,14 +251,10 @@ def gradient_probe(model: PairModel, batch: PairBatch, recipe: Recipe, device: t
     and the FLOPs of that forward and backward."""
     task = recipe_task(recipe)
     model.zero_grad(set_to_none=True)
-
-    def step() -> None:
+    with FlopCounterMode(display=False) as counter:  # as bench/flops.py counts
         with autocast(device, precision):
             out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
         task.batch_loss(out, batch.labels, recipe.task.margin, batch.num_triples).backward()
-
-    with FlopCounterMode(display=False) as counter:  # as bench/flops.py counts
-        step()
     flops = int(counter.get_total_flops())
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     dead = [n for n, p in named if p.grad is None or not bool(p.grad.abs().sum() > 0)]
