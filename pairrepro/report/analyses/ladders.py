@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.model_facts import needs_training
@@ -145,7 +146,6 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
 
 @dataclass
 class StepValue:
-
     metric: str
     mean: float  # in the column's unit
     text: str  # "0.753 [0.689, 0.812]"
@@ -160,7 +160,6 @@ def versus(value: StepValue, column: Column) -> str:
 
 @dataclass
 class StepResult:
-
     number: int
     recipe: str
     change: str
@@ -171,16 +170,19 @@ class StepResult:
     against: int | None = None  # the step tested against (None: the first step)
 
 
+# a step's readings: (step, column, published value, the readings of that cell)
+StepReadings = list[tuple[int, Column, float | None, list[ReadingValue]]]
+
+
 @dataclass
 class LadderResult:
-
     name: str
     ladder: Ladder
     columns: list[tuple[Column, float | None]]  # column, published value
     steps: list[StepResult]
     results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
-    readings: list[tuple[int, Column, float | None, list[ReadingValue]]] | None = None
+    readings: StepReadings | None = None  # ladder_readings' (read once)
     units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
 
 
@@ -205,7 +207,6 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
     result = LadderResult(name, ladder, columns, [], results_dir)
-    units_of = result.units
     last: int | None = None
     for number, step in enumerate(ladder.steps):
         found = StepResult(number, step.recipe, step.change)
@@ -218,11 +219,11 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
             model = str(runs[0].config.get("model", {}).get("name", ""))
             found.one_model = len(runs) == 1 and needs_training(model) is not False
             units = [per_unit(runs, column.metric) for column, _ in columns]
-            before = units_of.get(base) if base is not None else None
+            before = result.units.get(base) if base is not None else None
             found.values = [
                 _step_value(runs, own, None if before is None else before[k], column)
                 for k, ((column, _), own) in enumerate(zip(columns, units, strict=True))]
-            units_of[number], result.runs[number] = units, runs
+            result.units[number], result.runs[number] = units, runs
             if not step.against:
                 last = number
         result.steps.append(found)
@@ -241,8 +242,6 @@ def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
 
 def crosscheck_values(result: LadderResult
                       ) -> list[tuple[CrossCheck, int, list[StepValue] | None]]:
-    from pairrepro import paths
-
     found = []
     for check in result.ladder.crosschecks:
         number = _step_of(result.ladder, check.against, len(result.ladder.steps))
@@ -255,20 +254,12 @@ def crosscheck_values(result: LadderResult
     return found
 
 
-def ladder_readings(result: LadderResult
-                    ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
-    if result.readings is None:
-        result.readings = _read_steps(result)
-    return result.readings
-
-
-def _read_steps(result: LadderResult
-                ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
+def ladder_readings(result: LadderResult) -> StepReadings:
     ladder = result.ladder
-    if ladder.readings is None:
-        return []
+    if result.readings is not None or ladder.readings is None:
+        return result.readings or []
     table = load_paper(ladder.paper).table(ladder.table)
-    found = []
+    found: StepReadings = []
     for number in ladder.readings.steps:
         if not 0 <= number < len(ladder.steps):
             raise ConfigError(f"ladder {ladder.title!r}: [readings] steps: no step {number}",
@@ -279,6 +270,7 @@ def _read_steps(result: LadderResult
             if runs and spec is not None:
                 found.append((number, column, published,
                               read_cell(runs, column, published, spec)))
+    result.readings = found
     return found
 
 
@@ -288,7 +280,7 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
         head += [f"{column.header} [95% interval]", "vs step before", "Holm p"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for step in result.steps:
         cells = [str(step.number), step.change, f"`{step.recipe}`"]
         if not step.values:
@@ -304,7 +296,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
             for (column, _), value in zip(columns, step.values, strict=True):
                 text = versus(value, column)
                 cells += [value.text, side + text if text else "", holm_text(value.comparison)]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = numbers.markdown_table(head, rows)
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
     gaps = [f"{column.header} {numbers.format_number(published, column)}, "

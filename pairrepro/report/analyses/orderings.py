@@ -19,7 +19,7 @@ from pairrepro.report.analyses.comparison import (
     versus_text,
 )
 from pairrepro.report.tables.cells import EvalTable
-from pairrepro.report.tables.numbers import format_number, parse_published
+from pairrepro.report.tables.numbers import format_number, markdown_table, parse_published
 from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
 
 HOLDS = "holds"
@@ -123,17 +123,16 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
         return (f"{title}\n\nNo two rows of the paper have both a published value and a "
                 "reference run in the same column.\n")
     columns = {c.header: c for c in ev.table.columns}
-    lines = [title, "", "| column | the paper | published | ours (higher − lower) | Holm p | "
-             "verdict |", "|---|---|---|---|---|---|"]
+    rows = []
     for item in orderings:
-        column = columns[item.column]
-        sign = "=" if item.tie else ">"
-        published = (f"{format_number(item.published_higher, column)} {sign} "
-                     f"{format_number(item.published_lower, column)}")
-        adjusted = holm_text(item.comparison)
-        dagger = " †" if item.one_model else ""
-        lines.append(f"| {item.column} | {item.higher} {sign} {item.lower}{dagger} | "
-                     f"{published} | {_text(item, column)} | {adjusted} | {item.verdict} |")
+        column, sign = columns[item.column], "=" if item.tie else ">"
+        rows.append([item.column, f"{item.higher} {sign} {item.lower}"
+                     + (" †" if item.one_model else ""),
+                     f"{format_number(item.published_higher, column)} {sign} "
+                     f"{format_number(item.published_lower, column)}",
+                     _text(item, column), holm_text(item.comparison), item.verdict])
+    lines = [title, "", *markdown_table(["column", "the paper", "published",
+                                         "ours (higher − lower)", "Holm p", "verdict"], rows)]
     counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "

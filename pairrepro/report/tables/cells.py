@@ -4,7 +4,8 @@ rules: docs/results.md). θ_M comes from manifests or bench/model_facts.json, ne
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,7 @@ INFO = "info"
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 # each status's mark after a number, its text without one (layout.py) and its colour
 MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
-         NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-         NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant"}
+SHORT = {NOT_REPRODUCIBLE: "n/a", NEW: ""}  # any other status prints as itself
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
          DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",
@@ -131,13 +130,8 @@ class EvalTable:
 
     def counts(self) -> dict[str, int]:
         """How many cells have each status (info cells left out, one-model cells apart)."""
-        out: dict[str, int] = {}
-        for row in self.rows:
-            for cell in row.cells:
-                if cell.status != INFO:
-                    key = ONE_MODEL if cell.one_model else cell.status
-                    out[key] = out.get(key, 0) + 1
-        return out
+        return dict(Counter(ONE_MODEL if cell.one_model else cell.status
+                            for row in self.rows for cell in row.cells if cell.status != INFO))
 
 
 def _damaged(runs: list[RunInfo]) -> list[str]:
@@ -218,6 +212,9 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     own, own_variants = split_variants(with_value, config)
     refs, ref_variants = split_variants(ref_value, config)
     damaged = _damaged(runs) + _damaged(reference)
+    running = [r for r in runs if r.status == "running"]
+    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+    recipe_file = _recipe_path(recipe_name)
     notes: list[str] = []
     if own or refs:
         cell.source, cell.runs = (OWN, own) if own else (REFERENCE, refs)
@@ -235,56 +232,41 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
                 cell.reference_runs = refs
                 cell.estimate.reference = statistics.fmean(
                     numbers.to_unit(r.value(column.metric) or 0.0, column) for r in refs)
-        pending = [r for r in runs if r.status == "running"]
-        stopped = [r for r in runs if r.status in ("stale", "interrupted")]
-        notes += [f"{len(pending)} more seed(s) running"] if pending else []
-        notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
-        notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
-        cell.damaged = damaged
-        notes += [f"{len(own_variants)} variant run(s) left out: {', '.join(own_variants)}"
-                  ] if own_variants else []
-        cell.detail = "; ".join(notes)
+        notes += [f"{len(found)} {what}" for found, what in (
+            (running, "more seed(s) running"), (stopped, "seed(s) stopped (--resume)"),
+            (damaged, f"seed(s) damaged: {'; '.join(damaged)}"),
+            (own_variants, f"variant run(s) left out: {', '.join(own_variants)}")) if found]
+        cell.damaged, cell.detail = damaged, "; ".join(notes)
         return cell
     variants = {**ref_variants, **own_variants}
     if variants:
-        cell.verdict = Verdict(VARIANT)
-        cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
         first = next(r for r in with_value + ref_value if r.path in variants)
-        cell.detail = (describe_variant(first.path, first, config)
-                       + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
-        return cell
-    if any(r.status == "running" for r in runs):
-        cell.verdict = Verdict(RUNNING)
-        cell.detail = ", ".join(r.path for r in runs if r.status == "running")
-        return cell
-    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+        return replace(cell, verdict=Verdict(VARIANT),
+                       variant_keys=sorted({k for keys in variants.values() for k in keys}),
+                       detail=describe_variant(first.path, first, config)
+                       + f"; the recipe's own run: pairrepro train {recipe_file}")
+    if running:
+        return replace(cell, verdict=Verdict(RUNNING), detail=", ".join(r.path for r in running))
     if stopped:
-        cell.verdict = Verdict(STALE)
         why = {"stale": "process gone", "interrupted": "interrupted"}
-        cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
-                       + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
-        return cell
+        return replace(cell, verdict=Verdict(STALE), detail=", ".join(
+            f"{r.path} ({why[r.status]})" for r in stopped)
+            + f"; continue: pairrepro train {recipe_file} --resume")
     if damaged:
-        cell.verdict = Verdict(DAMAGED)
-        cell.detail = "; ".join(damaged)
-        return cell
+        return replace(cell, verdict=Verdict(DAMAGED), detail="; ".join(damaged))
     if any(r.status == "failed" for r in runs):
-        cell.verdict = Verdict(FAILED)
-        cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
-        return cell
+        return replace(cell, verdict=Verdict(FAILED),
+                       detail=f"see {runs[0].path}; rerun: pairrepro train {recipe_file}")
     ready, command = True, ""
     if runs_dir is not None:  # the reference-only view (README) is the same on every machine
         recipe = index.recipes[recipe_name]
         ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-    if ready:  # one status and wording in both views, as the README states it
-        cell.verdict = Verdict(NO_REFERENCE)
-        recipe_file = (f"recipes/{recipe_name}.toml" if runs_dir is None
-                       else _recipe_path(recipe_name))
-        cell.detail = f"no reference run in results/ yet: pairrepro train {recipe_file}"
-    else:
-        cell.verdict = Verdict(DATA_MISSING)
-        cell.detail = command
-    return cell
+    if not ready:
+        return replace(cell, verdict=Verdict(DATA_MISSING), detail=command)
+    # one status and wording in both views, as the README states it
+    shown = f"recipes/{recipe_name}.toml" if runs_dir is None else recipe_file
+    return replace(cell, verdict=Verdict(NO_REFERENCE),
+                   detail=f"no reference run in results/ yet: pairrepro train {shown}")
 
 
 def _recipe_path(name: str) -> str:

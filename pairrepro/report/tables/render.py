@@ -13,6 +13,7 @@ from pairrepro import paths
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.tables.cells import STYLE, Cell, EvalTable
 from pairrepro.report.tables.layout import comparison_text, layout
+from pairrepro.report.tables.numbers import markdown_table
 
 FORMATS = ("term", "md", "latex", "html")
 
@@ -36,9 +37,7 @@ def _link(link: str, links_from: Path | None) -> str:
 def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
     """A GitHub-flavoured Markdown table with notes and run links."""
     lay = layout(ev)
-    out = [f"### {ev.paper.paper}: {lay.title}", ""]
-    out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
-    out.append("|" + "|".join("---" for _ in lay.headers) + "|")
+    rows = []
     for line in lay.rows:
         cells = []
         for t in line:
@@ -47,11 +46,10 @@ def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
                 text = f"**{text}**"
             if t.link:
                 text = f"[{text}]({_link(t.link, links_from)})"
-            if t.note:
-                text += f" [{t.note}]"
-            cells.append(text)
-        out.append("| " + " | ".join(cells) + " |")
-    out += ["", lay.legend, ""]
+            cells.append(text + (f" [{t.note}]" if t.note else ""))
+        rows.append(cells)
+    out = [f"### {ev.paper.paper}: {lay.title}", "",
+           *markdown_table([_md_escape(h) for h in lay.headers], rows), "", lay.legend, ""]
     out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
     if lay.runs:
         out += ["", "Runs:", ""]

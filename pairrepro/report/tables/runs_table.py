@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pairrepro.report.tables.numbers import markdown_table
 from pairrepro.runs import DamagedRunError, RunInfo, all_runs, resume_command, resume_overrides
 
 RANKING_METRICS = ("map", "mrr")
@@ -170,12 +171,8 @@ def format_line(line: RunLine) -> list[str]:
 
 
 def to_markdown(lines: list[RunLine]) -> str:
-    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    for line in lines:
-        cells = format_line(line)
-        cells[0] = f"`{cells[0]}`"
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
+    rows = [[f"`{cells[0]}`", *cells[1:]] for cells in map(format_line, lines)]
+    return "\n".join(markdown_table(HEADERS, rows)) + "\n"
 
 
 def to_json(lines: list[RunLine]) -> list[dict[str, Any]]:
