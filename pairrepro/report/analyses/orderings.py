@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any
 
@@ -159,10 +159,7 @@ def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPH
 
 
 def _json(item: Ordering, column: Column) -> dict[str, Any]:
-    found = item.comparison
-    return {"column": item.column, "metric": item.metric, "higher": item.higher,
-            "lower": item.lower, "published_higher": item.published_higher,
-            "published_lower": item.published_lower, "verdict": item.verdict,
-            "difference": found.difference, "p_value": found.p_value,
-            "text": _text(item, column), "holm": found.holm, "one_model": item.one_model,
-            "tie": item.tie}
+    fields, found = asdict(item), item.comparison
+    del fields["comparison"]
+    return {**fields, "difference": found.difference, "p_value": found.p_value,
+            "holm": found.holm, "text": _text(item, column), "tie": item.tie}

@@ -62,10 +62,9 @@ class ParityResult:
     values: list[ParityValue]
 
 
-def load_parity(path: Path | None = None) -> ParityTable:
+def load_parity() -> ParityTable:
     """The parity pairs; each bf16 recipe must be its fp32 recipe but for the precision."""
-    path = path or PARITY_FILE
-    return validate(ParityTable, read_toml(path), str(path))
+    return validate(ParityTable, read_toml(PARITY_FILE), str(PARITY_FILE))
 
 
 def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
@@ -200,9 +199,7 @@ def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
 
 
 def _value_json(value: ParityValue) -> dict[str, Any]:
-    found = value.comparison
-    return {"metric": value.metric, "seeds": value.seeds, "fp32": value.fp32,
-            "bf16": value.bf16, "fp32_text": value.fp32_text, "bf16_text": value.bf16_text,
-            "difference": found.difference, "p_value": found.p_value,
-            "undecided": found.undecided, "holm": found.holm, "spread": value.spread,
-            "verdict": value.verdict, "missing": value.missing}
+    fields = asdict(value)
+    found = fields.pop("comparison")
+    del found["problem"]  # ``missing`` says it
+    return {**fields, **found}

@@ -34,13 +34,6 @@ class Remake:
         return f"pairrepro train {self.recipe} --seeds {seeds} --threads 1 --force"
 
 
-def _by_recipe(runs: list[RunInfo]) -> dict[str, list[RunInfo]]:
-    grouped: dict[str, list[RunInfo]] = {}
-    for run in runs:
-        grouped.setdefault(run.recipe, []).append(run)
-    return grouped
-
-
 def _hours(runs: list[RunInfo]) -> float:
     return sum(float(r.manifest.get("wall_time_s") or 0) for r in runs) / 3600
 
@@ -62,7 +55,10 @@ def pending(results_dir: Path | None = None) -> list[Remake]:
     known = Counter(cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
     usual = known.most_common(1)[0][0] if known else ""
     todo = []
-    for recipe, seeds in _by_recipe(runs).items():
+    by_recipe: dict[str, list[RunInfo]] = {}
+    for run in runs:
+        by_recipe.setdefault(run.recipe, []).append(run)
+    for recipe, seeds in by_recipe.items():
         commits = {r.commit for r in seeds}
         if len(commits) > 1:
             todo.append(Remake(recipe, tuple(r.seed for r in seeds), f"seeds from {len(commits)} "

@@ -13,7 +13,7 @@ from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import NoEvidenceError
 from pairrepro.planning.model_facts import needs_training, weight_count
-from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row
 from pairrepro.planning.plan import describe_variant, split_variants
 from pairrepro.planning.recipe_index import (
     RecipeIndex,
@@ -278,12 +278,9 @@ def _recipe_path(name: str) -> str:
 
 
 def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) -> str:
-    if column.dataset:
-        for name in candidates:
-            if index.recipes[name].data.dataset == column.dataset:
-                return name
-        return ""
-    return candidates[0] if candidates else ""
+    """The first candidate of the column's dataset, where it names one ("" without)."""
+    return next((name for name in candidates if not column.dataset
+                 or index.recipes[name].data.dataset == column.dataset), "")
 
 
 def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
@@ -355,30 +352,16 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
         for column in table.columns:
             published = row.values.get(column.key, "")
             marks = {"bold": column.key in row.bold, "best": column.key in row.best}
+            recipe, why = _choose_recipe(candidates, column, index), row.why or table.data_note
             if column.kind == "info":
-                cells.append(Cell(column.key, published, Verdict(INFO), **marks))
-                continue
-            recipe = _choose_recipe(candidates, column, index)
-            if column.kind == "params":
-                cells.append(_params_cell(column, row, recipe,
-                                              [d for d in (runs_dir, results_dir) if d]))
-                continue
-            if not recipe:
-                why = row.why or table.data_note
-                cells.append(Cell(column.key, published,
-                                  Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
-                                  detail=why or "no recipe declares this row", **marks))
-                continue
-            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir,
-                                      results_dir))
+                cell = Cell(column.key, published, Verdict(INFO), **marks)
+            elif column.kind == "params":
+                cell = _params_cell(column, row, recipe, [d for d in (runs_dir, results_dir) if d])
+            elif not recipe:
+                cell = Cell(column.key, published, Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
+                            detail=why or "no recipe declares this row", **marks)
+            else:
+                cell = _metric_cell(table, column, row, recipe, index, runs_dir, results_dir)
+            cells.append(cell)
         rows.append(EvalRow(row, cells, candidates))
     return EvalTable(paper, table, rows, str(runs_dir or ""), str(results_dir or ""))
-
-
-def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
-                   index: RecipeIndex | None = None,
-                   results_dir: Path | None = None) -> list[EvalTable]:
-    paper = load_paper(name)
-    index = index or load_recipe_index()
-    tables = [paper.table(table)] if table is not None else paper.tables
-    return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]
