@@ -93,13 +93,11 @@ def tampered_runs(results_dir: Path) -> list[str]:
     for run in all_runs(results_dir):
         if run.status == "damaged":
             problems.append(run.problem or f"{run.path}: damaged")
-            continue
-        if run.status != "finished":
-            continue
-        try:
-            check_recorded(run)
-        except DamagedRunError as exc:
-            problems.append(exc.message)
+        elif run.status == "finished":
+            try:
+                check_recorded(run)
+            except DamagedRunError as exc:
+                problems.append(exc.message)
     return problems
 
 

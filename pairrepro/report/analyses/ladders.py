@@ -25,6 +25,7 @@ from pairrepro.planning.recipe_index import (
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import (
     Comparison,
+    Side,
     adjust,
     compare,
     holm_text,
@@ -183,20 +184,28 @@ class LadderResult:
     results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
     readings: StepReadings | None = None  # ladder_readings' (read once)
-    units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
+    units: dict[int, list[Side]] = field(default_factory=dict)
 
 
-def _step_value(runs: list[RunInfo], units: evidence.Units | str,
-                before: evidence.Units | str | None, column: Column) -> StepValue:
-    mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs)
-    value = StepValue(column.metric, mean, numbers.format_number(mean, column))
-    if isinstance(units, evidence.Units):
-        found = evidence.interval(units, step=numbers.printed_step(column))
-        value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
-        value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
-    if before is not None:
-        value.comparison = compare(units, before, column)
-    return value
+def _step_values(runs: list[RunInfo], columns: list[tuple[Column, float | None]],
+                 before: list[Side] | None) -> tuple[list[Side], list[StepValue]]:
+    """Each column's per-unit values of ``runs`` and its value, tested against ``before``."""
+    units: list[Side] = []
+    values: list[StepValue] = []
+    for k, (column, _) in enumerate(columns):
+        own = per_unit(runs, column.metric)
+        mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column)
+                                for r in runs)
+        value = StepValue(column.metric, mean, numbers.format_number(mean, column))
+        units.append(own)
+        values.append(value)
+        if isinstance(own, evidence.Units):
+            found = evidence.interval(own, step=numbers.printed_step(column))
+            value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
+            value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
+        if before is not None:
+            value.comparison = compare(own, before[k], column)
+    return units, values
 
 
 def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
@@ -209,21 +218,17 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     result = LadderResult(name, ladder, columns, [], results_dir)
     last: int | None = None
     for number, step in enumerate(ladder.steps):
-        found = StepResult(number, step.recipe, step.change)
         runs = recipe_runs(index, results_dir, step.recipe)
         base = _step_of(ladder, step.against, number) if step.against else last
-        found.against = base
+        found = StepResult(number, step.recipe, step.change, against=base)
         if runs:
             found.seeds = [r.seed for r in runs]
             found.chosen_epochs = [r.chosen_epoch for r in runs]
             model = str(runs[0].config.get("model", {}).get("name", ""))
             found.one_model = len(runs) == 1 and needs_training(model) is not False
-            units = [per_unit(runs, column.metric) for column, _ in columns]
             before = result.units.get(base) if base is not None else None
-            found.values = [
-                _step_value(runs, own, None if before is None else before[k], column)
-                for k, ((column, _), own) in enumerate(zip(columns, units, strict=True))]
-            result.units[number], result.runs[number] = units, runs
+            result.units[number], found.values = _step_values(runs, columns, before)
+            result.runs[number] = runs
             if not step.against:
                 last = number
         result.steps.append(found)
@@ -247,10 +252,8 @@ def crosscheck_values(result: LadderResult
         number = _step_of(result.ladder, check.against, len(result.ladder.steps))
         root = paths.PROJECT_DIR / check.folder
         runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
-        before = result.units.get(number)
-        found.append((check, number, None if not runs else [
-            _step_value(runs, per_unit(runs, column.metric), None if before is None else before[k],
-                        column) for k, (column, _) in enumerate(result.columns)]))
+        found.append((check, number, None if not runs else
+                      _step_values(runs, result.columns, result.units.get(number))[1]))
     return found
 
 

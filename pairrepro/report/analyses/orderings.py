@@ -1,5 +1,6 @@
-"""Which of a paper's orderings of its rows hold in our runs, by paired tests on the same units
-(the verdict rule: :func:`verdict`, docs/results.md)."""
+"""A table's rows against each other, by paired tests on the same units: ``--compare-to ROW``
+(every row against one) and which of the paper's orderings of its rows hold in our runs (the
+verdict rule: :func:`verdict`, docs/results.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any
 
+from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import Column
-from pairrepro.planning.recipe_index import COMPARISON_BLOCK
+from pairrepro.planning.recipe_index import COMPARISON_BLOCK, normalise_label
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import (
     Comparison,
@@ -21,6 +23,35 @@ from pairrepro.report.analyses.comparison import (
 from pairrepro.report.tables.cells import EvalTable
 from pairrepro.report.tables.numbers import format_number, markdown_table, parse_published
 from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
+
+
+def compare_to(ev: EvalTable, label: str) -> EvalTable:
+    """Each metric cell with runs against row ``label``'s cell, Holm over the table; returns
+    ``ev`` (an unknown label: ConfigError)."""
+    wanted = normalise_label(label)
+    base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
+                 or normalise_label(r.row.printed_label) == wanted), None)
+    if base is None:
+        raise ConfigError(f"--compare-to {label!r}: no such row in {ev.paper.paper} Table "
+                          f"{ev.table.number}",
+                          hint="choose one of: " + "; ".join(r.row.label for r in ev.rows))
+    ev.compare_to = base.row.printed_label
+    columns = {c.key: c for c in ev.table.columns}
+    family = []
+    for erow in ev.rows:
+        for cell, ref in zip(erow.cells, base.cells, strict=True):
+            column = columns[cell.column]
+            if column.kind != "metric" or erow is base or not cell.runs or not ref.runs:
+                continue
+            cell.comparison = compare(per_unit(cell.runs, column.metric),
+                                      per_unit(ref.runs, column.metric), column)
+            family.append(cell.comparison)
+            if cell.comparison.problem:
+                cell.detail = "; ".join(x for x in (
+                    cell.detail, f"--compare-to: {cell.comparison.problem}") if x)
+    adjust(family)
+    return ev
+
 
 HOLDS = "holds"
 SAME_DIRECTION = "same direction, not significant"

@@ -18,11 +18,10 @@ from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import PAPERS, load_paper
 from pairrepro.planning.preflight_record import load_preflight
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
 from pairrepro.report.analyses.gap_account import gap_markdown
 from pairrepro.report.analyses.ladders import evaluate_ladder
-from pairrepro.report.analyses.orderings import orderings_markdown, table_orderings
+from pairrepro.report.analyses.orderings import compare_to, orderings_markdown, table_orderings
 from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown

@@ -134,10 +134,6 @@ class EvalTable:
                             for row in self.rows for cell in row.cells if cell.status != INFO))
 
 
-def _damaged(runs: list[RunInfo]) -> list[str]:
-    return [r.problem or r.path for r in runs if r.status == DAMAGED]
-
-
 def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
              ) -> Verdict:
     delta = estimate.mean - target
@@ -211,7 +207,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     ref_value = [r for r in reference if r.value(column.metric) is not None]
     own, own_variants = split_variants(with_value, config)
     refs, ref_variants = split_variants(ref_value, config)
-    damaged = _damaged(runs) + _damaged(reference)
+    damaged = [r.problem or r.path for r in runs + reference if r.status == DAMAGED]
     running = [r for r in runs if r.status == "running"]
     stopped = [r for r in runs if r.status in ("stale", "interrupted")]
     recipe_file = _recipe_path(recipe_name)
@@ -288,9 +284,8 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
     cell = Cell(column.key, published, Verdict(NO_RECIPE), recipe_name)
     if not recipe_name:
         ref = column.from_row
-        cell.detail = (f"no recipe declares Table {ref.table if ref else None} row "
-                       f"{ref.row if ref else None!r}")
-        return cell
+        return replace(cell, detail=f"no recipe declares Table {ref.table if ref else None} "
+                                    f"row {ref.row if ref else None!r}")
     config = index.recipes[recipe_name].to_dict()
     explicit, resolved = flatten(config), settings(config)
     for entry in row.keys:
@@ -317,11 +312,9 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
         return cell
     found = weight_count(recipe_name, [r for d in folders for r in find_runs(d, recipe_name)])
     if found is None:
-        cell.verdict = Verdict(NOT_RUN)
-        cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
-                       "parameters.weights and bench/model_facts.json has none "
-                       "(python bench/model_facts.py)")
-        return cell
+        return replace(cell, verdict=Verdict(NOT_RUN), detail=(
+            f"no parameter count for {recipe_name}: no run of it records parameters.weights "
+            "and bench/model_facts.json has none (python bench/model_facts.py)"))
     count, source = found
     cell.estimate = Estimate(float(count))
     target = numbers.parse_published(published)

@@ -89,18 +89,14 @@ def _run_setup(config: dict[str, Any]) -> str:
         "embeddings", "train", "data", "model", "task"))
     if needs_training(str(model.get("name", ""))) is False:
         return "no training"
-    parts = []
-    if emb:
-        parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
-    if model.get("use_exact_match"):
-        parts.append("exact-match feature")
-    if train.get("epochs"):
-        parts.append(f"at most {train['epochs']} epoch{'s' if train['epochs'] != 1 else ''}")
-    if data.get("max_train_pairs"):
-        parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
-    if task.get("max_negatives_per_query"):
-        parts.append(f"≤{task['max_negatives_per_query']} negatives per query and epoch")
-    return "; ".join(parts)
+    epochs, pairs = train.get("epochs"), data.get("max_train_pairs")
+    negatives = task.get("max_negatives_per_query")
+    parts = [emb and f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d",
+             model.get("use_exact_match") and "exact-match feature",
+             epochs and f"at most {epochs} epoch{'s' if epochs != 1 else ''}",
+             pairs and f"{int(pairs):,} training pairs sampled",
+             negatives and f"≤{negatives} negatives per query and epoch"]
+    return "; ".join(part for part in parts if part)
 
 
 def value_text(cell: Cell, column: Column) -> str:
