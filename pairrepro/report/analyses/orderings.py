@@ -26,8 +26,8 @@ from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
 
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
-    """Each metric cell with runs against row ``label``'s cell, Holm over the table; returns
-    ``ev`` (an unknown label: ConfigError)."""
+    """Each metric cell with runs against row ``label``'s (Holm over the table); ConfigError
+    for an unknown label."""
     wanted = normalise_label(label)
     base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
                  or normalise_label(r.row.printed_label) == wanted), None)

@@ -170,8 +170,7 @@ def table_readings_markdown(ev: EvalTable) -> str:
 
 def readings_block(cells: list[tuple[str, Column, float | None, list[ReadingValue]]],
                    dataset: str) -> list[str]:
-    """Markdown lines of cells' readings (``| row | metric | paper | reading | value |
-    − paper |``), how to read them and the protocols' sources."""
+    """Markdown lines of cells' readings, how to read them and the protocols' sources."""
     rows: list[list[str]] = []
     sources: dict[str, str] = {}  # reading -> where it is published
     for label, column, published, values in cells:

@@ -1,6 +1,5 @@
-"""Numbers as the papers print them: parsing published strings, formatting reproduced values
-with the paper's decimals and fraction style, parameter counts (``77.5K``); the Markdown table
-every report writes."""
+"""Numbers as the papers print them (published strings parsed, reproduced values in the paper's
+decimals and fraction style, counts like ``77.5K``) and the Markdown table every report writes."""
 
 from __future__ import annotations
 

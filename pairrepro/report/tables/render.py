@@ -37,8 +37,7 @@ def _link(link: str, links_from: Path | None) -> str:
 
 def _marked(t: Text, escape: Callable[[str], str], bold: str, note: str,
             link: Callable[[Text, str], str] = lambda t, text: text) -> str:
-    """``t``'s text escaped, ``bold`` where the paper prints it so, ``link``ed and with its
-    ``note`` mark (``bold`` and ``note`` are format strings)."""
+    """``t``'s text escaped, in ``bold`` where marked so, linked, with its ``note`` mark."""
     text = escape(t.text)
     text = bold.format(text) if t.bold and text else text
     return link(t, text) + (note.format(t.note) if t.note else "")
