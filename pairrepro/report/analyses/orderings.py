@@ -138,12 +138,9 @@ def _text(item: Ordering, column: Column) -> str:
 
 def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
     """Every ordering of two paper rows of ``ev``, column by column, in the paper's row order."""
-    found = []
-    for column in ev.table.columns:
-        if column.kind != "metric":
-            continue
-        for first, second in combinations(_paper_rows(ev, column), 2):
-            found.append(_ordering(column, first, second, alpha))
+    found = [_ordering(column, first, second, alpha)
+             for column in ev.table.columns if column.kind == "metric"
+             for first, second in combinations(_paper_rows(ev, column), 2)]
     adjust([o.comparison for o in found])
     return found
 
