@@ -130,10 +130,8 @@ def delta_text(cell: Cell, column: Column) -> str:
 
 def comparison_text(cell: Cell, column: Column) -> str:
     """``--compare-to``'s "+0.052 (p 0.003)" ("n/a" without a test, "" not compared)."""
-    if cell.comparison is None:
-        return ""
-    return versus_text(cell.comparison, column) if cell.comparison.p_value is not None \
-        else "n/a"
+    found = cell.comparison
+    return "" if found is None else "n/a" if found.p_value is None else versus_text(found, column)
 
 
 def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
