@@ -313,7 +313,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
                  + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ".")
     else:
         paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
-    tested = _tested(result)
+    tested = [(step.number, column, value.comparison) for step in result.steps if step.values
+              for (column, _), value in zip(columns, step.values, strict=True)
+              if value.comparison is not None and value.comparison.holm is not None]
     tests = len(tested)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
@@ -338,18 +340,11 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
-def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
-    return [(step.number, column, value) for step in result.steps if step.values
-            for (column, _), value in zip(result.columns, step.values, strict=True)
-            if value.comparison is not None and value.comparison.holm is not None]
-
-
-def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
+def _holding_steps(tested: list[tuple[int, Column, Comparison]]) -> str:
     held = [f"step {number} ({column.header} "
             f"{numbers.format_number(found.difference or 0.0, column, signed=True)}, Holm "
             f"{numbers.p_text(found.holm or 1.0)})"
-            for number, column, value in tested
-            if (found := value.comparison) is not None and (found.holm or 1.0) < 0.05]
+            for number, column, found in tested if (found.holm or 1.0) < 0.05]
     return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "
             + ("; ".join(held) if held else
                f"none of the {len(tested)} test{'' if len(tested) == 1 else 's'}") + ".")
