@@ -112,7 +112,8 @@ def add_recipe(env: Path, name: str, text: str) -> None:
 
 
 def evaluate(paper: str, table: int) -> cl.EvalTable:
-    return cl.evaluate_paper(paper, Path("runs"), table)[0]
+    doc = pt.load_paper(paper)
+    return cl.evaluate_table(doc, doc.table(table), Path("runs"))
 
 
 def shown(ev: cl.EvalTable, c: cl.Cell, text: object = ly.value_text) -> str:
@@ -393,7 +394,8 @@ def test_every_table_renders_in_every_format(env: Path) -> None:
                     metrics.setdefault(col.split, {})[col.metric_name] = frac
             write_run(env / "runs", name, 1, metrics)
     for paper_name in pt.PAPERS:
-        for ev in cl.evaluate_paper(paper_name, Path("runs")):
+        doc = pt.load_paper(paper_name)
+        for ev in (cl.evaluate_table(doc, t, Path("runs")) for t in doc.tables):
             outputs = {fmt: rd.render(ev, fmt) for fmt in rd.FORMATS}
             for row in ev.table.rows:
                 for value in row.values.values():

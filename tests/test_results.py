@@ -25,8 +25,8 @@ from pairrepro.planning.paper_tables import load_paper
 from pairrepro.planning.plan import done_seeds
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.analyses import evidence
-from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.comparison import Comparison
+from pairrepro.report.analyses.orderings import compare_to
 from pairrepro.report.publishing.verify import add_reference
 from pairrepro.report.tables import cells as cl
 from pairrepro.report.tables.layout import comparison_text

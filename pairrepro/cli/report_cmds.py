@@ -17,7 +17,7 @@ from pairrepro.errors import ConfigError
 from pairrepro.fileio import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.analyses.compare_to import compare_to
+from pairrepro.report.analyses.orderings import compare_to
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 from pairrepro.report.tables.render import eval_to_json
 

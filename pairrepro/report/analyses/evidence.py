@@ -7,8 +7,10 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pairrepro import stats
 from pairrepro.errors import DataError, NoEvidenceError
@@ -35,11 +37,7 @@ def rescore(run: RunInfo) -> dict[str, dict[str, float]]:
             continue
         try:
             if "map" in recorded and "score" in frame.columns:
-                no_positive = str(run.manifest.get("no_positive") or "skip")
-                out[split] = ranking_metrics(frame["group_id"].astype(str).tolist(),
-                                             frame["label"].to_numpy(),
-                                             frame["score"].to_numpy(),
-                                             frame["pair_id"].astype(str).tolist(), no_positive)
+                out[split] = ranking_metrics(*_ranking_inputs(run, frame))
             elif "accuracy" in recorded and "prediction" in frame.columns:
                 gold, pred = frame["label"].to_numpy(), frame["prediction"].to_numpy()
                 # a binary run records the F1 of class 1; macro F1 counts every class
@@ -95,13 +93,11 @@ def tampered_runs(results_dir: Path) -> list[str]:
     for run in all_runs(results_dir):
         if run.status == "damaged":
             problems.append(run.problem or f"{run.path}: damaged")
-            continue
-        if run.status != "finished":
-            continue
-        try:
-            check_recorded(run)
-        except DamagedRunError as exc:
-            problems.append(exc.message)
+        elif run.status == "finished":
+            try:
+                check_recorded(run)
+            except DamagedRunError as exc:
+                problems.append(exc.message)
     return problems
 
 
@@ -130,6 +126,16 @@ def stream(*identity: object) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
 
+def _no_positive(run: RunInfo) -> str:
+    return str(run.manifest.get("no_positive") or "skip")
+
+
+def _ranking_inputs(run: RunInfo, frame: pd.DataFrame) -> tuple[Any, ...]:
+    """The ranking metrics' arguments from a run's predictions."""
+    return (frame["group_id"].astype(str).tolist(), frame["label"].to_numpy(),
+            frame["score"].to_numpy(), frame["pair_id"].astype(str).tolist(), _no_positive(run))
+
+
 def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
                                                    np.ndarray | None]:
     """(kind, ids, values, labels) of one run; a :class:`NoEvidenceError` says why not."""
@@ -138,11 +144,7 @@ def _seed_units(run: RunInfo, metric: str) -> tuple[str, list[str], np.ndarray,
     if frame is None:
         raise NoEvidenceError(f"{run.path} has no predictions/{split}.parquet")
     if name in RANKING_METRICS and "score" in frame.columns:
-        no_positive = str(run.manifest.get("no_positive") or "skip")
-        per_query = per_query_metrics(frame["group_id"].astype(str).tolist(),
-                                      frame["label"].to_numpy(), frame["score"].to_numpy(),
-                                      frame["pair_id"].astype(str).tolist(), no_positive)
-        per_query = per_query.sort_values("query")
+        per_query = per_query_metrics(*_ranking_inputs(run, frame)).sort_values("query")
         return "mean", per_query["query"].astype(str).tolist(), \
             per_query[name].to_numpy(np.float64), None
     if name in CLASSIFICATION_METRICS and "prediction" in frame.columns:
@@ -201,7 +203,7 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
     per_query = frame.assign(tied=(size > 1).astype(np.float64), one=1.0,
                              rel=(frame["label"] > 0).astype(np.float64)
                              ).groupby("group_id")[["tied", "one", "rel"]].sum().sort_index()
-    if str(run.manifest.get("no_positive") or "skip") == "skip":
+    if _no_positive(run) == "skip":
         per_query = per_query[per_query["rel"] > 0]
     return (per_query.index.tolist(), per_query["tied"].to_numpy(),
             per_query["one"].to_numpy())
@@ -243,12 +245,13 @@ def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return a[:paired], b[:paired]
 
 
-def _order_of(a: Units, b: Units) -> np.ndarray | None:
-    """The columns of ``b`` in ``a``'s unit order (None: already the same order)."""
+def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
+    """``b``'s values and labels in ``a``'s unit order."""
     if a.ids == b.ids:
-        return None
+        return b.values, b.labels
     position = {unit: k for k, unit in enumerate(b.ids)}
-    return np.array([position[i] for i in a.ids])
+    order = np.array([position[i] for i in a.ids])
+    return b.values[:, order], None if b.labels is None else np.asarray(b.labels)[order]
 
 
 def paired_test(a: Units, b: Units) -> stats.PairedTest:
@@ -257,13 +260,9 @@ def paired_test(a: Units, b: Units) -> stats.PairedTest:
     seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     if a.kind != b.kind or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
-    order = _order_of(a, b)
-    b_values = b.values if order is None else b.values[:, order]
+    b_values, b_labels = _aligned(a, b)
     if a.kind == "f1":
-        b_labels = np.asarray(b.labels)
-        if order is not None:
-            b_labels = b_labels[order]
-        if not np.array_equal(np.asarray(a.labels), b_labels):
+        if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
             raise NoEvidenceError("different gold labels on the same pairs")
         a_values, b_values = _paired_seeds(a.values, b_values)
         return stats.paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
@@ -275,8 +274,6 @@ def difference_interval(a: Units, b: Units) -> stats.Interval:
     if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
         raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
                               "same units")
-    order = _order_of(a, b)
-    b_values = b.values if order is None else b.values[:, order]
-    a_values, b_values = _paired_seeds(a.values, b_values)
+    a_values, b_values = _paired_seeds(a.values, _aligned(a, b)[0])
     seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
     return stats.mean_interval(a_values - b_values, seed=seed)

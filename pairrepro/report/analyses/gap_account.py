@@ -56,19 +56,17 @@ def _protocol(result: LadderResult, step: int, column: Column,
     return [text], first, nearest
 
 
-def _side_steps(result: LadderResult, column_index: int) -> list[str]:
+def _side_steps(result: LadderResult) -> list[str]:
+    """The steps with an ``against``, in the first column."""
     lines = []
-    for step in result.steps:
-        if not result.ladder.steps[step.number].against:
-            continue
+    for step in (s for s in result.steps if result.ladder.steps[s.number].against):
         if not step.values:
             lines.append(f"- **Step {step.number}**, {step.change}: no reference run yet.")
             continue
-        value, column = step.values[column_index], result.columns[column_index][0]
-        found = value.comparison
+        value, found = step.values[0], step.values[0].comparison
         holm = f", Holm {found.holm:.3f}" if found and found.holm is not None else ""
         lines.append(f"- **Step {step.number}**, {step.change}: {value.text}, "
-                     f"vs step {step.against}: {versus(value, column)}{holm}.")
+                     f"vs step {step.against}: {versus(value, result.columns[0][0])}{holm}.")
     return lines
 
 
@@ -132,7 +130,7 @@ def account_markdown(result: LadderResult) -> list[str]:
     lines = ["", f"What the measurements say ({column.header}; each line names its evidence):",
              ""]
     protocol, clean, nearest = _protocol(result, step, column, published)
-    lines += protocol + _side_steps(result, 0)
+    lines += protocol + _side_steps(result)
     dose = (evaluate_ladder(account.dose_ladder, result.results_dir)
             if account.dose_ladder else None)
     vectors, carried = _vectors(dose, column)

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.model_facts import needs_training
@@ -24,6 +25,7 @@ from pairrepro.planning.recipe_index import (
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import (
     Comparison,
+    Side,
     adjust,
     compare,
     holm_text,
@@ -145,7 +147,6 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
 
 @dataclass
 class StepValue:
-
     metric: str
     mean: float  # in the column's unit
     text: str  # "0.753 [0.689, 0.812]"
@@ -160,7 +161,6 @@ def versus(value: StepValue, column: Column) -> str:
 
 @dataclass
 class StepResult:
-
     number: int
     recipe: str
     change: str
@@ -171,30 +171,41 @@ class StepResult:
     against: int | None = None  # the step tested against (None: the first step)
 
 
+# a step's readings: (step, column, published value, the readings of that cell)
+StepReadings = list[tuple[int, Column, float | None, list[ReadingValue]]]
+
+
 @dataclass
 class LadderResult:
-
     name: str
     ladder: Ladder
     columns: list[tuple[Column, float | None]]  # column, published value
     steps: list[StepResult]
     results_dir: Path = Path("results")
     runs: dict[int, list[RunInfo]] = field(default_factory=dict)  # step -> its runs
-    readings: list[tuple[int, Column, float | None, list[ReadingValue]]] | None = None
-    units: dict[int, list[evidence.Units | str]] = field(default_factory=dict)
+    readings: StepReadings | None = None  # ladder_readings' (read once)
+    units: dict[int, list[Side]] = field(default_factory=dict)
 
 
-def _step_value(runs: list[RunInfo], units: evidence.Units | str,
-                before: evidence.Units | str | None, column: Column) -> StepValue:
-    mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs)
-    value = StepValue(column.metric, mean, numbers.format_number(mean, column))
-    if isinstance(units, evidence.Units):
-        found = evidence.interval(units, step=numbers.printed_step(column))
-        value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
-        value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
-    if before is not None:
-        value.comparison = compare(units, before, column)
-    return value
+def _step_values(runs: list[RunInfo], columns: list[tuple[Column, float | None]],
+                 before: list[Side] | None) -> tuple[list[Side], list[StepValue]]:
+    """Each column's per-unit values of ``runs`` and its value, tested against ``before``."""
+    units: list[Side] = []
+    values: list[StepValue] = []
+    for k, (column, _) in enumerate(columns):
+        own = per_unit(runs, column.metric)
+        mean = statistics.fmean(numbers.to_unit(r.value(column.metric) or 0.0, column)
+                                for r in runs)
+        value = StepValue(column.metric, mean, numbers.format_number(mean, column))
+        units.append(own)
+        values.append(value)
+        if isinstance(own, evidence.Units):
+            found = evidence.interval(own, step=numbers.printed_step(column))
+            value.low, value.high = (numbers.to_unit(v, column) for v in (found.low, found.high))
+            value.text += f" {numbers.format_interval(found, numbers.in_column(column))}"
+        if before is not None:
+            value.comparison = compare(own, before[k], column)
+    return units, values
 
 
 def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = None
@@ -205,24 +216,19 @@ def evaluate_ladder(name: str, results_dir: Path, index: RecipeIndex | None = No
     index = index or load_recipe_index()
     columns = _columns(ladder, index)
     result = LadderResult(name, ladder, columns, [], results_dir)
-    units_of = result.units
     last: int | None = None
     for number, step in enumerate(ladder.steps):
-        found = StepResult(number, step.recipe, step.change)
         runs = recipe_runs(index, results_dir, step.recipe)
         base = _step_of(ladder, step.against, number) if step.against else last
-        found.against = base
+        found = StepResult(number, step.recipe, step.change, against=base)
         if runs:
             found.seeds = [r.seed for r in runs]
             found.chosen_epochs = [r.chosen_epoch for r in runs]
             model = str(runs[0].config.get("model", {}).get("name", ""))
             found.one_model = len(runs) == 1 and needs_training(model) is not False
-            units = [per_unit(runs, column.metric) for column, _ in columns]
-            before = units_of.get(base) if base is not None else None
-            found.values = [
-                _step_value(runs, own, None if before is None else before[k], column)
-                for k, ((column, _), own) in enumerate(zip(columns, units, strict=True))]
-            units_of[number], result.runs[number] = units, runs
+            before = result.units.get(base) if base is not None else None
+            result.units[number], found.values = _step_values(runs, columns, before)
+            result.runs[number] = runs
             if not step.against:
                 last = number
         result.steps.append(found)
@@ -241,34 +247,22 @@ def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
 
 def crosscheck_values(result: LadderResult
                       ) -> list[tuple[CrossCheck, int, list[StepValue] | None]]:
-    from pairrepro import paths
-
     found = []
     for check in result.ladder.crosschecks:
         number = _step_of(result.ladder, check.against, len(result.ladder.steps))
         root = paths.PROJECT_DIR / check.folder
         runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
-        before = result.units.get(number)
-        found.append((check, number, None if not runs else [
-            _step_value(runs, per_unit(runs, column.metric), None if before is None else before[k],
-                        column) for k, (column, _) in enumerate(result.columns)]))
+        found.append((check, number, None if not runs else
+                      _step_values(runs, result.columns, result.units.get(number))[1]))
     return found
 
 
-def ladder_readings(result: LadderResult
-                    ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
-    if result.readings is None:
-        result.readings = _read_steps(result)
-    return result.readings
-
-
-def _read_steps(result: LadderResult
-                ) -> list[tuple[int, Column, float | None, list[ReadingValue]]]:
+def ladder_readings(result: LadderResult) -> StepReadings:
     ladder = result.ladder
-    if ladder.readings is None:
-        return []
+    if result.readings is not None or ladder.readings is None:
+        return result.readings or []
     table = load_paper(ladder.paper).table(ladder.table)
-    found = []
+    found: StepReadings = []
     for number in ladder.readings.steps:
         if not 0 <= number < len(ladder.steps):
             raise ConfigError(f"ladder {ladder.title!r}: [readings] steps: no step {number}",
@@ -279,6 +273,7 @@ def _read_steps(result: LadderResult
             if runs and spec is not None:
                 found.append((number, column, published,
                               read_cell(runs, column, published, spec)))
+    result.readings = found
     return found
 
 
@@ -288,7 +283,7 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     head = ["step", "change", "recipe", "seeds (chosen epochs)"]
     for column, _ in columns:
         head += [f"{column.header} [95% interval]", "vs step before", "Holm p"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for step in result.steps:
         cells = [str(step.number), step.change, f"`{step.recipe}`"]
         if not step.values:
@@ -304,7 +299,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
             for (column, _), value in zip(columns, step.values, strict=True):
                 text = versus(value, column)
                 cells += [value.text, side + text if text else "", holm_text(value.comparison)]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = numbers.markdown_table(head, rows)
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
     last = next((s for s in reversed(result.steps) if s.values), None)
     gaps = [f"{column.header} {numbers.format_number(published, column)}, "
@@ -317,7 +313,9 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
                  + ("; ".join(gaps) if gaps else "no step has a reference run yet") + ".")
     else:
         paper = f"The paper prints no number for this row ({where}: a comparison row run here)."
-    tested = _tested(result)
+    tested = [(step.number, column, value.comparison) for step in result.steps if step.values
+              for (column, _), value in zip(columns, step.values, strict=True)
+              if value.comparison is not None and value.comparison.holm is not None]
     tests = len(tested)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
@@ -342,18 +340,11 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
-def _tested(result: LadderResult) -> list[tuple[int, Column, StepValue]]:
-    return [(step.number, column, value) for step in result.steps if step.values
-            for (column, _), value in zip(result.columns, step.values, strict=True)
-            if value.comparison is not None and value.comparison.holm is not None]
-
-
-def _holding_steps(tested: list[tuple[int, Column, StepValue]]) -> str:
+def _holding_steps(tested: list[tuple[int, Column, Comparison]]) -> str:
     held = [f"step {number} ({column.header} "
             f"{numbers.format_number(found.difference or 0.0, column, signed=True)}, Holm "
             f"{numbers.p_text(found.holm or 1.0)})"
-            for number, column, value in tested
-            if (found := value.comparison) is not None and (found.holm or 1.0) < 0.05]
+            for number, column, found in tested if (found.holm or 1.0) < 0.05]
     return ("Steps whose change holds after Holm's adjustment (Holm p < 0.05): "
             + ("; ".join(held) if held else
                f"none of the {len(tested)} test{'' if len(tested) == 1 else 's'}") + ".")

@@ -1,14 +1,16 @@
-"""Which of a paper's orderings of its rows hold in our runs, by paired tests on the same units
-(the verdict rule: :func:`verdict`, docs/results.md)."""
+"""A table's rows against each other, by paired tests on the same units: ``--compare-to ROW``
+(every row against one) and which of the paper's orderings of its rows hold in our runs (the
+verdict rule: :func:`verdict`, docs/results.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import combinations
 from typing import Any
 
+from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import Column
-from pairrepro.planning.recipe_index import COMPARISON_BLOCK
+from pairrepro.planning.recipe_index import COMPARISON_BLOCK, normalise_label
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import (
     Comparison,
@@ -19,8 +21,37 @@ from pairrepro.report.analyses.comparison import (
     versus_text,
 )
 from pairrepro.report.tables.cells import EvalTable
-from pairrepro.report.tables.numbers import format_number, parse_published
+from pairrepro.report.tables.numbers import format_number, markdown_table, parse_published
 from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
+
+
+def compare_to(ev: EvalTable, label: str) -> EvalTable:
+    """Each metric cell with runs against row ``label``'s (Holm over the table); ConfigError
+    for an unknown label."""
+    wanted = normalise_label(label)
+    base = next((r for r in ev.rows if normalise_label(r.row.label) == wanted
+                 or normalise_label(r.row.printed_label) == wanted), None)
+    if base is None:
+        raise ConfigError(f"--compare-to {label!r}: no such row in {ev.paper.paper} Table "
+                          f"{ev.table.number}",
+                          hint="choose one of: " + "; ".join(r.row.label for r in ev.rows))
+    ev.compare_to = base.row.printed_label
+    columns = {c.key: c for c in ev.table.columns}
+    family = []
+    for erow in ev.rows:
+        for cell, ref in zip(erow.cells, base.cells, strict=True):
+            column = columns[cell.column]
+            if column.kind != "metric" or erow is base or not cell.runs or not ref.runs:
+                continue
+            cell.comparison = compare(per_unit(cell.runs, column.metric),
+                                      per_unit(ref.runs, column.metric), column)
+            family.append(cell.comparison)
+            if cell.comparison.problem:
+                cell.detail = "; ".join(x for x in (
+                    cell.detail, f"--compare-to: {cell.comparison.problem}") if x)
+    adjust(family)
+    return ev
+
 
 HOLDS = "holds"
 SAME_DIRECTION = "same direction, not significant"
@@ -107,12 +138,9 @@ def _text(item: Ordering, column: Column) -> str:
 
 def table_orderings(ev: EvalTable, alpha: float = ALPHA) -> list[Ordering]:
     """Every ordering of two paper rows of ``ev``, column by column, in the paper's row order."""
-    found = []
-    for column in ev.table.columns:
-        if column.kind != "metric":
-            continue
-        for first, second in combinations(_paper_rows(ev, column), 2):
-            found.append(_ordering(column, first, second, alpha))
+    found = [_ordering(column, first, second, alpha)
+             for column in ev.table.columns if column.kind == "metric"
+             for first, second in combinations(_paper_rows(ev, column), 2)]
     adjust([o.comparison for o in found])
     return found
 
@@ -123,17 +151,16 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
         return (f"{title}\n\nNo two rows of the paper have both a published value and a "
                 "reference run in the same column.\n")
     columns = {c.header: c for c in ev.table.columns}
-    lines = [title, "", "| column | the paper | published | ours (higher − lower) | Holm p | "
-             "verdict |", "|---|---|---|---|---|---|"]
+    rows = []
     for item in orderings:
-        column = columns[item.column]
-        sign = "=" if item.tie else ">"
-        published = (f"{format_number(item.published_higher, column)} {sign} "
-                     f"{format_number(item.published_lower, column)}")
-        adjusted = holm_text(item.comparison)
-        dagger = " †" if item.one_model else ""
-        lines.append(f"| {item.column} | {item.higher} {sign} {item.lower}{dagger} | "
-                     f"{published} | {_text(item, column)} | {adjusted} | {item.verdict} |")
+        column, sign = columns[item.column], "=" if item.tie else ">"
+        rows.append([item.column, f"{item.higher} {sign} {item.lower}"
+                     + (" †" if item.one_model else ""),
+                     f"{format_number(item.published_higher, column)} {sign} "
+                     f"{format_number(item.published_lower, column)}",
+                     _text(item, column), holm_text(item.comparison), item.verdict])
+    lines = [title, "", *markdown_table(["column", "the paper", "published",
+                                         "ours (higher − lower)", "Holm p", "verdict"], rows)]
     counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
@@ -160,10 +187,7 @@ def orderings_json(ev: EvalTable, orderings: list[Ordering], alpha: float = ALPH
 
 
 def _json(item: Ordering, column: Column) -> dict[str, Any]:
-    found = item.comparison
-    return {"column": item.column, "metric": item.metric, "higher": item.higher,
-            "lower": item.lower, "published_higher": item.published_higher,
-            "published_lower": item.published_lower, "verdict": item.verdict,
-            "difference": found.difference, "p_value": found.p_value,
-            "text": _text(item, column), "holm": found.holm, "one_model": item.one_model,
-            "tie": item.tie}
+    fields, found = asdict(item), item.comparison
+    del fields["comparison"]
+    return {**fields, "difference": found.difference, "p_value": found.p_value,
+            "holm": found.holm, "text": _text(item, column), "tie": item.tie}

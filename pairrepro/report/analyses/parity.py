@@ -14,7 +14,7 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
 from pairrepro.report.analyses import evidence
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
 from pairrepro.report.analyses.ladders import recipe_runs
-from pairrepro.report.tables.numbers import MOVING, MOVING_NOTE, format_interval, p_text
+from pairrepro.report.tables import numbers
 from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA
@@ -62,10 +62,9 @@ class ParityResult:
     values: list[ParityValue]
 
 
-def load_parity(path: Path | None = None) -> ParityTable:
+def load_parity() -> ParityTable:
     """The parity pairs; each bf16 recipe must be its fp32 recipe but for the precision."""
-    path = path or PARITY_FILE
-    return validate(ParityTable, read_toml(path), str(path))
+    return validate(ParityTable, read_toml(PARITY_FILE), str(PARITY_FILE))
 
 
 def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
@@ -131,7 +130,7 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
                                   ("bf16_text", units[1], value.bf16)):
         interval = evidence.interval(found, step=10.0 ** -DECIMALS)
         setattr(value, name, f"{statistics.fmean(per_seed):.{DECIMALS}f} "
-                             + format_interval(interval, f"{{:.{DECIMALS}f}}".format))
+                             + numbers.format_interval(interval, f"{{:.{DECIMALS}f}}".format))
     return value
 
 
@@ -159,7 +158,7 @@ def parity_markdown(found: list[ParityResult]) -> str:
     head = ["model", "metric", "seeds", "fp32 [95% interval]", "bf16 [95% interval]",
             "bf16 − fp32, seed by seed", "bf16 − fp32", "Holm p", "fp32 seed spread",
             "verdict"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for result in found:
         for value in result.values:
             cells = [result.model, value.metric]
@@ -172,10 +171,11 @@ def parity_markdown(found: list[ParityResult]) -> str:
                                                                    strict=True)
                                     ).replace("-", "−"),
                           f"{value.comparison.difference or 0.0:+.3f}".replace("-", "−")
-                          + f" ({p_text(value.comparison.p_value or 1.0)})",
+                          + f" ({numbers.p_text(value.comparison.p_value or 1.0)})",
                           holm_text(value.comparison),
                           f"{value.spread:.3f}", value.verdict]
-            lines.append("| " + " | ".join(cells) + " |")
+            rows.append(cells)
+    lines = numbers.markdown_table(head, rows)
     tests = sum(v.comparison.holm is not None for r in found for v in r.values)
     lines += ["", "Each bf16 recipe is its fp32 recipe with `train.precision = \"bf16\"` "
               "(autocast of the training forward pass; loss, optimiser, dev selection and every "
@@ -188,8 +188,8 @@ def parity_markdown(found: list[ParityResult]) -> str:
               "the seed alone moves); *differs*: p < 0.05; *beyond seed noise*: not "
               "significant, but larger than that spread; *undecided*: p within Monte-Carlo "
               "error of 0.05."
-              + (f" {MOVING_NOTE}." if any(MOVING in v.fp32_text + v.bf16_text for r in found
-                                          for v in r.values) else "")]
+              + (f" {numbers.MOVING_NOTE}." if any(numbers.MOVING in v.fp32_text + v.bf16_text
+                                                   for r in found for v in r.values) else "")]
     return "\n".join(lines) + "\n"
 
 
@@ -199,9 +199,7 @@ def parity_json(found: list[ParityResult]) -> list[dict[str, Any]]:
 
 
 def _value_json(value: ParityValue) -> dict[str, Any]:
-    found = value.comparison
-    return {"metric": value.metric, "seeds": value.seeds, "fp32": value.fp32,
-            "bf16": value.bf16, "fp32_text": value.fp32_text, "bf16_text": value.bf16_text,
-            "difference": found.difference, "p_value": found.p_value,
-            "undecided": found.undecided, "holm": found.holm, "spread": value.spread,
-            "verdict": value.verdict, "missing": value.missing}
+    fields = asdict(value)
+    found = fields.pop("comparison")
+    del found["problem"]  # ``missing`` says it
+    return {**fields, **found}

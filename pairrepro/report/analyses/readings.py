@@ -134,20 +134,6 @@ def _ends(value: ReadingValue, column: Column, shift: float = 0.0,
     return f"[{low}, {high}]"
 
 
-def value_text(value: ReadingValue, column: Column) -> str:
-    """``0.790 [0.731, 0.846]``."""
-    return f"{numbers.format_number(value.value, column)} {_ends(value, column)}"
-
-
-def distance_text(value: ReadingValue, column: Column) -> str:
-    """The distance from the paper's value with the interval's, ``−0.064 [−0.123, −0.008]``."""
-    if value.distance is None:
-        return ""
-    shift = value.value - value.distance  # the published value
-    return (f"{numbers.format_number(value.distance, column, signed=True)} "
-            f"{_ends(value, column, shift, signed=True)}")
-
-
 READINGS_NOTE = (
     "Each reading re-scores the committed predictions of the same runs under another "
     "published protocol (`pairrepro/report/readings/`), nothing retrained; a value is the "
@@ -155,30 +141,6 @@ READINGS_NOTE = (
     "and *− paper* is its distance from the published value with that interval shifted. "
     "**Nearest** marks the reading closest to the paper: a hypothesis about how the paper "
     "scored, with this evidence, not a correction of the reproduced number.")
-
-
-def readings_rows(label: str, column: Column, published: float | None,
-                  values: list[ReadingValue]) -> list[str]:
-    """Markdown rows ``| label | column | reading | value | − paper | source |``."""
-    rows = []
-    for value in values:
-        name = f"**{value.reading.name}** (nearest)" if value.nearest else value.reading.name
-        paper = "" if published is None else numbers.format_number(published, column)
-        rows.append(f"| {label} | {column.header} | {paper} | {name} | "
-                    f"{value_text(value, column)} | {distance_text(value, column)} |")
-    return rows
-
-
-READINGS_HEAD = ["| row | metric | paper | reading | value [95% interval] | "
-                 "− paper [95% interval] |", "|---|---|---|---|---|---|"]
-
-
-def sources_markdown(specs: list[ReadingsFile]) -> list[str]:
-    seen: dict[str, str] = {}
-    for spec in specs:
-        for reading in spec.readings:
-            seen.setdefault(reading.name, reading.source)
-    return [f"- {name}: {source}" for name, source in seen.items()]
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
@@ -209,9 +171,22 @@ def table_readings_markdown(ev: EvalTable) -> str:
 def readings_block(cells: list[tuple[str, Column, float | None, list[ReadingValue]]],
                    dataset: str) -> list[str]:
     """Markdown lines of cells' readings, how to read them and the protocols' sources."""
-    lines = list(READINGS_HEAD)
+    rows: list[list[str]] = []
+    sources: dict[str, str] = {}  # reading -> where it is published
     for label, column, published, values in cells:
-        lines += readings_rows(label, column, published, values)
-    specs = [spec for spec in (readings_for(c, dataset) for _, c, _, _ in cells)
-             if spec is not None]
-    return [*lines, "", READINGS_NOTE, "", "Sources:", "", *sources_markdown(specs)]
+        paper = "" if published is None else numbers.format_number(published, column)
+        for value in values:
+            name = f"**{value.reading.name}** (nearest)" if value.nearest else value.reading.name
+            # the distance from the paper's value, its interval shifted by that value
+            distance = "" if value.distance is None else (
+                f"{numbers.format_number(value.distance, column, signed=True)} "
+                f"{_ends(value, column, value.value - value.distance, signed=True)}")
+            rows.append([label, column.header, paper, name,
+                         f"{numbers.format_number(value.value, column)} {_ends(value, column)}",
+                         distance])
+        spec = readings_for(column, dataset)
+        for reading in spec.readings if spec else []:
+            sources.setdefault(reading.name, reading.source)
+    head = ["row", "metric", "paper", "reading", "value [95% interval]", "− paper [95% interval]"]
+    return [*numbers.markdown_table(head, rows), "", READINGS_NOTE, "", "Sources:", "",
+            *(f"- {name}: {source}" for name, source in sources.items())]

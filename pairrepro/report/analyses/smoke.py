@@ -10,7 +10,7 @@ from pairrepro import paths
 from pairrepro.errors import NoEvidenceError
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
 from pairrepro.report.analyses.evidence import difference_interval, interval, run_units
-from pairrepro.report.tables.numbers import p_text
+from pairrepro.report.tables.numbers import markdown_table, p_text
 from pairrepro.runs import RunInfo, find_runs
 from pairrepro.stats import ALPHA, Interval
 
@@ -75,17 +75,14 @@ def smoke_markdown(results: Path) -> str:
         return f"No smoke-test table: {exc.message}\n"
     if not rows:
         return "No smoke-test runs yet (recipes/*_snli_smoke.toml, *_quora_smoke.toml).\n"
-    lines = ["| data (dev -> test) | recipe | seeds | test accuracy [95%] | majority class | "
-             "difference [95%] | p | Holm p | beats majority |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for row in rows:
-        acc, diff = row.accuracy, row.difference
-        lines.append(f"| {row.dataset} | {row.recipe} | {row.seeds} | {acc.value:.3f} "
-                     f"[{acc.low:.3f}, {acc.high:.3f}] | {row.majority:.3f} | "
-                     f"{diff.value:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | "
-                     f"{p_text(row.versus.p_value or 1.0).removeprefix('p ')} | "
-                     f"{holm_text(row.versus)} | "
-                     f"{'yes' if row.beats_majority else 'no'} |")
+    lines = markdown_table(
+        ["data (dev -> test)", "recipe", "seeds", "test accuracy [95%]", "majority class",
+         "difference [95%]", "p", "Holm p", "beats majority"],
+        ([row.dataset, row.recipe, str(row.seeds), f"{row.accuracy.value:.3f} "
+          f"[{row.accuracy.low:.3f}, {row.accuracy.high:.3f}]", f"{row.majority:.3f}",
+          f"{row.difference.value:+.3f} [{row.difference.low:+.3f}, {row.difference.high:+.3f}]",
+          p_text(row.versus.p_value or 1.0).removeprefix("p "), holm_text(row.versus),
+          "yes" if row.beats_majority else "no"] for row in rows))
     lines.append(f"\nSmoke tests of the real-text path, not paper numbers: each model trained on "
                  f"the dev file and tested on the test file. p: two-sided paired randomization "
                  f"test against the majority class on the same test pairs; Holm over a "

@@ -9,6 +9,7 @@ from typing import Any
 
 from pairrepro.planning import BENCH_DIR
 from pairrepro.planning.gpus import GpuRate, load_gpu_rates
+from pairrepro.report.tables.numbers import markdown_table
 
 RECORDS = BENCH_DIR / "records"
 SCRIPTS = ("bench_grid", "bench_csran_cin")
@@ -103,9 +104,9 @@ def bench_markdown(folder: Path | None = None) -> str:
              " and the other processes' share of the bench's core and their CPU in all (a "
              "job on another core still shares the L3 cache and memory bandwidth: a "
              "memory-bound step slows where an L2-sized GEMM does not).", "",
-             "| model | batch | machine, run (threads, load) | fp32 | bf16 | bf16 speed-up | "
-             "peak memory, paper's batch | shares of the machine's last two runs differ by |",
-             "|---|---|---|---|---|---|---|---|"]
+             *markdown_table(["model", "batch", "machine, run (threads, load)", "fp32", "bf16",
+                              "bf16 speed-up", "peak memory, paper's batch",
+                              "shares of the machine's last two runs differ by"])]
     by_model: dict[tuple[str, str], list[tuple[dict[str, Any], dict[str, Any]]]] = {}
     for _, run in runs:  # figures compare only on one machine
         for model in run["models"]:
@@ -138,7 +139,7 @@ def gpu_rates_markdown(gpu: str = "h100") -> str:
              " at the recipe's sizes and batch on random words of the dataset's lengths, the "
              "median of 6 steps; the epoch is `pairrepro train` for one epoch (random vectors "
              "standing in for GloVe), pairs/s over its training time.", "",
-             "| what | fp32 pairs/s | bf16 pairs/s | measured |", "|---|---|---|---|"]
+             *markdown_table(["what", "fp32 pairs/s", "bf16 pairs/s", "measured"])]
     for name, by_precision in sorted(models.items(), key=lambda kv: kv[0].startswith("one")):
         cells = [f"{by_precision[p].pairs_per_s:.1f}" if p in by_precision else "-"
                  for p in ("fp32", "bf16")]

@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -15,13 +16,22 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.planning.paper_tables import PAPERS, load_paper
+from pairrepro.planning.preflight_record import load_preflight
 from pairrepro.planning.recipe_index import load_recipe_index
-from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, TamperedRunError, tampered_runs
+from pairrepro.report.analyses.gap_account import gap_markdown
+from pairrepro.report.analyses.ladders import evaluate_ladder
+from pairrepro.report.analyses.orderings import compare_to, orderings_markdown, table_orderings
+from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
+from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown
 from pairrepro.report.publishing.bench_records import bench_markdown, gpu_rates_markdown
-from pairrepro.report.publishing.release import cpu_line
+from pairrepro.report.publishing.release import cpu_line, pending, read_release
+from pairrepro.report.tables import runs_table
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
+from pairrepro.report.tables.numbers import markdown_table
+from pairrepro.report.tables.render import to_markdown
+from pairrepro.runs import all_runs
 
 BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"
@@ -35,8 +45,6 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 
 
 def _table(paper: str, number: int, versus: str, results: Path) -> str:
-    from pairrepro.report.tables.render import to_markdown
-
     ev = _reference_view(paper, number, results)
     if versus:
         compare_to(ev, versus)
@@ -44,31 +52,22 @@ def _table(paper: str, number: int, versus: str, results: Path) -> str:
 
 
 def _readings(paper: str, number: int, results: Path) -> str:
-    from pairrepro.report.analyses.readings import table_readings_markdown
-
     return table_readings_markdown(_reference_view(paper, number, results))
 
 
 def _ladder(name: str, results: Path) -> str:
-    from pairrepro.report.analyses.gap_account import gap_markdown
-    from pairrepro.report.analyses.ladders import evaluate_ladder
-
     return gap_markdown(evaluate_ladder(name, results))
 
 
 def _orderings(paper: str, number: int, results: Path) -> str:
-    from pairrepro.report.analyses.orderings import orderings_markdown, table_orderings
-
     ev = _reference_view(paper, number, results)
     return orderings_markdown(ev, table_orderings(ev))
 
 
 def _preflight(results: Path) -> str:
     """The committed preflight figures (``bench/preflight/*.json``, the plan's source)."""
-    from pairrepro.planning.preflight_record import load_preflight
-
-    lines = ["| recipe | data | steps | checks not passed | precision | pairs/s (1 thread) | "
-             "peak MB | GFLOP/pair | measured on |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = markdown_table(["recipe", "data", "steps", "checks not passed", "precision",
+                            "pairs/s (1 thread)", "peak MB", "GFLOP/pair", "measured on"])
     for name, record in load_preflight().items():
         data = record.get("data", {})
         where = (f"{data.get('dataset')} {data.get('split')}" if not data.get("synthetic")
@@ -89,15 +88,7 @@ def _preflight(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parity(results: Path) -> str:
-    from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
-
-    return parity_markdown(evaluate_parity(results))
-
-
 def _release(results: Path) -> str:
-    from pairrepro.report.publishing.release import pending, read_release
-
     todo = pending(results)
     if todo:
         return (f"**No release yet**: {len(todo)} recipes ({sum(len(r.seeds) for r in todo)} "
@@ -117,12 +108,7 @@ def _release(results: Path) -> str:
 
 def _environment(results: Path) -> str:
     """Where the reference runs were made, counted from their manifests."""
-    from collections import Counter
-
-    from pairrepro.runs import all_runs
-
     manifests = [run.manifest for run in all_runs(results) if run.status == "finished"]
-
     fields: dict[str, Callable[[dict[str, Any]], str]] = {
         "device": lambda m: str(m.get("device", "not recorded")),
         "torch": lambda m: str(m.get("torch", "not recorded")),
@@ -141,7 +127,7 @@ def _environment(results: Path) -> str:
 
 
 def _headline(results: Path) -> str:
-    lines = ["| paper | table | cells |", "|---|---|---|"]
+    lines = markdown_table(["paper", "table", "cells"])
     for paper in PAPERS:
         for table in load_paper(paper).tables:
             counts = _reference_view(paper, table.number, results).counts()
@@ -153,13 +139,10 @@ def _headline(results: Path) -> str:
 
 def _paper_runs(paper: str, results: Path) -> str:
     """The reference runs whose ``recipe.paper`` is ``paper``."""
-    from pairrepro.report.tables.runs_table import collect, to_markdown
-    from pairrepro.runs import all_runs
-
     ours = {run.path for run in all_runs(results)
             if run.config.get("recipe", {}).get("paper") == paper}
-    lines = [line for line in collect(results) if line.run in ours]
-    return to_markdown(lines) if lines else "No reference run of this paper's models.\n"
+    lines = [line for line in runs_table.collect(results) if line.run in ours]
+    return runs_table.to_markdown(lines) if lines else "No reference run of this paper's models.\n"
 
 
 def _paper_sections() -> dict[str, Callable[[Path], str]]:
@@ -193,7 +176,7 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "csran-twitter-url-gap": partial(_ladder, "csran_twitter_url"),
     "csran-trecqa-vectors": partial(_ladder, "csran_trecqa_vectors"),
     "mv-lstm-cosine-twitter-url-dev": partial(_ladder, "mv_lstm_cosine_twitter_url"),
-    "bf16-parity": _parity,
+    "bf16-parity": lambda results: parity_markdown(evaluate_parity(results)),
     "smoke": smoke_markdown,
     "reference-environment": _environment,
     "preflight": _preflight,

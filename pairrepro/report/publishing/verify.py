@@ -169,14 +169,8 @@ def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
         out.verdict, out.checks["reference"] = REFERENCE_DAMAGED, exc.message
         return out
     ok, out.checks["metrics"], bit_equal = _metrics_check(run, ref)
-    if files:
-        out.verdict = DIFFERENT_DATA
-    elif diffs:
-        out.verdict = VARIANT
-    elif not ok:
-        out.verdict = DIFFERENT
-    else:
-        out.verdict = SAME if bit_equal else CONSISTENT
+    out.verdict = (DIFFERENT_DATA if files else VARIANT if diffs else DIFFERENT if not ok
+                   else SAME if bit_equal else CONSISTENT)
     return out
 
 

@@ -4,7 +4,8 @@ rules: docs/results.md). θ_M comes from manifests or bench/model_facts.json, ne
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from pairrepro import paths
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import NoEvidenceError
 from pairrepro.planning.model_facts import needs_training, weight_count
-from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row, load_paper
+from pairrepro.planning.paper_tables import Column, Paper, PaperTable, Row
 from pairrepro.planning.plan import describe_variant, split_variants
 from pairrepro.planning.recipe_index import (
     RecipeIndex,
@@ -50,9 +51,7 @@ INFO = "info"
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 # each status's mark after a number, its text without one (layout.py) and its colour
 MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {RUNNING: "running", STALE: "stale", DAMAGED: "damaged", FAILED: "failed",
-         NOT_RUN: "not run", DATA_MISSING: "data missing", NO_RECIPE: "no recipe",
-         NOT_REPRODUCIBLE: "n/a", NEW: "", NO_REFERENCE: "no reference run", VARIANT: "variant"}
+SHORT = {NOT_REPRODUCIBLE: "n/a", NEW: ""}  # any other status prints as itself
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
          DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",
@@ -131,17 +130,8 @@ class EvalTable:
 
     def counts(self) -> dict[str, int]:
         """How many cells have each status (info cells left out, one-model cells apart)."""
-        out: dict[str, int] = {}
-        for row in self.rows:
-            for cell in row.cells:
-                if cell.status != INFO:
-                    key = ONE_MODEL if cell.one_model else cell.status
-                    out[key] = out.get(key, 0) + 1
-        return out
-
-
-def _damaged(runs: list[RunInfo]) -> list[str]:
-    return [r.problem or r.path for r in runs if r.status == DAMAGED]
+        return dict(Counter(ONE_MODEL if cell.one_model else cell.status
+                            for row in self.rows for cell in row.cells if cell.status != INFO))
 
 
 def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
@@ -217,7 +207,10 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     ref_value = [r for r in reference if r.value(column.metric) is not None]
     own, own_variants = split_variants(with_value, config)
     refs, ref_variants = split_variants(ref_value, config)
-    damaged = _damaged(runs) + _damaged(reference)
+    damaged = [r.problem or r.path for r in runs + reference if r.status == DAMAGED]
+    running = [r for r in runs if r.status == "running"]
+    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+    recipe_file = _recipe_path(recipe_name)
     notes: list[str] = []
     if own or refs:
         cell.source, cell.runs = (OWN, own) if own else (REFERENCE, refs)
@@ -235,56 +228,41 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
                 cell.reference_runs = refs
                 cell.estimate.reference = statistics.fmean(
                     numbers.to_unit(r.value(column.metric) or 0.0, column) for r in refs)
-        pending = [r for r in runs if r.status == "running"]
-        stopped = [r for r in runs if r.status in ("stale", "interrupted")]
-        notes += [f"{len(pending)} more seed(s) running"] if pending else []
-        notes += [f"{len(stopped)} seed(s) stopped (--resume)"] if stopped else []
-        notes += [f"{len(damaged)} seed(s) damaged: {'; '.join(damaged)}"] if damaged else []
-        cell.damaged = damaged
-        notes += [f"{len(own_variants)} variant run(s) left out: {', '.join(own_variants)}"
-                  ] if own_variants else []
-        cell.detail = "; ".join(notes)
+        notes += [f"{len(found)} {what}" for found, what in (
+            (running, "more seed(s) running"), (stopped, "seed(s) stopped (--resume)"),
+            (damaged, f"seed(s) damaged: {'; '.join(damaged)}"),
+            (own_variants, f"variant run(s) left out: {', '.join(own_variants)}")) if found]
+        cell.damaged, cell.detail = damaged, "; ".join(notes)
         return cell
     variants = {**ref_variants, **own_variants}
     if variants:
-        cell.verdict = Verdict(VARIANT)
-        cell.variant_keys = sorted({k for keys in variants.values() for k in keys})
         first = next(r for r in with_value + ref_value if r.path in variants)
-        cell.detail = (describe_variant(first.path, first, config)
-                       + f"; the recipe's own run: pairrepro train {_recipe_path(recipe_name)}")
-        return cell
-    if any(r.status == "running" for r in runs):
-        cell.verdict = Verdict(RUNNING)
-        cell.detail = ", ".join(r.path for r in runs if r.status == "running")
-        return cell
-    stopped = [r for r in runs if r.status in ("stale", "interrupted")]
+        return replace(cell, verdict=Verdict(VARIANT),
+                       variant_keys=sorted({k for keys in variants.values() for k in keys}),
+                       detail=describe_variant(first.path, first, config)
+                       + f"; the recipe's own run: pairrepro train {recipe_file}")
+    if running:
+        return replace(cell, verdict=Verdict(RUNNING), detail=", ".join(r.path for r in running))
     if stopped:
-        cell.verdict = Verdict(STALE)
         why = {"stale": "process gone", "interrupted": "interrupted"}
-        cell.detail = (", ".join(f"{r.path} ({why[r.status]})" for r in stopped)
-                       + f"; continue: pairrepro train {_recipe_path(recipe_name)} --resume")
-        return cell
+        return replace(cell, verdict=Verdict(STALE), detail=", ".join(
+            f"{r.path} ({why[r.status]})" for r in stopped)
+            + f"; continue: pairrepro train {recipe_file} --resume")
     if damaged:
-        cell.verdict = Verdict(DAMAGED)
-        cell.detail = "; ".join(damaged)
-        return cell
+        return replace(cell, verdict=Verdict(DAMAGED), detail="; ".join(damaged))
     if any(r.status == "failed" for r in runs):
-        cell.verdict = Verdict(FAILED)
-        cell.detail = f"see {runs[0].path}; rerun: pairrepro train {_recipe_path(recipe_name)}"
-        return cell
+        return replace(cell, verdict=Verdict(FAILED),
+                       detail=f"see {runs[0].path}; rerun: pairrepro train {recipe_file}")
     ready, command = True, ""
     if runs_dir is not None:  # the reference-only view (README) is the same on every machine
         recipe = index.recipes[recipe_name]
         ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-    if ready:  # one status and wording in both views, as the README states it
-        cell.verdict = Verdict(NO_REFERENCE)
-        recipe_file = (f"recipes/{recipe_name}.toml" if runs_dir is None
-                       else _recipe_path(recipe_name))
-        cell.detail = f"no reference run in results/ yet: pairrepro train {recipe_file}"
-    else:
-        cell.verdict = Verdict(DATA_MISSING)
-        cell.detail = command
-    return cell
+    if not ready:
+        return replace(cell, verdict=Verdict(DATA_MISSING), detail=command)
+    # one status and wording in both views, as the README states it
+    shown = f"recipes/{recipe_name}.toml" if runs_dir is None else recipe_file
+    return replace(cell, verdict=Verdict(NO_REFERENCE),
+                   detail=f"no reference run in results/ yet: pairrepro train {shown}")
 
 
 def _recipe_path(name: str) -> str:
@@ -296,12 +274,9 @@ def _recipe_path(name: str) -> str:
 
 
 def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) -> str:
-    if column.dataset:
-        for name in candidates:
-            if index.recipes[name].data.dataset == column.dataset:
-                return name
-        return ""
-    return candidates[0] if candidates else ""
+    """The first candidate of the column's dataset, where it names one ("" without)."""
+    return next((name for name in candidates if not column.dataset
+                 or index.recipes[name].data.dataset == column.dataset), "")
 
 
 def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
@@ -309,9 +284,8 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
     cell = Cell(column.key, published, Verdict(NO_RECIPE), recipe_name)
     if not recipe_name:
         ref = column.from_row
-        cell.detail = (f"no recipe declares Table {ref.table if ref else None} row "
-                       f"{ref.row if ref else None!r}")
-        return cell
+        return replace(cell, detail=f"no recipe declares Table {ref.table if ref else None} "
+                                    f"row {ref.row if ref else None!r}")
     config = index.recipes[recipe_name].to_dict()
     explicit, resolved = flatten(config), settings(config)
     for entry in row.keys:
@@ -338,11 +312,9 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
         return cell
     found = weight_count(recipe_name, [r for d in folders for r in find_runs(d, recipe_name)])
     if found is None:
-        cell.verdict = Verdict(NOT_RUN)
-        cell.detail = (f"no parameter count for {recipe_name}: no run of it records "
-                       "parameters.weights and bench/model_facts.json has none "
-                       "(python bench/model_facts.py)")
-        return cell
+        return replace(cell, verdict=Verdict(NOT_RUN), detail=(
+            f"no parameter count for {recipe_name}: no run of it records parameters.weights "
+            "and bench/model_facts.json has none (python bench/model_facts.py)"))
     count, source = found
     cell.estimate = Estimate(float(count))
     target = numbers.parse_published(published)
@@ -373,30 +345,16 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
         for column in table.columns:
             published = row.values.get(column.key, "")
             marks = {"bold": column.key in row.bold, "best": column.key in row.best}
+            recipe, why = _choose_recipe(candidates, column, index), row.why or table.data_note
             if column.kind == "info":
-                cells.append(Cell(column.key, published, Verdict(INFO), **marks))
-                continue
-            recipe = _choose_recipe(candidates, column, index)
-            if column.kind == "params":
-                cells.append(_params_cell(column, row, recipe,
-                                              [d for d in (runs_dir, results_dir) if d]))
-                continue
-            if not recipe:
-                why = row.why or table.data_note
-                cells.append(Cell(column.key, published,
-                                  Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
-                                  detail=why or "no recipe declares this row", **marks))
-                continue
-            cells.append(_metric_cell(table, column, row, recipe, index, runs_dir,
-                                      results_dir))
+                cell = Cell(column.key, published, Verdict(INFO), **marks)
+            elif column.kind == "params":
+                cell = _params_cell(column, row, recipe, [d for d in (runs_dir, results_dir) if d])
+            elif not recipe:
+                cell = Cell(column.key, published, Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
+                            detail=why or "no recipe declares this row", **marks)
+            else:
+                cell = _metric_cell(table, column, row, recipe, index, runs_dir, results_dir)
+            cells.append(cell)
         rows.append(EvalRow(row, cells, candidates))
     return EvalTable(paper, table, rows, str(runs_dir or ""), str(results_dir or ""))
-
-
-def evaluate_paper(name: str, runs_dir: Path | None, table: int | None = None,
-                   index: RecipeIndex | None = None,
-                   results_dir: Path | None = None) -> list[EvalTable]:
-    paper = load_paper(name)
-    index = index or load_recipe_index()
-    tables = [paper.table(table)] if table is not None else paper.tables
-    return [evaluate_table(paper, t, runs_dir, index, results_dir) for t in tables]

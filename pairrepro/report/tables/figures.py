@@ -86,10 +86,9 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
         raise DataError(f"{ev.paper.paper} Table {ev.table.number} has no rows with an x value "
                         "to plot", hint="give rows x = <value> in the paper TOML")
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    metric_cols = [c for c in ev.table.columns if c.kind == "metric"]
-    for i, column in enumerate(metric_cols):
+    xs = [float(r.row.x or 0) for r in rows]
+    for i, column in enumerate(c for c in ev.table.columns if c.kind == "metric"):
         color = f"C{i}"
-        xs = [float(r.row.x or 0) for r in rows]
         cells = [next(c for c in r.cells if c.column == column.key) for r in rows]
         published = [float(c.published) for c in cells]
         ax.plot(xs, published, "--", marker="s", color=color, label=f"{column.header} (paper)")
@@ -100,8 +99,8 @@ def table_plot(ev: EvalTable, out_dir: Path) -> list[Path]:
             ax.errorbar(ox, oy, yerr=oe, marker="o", color=color, capsize=3,
                         label=f"{column.header} (ours)")
     ax.set_xscale("log", base=2)
-    xs_all = sorted({float(r.row.x or 0) for r in rows})
-    ax.set_xticks(xs_all, [f"{x:g}" for x in xs_all])
+    ticks = sorted(set(xs))
+    ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
     ax.set_xlabel(ev.table.x_label or "x")
     ax.set_title(f"{ev.paper.paper} Table {ev.table.number}: {ev.table.caption}", fontsize=9)
     ax.legend(fontsize=8)

@@ -51,19 +51,13 @@ class Layout:
 
 def _where(runs: list[RunInfo]) -> str:
     """Where runs were made: device, torch build and CPU threads (from their manifests)."""
-    seen: list[str] = []
-    for run in runs:
-        m = run.manifest
-        if not m.get("device"):
-            continue
-        device = str(m.get("device"))
-        threads = m.get("cpu_threads")
-        text = device + (f", torch {m['torch']}" if m.get("torch") else "")
-        if threads and not device.startswith("cuda"):
-            text += f", {threads} thread{'s' if threads != 1 else ''}"
-        if text not in seen:
-            seen.append(text)
-    return ", ".join(seen)
+    seen = []
+    for m in (run.manifest for run in runs if run.manifest.get("device")):
+        device, threads = str(m["device"]), m.get("cpu_threads")
+        seen.append(device + (f", torch {m['torch']}" if m.get("torch") else "")
+                    + (f", {threads} thread{'s' if threads != 1 else ''}"
+                       if threads and not device.startswith("cuda") else ""))
+    return ", ".join(dict.fromkeys(seen))
 
 
 def _commit(run: RunInfo) -> str:
@@ -95,18 +89,14 @@ def _run_setup(config: dict[str, Any]) -> str:
         "embeddings", "train", "data", "model", "task"))
     if needs_training(str(model.get("name", ""))) is False:
         return "no training"
-    parts = []
-    if emb:
-        parts.append(f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d")
-    if model.get("use_exact_match"):
-        parts.append("exact-match feature")
-    if train.get("epochs"):
-        parts.append(f"at most {train['epochs']} epoch{'s' if train['epochs'] != 1 else ''}")
-    if data.get("max_train_pairs"):
-        parts.append(f"{int(data['max_train_pairs']):,} training pairs sampled")
-    if task.get("max_negatives_per_query"):
-        parts.append(f"≤{task['max_negatives_per_query']} negatives per query and epoch")
-    return "; ".join(parts)
+    epochs, pairs = train.get("epochs"), data.get("max_train_pairs")
+    negatives = task.get("max_negatives_per_query")
+    parts = [emb and f"embeddings {emb.get('source', '?')} {emb.get('dim', '?')}d",
+             model.get("use_exact_match") and "exact-match feature",
+             epochs and f"at most {epochs} epoch{'s' if epochs != 1 else ''}",
+             pairs and f"{int(pairs):,} training pairs sampled",
+             negatives and f"≤{negatives} negatives per query and epoch"]
+    return "; ".join(part for part in parts if part)
 
 
 def value_text(cell: Cell, column: Column) -> str:
@@ -140,10 +130,8 @@ def delta_text(cell: Cell, column: Column) -> str:
 
 def comparison_text(cell: Cell, column: Column) -> str:
     """``--compare-to``'s "+0.052 (p 0.003)" ("n/a" without a test, "" not compared)."""
-    if cell.comparison is None:
-        return ""
-    return versus_text(cell.comparison, column) if cell.comparison.p_value is not None \
-        else "n/a"
+    found = cell.comparison
+    return "" if found is None else "n/a" if found.p_value is None else versus_text(found, column)
 
 
 def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
@@ -199,18 +187,12 @@ def layout(ev: EvalTable) -> Layout:
             lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
             if ev.compare_to and column.kind == "metric":
                 lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
-    previous_block = None
-    for i, erow in enumerate(ev.rows):
+    lay.block_starts = {i for i in range(1, len(ev.rows))
+                        if ev.rows[i].row.block != ev.rows[i - 1].row.block}
+    for erow in ev.rows:
         row = erow.row
-        if previous_block is not None and row.block != previous_block:
-            lay.block_starts.add(i)
-        previous_block = row.block
-        label = row.printed_label
-        if row.footnote:
-            label = f"{label} [footnote {row.footnote}]"
-        if any(c.one_model for c in erow.cells):
-            label += " †"
-        line = [Text(label)]
+        line = [Text(row.printed_label + (f" [footnote {row.footnote}]" if row.footnote else "")
+                     + (" †" if any(c.one_model for c in erow.cells) else ""))]
         for column, cell in zip(table.columns, erow.cells, strict=True):
             line.append(Text(cell.published or "", bold=cell.bold or cell.best))
             if column.kind != "info":

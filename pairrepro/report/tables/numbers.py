@@ -1,11 +1,11 @@
-"""Numbers as the papers print them: parsing published strings, formatting reproduced values
-with the paper's decimals and fraction style, parameter counts (``77.5K``)."""
+"""Numbers as the papers print them (published strings parsed, reproduced values in the paper's
+decimals and fraction style, counts like ``77.5K``) and the Markdown table every report writes."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pairrepro.planning.paper_tables import Column
@@ -90,3 +90,9 @@ def hparam_equal(published: str, value: Any) -> bool:
     if number is None or isinstance(value, bool) or not isinstance(value, int | float):
         return False
     return math.isclose(float(value), number, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def markdown_table(head: list[str], rows: Iterable[list[str]] = ()) -> list[str]:
+    """The lines of a GitHub Markdown table (its cells already escaped)."""
+    cells = " | ".join
+    return [f"| {cells(head)} |", "|" + "---|" * len(head), *(f"| {cells(row)} |" for row in rows)]

@@ -6,13 +6,15 @@ from __future__ import annotations
 import html
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.tables.cells import STYLE, Cell, EvalTable
-from pairrepro.report.tables.layout import comparison_text, layout
+from pairrepro.report.tables.layout import Text, comparison_text, layout
+from pairrepro.report.tables.numbers import markdown_table
 
 FORMATS = ("term", "md", "latex", "html")
 
@@ -33,25 +35,24 @@ def _link(link: str, links_from: Path | None) -> str:
     return Path(os.path.relpath(target, base)).as_posix()
 
 
+def _marked(t: Text, escape: Callable[[str], str], bold: str, note: str,
+            link: Callable[[Text, str], str] = lambda t, text: text) -> str:
+    """``t``'s text escaped, in ``bold`` where marked so, linked, with its ``note`` mark."""
+    text = escape(t.text)
+    text = bold.format(text) if t.bold and text else text
+    return link(t, text) + (note.format(t.note) if t.note else "")
+
+
 def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
     """A GitHub-flavoured Markdown table with notes and run links."""
     lay = layout(ev)
-    out = [f"### {ev.paper.paper}: {lay.title}", ""]
-    out.append("| " + " | ".join(_md_escape(h) for h in lay.headers) + " |")
-    out.append("|" + "|".join("---" for _ in lay.headers) + "|")
-    for line in lay.rows:
-        cells = []
-        for t in line:
-            text = _md_escape(t.text)
-            if t.bold and text:
-                text = f"**{text}**"
-            if t.link:
-                text = f"[{text}]({_link(t.link, links_from)})"
-            if t.note:
-                text += f" [{t.note}]"
-            cells.append(text)
-        out.append("| " + " | ".join(cells) + " |")
-    out += ["", lay.legend, ""]
+
+    def link(t: Text, text: str) -> str:
+        return f"[{text}]({_link(t.link, links_from)})" if t.link else text
+
+    rows = [[_marked(t, _md_escape, "**{}**", " [{}]", link) for t in line] for line in lay.rows]
+    out = [f"### {ev.paper.paper}: {lay.title}", "",
+           *markdown_table([_md_escape(h) for h in lay.headers], rows), "", lay.legend, ""]
     out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
     if lay.runs:
         out += ["", "Runs:", ""]
@@ -78,23 +79,18 @@ def to_latex(ev: EvalTable) -> str:
     """A ``table`` environment (booktabs; ``\\checkmark`` needs amssymb)."""
     lay = layout(ev)
     refs = {recipe: chr(ord("a") + i) for i, recipe in enumerate(sorted(lay.runs))}
+
+    def link(t: Text, text: str) -> str:  # the letter of the run's line below the table
+        return text + (rf"\textsuperscript{{{refs[t.run_ref]}}}" if t.run_ref else "")
+
     spec = "l" + "r" * (len(lay.headers) - 1)
     out = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}",
            r"\toprule", " & ".join(_tex(h) for h in lay.headers) + r" \\", r"\midrule"]
     for i, line in enumerate(lay.rows):
         if i in lay.block_starts:
             out.append(r"\midrule")
-        cells = []
-        for t in line:
-            text = _tex(t.text)
-            if t.bold and text:
-                text = rf"\textbf{{{text}}}"
-            if t.run_ref:
-                text += rf"\textsuperscript{{{refs[t.run_ref]}}}"
-            if t.note:
-                text += rf"\textsuperscript{{[{t.note}]}}"
-            cells.append(text)
-        out.append(" & ".join(cells) + r" \\")
+        out.append(" & ".join(_marked(t, _tex, r"\textbf{{{}}}", r"\textsuperscript{{[{}]}}", link)
+                              for t in line) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     caption = f"{lay.title} (paper vs. pairrepro). {lay.legend}"
     out.append(rf"\caption{{{_tex(caption)}}}")
@@ -109,27 +105,24 @@ def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
     """A self-contained HTML fragment (``<table>`` plus notes) linking cells to runs."""
     lay = layout(ev)
     esc = html.escape
+
+    def link(t: Text, text: str) -> str:
+        if not t.link:
+            return text
+        title = esc(lay.runs.get(t.run_ref, ""), quote=True)
+        return f'<a href="{esc(_link(t.link, links_from), quote=True)}" title="{title}">{text}</a>'
+
+    note = f'<sup><a href="#{ev.paper.paper}-{ev.table.number}-n{{0}}">[{{0}}]</a></sup>'
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
            f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
     out += [f"<th>{esc(h)}</th>" for h in lay.headers]
     out.append("</tr></thead><tbody>")
     for i, line in enumerate(lay.rows):
         cls = ' class="block-start"' if i in lay.block_starts else ""
-        cells = []
-        for t in line:
-            text = esc(t.text)
-            if t.bold and text:
-                text = f"<b>{text}</b>"
-            if t.link:
-                title = esc(lay.runs.get(t.run_ref, ""), quote=True)
-                href = esc(_link(t.link, links_from), quote=True)
-                text = f'<a href="{href}" title="{title}">{text}</a>'
-            if t.note:
-                anchor = f"{ev.paper.paper}-{ev.table.number}-n{t.note}"
-                text += f'<sup><a href="#{anchor}">[{t.note}]</a></sup>'
-            status = f' class="{t.status.replace(" ", "-")}"' if t.status else ""
-            cells.append(f"<td{status}>{text}</td>")
-        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+        cells = [(f' class="{t.status.replace(" ", "-")}"' if t.status else "",
+                  _marked(t, esc, "<b>{}</b>", note, link)) for t in line]
+        out.append(f"<tr{cls}>" + "".join(f"<td{status}>{text}</td>" for status, text in cells)
+                   + "</tr>")
     out += ["</tbody></table>", f"<p>{esc(lay.legend)}</p>"]
     if lay.notes:
         out.append("<ol>")
@@ -171,9 +164,8 @@ def term_renderables(ev: EvalTable) -> list[object]:
         cells = []
         for t in line:
             style = STYLE.get(t.status, "")
-            if t.bold:
-                style = f"bold {style}".strip()
-            cells.append(RichText(t.text + (f" [{t.note}]" if t.note else ""), style=style))
+            cells.append(RichText(_marked(t, str, "{}", " [{}]"),
+                                  style=f"bold {style}".strip() if t.bold else style))
         table.add_row(*cells)
     out: list[object] = [table]
     out += [RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)]

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pairrepro.report.tables.numbers import markdown_table
 from pairrepro.runs import DamagedRunError, RunInfo, all_runs, resume_command, resume_overrides
 
 RANKING_METRICS = ("map", "mrr")
@@ -50,12 +51,6 @@ def _wall_time_note(manifest: dict[str, Any]) -> str:
     return note + (", one untimed" if manifest.get("wall_time_untimed") else "")
 
 
-def _last_epoch_pairs(log: list[dict[str, Any]]) -> int | None:
-    """Training pairs of the last epoch (sampling can make it less than the split)."""
-    value = log[-1].get("train_pairs") if log else None
-    return int(value) if isinstance(value, int | float) else None
-
-
 def _damaged_line(run: RunInfo, problem: str) -> RunLine:
     dataset = run.manifest.get("dataset") or run.config.get("data", {}).get("dataset", "")
     return RunLine(run=run.path, dataset=str(dataset), commit=run.commit, status="damaged",
@@ -75,6 +70,8 @@ def run_line(run: RunInfo) -> RunLine:
     train_split = run.config.get("data", {}).get("train_split", "train")
     test_split = (run.config.get("data", {}).get("test_splits") or ["test"])[0]
     trained = manifest.get("epochs_run")
+    # the last epoch's training pairs (sampling can make them fewer than the split's)
+    last_pairs = log[-1].get("train_pairs") if log else None
     return RunLine(
         run=run.path, dataset=str(manifest.get("dataset", "")),
         variant=str(manifest.get("variant", "")),
@@ -82,7 +79,8 @@ def run_line(run: RunInfo) -> RunLine:
         chosen_epoch=run.chosen_epoch, epochs_run=trained,
         wall_time_s=manifest.get("wall_time_s"),
         pairs_per_s=manifest.get("pairs_per_s") if trained else None,
-        pairs_per_epoch=_last_epoch_pairs(log) if trained else manifest.get("train_pairs"),
+        pairs_per_epoch=(int(last_pairs) if isinstance(last_pairs, int | float) else None)
+        if trained else manifest.get("train_pairs"),
         cpu_threads=manifest.get("cpu_threads"), device=str(manifest.get("device", "")),
         commit=str(git.get("commit") or run.commit or ""), dirty=git.get("dirty"),
         sha256_train=str(sha.get(f"{train_split}.parquet", "")),
@@ -170,12 +168,8 @@ def format_line(line: RunLine) -> list[str]:
 
 
 def to_markdown(lines: list[RunLine]) -> str:
-    out = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    for line in lines:
-        cells = format_line(line)
-        cells[0] = f"`{cells[0]}`"
-        out.append("| " + " | ".join(cells) + " |")
-    return "\n".join(out) + "\n"
+    rows = [[f"`{cells[0]}`", *cells[1:]] for cells in map(format_line, lines)]
+    return "\n".join(markdown_table(HEADERS, rows)) + "\n"
 
 
 def to_json(lines: list[RunLine]) -> list[dict[str, Any]]:
