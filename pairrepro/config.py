@@ -35,9 +35,6 @@ def _distinct(seeds: list[int]) -> list[int]:
 
 Seeds = Annotated[list[Annotated[int, Field(ge=0, le=MAX_SEED)]], Field(min_length=1),
                   AfterValidator(_distinct)]
-# the choices are pairrepro.tasks' own (one list of task types and losses)
-TaskType = Literal[TASK_TYPES]  # type: ignore[valid-type]
-Loss = Literal[LOSSES]  # type: ignore[valid-type]
 
 
 class TableRow(Schema):
@@ -94,8 +91,9 @@ class ModelSection(Schema):
 
 
 class TaskSection(Schema):
-    type: TaskType = CLASSIFICATION.type
-    loss: Loss = CLASSIFICATION.loss
+    # the choices are pairrepro.tasks' own (one list of task types and losses)
+    type: Literal[TASK_TYPES] = CLASSIFICATION.type  # type: ignore[valid-type]
+    loss: Literal[LOSSES] = CLASSIFICATION.loss  # type: ignore[valid-type]
     margin: NonNegative = 1.0
     negatives: Positive = 1  # sampled negatives per positive for the hinge loss
     max_negatives_per_query: Count = 0  # pointwise, per query and epoch (0 = all)

@@ -11,7 +11,6 @@ import os
 import platform
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,14 +132,11 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return name
 
 
-@contextlib.contextmanager
-def autocast(device: torch.device, precision: str = "fp32") -> Iterator[None]:
+def autocast(device: torch.device, precision: str = "fp32") -> contextlib.AbstractContextManager:
     """bf16 autocast on ``device`` when ``precision`` is bf16, else nothing."""
     if precision == "bf16":
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            yield
-    else:
-        yield
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def device_name(device: torch.device) -> str:
@@ -314,18 +310,13 @@ def reported_failure(failures: dict[int, Any]) -> RankFailure:
                        None if printed else message)
 
 
-def _comm_device() -> torch.device:
-    """nccl only moves CUDA tensors; gloo moves CPU ones."""
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
 def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
     """Sum numbers over ranks (identity when not distributed)."""
     if not ctx.enabled:
         return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device())
+    # nccl only moves CUDA tensors; gloo moves CPU ones
+    device = torch.cuda.current_device() if dist.get_backend() == "nccl" else "cpu"
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.cpu().tolist()
 
@@ -349,11 +340,7 @@ def barrier(ctx: DistContext) -> None:
 
 def broadcast_flag(flag: bool, ctx: DistContext) -> bool:
     """Rank 0's value of ``flag`` on every rank (e.g. 'stop now' after Ctrl-C)."""
-    if not ctx.enabled:
-        return flag
-    tensor = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_comm_device())
-    dist.broadcast(tensor, src=0)
-    return bool(tensor.item())
+    return bool(broadcast_object(flag, ctx))
 
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:

@@ -9,8 +9,7 @@ from pathlib import Path
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-PROJECT_DIR = PACKAGE_DIR.parent
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def project_relative(path: str | Path) -> str:

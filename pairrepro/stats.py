@@ -413,10 +413,7 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error), in the input order."""
     order = np.argsort(p_values, kind="stable")
-    m = len(order)
-    adjusted = np.empty(m)
-    running = 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * float(p_values[i])))
-        adjusted[i] = running
+    steps = (len(order) - np.arange(len(order))) * np.asarray(p_values, dtype=np.float64)[order]
+    adjusted = np.empty(len(order))
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, steps))
     return adjusted.tolist()

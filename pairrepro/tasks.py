@@ -122,8 +122,10 @@ class _PairwiseRanking(_Ranking):
 
     def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
                    num_triples: int = 0) -> torch.Tensor:
+        import torch
+
         scores = outputs.float()[:, 0]
-        return hinge_loss(scores[:num_triples], scores[num_triples:], margin)
+        return torch.clamp(margin - scores[:num_triples] + scores[num_triples:], min=0).mean()
 
     def batch_correct(self, outputs: torch.Tensor, labels: torch.Tensor, num_triples: int = 0
                       ) -> torch.Tensor:
@@ -176,14 +178,6 @@ class _PointwiseRanking(_Ranking):
 
         items = sample_query_negatives(split, max_negatives_per_query, rng)
         return items, split.lengths()[items]
-
-
-def hinge_loss(pos_scores: torch.Tensor, neg_scores: torch.Tensor, margin: float
-               ) -> torch.Tensor:
-    """Mean pairwise max-margin loss."""
-    import torch
-
-    return torch.clamp(margin - pos_scores + neg_scores, min=0).mean()
 
 
 def _id_columns(split: EncodedSplit) -> pd.DataFrame:

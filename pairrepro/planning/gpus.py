@@ -1,6 +1,5 @@
 """GPUs for the plan: peak dense bf16 FLOP/s (``gpus.toml``) and training rates measured on a
-GPU (``bench/records/gpu_rates.json``, by ``bench/gpu_check.sh``).
-"""
+GPU (``bench/records/gpu_rates.json``, by ``bench/gpu_check.sh``)."""
 
 from __future__ import annotations
 

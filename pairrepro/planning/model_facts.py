@@ -1,7 +1,5 @@
-"""What the report and the plan know about models, read from ``bench/model_facts.json``
-(``python bench/model_facts.py``), never from model code: constructor defaults,
-``needs_training``, and θ_M per recipe for rows without a run.
-"""
+"""What report and plan know of models, from ``bench/model_facts.json`` (never model code):
+constructor defaults, ``needs_training``, and θ_M per recipe for rows without a run."""
 
 from __future__ import annotations
 

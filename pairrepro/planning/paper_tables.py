@@ -1,7 +1,6 @@
 """Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its
 loader, which validates one level at a time so that an error names the file, the table, the
-block and the row by its label (``blocks[0] rows[3] 'CSRAN'``) or the column.
-"""
+block and the row by its label (``blocks[0] rows[3] 'CSRAN'``) or the column."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What a table needs before it can be rendered with numbers (``--plan``, ``make ... DRY=1``):
 per recipe, data readiness per split, the seeds to train and the hours, ``seeds × epochs ×
-train pairs / pairs_per_s`` (sources and fallbacks: docs/preflight.md).
-"""
+train pairs / pairs_per_s`` (sources and fallbacks: docs/preflight.md)."""
 
 from __future__ import annotations
 
@@ -78,15 +77,10 @@ class PlanItem:
         return self._hours_at(self.gpu_peak_flops, self.flops_per_pair or 0.0)
 
     @property
-    def gpu_measured_hours(self) -> float | None:
-        """At the rate measured on the GPU (``None``: no rate)."""
-        return self._hours_at(self.gpu_rate)
-
-    @property
     def gpu_figure(self) -> tuple[float | None, str]:
         """The GPU hours and where they come from: :data:`MEASURED`, else :data:`LOWER_BOUND`."""
         if self.gpu_rate:
-            return self.gpu_measured_hours, MEASURED
+            return self._hours_at(self.gpu_rate), MEASURED
         return self.gpu_lower_bound_hours, LOWER_BOUND
 
     @property
@@ -388,7 +382,7 @@ def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
     """``--json`` view of a plan."""
     return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
              "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours,
-             "gpu_measured_hours": it.gpu_measured_hours,
+             "gpu_measured_hours": it._hours_at(it.gpu_rate),
              "gpu_figure": {"hours": it.gpu_figure[0], "from": it.gpu_figure[1]}
              if it.gpu else None}
             for it in items]

@@ -1,6 +1,5 @@
 """Which recipe reproduces which paper row (a recipe's ``reproduces``; ``compares`` adds a row
-of its own below the paper's), and a recipe's settings as flat names.
-"""
+of its own below the paper's), and a recipe's settings as flat names."""
 
 from __future__ import annotations
 
