@@ -223,21 +223,20 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
     _check_task(recipe)
     _check_l2_scope(recipe)
     emb = recipe.embeddings
-    if emb.source == "glove-file" and not emb.path:
-        raise ConfigError(f"{recipe.where('embeddings', 'path')}: [embeddings] path: "
-                          "required when source = 'glove-file'")
-    if emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim):
-        raise ConfigError(f"{recipe.where('embeddings', 'pca_dim')}: [embeddings] pca_dim: "
-                          f"{emb.pca_dim} must be below dim ({emb.dim}) of pretrained vectors "
-                          f"(source {emb.source!r})",
-                          hint="pca_dim = 0 keeps the vectors as they are")
-    if emb.randomise and emb.source == "random":
-        raise ConfigError(f"{recipe.where('embeddings', 'randomise')}: [embeddings] randomise: "
-                          "source 'random' has no vectors to randomise",
-                          hint="randomise pretrained vectors, or drop the key")
-    if emb.source == "glove-6b-50d" and emb.dim != 50:
-        raise ConfigError(f"{recipe.where('embeddings', 'dim')}: [embeddings] dim: "
-                          f"glove-6b-50d vectors have 50 dimensions, got {emb.dim}")
+    for wrong, key, problem, hint in (
+            (emb.source == "glove-file" and not emb.path, "path",
+             "required when source = 'glove-file'", None),
+            (emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim), "pca_dim",
+             f"{emb.pca_dim} must be below dim ({emb.dim}) of pretrained vectors (source "
+             f"{emb.source!r})", "pca_dim = 0 keeps the vectors as they are"),
+            (emb.randomise and emb.source == "random", "randomise",
+             "source 'random' has no vectors to randomise",
+             "randomise pretrained vectors, or drop the key"),
+            (emb.source == "glove-6b-50d" and emb.dim != 50, "dim",
+             f"glove-6b-50d vectors have 50 dimensions, got {emb.dim}", None)):
+        if wrong:
+            raise ConfigError(f"{recipe.where('embeddings', key)}: [embeddings] {key}: {problem}",
+                              hint=hint)
     return recipe
 
 
@@ -327,17 +326,14 @@ def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
             out[key] = merge_tables(out[key], value, source, dotted)
             continue
         if key in out and isinstance(value, dict) != isinstance(out[key], dict):
-            here, there = _kind(value), _kind(out[key])
+            here, there = ("a table" if isinstance(v, dict) else f"the value {v!r}"
+                           for v in (value, out[key]))
             raise ConfigError(
                 f"{source or 'recipe'}: {dotted}: {here} here, but {there} in the recipe it "
                 "extends", hint=f"give {dotted} as {there} (tables merge key by key, values "
                                 "replace values), or drop extends")
         out[key] = copy.deepcopy(value)
     return out
-
-
-def _kind(value: Any) -> str:
-    return "a table" if isinstance(value, dict) else f"the value {value!r}"
 
 
 def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:

@@ -41,9 +41,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 def atomic_open(path: str | os.PathLike[str], mode: str = "w",
                 encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a file for writing that appears under ``path`` only once fully written."""
-    if "b" in mode:
-        encoding = None
-    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
+    with (atomic_path(path) as tmp,
+          open(tmp, mode, encoding=None if "b" in mode else encoding) as handle):
         yield handle
         handle.flush()
         os.fsync(handle.fileno())

@@ -84,15 +84,10 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
         done = done_seeds(runs_dir, recipe)
         specs += specs_of(recipe, [s for s in (seeds or recipe.seeds) if s not in done])
     outcome.runs = _launch(specs, runs_dir, device, progress, index, notify, launch)
-    failed_by_recipe: dict[str, list[RunOutcome]] = {}
-    for run in outcome.failed_runs:
-        failed_by_recipe.setdefault(run.spec.recipe, []).append(run)
-    for name in names:
-        if name in outcome.failed:
-            continue
-        if name in failed_by_recipe:
-            outcome.failed[name] = "; ".join(f"seed {r.spec.seed}: {r.reason}"
-                                             for r in failed_by_recipe[name])
+    for name in (n for n in names if n not in outcome.failed):
+        lost = [r for r in outcome.failed_runs if r.spec.recipe == name]
+        if lost:
+            outcome.failed[name] = "; ".join(f"seed {r.spec.seed}: {r.reason}" for r in lost)
         else:
             outcome.ran.append(name)
     return outcome

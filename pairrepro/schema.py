@@ -61,11 +61,7 @@ def describe(error: dict[str, Any], sections: bool = True) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":  # the key as typed, quoted: a misspelling shows
         return f"{where}: {_ALLOWED[kind]} {error['loc'][-1]!r}"
-    if kind == "missing":
-        return f"{where}: {_ALLOWED[kind]}"
-    allowed = _ALLOWED.get(kind)
-    if allowed is None:
-        allowed = str(error.get("msg", "")).removeprefix("Value error, ")
+    allowed = _ALLOWED.get(kind) or str(error.get("msg", "")).removeprefix("Value error, ")
     value = error.get("input")
     shown = f"{value!r}: " if not isinstance(value, dict | list) else ""
     return f"{where}: {shown}{allowed}" if where else f"{shown}{allowed}"

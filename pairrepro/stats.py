@@ -142,23 +142,16 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
                seed: int, targets: Sequence[float], step: float) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
     (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units."""
-    units = len(features)
-    if units == 0 or seeds == 0:
+    if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
            confidence, resamples, seed, tuple(targets), step,
            (RESAMPLES, INTERVAL_CAP, ENDPOINT_SE, MC_Z))
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = _draw_interval(_UnitSums(features), per_seed, point, seeds, confidence,
-                                    resamples, seed, targets, step)
-    return _MEMO[key]
-
-
-def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarray],
-                   point: float, seeds: int, confidence: float, resamples: int | None,
-                   seed: int, targets: Sequence[float], step: float) -> Interval:
+    if key in _MEMO:
+        return _MEMO[key]
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    sampler = _UnitSums(features)
     rng = np.random.default_rng([seed, 2718])
     batch = resamples or RESAMPLES
     stats = np.empty(0)
@@ -176,6 +169,7 @@ def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarr
         settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
                    and not any(out.moving()))
         if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
+            _MEMO[key] = out
             return out
         batch = len(stats)
 
@@ -370,28 +364,6 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
                           swapped.words, n, resamples, seed, alphas)
 
 
-def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
-                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """The types of pairs a swap can change, and the F1 difference from how many of each a
-    swap takes (``[R, types]`` -> ``[R]``)."""
-    gold = np.asarray(labels).astype(bool)
-    a, b = runs_a.astype(bool), runs_b.astype(bool)
-    seeds = len(a)
-    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
-    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
-    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
-    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in _indicators(gold, a))
-    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in _indicators(gold, b))
-
-    def statistic(counts: np.ndarray) -> np.ndarray:
-        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
-        tp, fp = move[:, :seeds], move[:, seeds:]
-        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
-                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
-
-    return sizes, statistic
-
-
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
@@ -403,7 +375,22 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                         f"{runs_b.shape[0]}", hint="pair as many seeds of each system")
     if runs_b.shape[1] != (n := runs_a.shape[1]):
         raise DataError("paired test: the systems were scored on different pairs")
-    sizes, statistic = f1_swap_statistic(labels, runs_a, runs_b)
+    gold = np.asarray(labels).astype(bool)
+    a, b = runs_a.astype(bool), runs_b.astype(bool)
+    seeds = len(a)
+    # the types of pairs a swap can change: how many of each it takes gives the F1 difference
+    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
+    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
+    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
+    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in _indicators(gold, a))
+    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in _indicators(gold, b))
+
+    def statistic(counts: np.ndarray) -> np.ndarray:  # [R, types] -> [R]
+        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
+        tp, fp = move[:, :seeds], move[:, seeds:]
+        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
+                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
+
     counts = SwapCounts(sizes)
     observed = float(statistic(np.zeros((1, len(sizes)), dtype=np.int64))[0])
     return _adaptive_test(observed, lambda rng, rows: statistic(counts.draw(rng, rows)),

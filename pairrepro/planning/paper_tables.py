@@ -99,8 +99,13 @@ class Row(Schema):
             if unknown:
                 raise ValueError(f"{what}: unknown column {unknown[0]!r} (columns: "
                                  f"{', '.join(columns)})")
-        for key, unit in context.get("units", {}).items():
-            _check_scale(key, self.values.get(key, ""), unit)
+        for key, unit in context.get("units", {}).items():  # "85.4" in a fraction column
+            printed = self.values.get(key, "")
+            largest, name = SCALE[unit]
+            if (_NUMBER.match(printed) and any(ch.isdigit() for ch in printed)
+                    and abs(float(printed.replace("−", "-"))) > largest):
+                raise ValueError(f"{key}: {printed!r} is not a {name}, the unit of column "
+                                 f"{key!r} (unit = {unit!r})")
         if context.get("kind") == "hparams" and not self.keys:
             raise ValueError("an hparams row needs keys = [\"section.key\", ...]")
         return self
@@ -112,16 +117,6 @@ class Row(Schema):
 
 # the largest magnitude a published metric may have in each unit, and its name in errors
 SCALE = {"%": (100.0, "percentage (0..100)"), "fraction": (1.0, "fraction (0..1)")}
-
-
-def _check_scale(key: str, printed: str, unit: str) -> None:
-    """A published number must fit its column's unit ("85.4" in a fraction column)."""
-    if not _NUMBER.match(printed) or not any(ch.isdigit() for ch in printed):
-        return  # "-", "" or not a plain number: nothing to compare
-    largest, name = SCALE[unit]
-    if abs(float(printed.replace("−", "-"))) > largest:
-        raise ValueError(f"{key}: {printed!r} is not a {name}, the unit of column {key!r} "
-                         f"(unit = {unit!r})")
 
 
 class Block(Schema):

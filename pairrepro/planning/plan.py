@@ -287,16 +287,6 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
     return list(items.values())
 
 
-def _speed(item: PlanItem) -> str:
-    """``5.6 (source)``: slow (CPU) figures keep a decimal."""
-    if not item.trains:
-        return "no training"
-    if not item.pairs_per_s:
-        return "unknown"
-    digits = 0 if item.pairs_per_s >= 100 else 1
-    return f"{item.pairs_per_s:.{digits}f} ({item.throughput_source})"
-
-
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     """The plan as text; a note when training would run on CUDA (``device``) but the hours are
     CPU figures."""
@@ -323,7 +313,9 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             ",".join(map(str, it.seeds_todo)) or "done",
             f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}"
             + (" (est.)" if it.train_pairs_estimate else ""),
-            _speed(it),
+            # pairs/s: slow (CPU) figures keep a decimal
+            ("no training" if not it.trains else "unknown" if not it.pairs_per_s else
+             f"{it.pairs_per_s:.{0 if it.pairs_per_s >= 100 else 1}f} ({it.throughput_source})"),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
             it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
         ]

@@ -36,24 +36,18 @@ class RecipeIndex:
         return self.rows.get((paper, table, normalise_label(label)), [])
 
 
-def _table(paper: str, number: int, cache: dict[tuple[str, int], PaperTable | None]
-           ) -> PaperTable | None:
-    """Table ``number`` of ``paper``, None when there is no such paper or table."""
-    if (paper, number) not in cache:
-        try:
-            cache[(paper, number)] = load_paper(paper).table(number)
-        except ConfigError:
-            cache[(paper, number)] = None
-    return cache[(paper, number)]
-
-
 def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]) -> None:
     """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset (a copied
     recipe would otherwise put another dataset's number into the table)."""
     for kind, refs in (("reproduces", recipe.recipe.reproduces),
                        ("compares", recipe.recipe.compares)):
         for ref in refs:
-            table = _table(ref.paper, ref.table, cache)
+            if (ref.paper, ref.table) not in cache:  # None: no such paper or table
+                try:
+                    cache[(ref.paper, ref.table)] = load_paper(ref.paper).table(ref.table)
+                except ConfigError:
+                    cache[(ref.paper, ref.table)] = None
+            table = cache[(ref.paper, ref.table)]
             if table is None or not table.datasets:
                 continue
             if recipe.data.dataset not in table.datasets:
