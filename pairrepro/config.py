@@ -149,8 +149,7 @@ class TrainSection(Schema):
 
 
 class Recipe(Schema):
-    """A validated recipe: ``name`` the file stem, ``source`` the file, ``overrides`` its
-    ``--set`` values."""
+    """A validated recipe (``name``: file stem, ``source``: file, ``overrides``: ``--set``s)."""
 
     name: str
     source: str

@@ -93,8 +93,7 @@ def step_progress(*columns: str | ProgressColumn, enabled: bool,
 
 
 class PlainProgress:
-    """Progress off a terminal: a plain line per tenth of a task and at its end (the part of
-    rich's Progress that training and preflight use)."""
+    """Progress off a terminal: a plain line per tenth of a task and at its end."""
 
     def __init__(self, console: Console, min_interval_s: float = 30.0,
                  unit: str = "batches") -> None:

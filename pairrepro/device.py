@@ -274,8 +274,7 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished,
-    else :func:`reported_failure`."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

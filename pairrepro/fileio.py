@@ -38,11 +38,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w",
-                encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Open a file for writing that appears under ``path`` only once fully written."""
-    with (atomic_path(path) as tmp,
-          open(tmp, mode, encoding=None if "b" in mode else encoding) as handle):
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a file (UTF-8 text, or ``mode`` "wb") that appears under ``path`` once written."""
+    encoding = None if "b" in mode else "utf-8"
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
         yield handle
         handle.flush()
         os.fsync(handle.fileno())
@@ -64,8 +63,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A TOML file (BOM skipped); invalid bytes or TOML is a :class:`ConfigError` naming the
-    file and line."""
+    """A TOML file (BOM skipped); bad bytes or TOML are a :class:`ConfigError` naming the line."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8-sig"))
@@ -80,13 +78,10 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
 
 
-def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 # TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX

@@ -84,10 +84,8 @@ def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarra
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()
     scores = np.asarray(scores, dtype=np.float64).ravel()
-    arrays: dict[str, object] = {"group_ids": group_ids, "labels": labels, "scores": scores}
-    if pair_ids is not None:
-        arrays["pair_ids"] = pair_ids
-    n = _check_lengths(**arrays)
+    n = _check_lengths(group_ids=group_ids, labels=labels, scores=scores,
+                       **({} if pair_ids is None else {"pair_ids": pair_ids}))
     if n == 0:
         raise DataError("ranking_metrics: no candidates to score")
     if not np.isfinite(scores).all():
@@ -188,12 +186,10 @@ def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.nda
     sorted_position = np.empty(n, dtype=np.int64)
     sorted_position[order] = np.arange(n)
     num_groups = len(first_rel)
-    first_neg = np.full(num_groups, n, dtype=np.int64)
-    neg_rows = np.flatnonzero(~relevant)
-    np.minimum.at(first_neg, group_codes[neg_rows], neg_rows)
-    pos_row = np.full(num_groups, n, dtype=np.int64)
-    pos_rows = np.flatnonzero(relevant)
-    np.minimum.at(pos_row, group_codes[pos_rows], pos_rows)
+    first_neg, pos_row = np.full((2, num_groups), n, dtype=np.int64)
+    for first, rows in ((first_neg, np.flatnonzero(~relevant)),
+                        (pos_row, np.flatnonzero(relevant))):
+        np.minimum.at(first, group_codes[rows], rows)
     wins = sorted_position[pos_row[evaluated]] < sorted_position[first_neg[evaluated]]
     result["r2_at_1"] = float(wins.mean())
     return result

@@ -81,14 +81,10 @@ def user_config_path() -> Path:
     return Path(base).expanduser() / "pairrepro" / "config.toml"
 
 
-def checkout_mirror() -> Path:
-    """``../shared/datasets`` from the checkout: where this project's machines keep the mirror."""
-    return PROJECT_DIR.parent / "shared" / "datasets"
-
-
 def mirror_setting() -> tuple[Path, str] | None:
     """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
-    ``mirror`` in :func:`user_config_path`, else an existing :func:`checkout_mirror`."""
+    ``mirror`` in :func:`user_config_path`, else ``../shared/datasets`` from the checkout (where
+    this project's machines keep it) if it exists."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
@@ -101,8 +97,8 @@ def mirror_setting() -> tuple[Path, str] | None:
         settings = validate(UserConfig, read_toml(config), str(config))
         if settings.mirror:
             return config.parent / Path(settings.mirror).expanduser(), f"{config}: mirror"
-    if checkout_mirror().is_dir():
-        return checkout_mirror(), "shared/datasets beside the checkout"
+    if (beside := PROJECT_DIR.parent / "shared" / "datasets").is_dir():
+        return beside, "shared/datasets beside the checkout"
     return None
 
 

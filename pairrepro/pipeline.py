@@ -19,8 +19,7 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, tabl
 
 @dataclass
 class Outcome:
-    """What :func:`run_tables` did: recipes trained, why others could not run, and the runs'
-    outcomes."""
+    """What :func:`run_tables` did: recipes trained, why others could not, runs' outcomes."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)

@@ -15,8 +15,7 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Schema(BaseModel):
-    """Base of every TOML schema: unknown keys are errors, no coercion but int to float,
-    immutable."""
+    """Base of every TOML schema: unknown keys are errors, strict (but int to float), frozen."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
                               validate_default=True)

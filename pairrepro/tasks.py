@@ -19,8 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What a task type means for the model, loss, epoch and predictions (this base class:
-    classification)."""
+    """What a task type means for model, loss, epoch and predictions (the base: classification)."""
 
     type: str
     loss: str
@@ -114,8 +113,7 @@ class _Ranking(Task):
 
 @dataclass(frozen=True)
 class _PairwiseRanking(_Ranking):
-    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives
-    first."""
+    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives first."""
 
     def num_outputs(self, num_classes: int) -> int:
         return 1

@@ -39,9 +39,8 @@ class GpuRate:
 
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
-    """``{(recipe or model, precision): rate}`` from the real runs on GPU ``gpu`` (a
-    ``gpus.toml`` name), each from the latest run that measured it (a run may measure a few
-    models only), the one-epoch figure over its recipe's preflight one; {} if none."""
+    """``{(recipe or model, precision): rate}`` on GPU ``gpu`` (a ``gpus.toml`` name), each from
+    the latest run that measured it, an epoch's figure over its recipe's preflight one."""
     p = path or GPU_RATES
     if not p.is_file():
         return {}

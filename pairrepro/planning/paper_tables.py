@@ -28,8 +28,7 @@ class RowRef(Schema):
 
 
 class Column(Schema):
-    """A metric (``split.metric``), printed info, a parameter count, or (set by the loader)
-    an hparams table's recipe setting."""
+    """A metric (``split.metric``), info, a parameter count or (set by the loader) a setting."""
 
     key: str
     header: str
@@ -51,8 +50,7 @@ class Column(Schema):
 
 
 class Row(Schema):
-    """One printed row, validated with the context ``{"columns", "kind", "units"}`` of its
-    table."""
+    """One printed row, validated with its table's context ``{"columns", "kind", "units"}``."""
 
     label: str
     values: dict[str, str]

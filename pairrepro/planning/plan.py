@@ -126,46 +126,34 @@ def _missing_splits(recipe: Any) -> list[str]:
 def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
                 figures: dict[str, dict[str, Any]], runs_dir: Path
                 ) -> tuple[float | None, str, str, dict[str, Any]]:
-    """(pairs/s, source, hardware, the preflight record used or {}) of one recipe."""
-    own = preflight.get(name)
-    if own is None:  # the same model measured on another recipe
-        others = [r for r, d in preflight.items() if d.get("model") == model]
-        own = preflight[others[0]] if others else None
-        source = f"preflight of {others[0]}" if others else ""
-    else:
-        source = "preflight"
-    if own is not None:
+    """(pairs/s, source, hardware, the preflight record used or {}) of one recipe: its preflight,
+    else its model's on another recipe, ``bench/figures.toml``, then the median logged by earlier
+    runs of the model (GPU runs when there are any: CPU and GPU speeds never mix)."""
+    others = [r for r, d in preflight.items() if d.get("model") == model]
+    if name in preflight or others:
+        own = preflight[name] if name in preflight else preflight[others[0]]
+        source = "preflight" if name in preflight else f"preflight of {others[0]}"
         return float(own["pairs_per_s"]), source, str(own.get("hardware", "cpu")), own
     if model in figures:
         figure = figures[model]
         return (float(figure["pairs_per_s"]), str(figure.get("source", "bench/figures.toml")),
                 str(figure.get("hardware", "gpu")), {})
-    measured = _measured_throughput(runs_dir, model)
-    if measured is not None:
-        return measured[0], "earlier runs", measured[1], {}
-    return None, "unknown", "gpu", {}
-
-
-def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None:
-    """Median ``pairs_per_s`` logged by earlier runs of ``model`` and their hardware (GPU runs
-    when there are any: CPU and GPU speeds never mix); damaged runs are skipped."""
-    speeds: dict[str, list[float]] = {}
+    speeds: dict[str, list[float]] = {"gpu": [], "cpu": []}
     for run in all_runs(runs_dir):
         if run.config.get("model", {}).get("name") != model:
             continue
         try:
             log = run.folder.read_metrics()
-        except DamagedRunError:
+        except DamagedRunError:  # skipped
             continue
         hardware = "gpu" if str(run.manifest.get("device", "")).startswith("cuda") else "cpu"
-        for record in log:
-            value = record.get("pairs_per_s")
-            if isinstance(value, int | float) and value > 0:
-                speeds.setdefault(hardware, []).append(float(value))
-    for hardware in ("gpu", "cpu"):
-        if speeds.get(hardware):
-            return statistics.median(speeds[hardware]), hardware
-    return None
+        speeds[hardware] += [float(record["pairs_per_s"]) for record in log
+                             if isinstance(record.get("pairs_per_s"), int | float)
+                             and record["pairs_per_s"] > 0]
+    for hardware, found in speeds.items():
+        if found:
+            return statistics.median(found), "earlier runs", hardware, {}
+    return None, "unknown", "gpu", {}
 
 
 def train_pairs(recipe: Any) -> tuple[int | None, str]:
@@ -288,8 +276,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
 
 
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
-    """The plan as text; a note when training would run on CUDA (``device``) but the hours are
-    CPU figures."""
+    """The plan as text; a note when CUDA (``device``) would train but the hours are CPU's."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")

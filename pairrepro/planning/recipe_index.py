@@ -61,8 +61,7 @@ def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]
 
 
 def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
-    """Every ``*.toml`` recipe; invalid ones are kept as errors, a row of a table on another
-    dataset is a ConfigError."""
+    """Every ``*.toml`` recipe, invalid ones as errors; a row on another dataset: ConfigError."""
     from pairrepro.config import load_recipe
 
     folder = recipes_dir or paths.recipes_dir()
@@ -126,8 +125,7 @@ def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list
 
 def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
                   comparisons: bool = False) -> list[str]:
-    """Every recipe that reproduces a row of ``table`` (``comparisons``: and its comparison
-    rows')."""
+    """Every recipe of a row of ``table`` (``comparisons``: and of its comparison rows)."""
     names: set[str] = set()
     if table.kind != "hparams":
         for row in table.rows:
