@@ -169,9 +169,8 @@ class Recipe(Schema):
     @property
     def select_metric(self) -> str:
         """``[train] select_metric``, else the task's (accuracy, or map for ranking)."""
-        if self.train.select_metric:
-            return self.train.select_metric
-        return task_for(self.task.type, self.task.loss).default_select_metric
+        return (self.train.select_metric
+                or task_for(self.task.type, self.task.loss).default_select_metric)
 
     def where(self, section: str, key: str = "") -> str:
         """Where ``[section] key`` was set, for an error: its ``--set``, else the file."""

@@ -59,12 +59,10 @@ def configure(*, quiet: bool = False, json: bool = False) -> None:
     """Set the output state and route the ``pairrepro`` logger to stderr through rich."""
     global _handler
     STATE.quiet, STATE.json = quiet, json
-    get_console()
-    get_err_console()
     logger = logging.getLogger(LOGGER)
     if _handler is not None:
         logger.removeHandler(_handler)
-    _handler = RichHandler(console=_err_console, show_time=False, show_path=False,
+    _handler = RichHandler(console=get_err_console(), show_time=False, show_path=False,
                            markup=False, rich_tracebacks=False)
     logger.addHandler(_handler)
     logger.setLevel(logging.WARNING if (quiet or json) else logging.INFO)
@@ -84,8 +82,7 @@ def live_progress(*columns: str | ProgressColumn, enabled: bool) -> Progress:
 
 def step_progress(*columns: str | ProgressColumn, enabled: bool,
                   unit: str = "batches") -> Progress | PlainProgress:
-    """:func:`live_progress` on a terminal; off one, where rich's live bar draws nothing,
-    :class:`PlainProgress` lines counting ``unit``."""
+    """:func:`live_progress` on a terminal, else (no live bar there) :class:`PlainProgress`."""
     console = get_err_console()
     if enabled and not is_terminal(console):
         return PlainProgress(console, unit=unit)

@@ -54,11 +54,6 @@ def set_threads(threads: int) -> None:
     keep_freed_memory()
 
 
-# glibc mallopt parameters, and the values keep_freed_memory sets
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-TRIM_BYTES, MMAP_BYTES = 1 << 30, 32 << 20  # 32 MiB: the largest mmap threshold glibc takes
-
-
 @functools.cache
 def keep_freed_memory() -> bool:
     """Have glibc's malloc keep freed memory (False off glibc): torch's CPU allocator does not
@@ -69,8 +64,8 @@ def keep_freed_memory() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
-    return bool(mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(
-        mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
+    # M_TRIM_THRESHOLD (-1) 1 GiB, M_MMAP_THRESHOLD (-3) 32 MiB: the largest glibc takes
+    return bool(mallopt(-1, 1 << 30)) and bool(mallopt(-3, 32 << 20))
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
@@ -179,15 +174,11 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    if deterministic:
-        # cuBLAS needs this workspace setting for deterministic matmuls on CUDA
+    if deterministic:  # cuBLAS needs this workspace setting for deterministic matmuls on CUDA
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    else:
-        torch.use_deterministic_algorithms(False)
-        torch.backends.cudnn.benchmark = True
+    torch.use_deterministic_algorithms(deterministic, warn_only=deterministic)
+    torch.backends.cudnn.benchmark = not deterministic
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -292,8 +283,7 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The earliest error a rank recorded (rank 0 when it printed it), else the first
-    failure's exit code."""
+    """The earliest error a rank recorded (rank 0 if it printed it), else the first failure."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is
@@ -352,6 +342,5 @@ def broadcast_object(obj: Any, ctx: DistContext) -> Any:
 
 
 def leave_process_group() -> None:
-    """Leave the process group, if this process joined one."""
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -1,5 +1,4 @@
-"""Where things live: the data home, the bundled manifests, recipes, readers, runs and results,
-the mirror (files there are written and read through :mod:`pairrepro.fileio`)."""
+"""Where things live: the data home, manifests, recipes, readers, runs, results, the mirror."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Fetch, prepare and train what paper tables need (``pairrepro reproduce``): data once per
-(dataset, variant), every run still to train a :class:`~pairrepro.launch.spec.RunSpec`; a
-failure goes to :attr:`Outcome.failed` and the rest still run."""
+(dataset, variant), then every run still to train; a failure goes to :attr:`Outcome.failed`."""
 
 from __future__ import annotations
 

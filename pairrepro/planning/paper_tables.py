@@ -125,7 +125,6 @@ class Block(Schema):
 
 
 class _TableFields(Schema):
-
     number: int
     caption: str
     columns: list[Column]
@@ -202,8 +201,6 @@ class _PaperFields(Schema):
 
 
 class Paper(_PaperFields):
-    """One paper file."""
-
     tables: list[PaperTable]
     figures: list[FigureSpec] = Field(default_factory=list)
     path: str = ""
@@ -302,7 +299,6 @@ def _load_table(paper: str, raw: Any, where: str) -> PaperTable:
 
 
 def load_paper_file(path: str | Path) -> Paper:
-    """Read and validate one paper TOML."""
     p = Path(path)
     try:
         raw = read_toml(p)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
+from pairrepro.data.manifests import load_manifest
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.fileio import read_toml
@@ -165,8 +166,6 @@ def train_pairs(recipe: Any) -> tuple[int | None, str]:
     estimate = ""
     if count is None:
         try:
-            from pairrepro.data.manifests import load_manifest
-
             spec = load_manifest(dataset).variant(variant).splits.get(split)
         except PairreproError:
             spec = None
@@ -344,21 +343,19 @@ def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> li
     """Where the GPU figures come from, measured and lower bounds totalled apart."""
     todo = [it for it in items if it.seeds_todo and it.trains]
     measured = sorted({it.gpu_rate_source.split("; ", 1)[1] for it in todo if it.gpu_rate})
-    lines = [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
-             f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
-             f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
-             f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
-             "  measured: the recipe's or its model's training rate on this GPU in the "
-             "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
-             "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
-                                                           "none recorded for this GPU"),
-             "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
-             "(gpus.toml); real runs take longer, LSTMs several times"]
-    return lines
+    return [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
+            f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
+            f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
+            f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
+            "  measured: the recipe's or its model's training rate on this GPU in the "
+            "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
+            "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
+                                                          "none recorded for this GPU"),
+            "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
+            "(gpus.toml); real runs take longer, LSTMs several times"]
 
 
 def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
-    """``--json`` view of a plan."""
     return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
              "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours,
              "gpu_measured_hours": it._hours_at(it.gpu_rate),
