@@ -47,10 +47,8 @@ def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
         raise DataError("classification_metrics: no examples to score")
     for name, values in (("labels", labels), ("predictions", predictions)):
         if values.min() < 0 or values.max() >= num_classes:
-            raise DataError(
-                f"classification_metrics: {name} outside 0..{num_classes - 1} "
-                f"(min {values.min()}, max {values.max()})"
-            )
+            raise DataError(f"classification_metrics: {name} outside 0..{num_classes - 1} "
+                            f"(min {values.min()}, max {values.max()})")
     # confusion[gold, predicted] over the whole class set (absent classes count F1 = 0)
     confusion = np.bincount(labels * num_classes + predictions,
                             minlength=num_classes * num_classes).reshape(num_classes, -1)
@@ -134,8 +132,7 @@ def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarra
         example = group_names[int(np.flatnonzero(~has_pos)[0])]
         raise DataError(
             f"ranking_metrics: {missing} queries have no relevant candidate (e.g. {example!r})",
-            hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)",
-        )
+            hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)")
     evaluated = has_pos if no_positive == "skip" else np.ones(num_groups, dtype=bool)
     if not evaluated.any():
         raise DataError("ranking_metrics: no query has a relevant candidate")

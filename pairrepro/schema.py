@@ -24,8 +24,6 @@ class Schema(BaseModel):
 def _where(loc: Sequence[int | str], sections: bool) -> str:
     """``("optim", "lr")`` -> ``[optim] lr``; ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
     parts = [p for p in loc if p not in ("function-after", "function-before")]
-    if not parts:
-        return ""
     keys = [i for i, p in enumerate(parts) if isinstance(p, str)]
     if sections and len(parts) > 1 and keys and keys[-1] > 0:
         last = keys[-1]  # the key itself; everything before it names its table
@@ -70,11 +68,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The schema model inside an annotation (``X``, ``list[X]``, ``X | None``), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+    return next((m for m in map(_model_in, typing.get_args(annotation)) if m is not None), None)
 
 
 def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:

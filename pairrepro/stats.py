@@ -1,6 +1,5 @@
-"""Is a difference real? Seeded two-level percentile bootstrap intervals (seeds and units
-resampled) and two-sided paired randomization tests, adaptive unless ``resamples`` is given;
-the method is described in docs/internals.md ("Statistics")."""
+"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals and
+paired randomization tests, adaptive unless ``resamples`` is given (docs/internals.md)."""
 
 from __future__ import annotations
 

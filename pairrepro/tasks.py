@@ -25,6 +25,7 @@ class Task:
     loss: str
     recipe_keys: frozenset[str] = frozenset()  # the [task] keys it uses besides type and loss
     default_select_metric: str = "accuracy"
+    outputs: int = 0  # per pair (0: one logit per class)
 
     @property
     def is_ranking(self) -> bool:
@@ -40,8 +41,8 @@ class Task:
         return len(label_map) if label_map else max_label + 1
 
     def num_outputs(self, num_classes: int) -> int:
-        """What ``ModelContext.num_outputs`` must be: one logit per class."""
-        return num_classes
+        """What ``ModelContext.num_outputs`` must be."""
+        return self.outputs or num_classes
 
     def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
                    num_triples: int = 0) -> torch.Tensor:
@@ -57,10 +58,8 @@ class Task:
 
     def scores(self, outputs: np.ndarray) -> np.ndarray:
         """Raw model outputs ``[N, K]`` -> class probabilities ``[N, C]`` (a softmax)."""
-        shifted = outputs - outputs.max(axis=1, keepdims=True)
-        probs = np.exp(shifted)
-        probs /= probs.sum(axis=1, keepdims=True)
-        return probs
+        probs = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+        return probs / probs.sum(axis=1, keepdims=True)
 
     def metrics(self, split: EncodedSplit, scores: np.ndarray, num_classes: int,
                 no_positive: str = "skip") -> dict[str, float]:
@@ -115,9 +114,6 @@ class _Ranking(Task):
 class _PairwiseRanking(_Ranking):
     """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives first."""
 
-    def num_outputs(self, num_classes: int) -> int:
-        return 1
-
     def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
                    num_triples: int = 0) -> torch.Tensor:
         import torch
@@ -154,9 +150,6 @@ class _PointwiseRanking(_Ranking):
     """Ranking as two-class classification (CSRAN): candidates rank by the class-1 log-odds
     ``z1 - z0`` (a probability would round confident candidates to tied 1.0s)."""
 
-    def num_outputs(self, num_classes: int) -> int:
-        return 2
-
     def scores(self, outputs: np.ndarray) -> np.ndarray:
         """The class-1 log-odds (float64); ``sigmoid`` of it is ``P(class 1)``."""
         return outputs[:, 1].astype(np.float64) - outputs[:, 0].astype(np.float64)
@@ -186,9 +179,10 @@ def _id_columns(split: EncodedSplit) -> pd.DataFrame:
 
 
 CLASSIFICATION = Task("classification", "cross_entropy")
-PAIRWISE_RANKING = _PairwiseRanking("ranking", "hinge", frozenset({"margin", "negatives"}))
+PAIRWISE_RANKING = _PairwiseRanking("ranking", "hinge", frozenset({"margin", "negatives"}),
+                                    outputs=1)
 POINTWISE_RANKING = _PointwiseRanking("ranking", "pointwise",
-                                      frozenset({"max_negatives_per_query"}))
+                                      frozenset({"max_negatives_per_query"}), outputs=2)
 TASKS: dict[str, Task] = {t.loss: t for t in (CLASSIFICATION, PAIRWISE_RANKING,
                                                POINTWISE_RANKING)}
 TASK_TYPES = ("classification", "ranking")

@@ -210,10 +210,8 @@ class Paper(_PaperFields):
         for table in self.tables:
             if table.number == number:
                 return table
-        raise ConfigError(
-            f"{self.paper} has no table {number} with numbers",
-            hint=f"tables: {', '.join(str(t.number) for t in self.tables)}",
-        )
+        raise ConfigError(f"{self.paper} has no table {number} with numbers",
+                          hint=f"tables: {', '.join(str(t.number) for t in self.tables)}")
 
 
 class _TableHead(_TableFields):

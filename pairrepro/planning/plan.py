@@ -1,6 +1,5 @@
-"""What a table needs before it can be rendered with numbers (``--plan``, ``make ... DRY=1``):
-per recipe, data readiness per split, the seeds to train and the hours, ``seeds × epochs ×
-train pairs / pairs_per_s`` (sources and fallbacks: docs/preflight.md)."""
+"""What a table needs before it renders (``--plan``): per recipe, data readiness per split, the
+seeds to train and the hours, ``seeds × epochs × train pairs / pairs_per_s`` (docs/preflight.md)."""
 
 from __future__ import annotations
 
@@ -269,8 +268,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 flops_per_pair=record.get("flops_per_pair"), gpu=gpu_name,
                 gpu_peak_flops=peak, train_pairs_estimate=estimate,
                 gpu_rate=rate.pairs_per_s if rate else None,
-                gpu_rate_source=f"{rate.what}; {rate.run}" if rate else "",
-            )
+                gpu_rate_source=f"{rate.what}; {rate.run}" if rate else "")
     return list(items.values())
 
 

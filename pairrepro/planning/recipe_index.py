@@ -104,10 +104,9 @@ def row_recipes(paper: str, table: PaperTable, row: Row, index: RecipeIndex) -> 
     """The recipes that reproduce ``row``: the one it names, else those declaring it."""
     if row.recipe:
         if row.recipe not in index.recipes:
-            raise ConfigError(
-                f"{paper} Table {table.number} row {row.label!r}: recipe {row.recipe!r} not found",
-                hint=index.errors.get(row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"),
-            )
+            raise ConfigError(f"{paper} Table {table.number} row {row.label!r}: recipe "
+                              f"{row.recipe!r} not found", hint=index.errors.get(
+                                  row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"))
         return [row.recipe]
     found = index.for_row(paper, table.number, row.label)
     if not found and row.cite:
