@@ -387,9 +387,8 @@ def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes:
         keys = [f"{section}.{key}" for section, table in raw.items()
                 if isinstance(table, dict) and section != "recipe" for key in table]
         line = f"sets {', '.join(keys)}" if keys else "changes nothing"
-    if "description" in own:  # the recipe describes itself whole: the chain starts here
-        changes = []
-    chain = list(changes) if isinstance(changes, list) else []
+    # a recipe that describes itself whole starts the chain
+    chain = list(changes) if isinstance(changes, list) and "description" not in own else []
     return chain + ([f"{path.stem}: {line.strip()}"] if line is not None else [])
 
 

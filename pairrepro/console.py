@@ -15,8 +15,6 @@ from rich.progress import Progress, ProgressColumn
 
 #: The layout width off a terminal: rich's 80 columns would cut numbers in table cells.
 UNCUT_WIDTH = 10_000
-#: The logger every module's ``logging.getLogger(__name__)`` descends from.
-LOGGER = "pairrepro"
 
 
 @dataclass
@@ -59,7 +57,7 @@ def configure(*, quiet: bool = False, json: bool = False) -> None:
     """Set the output state and route the ``pairrepro`` logger to stderr through rich."""
     global _handler
     STATE.quiet, STATE.json = quiet, json
-    logger = logging.getLogger(LOGGER)
+    logger = logging.getLogger("pairrepro")  # every module's getLogger(__name__) descends from it
     if _handler is not None:
         logger.removeHandler(_handler)
     _handler = RichHandler(console=get_err_console(), show_time=False, show_path=False,

@@ -1,5 +1,4 @@
-"""Atomic writers (nothing half-written is ever read back), JSON/TOML readers whose errors name
-the file, a TOML writer and ``sha256_file``."""
+"""Atomic writers (nothing half-written is read back), TOML reader and writer, ``sha256_file``."""
 
 from __future__ import annotations
 

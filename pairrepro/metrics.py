@@ -29,11 +29,18 @@ def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray
     return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
 
 
+def class_one_indicators(labels: np.ndarray, predictions: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TP, FP, FN) indicators of class 1 (truthy values), each shaped like ``predictions``."""
+    gold = np.broadcast_to(np.asarray(labels).astype(bool), np.shape(predictions))
+    pred = np.asarray(predictions).astype(bool)
+    return ((pred & gold).astype(np.float64), (pred & ~gold).astype(np.float64),
+            (~pred & gold).astype(np.float64))
+
+
 def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
-    """The F1 of class 1 (truthy values) of 0/1 ``labels`` and ``predictions``."""
-    gold, pred = np.asarray(labels).astype(bool), np.asarray(predictions).astype(bool)
-    return float(f1_from_counts((pred & gold).sum(), (pred & ~gold).sum(),
-                                (~pred & gold).sum()))
+    """The F1 of class 1 of 0/1 ``labels`` and ``predictions``."""
+    return float(f1_from_counts(*(c.sum() for c in class_one_indicators(labels, predictions))))
 
 
 def classification_metrics(labels: np.ndarray, predictions: np.ndarray,

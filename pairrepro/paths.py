@@ -81,9 +81,8 @@ def user_config_path() -> Path:
 
 
 def mirror_setting() -> tuple[Path, str] | None:
-    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
-    ``mirror`` in :func:`user_config_path`, else ``../shared/datasets`` from the checkout (where
-    this project's machines keep it) if it exists."""
+    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), ``mirror`` in
+    :func:`user_config_path`, else ``../shared/datasets`` beside the checkout if it exists."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()

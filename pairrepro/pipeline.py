@@ -47,9 +47,8 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train ``selected`` (and their comparison rows) into ``runs_dir``,
-    collecting failures; ``notify(kind, message)`` hears each step. Ctrl-C comes out as
-    ``KeyboardInterrupt`` once the running trainings checkpointed."""
+    """Fetch, prepare and train ``selected`` into ``runs_dir``; ``notify(kind, message)`` hears
+    each step. Ctrl-C comes out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
 

@@ -1,5 +1,4 @@
-"""Validation for every TOML file: :class:`Schema` (unknown keys are errors, strict types) and
-:func:`validate`, which turns pydantic's errors into a :class:`ConfigError` naming the key."""
+"""Validation for every TOML file: :class:`Schema`, and :func:`validate` (errors name the key)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pairrepro.errors import DataError
-from pairrepro.metrics import f1_from_counts
+from pairrepro.metrics import class_one_indicators, f1_from_counts
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # an adaptive interval's first round; each later round doubles the total
@@ -188,15 +188,6 @@ def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                       confidence, resamples, seed, targets, step)
 
 
-def _indicators(labels: np.ndarray, predictions: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(TP, FP, FN) indicators of class 1, each shaped like ``predictions``."""
-    gold = np.broadcast_to(np.asarray(labels).astype(bool), np.shape(predictions))
-    pred = np.asarray(predictions).astype(bool)
-    return ((pred & gold).astype(np.float64), (pred & ~gold).astype(np.float64),
-            (~pred & gold).astype(np.float64))
-
-
 def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
     """F1 per seed from ``sums`` holding TP, FP, FN of ``seeds`` seeds from column ``offset``."""
     tp, fp, fn = (sums[:, offset + k * seeds: offset + (k + 1) * seeds] for k in range(3))
@@ -209,7 +200,7 @@ def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float =
     """Interval of the F1 of class 1 from 0/1 ``predictions`` ``[pairs]`` or ``[seeds, pairs]``."""
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
-    counts = np.vstack(_indicators(labels, pred))  # [3 seeds, pairs]
+    counts = np.vstack(class_one_indicators(labels, pred))  # [3 seeds, pairs]
     point = float(_f1_of_sums(counts.sum(axis=1)[None, :], seeds).mean())
     return _two_level("f1", counts.T, lambda sums: _f1_of_sums(sums, seeds), point, seeds,
                       confidence, resamples, seed, targets, step)
@@ -223,7 +214,7 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
-    counts = np.vstack(_indicators(gold, pred) + _indicators(1 - gold, 1 - pred))
+    counts = np.vstack(class_one_indicators(gold, pred) + class_one_indicators(1 - gold, 1 - pred))
 
     def macro(sums: np.ndarray) -> np.ndarray:
         return (_f1_of_sums(sums, seeds) + _f1_of_sums(sums, seeds, 3 * seeds)) / 2
@@ -381,8 +372,8 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
     only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
     moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
     types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
-    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in _indicators(gold, a))
-    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in _indicators(gold, b))
+    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in class_one_indicators(gold, a))
+    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in class_one_indicators(gold, b))
 
     def statistic(counts: np.ndarray) -> np.ndarray:  # [R, types] -> [R]
         move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP

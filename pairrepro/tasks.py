@@ -31,10 +31,7 @@ class Task:
     def is_ranking(self) -> bool:
         return self.type == "ranking"
 
-    @property
-    def by_group(self) -> bool:
-        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups."""
-        return self.is_ranking
+    by_group = is_ranking  # whether subsets (max_train_pairs, score_train_pairs) keep groups
 
     def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
         """Classes of the data: the label map's length, else the largest label + 1."""

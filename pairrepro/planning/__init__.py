@@ -3,6 +3,5 @@ the preflight records and the compute plan (below report, pipeline and launch, w
 
 from pairrepro import paths
 
-#: the committed measurements (preflight records, throughput figures, model facts, GPU
-#: rates): every path under it is built from this one
+#: the committed measurements (preflight records, figures, model facts, GPU rates)
 BENCH_DIR = paths.PROJECT_DIR / "bench"

@@ -1,5 +1,4 @@
-"""GPUs for the plan: peak dense bf16 FLOP/s (``gpus.toml``) and training rates measured on a
-GPU (``bench/records/gpu_rates.json``, by ``bench/gpu_check.sh``)."""
+"""GPUs for the plan: peak bf16 FLOP/s (``gpus.toml``) and rates measured by gpu_check.sh."""
 
 from __future__ import annotations
 

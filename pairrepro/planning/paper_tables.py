@@ -1,6 +1,5 @@
-"""Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its
-loader, which validates one level at a time so that an error names the file, the table, the
-block and the row by its label (``blocks[0] rows[3] 'CSRAN'``) or the column."""
+"""Paper tables as data: the schema of ``planning/papers/<paper>.toml`` and its loader, which
+validates level by level so that an error names the row by its label or the column."""
 
 from __future__ import annotations
 

@@ -126,9 +126,8 @@ def _missing_splits(recipe: Any) -> list[str]:
 def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
                 figures: dict[str, dict[str, Any]], runs_dir: Path
                 ) -> tuple[float | None, str, str, dict[str, Any]]:
-    """(pairs/s, source, hardware, the preflight record used or {}) of one recipe: its preflight,
-    else its model's on another recipe, ``bench/figures.toml``, then the median logged by earlier
-    runs of the model (GPU runs when there are any: CPU and GPU speeds never mix)."""
+    """(pairs/s, source, hardware, preflight record or {}): its preflight, its model's, figures,
+    else the median of earlier runs of the model (GPU runs if any: CPU and GPU never mix)."""
     others = [r for r, d in preflight.items() if d.get("model") == model]
     if name in preflight or others:
         own = preflight[name] if name in preflight else preflight[others[0]]
@@ -192,17 +191,10 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
 def split_variants(runs: list[RunInfo], config: dict[str, Any]
                     ) -> tuple[list[RunInfo], dict[str, list[str]]]:
     """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
-    proper: list[RunInfo] = []
-    variants: dict[str, list[str]] = {}
-    for run in runs:
-        if run.status != "finished":
-            continue
-        keys = list(config_differences(run.config, config))
-        if keys:
-            variants[run.path] = keys
-        else:
-            proper.append(run)
-    return proper, variants
+    finished = [(run, list(config_differences(run.config, config)))
+                for run in runs if run.status == "finished"]
+    return ([run for run, keys in finished if not keys],
+            {run.path: keys for run, keys in finished if keys})
 
 
 def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
@@ -215,8 +207,7 @@ def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
 
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
     """Seeds with a finished run *of the recipe* (a variant does not count)."""
-    proper, _ = split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())
-    return {r.seed for r in proper}
+    return {r.seed for r in split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())[0]}
 
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,

@@ -1,5 +1,4 @@
-"""Which recipe reproduces which paper row (a recipe's ``reproduces``; ``compares`` adds a row
-of its own below the paper's), and a recipe's settings as flat names."""
+"""Which recipe fills which paper row (``reproduces``, or ``compares``: a row of its own)."""
 
 from __future__ import annotations
 
