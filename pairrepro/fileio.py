@@ -47,7 +47,6 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[An
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write text atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
 

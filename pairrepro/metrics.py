@@ -187,8 +187,7 @@ def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.nda
     result = {f"r10_at_{k}": float((pos_rank <= k).mean()) for k in (1, 2, 5)}
     # R2@1: the positive against the first negative in input order, compared by their
     # positions in the tie-broken sorted order (so ties follow the same documented rule).
-    sorted_position = np.empty(n, dtype=np.int64)
-    sorted_position[order] = np.arange(n)
+    sorted_position = np.argsort(order)  # the inverse permutation
     num_groups = len(first_rel)
     first_neg, pos_row = np.full((2, num_groups), n, dtype=np.int64)
     for first, rows in ((first_neg, np.flatnonzero(~relevant)),

@@ -227,8 +227,7 @@ def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
                    confidence: float = CONFIDENCE, resamples: int | None = None,
                    seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
                    ) -> Interval:
-    """Interval of ``sum(numerators) / sum(denominators)`` over units (``[units]`` or
-    ``[seeds, units]``), e.g. the share of tied candidates with queries as the units."""
+    """Interval of ``sum(numerators) / sum(denominators)``, ``[units]`` or ``[seeds, units]``."""
     num, den = _as_matrix(numerators), _as_matrix(denominators)
     seeds = num.shape[0]
 
@@ -357,8 +356,7 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of the mean per-seed F1(A) - F1(B) (class 1), seed
-    k against seed k, on the same pairs."""
+    """Two-sided paired randomization test of mean per-seed F1(A) - F1(B), seed k against k."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "

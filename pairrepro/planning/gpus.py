@@ -21,8 +21,7 @@ def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def gpu_key(device_name: str) -> str:
-    """The ``gpus.toml`` name of a CUDA device (``torch.cuda.get_device_name``, one of an
-    entry's ``device_names``), else ""."""
+    """The ``gpus.toml`` name of a CUDA device name (in an entry's ``device_names``), else ""."""
     return next((key for key, entry in load_gpu_peaks().items()
                  if device_name.lower() in (n.lower() for n in entry.get("device_names", []))),
                 "")

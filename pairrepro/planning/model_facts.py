@@ -41,8 +41,7 @@ def needs_training(name: str) -> bool | None:
 
 
 def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
-    """θ_M of a recipe and where it comes from: a run's ``manifest.json``
-    (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
+    """θ_M of a recipe and its source: a run's ``manifest.json``, else model_facts.json, or None."""
     for run in runs:
         parameters = run.manifest.get("parameters")
         weights = parameters.get("weights") if isinstance(parameters, dict) else None

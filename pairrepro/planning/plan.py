@@ -156,8 +156,7 @@ def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
 
 
 def train_pairs(recipe: Any) -> tuple[int | None, str]:
-    """Training pairs of one epoch (capped as the epoch caps them) and, when they are the
-    manifest's ``planning`` estimate, its source (else "")."""
+    """Pairs of one epoch (capped as the epoch caps them), and the manifest estimate's source."""
     dataset, variant = recipe.data.dataset, recipe.data.variant or None
     split = recipe.data.train_split
     count = split_pairs(dataset, variant, split)
@@ -268,9 +267,8 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")
-    header = ("recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
-              "hours | on")
-    lines = [header + (f" | {gpu} h (from)" if gpu else "")]
+    lines = ["recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
+             "hours | on" + (f" | {gpu} h (from)" if gpu else "")]
     totals: dict[str, float] = {}
     gpu_totals: dict[str, float] = {MEASURED: 0.0, LOWER_BOUND: 0.0}
     unknown = 0
@@ -292,8 +290,7 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             ("no training" if not it.trains else "unknown" if not it.pairs_per_s else
              f"{it.pairs_per_s:.{0 if it.pairs_per_s >= 100 else 1}f} ({it.throughput_source})"),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
-            it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
-        ]
+            it.hardware.upper() if it.pairs_per_s or not it.trains else "?"]  # the unit
         if gpu:
             figure, source = it.gpu_figure
             gpu_totals[source] += figure or 0.0

@@ -36,8 +36,7 @@ class RecipeIndex:
 
 
 def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]) -> None:
-    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset (a copied
-    recipe would otherwise put another dataset's number into the table)."""
+    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset."""
     for kind, refs in (("reproduces", recipe.recipe.reproduces),
                        ("compares", recipe.recipe.compares)):
         for ref in refs:
@@ -86,8 +85,7 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A recipe's (or run's) settings as flat ``section.key`` names, the ``model.*`` keys it
-    leaves unset filled with the constructor's defaults (an unknown model gets none)."""
+    """A recipe's or run's flat ``section.key`` settings, unset ``model.*`` keys at defaults."""
     flat = flatten(config)
     name = flat.get("model.name")
     defaults = model_defaults(name) if isinstance(name, str) else None
@@ -124,10 +122,8 @@ def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list
 def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
                   comparisons: bool = False) -> list[str]:
     """Every recipe of a row of ``table`` (``comparisons``: and of its comparison rows)."""
-    names: set[str] = set()
-    if table.kind != "hparams":
-        for row in table.rows:
-            names.update(row_recipes(paper.paper, table, row, index))
+    rows = [] if table.kind == "hparams" else table.rows
+    names = {name for row in rows for name in row_recipes(paper.paper, table, row, index)}
     if comparisons:
         names.update(row.recipe for row in comparison_rows(paper, table, index))
     return sorted(names)
