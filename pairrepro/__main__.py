@@ -1,5 +1,4 @@
-"""``python -m pairrepro``: the command line, as the ``pairrepro`` script runs it (what
-``pairrepro train --nproc-per-node N`` starts in each rank)."""
+"""``python -m pairrepro``: the command line (what ``train --nproc-per-node N`` runs per rank)."""
 
 from pairrepro.cli import main
 

@@ -35,9 +35,6 @@ def _distinct(seeds: list[int]) -> list[int]:
 
 Seeds = Annotated[list[Annotated[int, Field(ge=0, le=MAX_SEED)]], Field(min_length=1),
                   AfterValidator(_distinct)]
-# the choices are pairrepro.tasks' own (one list of task types and losses)
-TaskType = Literal[TASK_TYPES]  # type: ignore[valid-type]
-Loss = Literal[LOSSES]  # type: ignore[valid-type]
 
 
 class TableRow(Schema):
@@ -94,8 +91,9 @@ class ModelSection(Schema):
 
 
 class TaskSection(Schema):
-    type: TaskType = CLASSIFICATION.type
-    loss: Loss = CLASSIFICATION.loss
+    # the choices are pairrepro.tasks' own (one list of task types and losses)
+    type: Literal[TASK_TYPES] = CLASSIFICATION.type  # type: ignore[valid-type]
+    loss: Literal[LOSSES] = CLASSIFICATION.loss  # type: ignore[valid-type]
     margin: NonNegative = 1.0
     negatives: Positive = 1  # sampled negatives per positive for the hinge loss
     max_negatives_per_query: Count = 0  # pointwise, per query and epoch (0 = all)
@@ -151,8 +149,7 @@ class TrainSection(Schema):
 
 
 class Recipe(Schema):
-    """A validated recipe: ``name`` the file stem, ``source`` the file, ``overrides`` its
-    ``--set`` values."""
+    """A validated recipe (``name``: file stem, ``source``: file, ``overrides``: ``--set``s)."""
 
     name: str
     source: str
@@ -172,9 +169,8 @@ class Recipe(Schema):
     @property
     def select_metric(self) -> str:
         """``[train] select_metric``, else the task's (accuracy, or map for ranking)."""
-        if self.train.select_metric:
-            return self.train.select_metric
-        return task_for(self.task.type, self.task.loss).default_select_metric
+        return (self.train.select_metric
+                or task_for(self.task.type, self.task.loss).default_select_metric)
 
     def where(self, section: str, key: str = "") -> str:
         """Where ``[section] key`` was set, for an error: its ``--set``, else the file."""
@@ -225,21 +221,20 @@ def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
     _check_task(recipe)
     _check_l2_scope(recipe)
     emb = recipe.embeddings
-    if emb.source == "glove-file" and not emb.path:
-        raise ConfigError(f"{recipe.where('embeddings', 'path')}: [embeddings] path: "
-                          "required when source = 'glove-file'")
-    if emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim):
-        raise ConfigError(f"{recipe.where('embeddings', 'pca_dim')}: [embeddings] pca_dim: "
-                          f"{emb.pca_dim} must be below dim ({emb.dim}) of pretrained vectors "
-                          f"(source {emb.source!r})",
-                          hint="pca_dim = 0 keeps the vectors as they are")
-    if emb.randomise and emb.source == "random":
-        raise ConfigError(f"{recipe.where('embeddings', 'randomise')}: [embeddings] randomise: "
-                          "source 'random' has no vectors to randomise",
-                          hint="randomise pretrained vectors, or drop the key")
-    if emb.source == "glove-6b-50d" and emb.dim != 50:
-        raise ConfigError(f"{recipe.where('embeddings', 'dim')}: [embeddings] dim: "
-                          f"glove-6b-50d vectors have 50 dimensions, got {emb.dim}")
+    for wrong, key, problem, hint in (
+            (emb.source == "glove-file" and not emb.path, "path",
+             "required when source = 'glove-file'", None),
+            (emb.pca_dim and (emb.source == "random" or emb.pca_dim >= emb.dim), "pca_dim",
+             f"{emb.pca_dim} must be below dim ({emb.dim}) of pretrained vectors (source "
+             f"{emb.source!r})", "pca_dim = 0 keeps the vectors as they are"),
+            (emb.randomise and emb.source == "random", "randomise",
+             "source 'random' has no vectors to randomise",
+             "randomise pretrained vectors, or drop the key"),
+            (emb.source == "glove-6b-50d" and emb.dim != 50, "dim",
+             f"glove-6b-50d vectors have 50 dimensions, got {emb.dim}", None)):
+        if wrong:
+            raise ConfigError(f"{recipe.where('embeddings', key)}: [embeddings] {key}: {problem}",
+                              hint=hint)
     return recipe
 
 
@@ -329,17 +324,14 @@ def merge_tables(base: dict[str, Any], delta: dict[str, Any], source: str = "",
             out[key] = merge_tables(out[key], value, source, dotted)
             continue
         if key in out and isinstance(value, dict) != isinstance(out[key], dict):
-            here, there = _kind(value), _kind(out[key])
+            here, there = ("a table" if isinstance(v, dict) else f"the value {v!r}"
+                           for v in (value, out[key]))
             raise ConfigError(
                 f"{source or 'recipe'}: {dotted}: {here} here, but {there} in the recipe it "
                 "extends", hint=f"give {dotted} as {there} (tables merge key by key, values "
                                 "replace values), or drop extends")
         out[key] = copy.deepcopy(value)
     return out
-
-
-def _kind(value: Any) -> str:
-    return "a table" if isinstance(value, dict) else f"the value {value!r}"
 
 
 def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -395,9 +387,8 @@ def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes:
         keys = [f"{section}.{key}" for section, table in raw.items()
                 if isinstance(table, dict) and section != "recipe" for key in table]
         line = f"sets {', '.join(keys)}" if keys else "changes nothing"
-    if "description" in own:  # the recipe describes itself whole: the chain starts here
-        changes = []
-    chain = list(changes) if isinstance(changes, list) else []
+    # a recipe that describes itself whole starts the chain
+    chain = list(changes) if isinstance(changes, list) and "description" not in own else []
     return chain + ([f"{path.stem}: {line.strip()}"] if line is not None else [])
 
 

@@ -15,8 +15,6 @@ from rich.progress import Progress, ProgressColumn
 
 #: The layout width off a terminal: rich's 80 columns would cut numbers in table cells.
 UNCUT_WIDTH = 10_000
-#: The logger every module's ``logging.getLogger(__name__)`` descends from.
-LOGGER = "pairrepro"
 
 
 @dataclass
@@ -59,12 +57,10 @@ def configure(*, quiet: bool = False, json: bool = False) -> None:
     """Set the output state and route the ``pairrepro`` logger to stderr through rich."""
     global _handler
     STATE.quiet, STATE.json = quiet, json
-    get_console()
-    get_err_console()
-    logger = logging.getLogger(LOGGER)
+    logger = logging.getLogger("pairrepro")  # every module's getLogger(__name__) descends from it
     if _handler is not None:
         logger.removeHandler(_handler)
-    _handler = RichHandler(console=_err_console, show_time=False, show_path=False,
+    _handler = RichHandler(console=get_err_console(), show_time=False, show_path=False,
                            markup=False, rich_tracebacks=False)
     logger.addHandler(_handler)
     logger.setLevel(logging.WARNING if (quiet or json) else logging.INFO)
@@ -84,8 +80,7 @@ def live_progress(*columns: str | ProgressColumn, enabled: bool) -> Progress:
 
 def step_progress(*columns: str | ProgressColumn, enabled: bool,
                   unit: str = "batches") -> Progress | PlainProgress:
-    """:func:`live_progress` on a terminal; off one, where rich's live bar draws nothing,
-    :class:`PlainProgress` lines counting ``unit``."""
+    """:func:`live_progress` on a terminal, else (no live bar there) :class:`PlainProgress`."""
     console = get_err_console()
     if enabled and not is_terminal(console):
         return PlainProgress(console, unit=unit)
@@ -93,8 +88,7 @@ def step_progress(*columns: str | ProgressColumn, enabled: bool,
 
 
 class PlainProgress:
-    """Progress off a terminal: a plain line per tenth of a task and at its end (the part of
-    rich's Progress that training and preflight use)."""
+    """Progress off a terminal: a plain line per tenth of a task and at its end."""
 
     def __init__(self, console: Console, min_interval_s: float = 30.0,
                  unit: str = "batches") -> None:

@@ -11,7 +11,6 @@ import os
 import platform
 import random
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,11 +54,6 @@ def set_threads(threads: int) -> None:
     keep_freed_memory()
 
 
-# glibc mallopt parameters, and the values keep_freed_memory sets
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-TRIM_BYTES, MMAP_BYTES = 1 << 30, 32 << 20  # 32 MiB: the largest mmap threshold glibc takes
-
-
 @functools.cache
 def keep_freed_memory() -> bool:
     """Have glibc's malloc keep freed memory (False off glibc): torch's CPU allocator does not
@@ -70,8 +64,8 @@ def keep_freed_memory() -> bool:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc (musl has no mallopt)
         return False
-    return bool(mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)) and bool(
-        mallopt(M_MMAP_THRESHOLD, MMAP_BYTES))
+    # M_TRIM_THRESHOLD (-1) 1 GiB, M_MMAP_THRESHOLD (-3) 32 MiB: the largest glibc takes
+    return bool(mallopt(-1, 1 << 30)) and bool(mallopt(-3, 32 << 20))
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
@@ -133,14 +127,11 @@ def resolve_precision(name: str, device: torch.device) -> str:
     return name
 
 
-@contextlib.contextmanager
-def autocast(device: torch.device, precision: str = "fp32") -> Iterator[None]:
+def autocast(device: torch.device, precision: str = "fp32") -> contextlib.AbstractContextManager:
     """bf16 autocast on ``device`` when ``precision`` is bf16, else nothing."""
     if precision == "bf16":
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            yield
-    else:
-        yield
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def device_name(device: torch.device) -> str:
@@ -183,15 +174,11 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    if deterministic:
-        # cuBLAS needs this workspace setting for deterministic matmuls on CUDA
+    if deterministic:  # cuBLAS needs this workspace setting for deterministic matmuls on CUDA
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
         torch.backends.cudnn.deterministic = True
-    else:
-        torch.use_deterministic_algorithms(False)
-        torch.backends.cudnn.benchmark = True
+    torch.use_deterministic_algorithms(deterministic, warn_only=deterministic)
+    torch.backends.cudnn.benchmark = not deterministic
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -278,8 +265,7 @@ class RankFailure:
 
 
 def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
-    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished,
-    else :func:`reported_failure`."""
+    """Run ``python -m pairrepro ARGS`` as ``nproc`` local ranks; None when all finished."""
     import logging
 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -297,8 +283,7 @@ def launch_ranks(nproc: int, args: list[str]) -> RankFailure | None:
 
 
 def reported_failure(failures: dict[int, Any]) -> RankFailure:
-    """The earliest error a rank recorded (rank 0 when it printed it), else the first
-    failure's exit code."""
+    """The earliest error a rank recorded (rank 0 if it printed it), else the first failure."""
     recorded = {rank: failure for rank, failure in failures.items()
                 if isinstance(failure.error_file_data.get(ERROR_KEY), dict)}
     if not recorded:  # a crash or a signal: what the ranks printed is all there is
@@ -314,18 +299,13 @@ def reported_failure(failures: dict[int, Any]) -> RankFailure:
                        None if printed else message)
 
 
-def _comm_device() -> torch.device:
-    """nccl only moves CUDA tensors; gloo moves CPU ones."""
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
 def all_reduce_sum(values: list[float], ctx: DistContext) -> list[float]:
     """Sum numbers over ranks (identity when not distributed)."""
     if not ctx.enabled:
         return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device())
+    # nccl only moves CUDA tensors; gloo moves CPU ones
+    device = torch.cuda.current_device() if dist.get_backend() == "nccl" else "cpu"
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.cpu().tolist()
 
@@ -349,11 +329,7 @@ def barrier(ctx: DistContext) -> None:
 
 def broadcast_flag(flag: bool, ctx: DistContext) -> bool:
     """Rank 0's value of ``flag`` on every rank (e.g. 'stop now' after Ctrl-C)."""
-    if not ctx.enabled:
-        return flag
-    tensor = torch.tensor([1 if flag else 0], dtype=torch.int64, device=_comm_device())
-    dist.broadcast(tensor, src=0)
-    return bool(tensor.item())
+    return bool(broadcast_object(flag, ctx))
 
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:
@@ -366,6 +342,5 @@ def broadcast_object(obj: Any, ctx: DistContext) -> Any:
 
 
 def leave_process_group() -> None:
-    """Leave the process group, if this process joined one."""
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -17,9 +17,15 @@ INTERRUPTED_EXIT = 130
 
 
 class PairreproError(Exception):
-    """Base class: a problem the user can fix. ``hint`` says what to do."""
+    """Base class: a problem the user can fix. ``hint`` says what to do; a subclass states its
+    ``exit_code`` as a class keyword (``class ConfigError(PairreproError, exit_code=2)``)."""
 
     exit_code = 1
+
+    def __init_subclass__(cls, exit_code: int | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if exit_code is not None:  # else its base class's code
+            cls.exit_code = exit_code
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -30,59 +36,41 @@ class PairreproError(Exception):
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
 
-class ConfigError(PairreproError):
+class ConfigError(PairreproError, exit_code=2):
     """Invalid recipe, override or command-line value."""
 
-    exit_code = 2
 
-
-class DataError(PairreproError):
+class DataError(PairreproError, exit_code=3):
     """Dataset missing, not prepared, or malformed."""
-
-    exit_code = 3
 
 
 class NoEvidenceError(DataError):
     """A run's saved predictions give no per-unit values for a metric."""
 
 
-class DownloadError(PairreproError):
+class DownloadError(PairreproError, exit_code=4):
     """A file could not be downloaded (no network, HTTP error)."""
 
-    exit_code = 4
 
-
-class ChecksumError(PairreproError):
+class ChecksumError(PairreproError, exit_code=5):
     """A file's sha256 does not match its manifest; the file was not kept."""
 
-    exit_code = 5
 
-
-class TrainingError(PairreproError):
+class TrainingError(PairreproError, exit_code=6):
     """Training stopped (non-finite loss, divergence)."""
 
-    exit_code = 6
 
-
-class NothingToRunError(PairreproError):
+class NothingToRunError(PairreproError, exit_code=7):
     """A make target or report found nothing it could run."""
 
-    exit_code = 7
 
-
-class StorageError(PairreproError):
+class StorageError(PairreproError, exit_code=8):
     """An output could not be written (disk full, read-only folder, no permission)."""
 
-    exit_code = 8
 
-
-class PreflightError(PairreproError):
+class PreflightError(PairreproError, exit_code=10):
     """A ``pairrepro preflight`` check failed (the message names it)."""
 
-    exit_code = 10
 
-
-class VerificationError(PairreproError):
+class VerificationError(PairreproError, exit_code=9):
     """``pairrepro verify``: a run differs from the reference run of its recipe and seed."""
-
-    exit_code = 9

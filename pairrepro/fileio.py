@@ -1,5 +1,4 @@
-"""Atomic writers (nothing half-written is ever read back), JSON/TOML readers whose errors name
-the file, a TOML writer and ``sha256_file``."""
+"""Atomic writers (nothing half-written is read back), TOML reader and writer, ``sha256_file``."""
 
 from __future__ import annotations
 
@@ -38,11 +37,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "w",
-                encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Open a file for writing that appears under ``path`` only once fully written."""
-    if "b" in mode:
-        encoding = None
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Open a file (UTF-8 text, or ``mode`` "wb") that appears under ``path`` once written."""
+    encoding = None if "b" in mode else "utf-8"
     with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding) as handle:
         yield handle
         handle.flush()
@@ -50,7 +47,6 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w",
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write text atomically."""
     with atomic_open(path) as handle:
         handle.write(text)
 
@@ -65,8 +61,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A TOML file (BOM skipped); invalid bytes or TOML is a :class:`ConfigError` naming the
-    file and line."""
+    """A TOML file (BOM skipped); bad bytes or TOML are a :class:`ConfigError` naming the line."""
     p = Path(path)
     try:
         return tomllib.loads(p.read_text(encoding="utf-8-sig"))
@@ -81,13 +76,10 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ConfigError(f"{p}: not valid TOML: {exc}") from exc
 
 
-def sha256_file(path: str | os.PathLike[str], chunk_size: int = 1 << 20) -> str:
-    """Hex sha256 of a file, read in chunks."""
-    digest = hashlib.sha256()
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of a file."""
     with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 # TOML's short escapes; every other control character (U+0000-U+001F, U+007F) is \uXXXX

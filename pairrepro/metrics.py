@@ -29,11 +29,18 @@ def f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray
     return np.divide(2 * tp, denom, out=np.zeros_like(denom), where=denom > 0)
 
 
+def class_one_indicators(labels: np.ndarray, predictions: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TP, FP, FN) indicators of class 1 (truthy values), each shaped like ``predictions``."""
+    gold = np.broadcast_to(np.asarray(labels).astype(bool), np.shape(predictions))
+    pred = np.asarray(predictions).astype(bool)
+    return ((pred & gold).astype(np.float64), (pred & ~gold).astype(np.float64),
+            (~pred & gold).astype(np.float64))
+
+
 def binary_f1(labels: np.ndarray, predictions: np.ndarray) -> float:
-    """The F1 of class 1 (truthy values) of 0/1 ``labels`` and ``predictions``."""
-    gold, pred = np.asarray(labels).astype(bool), np.asarray(predictions).astype(bool)
-    return float(f1_from_counts((pred & gold).sum(), (pred & ~gold).sum(),
-                                (~pred & gold).sum()))
+    """The F1 of class 1 of 0/1 ``labels`` and ``predictions``."""
+    return float(f1_from_counts(*(c.sum() for c in class_one_indicators(labels, predictions))))
 
 
 def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
@@ -47,10 +54,8 @@ def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
         raise DataError("classification_metrics: no examples to score")
     for name, values in (("labels", labels), ("predictions", predictions)):
         if values.min() < 0 or values.max() >= num_classes:
-            raise DataError(
-                f"classification_metrics: {name} outside 0..{num_classes - 1} "
-                f"(min {values.min()}, max {values.max()})"
-            )
+            raise DataError(f"classification_metrics: {name} outside 0..{num_classes - 1} "
+                            f"(min {values.min()}, max {values.max()})")
     # confusion[gold, predicted] over the whole class set (absent classes count F1 = 0)
     confusion = np.bincount(labels * num_classes + predictions,
                             minlength=num_classes * num_classes).reshape(num_classes, -1)
@@ -84,10 +89,8 @@ def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarra
         raise DataError(f"no_positive={no_positive!r} is not one of {NO_POSITIVE_MODES}")
     labels = np.asarray(labels).ravel()
     scores = np.asarray(scores, dtype=np.float64).ravel()
-    arrays: dict[str, object] = {"group_ids": group_ids, "labels": labels, "scores": scores}
-    if pair_ids is not None:
-        arrays["pair_ids"] = pair_ids
-    n = _check_lengths(**arrays)
+    n = _check_lengths(group_ids=group_ids, labels=labels, scores=scores,
+                       **({} if pair_ids is None else {"pair_ids": pair_ids}))
     if n == 0:
         raise DataError("ranking_metrics: no candidates to score")
     if not np.isfinite(scores).all():
@@ -136,8 +139,7 @@ def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarra
         example = group_names[int(np.flatnonzero(~has_pos)[0])]
         raise DataError(
             f"ranking_metrics: {missing} queries have no relevant candidate (e.g. {example!r})",
-            hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)",
-        )
+            hint="pass no_positive='skip' (clean convention) or 'zero' (raw, trec_eval)")
     evaluated = has_pos if no_positive == "skip" else np.ones(num_groups, dtype=bool)
     if not evaluated.any():
         raise DataError("ranking_metrics: no query has a relevant candidate")
@@ -185,15 +187,12 @@ def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.nda
     result = {f"r10_at_{k}": float((pos_rank <= k).mean()) for k in (1, 2, 5)}
     # R2@1: the positive against the first negative in input order, compared by their
     # positions in the tie-broken sorted order (so ties follow the same documented rule).
-    sorted_position = np.empty(n, dtype=np.int64)
-    sorted_position[order] = np.arange(n)
+    sorted_position = np.argsort(order)  # the inverse permutation
     num_groups = len(first_rel)
-    first_neg = np.full(num_groups, n, dtype=np.int64)
-    neg_rows = np.flatnonzero(~relevant)
-    np.minimum.at(first_neg, group_codes[neg_rows], neg_rows)
-    pos_row = np.full(num_groups, n, dtype=np.int64)
-    pos_rows = np.flatnonzero(relevant)
-    np.minimum.at(pos_row, group_codes[pos_rows], pos_rows)
+    first_neg, pos_row = np.full((2, num_groups), n, dtype=np.int64)
+    for first, rows in ((first_neg, np.flatnonzero(~relevant)),
+                        (pos_row, np.flatnonzero(relevant))):
+        np.minimum.at(first, group_codes[rows], rows)
     wins = sorted_position[pos_row[evaluated]] < sorted_position[first_neg[evaluated]]
     result["r2_at_1"] = float(wins.mean())
     return result

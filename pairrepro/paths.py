@@ -1,5 +1,4 @@
-"""Where things live: the data home, the bundled manifests, recipes, readers, runs and results,
-the mirror (files there are written and read through :mod:`pairrepro.fileio`)."""
+"""Where things live: the data home, manifests, recipes, readers, runs, results, the mirror."""
 
 from __future__ import annotations
 
@@ -9,8 +8,7 @@ from pathlib import Path
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-PROJECT_DIR = PACKAGE_DIR.parent
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def project_relative(path: str | Path) -> str:
@@ -82,14 +80,9 @@ def user_config_path() -> Path:
     return Path(base).expanduser() / "pairrepro" / "config.toml"
 
 
-def checkout_mirror() -> Path:
-    """``../shared/datasets`` from the checkout: where this project's machines keep the mirror."""
-    return PROJECT_DIR.parent / "shared" / "datasets"
-
-
 def mirror_setting() -> tuple[Path, str] | None:
-    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
-    ``mirror`` in :func:`user_config_path`, else an existing :func:`checkout_mirror`."""
+    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), ``mirror`` in
+    :func:`user_config_path`, else ``../shared/datasets`` beside the checkout if it exists."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
@@ -102,8 +95,8 @@ def mirror_setting() -> tuple[Path, str] | None:
         settings = validate(UserConfig, read_toml(config), str(config))
         if settings.mirror:
             return config.parent / Path(settings.mirror).expanduser(), f"{config}: mirror"
-    if checkout_mirror().is_dir():
-        return checkout_mirror(), "shared/datasets beside the checkout"
+    if (beside := PROJECT_DIR.parent / "shared" / "datasets").is_dir():
+        return beside, "shared/datasets beside the checkout"
     return None
 
 

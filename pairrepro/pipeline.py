@@ -1,6 +1,5 @@
 """Fetch, prepare and train what paper tables need (``pairrepro reproduce``): data once per
-(dataset, variant), every run still to train a :class:`~pairrepro.launch.spec.RunSpec`; a
-failure goes to :attr:`Outcome.failed` and the rest still run."""
+(dataset, variant), then every run still to train; a failure goes to :attr:`Outcome.failed`."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, tabl
 
 @dataclass
 class Outcome:
-    """What :func:`run_tables` did: recipes trained, why others could not run, and the runs'
-    outcomes."""
+    """What :func:`run_tables` did: recipes trained, why others could not, runs' outcomes."""
 
     ran: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -49,9 +47,8 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                progress: bool = True, index: RecipeIndex | None = None,
                notify: Callable[[str, str], None] = silent,
                launch: Launch | None = None) -> Outcome:
-    """Fetch, prepare and train ``selected`` (and their comparison rows) into ``runs_dir``,
-    collecting failures; ``notify(kind, message)`` hears each step. Ctrl-C comes out as
-    ``KeyboardInterrupt`` once the running trainings checkpointed."""
+    """Fetch, prepare and train ``selected`` into ``runs_dir``; ``notify(kind, message)`` hears
+    each step. Ctrl-C comes out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
 
@@ -84,15 +81,10 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
         done = done_seeds(runs_dir, recipe)
         specs += specs_of(recipe, [s for s in (seeds or recipe.seeds) if s not in done])
     outcome.runs = _launch(specs, runs_dir, device, progress, index, notify, launch)
-    failed_by_recipe: dict[str, list[RunOutcome]] = {}
-    for run in outcome.failed_runs:
-        failed_by_recipe.setdefault(run.spec.recipe, []).append(run)
-    for name in names:
-        if name in outcome.failed:
-            continue
-        if name in failed_by_recipe:
-            outcome.failed[name] = "; ".join(f"seed {r.spec.seed}: {r.reason}"
-                                             for r in failed_by_recipe[name])
+    for name in (n for n in names if n not in outcome.failed):
+        lost = [r for r in outcome.failed_runs if r.spec.recipe == name]
+        if lost:
+            outcome.failed[name] = "; ".join(f"seed {r.spec.seed}: {r.reason}" for r in lost)
         else:
             outcome.ran.append(name)
     return outcome

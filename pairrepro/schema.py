@@ -1,5 +1,4 @@
-"""Validation for every TOML file: :class:`Schema` (unknown keys are errors, strict types) and
-:func:`validate`, which turns pydantic's errors into a :class:`ConfigError` naming the key."""
+"""Validation for every TOML file: :class:`Schema`, and :func:`validate` (errors name the key)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Schema(BaseModel):
-    """Base of every TOML schema: unknown keys are errors, no coercion but int to float,
-    immutable."""
+    """Base of every TOML schema: unknown keys are errors, strict (but int to float), frozen."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True,
                               validate_default=True)
@@ -25,8 +23,6 @@ class Schema(BaseModel):
 def _where(loc: Sequence[int | str], sections: bool) -> str:
     """``("optim", "lr")`` -> ``[optim] lr``; ``("files", 0, "sha")`` -> ``[files[0]] sha``."""
     parts = [p for p in loc if p not in ("function-after", "function-before")]
-    if not parts:
-        return ""
     keys = [i for i, p in enumerate(parts) if isinstance(p, str)]
     if sections and len(parts) > 1 and keys and keys[-1] > 0:
         last = keys[-1]  # the key itself; everything before it names its table
@@ -61,11 +57,7 @@ def describe(error: dict[str, Any], sections: bool = True) -> str:
     kind = error.get("type", "")
     if kind == "extra_forbidden":  # the key as typed, quoted: a misspelling shows
         return f"{where}: {_ALLOWED[kind]} {error['loc'][-1]!r}"
-    if kind == "missing":
-        return f"{where}: {_ALLOWED[kind]}"
-    allowed = _ALLOWED.get(kind)
-    if allowed is None:
-        allowed = str(error.get("msg", "")).removeprefix("Value error, ")
+    allowed = _ALLOWED.get(kind) or str(error.get("msg", "")).removeprefix("Value error, ")
     value = error.get("input")
     shown = f"{value!r}: " if not isinstance(value, dict | list) else ""
     return f"{where}: {shown}{allowed}" if where else f"{shown}{allowed}"
@@ -75,11 +67,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The schema model inside an annotation (``X``, ``list[X]``, ``X | None``), if any."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
-    for arg in typing.get_args(annotation):
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+    return next((m for m in map(_model_in, typing.get_args(annotation)) if m is not None), None)
 
 
 def allowed_keys(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:

@@ -1,6 +1,5 @@
-"""Is a difference real? Seeded two-level percentile bootstrap intervals (seeds and units
-resampled) and two-sided paired randomization tests, adaptive unless ``resamples`` is given;
-the method is described in docs/internals.md ("Statistics")."""
+"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals and
+paired randomization tests, adaptive unless ``resamples`` is given (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pairrepro.errors import DataError
-from pairrepro.metrics import f1_from_counts
+from pairrepro.metrics import class_one_indicators, f1_from_counts
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # an adaptive interval's first round; each later round doubles the total
@@ -142,23 +141,16 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
                seed: int, targets: Sequence[float], step: float) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
     (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units."""
-    units = len(features)
-    if units == 0 or seeds == 0:
+    if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
            confidence, resamples, seed, tuple(targets), step,
            (RESAMPLES, INTERVAL_CAP, ENDPOINT_SE, MC_Z))
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.clear()
-        _MEMO[key] = _draw_interval(_UnitSums(features), per_seed, point, seeds, confidence,
-                                    resamples, seed, targets, step)
-    return _MEMO[key]
-
-
-def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarray],
-                   point: float, seeds: int, confidence: float, resamples: int | None,
-                   seed: int, targets: Sequence[float], step: float) -> Interval:
+    if key in _MEMO:
+        return _MEMO[key]
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    sampler = _UnitSums(features)
     rng = np.random.default_rng([seed, 2718])
     batch = resamples or RESAMPLES
     stats = np.empty(0)
@@ -176,6 +168,7 @@ def _draw_interval(sampler: _UnitSums, per_seed: Callable[[np.ndarray], np.ndarr
         settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
                    and not any(out.moving()))
         if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
+            _MEMO[key] = out
             return out
         batch = len(stats)
 
@@ -195,15 +188,6 @@ def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                       confidence, resamples, seed, targets, step)
 
 
-def _indicators(labels: np.ndarray, predictions: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(TP, FP, FN) indicators of class 1, each shaped like ``predictions``."""
-    gold = np.broadcast_to(np.asarray(labels).astype(bool), np.shape(predictions))
-    pred = np.asarray(predictions).astype(bool)
-    return ((pred & gold).astype(np.float64), (pred & ~gold).astype(np.float64),
-            (~pred & gold).astype(np.float64))
-
-
 def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
     """F1 per seed from ``sums`` holding TP, FP, FN of ``seeds`` seeds from column ``offset``."""
     tp, fp, fn = (sums[:, offset + k * seeds: offset + (k + 1) * seeds] for k in range(3))
@@ -216,7 +200,7 @@ def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float =
     """Interval of the F1 of class 1 from 0/1 ``predictions`` ``[pairs]`` or ``[seeds, pairs]``."""
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
-    counts = np.vstack(_indicators(labels, pred))  # [3 seeds, pairs]
+    counts = np.vstack(class_one_indicators(labels, pred))  # [3 seeds, pairs]
     point = float(_f1_of_sums(counts.sum(axis=1)[None, :], seeds).mean())
     return _two_level("f1", counts.T, lambda sums: _f1_of_sums(sums, seeds), point, seeds,
                       confidence, resamples, seed, targets, step)
@@ -230,7 +214,7 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
-    counts = np.vstack(_indicators(gold, pred) + _indicators(1 - gold, 1 - pred))
+    counts = np.vstack(class_one_indicators(gold, pred) + class_one_indicators(1 - gold, 1 - pred))
 
     def macro(sums: np.ndarray) -> np.ndarray:
         return (_f1_of_sums(sums, seeds) + _f1_of_sums(sums, seeds, 3 * seeds)) / 2
@@ -243,8 +227,7 @@ def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
                    confidence: float = CONFIDENCE, resamples: int | None = None,
                    seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
                    ) -> Interval:
-    """Interval of ``sum(numerators) / sum(denominators)`` over units (``[units]`` or
-    ``[seeds, units]``), e.g. the share of tied candidates with queries as the units."""
+    """Interval of ``sum(numerators) / sum(denominators)``, ``[units]`` or ``[seeds, units]``."""
     num, den = _as_matrix(numerators), _as_matrix(denominators)
     seeds = num.shape[0]
 
@@ -370,40 +353,32 @@ def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | Non
                           swapped.words, n, resamples, seed, alphas)
 
 
-def f1_swap_statistic(labels: np.ndarray, runs_a: np.ndarray, runs_b: np.ndarray
-                      ) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]]:
-    """The types of pairs a swap can change, and the F1 difference from how many of each a
-    swap takes (``[R, types]`` -> ``[R]``)."""
-    gold = np.asarray(labels).astype(bool)
-    a, b = runs_a.astype(bool), runs_b.astype(bool)
-    seeds = len(a)
-    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
-    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
-    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
-    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in _indicators(gold, a))
-    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in _indicators(gold, b))
-
-    def statistic(counts: np.ndarray) -> np.ndarray:
-        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
-        tp, fp = move[:, :seeds], move[:, seeds:]
-        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
-                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
-
-    return sizes, statistic
-
-
 def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
                    resamples: int | None = None, seed: int = 0,
                    alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of the mean per-seed F1(A) - F1(B) (class 1), seed
-    k against seed k, on the same pairs."""
+    """Two-sided paired randomization test of mean per-seed F1(A) - F1(B), seed k against k."""
     runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
     if runs_a.shape[0] != runs_b.shape[0]:
         raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "
                         f"{runs_b.shape[0]}", hint="pair as many seeds of each system")
     if runs_b.shape[1] != (n := runs_a.shape[1]):
         raise DataError("paired test: the systems were scored on different pairs")
-    sizes, statistic = f1_swap_statistic(labels, runs_a, runs_b)
+    gold = np.asarray(labels).astype(bool)
+    a, b = runs_a.astype(bool), runs_b.astype(bool)
+    seeds = len(a)
+    # the types of pairs a swap can change: how many of each it takes gives the F1 difference
+    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
+    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
+    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
+    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in class_one_indicators(gold, a))
+    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in class_one_indicators(gold, b))
+
+    def statistic(counts: np.ndarray) -> np.ndarray:  # [R, types] -> [R]
+        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
+        tp, fp = move[:, :seeds], move[:, seeds:]
+        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
+                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
+
     counts = SwapCounts(sizes)
     observed = float(statistic(np.zeros((1, len(sizes)), dtype=np.int64))[0])
     return _adaptive_test(observed, lambda rng, rows: statistic(counts.draw(rng, rows)),
@@ -413,10 +388,7 @@ def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error), in the input order."""
     order = np.argsort(p_values, kind="stable")
-    m = len(order)
-    adjusted = np.empty(m)
-    running = 0.0
-    for k, i in enumerate(order):
-        running = max(running, min(1.0, (m - k) * float(p_values[i])))
-        adjusted[i] = running
+    steps = (len(order) - np.arange(len(order))) * np.asarray(p_values, dtype=np.float64)[order]
+    adjusted = np.empty(len(order))
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, steps))
     return adjusted.tolist()

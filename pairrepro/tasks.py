@@ -19,30 +19,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Task:
-    """What a task type means for the model, loss, epoch and predictions (this base class:
-    classification)."""
+    """What a task type means for model, loss, epoch and predictions (the base: classification)."""
 
     type: str
     loss: str
     recipe_keys: frozenset[str] = frozenset()  # the [task] keys it uses besides type and loss
     default_select_metric: str = "accuracy"
+    outputs: int = 0  # per pair (0: one logit per class)
 
     @property
     def is_ranking(self) -> bool:
         return self.type == "ranking"
 
-    @property
-    def by_group(self) -> bool:
-        """Whether subsets (``max_train_pairs``, ``score_train_pairs``) keep whole groups."""
-        return self.is_ranking
+    by_group = is_ranking  # whether subsets (max_train_pairs, score_train_pairs) keep groups
 
     def num_classes(self, label_map: list[str] | None, max_label: int) -> int:
         """Classes of the data: the label map's length, else the largest label + 1."""
         return len(label_map) if label_map else max_label + 1
 
     def num_outputs(self, num_classes: int) -> int:
-        """What ``ModelContext.num_outputs`` must be: one logit per class."""
-        return num_classes
+        """What ``ModelContext.num_outputs`` must be."""
+        return self.outputs or num_classes
 
     def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
                    num_triples: int = 0) -> torch.Tensor:
@@ -58,10 +55,8 @@ class Task:
 
     def scores(self, outputs: np.ndarray) -> np.ndarray:
         """Raw model outputs ``[N, K]`` -> class probabilities ``[N, C]`` (a softmax)."""
-        shifted = outputs - outputs.max(axis=1, keepdims=True)
-        probs = np.exp(shifted)
-        probs /= probs.sum(axis=1, keepdims=True)
-        return probs
+        probs = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+        return probs / probs.sum(axis=1, keepdims=True)
 
     def metrics(self, split: EncodedSplit, scores: np.ndarray, num_classes: int,
                 no_positive: str = "skip") -> dict[str, float]:
@@ -114,16 +109,14 @@ class _Ranking(Task):
 
 @dataclass(frozen=True)
 class _PairwiseRanking(_Ranking):
-    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives
-    first."""
-
-    def num_outputs(self, num_classes: int) -> int:
-        return 1
+    """``max(0, margin - s(q, d+) + s(q, d-))``: ``B`` triples are ``2B`` pairs, positives first."""
 
     def batch_loss(self, outputs: torch.Tensor, labels: torch.Tensor, margin: float,
                    num_triples: int = 0) -> torch.Tensor:
+        import torch
+
         scores = outputs.float()[:, 0]
-        return hinge_loss(scores[:num_triples], scores[num_triples:], margin)
+        return torch.clamp(margin - scores[:num_triples] + scores[num_triples:], min=0).mean()
 
     def batch_correct(self, outputs: torch.Tensor, labels: torch.Tensor, num_triples: int = 0
                       ) -> torch.Tensor:
@@ -154,9 +147,6 @@ class _PointwiseRanking(_Ranking):
     """Ranking as two-class classification (CSRAN): candidates rank by the class-1 log-odds
     ``z1 - z0`` (a probability would round confident candidates to tied 1.0s)."""
 
-    def num_outputs(self, num_classes: int) -> int:
-        return 2
-
     def scores(self, outputs: np.ndarray) -> np.ndarray:
         """The class-1 log-odds (float64); ``sigmoid`` of it is ``P(class 1)``."""
         return outputs[:, 1].astype(np.float64) - outputs[:, 0].astype(np.float64)
@@ -178,14 +168,6 @@ class _PointwiseRanking(_Ranking):
         return items, split.lengths()[items]
 
 
-def hinge_loss(pos_scores: torch.Tensor, neg_scores: torch.Tensor, margin: float
-               ) -> torch.Tensor:
-    """Mean pairwise max-margin loss."""
-    import torch
-
-    return torch.clamp(margin - pos_scores + neg_scores, min=0).mean()
-
-
 def _id_columns(split: EncodedSplit) -> pd.DataFrame:
     import pandas as pd
 
@@ -194,9 +176,10 @@ def _id_columns(split: EncodedSplit) -> pd.DataFrame:
 
 
 CLASSIFICATION = Task("classification", "cross_entropy")
-PAIRWISE_RANKING = _PairwiseRanking("ranking", "hinge", frozenset({"margin", "negatives"}))
+PAIRWISE_RANKING = _PairwiseRanking("ranking", "hinge", frozenset({"margin", "negatives"}),
+                                    outputs=1)
 POINTWISE_RANKING = _PointwiseRanking("ranking", "pointwise",
-                                      frozenset({"max_negatives_per_query"}))
+                                      frozenset({"max_negatives_per_query"}), outputs=2)
 TASKS: dict[str, Task] = {t.loss: t for t in (CLASSIFICATION, PAIRWISE_RANKING,
                                                POINTWISE_RANKING)}
 TASK_TYPES = ("classification", "ranking")

@@ -1,6 +1,4 @@
-"""GPUs for the plan: peak dense bf16 FLOP/s (``gpus.toml``) and training rates measured on a
-GPU (``bench/records/gpu_rates.json``, by ``bench/gpu_check.sh``).
-"""
+"""GPUs for the plan: peak bf16 FLOP/s (``gpus.toml``) and rates measured by gpu_check.sh."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
 
 
 def gpu_key(device_name: str) -> str:
-    """The ``gpus.toml`` name of a CUDA device (``torch.cuda.get_device_name``, one of an
-    entry's ``device_names``), else ""."""
+    """The ``gpus.toml`` name of a CUDA device name (in an entry's ``device_names``), else ""."""
     return next((key for key, entry in load_gpu_peaks().items()
                  if device_name.lower() in (n.lower() for n in entry.get("device_names", []))),
                 "")
@@ -40,9 +37,8 @@ class GpuRate:
 
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
-    """``{(recipe or model, precision): rate}`` from the real runs on GPU ``gpu`` (a
-    ``gpus.toml`` name), each from the latest run that measured it (a run may measure a few
-    models only), the one-epoch figure over its recipe's preflight one; {} if none."""
+    """``{(recipe or model, precision): rate}`` on GPU ``gpu`` (a ``gpus.toml`` name), each from
+    the latest run that measured it, an epoch's figure over its recipe's preflight one."""
     p = path or GPU_RATES
     if not p.is_file():
         return {}

@@ -1,7 +1,5 @@
-"""What the report and the plan know about models, read from ``bench/model_facts.json``
-(``python bench/model_facts.py``), never from model code: constructor defaults,
-``needs_training``, and θ_M per recipe for rows without a run.
-"""
+"""What report and plan know of models, from ``bench/model_facts.json`` (never model code):
+constructor defaults, ``needs_training``, and θ_M per recipe for rows without a run."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ def needs_training(name: str) -> bool | None:
 
 
 def weight_count(recipe_name: str, runs: list[RunInfo]) -> tuple[int, str] | None:
-    """θ_M of a recipe and where it comes from: a run's ``manifest.json``
-    (``parameters.weights``), else ``bench/model_facts.json``; None when neither has it."""
+    """θ_M of a recipe and its source: a run's ``manifest.json``, else model_facts.json, or None."""
     for run in runs:
         parameters = run.manifest.get("parameters")
         weights = parameters.get("weights") if isinstance(parameters, dict) else None

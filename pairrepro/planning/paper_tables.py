@@ -1,7 +1,5 @@
-"""Paper tables as data: the schema of ``pairrepro/planning/papers/<paper>.toml`` and its
-loader, which validates one level at a time so that an error names the file, the table, the
-block and the row by its label (``blocks[0] rows[3] 'CSRAN'``) or the column.
-"""
+"""Paper tables as data: the schema of ``planning/papers/<paper>.toml`` and its loader, which
+validates level by level so that an error names the row by its label or the column."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ class RowRef(Schema):
 
 
 class Column(Schema):
-    """A metric (``split.metric``), printed info, a parameter count, or (set by the loader)
-    an hparams table's recipe setting."""
+    """A metric (``split.metric``), info, a parameter count or (set by the loader) a setting."""
 
     key: str
     header: str
@@ -52,8 +49,7 @@ class Column(Schema):
 
 
 class Row(Schema):
-    """One printed row, validated with the context ``{"columns", "kind", "units"}`` of its
-    table."""
+    """One printed row, validated with its table's context ``{"columns", "kind", "units"}``."""
 
     label: str
     values: dict[str, str]
@@ -100,8 +96,13 @@ class Row(Schema):
             if unknown:
                 raise ValueError(f"{what}: unknown column {unknown[0]!r} (columns: "
                                  f"{', '.join(columns)})")
-        for key, unit in context.get("units", {}).items():
-            _check_scale(key, self.values.get(key, ""), unit)
+        for key, unit in context.get("units", {}).items():  # "85.4" in a fraction column
+            printed = self.values.get(key, "")
+            largest, name = SCALE[unit]
+            if (_NUMBER.match(printed) and any(ch.isdigit() for ch in printed)
+                    and abs(float(printed.replace("−", "-"))) > largest):
+                raise ValueError(f"{key}: {printed!r} is not a {name}, the unit of column "
+                                 f"{key!r} (unit = {unit!r})")
         if context.get("kind") == "hparams" and not self.keys:
             raise ValueError("an hparams row needs keys = [\"section.key\", ...]")
         return self
@@ -115,16 +116,6 @@ class Row(Schema):
 SCALE = {"%": (100.0, "percentage (0..100)"), "fraction": (1.0, "fraction (0..1)")}
 
 
-def _check_scale(key: str, printed: str, unit: str) -> None:
-    """A published number must fit its column's unit ("85.4" in a fraction column)."""
-    if not _NUMBER.match(printed) or not any(ch.isdigit() for ch in printed):
-        return  # "-", "" or not a plain number: nothing to compare
-    largest, name = SCALE[unit]
-    if abs(float(printed.replace("−", "-"))) > largest:
-        raise ValueError(f"{key}: {printed!r} is not a {name}, the unit of column {key!r} "
-                         f"(unit = {unit!r})")
-
-
 class Block(Schema):
     """Rows printed together (a rule between blocks)."""
 
@@ -133,7 +124,6 @@ class Block(Schema):
 
 
 class _TableFields(Schema):
-
     number: int
     caption: str
     columns: list[Column]
@@ -210,8 +200,6 @@ class _PaperFields(Schema):
 
 
 class Paper(_PaperFields):
-    """One paper file."""
-
     tables: list[PaperTable]
     figures: list[FigureSpec] = Field(default_factory=list)
     path: str = ""
@@ -221,10 +209,8 @@ class Paper(_PaperFields):
         for table in self.tables:
             if table.number == number:
                 return table
-        raise ConfigError(
-            f"{self.paper} has no table {number} with numbers",
-            hint=f"tables: {', '.join(str(t.number) for t in self.tables)}",
-        )
+        raise ConfigError(f"{self.paper} has no table {number} with numbers",
+                          hint=f"tables: {', '.join(str(t.number) for t in self.tables)}")
 
 
 class _TableHead(_TableFields):
@@ -310,7 +296,6 @@ def _load_table(paper: str, raw: Any, where: str) -> PaperTable:
 
 
 def load_paper_file(path: str | Path) -> Paper:
-    """Read and validate one paper TOML."""
     p = Path(path)
     try:
         raw = read_toml(p)

@@ -1,7 +1,5 @@
-"""What a table needs before it can be rendered with numbers (``--plan``, ``make ... DRY=1``):
-per recipe, data readiness per split, the seeds to train and the hours, ``seeds × epochs ×
-train pairs / pairs_per_s`` (sources and fallbacks: docs/preflight.md).
-"""
+"""What a table needs before it renders (``--plan``): per recipe, data readiness per split, the
+seeds to train and the hours, ``seeds × epochs × train pairs / pairs_per_s`` (docs/preflight.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pairrepro import paths
+from pairrepro.data.manifests import load_manifest
 from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.fileio import read_toml
@@ -78,15 +77,10 @@ class PlanItem:
         return self._hours_at(self.gpu_peak_flops, self.flops_per_pair or 0.0)
 
     @property
-    def gpu_measured_hours(self) -> float | None:
-        """At the rate measured on the GPU (``None``: no rate)."""
-        return self._hours_at(self.gpu_rate)
-
-    @property
     def gpu_figure(self) -> tuple[float | None, str]:
         """The GPU hours and where they come from: :data:`MEASURED`, else :data:`LOWER_BOUND`."""
         if self.gpu_rate:
-            return self.gpu_measured_hours, MEASURED
+            return self._hours_at(self.gpu_rate), MEASURED
         return self.gpu_lower_bound_hours, LOWER_BOUND
 
     @property
@@ -132,59 +126,43 @@ def _missing_splits(recipe: Any) -> list[str]:
 def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
                 figures: dict[str, dict[str, Any]], runs_dir: Path
                 ) -> tuple[float | None, str, str, dict[str, Any]]:
-    """(pairs/s, source, hardware, the preflight record used or {}) of one recipe."""
-    own = preflight.get(name)
-    if own is None:  # the same model measured on another recipe
-        others = [r for r, d in preflight.items() if d.get("model") == model]
-        own = preflight[others[0]] if others else None
-        source = f"preflight of {others[0]}" if others else ""
-    else:
-        source = "preflight"
-    if own is not None:
+    """(pairs/s, source, hardware, preflight record or {}): its preflight, its model's, figures,
+    else the median of earlier runs of the model (GPU runs if any: CPU and GPU never mix)."""
+    others = [r for r, d in preflight.items() if d.get("model") == model]
+    if name in preflight or others:
+        own = preflight[name] if name in preflight else preflight[others[0]]
+        source = "preflight" if name in preflight else f"preflight of {others[0]}"
         return float(own["pairs_per_s"]), source, str(own.get("hardware", "cpu")), own
     if model in figures:
         figure = figures[model]
         return (float(figure["pairs_per_s"]), str(figure.get("source", "bench/figures.toml")),
                 str(figure.get("hardware", "gpu")), {})
-    measured = _measured_throughput(runs_dir, model)
-    if measured is not None:
-        return measured[0], "earlier runs", measured[1], {}
-    return None, "unknown", "gpu", {}
-
-
-def _measured_throughput(runs_dir: Path, model: str) -> tuple[float, str] | None:
-    """Median ``pairs_per_s`` logged by earlier runs of ``model`` and their hardware (GPU runs
-    when there are any: CPU and GPU speeds never mix); damaged runs are skipped."""
-    speeds: dict[str, list[float]] = {}
+    speeds: dict[str, list[float]] = {"gpu": [], "cpu": []}
     for run in all_runs(runs_dir):
         if run.config.get("model", {}).get("name") != model:
             continue
         try:
             log = run.folder.read_metrics()
-        except DamagedRunError:
+        except DamagedRunError:  # skipped
             continue
         hardware = "gpu" if str(run.manifest.get("device", "")).startswith("cuda") else "cpu"
-        for record in log:
-            value = record.get("pairs_per_s")
-            if isinstance(value, int | float) and value > 0:
-                speeds.setdefault(hardware, []).append(float(value))
-    for hardware in ("gpu", "cpu"):
-        if speeds.get(hardware):
-            return statistics.median(speeds[hardware]), hardware
-    return None
+        speeds[hardware] += [float(record["pairs_per_s"]) for record in log
+                             if isinstance(record.get("pairs_per_s"), int | float)
+                             and record["pairs_per_s"] > 0]
+    for hardware, found in speeds.items():
+        if found:
+            return statistics.median(found), "earlier runs", hardware, {}
+    return None, "unknown", "gpu", {}
 
 
 def train_pairs(recipe: Any) -> tuple[int | None, str]:
-    """Training pairs of one epoch (capped as the epoch caps them) and, when they are the
-    manifest's ``planning`` estimate, its source (else "")."""
+    """Pairs of one epoch (capped as the epoch caps them), and the manifest estimate's source."""
     dataset, variant = recipe.data.dataset, recipe.data.variant or None
     split = recipe.data.train_split
     count = split_pairs(dataset, variant, split)
     estimate = ""
     if count is None:
         try:
-            from pairrepro.data.manifests import load_manifest
-
             spec = load_manifest(dataset).variant(variant).splits.get(split)
         except PairreproError:
             spec = None
@@ -212,17 +190,10 @@ def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
 def split_variants(runs: list[RunInfo], config: dict[str, Any]
                     ) -> tuple[list[RunInfo], dict[str, list[str]]]:
     """(finished runs of the recipe itself, {variant run path: the keys it differs in})."""
-    proper: list[RunInfo] = []
-    variants: dict[str, list[str]] = {}
-    for run in runs:
-        if run.status != "finished":
-            continue
-        keys = list(config_differences(run.config, config))
-        if keys:
-            variants[run.path] = keys
-        else:
-            proper.append(run)
-    return proper, variants
+    finished = [(run, list(config_differences(run.config, config)))
+                for run in runs if run.status == "finished"]
+    return ([run for run, keys in finished if not keys],
+            {run.path: keys for run, keys in finished if keys})
 
 
 def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
@@ -235,8 +206,7 @@ def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
 
 def done_seeds(runs_dir: Path, recipe: Any) -> set[int]:
     """Seeds with a finished run *of the recipe* (a variant does not count)."""
-    proper, _ = split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())
-    return {r.seed for r in proper}
+    return {r.seed for r in split_variants(find_runs(runs_dir, recipe.name), recipe.to_dict())[0]}
 
 
 def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs_dir: Path,
@@ -288,30 +258,17 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
                 flops_per_pair=record.get("flops_per_pair"), gpu=gpu_name,
                 gpu_peak_flops=peak, train_pairs_estimate=estimate,
                 gpu_rate=rate.pairs_per_s if rate else None,
-                gpu_rate_source=f"{rate.what}; {rate.run}" if rate else "",
-            )
+                gpu_rate_source=f"{rate.what}; {rate.run}" if rate else "")
     return list(items.values())
 
 
-def _speed(item: PlanItem) -> str:
-    """``5.6 (source)``: slow (CPU) figures keep a decimal."""
-    if not item.trains:
-        return "no training"
-    if not item.pairs_per_s:
-        return "unknown"
-    digits = 0 if item.pairs_per_s >= 100 else 1
-    return f"{item.pairs_per_s:.{digits}f} ({item.throughput_source})"
-
-
 def render_plan(items: list[PlanItem], device: str | None = None) -> str:
-    """The plan as text; a note when training would run on CUDA (``device``) but the hours are
-    CPU figures."""
+    """The plan as text; a note when CUDA (``device``) would train but the hours are CPU's."""
     if not items:
         return "Nothing to run: no recipe declares a row of these tables.\n"
     gpu = next((it.gpu for it in items if it.gpu), "")
-    header = ("recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
-              "hours | on")
-    lines = [header + (f" | {gpu} h (from)" if gpu else "")]
+    lines = ["recipe | tables | dataset | data | seeds to train | epochs x pairs | pairs/s | "
+             "hours | on" + (f" | {gpu} h (from)" if gpu else "")]
     totals: dict[str, float] = {}
     gpu_totals: dict[str, float] = {MEASURED: 0.0, LOWER_BOUND: 0.0}
     unknown = 0
@@ -329,10 +286,11 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
             ",".join(map(str, it.seeds_todo)) or "done",
             f"{it.epochs} x {it.train_pairs if it.train_pairs else '?'}"
             + (" (est.)" if it.train_pairs_estimate else ""),
-            _speed(it),
+            # pairs/s: slow (CPU) figures keep a decimal
+            ("no training" if not it.trains else "unknown" if not it.pairs_per_s else
+             f"{it.pairs_per_s:.{0 if it.pairs_per_s >= 100 else 1}f} ({it.throughput_source})"),
             "-" if not it.seeds_todo else (f"{hours:.2f}" if hours is not None else "?"),
-            it.hardware.upper() if it.pairs_per_s or not it.trains else "?",  # the unit
-        ]
+            it.hardware.upper() if it.pairs_per_s or not it.trains else "?"]  # the unit
         if gpu:
             figure, source = it.gpu_figure
             gpu_totals[source] += figure or 0.0
@@ -371,24 +329,22 @@ def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> li
     """Where the GPU figures come from, measured and lower bounds totalled apart."""
     todo = [it for it in items if it.seeds_todo and it.trains]
     measured = sorted({it.gpu_rate_source.split("; ", 1)[1] for it in todo if it.gpu_rate})
-    lines = [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
-             f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
-             f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
-             f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
-             "  measured: the recipe's or its model's training rate on this GPU in the "
-             "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
-             "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
-                                                           "none recorded for this GPU"),
-             "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
-             "(gpus.toml); real runs take longer, LSTMs several times"]
-    return lines
+    return [f"{gpu}: {totals[MEASURED]:.2f} GPU hours at measured rates "
+            f"({sum(1 for it in todo if it.gpu_rate)} recipes) + at least "
+            f"{totals[LOWER_BOUND]:.3g} (FLOP lower bound, "
+            f"{sum(1 for it in todo if not it.gpu_rate)} recipes)",
+            "  measured: the recipe's or its model's training rate on this GPU in the "
+            "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
+            "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
+                                                          "none recorded for this GPU"),
+            "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
+            "(gpus.toml); real runs take longer, LSTMs several times"]
 
 
 def plan_to_json(items: list[PlanItem]) -> list[dict[str, Any]]:
-    """``--json`` view of a plan."""
     return [{**it.__dict__, "hours": it.hours, "cpu_hours": it.cpu_hours,
              "gpu_hours": it.gpu_hours, "gpu_lower_bound_hours": it.gpu_lower_bound_hours,
-             "gpu_measured_hours": it.gpu_measured_hours,
+             "gpu_measured_hours": it._hours_at(it.gpu_rate),
              "gpu_figure": {"hours": it.gpu_figure[0], "from": it.gpu_figure[1]}
              if it.gpu else None}
             for it in items]

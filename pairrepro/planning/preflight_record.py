@@ -1,7 +1,5 @@
-"""The preflight record ``bench/preflight/<recipe>.json``: written by preflight, read back
-validated (a bad figure is a :class:`ConfigError`, never skipped: another recipe's figure would
-silently take its place).
-"""
+"""The preflight record ``bench/preflight/<recipe>.json``, read back validated: a bad figure
+is a :class:`ConfigError`, never skipped (another recipe's figure would take its place)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Which recipe reproduces which paper row (a recipe's ``reproduces``; ``compares`` adds a row
-of its own below the paper's), and a recipe's settings as flat names.
-"""
+"""Which recipe fills which paper row (``reproduces``, or ``compares``: a row of its own)."""
 
 from __future__ import annotations
 
@@ -37,24 +35,17 @@ class RecipeIndex:
         return self.rows.get((paper, table, normalise_label(label)), [])
 
 
-def _table(paper: str, number: int, cache: dict[tuple[str, int], PaperTable | None]
-           ) -> PaperTable | None:
-    """Table ``number`` of ``paper``, None when there is no such paper or table."""
-    if (paper, number) not in cache:
-        try:
-            cache[(paper, number)] = load_paper(paper).table(number)
-        except ConfigError:
-            cache[(paper, number)] = None
-    return cache[(paper, number)]
-
-
 def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]) -> None:
-    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset (a copied
-    recipe would otherwise put another dataset's number into the table)."""
+    """Every row a recipe ``reproduces`` or ``compares`` is on its table's dataset."""
     for kind, refs in (("reproduces", recipe.recipe.reproduces),
                        ("compares", recipe.recipe.compares)):
         for ref in refs:
-            table = _table(ref.paper, ref.table, cache)
+            if (ref.paper, ref.table) not in cache:  # None: no such paper or table
+                try:
+                    cache[(ref.paper, ref.table)] = load_paper(ref.paper).table(ref.table)
+                except ConfigError:
+                    cache[(ref.paper, ref.table)] = None
+            table = cache[(ref.paper, ref.table)]
             if table is None or not table.datasets:
                 continue
             if recipe.data.dataset not in table.datasets:
@@ -68,8 +59,7 @@ def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]
 
 
 def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
-    """Every ``*.toml`` recipe; invalid ones are kept as errors, a row of a table on another
-    dataset is a ConfigError."""
+    """Every ``*.toml`` recipe, invalid ones as errors; a row on another dataset: ConfigError."""
     from pairrepro.config import load_recipe
 
     folder = recipes_dir or paths.recipes_dir()
@@ -95,8 +85,7 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:
-    """A recipe's (or run's) settings as flat ``section.key`` names, the ``model.*`` keys it
-    leaves unset filled with the constructor's defaults (an unknown model gets none)."""
+    """A recipe's or run's flat ``section.key`` settings, unset ``model.*`` keys at defaults."""
     flat = flatten(config)
     name = flat.get("model.name")
     defaults = model_defaults(name) if isinstance(name, str) else None
@@ -112,10 +101,9 @@ def row_recipes(paper: str, table: PaperTable, row: Row, index: RecipeIndex) -> 
     """The recipes that reproduce ``row``: the one it names, else those declaring it."""
     if row.recipe:
         if row.recipe not in index.recipes:
-            raise ConfigError(
-                f"{paper} Table {table.number} row {row.label!r}: recipe {row.recipe!r} not found",
-                hint=index.errors.get(row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"),
-            )
+            raise ConfigError(f"{paper} Table {table.number} row {row.label!r}: recipe "
+                              f"{row.recipe!r} not found", hint=index.errors.get(
+                                  row.recipe, "check recipes/ (or $PAIRREPRO_RECIPES)"))
         return [row.recipe]
     found = index.for_row(paper, table.number, row.label)
     if not found and row.cite:
@@ -133,12 +121,9 @@ def comparison_rows(paper: Paper, table: PaperTable, index: RecipeIndex) -> list
 
 def table_recipes(paper: Paper, table: PaperTable, index: RecipeIndex,
                   comparisons: bool = False) -> list[str]:
-    """Every recipe that reproduces a row of ``table`` (``comparisons``: and its comparison
-    rows')."""
-    names: set[str] = set()
-    if table.kind != "hparams":
-        for row in table.rows:
-            names.update(row_recipes(paper.paper, table, row, index))
+    """Every recipe of a row of ``table`` (``comparisons``: and of its comparison rows)."""
+    rows = [] if table.kind == "hparams" else table.rows
+    names = {name for row in rows for name in row_recipes(paper.paper, table, row, index)}
     if comparisons:
         names.update(row.recipe for row in comparison_rows(paper, table, index))
     return sorted(names)
