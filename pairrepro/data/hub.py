@@ -19,6 +19,8 @@ from pairrepro.errors import ConfigError, DataError, DownloadError
 
 SOURCE_RECORD = "source.json"
 _COMMIT = re.compile(r"@([0-9a-f]{40})/")
+_INSTEAD = ("--from DIR (a local copy of the hub repository) or fetch without --source hub "
+            "(mirror, --from the official files)")
 
 
 def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]:
@@ -50,14 +52,12 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
                      "with a config_name and its data_files) and the files it names, or fetch "
                      "without --source hub (mirror, --from the official files)") from exc
         offline = datasets.config.HF_DATASETS_OFFLINE
-        instead = ("--from DIR (a local copy of the hub repository) or fetch without --source "
-                   "hub (mirror, --from the official files)")
         raise DownloadError(
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
             f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
             f"{type(exc).__name__}: {_first_line(exc)}",
-            hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {instead}"
-                  if offline else f"check the hub id and the network, or use {instead}")
+            hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {_INSTEAD}"
+                  if offline else f"check the hub id and the network, or use {_INSTEAD}")
         ) from exc
     data_files = {str(split): [str(f) for f in files]
                   for split, files in (builder.config.data_files or {}).items()}
@@ -83,8 +83,7 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub: "
             f"{host} cannot be resolved ({exc.strerror or exc}); no network, so not retried",
             hint="with a copy in the Hugging Face cache, set HF_DATASETS_OFFLINE=1; otherwise "
-                 "--from DIR (a local copy of the hub repository) or fetch without --source "
-                 "hub (mirror, --from the official files)") from None
+                 + _INSTEAD) from None
 
 
 def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any

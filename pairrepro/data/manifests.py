@@ -191,6 +191,14 @@ class ManifestFields(Schema):
     files: list[FileSpec] = Field(default_factory=list)
     hub: HubSpec | None = None
 
+    @model_validator(mode="after")
+    def _default_is_a_variant(self) -> ManifestFields:
+        variants = getattr(self, "variants", {})  # the field each reader's model adds
+        if self.default_variant and variants and self.default_variant not in variants:
+            raise ValueError(f"default_variant {self.default_variant!r} is not a variant "
+                             f"({', '.join(variants)})")
+        return self
+
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
     """Reader ``reader``'s options models: (variant-wide, per split)."""
@@ -215,19 +223,9 @@ def variant_model(reader: str) -> type[VariantOptions]:
 @functools.cache
 def manifest_model(reader: str) -> type[ManifestFields]:
     """The schema of a manifest read by ``reader``: a misspelt option is an error at load."""
-    variant = variant_model(reader)
-
-    def default_is_a_variant(self: Any) -> Any:
-        if self.default_variant and self.variants and self.default_variant not in self.variants:
-            raise ValueError(f"default_variant {self.default_variant!r} is not a variant "
-                             f"({', '.join(self.variants)})")
-        return self
-
     return create_model(  # type: ignore[call-overload, no-any-return]
         f"{reader}.Manifest", __base__=ManifestFields,
-        variants=(dict[str, variant], {}),  # type: ignore[valid-type]
-        __validators__={"default_is_a_variant": model_validator(mode="after")(
-            default_is_a_variant)})
+        variants=(dict[str, variant_model(reader)], {}))  # type: ignore[valid-type]
 
 
 @dataclass
@@ -288,12 +286,6 @@ class Manifest(ManifestFields):
                 if member.path == path:
                     return member.sha256
         return ""
-
-    def file(self, path: str) -> FileSpec:
-        for spec in self.files:
-            if spec.path == path:
-                return spec
-        raise DataError(f"{self.source}: no [[files]] entry with path {path!r}")
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:

@@ -24,16 +24,9 @@ ADJECTIVES = ["small", "big", "red", "old", "young", "happy", "dirty", "fast", "
 PLACES = ["park", "street", "beach", "field", "garden", "road", "river", "city"]
 
 
-def _premise(rng: random.Random) -> tuple[str, str, str, str]:
-    noun = rng.choice(sorted(NOUNS))
-    verb = rng.choice(sorted(VERBS))
-    adjective = rng.choice(ADJECTIVES)
-    place = rng.choice(PLACES)
-    return adjective, noun, verb, place
-
-
 def _nli_pair(rng: random.Random) -> tuple[str, str, int]:
-    adjective, noun, verb, place = _premise(rng)
+    noun, verb = rng.choice(sorted(NOUNS)), rng.choice(sorted(VERBS))
+    adjective, place = rng.choice(ADJECTIVES), rng.choice(PLACES)
     premise = f"a {adjective} {noun} {verb} in the {place}"
     label = rng.randrange(3)
     other_adjective = rng.choice([a for a in ADJECTIVES if a != adjective])
