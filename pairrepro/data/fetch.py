@@ -69,8 +69,8 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 
 
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
-                  force: bool = False, progress: bool = False,
-                  timeout: float | None = None, verify: bool = False) -> FetchReport:
+                  force: bool = False, progress: bool = False, verify: bool = False
+                  ) -> FetchReport:
     """Fetch every available file of dataset ``name``; files fetched before are kept unless
     ``force``. Raises :class:`ChecksumError` for a corrupt file no other source replaced,
     :class:`DownloadError` / :class:`DataError` when no split could be had."""
@@ -87,7 +87,7 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     record = (None if force else read_record(name)) or {}
     run = _FetchRun(manifest, paths.raw_dir(name), record, verify)
     run.take_local(from_path, mirror)
-    run.download_missing(progress, timeout)
+    run.download_missing(progress)
     run.recheck_members()
     run.extract_archives()
     return run.finish()
@@ -195,7 +195,7 @@ class _FetchRun:
         self.results[spec.path] = FileResult(spec.path, "missing", splits=list(spec.splits),
                                              error=error.message)
 
-    def download_missing(self, progress: bool, timeout: float | None) -> None:
+    def download_missing(self, progress: bool) -> None:
         """HTTP for what is still missing and still needed."""
         for spec in self.manifest.files:
             if spec.path in self.results:
@@ -204,13 +204,13 @@ class _FetchRun:
                 self.results[spec.path] = FileResult(spec.path, "not needed",
                                                      splits=list(spec.splits))
                 continue
-            result = self._download(spec, progress, timeout)
+            result = self._download(spec, progress)
             if result.status == "fetched":
                 self.obtained(spec, result)
             else:
                 self.results[spec.path] = result
 
-    def _download(self, spec: FileSpec, progress: bool, timeout: float | None) -> FileResult:
+    def _download(self, spec: FileSpec, progress: bool) -> FileResult:
         target = self.root / spec.path
         urls = [u for u in (spec.url, *spec.alt_urls) if u]
         result = FileResult(spec.path, "missing", splits=list(spec.splits))
@@ -218,7 +218,7 @@ class _FetchRun:
             result.error = "no download URL (give the file with --from PATH)"
         for url in urls:
             try:
-                digest, verified = install_download(url, target, spec, progress, timeout)
+                digest, verified = install_download(url, target, spec, progress)
             except ChecksumError as exc:
                 self.checksum_errors[spec.path] = exc
                 result.error = exc.message

@@ -272,12 +272,9 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                                                                 spec.options.vocab_split)
 
         step(f"{name}: writing")
-        frames = {}
         for split, (left, left_len, right, right_len) in encoded.items():
-            frame = results[split].pairs
-            frame["left_ids"] = _ids_array(left, left_len, remap)
-            frame["right_ids"] = _ids_array(right, right_len, remap)
-            frames[split] = frame
+            results[split].pairs["left_ids"] = _ids_array(left, left_len, remap)
+            results[split].pairs["right_ids"] = _ids_array(right, right_len, remap)
 
         stats: dict[str, Any] = {
             "dataset": name,
@@ -302,6 +299,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
             "pairrepro_version": __version__,
         }
         root = paths.prepared_dir(name, spec.name)
+        frames = {split: result.pairs for split, result in results.items()}
         stats["files"] = write_prepared(root, frames, vocab, vocab_counts, stats)
         if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
             _link_default(name, spec.name)
