@@ -95,13 +95,11 @@ def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
             f"{manifest.source}: [hub] columns: hub split {hub_split!r} of {spec.id} has no "
             f"column {', '.join(map(repr, absent))}",
             hint=f"its columns are: {', '.join(present)}; fix [hub] columns")
-    left = dataset[cols["left"]]
-    right = dataset[cols["right"]]
-    raw_labels = dataset[cols["label"]]
     ids = ([str(v) for v in dataset[cols["pair_id"]]] if "pair_id" in cols
-           else [f"{hub_split}-{i}" for i in range(len(left))])
-    keys = [str(v) for v in raw_labels]  # as [hub] labels spells them (an index or a name)
-    mapped = [spec.labels.get(k) for k in keys]
+           else [f"{hub_split}-{i}" for i in range(dataset.num_rows)])
+    keys = [str(v) for v in dataset[cols["label"]]]  # as [hub] labels spells them
+    columns = {"pair_id": ids, "left": dataset[cols["left"]], "right": dataset[cols["right"]],
+               "label": [spec.labels.get(k) for k in keys], "hub_label": keys}
     warnings = []
     feature = dataset.features.get(cols["label"])
     names = getattr(feature, "names", None)  # a ClassLabel: the hub's own names per index
@@ -110,11 +108,7 @@ def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
             if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours:
                 warnings.append(f"[hub] labels maps {key} to {ours!r}; the hub calls "
                                 f"class {key} {names[int(key)]!r}")
-    table = pa.table({"pair_id": pa.array(ids, pa.string()),
-                      "left": pa.array(left, pa.string()),
-                      "right": pa.array(right, pa.string()),
-                      "label": pa.array(mapped, pa.string()),
-                      "hub_label": pa.array(keys, pa.string())})
+    table = pa.table({key: pa.array(values, pa.string()) for key, values in columns.items()})
     return table, warnings
 
 

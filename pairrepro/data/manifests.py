@@ -204,9 +204,7 @@ def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
     """Reader ``reader``'s options models: (variant-wide, per split)."""
     from pairrepro.data.formats import ReaderOptions, find_reader
 
-    module = find_reader(reader)
-    if module is None:
-        return ReaderOptions, ReaderOptions
+    module = find_reader(reader)  # None: no reader, so no option (getattr's default)
     options = getattr(module, "Options", ReaderOptions)
     return options, getattr(module, "SplitOptions", options)
 
@@ -243,7 +241,6 @@ class SplitSpec:
 class VariantSpec:
 
     name: str
-    description: str = ""
     splits: dict[str, SplitSpec] = field(default_factory=dict)
     options: VariantOptions = field(default_factory=VariantOptions)
 
@@ -307,7 +304,7 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
                              smodel.expected.model_dump(exclude_unset=True),
                              reader_part(smodel), smodel.planning)
             for sname, smodel in vmodel.splits.items()}
-        variants[vname] = VariantSpec(vname, vmodel.description, splits, vmodel)
+        variants[vname] = VariantSpec(vname, splits, vmodel)
     top = {name: getattr(checked, name) for name in ManifestFields.model_fields}
     return Manifest.model_construct(**top, variants=variants, source=source)
 

@@ -279,7 +279,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
         stats: dict[str, Any] = {
             "dataset": name,
             "variant": spec.name,
-            "description": spec.description,
+            "description": spec.options.description,
             "task": spec.options.task or manifest.task,
             "label_map": label_map,
             "splits": summaries,
