@@ -35,9 +35,8 @@ class EncodedSplit:
             raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
                             hint="re-run pairrepro preprocess for this dataset")
 
-        def cut(seqs: pd.Series, limit: int) -> list[np.ndarray]:
-            out = [np.asarray(s, dtype=np.int64) for s in seqs]
-            return [s[:limit] for s in out] if limit > 0 else out
+        def cut(seqs: pd.Series, limit: int) -> list[np.ndarray]:  # limit 0: uncut
+            return [np.asarray(s, dtype=np.int64)[:limit or None] for s in seqs]
 
         return cls(
             pair_ids=[str(p) for p in frame["pair_id"]],

@@ -177,8 +177,7 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
     if source == "glove-6b-50d" and dim != 50:
         raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
     matrix = rng.uniform(-OOV_RANGE, OOV_RANGE, size=(len(vocab), dim)).astype(np.float32)
-    if len(vocab):
-        matrix[0] = 0.0
+    matrix[:1] = 0.0  # <pad>
     specials = {0, 1}  # <pad>, <unk>
     if source == "random":
         return matrix, len(vocab) - len(specials & set(range(len(vocab))))

@@ -83,12 +83,10 @@ def bm25_top_k(
     scores = np.zeros((len(queries), k), dtype=np.float32)
     nonempty = [i for i, q in enumerate(query_ids) if q]
     if nonempty:
-        found, found_scores = retriever.retrieve(
-            [query_ids[i] for i in nonempty],
-            k=k, sorted=True, show_progress=show_progress, n_threads=n_threads,
-        )
-        found = np.where(found_scores > 0, found, -1)
-        indices[nonempty] = found
+        found, found_scores = retriever.retrieve([query_ids[i] for i in nonempty], k=k,
+                                                 sorted=True, show_progress=show_progress,
+                                                 n_threads=n_threads)
+        indices[nonempty] = np.where(found_scores > 0, found, -1)
         scores[nonempty] = np.where(found_scores > 0, found_scores, 0)
     return indices, scores
 

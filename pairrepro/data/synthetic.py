@@ -92,11 +92,8 @@ def generate_ranking(n_queries: int, negatives: int = 4, seed: int = 0,
         action = rng.choice(ACTIONS)
         query = f"how do i {action} my {topic} and {second}"
         group = f"{split}-q{q}"
-        candidates = [(
-            _answer(rng, [rng.choice(TOPICS[topic]), rng.choice(TOPICS[second]), action],
-                    rng.randint(4, 9)),
-            1,
-        )]
+        words = [rng.choice(TOPICS[topic]), rng.choice(TOPICS[second]), action]
+        candidates = [(_answer(rng, words, rng.randint(4, 9)), 1)]
         for _ in range(negatives):
             # a distractor shares at most one topic word with the query
             others = rng.sample([t for t in topics if t not in (topic, second)], 2)
