@@ -100,14 +100,11 @@ def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
     keys = [str(v) for v in dataset[cols["label"]]]  # as [hub] labels spells them
     columns = {"pair_id": ids, "left": dataset[cols["left"]], "right": dataset[cols["right"]],
                "label": [spec.labels.get(k) for k in keys], "hub_label": keys}
-    warnings = []
-    feature = dataset.features.get(cols["label"])
-    names = getattr(feature, "names", None)  # a ClassLabel: the hub's own names per index
-    if names:
-        for key, ours in spec.labels.items():
-            if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours:
-                warnings.append(f"[hub] labels maps {key} to {ours!r}; the hub calls "
-                                f"class {key} {names[int(key)]!r}")
+    # a ClassLabel has the hub's own names per index
+    names = getattr(dataset.features.get(cols["label"]), "names", None) or []
+    warnings = [f"[hub] labels maps {key} to {ours!r}; the hub calls class {key} "
+                f"{names[int(key)]!r}" for key, ours in spec.labels.items()
+                if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours]
     table = pa.table({key: pa.array(values, pa.string()) for key, values in columns.items()})
     return table, warnings
 

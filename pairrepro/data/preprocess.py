@@ -333,10 +333,8 @@ def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: Variant
 
 def _malformed_rows(name: str, results: dict[str, ReaderResult],
                     strict: bool) -> list[dict[str, Any]]:
-    malformed: list[dict[str, Any]] = []
-    for split, result in results.items():
-        malformed.extend({"split": split, **dataclasses.asdict(row)}
-                         for row in result.malformed)
+    malformed = [{"split": split, **dataclasses.asdict(row)}
+                 for split, result in results.items() for row in result.malformed]
     if strict and malformed:
         first = malformed[0]
         raise DataError(f"{name}: {len(malformed)} malformed row(s); first: {first['file']} "
