@@ -13,7 +13,6 @@ from pairrepro.data.embeddings import (
     OOV_RANGE,
     build_embedding_matrix,
     glove_package_files,
-    glove_text_dim,
 )
 from pairrepro.errors import ConfigError, DataError
 
@@ -27,7 +26,6 @@ cat -0.5 0.25 2e-1
 def test_glove_text_file(tmp_path: Path) -> None:
     path = tmp_path / "tiny.txt"
     path.write_text(GLOVE, encoding="utf-8")
-    assert glove_text_dim(path) == 3
     vocab = ["<pad>", "<unk>", "the", "paris", ". . .", "cat", "dog", "zebra"]
     matrix, oov = build_embedding_matrix(vocab, "glove-file", path, dim=3, seed=7)
     assert matrix.shape == (8, 3) and matrix.dtype == np.float32

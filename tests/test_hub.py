@@ -21,11 +21,10 @@ from typer.testing import CliRunner
 
 from pairrepro import paths
 from pairrepro.cli.app import app
-from pairrepro.data.fetch import fetch_dataset
+from pairrepro.data.fetch import fetch_dataset, fetch_from
 from pairrepro.data.fetch_record import read_record
 from pairrepro.data.prepared import load_prepared
 from pairrepro.data.preprocess import prepare_dataset
-from pairrepro.data.sources import fetch_from
 
 runner = CliRunner()
 HUB_INDEX = {"entailment": 0, "neutral": 1, "contradiction": 2, "-": -1}

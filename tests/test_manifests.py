@@ -72,8 +72,9 @@ def test_unpublished_dataset_fetch_and_preprocess_say_so(data_home: Path) -> Non
 
 def test_official_urls_and_hub_ids() -> None:
     snli = load_manifest("snli")
-    assert snli.file("snli_1.0.zip").url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
-    assert snli.file("snli_1.0.zip").hf_hub == "stanfordnlp/snli"
+    assert snli.files[0].path == "snli_1.0.zip"
+    assert snli.files[0].url == "https://nlp.stanford.edu/projects/snli/snli_1.0.zip"
+    assert snli.files[0].hf_hub == "stanfordnlp/snli"
     assert load_manifest("multinli").files[0].hf_hub == "nyu-mll/multi_nli"
     assert load_manifest("scitail").files[0].hf_hub == "allenai/scitail"
     assert snli.label_map == ["entailment", "neutral", "contradiction"]
@@ -83,7 +84,7 @@ def test_mirror_files_are_listed_with_the_readme_hashes(shared_datasets: Path) -
     rows = _readme_rows(shared_datasets)
     assert len(rows) == 71  # the README's table
     for dataset, path, size, sha in rows:
-        spec = load_manifest(dataset).file(path)
+        spec = {f.path: f for f in load_manifest(dataset).files}[path]
         assert spec.sha256 == sha, f"{dataset}/{path}"
         assert spec.size == size, f"{dataset}/{path}"
 

@@ -10,9 +10,9 @@ from rich.table import Table
 
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
+from pairrepro.data.fetch import fetch_from
 from pairrepro.data.fetch_record import FetchReport, fetch_status
 from pairrepro.data.manifests import Manifest, available_datasets, load_manifest, ready_variants
-from pairrepro.data.sources import fetch_from
 
 FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
 

@@ -76,11 +76,10 @@ def _archive_entries(archive: Path, dest: Path, kind: str
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
     """Extract every member of ``archive`` under ``dest``, each file atomically; their paths."""
-    members = _archive_entries(archive, dest, kind)
     written: list[str] = []
     root = dest.resolve()
     try:
-        for _name, out, is_dir, opener in members:
+        for _name, out, is_dir, opener in _archive_entries(archive, dest, kind):
             if is_dir:
                 out.mkdir(parents=True, exist_ok=True)
                 continue

@@ -35,9 +35,8 @@ class EncodedSplit:
             raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
                             hint="re-run pairrepro preprocess for this dataset")
 
-        def cut(seqs: pd.Series, limit: int) -> list[np.ndarray]:
-            out = [np.asarray(s, dtype=np.int64) for s in seqs]
-            return [s[:limit] for s in out] if limit > 0 else out
+        def cut(seqs: pd.Series, limit: int) -> list[np.ndarray]:  # limit 0: uncut
+            return [np.asarray(s, dtype=np.int64)[:limit or None] for s in seqs]
 
         return cls(
             pair_ids=[str(p) for p in frame["pair_id"]],
@@ -55,13 +54,9 @@ class EncodedSplit:
                         dtype=np.int64)
 
     def subset(self, rows: np.ndarray) -> EncodedSplit:
-        return EncodedSplit(
-            pair_ids=[self.pair_ids[i] for i in rows],
-            group_ids=[self.group_ids[i] for i in rows],
-            left=[self.left[i] for i in rows],
-            right=[self.right[i] for i in rows],
-            labels=self.labels[rows],
-        )
+        picked = ([seq[i] for i in rows] for seq in (self.pair_ids, self.group_ids, self.left,
+                                                      self.right))
+        return EncodedSplit(*picked, labels=self.labels[rows])
 
 
 @dataclass
@@ -84,10 +79,8 @@ class PairBatch:
     def to(self, device: torch.device | str) -> PairBatch:
         if torch.device(device).type == "cpu":
             return self
-        kw = {"non_blocking": True}
-        return PairBatch(self.left.to(device, **kw), self.left_mask.to(device, **kw),
-                         self.right.to(device, **kw), self.right_mask.to(device, **kw),
-                         self.labels.to(device, **kw), self.num_triples)
+        tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
+        return PairBatch(*(t.to(device, non_blocking=True) for t in tensors), self.num_triples)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -46,24 +46,21 @@ def _open_url(url: str, offset: int, timeout: float) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)
 
 
-def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
-             timeout: float | None = None, attempts: int | None = None) -> Path:
+def download(url: str, target: Path, *, size: int = 0, progress: bool = False) -> Path:
     """Download ``url`` into its partial file, resuming one there; a :class:`DownloadError`."""
     if not url.startswith(("http://", "https://")):
         raise DownloadError(f"unsupported URL {url!r} (only http and https)")
-    timeout = HTTP_TIMEOUT if timeout is None else timeout
-    attempts = HTTP_ATTEMPTS if attempts is None else attempts
     partial = target.with_name(f".{target.name}.partial")  # hidden: never read
     partial.parent.mkdir(parents=True, exist_ok=True)
     hint = "no network? use --mirror DIR (a folder laid out <DIR>/<dataset>/<file>) or " \
            "--from PATH (a file or folder you downloaded yourself)"
     last_error = ""
-    for _attempt in range(max(1, attempts)):
+    for _attempt in range(max(1, HTTP_ATTEMPTS)):
         offset = partial.stat().st_size if partial.exists() else 0
         if size and offset == size:
             return partial  # a previous run got every byte; only the check remains
         try:
-            response = _open_url(url, offset, timeout)
+            response = _open_url(url, offset, HTTP_TIMEOUT)
         except urllib.error.HTTPError as exc:
             if exc.code == 416 and offset:  # our partial is longer than the file: restart
                 partial.unlink()
@@ -101,10 +98,10 @@ def download(url: str, target: Path, *, size: int = 0, progress: bool = False,
                         hint=f"run the same command again to resume; {hint}")
 
 
-def install_download(url: str, target: Path, spec: FileSpec, progress: bool,
-                     timeout: float | None) -> tuple[str, bool]:
+def install_download(url: str, target: Path, spec: FileSpec, progress: bool
+                     ) -> tuple[str, bool]:
     """Download ``url`` to ``target``: ``(sha256, verified)``; a bad file is deleted."""
-    partial = download(url, target, size=spec.size, progress=progress, timeout=timeout)
+    partial = download(url, target, size=spec.size, progress=progress)
     try:
         checked = verify_file(partial, spec, url)
     except ChecksumError:

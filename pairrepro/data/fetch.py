@@ -28,11 +28,11 @@ from pairrepro.data.local_copies import (
     resolve_mirror,
 )
 from pairrepro.data.manifests import FileSpec, Manifest, file_splits, load_manifest, variant_gaps
-from pairrepro.errors import ChecksumError, DataError, DownloadError
+from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
 
 #: Sizes of the built-in synthetic data: NLI pairs per split, ranking queries per split.
-SYNTHETIC_NLI = {"train": 6000, "dev": 600, "test": 600}
-SYNTHETIC_RANKING = {"train": 800, "dev": 150, "test": 150}
+SYNTHETIC_SIZES = {"nli": {"train": 6000, "dev": 600, "test": 600},
+                   "ranking": {"train": 800, "dev": 150, "test": 150}}
 SYNTHETIC_NEGATIVES = 4
 SYNTHETIC_SEED = 13
 
@@ -43,9 +43,8 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
     root = paths.raw_dir(manifest.name)
     report = FetchReport(manifest.name, root)
     previous = read_record(manifest.name) or {}
-    seeded = previous.get("seed") == SYNTHETIC_SEED and previous.get("sizes") == {
-        "nli": SYNTHETIC_NLI, "ranking": SYNTHETIC_RANKING}
-    for kind, sizes in (("nli", SYNTHETIC_NLI), ("ranking", SYNTHETIC_RANKING)):
+    seeded = previous.get("seed") == SYNTHETIC_SEED and previous.get("sizes") == SYNTHETIC_SIZES
+    for kind, sizes in SYNTHETIC_SIZES.items():
         for split, n in sizes.items():
             rel = f"{kind}/{split}.jsonl"
             target = root / rel
@@ -62,7 +61,7 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
                                            False, [split]))
     report.splits_present = ["train", "dev", "test"]
     write_record(manifest.name, {
-        "seed": SYNTHETIC_SEED, "sizes": {"nli": SYNTHETIC_NLI, "ranking": SYNTHETIC_RANKING},
+        "seed": SYNTHETIC_SEED, "sizes": SYNTHETIC_SIZES,
         "files": [record_entry(root, r) for r in report.files], "extracted": {},
         "splits_present": report.splits_present, "splits_missing": [],
     })
@@ -70,8 +69,8 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 
 
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
-                  force: bool = False, progress: bool = False,
-                  timeout: float | None = None, verify: bool = False) -> FetchReport:
+                  force: bool = False, progress: bool = False, verify: bool = False
+                  ) -> FetchReport:
     """Fetch every available file of dataset ``name``; files fetched before are kept unless
     ``force``. Raises :class:`ChecksumError` for a corrupt file no other source replaced,
     :class:`DownloadError` / :class:`DataError` when no split could be had."""
@@ -88,10 +87,39 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     record = (None if force else read_record(name)) or {}
     run = _FetchRun(manifest, paths.raw_dir(name), record, verify)
     run.take_local(from_path, mirror)
-    run.download_missing(progress, timeout)
+    run.download_missing(progress)
     run.recheck_members()
     run.extract_archives()
     return run.finish()
+
+
+SOURCES = ("files", "hub")
+
+
+def fetch_from(name: str, source: str = "files", mirror: Path | None = None,
+               from_path: Path | None = None, force: bool = False, progress: bool = False,
+               verify: bool = False) -> FetchReport:
+    """``pairrepro fetch --source``: :func:`fetch_dataset` for ``files``, else the hub."""
+    if source not in SOURCES:
+        raise ConfigError(f"--source {source!r}: expected one of {', '.join(SOURCES)}")
+    if source == "files":
+        return fetch_dataset(name, mirror=mirror, from_path=from_path, force=force,
+                             progress=progress, verify=verify)
+    if mirror is not None:
+        raise ConfigError("--mirror does not apply to --source hub",
+                          hint="the hub source reads the hub (or --from DIR, a local copy of "
+                               "the hub repository); drop --mirror or --source hub")
+    from pairrepro.data.hub import fetch_hub  # datasets and its imports only when asked for
+
+    manifest = load_manifest(name)
+    manifest.require_published()
+    if from_path is not None:
+        from_path = from_path.expanduser().resolve()
+        if not from_path.is_dir():
+            raise ConfigError(f"--from {from_path}: not a folder laid out as a hub repository",
+                              hint="give the folder holding README.md (YAML configs) and the "
+                                   "parquet files")
+    return fetch_hub(manifest, from_path)
 
 
 @dataclass
@@ -139,8 +167,7 @@ class _FetchRun:
                 except ChecksumError as exc:
                     self._changed_in_place(spec, target, exc)
                     continue
-                self.obtained(spec, FileResult(spec.path, "present", entry["source"],
-                                               present[0], present[1], present[2],
+                self.obtained(spec, FileResult(spec.path, "present", entry["source"], *present,
                                                list(spec.splits)))
                 continue
             for origin, source in local_candidates(self.manifest.name, spec, from_path,
@@ -168,7 +195,7 @@ class _FetchRun:
         self.results[spec.path] = FileResult(spec.path, "missing", splits=list(spec.splits),
                                              error=error.message)
 
-    def download_missing(self, progress: bool, timeout: float | None) -> None:
+    def download_missing(self, progress: bool) -> None:
         """HTTP for what is still missing and still needed."""
         for spec in self.manifest.files:
             if spec.path in self.results:
@@ -177,13 +204,13 @@ class _FetchRun:
                 self.results[spec.path] = FileResult(spec.path, "not needed",
                                                      splits=list(spec.splits))
                 continue
-            result = self._download(spec, progress, timeout)
+            result = self._download(spec, progress)
             if result.status == "fetched":
                 self.obtained(spec, result)
             else:
                 self.results[spec.path] = result
 
-    def _download(self, spec: FileSpec, progress: bool, timeout: float | None) -> FileResult:
+    def _download(self, spec: FileSpec, progress: bool) -> FileResult:
         target = self.root / spec.path
         urls = [u for u in (spec.url, *spec.alt_urls) if u]
         result = FileResult(spec.path, "missing", splits=list(spec.splits))
@@ -191,7 +218,7 @@ class _FetchRun:
             result.error = "no download URL (give the file with --from PATH)"
         for url in urls:
             try:
-                digest, verified = install_download(url, target, spec, progress, timeout)
+                digest, verified = install_download(url, target, spec, progress)
             except ChecksumError as exc:
                 self.checksum_errors[spec.path] = exc
                 result.error = exc.message
@@ -258,8 +285,7 @@ class _FetchRun:
         declared = file_splits(manifest)
         report.splits_present = [s for s in declared if s in present]
         report.splits_missing = [s for s in declared if s not in present]
-        for exc in self.checksum_errors.values():
-            report.warnings.append(exc.message)
+        report.warnings.extend(exc.message for exc in self.checksum_errors.values())
         if any(r.status in ("fetched", "present") for r in report.files):
             merge_record(manifest, report, extracted=self.extracted)
         if self.checksum_errors:

@@ -45,10 +45,7 @@ class FetchReport:
         return not self.splits_missing and not self.splits_unreadable
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["raw_dir"] = str(self.raw_dir)
-        data["complete"] = self.complete
-        return data
+        return {**asdict(self), "raw_dir": str(self.raw_dir), "complete": self.complete}
 
 
 def read_record(name: str) -> dict[str, Any] | None:

@@ -19,6 +19,8 @@ from pairrepro.errors import ConfigError, DataError, DownloadError
 
 SOURCE_RECORD = "source.json"
 _COMMIT = re.compile(r"@([0-9a-f]{40})/")
+_INSTEAD = ("--from DIR (a local copy of the hub repository) or fetch without --source hub "
+            "(mirror, --from the official files)")
 
 
 def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]:
@@ -50,14 +52,12 @@ def _load(spec: HubSpec, location: str) -> tuple[Any, dict[str, list[str]], str]
                      "with a config_name and its data_files) and the files it names, or fetch "
                      "without --source hub (mirror, --from the official files)") from exc
         offline = datasets.config.HF_DATASETS_OFFLINE
-        instead = ("--from DIR (a local copy of the hub repository) or fetch without --source "
-                   "hub (mirror, --from the official files)")
         raise DownloadError(
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub"
             f"{' (HF_DATASETS_OFFLINE is set)' if offline else ''}: "
             f"{type(exc).__name__}: {_first_line(exc)}",
-            hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {instead}"
-                  if offline else f"check the hub id and the network, or use {instead}")
+            hint=(f"with internet, unset HF_DATASETS_OFFLINE; without it, {_INSTEAD}"
+                  if offline else f"check the hub id and the network, or use {_INSTEAD}")
         ) from exc
     data_files = {str(split): [str(f) for f in files]
                   for split, files in (builder.config.data_files or {}).items()}
@@ -83,8 +83,7 @@ def _require_hub_host(location: str, spec: HubSpec) -> None:
             f"cannot load {location!r} (config {spec.config!r}) from the Hugging Face hub: "
             f"{host} cannot be resolved ({exc.strerror or exc}); no network, so not retried",
             hint="with a copy in the Hugging Face cache, set HF_DATASETS_OFFLINE=1; otherwise "
-                 "--from DIR (a local copy of the hub repository) or fetch without --source "
-                 "hub (mirror, --from the official files)") from None
+                 + _INSTEAD) from None
 
 
 def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
@@ -96,26 +95,17 @@ def _convert(manifest: Manifest, spec: HubSpec, hub_split: str, dataset: Any
             f"{manifest.source}: [hub] columns: hub split {hub_split!r} of {spec.id} has no "
             f"column {', '.join(map(repr, absent))}",
             hint=f"its columns are: {', '.join(present)}; fix [hub] columns")
-    left = dataset[cols["left"]]
-    right = dataset[cols["right"]]
-    raw_labels = dataset[cols["label"]]
     ids = ([str(v) for v in dataset[cols["pair_id"]]] if "pair_id" in cols
-           else [f"{hub_split}-{i}" for i in range(len(left))])
-    keys = [str(v) for v in raw_labels]  # as [hub] labels spells them (an index or a name)
-    mapped = [spec.labels.get(k) for k in keys]
-    warnings = []
-    feature = dataset.features.get(cols["label"])
-    names = getattr(feature, "names", None)  # a ClassLabel: the hub's own names per index
-    if names:
-        for key, ours in spec.labels.items():
-            if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours:
-                warnings.append(f"[hub] labels maps {key} to {ours!r}; the hub calls "
-                                f"class {key} {names[int(key)]!r}")
-    table = pa.table({"pair_id": pa.array(ids, pa.string()),
-                      "left": pa.array(left, pa.string()),
-                      "right": pa.array(right, pa.string()),
-                      "label": pa.array(mapped, pa.string()),
-                      "hub_label": pa.array(keys, pa.string())})
+           else [f"{hub_split}-{i}" for i in range(dataset.num_rows)])
+    keys = [str(v) for v in dataset[cols["label"]]]  # as [hub] labels spells them
+    columns = {"pair_id": ids, "left": dataset[cols["left"]], "right": dataset[cols["right"]],
+               "label": [spec.labels.get(k) for k in keys], "hub_label": keys}
+    # a ClassLabel has the hub's own names per index
+    names = getattr(dataset.features.get(cols["label"]), "names", None) or []
+    warnings = [f"[hub] labels maps {key} to {ours!r}; the hub calls class {key} "
+                f"{names[int(key)]!r}" for key, ours in spec.labels.items()
+                if ours and key.isdigit() and int(key) < len(names) and names[int(key)] != ours]
+    table = pa.table({key: pa.array(values, pa.string()) for key, values in columns.items()})
     return table, warnings
 
 

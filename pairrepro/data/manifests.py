@@ -191,14 +191,20 @@ class ManifestFields(Schema):
     files: list[FileSpec] = Field(default_factory=list)
     hub: HubSpec | None = None
 
+    @model_validator(mode="after")
+    def _default_is_a_variant(self) -> ManifestFields:
+        variants = getattr(self, "variants", {})  # the field each reader's model adds
+        if self.default_variant and variants and self.default_variant not in variants:
+            raise ValueError(f"default_variant {self.default_variant!r} is not a variant "
+                             f"({', '.join(variants)})")
+        return self
+
 
 def reader_options(reader: str) -> tuple[type[Schema], type[Schema]]:
     """Reader ``reader``'s options models: (variant-wide, per split)."""
     from pairrepro.data.formats import ReaderOptions, find_reader
 
-    module = find_reader(reader)
-    if module is None:
-        return ReaderOptions, ReaderOptions
+    module = find_reader(reader)  # None: no reader, so no option (getattr's default)
     options = getattr(module, "Options", ReaderOptions)
     return options, getattr(module, "SplitOptions", options)
 
@@ -215,19 +221,9 @@ def variant_model(reader: str) -> type[VariantOptions]:
 @functools.cache
 def manifest_model(reader: str) -> type[ManifestFields]:
     """The schema of a manifest read by ``reader``: a misspelt option is an error at load."""
-    variant = variant_model(reader)
-
-    def default_is_a_variant(self: Any) -> Any:
-        if self.default_variant and self.variants and self.default_variant not in self.variants:
-            raise ValueError(f"default_variant {self.default_variant!r} is not a variant "
-                             f"({', '.join(self.variants)})")
-        return self
-
     return create_model(  # type: ignore[call-overload, no-any-return]
         f"{reader}.Manifest", __base__=ManifestFields,
-        variants=(dict[str, variant], {}),  # type: ignore[valid-type]
-        __validators__={"default_is_a_variant": model_validator(mode="after")(
-            default_is_a_variant)})
+        variants=(dict[str, variant_model(reader)], {}))  # type: ignore[valid-type]
 
 
 @dataclass
@@ -245,7 +241,6 @@ class SplitSpec:
 class VariantSpec:
 
     name: str
-    description: str = ""
     splits: dict[str, SplitSpec] = field(default_factory=dict)
     options: VariantOptions = field(default_factory=VariantOptions)
 
@@ -289,12 +284,6 @@ class Manifest(ManifestFields):
                     return member.sha256
         return ""
 
-    def file(self, path: str) -> FileSpec:
-        for spec in self.files:
-            if spec.path == path:
-                return spec
-        raise DataError(f"{self.source}: no [[files]] entry with path {path!r}")
-
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
     """Validate a manifest dict against its reader's schema; errors name ``source``."""
@@ -315,7 +304,7 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
                              smodel.expected.model_dump(exclude_unset=True),
                              reader_part(smodel), smodel.planning)
             for sname, smodel in vmodel.splits.items()}
-        variants[vname] = VariantSpec(vname, vmodel.description, splits, vmodel)
+        variants[vname] = VariantSpec(vname, splits, vmodel)
     top = {name: getattr(checked, name) for name in ManifestFields.model_fields}
     return Manifest.model_construct(**top, variants=variants, source=source)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from pairrepro.errors import ConfigError
+from pairrepro.schema import Schema
 
 LUCENE_K1 = 1.2
 LUCENE_B = 0.75
@@ -33,22 +33,11 @@ def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  #
     return tf / (tf + k1 * (1.0 - b + b * doc_len / avg_doc_len))
 
 
-@dataclass(frozen=True)
-class BM25Params:
+class BM25Params(Schema):  # also [bm25] of a yahoo variant's options
     k1: float = LUCENE_K1
     b: float = LUCENE_B
     top_k: int = 1000
     method: str = "lucene"
-
-
-def _check_params(params: BM25Params) -> None:
-    if params.method != "lucene":
-        raise ConfigError(f"bm25 method {params.method!r} is not supported (only 'lucene')")
-    if params.k1 < 0 or not 0 <= params.b <= 1 or params.top_k < 1:
-        raise ConfigError(
-            f"bm25 parameters out of range: k1={params.k1} (>= 0), b={params.b} (0..1), "
-            f"top_k={params.top_k} (>= 1)"
-        )
 
 
 def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
@@ -76,7 +65,11 @@ def bm25_top_k(
     first; a document sharing no term is no result (index ``-1``, score 0)."""
     import bm25s  # local: heavy import, only needed when building lists
 
-    _check_params(params)
+    if params.method != "lucene":
+        raise ConfigError(f"bm25 method {params.method!r} is not supported (only 'lucene')")
+    if params.k1 < 0 or not 0 <= params.b <= 1 or params.top_k < 1:
+        raise ConfigError(f"bm25 parameters out of range: k1={params.k1} (>= 0), b={params.b} "
+                          f"(0..1), top_k={params.top_k} (>= 1)")
     if not corpus:
         raise ConfigError("bm25_top_k: the corpus is empty")
     vocab: dict[str, int] = {}
@@ -90,12 +83,10 @@ def bm25_top_k(
     scores = np.zeros((len(queries), k), dtype=np.float32)
     nonempty = [i for i, q in enumerate(query_ids) if q]
     if nonempty:
-        found, found_scores = retriever.retrieve(
-            [query_ids[i] for i in nonempty],
-            k=k, sorted=True, show_progress=show_progress, n_threads=n_threads,
-        )
-        found = np.where(found_scores > 0, found, -1)
-        indices[nonempty] = found
+        found, found_scores = retriever.retrieve([query_ids[i] for i in nonempty], k=k,
+                                                 sorted=True, show_progress=show_progress,
+                                                 n_threads=n_threads)
+        indices[nonempty] = np.where(found_scores > 0, found, -1)
         scores[nonempty] = np.where(found_scores > 0, found_scores, 0)
     return indices, scores
 

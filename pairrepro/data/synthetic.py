@@ -24,16 +24,9 @@ ADJECTIVES = ["small", "big", "red", "old", "young", "happy", "dirty", "fast", "
 PLACES = ["park", "street", "beach", "field", "garden", "road", "river", "city"]
 
 
-def _premise(rng: random.Random) -> tuple[str, str, str, str]:
-    noun = rng.choice(sorted(NOUNS))
-    verb = rng.choice(sorted(VERBS))
-    adjective = rng.choice(ADJECTIVES)
-    place = rng.choice(PLACES)
-    return adjective, noun, verb, place
-
-
 def _nli_pair(rng: random.Random) -> tuple[str, str, int]:
-    adjective, noun, verb, place = _premise(rng)
+    noun, verb = rng.choice(sorted(NOUNS)), rng.choice(sorted(VERBS))
+    adjective, place = rng.choice(ADJECTIVES), rng.choice(PLACES)
     premise = f"a {adjective} {noun} {verb} in the {place}"
     label = rng.randrange(3)
     other_adjective = rng.choice([a for a in ADJECTIVES if a != adjective])
@@ -99,11 +92,8 @@ def generate_ranking(n_queries: int, negatives: int = 4, seed: int = 0,
         action = rng.choice(ACTIONS)
         query = f"how do i {action} my {topic} and {second}"
         group = f"{split}-q{q}"
-        candidates = [(
-            _answer(rng, [rng.choice(TOPICS[topic]), rng.choice(TOPICS[second]), action],
-                    rng.randint(4, 9)),
-            1,
-        )]
+        words = [rng.choice(TOPICS[topic]), rng.choice(TOPICS[second]), action]
+        candidates = [(_answer(rng, words, rng.randint(4, 9)), 1)]
         for _ in range(negatives):
             # a distractor shares at most one topic word with the query
             others = rng.sample([t for t in topics if t not in (topic, second)], 2)

@@ -101,39 +101,21 @@ class TextFile:
             binary = gzip.GzipFile(fileobj=binary, mode="rb")  # type: ignore[assignment]
         self._text = io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
 
-    def _failed(self, exc: Exception) -> DataError:
-        where = f"{self.path} (after line {self.line})"
-        if isinstance(exc, UnicodeDecodeError):
-            number, byte = _first_bad_line(self.path)
-            return DataError(f"{self.path} line {number}: not UTF-8 text: byte {byte:#04x} "
-                             f"cannot be decoded ({exc.reason})",
-                             hint="the file is damaged or in another encoding; fetch it "
-                                  "again (pairrepro fetch --force)")
-        return DataError(f"{where}: not a readable gzip file: {exc}",
-                         hint="the file is damaged or not gzip despite its .gz name; fetch "
-                              "it again (pairrepro fetch --force)")
-
-    def _call(self, method: Callable[..., str], *args: Any) -> str:
-        try:
-            text = method(*args)
-        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise self._failed(exc) from None
-        self.line += text.count("\n")
-        return text
-
     def __iter__(self) -> Iterator[str]:
         try:
             for text in self._text:
                 self.line += 1
                 yield text
-        except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
-            raise self._failed(exc) from None
-
-    def readline(self, size: int = -1) -> str:
-        return self._call(self._text.readline, size)
-
-    def read(self, size: int = -1) -> str:
-        return self._call(self._text.read, size)
+        except UnicodeDecodeError as exc:
+            number, byte = _first_bad_line(self.path)
+            raise DataError(f"{self.path} line {number}: not UTF-8 text: byte {byte:#04x} "
+                            f"cannot be decoded ({exc.reason})",
+                            hint="the file is damaged or in another encoding; fetch it "
+                                 "again (pairrepro fetch --force)") from None
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise DataError(f"{self.path} (after line {self.line}): not a readable gzip file: "
+                            f"{exc}", hint="the file is damaged or not gzip despite its .gz "
+                            "name; fetch it again (pairrepro fetch --force)") from None
 
     def close(self) -> None:
         if self._raw.closed:
@@ -162,12 +144,11 @@ def _first_bad_line(path: Path) -> tuple[int, int]:
     return 0, 0
 
 
-def open_text(path: Path) -> TextFile:
-    return TextFile(path)
+open_text = TextFile
 
 
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    with open_text(path) as handle:
+    with TextFile(path) as handle:
         for number, line in enumerate(handle, 1):
             yield number, line.rstrip("\r\n")
 

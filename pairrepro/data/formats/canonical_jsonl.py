@@ -17,9 +17,8 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     n_labels = len(variant.options.label_map or ["0", "1"])
     out = PairCollector()
     for rel in split.files:
-        for number, values in json_lines(raw_root, rel, out,
-                                         lambda row, _: [row[key] for key in FIELDS]):
-            pair_id, group_id, left, right, label = values
+        rows = json_lines(raw_root, rel, out, lambda row, _: [row[key] for key in FIELDS])
+        for number, (pair_id, group_id, left, right, label) in rows:
             if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < n_labels:
                 out.bad(rel, number, f"label {label!r} is not a class index below {n_labels}")
                 continue

@@ -16,8 +16,7 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     out = PairCollector()
     seen: set[str] = set()
     for rel in split.files:
-        path = raw_file(raw_root, rel)
-        for number, line in numbered_lines(path):
+        for number, line in numbered_lines(raw_file(raw_root, rel)):
             fields = line.split("\t")
             if len(fields) != 4:
                 out.bad(rel, number, f"expected 4 tab-separated fields, found {len(fields)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from pairrepro.errors import ConfigError
 CLEAN_RULE = "clean: questions without both a positive and a negative answer"
 CLEAN_PAIRS_RULE = "clean: candidate pairs of those questions"
 _QID = re.compile(r"""id=['"]([^'"]+)['"]""")
+_TOKS = ("a.toks", "b.toks", "sim.txt", "id.txt")
 
 
 class Options(ReaderOptions):
@@ -121,28 +123,21 @@ def _read_jsonl(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Quest
             q.candidates.append((cand["sentence"], int(label)))
         return q
 
-    for _, q in json_lines(raw_root, rel, out, question):
-        yield q
+    yield from (q for _, q in json_lines(raw_root, rel, out, question))
 
 
 def _read_toks(raw_root: Path, split: SplitSpec, out: PairCollector) -> Iterator[_Question]:
     by_name = {Path(rel).name: rel for rel in split.files}
-    missing = [n for n in ("a.toks", "b.toks", "sim.txt", "id.txt") if n not in by_name]
+    missing = [n for n in _TOKS if n not in by_name]
     if missing:
         raise ConfigError(f"trecqa split {split.name!r} (format toks): files lack {missing}")
-    streams = [numbered_lines(raw_file(raw_root, by_name[n]))
-               for n in ("a.toks", "b.toks", "sim.txt", "id.txt")]
+    streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in _TOKS]
     sim_rel = by_name["sim.txt"]
     current: _Question | None = None
-    sentinel = (0, None)
-    while True:
-        rows = [next(s, sentinel) for s in streams]
+    for rows in zip_longest(*streams, fillvalue=(0, None)):
         ended = [row[1] is None for row in rows]
-        if all(ended):
-            break
         if any(ended):
-            short = [n for n, e in zip(("a.toks", "b.toks", "sim.txt", "id.txt"), ended,
-                                       strict=True) if e]
+            short = [n for n, e in zip(_TOKS, ended, strict=True) if e]
             number = max(row[0] for row in rows) + 1
             out.bad(sim_rel, number, f"{', '.join(short)} ended before the other files")
             break

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+from itertools import zip_longest
 from pathlib import Path
 from typing import Literal
 
@@ -68,11 +69,7 @@ def _read_toks(raw_root: Path, split: SplitSpec) -> ReaderResult:
         raise ConfigError(f"twitter_url split {split.name!r} (format toks) needs files {names}")
     sim_rel = by_name["sim.txt"]
     streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in names]
-    sentinel = (0, None)
-    while True:
-        (number, left), (_, right), (_, sim) = (next(s, sentinel) for s in streams)
-        if left is None and right is None and sim is None:
-            break
+    for (number, left), (_, right), (_, sim) in zip_longest(*streams, fillvalue=(0, None)):
         if left is None or right is None or sim is None:
             out.bad(sim_rel, number or 0, "a.toks, b.toks and sim.txt differ in length")
             break

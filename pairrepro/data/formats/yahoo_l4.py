@@ -23,7 +23,6 @@ from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
 from pairrepro.data.negatives import BM25Params, analyze, bm25_top_k, sample_negatives
 from pairrepro.errors import ConfigError, DataError
 from pairrepro.fileio import atomic_open
-from pairrepro.schema import Schema
 
 _BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
 _SPACE_RE = re.compile(r"\s+")
@@ -87,13 +86,6 @@ def _positive(value: float) -> float:
     return value
 
 
-class BM25Options(Schema):
-    k1: float = BM25Params.k1
-    b: float = BM25Params.b
-    top_k: int = BM25Params.top_k
-    method: str = BM25Params.method
-
-
 class Options(ReaderOptions):
     # questions whose question and best answer both have lo..hi words (negatives.analyze's)
     lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
@@ -102,7 +94,7 @@ class Options(ReaderOptions):
     retrieval_query: Literal["best_answer", "question"] = "best_answer"  # the BM25 query
     # "the whole answer set" searched; kept_best: every candidate obeys the length filter
     answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
-    bm25: BM25Options = BM25Options()  # Lucene's
+    bm25: BM25Params = BM25Params()  # Lucene's
     # a question-level split, the first part taking the rounding remainder
     split_ratios:dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
         default_factory=lambda: {"train": 8, "dev": 1, "test": 1}, min_length=1)
@@ -151,14 +143,9 @@ def split_parts(num: int, ratios: dict[str, float],
     """Random split by ratio: indices per part; the first part gets the remainder."""
     order = rng.permutation(num)
     total = sum(ratios.values())
-    names = list(ratios)
-    sizes = {name: int(num * ratios[name] / total) for name in names[1:]}
-    sizes = {names[0]: num - sum(sizes.values()), **sizes}
-    out, start = {}, 0
-    for name in names:
-        out[name] = np.sort(order[start:start + sizes[name]])
-        start += sizes[name]
-    return out
+    rest = [int(num * ratio / total) for ratio in list(ratios.values())[1:]]
+    bounds = np.cumsum([0, num - sum(rest), *rest])
+    return {name: np.sort(order[bounds[i]:bounds[i + 1]]) for i, name in enumerate(ratios)}
 
 
 def _source_file(raw_root: Path, variant: VariantSpec) -> Path:
@@ -202,8 +189,7 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
             dropped[rule] = dropped.get(rule, 0) + 1
         else:
             kept.append(doc)
-        ok = not rule
-        if doc.best and (ok or opts.answer_pool != "kept_best"):
+        if doc.best and (not rule or opts.answer_pool != "kept_best"):
             pool_texts.append(doc.best)
             pool_ids.append(doc.uri)
         if opts.answer_pool == "all_answers":
@@ -242,11 +228,8 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
         pairs = pd.DataFrame(records, columns=["pair_id", "group_id", "left", "right", "label"])
         pairs["label"] = pairs["label"].astype("int64")
         own = {rule: n for rule, n in dropped.items() if rule.split(":")[0] == split}
-        results[split] = ReaderResult(
-            pairs=pairs,
-            malformed=list(malformed) if split == first else [],
-            dropped={**shared, **own} if split == first else own,
-        )
+        results[split] = (ReaderResult(pairs, list(malformed), {**shared, **own})
+                          if split == first else ReaderResult(pairs, [], own))
     return results
 
 
@@ -265,7 +248,7 @@ def _sample_lists(kept: list[L4Question], pool_texts: list[str], pool_ids: list[
     queries = [analyze(doc.best if opts.retrieval_query == "best_answer" else doc.subject)
                for doc in kept]
     # One extra result so that removing the positive still leaves top_k candidates.
-    params = BM25Params(opts.bm25.k1, opts.bm25.b, opts.bm25.top_k + 1, opts.bm25.method)
+    params = opts.bm25.model_copy(update={"top_k": opts.bm25.top_k + 1})
     found, _ = bm25_top_k(queries, [analyze(t) for t in pool_texts], params, n_threads=2)
     found = found[:, : opts.bm25.top_k + 1]
     # Keep at most top_k after removing the positive (it is not always in the list).
