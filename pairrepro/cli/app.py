@@ -8,16 +8,7 @@ import typer
 from typer.core import TyperGroup
 
 from pairrepro import __version__, console
-from pairrepro.cli import (
-    data_cmds,
-    embeddings_cmds,
-    pipeline_cmds,
-    preflight_cmds,
-    preprocess_cmds,
-    report_cmds,
-    train_cmds,
-    verify_cmds,
-)
+from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds, verify_cmds
 
 # global flags (no values) accepted anywhere before a ``--``
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
@@ -108,10 +99,7 @@ def main_options(
 
 
 data_cmds.register(app)
-preprocess_cmds.register(app)
-embeddings_cmds.register(app)
 train_cmds.register(app)
-preflight_cmds.register(app)
 report_cmds.register(app)
 pipeline_cmds.register(app)
 verify_cmds.register(app)

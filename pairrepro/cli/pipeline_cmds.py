@@ -27,7 +27,6 @@ from pairrepro.cli.report_cmds import (
     evaluate_tables,
     output_tables,
     print_plan,
-    runs_folder,
     select_tables,
 )
 from pairrepro.cli.train_cmds import metrics_table
@@ -85,7 +84,7 @@ def reproduce(
 
       pairrepro reproduce all --dry-run --device cuda --gpu h100
     """
-    runs_dir = runs_folder(runs)
+    runs_dir = runs or paths.runs_dir()
     selected = select_tables(target, table)
     seed_list = parse_seeds(seeds)
     if dry_run:

@@ -51,12 +51,6 @@ def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTabl
     return chosen
 
 
-def runs_folder(runs: Path | None) -> Path:
-    """``--runs``, else the default runs folder (passed on explicitly, never via the
-    environment)."""
-    return runs if runs is not None else paths.runs_dir()
-
-
 def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
                     ) -> list[EvalTable]:
     """The tables with the published rows, the reference runs and the runs of ``runs_dir``."""
@@ -75,23 +69,20 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     if STATE.json:
         emit_json([eval_to_json(ev) for ev in evs])
         return
-    if out is not None:
-        # run links relative to the file written: the document works in any checkout
-        write_text(out, render_many(evs, fmt, links_from=out.parent))
-        info(f"wrote {out} ({len(evs)} table(s), {fmt})")
-        return
-    if fmt == "term":
+    if out is None and fmt == "term":
         for ev in evs:
             for item in term_renderables(ev):
                 console.print(item)
             console.print()
         return
-    typer.echo(render_many(evs, fmt, links_from=Path.cwd()), nl=False)  # piped to a file here
+    # run links relative to the file written (or the folder a pipe's file is in)
+    text = render_many(evs, fmt, links_from=out.parent if out is not None else Path.cwd())
+    _write_or_print(text, out, f"wrote {out} ({len(evs)} table(s), {fmt})")
 
 
 def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
-               device: str | None = None) -> list[Any]:
+               device: str | None = None) -> None:
     """The plan of ``report --plan`` and ``reproduce --dry-run``, as text or ``--json``."""
     from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 
@@ -101,7 +92,6 @@ def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
         emit_json(plan_to_json(items))
     else:
         typer.echo(render_plan(items, device), nl=False)
-    return items
 
 
 class ReportGroup(TyperGroup):
@@ -145,7 +135,7 @@ def report_paper(
 
       pairrepro report all --plan --gpu h100
     """
-    runs_dir = runs_folder(runs)
+    runs_dir = runs or paths.runs_dir()
     if target != "all" and target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}",
                           hint=f"choose one of {', '.join(PAPERS)}, all; or a sub-command: "
@@ -182,7 +172,26 @@ def report_runs(
 
       pairrepro report runs --json
     """
-    _runs_table(runs_folder(runs), dataset, fmt, out)
+    from rich.table import Table
+
+    from pairrepro.report.tables import runs_table as rt
+
+    runs_dir = runs or paths.runs_dir()
+    lines = rt.collect(runs_dir, dataset)
+    if not lines and not STATE.quiet:
+        _hint_nested_runs(runs_dir, dataset)
+    if STATE.json:
+        emit_json(rt.to_json(lines))
+        return
+    if out is not None or fmt == "md":
+        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
+        return
+    if fmt != "term":
+        raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
+    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
+    for line in lines:  # escaped: paths and damage reports are not rich markup
+        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
+    console.print(table)
 
 
 def report_curves(
@@ -201,14 +210,11 @@ def report_curves(
     """
     from pairrepro.report.tables.figures import curves_figure
 
-    _say_written(curves_figure(run, out or _curves_dir(run)))
-
-
-def _curves_dir(run: Path) -> Path:
-    """Beside a run of the runs folder; anything else (a reference run under results/, which
-    only ``results add`` changes) into the runs folder's ``figures/``."""
+    # beside a run of the runs folder; anything else (a reference run under results/, which
+    # only ``results add`` changes) into the runs folder's figures/
     runs = paths.runs_dir().resolve()
-    return run if run.resolve().is_relative_to(runs) else runs / "figures"
+    default = run if run.resolve().is_relative_to(runs) else runs / "figures"
+    _say_written(curves_figure(run, out or default))
 
 
 def report_figures(
@@ -223,7 +229,7 @@ def report_figures(
 
       pairrepro report figures --figures out/figs/
     """
-    _figures(out or paths.runs_dir() / "figures", runs_folder(runs))
+    _figures(out or paths.runs_dir() / "figures", runs or paths.runs_dir())
 
 
 def report_gap(
@@ -311,9 +317,8 @@ def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
     """Table ``table`` of paper ``target`` with the reference runs and the user's own."""
     if target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
-    (paper, chosen), = select_tables(target, table)
-    return evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
-                          paths.results_dir())
+    (evaluated,) = evaluate_tables(select_tables(target, table), runs or paths.runs_dir())
+    return evaluated
 
 
 def report_readings(
@@ -362,28 +367,6 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
         typer.echo(text, nl=False)
 
 
-def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
-    from rich.table import Table
-
-    from pairrepro.report.tables import runs_table as rt
-
-    lines = rt.collect(runs_dir, dataset)
-    if not lines and not STATE.quiet:
-        _hint_nested_runs(runs_dir, dataset)
-    if STATE.json:
-        emit_json(rt.to_json(lines))
-        return
-    if out is not None or fmt == "md":
-        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
-        return
-    if fmt != "term":
-        raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
-    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
-    for line in lines:  # escaped: paths and damage reports are not rich markup
-        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
-    console.print(table)
-
-
 def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
     """On stderr: the folders one level down that hold runs (the demo's ``runs/demo/``)."""
     from pairrepro.report.tables.runs_table import collect
@@ -426,12 +409,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
                         help="Published vs reproduced tables: report PAPER|all [--table N] "
                              "(short for report paper ...); and the runs, curves and figures.")
-    add_command(group, "paper", report_paper)
-    add_command(group, "runs", report_runs)
-    add_command(group, "curves", report_curves)
-    add_command(group, "figures", report_figures)
-    add_command(group, "gap", report_gap)
-    add_command(group, "orderings", report_orderings)
-    add_command(group, "parity", report_parity)
-    add_command(group, "readings", report_readings)
+    for command in (report_paper, report_runs, report_curves, report_figures, report_gap,
+                    report_orderings, report_parity, report_readings):
+        add_command(group, command.__name__.removeprefix("report_"), command)
     app.add_typer(group, name="report")

@@ -4,6 +4,7 @@ recipe, its preflight record, then the ``--slurm-config`` ``[slurm]`` table."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -140,7 +141,7 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
         self.device = device
         self.threads = threads  # None: the job's CPUs (SLURM_CPUS_PER_TASK, affinity)
 
-    def __call__(self, spec: RunSpec) -> dict[str, Any]:
+    def __call__(self, spec: RunSpec) -> RunOutcome:
         job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
         with contextlib.suppress(ImportError, RuntimeError):
             import submitit
@@ -179,7 +180,7 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
         finally:
             signal.signal(sig, previous)
         outcome.log, outcome.job_id = str(log), job_id
-        return outcome.to_json()
+        return outcome
 
 
 def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, SlurmSettings],
@@ -245,13 +246,11 @@ def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool 
 
 def _job_outcome(spec: RunSpec, job: Any, runs_dir: Path) -> RunOutcome:
     try:
-        result = job.result()
+        return dataclasses.replace(job.result(), spec=spec, job_id=str(job.job_id))
     except Exception as exc:  # submitit's FailedJobError/UncompletedJobError: a crash
         reason = failed_reason(spec, runs_dir, Path(job.paths.stdout))
         first = str(exc).strip().splitlines()
         return RunOutcome(spec, "failed", 1, reason if reason != "no error recorded" else (
             first[0] if first else type(exc).__name__), str(job.paths.stdout), job.job_id)
-    return RunOutcome(spec, str(result["status"]), int(result["exit_code"]),
-                      str(result["reason"]), str(result["log"]), str(job.job_id))
 
 

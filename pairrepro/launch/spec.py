@@ -47,11 +47,6 @@ class RunOutcome:
     log: str = ""
     job_id: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"recipe": self.spec.recipe, "seed": self.spec.seed, "status": self.status,
-                "exit_code": self.exit_code, "reason": self.reason, "log": self.log,
-                "job_id": self.job_id}
-
 
 Notify = Callable[[str, str], None]
 
