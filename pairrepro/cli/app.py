@@ -14,16 +14,6 @@ from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds, ver
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
 
 
-# typer vendors its own click: commands and options are recognised by what they have
-def _option(command: Any, arg: str) -> Any:
-    """The option of ``command`` that ``arg`` (``--name`` or ``--name=value``) names."""
-    name = arg.split("=", 1)[0]
-    for param in command.params:
-        if param.param_type_name == "option" and name in (*param.opts, *param.secondary_opts):
-            return param
-    return None
-
-
 def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
     """``args`` with every global flag moved before the command path; an option's value
     (``--dataset --json``) and whatever follows ``--`` stay."""
@@ -42,7 +32,10 @@ def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[
             continue
         rest.append(arg)
         if arg.startswith("-") and arg != "-":
-            option = _option(command, arg)
+            # typer vendors its own click: options and groups are recognised by what they have
+            name = arg.split("=", 1)[0]
+            option = next((p for p in command.params if p.param_type_name == "option"
+                           and name in (*p.opts, *p.secondary_opts)), None)
             if option is not None and not option.is_flag and not option.count \
                     and "=" not in arg:
                 rest += args[i:i + option.nargs]  # the option's value(s), whatever they look like

@@ -176,7 +176,8 @@ def demo(
     if data not in DEMO_DATA:
         raise ConfigError(f"--data {data!r}: expected one of {', '.join(DEMO_DATA)}")
     torch.set_num_threads(threads)
-    extra = [f"data.max_train_pairs={max_train_pairs}"] if max_train_pairs else []
+    extra = [*([f"data.max_train_pairs={max_train_pairs}"] if max_train_pairs else []),
+             *([f"train.epochs={epochs}"] if epochs else [])]
     if data != "synthetic":
         info("[bold]1/5[/] pairrepro fetch trecqa")
         try:
@@ -189,12 +190,12 @@ def demo(
                  "offline demo on synthetic data instead (for TrecQA from a local mirror: "
                  "PAIRREPRO_MIRROR=DIR pairrepro demo, or make demo MIRROR=DIR)")
         else:
-            _demo_trecqa(seed, epochs, extra)
+            _demo_trecqa(seed, extra)
             return
-    _demo_synthetic(seed, epochs, extra)
+    _demo_synthetic(seed, extra)
 
 
-def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
+def _demo_trecqa(seed: int, extra: list[str]) -> None:
     """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
     from pairrepro.data.preprocess import prepare_dataset
     from pairrepro.runs import RunFolder
@@ -209,8 +210,7 @@ def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
     results = train_recipe(bm25, [], [seed], force=True, quiet=not show_progress(),
                            runs_dir=runs_dir)
     mvlstm = paths.recipes_dir() / "mv_lstm_tensor_trecqa.toml"
-    overrides = [*DEMO_MVLSTM_OVERRIDES, *extra,
-                 *([f"train.epochs={epochs}"] if epochs else [])]
+    overrides = [*DEMO_MVLSTM_OVERRIDES, *extra]
     info(f"[bold]3/5[/] pairrepro train {mvlstm.name} --seeds {seed} --force "
          + " ".join(f"--set {o}" for o in overrides))
     results += train_recipe(mvlstm, overrides, [seed], force=True,
@@ -241,7 +241,7 @@ def _demo_eval(run_dir: Path, shown: tuple[str, ...]) -> dict[str, float]:
     return test
 
 
-def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
+def _demo_synthetic(seed: int, overrides: list[str]) -> None:
     """BiLSTM-max on the synthetic NLI data, reported against the majority class and chance."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
@@ -258,7 +258,6 @@ def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
     run_dir = folder.path
     info(f"[bold]3/5[/] pairrepro train {recipe.name} --seeds {seed} --force "
          f"(writes {run_dir})")
-    overrides = [*extra, *([f"train.epochs={epochs}"] if epochs else [])]
     (result,) = train_recipe(recipe, overrides, [seed], force=True,
                              quiet=not show_progress(), runs_dir=runs_dir)
     test = _demo_eval(run_dir, ("accuracy",))

@@ -178,8 +178,16 @@ def report_runs(
 
     runs_dir = runs or paths.runs_dir()
     lines = rt.collect(runs_dir, dataset)
-    if not lines and not STATE.quiet:
-        _hint_nested_runs(runs_dir, dataset)
+    if not lines and not STATE.quiet and runs_dir.is_dir():
+        # on stderr: the folders one level down that hold runs (the demo's runs/demo/)
+        of = f" of {dataset}" if dataset else ""
+        for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir()
+                             and rt.collect(d, dataset)):
+            err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but "
+                              f"{escape(str(folder))} holds some: pairrepro report runs --runs "
+                              f"{escape(str(folder))}"
+                              + (f" --dataset {escape(dataset)}" if dataset else ""),
+                              highlight=False)
     if STATE.json:
         emit_json(rt.to_json(lines))
         return
@@ -365,20 +373,6 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
         info(written)
     else:
         typer.echo(text, nl=False)
-
-
-def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
-    """On stderr: the folders one level down that hold runs (the demo's ``runs/demo/``)."""
-    from pairrepro.report.tables.runs_table import collect
-
-    if not runs_dir.is_dir():
-        return
-    of = f" of {dataset}" if dataset else ""
-    for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir() and collect(d, dataset)):
-        err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but {escape(str(folder))} "
-                          f"holds some: pairrepro report runs --runs {escape(str(folder))}"
-                          + (f" --dataset {escape(dataset)}" if dataset else ""),
-                          highlight=False)
 
 
 def _say_written(written: list[Path]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
 
 import typer
@@ -141,9 +142,8 @@ def results_readme(
     """
     from pairrepro.report.publishing.readme import refresh
 
-    def say(line: str) -> None:  # on stderr: stdout keeps the one result line
-        err_console.print(line, markup=False, highlight=False)
-
+    # progress on stderr: stdout keeps the one result line
+    say = functools.partial(err_console.print, markup=False, highlight=False)
     stale = refresh(readme, results, say if show_progress() else None)
     if check and stale:
         raise VerificationError("generated sections out of date: " + ", ".join(

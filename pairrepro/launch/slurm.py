@@ -19,8 +19,16 @@ from pairrepro.console import get_err_console
 from pairrepro.device import default_threads, set_threads
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
-from pairrepro.launch import live as table
-from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
+from pairrepro.launch.spec import (
+    LiveRow,
+    Notify,
+    RunOutcome,
+    RunSpec,
+    display,
+    failed_reason,
+    run_inline,
+    silent,
+)
 from pairrepro.planning.plan import epoch_seconds
 from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run
@@ -123,15 +131,13 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(descriptor)
 
 
-def _checkpointable_base() -> type:
-    try:
-        from submitit.helpers import Checkpointable
-    except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
-        return object
-    return Checkpointable
+try:
+    from submitit.helpers import Checkpointable
+except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
+    Checkpointable = object
 
 
-class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
+class SlurmRun(Checkpointable):  # type: ignore[misc]
     """What each array job runs: one spec. Pre-emption or time-out (SIGUSR2) checkpoints and
     requeues it; a SIGTERM alone (``scancel``) leaves it ``interrupted``."""
 
@@ -219,10 +225,10 @@ def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, Slurm
 def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool = False,
                notify: Notify = silent) -> list[RunOutcome]:
     """Wait for submitted jobs, requeued ones included; one outcome each."""
-    rows = [table.LiveRow(spec, status="submitted", started=time.monotonic())
+    rows = [LiveRow(spec, status="submitted", started=time.monotonic())
             for spec, _ in submitted]
     outcomes: dict[int, RunOutcome] = {}
-    with table.display(rows, f"{len(submitted)} Slurm job(s)", live) as redraw:
+    with display(rows, f"{len(submitted)} Slurm job(s)", live) as redraw:
         while len(outcomes) < len(submitted):
             for i, (spec, job) in enumerate(submitted):
                 if i in outcomes:
@@ -240,7 +246,7 @@ def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool 
                                      f"{outcomes[i].exit_code}): {outcomes[i].reason}")
             redraw()
             if len(outcomes) < len(submitted):
-                time.sleep(table.POLL_S)
+                time.sleep(LiveRow.POLL_S)
     return [outcomes[i] for i in range(len(submitted))]
 
 
