@@ -14,47 +14,43 @@ from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds, ver
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
 
 
-def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
-    """``args`` with every global flag moved before the command path; an option's value
-    (``--dataset --json``) and whatever follows ``--`` stay."""
-    front: list[str] = []
-    rest: list[str] = []
-    command = group
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            rest += args[i:]
-            break
-        i += 1
-        if arg in GLOBAL_FLAGS:
-            front.append(arg)
-            continue
-        rest.append(arg)
-        if arg.startswith("-") and arg != "-":
-            # typer vendors its own click: options and groups are recognised by what they have
-            name = arg.split("=", 1)[0]
-            option = next((p for p in command.params if p.param_type_name == "option"
-                           and name in (*p.opts, *p.secondary_opts)), None)
-            if option is not None and not option.is_flag and not option.count \
-                    and "=" not in arg:
-                rest += args[i:i + option.nargs]  # the option's value(s), whatever they look like
-                i += option.nargs
-            continue
-        if hasattr(command, "get_command"):  # a sub-command name, or a default one's argument
-            sub = command.get_command(ctx, arg)
-            default = getattr(command, "default_command", None)
-            if sub is None and default:
-                sub = command.get_command(ctx, default)
-            command = sub or command
-    return front + rest
-
-
 class RootGroup(TyperGroup):
     """The top-level group: global flags may follow the sub-command."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_flags(self, ctx, args))
+        """Parse ``args`` with every global flag moved before the command path; an option's
+        value (``--dataset --json``) and whatever follows ``--`` stay."""
+        front: list[str] = []
+        rest: list[str] = []
+        command: Any = self
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest += args[i:]
+                break
+            i += 1
+            if arg in GLOBAL_FLAGS:
+                front.append(arg)
+                continue
+            rest.append(arg)
+            if arg.startswith("-") and arg != "-":
+                # typer vendors its own click: options and groups are recognised by what they have
+                name = arg.split("=", 1)[0]
+                option = next((p for p in command.params if p.param_type_name == "option"
+                               and name in (*p.opts, *p.secondary_opts)), None)
+                if option is not None and not option.is_flag and not option.count \
+                        and "=" not in arg:
+                    rest += args[i:i + option.nargs]  # its value(s), whatever they look like
+                    i += option.nargs
+                continue
+            if hasattr(command, "get_command"):  # a sub-command name, or a default one's argument
+                sub = command.get_command(ctx, arg)
+                default = getattr(command, "default_command", None)
+                if sub is None and default:
+                    sub = command.get_command(ctx, default)
+                command = sub or command
+        return super().parse_args(ctx, front + rest)
 
 
 app = typer.Typer(

@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 
 from pairrepro import console as output
+from pairrepro import paths
 from pairrepro.cli.interrupts import command_ended, command_started
 from pairrepro.config import MAX_SEED
 from pairrepro.console import STATE as STATE  # the one output state, named for the commands
@@ -44,8 +45,6 @@ CANNOT_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 def storage_error(exc: OSError) -> StorageError:
     """``exc`` as a :class:`StorageError` (exit 8) naming the path (and, under the default data
     home, how to choose another)."""
-    from pairrepro import paths
-
     where = exc.filename or "a file"
     hint = "make the folder writable, or free disk space"
     if exc.filename and not os.environ.get("PAIRREPRO_HOME"):

@@ -176,16 +176,13 @@ def default_variant_hint(name: str) -> bool:
     """Say which variant ``preprocess`` can write whole when the default one lacks files;
     ``True`` when it said so."""
     manifest = load_manifest(name)
-    if not manifest.variants:
+    ready = ready_variants(manifest) if manifest.variants else []
+    default = manifest.variant(None).name if ready else ""
+    if not ready or default in ready:
         return False
-    default = manifest.variant(None).name
-    ready = ready_variants(manifest)
-    if ready and default not in ready:
-        info(f"[yellow]the default variant {default!r} lacks files[/]; every split of "
-             f"variant {', '.join(ready)} is here: pairrepro preprocess {name} "
-             f"--variant {ready[0]}")
-        return True
-    return False
+    info(f"[yellow]the default variant {default!r} lacks files[/]; every split of "
+         f"variant {', '.join(ready)} is here: pairrepro preprocess {name} --variant {ready[0]}")
+    return True
 
 
 def fetch_cmd(

@@ -30,7 +30,9 @@ from pairrepro.cli.report_cmds import (
     select_tables,
 )
 from pairrepro.cli.train_cmds import metrics_table
-from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
+from pairrepro.errors import ConfigError, DataError, DownloadError, NothingToRunError, TrainingError
+from pairrepro.launch.spec import summary_lines
+from pairrepro.runs import RunFolder, read_predictions
 
 
 def reproduce(
@@ -112,10 +114,8 @@ def reproduce(
         )
     failed = outcome.failed_runs
     if failed:
-        from pairrepro.launch.spec import summary_lines
-
         for line in summary_lines(failed):
-            err_console.print(f"[red]{escape(line)}[/]", markup=True, highlight=False)
+            _notify("failed", line)
         raise TrainingError(f"{len(failed)} of {len(outcome.runs)} run(s) did not finish "
                             f"(listed above)",
                             hint="fix the cause and run the same command again: finished "
@@ -171,7 +171,6 @@ def demo(
     import torch
 
     from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.errors import DataError, DownloadError
 
     if data not in DEMO_DATA:
         raise ConfigError(f"--data {data!r}: expected one of {', '.join(DEMO_DATA)}")
@@ -198,7 +197,6 @@ def demo(
 def _demo_trecqa(seed: int, extra: list[str]) -> None:
     """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
     from pairrepro.data.preprocess import prepare_dataset
-    from pairrepro.runs import RunFolder
     from pairrepro.train.runner import train_recipe
 
     runs_dir = paths.runs_dir() / "demo"
@@ -245,7 +243,6 @@ def _demo_synthetic(seed: int, overrides: list[str]) -> None:
     """BiLSTM-max on the synthetic NLI data, reported against the majority class and chance."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
-    from pairrepro.runs import RunFolder, read_predictions
     from pairrepro.train.runner import train_recipe
 
     recipe = paths.recipes_dir() / "bilstm_max_synthetic.toml"

@@ -16,10 +16,11 @@ from pairrepro.cli.common import STATE, add_command, console, emit_json, err_con
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
+from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.compare_to import compare_to
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
-from pairrepro.report.tables.render import eval_to_json
+from pairrepro.report.tables.render import FORMATS, eval_to_json, render_many, term_renderables
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
@@ -60,8 +61,6 @@ def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
 
 def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     """Evaluated tables as JSON (``--json``), into ``--out``, or on the terminal."""
-    from pairrepro.report.tables.render import FORMATS, render_many, term_renderables
-
     if out is not None and fmt == "term":
         fmt = SUFFIX_FORMAT.get(out.suffix.lower(), "md")
     if fmt not in FORMATS:
@@ -84,8 +83,6 @@ def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
                device: str | None = None) -> None:
     """The plan of ``report --plan`` and ``reproduce --dry-run``, as text or ``--json``."""
-    from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
-
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
                         comparisons=comparisons, gpu=gpu)
     if STATE.json:

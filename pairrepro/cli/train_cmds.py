@@ -25,6 +25,7 @@ from pairrepro.cli.common import (
 from pairrepro.config import PRECISIONS, Recipe, load_recipe
 from pairrepro.errors import ConfigError, DataError, PreflightError
 from pairrepro.fileio import write_json
+from pairrepro.report.analyses.evidence import rescore
 from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
@@ -241,9 +242,8 @@ def _print_results(results: list[dict[str, Any]]) -> None:
     else:
         for r in results:
             metric = r["select_metric"]
-            tests = {k: v.get(metric) for k, v in r["metrics"].items()}
-            console.print(f"seed {r['seed']}: {metric} " +
-                          " ".join(f"{k}={_fmt(v)}" for k, v in tests.items()))
+            console.print(f"seed {r['seed']}: {metric} " + " ".join(
+                f"{split}={_fmt(v.get(metric))}" for split, v in r["metrics"].items()))
 
 
 def evaluate(
@@ -314,8 +314,6 @@ def _predictions_only(run_dir: Path) -> bool:
 def _score_saved_predictions(run_dir: Path, split: str, checkpoint: str, ensemble: bool,
                              variant: str, save: bool) -> dict[str, float]:
     """``split``'s metrics from the run's saved predictions, or an error saying why not."""
-    from pairrepro.report.analyses.evidence import rescore
-
     why = f"{run_dir} keeps no checkpoint, only the predictions of its best one"
     retrain = (f"train the recipe for a run with checkpoints (pairrepro train "
                f"{run_dir.parent.name} --seeds {RunFolder(run_dir).seed})")

@@ -69,8 +69,7 @@ def verify(
 
     # no argument: the runs folder, which a fresh checkout does not have yet
     targets = runs or [d for d in [paths.runs_dir()] if d.is_dir()]
-    dirs = _seed_dirs(targets)
-    checked = [verify_run(d, results) for d in dirs]
+    checked = [verify_run(d, results) for d in _seed_dirs(targets)]
     if STATE.json:
         emit_json([{"run": v.run, "reference": v.reference, "verdict": v.verdict,
                     "ok": v.ok, "checks": v.checks} for v in checked])
