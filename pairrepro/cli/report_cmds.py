@@ -384,9 +384,7 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
 
     index = load_recipe_index()
     written: list[Path] = []
-    for name in PAPERS:
-        if papers is not None and name not in papers:
-            continue
+    for name in [n for n in PAPERS if papers is None or n in papers]:
         paper = load_paper(name)
         for spec in paper.figures:
             written += depth_figure(spec, runs_dir, out_dir)

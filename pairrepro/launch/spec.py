@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.live import Live
+from rich.table import Table
+
+from pairrepro.console import get_err_console
 from pairrepro.errors import PairreproError
 from pairrepro.runs import DamagedRunError, RunFolder
 
@@ -141,10 +145,8 @@ def _fmt_eta(seconds: float | None) -> str:
         f"{seconds // 60}m{seconds % 60:02d}s")
 
 
-def live_table(rows: list[LiveRow], title: str) -> Any:
+def live_table(rows: list[LiveRow], title: str) -> Table:
     """The rich table of every run: recipe, seed, status, epoch, dev metric, ETA."""
-    from rich.table import Table
-
     table = Table(title=title)
     for name in ("recipe", "seed", "status", "epoch", "dev", "ETA"):
         table.add_column(name, justify="right" if name in ("seed", "epoch", "dev") else "left")
@@ -166,10 +168,6 @@ def display(rows: list[LiveRow], title: str, live: bool) -> Iterator[Callable[[]
     if not live:
         yield lambda: None
         return
-    from rich.live import Live
-
-    from pairrepro.console import get_err_console
-
     with Live(live_table(rows, title), console=get_err_console(), refresh_per_second=2,
               transient=False) as display:
         yield lambda: display.update(live_table(rows, title))
