@@ -106,7 +106,7 @@ def test_missing_data_is_reported_before_any_rank_starts(
 
 def _failure(tmp_path: Path, rank: int, exitcode: int, message: str | None = None,
              at: float = 0.0) -> Any:
-    """torchelastic's record of a failed rank, read from the error file ``handle_errors``
+    """torchelastic's record of a failed rank, read from the error file ``report_error``
     leaves (a rank's CLI run in-process with RANK and TORCHELASTIC_ERROR_FILE set)."""
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 

@@ -592,7 +592,7 @@ def test_offline_demo_says_once_why_it_falls_back(
     _offline(monkeypatch)
     fell_back: list[int] = []
     monkeypatch.setattr(pipeline_cmds, "_demo_synthetic",
-                        lambda seed, epochs, extra: fell_back.append(seed))
+                        lambda seed, overrides: fell_back.append(seed))
     out = runner.invoke(app, ["demo"])
     assert out.exit_code == 0 and fell_back == [1], out.output
     text = " ".join(out.output.split())

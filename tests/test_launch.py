@@ -19,8 +19,8 @@ from pairrepro import device, paths
 from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
-from pairrepro.launch import live, local, slurm
-from pairrepro.launch.spec import RunSpec, specs_of
+from pairrepro.launch import local, slurm
+from pairrepro.launch.spec import LiveRow, RunSpec, specs_of
 from pairrepro.runs import RunFolder
 
 BASE = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
@@ -151,7 +151,7 @@ def test_pool_never_runs_more_than_jobs_at_once(tmp_path: Path,
         return process
 
     monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr(live, "POLL_S", 0.05)
+    monkeypatch.setattr(LiveRow, "POLL_S", 0.05)
     specs = [RunSpec("r", "r.toml", seed) for seed in range(5)]
     outcomes = local.run_local(specs, tmp_path, jobs=2, threads=1)
     assert [o.status for o in outcomes] == ["finished"] * 5 and peak[0] == 2

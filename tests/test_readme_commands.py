@@ -333,7 +333,7 @@ def _source(relative: str) -> str:
 def test_numbers_the_readme_types_are_the_codes() -> None:
     """Each figure the README types about the code (defaults, budgets, targets, thresholds) is
     the value the code uses: (the README's words, the value found in the code)."""
-    from pairrepro.cli.preflight_cmds import preflight
+    from pairrepro.cli.train_cmds import preflight
     from pairrepro.config import TrainSection
     from pairrepro.stats import TEST_CAP
 

@@ -8,69 +8,49 @@ import typer
 from typer.core import TyperGroup
 
 from pairrepro import __version__, console
-from pairrepro.cli import (
-    data_cmds,
-    embeddings_cmds,
-    pipeline_cmds,
-    preflight_cmds,
-    preprocess_cmds,
-    report_cmds,
-    train_cmds,
-    verify_cmds,
-)
+from pairrepro.cli import data_cmds, pipeline_cmds, report_cmds, train_cmds, verify_cmds
 
 # global flags (no values) accepted anywhere before a ``--``
 GLOBAL_FLAGS = ("--quiet", "-q", "--json")
-
-
-# typer vendors its own click: commands and options are recognised by what they have
-def _option(command: Any, arg: str) -> Any:
-    """The option of ``command`` that ``arg`` (``--name`` or ``--name=value``) names."""
-    name = arg.split("=", 1)[0]
-    for param in command.params:
-        if param.param_type_name == "option" and name in (*param.opts, *param.secondary_opts):
-            return param
-    return None
-
-
-def hoist_global_flags(group: Any, ctx: typer.Context, args: list[str]) -> list[str]:
-    """``args`` with every global flag moved before the command path; an option's value
-    (``--dataset --json``) and whatever follows ``--`` stay."""
-    front: list[str] = []
-    rest: list[str] = []
-    command = group
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            rest += args[i:]
-            break
-        i += 1
-        if arg in GLOBAL_FLAGS:
-            front.append(arg)
-            continue
-        rest.append(arg)
-        if arg.startswith("-") and arg != "-":
-            option = _option(command, arg)
-            if option is not None and not option.is_flag and not option.count \
-                    and "=" not in arg:
-                rest += args[i:i + option.nargs]  # the option's value(s), whatever they look like
-                i += option.nargs
-            continue
-        if hasattr(command, "get_command"):  # a sub-command name, or a default one's argument
-            sub = command.get_command(ctx, arg)
-            default = getattr(command, "default_command", None)
-            if sub is None and default:
-                sub = command.get_command(ctx, default)
-            command = sub or command
-    return front + rest
 
 
 class RootGroup(TyperGroup):
     """The top-level group: global flags may follow the sub-command."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, hoist_global_flags(self, ctx, args))
+        """Parse ``args`` with every global flag moved before the command path; an option's
+        value (``--dataset --json``) and whatever follows ``--`` stay."""
+        front: list[str] = []
+        rest: list[str] = []
+        command: Any = self
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--":
+                rest += args[i:]
+                break
+            i += 1
+            if arg in GLOBAL_FLAGS:
+                front.append(arg)
+                continue
+            rest.append(arg)
+            if arg.startswith("-") and arg != "-":
+                # typer vendors its own click: options and groups are recognised by what they have
+                name = arg.split("=", 1)[0]
+                option = next((p for p in command.params if p.param_type_name == "option"
+                               and name in (*p.opts, *p.secondary_opts)), None)
+                if option is not None and not option.is_flag and not option.count \
+                        and "=" not in arg:
+                    rest += args[i:i + option.nargs]  # its value(s), whatever they look like
+                    i += option.nargs
+                continue
+            if hasattr(command, "get_command"):  # a sub-command name, or a default one's argument
+                sub = command.get_command(ctx, arg)
+                default = getattr(command, "default_command", None)
+                if sub is None and default:
+                    sub = command.get_command(ctx, default)
+                command = sub or command
+        return super().parse_args(ctx, front + rest)
 
 
 app = typer.Typer(
@@ -108,10 +88,7 @@ def main_options(
 
 
 data_cmds.register(app)
-preprocess_cmds.register(app)
-embeddings_cmds.register(app)
 train_cmds.register(app)
-preflight_cmds.register(app)
 report_cmds.register(app)
 pipeline_cmds.register(app)
 verify_cmds.register(app)

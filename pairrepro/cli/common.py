@@ -9,12 +9,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import typer
 from rich.markup import escape
 
 from pairrepro import console as output
+from pairrepro import paths
 from pairrepro.cli.interrupts import command_ended, command_started
 from pairrepro.config import MAX_SEED
 from pairrepro.console import STATE as STATE  # the one output state, named for the commands
@@ -23,7 +24,6 @@ from pairrepro.errors import INTERRUPTED_EXIT, ConfigError, PairreproError, Stor
 
 console = output.get_console()
 err_console = output.get_err_console()
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def info(message: str) -> None:
@@ -45,8 +45,6 @@ CANNOT_WRITE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, 
 def storage_error(exc: OSError) -> StorageError:
     """``exc`` as a :class:`StorageError` (exit 8) naming the path (and, under the default data
     home, how to choose another)."""
-    from pairrepro import paths
-
     where = exc.filename or "a file"
     hint = "make the folder writable, or free disk space"
     if exc.filename and not os.environ.get("PAIRREPRO_HOME"):
@@ -57,11 +55,12 @@ def storage_error(exc: OSError) -> StorageError:
     return StorageError(f"{where}: cannot write ({exc.strerror or exc})", hint=hint)
 
 
-def handle_errors(fn: F) -> F:
-    """:class:`PairreproError` -> a red message and its exit code; Ctrl-C -> exit 130."""
+def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: Any) -> None:
+    """Attach ``fn`` as command ``name`` of ``app``: :class:`PairreproError` -> a red message
+    and its exit code; Ctrl-C -> exit 130."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def command(*args: Any, **kwargs: Any) -> Any:
         command_started()
         try:
             try:
@@ -81,7 +80,7 @@ def handle_errors(fn: F) -> F:
         finally:
             command_ended()
 
-    return wrapper  # type: ignore[return-value]
+    app.command(name, **options)(command)
 
 
 def report_error(exc: PairreproError) -> None:
@@ -127,8 +126,3 @@ def parse_seeds(text: str | None) -> list[int] | None:
                               hint="name each seed once (each has one run folder)")
         seeds.append(seed)
     return seeds
-
-
-def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: Any) -> None:
-    """Attach ``fn`` as command ``name`` of ``app``, its errors turned into exit codes."""
-    app.command(name, **options)(handle_errors(fn))

@@ -1,4 +1,4 @@
-"""CLI commands of the data area: ``pairrepro fetch`` and ``pairrepro datasets``."""
+"""CLI commands of the data area: ``fetch``, ``datasets``, ``preprocess``, ``embeddings train``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import typer
 from rich.table import Table
 
 from pairrepro import paths
-from pairrepro.cli.common import STATE, add_command, console, emit_json, info, show_progress
+from pairrepro.cli.common import (
+    MAX_SEED,
+    STATE,
+    add_command,
+    console,
+    emit_json,
+    info,
+    show_progress,
+)
 from pairrepro.data.fetch import fetch_from
 from pairrepro.data.fetch_record import FetchReport, fetch_status
 from pairrepro.data.manifests import Manifest, available_datasets, load_manifest, ready_variants
@@ -49,6 +57,24 @@ Examples:
   pairrepro datasets
 
   pairrepro --json datasets
+"""
+
+
+TRAIN_HELP = """Train skip-gram word2vec vectors on a prepared dataset's own text.
+
+The MV-LSTM paper initialises its QA models with 50-d SkipGram vectors trained on the
+whole Yahoo QA data. This trains them with gensim (optional: pip install 'pairrepro[w2v]')
+on every distinct question and answer of every split of the prepared variant, tokenised as
+the models see them, and writes a GloVe-format text file, by default where recipes that use
+a dataset's own vectors read it: word2vec/<dataset>-<variant>-sg-<dim>d.txt in the current
+folder ([embeddings] source = "glove-file", path = "<the file>"; run it from the project
+folder). Window, min-count and epochs are not given in the paper (defaults: 5, 1, 5).
+
+Examples:
+
+  pairrepro embeddings train --dataset yahoo --variant mvlstm --dim 50
+
+  pairrepro embeddings train --dataset yahoo --variant mvlstm --out w2v-50d.txt --epochs 10
 """
 
 
@@ -150,16 +176,13 @@ def default_variant_hint(name: str) -> bool:
     """Say which variant ``preprocess`` can write whole when the default one lacks files;
     ``True`` when it said so."""
     manifest = load_manifest(name)
-    if not manifest.variants:
+    ready = ready_variants(manifest) if manifest.variants else []
+    default = manifest.variant(None).name if ready else ""
+    if not ready or default in ready:
         return False
-    default = manifest.variant(None).name
-    ready = ready_variants(manifest)
-    if ready and default not in ready:
-        info(f"[yellow]the default variant {default!r} lacks files[/]; every split of "
-             f"variant {', '.join(ready)} is here: pairrepro preprocess {name} "
-             f"--variant {ready[0]}")
-        return True
-    return False
+    info(f"[yellow]the default variant {default!r} lacks files[/]; every split of "
+         f"variant {', '.join(ready)} is here: pairrepro preprocess {name} --variant {ready[0]}")
+    return True
 
 
 def fetch_cmd(
@@ -214,6 +237,105 @@ def datasets_cmd() -> None:
         console.print(table)
 
 
+def _summary_table(stats: dict[str, Any]) -> Table:
+    """One row per split: the columns of CIN's Table 1 plus the malformed-row count."""
+    table = Table(title=f"{stats['dataset']} ({stats['variant']}): {stats['prepared_dir']}")
+    for column in ("split", "pairs", "groups", "labels", "avg len L/R", "max len L/R",
+                   "malformed"):
+        table.add_column(column, justify="left" if column in ("split", "labels") else "right")
+    for name, split in stats["splits"].items():
+        table.add_row(
+            name, f"{split['pairs']:,}", f"{split['groups']:,}",
+            " ".join(f"{k}:{v:,}" for k, v in split["labels"].items()),
+            f"{split['avg_len_left']:.1f}/{split['avg_len_right']:.1f}",
+            f"{split['max_len_left']}/{split['max_len_right']}",
+            f"{split['malformed']:,}",
+        )
+    return table
+
+
+def preprocess(
+    name: str = typer.Argument(..., help="Dataset name (see `pairrepro datasets`)."),
+    variant: str = typer.Option(None, "--variant", "-v",
+                                help="Dataset variant (default: the manifest's default)."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Fail if any row is malformed (naming file and line) "
+                                     "instead of reporting it."),
+) -> None:
+    """Tokenise a fetched dataset, build its vocabulary and write the prepared folder.
+
+    Splits whose raw files are missing are skipped and listed (--json: the statistics).
+    Example: pairrepro preprocess trecqa --variant clean
+    """
+    from pairrepro.data.preprocess import prepare_dataset
+
+    stats = prepare_dataset(name, variant, strict=strict, progress=show_progress())
+    if STATE.json:
+        emit_json(stats)
+        return
+    if not STATE.quiet:
+        console.print(_summary_table(stats))
+    seen = (f"{stats['train_vocab_size'] - 2:,} seen in split {stats['vocab_split']!r}"
+            if stats["vocab_split"] else "no train split present")
+    info(f"vocabulary: {stats['vocab_size']:,} tokens ({seen}); tokenisation: "
+         f"{stats['tokenisation']['tokenizer']}, lowercase={stats['tokenisation']['lowercase']}")
+    for split, summary in stats["splits"].items():
+        for rule, count in summary["dropped"].items():
+            info(f"{split}: dropped {count:,} by rule: {rule}")
+    for split, files in stats["missing_splits"].items():
+        info(f"[yellow]skipped split {split!r}[/]: missing {', '.join(files)} "
+             f"(pairrepro fetch {name})")
+    if stats["missing_splits"]:
+        default_variant_hint(name)
+    if stats["malformed_count"]:
+        info(f"[yellow]{stats['malformed_count']} malformed row(s)[/], e.g.:")
+        for row in stats["malformed"][:5]:
+            info(f"  {row['file']} line {row['line']}: {row['reason']}")
+        info("  (all listed in stats.json; --strict turns them into an error)")
+    info(f"done in {stats['seconds']:.1f} s")
+
+
+
+def train_embeddings(
+    dataset: str = typer.Option(..., "--dataset", "-d", help="Prepared dataset name."),
+    variant: str = typer.Option("", "--variant", "-v", help="Dataset variant."),
+    dim: int = typer.Option(50, "--dim", help="Vector size."),
+    window: int = typer.Option(5, "--window", help="Context window."),
+    min_count: int = typer.Option(1, "--min-count", help="Ignore rarer words."),
+    epochs: int = typer.Option(5, "--epochs", help="Passes over the text."),
+    seed: int = typer.Option(1, "--seed", min=0, max=MAX_SEED, help="Random seed."),
+    workers: int = typer.Option(1, "--workers", help="Threads (1 = reproducible)."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o",
+        help="Output file (default: word2vec/<dataset>-<variant>-sg-<dim>d.txt, where "
+        "recipes read a dataset's own vectors)."),
+) -> None:
+    from pairrepro.data.embeddings import trained_vectors_path
+    from pairrepro.data.prepared import load_prepared
+    from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
+
+    data = load_prepared(dataset, variant or None)
+    sentences = corpus_sentences(data)
+    words, vectors = train_skipgram(sentences, dim=dim, window=window, min_count=min_count,
+                                    epochs=epochs, seed=seed, workers=workers)
+    target = out or trained_vectors_path(dataset, variant, dim)
+    write_glove_text(target, words, vectors)
+    summary = {"path": str(target), "words": len(words), "dim": dim,
+               "sentences": len(sentences)}
+    if STATE.json:
+        emit_json(summary)
+    else:
+        # flags, not TOML: what a user types next is a command line
+        info(f"wrote {len(words)} vectors of {dim} dims from {len(sentences)} texts to "
+             f"{target}\nuse them: pairrepro train RECIPE --set embeddings.source=glove-file "
+             f"--set embeddings.path={target} --set embeddings.dim={dim}")
+
+
 def register(app: typer.Typer) -> None:
     add_command(app, "fetch", fetch_cmd, help=FETCH_HELP)
     add_command(app, "datasets", datasets_cmd, help=DATASETS_HELP)
+    add_command(app, "preprocess", preprocess)
+    group = typer.Typer(help="Word embeddings: train word2vec on a prepared dataset.",
+                        no_args_is_help=True)
+    add_command(group, "train", train_embeddings, help=TRAIN_HELP)
+    app.add_typer(group, name="embeddings")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pairrepro.errors import INTERRUPTED_EXIT
@@ -40,29 +40,19 @@ def command_ended() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-class HeldInterrupts:
-    """What :func:`interrupts_held` gives."""
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[Callable[[], None]]:
+    """Ctrl-C held until the block calls the check it is given (between steps that each
+    complete or do not start), which raises ``KeyboardInterrupt`` if Ctrl-C was pressed since
+    the block began; one pressed during the last step is dropped."""
+    pressed: list[int] = []
 
-    def __init__(self) -> None:
-        self.pressed = False
-
-    def check(self) -> None:
-        """Stop here (``KeyboardInterrupt``) if Ctrl-C was pressed since the block began."""
-        if self.pressed:
+    def check() -> None:
+        if pressed:
             raise KeyboardInterrupt
 
-
-@contextlib.contextmanager
-def interrupts_held() -> Iterator[HeldInterrupts]:
-    """Ctrl-C held until the block's next :meth:`HeldInterrupts.check` (between steps that
-    each complete or do not start); one pressed during the last step is dropped."""
-    held = HeldInterrupts()
-
-    def hold(signum: int, frame: Any) -> None:
-        held.pressed = True
-
-    previous = signal.signal(signal.SIGINT, hold)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
-        yield held
+        yield check
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -27,11 +27,12 @@ from pairrepro.cli.report_cmds import (
     evaluate_tables,
     output_tables,
     print_plan,
-    runs_folder,
     select_tables,
 )
 from pairrepro.cli.train_cmds import metrics_table
-from pairrepro.errors import ConfigError, NothingToRunError, TrainingError
+from pairrepro.errors import ConfigError, DataError, DownloadError, NothingToRunError, TrainingError
+from pairrepro.launch.spec import summary_lines
+from pairrepro.runs import RunFolder, read_predictions
 
 
 def reproduce(
@@ -85,7 +86,7 @@ def reproduce(
 
       pairrepro reproduce all --dry-run --device cuda --gpu h100
     """
-    runs_dir = runs_folder(runs)
+    runs_dir = runs or paths.runs_dir()
     selected = select_tables(target, table)
     seed_list = parse_seeds(seeds)
     if dry_run:
@@ -113,10 +114,8 @@ def reproduce(
         )
     failed = outcome.failed_runs
     if failed:
-        from pairrepro.launch.spec import summary_lines
-
         for line in summary_lines(failed):
-            err_console.print(f"[red]{escape(line)}[/]", markup=True, highlight=False)
+            _notify("failed", line)
         raise TrainingError(f"{len(failed)} of {len(outcome.runs)} run(s) did not finish "
                             f"(listed above)",
                             hint="fix the cause and run the same command again: finished "
@@ -172,12 +171,12 @@ def demo(
     import torch
 
     from pairrepro.data.fetch import fetch_dataset
-    from pairrepro.errors import DataError, DownloadError
 
     if data not in DEMO_DATA:
         raise ConfigError(f"--data {data!r}: expected one of {', '.join(DEMO_DATA)}")
     torch.set_num_threads(threads)
-    extra = [f"data.max_train_pairs={max_train_pairs}"] if max_train_pairs else []
+    extra = [*([f"data.max_train_pairs={max_train_pairs}"] if max_train_pairs else []),
+             *([f"train.epochs={epochs}"] if epochs else [])]
     if data != "synthetic":
         info("[bold]1/5[/] pairrepro fetch trecqa")
         try:
@@ -190,15 +189,14 @@ def demo(
                  "offline demo on synthetic data instead (for TrecQA from a local mirror: "
                  "PAIRREPRO_MIRROR=DIR pairrepro demo, or make demo MIRROR=DIR)")
         else:
-            _demo_trecqa(seed, epochs, extra)
+            _demo_trecqa(seed, extra)
             return
-    _demo_synthetic(seed, epochs, extra)
+    _demo_synthetic(seed, extra)
 
 
-def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
+def _demo_trecqa(seed: int, extra: list[str]) -> None:
     """BM25 and a small MV-LSTM on TrecQA clean into runs/demo/, then CSRAN's Table 6."""
     from pairrepro.data.preprocess import prepare_dataset
-    from pairrepro.runs import RunFolder
     from pairrepro.train.runner import train_recipe
 
     runs_dir = paths.runs_dir() / "demo"
@@ -210,8 +208,7 @@ def _demo_trecqa(seed: int, epochs: int | None, extra: list[str]) -> None:
     results = train_recipe(bm25, [], [seed], force=True, quiet=not show_progress(),
                            runs_dir=runs_dir)
     mvlstm = paths.recipes_dir() / "mv_lstm_tensor_trecqa.toml"
-    overrides = [*DEMO_MVLSTM_OVERRIDES, *extra,
-                 *([f"train.epochs={epochs}"] if epochs else [])]
+    overrides = [*DEMO_MVLSTM_OVERRIDES, *extra]
     info(f"[bold]3/5[/] pairrepro train {mvlstm.name} --seeds {seed} --force "
          + " ".join(f"--set {o}" for o in overrides))
     results += train_recipe(mvlstm, overrides, [seed], force=True,
@@ -242,11 +239,10 @@ def _demo_eval(run_dir: Path, shown: tuple[str, ...]) -> dict[str, float]:
     return test
 
 
-def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
+def _demo_synthetic(seed: int, overrides: list[str]) -> None:
     """BiLSTM-max on the synthetic NLI data, reported against the majority class and chance."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
-    from pairrepro.runs import RunFolder, read_predictions
     from pairrepro.train.runner import train_recipe
 
     recipe = paths.recipes_dir() / "bilstm_max_synthetic.toml"
@@ -259,7 +255,6 @@ def _demo_synthetic(seed: int, epochs: int | None, extra: list[str]) -> None:
     run_dir = folder.path
     info(f"[bold]3/5[/] pairrepro train {recipe.name} --seeds {seed} --force "
          f"(writes {run_dir})")
-    overrides = [*extra, *([f"train.epochs={epochs}"] if epochs else [])]
     (result,) = train_recipe(recipe, overrides, [seed], force=True,
                              quiet=not show_progress(), runs_dir=runs_dir)
     test = _demo_eval(run_dir, ("accuracy",))

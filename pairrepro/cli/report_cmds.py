@@ -16,10 +16,11 @@ from pairrepro.cli.common import STATE, add_command, console, emit_json, err_con
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import write_text
 from pairrepro.planning.paper_tables import PAPERS, Paper, PaperTable, load_paper
+from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
 from pairrepro.planning.recipe_index import load_recipe_index
 from pairrepro.report.analyses.orderings import compare_to
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
-from pairrepro.report.tables.render import eval_to_json
+from pairrepro.report.tables.render import FORMATS, eval_to_json, render_many, term_renderables
 
 FORMAT_HELP = "term (rich, default), md, latex or html."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
@@ -51,12 +52,6 @@ def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTabl
     return chosen
 
 
-def runs_folder(runs: Path | None) -> Path:
-    """``--runs``, else the default runs folder (passed on explicitly, never via the
-    environment)."""
-    return runs if runs is not None else paths.runs_dir()
-
-
 def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
                     ) -> list[EvalTable]:
     """The tables with the published rows, the reference runs and the runs of ``runs_dir``."""
@@ -66,8 +61,6 @@ def evaluate_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path
 
 def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     """Evaluated tables as JSON (``--json``), into ``--out``, or on the terminal."""
-    from pairrepro.report.tables.render import FORMATS, render_many, term_renderables
-
     if out is not None and fmt == "term":
         fmt = SUFFIX_FORMAT.get(out.suffix.lower(), "md")
     if fmt not in FORMATS:
@@ -75,33 +68,27 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
     if STATE.json:
         emit_json([eval_to_json(ev) for ev in evs])
         return
-    if out is not None:
-        # run links relative to the file written: the document works in any checkout
-        write_text(out, render_many(evs, fmt, links_from=out.parent))
-        info(f"wrote {out} ({len(evs)} table(s), {fmt})")
-        return
-    if fmt == "term":
+    if out is None and fmt == "term":
         for ev in evs:
             for item in term_renderables(ev):
                 console.print(item)
             console.print()
         return
-    typer.echo(render_many(evs, fmt, links_from=Path.cwd()), nl=False)  # piped to a file here
+    # run links relative to the file written (or the folder a pipe's file is in)
+    text = render_many(evs, fmt, links_from=out.parent if out is not None else Path.cwd())
+    _write_or_print(text, out, f"wrote {out} ({len(evs)} table(s), {fmt})")
 
 
 def print_plan(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
                seeds: list[int] | None, comparisons: bool = False, gpu: str = "",
-               device: str | None = None) -> list[Any]:
+               device: str | None = None) -> None:
     """The plan of ``report --plan`` and ``reproduce --dry-run``, as text or ``--json``."""
-    from pairrepro.planning.plan import plan_tables, plan_to_json, render_plan
-
     items = plan_tables(selected, load_recipe_index(), runs_dir, seeds,
                         comparisons=comparisons, gpu=gpu)
     if STATE.json:
         emit_json(plan_to_json(items))
     else:
         typer.echo(render_plan(items, device), nl=False)
-    return items
 
 
 class ReportGroup(TyperGroup):
@@ -145,7 +132,7 @@ def report_paper(
 
       pairrepro report all --plan --gpu h100
     """
-    runs_dir = runs_folder(runs)
+    runs_dir = runs or paths.runs_dir()
     if target != "all" and target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}",
                           hint=f"choose one of {', '.join(PAPERS)}, all; or a sub-command: "
@@ -182,7 +169,34 @@ def report_runs(
 
       pairrepro report runs --json
     """
-    _runs_table(runs_folder(runs), dataset, fmt, out)
+    from rich.table import Table
+
+    from pairrepro.report.tables import runs_table as rt
+
+    runs_dir = runs or paths.runs_dir()
+    lines = rt.collect(runs_dir, dataset)
+    if not lines and not STATE.quiet and runs_dir.is_dir():
+        # on stderr: the folders one level down that hold runs (the demo's runs/demo/)
+        of = f" of {dataset}" if dataset else ""
+        for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir()
+                             and rt.collect(d, dataset)):
+            err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but "
+                              f"{escape(str(folder))} holds some: pairrepro report runs --runs "
+                              f"{escape(str(folder))}"
+                              + (f" --dataset {escape(dataset)}" if dataset else ""),
+                              highlight=False)
+    if STATE.json:
+        emit_json(rt.to_json(lines))
+        return
+    if out is not None or fmt == "md":
+        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
+        return
+    if fmt != "term":
+        raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
+    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
+    for line in lines:  # escaped: paths and damage reports are not rich markup
+        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
+    console.print(table)
 
 
 def report_curves(
@@ -201,14 +215,11 @@ def report_curves(
     """
     from pairrepro.report.tables.figures import curves_figure
 
-    _say_written(curves_figure(run, out or _curves_dir(run)))
-
-
-def _curves_dir(run: Path) -> Path:
-    """Beside a run of the runs folder; anything else (a reference run under results/, which
-    only ``results add`` changes) into the runs folder's ``figures/``."""
+    # beside a run of the runs folder; anything else (a reference run under results/, which
+    # only ``results add`` changes) into the runs folder's figures/
     runs = paths.runs_dir().resolve()
-    return run if run.resolve().is_relative_to(runs) else runs / "figures"
+    default = run if run.resolve().is_relative_to(runs) else runs / "figures"
+    _say_written(curves_figure(run, out or default))
 
 
 def report_figures(
@@ -223,7 +234,7 @@ def report_figures(
 
       pairrepro report figures --figures out/figs/
     """
-    _figures(out or paths.runs_dir() / "figures", runs_folder(runs))
+    _figures(out or paths.runs_dir() / "figures", runs or paths.runs_dir())
 
 
 def report_gap(
@@ -311,9 +322,8 @@ def _one_table(target: str, table: int, runs: Path | None) -> EvalTable:
     """Table ``table`` of paper ``target`` with the reference runs and the user's own."""
     if target not in PAPERS:
         raise ConfigError(f"unknown paper {target!r}", hint=f"choose one of {', '.join(PAPERS)}")
-    (paper, chosen), = select_tables(target, table)
-    return evaluate_table(paper, chosen, runs_folder(runs), load_recipe_index(),
-                          paths.results_dir())
+    (evaluated,) = evaluate_tables(select_tables(target, table), runs or paths.runs_dir())
+    return evaluated
 
 
 def report_readings(
@@ -362,42 +372,6 @@ def _write_or_print(text: str, out: Path | None, written: str) -> None:
         typer.echo(text, nl=False)
 
 
-def _runs_table(runs_dir: Path, dataset: str, fmt: str, out: Path | None) -> None:
-    from rich.table import Table
-
-    from pairrepro.report.tables import runs_table as rt
-
-    lines = rt.collect(runs_dir, dataset)
-    if not lines and not STATE.quiet:
-        _hint_nested_runs(runs_dir, dataset)
-    if STATE.json:
-        emit_json(rt.to_json(lines))
-        return
-    if out is not None or fmt == "md":
-        _write_or_print(rt.to_markdown(lines), out, f"wrote {out} ({len(lines)} run(s))")
-        return
-    if fmt != "term":
-        raise ConfigError(f"--format {fmt!r}: report runs prints term or md")
-    table = Table(*rt.HEADERS, title=f"runs in {runs_dir}")
-    for line in lines:  # escaped: paths and damage reports are not rich markup
-        table.add_row(*(escape(cell) for cell in rt.format_line(line)))
-    console.print(table)
-
-
-def _hint_nested_runs(runs_dir: Path, dataset: str) -> None:
-    """On stderr: the folders one level down that hold runs (the demo's ``runs/demo/``)."""
-    from pairrepro.report.tables.runs_table import collect
-
-    if not runs_dir.is_dir():
-        return
-    of = f" of {dataset}" if dataset else ""
-    for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir() and collect(d, dataset)):
-        err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but {escape(str(folder))} "
-                          f"holds some: pairrepro report runs --runs {escape(str(folder))}"
-                          + (f" --dataset {escape(dataset)}" if dataset else ""),
-                          highlight=False)
-
-
 def _say_written(written: list[Path]) -> None:
     if STATE.json:
         emit_json({"written": [str(p) for p in written]})
@@ -410,9 +384,7 @@ def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> N
 
     index = load_recipe_index()
     written: list[Path] = []
-    for name in PAPERS:
-        if papers is not None and name not in papers:
-            continue
+    for name in [n for n in PAPERS if papers is None or n in papers]:
         paper = load_paper(name)
         for spec in paper.figures:
             written += depth_figure(spec, runs_dir, out_dir)
@@ -426,12 +398,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(cls=ReportGroup, no_args_is_help=True,
                         help="Published vs reproduced tables: report PAPER|all [--table N] "
                              "(short for report paper ...); and the runs, curves and figures.")
-    add_command(group, "paper", report_paper)
-    add_command(group, "runs", report_runs)
-    add_command(group, "curves", report_curves)
-    add_command(group, "figures", report_figures)
-    add_command(group, "gap", report_gap)
-    add_command(group, "orderings", report_orderings)
-    add_command(group, "parity", report_parity)
-    add_command(group, "readings", report_readings)
+    for command in (report_paper, report_runs, report_curves, report_figures, report_gap,
+                    report_orderings, report_parity, report_readings):
+        add_command(group, command.__name__.removeprefix("report_"), command)
     app.add_typer(group, name="report")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from pathlib import Path
 
 import typer
@@ -9,7 +11,6 @@ import typer
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
 from pairrepro.cli.interrupts import interrupts_held
-from pairrepro.cli.release_cmds import results_release
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.fileio import write_text
 from pairrepro.runs import RunFolder, seed_folders
@@ -68,8 +69,7 @@ def verify(
 
     # no argument: the runs folder, which a fresh checkout does not have yet
     targets = runs or [d for d in [paths.runs_dir()] if d.is_dir()]
-    dirs = _seed_dirs(targets)
-    checked = [verify_run(d, results) for d in dirs]
+    checked = [verify_run(d, results) for d in _seed_dirs(targets)]
     if STATE.json:
         emit_json([{"run": v.run, "reference": v.reference, "verdict": v.verdict,
                     "ok": v.ok, "checks": v.checks} for v in checked])
@@ -113,9 +113,9 @@ def results_add(
 
     seed_dirs = _seed_dirs(runs)
     # each run is added and reported, or not touched: Ctrl-C stops between two runs
-    with interrupts_held() as held:
+    with interrupts_held() as stop_if_interrupted:
         for seed_dir in seed_dirs:
-            held.check()
+            stop_if_interrupted()
             dest, files = add_reference(seed_dir, results, force)
             size = sum(f.stat().st_size for f in files)
             if STATE.json:
@@ -141,9 +141,8 @@ def results_readme(
     """
     from pairrepro.report.publishing.readme import refresh
 
-    def say(line: str) -> None:  # on stderr: stdout keeps the one result line
-        err_console.print(line, markup=False, highlight=False)
-
+    # progress on stderr: stdout keeps the one result line
+    say = functools.partial(err_console.print, markup=False, highlight=False)
     stale = refresh(readme, results, say if show_progress() else None)
     if check and stale:
         raise VerificationError("generated sections out of date: " + ", ".join(
@@ -153,6 +152,56 @@ def results_readme(
         write_text(path, text)
     info(f"{readme} and its docs/: generated sections "
          + ("match results/" if not stale else "rewritten in " + ", ".join(map(str, stale))))
+
+
+def results_release(
+    name: str = typer.Option("", "--name", help="Write results/release.json as this release "
+                             "(refused while a run must be re-made)."),
+    results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
+                                        "(default results/ of the project)."),
+) -> None:
+    """List the reference runs the next release must re-make (a recipe's seeds from several
+    commits; a run without a CPU fingerprint), with the command that re-makes each and the
+    hours the replaced runs took; with --name, write the release record.
+
+    Exit codes: 0 nothing pending (or the release written); 9 runs must be re-made first.
+
+    Examples:
+
+      pairrepro results release
+
+      pairrepro results release --name 1
+    """
+    from pairrepro.report.publishing.release import make_release, pending, write_release
+
+    todo = pending(results)
+    if name and not todo:
+        release = make_release(name, dt.date.today().isoformat(), results)
+        path = write_release(release, results)
+        if STATE.json:
+            emit_json({"release": release.name, "commit": release.commit, "path": str(path),
+                       "runs": len(release.runs), "not_bit_equal": release.not_bit_equal})
+        else:
+            info(f"{path}: release {release.name}, commit {release.commit[:10]}, "
+                 f"{len(release.runs)} runs, {len(release.remade)} re-made "
+                 f"({len(release.not_bit_equal)} not bit-equal)")
+        return
+    if STATE.json:
+        emit_json([{"recipe": r.recipe, "seeds": list(r.seeds), "why": r.why,
+                    "hours": round(r.hours, 2), "command": r.command} for r in todo])
+    else:
+        for r in todo:
+            typer.echo(f"{r.command}  # {r.why}; {r.hours:.2f} h before")
+        if todo:
+            typer.echo(f"# {len(todo)} recipe(s), {sum(len(r.seeds) for r in todo)} run(s), "
+                       f"{sum(r.hours for r in todo):.1f} h as first made")
+    if not todo:
+        info("nothing to re-make: every run records its CPU and every recipe's seeds come "
+             "from one commit")
+        return
+    raise VerificationError(f"{len(todo)} recipe(s) must be re-made at one clean commit "
+                                "before a release", hint="run the commands above, then "
+                                "pairrepro results add --force each run")
 
 
 def register(app: typer.Typer) -> None:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 from pairrepro.device import THREAD_VARIABLES, default_threads, set_threads
 from pairrepro.errors import ConfigError
-from pairrepro.launch import live as table
 from pairrepro.launch.spec import (
+    LiveRow,
     Notify,
     RunOutcome,
     RunSpec,
     continues,
+    display,
     failed_reason,
     run_inline,
     silent,
@@ -61,14 +62,14 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
           device: str | None, live: bool, notify: Notify) -> list[RunOutcome]:
     from pairrepro.train.loop import sigterm_as_interrupt
 
-    rows = [table.LiveRow(spec) for spec in specs]
+    rows = [LiveRow(spec) for spec in specs]
     outcomes: dict[int, RunOutcome] = {}
     running: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
     queue = list(range(len(specs)))
     env = {**os.environ, "PAIRREPRO_RUNS": str(runs_dir),
            **{name: str(threads) for name in THREAD_VARIABLES}}
     title = f"{len(specs)} run(s), {jobs} at a time, {threads} thread(s) each"
-    with sigterm_as_interrupt(), table.display(rows, title, live) as redraw:
+    with sigterm_as_interrupt(), display(rows, title, live) as redraw:
         try:
             while queue or running:
                 while queue and len(running) < jobs:
@@ -84,7 +85,7 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
                     running[i] = (process, log)
                     rows[i].status, rows[i].started = "running", time.monotonic()
                     notify("training", f"started {spec.label} (pid {process.pid}, log {log})")
-                time.sleep(table.POLL_S)
+                time.sleep(LiveRow.POLL_S)
                 for i, (process, log) in list(running.items()):
                     rows[i].poll(runs_dir)
                     code = process.poll()

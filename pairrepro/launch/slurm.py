@@ -4,6 +4,7 @@ recipe, its preflight record, then the ``--slurm-config`` ``[slurm]`` table."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -18,8 +19,16 @@ from pairrepro.console import get_err_console
 from pairrepro.device import default_threads, set_threads
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
-from pairrepro.launch import live as table
-from pairrepro.launch.spec import Notify, RunOutcome, RunSpec, failed_reason, run_inline, silent
+from pairrepro.launch.spec import (
+    LiveRow,
+    Notify,
+    RunOutcome,
+    RunSpec,
+    display,
+    failed_reason,
+    run_inline,
+    silent,
+)
 from pairrepro.planning.plan import epoch_seconds
 from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run
@@ -122,15 +131,13 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(descriptor)
 
 
-def _checkpointable_base() -> type:
-    try:
-        from submitit.helpers import Checkpointable
-    except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
-        return object
-    return Checkpointable
+try:
+    from submitit.helpers import Checkpointable
+except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
+    Checkpointable = object
 
 
-class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
+class SlurmRun(Checkpointable):  # type: ignore[misc]
     """What each array job runs: one spec. Pre-emption or time-out (SIGUSR2) checkpoints and
     requeues it; a SIGTERM alone (``scancel``) leaves it ``interrupted``."""
 
@@ -140,7 +147,7 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
         self.device = device
         self.threads = threads  # None: the job's CPUs (SLURM_CPUS_PER_TASK, affinity)
 
-    def __call__(self, spec: RunSpec) -> dict[str, Any]:
+    def __call__(self, spec: RunSpec) -> RunOutcome:
         job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
         with contextlib.suppress(ImportError, RuntimeError):
             import submitit
@@ -179,7 +186,7 @@ class SlurmRun(_checkpointable_base()):  # type: ignore[misc]
         finally:
             signal.signal(sig, previous)
         outcome.log, outcome.job_id = str(log), job_id
-        return outcome.to_json()
+        return outcome
 
 
 def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, SlurmSettings],
@@ -218,10 +225,10 @@ def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, Slurm
 def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool = False,
                notify: Notify = silent) -> list[RunOutcome]:
     """Wait for submitted jobs, requeued ones included; one outcome each."""
-    rows = [table.LiveRow(spec, status="submitted", started=time.monotonic())
+    rows = [LiveRow(spec, status="submitted", started=time.monotonic())
             for spec, _ in submitted]
     outcomes: dict[int, RunOutcome] = {}
-    with table.display(rows, f"{len(submitted)} Slurm job(s)", live) as redraw:
+    with display(rows, f"{len(submitted)} Slurm job(s)", live) as redraw:
         while len(outcomes) < len(submitted):
             for i, (spec, job) in enumerate(submitted):
                 if i in outcomes:
@@ -239,19 +246,17 @@ def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool 
                                      f"{outcomes[i].exit_code}): {outcomes[i].reason}")
             redraw()
             if len(outcomes) < len(submitted):
-                time.sleep(table.POLL_S)
+                time.sleep(LiveRow.POLL_S)
     return [outcomes[i] for i in range(len(submitted))]
 
 
 def _job_outcome(spec: RunSpec, job: Any, runs_dir: Path) -> RunOutcome:
     try:
-        result = job.result()
+        return dataclasses.replace(job.result(), spec=spec, job_id=str(job.job_id))
     except Exception as exc:  # submitit's FailedJobError/UncompletedJobError: a crash
         reason = failed_reason(spec, runs_dir, Path(job.paths.stdout))
         first = str(exc).strip().splitlines()
         return RunOutcome(spec, "failed", 1, reason if reason != "no error recorded" else (
             first[0] if first else type(exc).__name__), str(job.paths.stdout), job.job_id)
-    return RunOutcome(spec, str(result["status"]), int(result["exit_code"]),
-                      str(result["reason"]), str(result["log"]), str(job.job_id))
 
 
