@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.schema import Schema
@@ -34,10 +36,10 @@ def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  #
 
 
 class BM25Params(Schema):  # also [bm25] of a yahoo variant's options
-    k1: float = LUCENE_K1
-    b: float = LUCENE_B
-    top_k: int = 1000
-    method: str = "lucene"
+    k1: Annotated[float, Field(ge=0)] = LUCENE_K1
+    b: Annotated[float, Field(ge=0, le=1)] = LUCENE_B
+    top_k: Annotated[int, Field(ge=1)] = 1000
+    method: Literal["lucene"] = "lucene"
 
 
 def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
@@ -65,11 +67,6 @@ def bm25_top_k(
     first; a document sharing no term is no result (index ``-1``, score 0)."""
     import bm25s  # local: heavy import, only needed when building lists
 
-    if params.method != "lucene":
-        raise ConfigError(f"bm25 method {params.method!r} is not supported (only 'lucene')")
-    if params.k1 < 0 or not 0 <= params.b <= 1 or params.top_k < 1:
-        raise ConfigError(f"bm25 parameters out of range: k1={params.k1} (>= 0), b={params.b} "
-                          f"(0..1), top_k={params.top_k} (>= 1)")
     if not corpus:
         raise ConfigError("bm25_top_k: the corpus is empty")
     vocab: dict[str, int] = {}

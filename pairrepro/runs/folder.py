@@ -125,8 +125,7 @@ class RunFolder:
         with writing(folder):
             return SummaryWriter(str(folder), purge_step=first_step, flush_secs=10)
 
-    def checkpoint(self, name: str) -> Path:
-        """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
+    def checkpoint(self, name: str) -> Path:  # last or best
         return self.checkpoint_dir / f"{name}.pt"
 
     def write_progress(self, progress: dict[str, Any]) -> None:
@@ -137,7 +136,6 @@ class RunFolder:
         return self._read_json(self.progress_path) if self.progress_path.is_file() else {}
 
     def predictions(self, key: str) -> Path:
-        """``predictions/<key>.parquet``."""
         return self.predictions_dir / f"{key}.parquet"
 
     def log_path(self, launcher: str) -> Path:

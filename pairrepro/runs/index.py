@@ -161,7 +161,6 @@ def read_predictions(folder: RunFolder, key: str) -> Any:
 
 
 def prediction_keys(folder: RunFolder) -> list[str]:
-    """The splits a run saved predictions for (``dev``, ``test``, ``train``, ...)."""
     return sorted(p.stem for p in folder.predictions_dir.glob("*.parquet"))
 
 
@@ -217,7 +216,6 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
-    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
     words = ["pairrepro", "train", recipe]
     if seeds.strip():
         words += ["--seeds", seeds]
@@ -270,7 +268,6 @@ def put_back_aside(dest: RunFolder) -> Path:
 
 
 def _write_compact(source: RunFolder, staging: Path) -> None:
-    """The compact copy's files, written into ``staging``."""
     target = RunFolder(staging)
     for path in (source.config_path, source.manifest_path, source.metrics_path,
                  source.result_path):
