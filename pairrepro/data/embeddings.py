@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Literal, get_args
@@ -151,13 +152,9 @@ def _source_rows(source: EmbeddingSource, path: str | Path | None, dim: int
         for start in range(0, len(vectors), 65536):
             yield np.asarray(vectors[start:start + 65536])
         return
-    batch: list[np.ndarray] = []
-    for _, numbers in iter_glove_text(str(path), dim):
-        batch.append(np.array(numbers.split(" "), dtype=np.float64))
-        if len(batch) == 65536:
-            yield np.vstack(batch)
-            batch = []
-    if batch:
+    rows = (np.array(numbers.split(" "), dtype=np.float64)
+            for _, numbers in iter_glove_text(str(path), dim))
+    while batch := list(itertools.islice(rows, 65536)):
         yield np.vstack(batch)
 
 

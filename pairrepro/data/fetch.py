@@ -12,8 +12,7 @@ from urllib.parse import urlparse
 
 from pairrepro import fileio, paths
 from pairrepro.data.archives import extract_members, safe_extract
-from pairrepro.data.checksums import recheck_recorded, verify_file
-from pairrepro.data.download import install_download
+from pairrepro.data.download import install_download, verify_file
 from pairrepro.data.fetch_record import (
     FetchReport,
     FileResult,
@@ -80,7 +79,10 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     from_path = resolve_from(manifest, from_path)
     mirror = resolve_mirror(mirror)
     record = (None if force else read_record(name)) or {}
-    run = _FetchRun(manifest, paths.raw_dir(name), record, verify)
+    root = paths.raw_dir(name)
+    run = _FetchRun(manifest, root, verify, FetchReport(name, root),
+                    {entry["path"]: entry for entry in record.get("files", [])},
+                    dict(record.get("extracted", {})))
     run.take_local(from_path, mirror)
     run.download_missing(progress)
     run.recheck_members()
@@ -169,11 +171,23 @@ def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
     return found
 
 
-def install_copy(source: Path, target: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
-    """Copy a local file into place, verified first: ``(sha256, verified)``."""
-    with fileio.atomic_path(target) as tmp:
-        shutil.copyfile(source, tmp)
-        return verify_file(tmp, spec, origin)
+def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool,
+                     warnings: list[str]) -> tuple[str, int, bool]:
+    """``(sha256, size, verified)`` of a recorded file, re-hashed unless size and mtime are the
+    record's (or with ``verify``)."""
+    stat = target.stat()
+    if (not verify and stat.st_size == entry.get("size")
+            and stat.st_mtime_ns == entry.get("mtime_ns")):
+        return entry["sha256"], entry["size"], bool(entry.get("verified"))
+    digest = fileio.sha256_file(target)
+    if pin and digest != pin:
+        raise ChecksumError(
+            f"{target}: changed since it was fetched: sha256 {digest}, expected {pin}",
+            hint="fetch it again (pairrepro fetch NAME --force)")
+    if not pin and digest != entry.get("sha256"):
+        warnings.append(f"{target}: changed since it was fetched (sha256 {entry.get('sha256')}"
+                        f" -> {digest}); not pinned, so the new hash is recorded, unverified")
+    return digest, stat.st_size, bool(pin)
 
 
 @dataclass
@@ -182,22 +196,16 @@ class _FetchRun:
 
     manifest: Manifest
     root: Path
-    record: dict[str, Any]
     verify: bool
-    report: FetchReport = field(init=False)
-    known: dict[str, dict[str, Any]] = field(init=False)
-    extracted: dict[str, list[str]] = field(init=False)
+    report: FetchReport
+    known: dict[str, dict[str, Any]]  # the previous fetch's record by path
+    extracted: dict[str, list[str]]
     results: dict[str, FileResult] = field(default_factory=dict)
     members: dict[str, FileResult] = field(default_factory=dict)
     checksum_errors: dict[str, ChecksumError] = field(default_factory=dict)
     # (file, URL, error) of every failed download of a file a split needs
     download_errors: list[tuple[str, str, DownloadError]] = field(default_factory=list)
     fresh_archives: list[FileSpec] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.report = FetchReport(self.manifest.name, self.root)
-        self.known = {entry["path"]: entry for entry in self.record.get("files", [])}
-        self.extracted = dict(self.record.get("extracted", {}))
 
     def obtained(self, spec: FileSpec, result: FileResult) -> None:
         self.results[spec.path] = result
@@ -226,8 +234,10 @@ class _FetchRun:
                 continue
             for origin, source in local_candidates(self.manifest.name, spec, from_path,
                                                    mirror):
-                try:
-                    digest, verified = install_copy(source, target, spec, str(source))
+                try:  # verified before it gets its name
+                    with fileio.atomic_path(target) as tmp:
+                        shutil.copyfile(source, tmp)
+                        digest, verified = verify_file(tmp, spec, str(source))
                 except ChecksumError as exc:
                     self.checksum_errors[spec.path] = exc
                     continue

@@ -270,13 +270,8 @@ class Manifest(ManifestFields):
 
     def pin(self, path: str) -> str:
         """The sha256 pinned for raw file ``path`` (a file or an archive member), or ""."""
-        for spec in self.files:
-            if spec.path == path:
-                return spec.sha256
-            for member in spec.members:
-                if member.path == path:
-                    return member.sha256
-        return ""
+        return next((entry.sha256 for spec in self.files for entry in (spec, *spec.members)
+                     if entry.path == path), "")
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:

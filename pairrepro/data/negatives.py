@@ -42,20 +42,6 @@ class BM25Params(Schema):  # also [bm25] of a yahoo variant's options
     method: Literal["lucene"] = "lucene"
 
 
-def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
-    out = []
-    for doc in docs:
-        ids = []
-        for token in doc:
-            idx = vocab.get(token)
-            if idx is None and grow:
-                idx = vocab[token] = len(vocab)
-            if idx is not None:  # query words absent from the collection match nothing
-                ids.append(idx)
-        out.append(ids)
-    return out
-
-
 def bm25_top_k(
     queries: Sequence[Sequence[str]],
     corpus: Sequence[Sequence[str]],
@@ -70,8 +56,9 @@ def bm25_top_k(
     if not corpus:
         raise ConfigError("bm25_top_k: the corpus is empty")
     vocab: dict[str, int] = {}
-    corpus_ids = _to_ids(corpus, vocab, grow=True)
-    query_ids = _to_ids(queries, vocab, grow=False)
+    corpus_ids = [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in corpus]
+    # query words absent from the collection match nothing
+    query_ids = [[vocab[token] for token in query if token in vocab] for query in queries]
     retriever = bm25s.BM25(method="lucene", k1=params.k1, b=params.b)
     retriever.index(bm25s.tokenization.Tokenized(ids=corpus_ids, vocab=vocab),
                     show_progress=show_progress)

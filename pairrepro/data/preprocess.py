@@ -233,7 +233,12 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                if (absent := missing_files(raw_root, files.files))}
     present = [split for split in spec.splits if split not in missing]
     if not present:
-        raise _no_raw_data(name, spec, raw_root)
+        from_hub = spec.options.reader == "hub_parquet"
+        raise DataError(f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
+                        hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, "
+                             "a local copy of the hub repository)" if from_hub else
+                             f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
+                             "offline)")
     reader_name = spec.options.reader or manifest.reader  # the hub variant has its own
     reader = get_reader(reader_name)
     reader_variant = _variant_with_labels(manifest, spec)
@@ -295,15 +300,6 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     stats["prepared_dir"] = str(root)
     stats["seconds"] = round(time.perf_counter() - started, 3)
     return stats
-
-
-def _no_raw_data(name: str, spec: VariantSpec, raw_root: Path) -> DataError:
-    from_hub = spec.options.reader == "hub_parquet"
-    return DataError(f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
-                     hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a "
-                          "local copy of the hub repository)" if from_hub else
-                          f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
-                          "offline)")
 
 
 def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: VariantSpec,

@@ -345,12 +345,9 @@ class RunFolder:
                     f"{self.path} is in use by another process ({holder})",
                     hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
                          "then --resume)") from None
-            try:
-                current = os.stat(self.lock_path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current == os.fstat(fd).st_ino:
-                return fd
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino:
+                    return fd
             os.close(fd)  # its holder removed it after we opened it: take the new one
 
 

@@ -128,10 +128,8 @@ def find_runs(runs_dir: Path, recipe: str) -> list[RunInfo]:
 
 def all_runs(runs_dir: Path) -> list[RunInfo]:
     """Every seed folder under ``runs_dir``, by recipe then seed."""
-    if not runs_dir.is_dir():
-        return []
-    folders = [d for d in sorted(runs_dir.iterdir()) if d.is_dir()]
-    return [run for d in folders for run in find_runs(runs_dir, d.name)]
+    return [run for d in sorted(runs_dir.glob("*")) if d.is_dir()  # none when no runs_dir
+            for run in find_runs(runs_dir, d.name)]
 
 
 def seed_folders(target: Path) -> list[RunFolder]:
@@ -179,11 +177,10 @@ def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     ``{"train.epochs": 4}``); lists stay values."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten_config(value, f"{name}."))
+            out.update(flatten_config(value, f"{prefix}{key}."))
         else:
-            out[name] = value
+            out[f"{prefix}{key}"] = value
     return out
 
 

@@ -168,15 +168,13 @@ def json_lines(raw_root: Path, rel: str, out: PairCollector,
             value = parse(row, number)
         except json.JSONDecodeError as exc:
             out.bad(rel, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            continue
         except KeyError as exc:
             out.bad(rel, number, f"missing field {exc.args[0]!r}")
-            continue
         except (TypeError, ValueError) as exc:
             out.bad(rel, number, "not a JSON object" if not isinstance(row, dict)
                     else f"unexpected record: {exc}")
-            continue
-        yield number, value
+        else:
+            yield number, value
 
 
 class LabelMapper:
