@@ -135,13 +135,12 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
                     published)
-    by = holdout.by
-    keys = frame["left" if by == "left" else "group_id"]
+    keys = frame["left" if holdout.by == "left" else "group_id"]
     groups = keys.unique()
     rng = np.random.default_rng(holdout.seed)
     chosen = set(rng.permutation(groups)[: round(len(groups) * holdout.fraction)])
     in_target = keys.isin(chosen).to_numpy()
-    whole = " by first text" if by == "left" else ""
+    whole = " by first text" if holdout.by == "left" else ""
     moved = {**results[source].dropped,
              f"moved to {target!r} (held out{whole}, seed {holdout.seed})":
              int(in_target.sum())}
