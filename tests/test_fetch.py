@@ -360,7 +360,7 @@ def test_mirror_from_environment(shared_datasets: Path, data_home: Path,
 def test_a_mirror_that_is_a_file_is_named_as_not_a_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """PAIRREPRO_MIRROR naming a file said the mirror folder "does not exist"."""
-    from pairrepro.data.local_copies import resolve_mirror
+    from pairrepro.data.fetch import resolve_mirror
     from pairrepro.errors import ConfigError
 
     afile = tmp_path / "mirror.txt"

@@ -3,6 +3,7 @@ devices and fetch's own names are a :class:`DataError` naming them)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import stat
@@ -10,10 +11,10 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from pairrepro import fileio
-from pairrepro.data.checksums import CHUNK, copy_hashed
+from pairrepro.data.download import CHUNK
 from pairrepro.data.fetch_record import RECORD_NAME, FileResult
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, ConfigError, DataError
@@ -72,6 +73,19 @@ def _archive_entries(archive: Path, dest: Path, kind: str
     else:
         raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
                           hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
+
+
+def copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
+    """Copy a stream into a new file (synced); the sha256 and size of the bytes copied."""
+    digest, size = hashlib.sha256(), 0
+    with open(target, "wb") as handle:
+        while chunk := source.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return digest.hexdigest(), size
 
 
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:

@@ -118,8 +118,6 @@ def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
 def sample_triples(split: EncodedSplit, negatives: int, rng: np.random.Generator) -> np.ndarray:
     """``[T, 2]`` (positive row, negative row): every positive of a group with ``negatives``
     of its negatives (without replacement where there are enough)."""
-    if negatives < 1:
-        raise DataError(f"task.negatives must be >= 1 for the hinge loss, got {negatives}")
     out: list[np.ndarray] = []
     for rows in group_rows(split.group_ids).values():
         labels = split.labels[rows]
@@ -139,8 +137,6 @@ def sample_query_negatives(split: EncodedSplit, max_negatives: int,
                            rng: np.random.Generator) -> np.ndarray:
     """Sorted rows of one epoch: every group's positives and at most ``max_negatives`` of
     its negatives."""
-    if max_negatives < 1:
-        raise DataError(f"task.max_negatives_per_query must be >= 1, got {max_negatives}")
     keep: list[np.ndarray] = []
     for rows in group_rows(split.group_ids).values():
         labels = split.labels[rows]

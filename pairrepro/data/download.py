@@ -10,14 +10,37 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from pairrepro import __version__
-from pairrepro.data.checksums import CHUNK, verify_file
+from pairrepro import __version__, fileio
 from pairrepro.data.manifests import FileSpec
 from pairrepro.errors import ChecksumError, DownloadError
 
 HTTP_TIMEOUT = 30.0
 HTTP_ATTEMPTS = 3
 USER_AGENT = f"pairrepro/{__version__} (+dataset fetch)"
+CHUNK = 1 << 16
+
+
+def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
+    """``(sha256, verified)`` of ``path`` against ``spec``'s sha256, else its size."""
+    actual = fileio.sha256_file(path)
+    if spec.sha256:
+        if actual != spec.sha256.lower():
+            raise ChecksumError(
+                f"{origin}: sha256 mismatch for {spec.path!r}: expected {spec.sha256}, "
+                f"got {actual}; the file was deleted",
+                hint="the source is corrupt or a different version; fetch it again "
+                "(--force) or from another source (--mirror / --from)",
+            )
+        return actual, True
+    if spec.size:
+        size = path.stat().st_size
+        if size != spec.size:
+            raise ChecksumError(
+                f"{origin}: size mismatch for {spec.path!r}: expected {spec.size} bytes, "
+                f"got {size}; the file was deleted",
+                hint="fetch it again (--force) or from another source (--mirror / --from)",
+            )
+    return actual, False
 
 
 def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:

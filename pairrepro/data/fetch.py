@@ -4,15 +4,15 @@ dataset is fetched as far as it goes, and only no split at all is an error."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
 from pairrepro import fileio, paths
 from pairrepro.data.archives import extract_members, safe_extract
-from pairrepro.data.checksums import recheck_recorded
-from pairrepro.data.download import install_download
+from pairrepro.data.download import install_download, verify_file
 from pairrepro.data.fetch_record import (
     FetchReport,
     FileResult,
@@ -20,12 +20,6 @@ from pairrepro.data.fetch_record import (
     read_record,
     record_entry,
     write_record,
-)
-from pairrepro.data.local_copies import (
-    install_copy,
-    local_candidates,
-    resolve_from,
-    resolve_mirror,
 )
 from pairrepro.data.manifests import FileSpec, Manifest, file_splits, load_manifest, variant_gaps
 from pairrepro.errors import ChecksumError, ConfigError, DataError, DownloadError
@@ -85,7 +79,10 @@ def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None 
     from_path = resolve_from(manifest, from_path)
     mirror = resolve_mirror(mirror)
     record = (None if force else read_record(name)) or {}
-    run = _FetchRun(manifest, paths.raw_dir(name), record, verify)
+    root = paths.raw_dir(name)
+    run = _FetchRun(manifest, root, verify, FetchReport(name, root),
+                    {entry["path"]: entry for entry in record.get("files", [])},
+                    dict(record.get("extracted", {})))
     run.take_local(from_path, mirror)
     run.download_missing(progress)
     run.recheck_members()
@@ -122,28 +119,93 @@ def fetch_from(name: str, source: str = "files", mirror: Path | None = None,
     return fetch_hub(manifest, from_path)
 
 
+def resolve_from(manifest: Manifest, from_path: Path | None) -> Path | None:
+    if from_path is None:
+        return None
+    from_path = from_path.expanduser().resolve()
+    if not from_path.exists():
+        raise ConfigError(f"--from {from_path}: no such file or folder",
+                          hint="give the file or folder you downloaded (for licence-gated "
+                               f"data see: pairrepro datasets; "
+                               f"{manifest.homepage or manifest.name})")
+    names = [PurePosixPath(s.path).name for s in manifest.files]
+    if from_path.is_file() and from_path.name not in names:
+        raise ConfigError(
+            f"--from {from_path}: the file name matches no file of dataset {manifest.name!r}",
+            hint="expected one of: " + ", ".join(names))
+    return from_path
+
+
+def resolve_mirror(mirror: Path | None) -> Path | None:
+    setting = (mirror, "--mirror") if mirror is not None else paths.mirror_setting()
+    if setting is None:
+        return None
+    folder = setting[0].expanduser().resolve()
+    if not folder.is_dir():
+        what = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(f"mirror folder {folder} ({setting[1]}) {what}",
+                          hint="give --mirror DIR (or $PAIRREPRO_MIRROR) a folder laid out "
+                          "<DIR>/<dataset>/<file>; PAIRREPRO_MIRROR= (empty) uses the "
+                          "official URLs")
+    return folder
+
+
+def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
+                     mirror: Path | None) -> list[tuple[str, Path]]:
+    """``(origin, path)`` of the local places where ``spec`` may be, best first."""
+    found: list[tuple[str, Path]] = []
+    base = PurePosixPath(spec.path).name
+    if from_path is not None:
+        if from_path.is_file():
+            if from_path.name == base:
+                found.append((f"from:{from_path}", from_path))
+        else:
+            for cand in (from_path / spec.path, from_path / name / spec.path, from_path / base):
+                if cand.is_file():
+                    found.append((f"from:{cand}", cand))
+                    break
+    if mirror is not None:
+        cand = mirror / name / spec.path
+        if cand.is_file():
+            found.append((f"mirror:{cand}", cand))
+    return found
+
+
+def recheck_recorded(target: Path, entry: dict[str, Any], pin: str, verify: bool,
+                     warnings: list[str]) -> tuple[str, int, bool]:
+    """``(sha256, size, verified)`` of a recorded file, re-hashed unless size and mtime are the
+    record's (or with ``verify``)."""
+    stat = target.stat()
+    if (not verify and stat.st_size == entry.get("size")
+            and stat.st_mtime_ns == entry.get("mtime_ns")):
+        return entry["sha256"], entry["size"], bool(entry.get("verified"))
+    digest = fileio.sha256_file(target)
+    if pin and digest != pin:
+        raise ChecksumError(
+            f"{target}: changed since it was fetched: sha256 {digest}, expected {pin}",
+            hint="fetch it again (pairrepro fetch NAME --force)")
+    if not pin and digest != entry.get("sha256"):
+        warnings.append(f"{target}: changed since it was fetched (sha256 {entry.get('sha256')}"
+                        f" -> {digest}); not pinned, so the new hash is recorded, unverified")
+    return digest, stat.st_size, bool(pin)
+
+
 @dataclass
 class _FetchRun:
     """One fetch of one dataset; its public methods are its steps, in this order."""
 
     manifest: Manifest
     root: Path
-    record: dict[str, Any]
     verify: bool
-    report: FetchReport = field(init=False)
-    known: dict[str, dict[str, Any]] = field(init=False)
-    extracted: dict[str, list[str]] = field(init=False)
+    report: FetchReport
+    known: dict[str, dict[str, Any]]  # the previous fetch's record by path
+    extracted: dict[str, list[str]]
     results: dict[str, FileResult] = field(default_factory=dict)
     members: dict[str, FileResult] = field(default_factory=dict)
     checksum_errors: dict[str, ChecksumError] = field(default_factory=dict)
     # (file, URL, error) of every failed download of a file a split needs
     download_errors: list[tuple[str, str, DownloadError]] = field(default_factory=list)
     fresh_archives: list[FileSpec] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.report = FetchReport(self.manifest.name, self.root)
-        self.known = {entry["path"]: entry for entry in self.record.get("files", [])}
-        self.extracted = dict(self.record.get("extracted", {}))
 
     def obtained(self, spec: FileSpec, result: FileResult) -> None:
         self.results[spec.path] = result
@@ -172,8 +234,10 @@ class _FetchRun:
                 continue
             for origin, source in local_candidates(self.manifest.name, spec, from_path,
                                                    mirror):
-                try:
-                    digest, verified = install_copy(source, target, spec, str(source))
+                try:  # verified before it gets its name
+                    with fileio.atomic_path(target) as tmp:
+                        shutil.copyfile(source, tmp)
+                        digest, verified = verify_file(tmp, spec, str(source))
                 except ChecksumError as exc:
                     self.checksum_errors[spec.path] = exc
                     continue

@@ -33,12 +33,6 @@ def _sha256(value: str) -> str:
     return value
 
 
-def _non_negative(value: int) -> int:
-    if value < 0:
-        raise ValueError("expected an integer >= 0")
-    return value
-
-
 def _inside(value: str) -> str:
     pure = PurePosixPath(value)
     if not value or pure.is_absolute() or any(p == ".." or p.startswith(".") for p in pure.parts):
@@ -50,7 +44,7 @@ def _inside(value: str) -> str:
 
 RawPath = Annotated[str, AfterValidator(_inside)]
 Sha256 = Annotated[str, AfterValidator(_sha256)]
-Size = Annotated[int, AfterValidator(_non_negative)]
+Size = Annotated[int, Field(ge=0)]
 
 
 class MemberSpec(Schema):
@@ -276,13 +270,8 @@ class Manifest(ManifestFields):
 
     def pin(self, path: str) -> str:
         """The sha256 pinned for raw file ``path`` (a file or an archive member), or ""."""
-        for spec in self.files:
-            if spec.path == path:
-                return spec.sha256
-            for member in spec.members:
-                if member.path == path:
-                    return member.sha256
-        return ""
+        return next((entry.sha256 for spec in self.files for entry in (spec, *spec.members)
+                     if entry.path == path), "")
 
 
 def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.schema import Schema
@@ -34,24 +36,10 @@ def lucene_term_weight(tf, doc_len, avg_doc_len: float, k1: float, b: float):  #
 
 
 class BM25Params(Schema):  # also [bm25] of a yahoo variant's options
-    k1: float = LUCENE_K1
-    b: float = LUCENE_B
-    top_k: int = 1000
-    method: str = "lucene"
-
-
-def _to_ids(docs: Sequence[Sequence[str]], vocab: dict[str, int], grow: bool) -> list[list[int]]:
-    out = []
-    for doc in docs:
-        ids = []
-        for token in doc:
-            idx = vocab.get(token)
-            if idx is None and grow:
-                idx = vocab[token] = len(vocab)
-            if idx is not None:  # query words absent from the collection match nothing
-                ids.append(idx)
-        out.append(ids)
-    return out
+    k1: Annotated[float, Field(ge=0)] = LUCENE_K1
+    b: Annotated[float, Field(ge=0, le=1)] = LUCENE_B
+    top_k: Annotated[int, Field(ge=1)] = 1000
+    method: Literal["lucene"] = "lucene"
 
 
 def bm25_top_k(
@@ -65,16 +53,12 @@ def bm25_top_k(
     first; a document sharing no term is no result (index ``-1``, score 0)."""
     import bm25s  # local: heavy import, only needed when building lists
 
-    if params.method != "lucene":
-        raise ConfigError(f"bm25 method {params.method!r} is not supported (only 'lucene')")
-    if params.k1 < 0 or not 0 <= params.b <= 1 or params.top_k < 1:
-        raise ConfigError(f"bm25 parameters out of range: k1={params.k1} (>= 0), b={params.b} "
-                          f"(0..1), top_k={params.top_k} (>= 1)")
     if not corpus:
         raise ConfigError("bm25_top_k: the corpus is empty")
     vocab: dict[str, int] = {}
-    corpus_ids = _to_ids(corpus, vocab, grow=True)
-    query_ids = _to_ids(queries, vocab, grow=False)
+    corpus_ids = [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in corpus]
+    # query words absent from the collection match nothing
+    query_ids = [[vocab[token] for token in query if token in vocab] for query in queries]
     retriever = bm25s.BM25(method="lucene", k1=params.k1, b=params.b)
     retriever.index(bm25s.tokenization.Tokenized(ids=corpus_ids, vocab=vocab),
                     show_progress=show_progress)

@@ -215,9 +215,8 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{vocab_path}: not UTF-8 at byte {exc.start}", hint=again) from None
-    lines = text.split("\n")  # only \n ends a line: a token may hold any other separator
-    if lines and lines[-1] == "":
-        lines.pop()
+    # only \n ends a line: a token may hold any other separator
+    lines = text.removesuffix("\n").split("\n") if text else []
     for number, line in enumerate(lines, 1):
         token, tab, count = line.rpartition("\t")
         if not tab or not count.isdigit():

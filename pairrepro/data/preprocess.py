@@ -42,6 +42,8 @@ NUMBER_PATTERN = r"\d+(?:,\d{3})*(?:\.\d+)?"
 _SPACE_OUT_SYMBOLS = str.maketrans({
     c: f" {c} " for c in map(chr, range(128)) if not re.fullmatch(r"[\w\s]", c)})
 MAX_MALFORMED_IN_STATS = 1000
+_FINDALL = re.compile(TOKEN_PATTERN).findall
+_IS_NUMBER = re.compile(NUMBER_PATTERN).fullmatch
 
 
 @dataclasses.dataclass
@@ -50,15 +52,10 @@ class Tokenizer:
     lowercase: bool = True
     numbers: str = ""  # placeholder for number tokens ("" keeps them)
 
-    def __post_init__(self) -> None:
-        self._findall = re.compile(TOKEN_PATTERN).findall
-        self._is_number = re.compile(NUMBER_PATTERN).fullmatch
-
     def split(self, text: str) -> list[str]:
         tokens = self._tokens(text.lower() if self.lowercase else text)
         if self.numbers:
-            is_number, placeholder = self._is_number, self.numbers
-            return [placeholder if is_number(t) else t for t in tokens]
+            return [self.numbers if _IS_NUMBER(t) else t for t in tokens]
         return tokens
 
     def _tokens(self, text: str) -> list[str]:
@@ -67,7 +64,7 @@ class Tokenizer:
         # same tokens, faster: without an apostrophe the pattern is \w+|[^\w\s]
         if "'" not in text and text.isascii():
             return text.translate(_SPACE_OUT_SYMBOLS).split()
-        return self._findall(text)
+        return _FINDALL(text)
 
     def settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tokenizer": self.kind, "lowercase": self.lowercase}
@@ -138,13 +135,12 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
                  "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
                     published)
-    by = holdout.by
-    keys = frame["left" if by == "left" else "group_id"]
+    keys = frame["left" if holdout.by == "left" else "group_id"]
     groups = keys.unique()
     rng = np.random.default_rng(holdout.seed)
     chosen = set(rng.permutation(groups)[: round(len(groups) * holdout.fraction)])
     in_target = keys.isin(chosen).to_numpy()
-    whole = " by first text" if by == "left" else ""
+    whole = " by first text" if holdout.by == "left" else ""
     moved = {**results[source].dropped,
              f"moved to {target!r} (held out{whole}, seed {holdout.seed})":
              int(in_target.sum())}
@@ -170,11 +166,10 @@ def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
         if path is None:
             continue
         key = path.relative_to(raw_root).as_posix()
-        sha = read[path][0] if path in read else fileio.sha256_file(path)
+        out[key] = sha = read[path][0] if path in read else fileio.sha256_file(path)
         entry = recorded.get(key)
         if entry is None:  # put there by hand, not by fetch: used, but never called verified
             unverified.append(key)
-            out[key] = sha
             continue
         pin = manifest.pin(key)
         for expected, what in ((pin, f"pinned in {manifest.source}"),
@@ -184,16 +179,9 @@ def _source_hashes(manifest: Manifest, raw_root: Path, files: Iterable[str]
                     f"{path}: the bytes read have sha256 {sha}, not the {expected} {what}",
                     hint=f"the raw file changed after fetch; run: pairrepro fetch "
                          f"{manifest.name} --force (or --verify to re-check what is there)")
-        out[key] = sha
         if not (pin and entry.get("verified")):
             unverified.append(key)
     return out, unverified
-
-
-def _length_stats(lengths: np.ndarray) -> tuple[float, int]:
-    if lengths.size == 0:
-        return 0.0, 0
-    return round(float(lengths.mean()), 3), int(lengths.max())
 
 
 def _ids_array(flat: np.ndarray, lengths: np.ndarray, remap: np.ndarray
@@ -244,7 +232,12 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                if (absent := missing_files(raw_root, files.files))}
     present = [split for split in spec.splits if split not in missing]
     if not present:
-        raise _no_raw_data(name, spec, raw_root)
+        from_hub = spec.options.reader == "hub_parquet"
+        raise DataError(f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
+                        hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, "
+                             "a local copy of the hub repository)" if from_hub else
+                             f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
+                             "offline)")
     reader_name = spec.options.reader or manifest.reader  # the hub variant has its own
     reader = get_reader(reader_name)
     reader_variant = _variant_with_labels(manifest, spec)
@@ -308,15 +301,6 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
     return stats
 
 
-def _no_raw_data(name: str, spec: VariantSpec, raw_root: Path) -> DataError:
-    from_hub = spec.options.reader == "hub_parquet"
-    return DataError(f"no raw data for {name!r} (variant {spec.name!r}) in {raw_root}",
-                     hint=f"run: pairrepro fetch {name} --source hub  (offline: --from DIR, a "
-                          "local copy of the hub repository)" if from_hub else
-                          f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
-                          "offline)")
-
-
 def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: VariantSpec,
                  present: list[str], step: Callable[[str], None]) -> dict[str, ReaderResult]:
     if hasattr(reader, "read_variant"):
@@ -354,20 +338,18 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
     right, right_len = encoder.encode(frame["right"])
     labels = frame["label"].to_numpy()
     counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
-    avg_l, max_l = _length_stats(left_len)
-    avg_r, max_r = _length_stats(right_len)
     summary = {
         "pairs": len(frame),
         "groups": int(frame["group_id"].nunique()),
         "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
                    for i, c in enumerate(counts)},
-        "avg_len_left": avg_l, "max_len_left": max_l,
-        "avg_len_right": avg_r, "max_len_right": max_r,
-        "empty_left": int((left_len == 0).sum()),
-        "empty_right": int((right_len == 0).sum()),
         "dropped": dict(result.dropped),
         "malformed": len(result.malformed),
     }
+    for side, lengths in (("left", left_len), ("right", right_len)):
+        summary[f"avg_len_{side}"] = round(float(lengths.mean()), 3) if lengths.size else 0.0
+        summary[f"max_len_{side}"] = int(lengths.max(initial=0))
+        summary[f"empty_{side}"] = int((lengths == 0).sum())
     holdout = spec.options.holdout
     if split in spec.splits and not (holdout and split == holdout.from_):
         _check_expected(name, split, spec.splits[split].expected, frame, result, summary)

@@ -52,11 +52,7 @@ def generate_nli(n_pairs: int, seed: int = 0, split: str = "train") -> pd.DataFr
     """``n_pairs`` NLI pairs: the label is the relation between the texts (hypernym entails,
     another adjective is neutral, a sibling noun or antonym verb contradicts)."""
     rng = random.Random(f"nli-{seed}-{split}")
-    rows = []
-    for i in range(n_pairs):
-        premise, hypothesis, label = _nli_pair(rng)
-        pair_id = f"{split}-{i}"
-        rows.append((pair_id, pair_id, premise, hypothesis, label))
+    rows = [(f"{split}-{i}", f"{split}-{i}", *_nli_pair(rng)) for i in range(n_pairs)]
     return pd.DataFrame(rows, columns=["pair_id", "group_id", "left", "right", "label"])
 
 

@@ -125,8 +125,7 @@ class RunFolder:
         with writing(folder):
             return SummaryWriter(str(folder), purge_step=first_step, flush_secs=10)
 
-    def checkpoint(self, name: str) -> Path:
-        """``checkpoints/<name>.pt`` (``last`` or ``best``)."""
+    def checkpoint(self, name: str) -> Path:  # last or best
         return self.checkpoint_dir / f"{name}.pt"
 
     def write_progress(self, progress: dict[str, Any]) -> None:
@@ -137,7 +136,6 @@ class RunFolder:
         return self._read_json(self.progress_path) if self.progress_path.is_file() else {}
 
     def predictions(self, key: str) -> Path:
-        """``predictions/<key>.parquet``."""
         return self.predictions_dir / f"{key}.parquet"
 
     def log_path(self, launcher: str) -> Path:
@@ -347,12 +345,9 @@ class RunFolder:
                     f"{self.path} is in use by another process ({holder})",
                     hint="wait for it to finish, or stop it first (Ctrl-C saves a checkpoint; "
                          "then --resume)") from None
-            try:
-                current = os.stat(self.lock_path).st_ino
-            except FileNotFoundError:
-                current = None
-            if current == os.fstat(fd).st_ino:
-                return fd
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(self.lock_path).st_ino == os.fstat(fd).st_ino:
+                    return fd
             os.close(fd)  # its holder removed it after we opened it: take the new one
 
 

@@ -128,10 +128,8 @@ def find_runs(runs_dir: Path, recipe: str) -> list[RunInfo]:
 
 def all_runs(runs_dir: Path) -> list[RunInfo]:
     """Every seed folder under ``runs_dir``, by recipe then seed."""
-    if not runs_dir.is_dir():
-        return []
-    folders = [d for d in sorted(runs_dir.iterdir()) if d.is_dir()]
-    return [run for d in folders for run in find_runs(runs_dir, d.name)]
+    return [run for d in sorted(runs_dir.glob("*")) if d.is_dir()  # none when no runs_dir
+            for run in find_runs(runs_dir, d.name)]
 
 
 def seed_folders(target: Path) -> list[RunFolder]:
@@ -161,7 +159,6 @@ def read_predictions(folder: RunFolder, key: str) -> Any:
 
 
 def prediction_keys(folder: RunFolder) -> list[str]:
-    """The splits a run saved predictions for (``dev``, ``test``, ``train``, ...)."""
     return sorted(p.stem for p in folder.predictions_dir.glob("*.parquet"))
 
 
@@ -180,11 +177,10 @@ def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     ``{"train.epochs": 4}``); lists stay values."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        name = f"{prefix}{key}"
         if isinstance(value, dict):
-            out.update(flatten_config(value, f"{name}."))
+            out.update(flatten_config(value, f"{prefix}{key}."))
         else:
-            out[name] = value
+            out[f"{prefix}{key}"] = value
     return out
 
 
@@ -217,7 +213,6 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
-    """``pairrepro train`` with this recipe, seeds, overrides, device and ``flags``."""
     words = ["pairrepro", "train", recipe]
     if seeds.strip():
         words += ["--seeds", seeds]
@@ -270,7 +265,6 @@ def put_back_aside(dest: RunFolder) -> Path:
 
 
 def _write_compact(source: RunFolder, staging: Path) -> None:
-    """The compact copy's files, written into ``staging``."""
     target = RunFolder(staging)
     for path in (source.config_path, source.manifest_path, source.metrics_path,
                  source.result_path):

@@ -144,9 +144,6 @@ def _first_bad_line(path: Path) -> tuple[int, int]:
     return 0, 0
 
 
-open_text = TextFile
-
-
 def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     with TextFile(path) as handle:
         for number, line in enumerate(handle, 1):
@@ -171,15 +168,13 @@ def json_lines(raw_root: Path, rel: str, out: PairCollector,
             value = parse(row, number)
         except json.JSONDecodeError as exc:
             out.bad(rel, number, f"not valid JSON: {exc.msg} at column {exc.colno}")
-            continue
         except KeyError as exc:
             out.bad(rel, number, f"missing field {exc.args[0]!r}")
-            continue
         except (TypeError, ValueError) as exc:
             out.bad(rel, number, "not a JSON object" if not isinstance(row, dict)
                     else f"unexpected record: {exc}")
-            continue
-        yield number, value
+        else:
+            yield number, value
 
 
 class LabelMapper:
@@ -202,20 +197,14 @@ class LabelMapper:
 class PairCollector:
 
     def __init__(self) -> None:
-        self.pair_id: list[str] = []
-        self.group_id: list[str] = []
-        self.left: list[str] = []
-        self.right: list[str] = []
-        self.label: list[int] = []
+        self.rows: list[tuple[str, str, str, str, int]] = []  # as COLUMNS
         self.malformed: list[MalformedRow] = []
         self.dropped: dict[str, int] = {}
 
+    COLUMNS = ("pair_id", "group_id", "left", "right", "label")
+
     def add(self, pair_id: str, group_id: str, left: str, right: str, label: int) -> None:
-        self.pair_id.append(pair_id)
-        self.group_id.append(group_id)
-        self.left.append(left)
-        self.right.append(right)
-        self.label.append(label)
+        self.rows.append((pair_id, group_id, left, right, label))
 
     def bad(self, file: str, line: int, reason: str) -> None:
         self.malformed.append(MalformedRow(file, line, reason))
@@ -224,11 +213,9 @@ class PairCollector:
         self.dropped[rule] = self.dropped.get(rule, 0) + count
 
     def __len__(self) -> int:
-        return len(self.pair_id)
+        return len(self.rows)
 
     def result(self) -> ReaderResult:
-        # object columns: no copy, and tokenising iterates them at Python-list speed
-        texts = ("pair_id", "group_id", "left", "right")
-        frame = pd.DataFrame({**{key: pd.Series(getattr(self, key), dtype=object) for key in texts},
-                              "label": pd.array(self.label, dtype="int64")})
-        return ReaderResult(frame, self.malformed, self.dropped)
+        # object columns: tokenising iterates them at Python-list speed
+        frame = pd.DataFrame(self.rows, columns=list(self.COLUMNS), dtype=object)
+        return ReaderResult(frame.astype({"label": "int64"}), self.malformed, self.dropped)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pairrepro.data.formats import ReaderOptions, ReaderResult
+from pairrepro.data.formats import ReaderResult
 from pairrepro.data.formats._common import PairCollector, json_lines
 from pairrepro.data.manifests import SplitSpec, VariantSpec
 
 FIELDS = ("pair_id", "group_id", "left", "right", "label")
-Options = ReaderOptions  # the label map (a variant option of prepare) is all it reads
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pairrepro.data.formats import ReaderOptions, ReaderResult
+from pairrepro.data.formats import ReaderResult
 from pairrepro.data.formats._common import PairCollector, numbered_lines, raw_file
 from pairrepro.data.manifests import SplitSpec, VariantSpec
-
-Options = ReaderOptions  # the partition is read as published: no option
 
 
 def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> ReaderResult:

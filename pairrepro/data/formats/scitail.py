@@ -15,8 +15,8 @@ from pairrepro.data.formats import LabelOptions, ReaderResult
 from pairrepro.data.formats._common import (
     LabelMapper,
     PairCollector,
+    TextFile,
     numbered_lines,
-    open_text,
     raw_file,
     split_options,
 )
@@ -53,7 +53,7 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
 
 
 def _csv_rows(path: Path, rel: str, out: PairCollector) -> Iterator[tuple[int, list[str]]]:
-    with open_text(path) as handle:
+    with TextFile(path) as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header != ["premise", "hypothesis", "label"]:

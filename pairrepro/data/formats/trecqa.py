@@ -76,7 +76,7 @@ def _read_jacana(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Ques
     start = 0
     for number, line in numbered_lines(raw_file(raw_root, rel)):
         if expect is not None:
-            if current is None:
+            if current is None:  # reported at its tag
                 pass
             elif not line or line.startswith("<"):
                 out.bad(rel, number, f"<{expect}> block has no token line")

@@ -18,8 +18,8 @@ from pydantic import Field
 from pairrepro.data.formats import ReaderOptions, ReaderResult
 from pairrepro.data.formats._common import (
     PairCollector,
+    TextFile,
     numbered_lines,
-    open_text,
     raw_file,
     split_options,
 )
@@ -42,7 +42,7 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     csv.field_size_limit(1 << 24)  # some contexts are long
     for rel in split.files:
         stem = Path(rel).stem
-        with open_text(raw_file(raw_root, rel)) as handle:
+        with TextFile(raw_file(raw_root, rel)) as handle:
             reader = csv.reader(handle)
             header = next(reader, None) or []
             if header == TRAIN_HEADER:

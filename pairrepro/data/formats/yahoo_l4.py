@@ -80,12 +80,6 @@ def _lengths(value: list[int]) -> list[int]:
     return value
 
 
-def _positive(value: float) -> float:
-    if value <= 0:
-        raise ValueError("expected a number > 0")
-    return value
-
-
 class Options(ReaderOptions):
     # questions whose question and best answer both have lo..hi words (negatives.analyze's)
     lengths: Annotated[list[int], AfterValidator(_lengths)] = Field(
@@ -96,7 +90,7 @@ class Options(ReaderOptions):
     answer_pool: Literal["kept_best", "all_best", "all_answers"] = "kept_best"
     bm25: BM25Params = BM25Params()  # Lucene's
     # a question-level split, the first part taking the rounding remainder
-    split_ratios:dict[str, Annotated[float, AfterValidator(_positive)]] = Field(
+    split_ratios: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=lambda: {"train": 8, "dev": 1, "test": 1}, min_length=1)
     seed: int = 1
 
@@ -112,13 +106,11 @@ class _Construction:
     splits: dict[str, tuple[str, int]]
 
     def as_json(self) -> str:
-        o = self.opts
-        return json.dumps({
-            "format": _FORMAT_VERSION, "lengths": list(o.lengths), "question": o.question,
-            "retrieval_query": o.retrieval_query, "answer_pool": o.answer_pool,
-            "bm25": o.bm25.model_dump(), "seed": o.seed,
-            "split_ratios": {k: float(v) for k, v in o.split_ratios.items()},
-            "splits": {k: list(v) for k, v in self.splits.items()}}, sort_keys=True)
+        ratios = {k: float(v) for k, v in self.opts.split_ratios.items()}
+        return json.dumps({**self.opts.model_dump(), "format": _FORMAT_VERSION,
+                           "split_ratios": ratios,
+                           "splits": {k: list(v) for k, v in self.splits.items()}},
+                          sort_keys=True)
 
 
 def parse_options(variant: VariantSpec) -> _Construction:
