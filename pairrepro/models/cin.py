@@ -1,17 +1,6 @@
-"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations and
-readings in ``docs/spec/cin.md``. Embedding, encoder and each layer's parameters are
-shared by the two texts::
-
-    words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
-    -> N_x x CIN layer:
-         FGN:   U = ReLU(W_u X); z = k-max_t(U); W^j = ReLU(P diag(z^j) Q + B), j = 1..k;
-                W^(f) = [W^1; ..; W^k]  (a per-example conv filter, d_out x tau d_in)
-         intra: X_intra = ReLU(W_x^(f) (*) X)     inter: X_inter = ReLU(W_y^(f) (*) X)
-         fuse:  X <- ReLU(W_c [u; v; u - v; u * v; |u - v|] + W_x x + b_c)
-    -> max pooling over time -> m = [p; h; p - h; p * h; |p - h|] -> tanh MLP -> num_outputs
-
-Readings of what the paper leaves open, and the departures (rescaled filters,
-``filter_scale``; filters ``dim x tau d_in``): docs/spec/cin.md 3.9.
+"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations in
+``docs/spec/cin.md``, readings and departures (``filter_scale``, filters ``dim x tau d_in``)
+in its 3.9. Every parameter is shared by the two texts.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
-(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``docs/spec/csran.md``.
-Parameters are shared between the two texts::
-
-    words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)
-    -> k x ( CAFE block (MAR, +6 features) -> Bi-LSTM layer )         H^(1..k), each 2h wide
-    -> co-stack residual affinity  s_ij = max_{p,q} a_{p,i} . b_{q,j}  (CSRA)
-    -> bidirectional alignment over the concatenated layers [H^(1); ..; H^(k)]  (kd wide)
-    -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
-    -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
-
-Readings (mostly the authors' code) and departures: docs/spec/csran.md 3.9. Ablations
-(Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns on the top
-layer only.
+"""CSRAN: Co-Stack Residual Affinity Networks (Tay, Tuan, Hui, EMNLP 2018); equations in
+``docs/spec/csran.md``, readings (mostly the authors' code) and departures in its 3.9. Every
+parameter is shared by the two texts. Ablations (Table 8): ``use_mar=False`` removes the CAFE
+blocks; ``use_csra=False`` aligns on the top layer only.
 """
 
 from __future__ import annotations
