@@ -23,7 +23,6 @@ from pairrepro.models.grid import (
     dynamic_pool,
     lstm_backward,
     lstm_forward,
-    run_grid_directions,
     state_dtype,
 )
 from pairrepro.models.layers import WordEmbedding
@@ -247,13 +246,6 @@ class CoupledLSTM(GridPairModel):
         self.dropout = nn.Dropout(dropout)
         self.fc = nn.Linear(pool_p * pool_q * self.blocks[-1].out_dim, fc_hidden)
         self.out = nn.Linear(fc_hidden, ctx.num_outputs)
-
-    def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
-               g: torch.Tensor | None, left_mask: torch.Tensor,
-               right_mask: torch.Tensor) -> torch.Tensor:
-        states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
-                                     x=x, y=y, grid=g, outputs=cell.outputs)
-        return states[0] if len(states) == 1 else torch.cat(states, dim=-1)  # LC: [h¹; h²]
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,6 @@ import math
 import torch
 from torch import nn
 
-from pairrepro.errors import ConfigError
 from pairrepro.models.base import (
     POSITIVE,
     ModelContext,
@@ -75,11 +74,8 @@ def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> 
     ``max``, ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code); ``max_sum``,
     ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed)."""
     if mode == "max":
-        pairs = torch.einsum("bpid,bqjd->bpqij", ha, hb)
-        return pairs.flatten(1, 2).amax(dim=1)
-    if mode == "max_sum":
-        return torch.einsum("bpid,bjd->bpij", ha, hb.sum(dim=1)).amax(dim=1)
-    raise ConfigError(f"unknown CSRA affinity {mode!r}", hint=f"choose one of {AFFINITIES}")
+        return torch.einsum("bpid,bqjd->bpqij", ha, hb).flatten(1, 2).amax(dim=1)
+    return torch.einsum("bpid,bjd->bpij", ha, hb.sum(dim=1)).amax(dim=1)
 
 
 @register_model("csran")

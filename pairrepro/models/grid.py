@@ -352,21 +352,25 @@ def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
 
 class GridPairModel(PairModel):
     """Stacked blocks over the ``n × m`` grid: subclasses set ``embed``, ``dropout``,
-    ``blocks`` and :meth:`_block`."""
+    ``blocks`` (cells with ``project`` and ``outputs``) and ``directions``."""
 
     embed: nn.Module
     dropout: nn.Module
     blocks: nn.ModuleList
+    directions: int
 
     def __init__(self, ctx: ModelContext, checkpoint: bool = False) -> None:
         """``checkpoint``: recompute each block in the backward pass (less memory, same results)."""
         super().__init__(ctx)
         self.checkpoint = checkpoint
 
-    def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
+    def _block(self, cell: Any, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
                left_mask: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
-        """One block over ``g``, the grid below (None for the first): ``[B, n, m, D]``."""
-        raise NotImplementedError
+        """One block over ``g``, the grid below (None for the first): ``[B, n, m, D]``, the
+        components in ``cell.outputs`` concatenated."""
+        states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
+                                     x=x, y=y, grid=g, outputs=cell.outputs)
+        return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 
     def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                     right_mask: torch.Tensor) -> torch.Tensor:
