@@ -258,8 +258,6 @@ class CoupledLSTM(GridPairModel):
 class TCLSTM(CoupledLSTM):
     """Tightly coupled LSTMs (``directions`` = 1 for the single-direction rows)."""
 
-    cell_class = TCCell
-
 
 @register_model("lc_lstm")
 class LCLSTM(CoupledLSTM):

@@ -116,9 +116,8 @@ class CSRAN(PairModel):
         for _ in range(layers):
             if use_mar:
                 self.cafe.append(CAFEBlock(dim, fm_factors))
-            extra = 6 if use_mar else 0
-            self.encoders.append(
-                nn.LSTM(dim + extra, hidden, batch_first=True, bidirectional=True))
+            self.encoders.append(nn.LSTM(dim + (6 if use_mar else 0), hidden, batch_first=True,
+                                         bidirectional=True))
             dim = 2 * hidden
         aligned_dim = 2 * hidden * (layers if use_csra else 1)
         aggr_hidden = aggr_hidden or hidden

@@ -271,8 +271,6 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
     the narrower inputs); it gets the grid as ``[directions·B, n·m, D]`` for a
     :class:`GridCell`, ``[n·m, directions·B, D]`` (and ``x``, ``y`` as ``[n, directions·B,
     e]``) for a :class:`FusedGridCell`."""
-    if directions not in (1, 2, 3, 4):
-        raise ValueError(f"directions must be between 1 and 4, got {directions}")
     n, m = row_mask.size(1), col_mask.size(1)
     batch, device = row_mask.size(0), row_mask.device
     ridx, cidx = flip_index(row_mask), flip_index(col_mask)
