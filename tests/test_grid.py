@@ -29,7 +29,7 @@ from pairrepro.models.grid import (
     flip_seq,
     lstm_backward,
     lstm_forward,
-    run_grid,
+    run_grid_directions,
 )
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
@@ -175,12 +175,19 @@ class _SumCell:
         return (inp + up[0] + left[0],)
 
 
+def _run_grid(cell: _SumCell, n: int, m: int, key: str, grid: torch.Tensor) -> torch.Tensor:
+    """One direction over all-real texts, ``grid`` handed to ``cell`` as ``key``."""
+    masks = [torch.ones(grid.size(0), k, dtype=torch.bool) for k in (n, m)]
+    (h,) = run_grid_directions(cell, lambda x, y, g: {key: g}, *masks, 1, grid=grid)
+    return h
+
+
 def test_run_grid_counts_lattice_paths() -> None:
     # with inputs 1 at (0, 0) only, h_{i,j} is the number of monotone paths = C(i+j, i)
     n, m = 4, 6
     grid = torch.zeros(1, n, m, 1)
     grid[0, 0, 0] = 1.0
-    (h,) = run_grid(_SumCell(), n, m, grid=grid)
+    h = _run_grid(_SumCell(), n, m, "grid", grid)
     from math import comb
 
     expected = torch.tensor([[comb(i + j, i) for j in range(m)] for i in range(n)],
@@ -200,8 +207,8 @@ class _FeatSumCell(_SumCell):
 def test_run_grid_feats_reach_each_cell(n: int, m: int) -> None:
     # feats travel in diagonal order to the cell: the same sums as the additive grid input
     grid = torch.randn(2, n, m, 3, generator=torch.Generator().manual_seed(0))
-    (by_grid,) = run_grid(_SumCell(), n, m, grid=grid)
-    (by_feats,) = run_grid(_FeatSumCell(), n, m, feats=grid)
+    by_grid = _run_grid(_SumCell(), n, m, "grid", grid)
+    by_feats = _run_grid(_FeatSumCell(), n, m, "feats", grid)
     assert torch.equal(by_grid, by_feats)
 
 
@@ -227,9 +234,8 @@ def test_dynamic_pool_by_hand() -> None:
 @pytest.mark.parametrize("n,m", [(1, 1), (3, 5), (5, 3), (4, 4)])
 def test_diagonal_tables(n: int, m: int) -> None:
     d = diagonals(n, m, torch.device("cpu"))
-    cells = list(zip(d.rows.tolist(), d.cols.tolist(), strict=True))
+    cells = [divmod(q, m) for q in d.order.tolist()]
     assert sorted(cells) == [(i, j) for i in range(n) for j in range(m)]
-    assert d.order.tolist() == [i * m + j for i, j in cells]
     for t in range(d.steps):  # diagonal t: its cells, rows ascending, contiguous
         block = cells[d.block(t)]
         assert [i + j for i, j in block] == [t] * d.count[t]

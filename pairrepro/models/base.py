@@ -8,6 +8,7 @@ only decorates its class with :func:`register_model`.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -59,7 +60,6 @@ class PairModel(nn.Module):
 
 
 _REGISTRY: dict[str, type[PairModel]] = {}
-_IMPORTED = False
 M = TypeVar("M", bound=type[PairModel])
 
 
@@ -75,14 +75,11 @@ def register_model(name: str) -> Callable[[M], M]:
     return decorator
 
 
+@functools.cache
 def _import_all() -> None:
-    global _IMPORTED
-    if _IMPORTED:
-        return
     # this module's folder: importing the package from here would be an import cycle
     for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         importlib.import_module(f"{__package__}.{info.name}")
-    _IMPORTED = True
 
 
 def available_models() -> dict[str, type[PairModel]]:

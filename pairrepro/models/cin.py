@@ -1,17 +1,6 @@
-"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations and
-readings in ``docs/spec/cin.md``. Embedding, encoder and each layer's parameters are
-shared by the two texts::
-
-    words -> E = [GloVe ; char CNN ; exact match] -> X = [BiLSTM(E) ; E]
-    -> N_x x CIN layer:
-         FGN:   U = ReLU(W_u X); z = k-max_t(U); W^j = ReLU(P diag(z^j) Q + B), j = 1..k;
-                W^(f) = [W^1; ..; W^k]  (a per-example conv filter, d_out x tau d_in)
-         intra: X_intra = ReLU(W_x^(f) (*) X)     inter: X_inter = ReLU(W_y^(f) (*) X)
-         fuse:  X <- ReLU(W_c [u; v; u - v; u * v; |u - v|] + W_x x + b_c)
-    -> max pooling over time -> m = [p; h; p - h; p * h; |p - h|] -> tanh MLP -> num_outputs
-
-Readings of what the paper leaves open, and the departures (rescaled filters,
-``filter_scale``; filters ``dim x tau d_in``): docs/spec/cin.md 3.9.
+"""CIN: Convolutional Interaction Network for NLI (Gong et al., EMNLP 2018); equations in
+``docs/spec/cin.md``, readings and departures (``filter_scale``, filters ``dim x tau d_in``)
+in its 3.9. Every parameter is shared by the two texts.
 """
 
 from __future__ import annotations
@@ -20,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pairrepro.data.prepared import UNK_ID
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import (
     ODD_WIDTH,
@@ -45,10 +33,7 @@ def dynamic_conv1d(x: torch.Tensor, mask: torch.Tensor, weight: torch.Tensor) ->
     """Convolve every example with its own filter: ``x [B, T, c_in]``, ``weight [B, c_out,
     tau * c_in]`` (columns: the window ``[x_{i - tau//2}; ..; x_{i + tau//2}]``, Eq. 8) ->
     ``[B, T, c_out]``, zero padding on both sides of the real positions, zero on padding."""
-    c_in = x.size(-1)
-    tau = weight.size(-1) // c_in
-    if tau * c_in != weight.size(-1) or tau % 2 == 0:
-        raise ValueError(f"filter width {weight.size(-1)} is not an odd multiple of {c_in}")
+    tau = weight.size(-1) // x.size(-1)
     m = mask.unsqueeze(-1).to(x.dtype)
     padded = F.pad(x * m, (0, 0, tau // 2, tau // 2))
     windows = padded.unfold(1, tau, 1).transpose(2, 3).flatten(2)  # [B, T, tau * c_in]
@@ -69,11 +54,7 @@ def scale_filters(weight: torch.Tensor, scale: str) -> torch.Tensor:
     (:func:`normalise_filters`), ``"fixed"`` (times ``1 / (tau c_in)``), ``"none"``."""
     if scale == "normalised":
         return normalise_filters(weight)
-    if scale == "fixed":
-        return weight / weight.size(-1)
-    if scale == "none":
-        return weight
-    raise ConfigError(f"cin: filter_scale {scale!r} is not one of {FILTER_SCALES}")
+    return weight / weight.size(-1) if scale == "fixed" else weight
 
 
 class FilterGenerator(nn.Module):
@@ -197,7 +178,7 @@ class CIN(PairModel):
         if self.chars is not None:
             parts.append(self.chars(ids))
         if self.use_exact_match:
-            parts.append(exact_match(ids, mask, other, other_mask, UNK_ID))
+            parts.append(exact_match(ids, mask, other, other_mask))
         e = self.dropout(torch.cat(parts, dim=-1))
         h, _ = run_rnn(self.encoder, e, mask)
         return torch.cat([self.dropout(h), e], dim=-1) * mask.unsqueeze(-1).to(e.dtype)

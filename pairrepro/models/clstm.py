@@ -1,14 +1,6 @@
-"""Coupled-LSTMs (Liu et al., EMNLP 2016): LC-LSTMs and TC-LSTMs on the 2-D grid engine;
-equations and the readings of their ambiguities in ``docs/spec/clstm.md`` §3.
-
-* **TC-LSTM** (eqs. 9-11): one cell per position with two forget gates,
-  ``A [x_i; y_j; h_{i,j-1}; h_{i-1,j}]``, output ``h_{i,j}`` (d).
-* **LC-LSTM** (eqs. 5-8): LSTM¹ along X reads ``x_i`` and ``[h¹; h²]_{i-1,j}``, LSTM² along Y
-  reads ``y_j`` and ``[h¹; h²]_{i,j-1}``, one weight set shared; output ``[h¹; h²]`` (2d).
-* Four directions share their weights and are summed (eq. 13); a TC block above the first
-  reads the fused grid ``ĥ_{i,j}``, an LC block feeds its X half to LSTM¹, its Y half to LSTM²
-  (these choices give exactly Table 2's θ_M, §3.8).
-* Dynamic max pooling to ``p × q``, a tanh fully connected layer, a linear output.
+"""Coupled-LSTMs (Liu et al., EMNLP 2016), TC-LSTMs (eqs. 9-11) and LC-LSTMs (eqs. 5-8), on
+the 2-D grid engine; equations, stacking and the readings that give Table 2's θ_M:
+``docs/spec/clstm.md`` §3.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ from pairrepro.models.grid import (
     dynamic_pool,
     lstm_backward,
     lstm_forward,
-    run_grid_directions,
     state_dtype,
 )
 from pairrepro.models.layers import WordEmbedding
@@ -162,7 +153,7 @@ class TCCell(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
         super().__init__()
-        self.hidden = hidden
+        self.hidden = self.out_dim = hidden
         self.first = first
         if first:  # A's columns for x_i and y_j
             self.w_x = nn.Linear(in_dim, 5 * hidden, bias=False)
@@ -170,10 +161,6 @@ class TCCell(nn.Module):
         else:  # A's columns for the fused ĥ_{i,j} of the block below
             self.w_g = nn.Linear(in_dim, 5 * hidden, bias=False)
         self.u = nn.Linear(2 * hidden, 5 * hidden)  # columns for [h_{i,j-1}; h_{i-1,j}], and b
-
-    @property
-    def out_dim(self) -> int:
-        return self.hidden
 
     def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -192,9 +179,6 @@ class TCCell(nn.Module):
         weight = torch.cat([self.w_g.weight, self.u.weight], dim=1)
         return [_TCSweep.apply(None, None, feats, weight, self.u.bias, diags)]
 
-    def output(self, states: list[torch.Tensor]) -> torch.Tensor:
-        return states[0]
-
 
 class LCCell(nn.Module):
     """Loosely coupled cell (eqs. 5-8): two LSTMs sharing one weight set, state
@@ -204,15 +188,11 @@ class LCCell(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, first: bool) -> None:
         super().__init__()
-        self.hidden = hidden
+        self.hidden, self.out_dim = hidden, 2 * hidden
         self.first = first
         self.state_sizes = (hidden, hidden, hidden, hidden)
         self.w_in = nn.Linear(in_dim, 4 * hidden, bias=False)  # A's input columns
         self.u = nn.Linear(2 * hidden, 4 * hidden)  # A's columns for H = [h¹; h²], and b
-
-    @property
-    def out_dim(self) -> int:
-        return 2 * self.hidden
 
     def project(self, x: torch.Tensor | None, y: torch.Tensor | None,
                 g: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -242,9 +222,6 @@ class LCCell(nn.Module):
         h2, c2 = self._lstm(in2 + self.u(torch.cat([h1_left, h2_left], -1)), c2_left)
         return h1, c1, h2, c2
 
-    def output(self, states: list[torch.Tensor]) -> torch.Tensor:
-        return torch.cat(states, dim=-1)
-
 
 class CoupledLSTM(GridPairModel):
     """Stacked blocks of (one or four) C-LSTMs + aggregation, dynamic pooling, FC, output."""
@@ -270,13 +247,6 @@ class CoupledLSTM(GridPairModel):
         self.fc = nn.Linear(pool_p * pool_q * self.blocks[-1].out_dim, fc_hidden)
         self.out = nn.Linear(fc_hidden, ctx.num_outputs)
 
-    def _block(self, cell: TCCell | LCCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
-               g: torch.Tensor | None, left_mask: torch.Tensor,
-               right_mask: torch.Tensor) -> torch.Tensor:
-        states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
-                                     x=x, y=y, grid=g, outputs=cell.outputs)
-        return cell.output(states)
-
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:
         g = self.encode_grid(left, left_mask, right, right_mask)
@@ -287,8 +257,6 @@ class CoupledLSTM(GridPairModel):
 @register_model("tc_lstm")
 class TCLSTM(CoupledLSTM):
     """Tightly coupled LSTMs (``directions`` = 1 for the single-direction rows)."""
-
-    cell_class = TCCell
 
 
 @register_model("lc_lstm")

@@ -1,17 +1,7 @@
-"""CSRAN: Co-Stack Residual Affinity Networks with Multi-level Attention Refinement
-(Tay, Tuan, Hui, EMNLP 2018); equations and readings in ``docs/spec/csran.md``.
-Parameters are shared between the two texts::
-
-    words -> [GloVe ; char Bi-LSTM] -> highway projection (d0)
-    -> k x ( CAFE block (MAR, +6 features) -> Bi-LSTM layer )         H^(1..k), each 2h wide
-    -> co-stack residual affinity  s_ij = max_{p,q} a_{p,i} . b_{q,j}  (CSRA)
-    -> bidirectional alignment over the concatenated layers [H^(1); ..; H^(k)]  (kd wide)
-    -> matching [b~ - a; b~ * a; b~; a] -> aggregation Bi-LSTM -> sum pooling
-    -> z = [za; zb; za - zb; za * zb] -> highway output layers -> num_outputs
-
-Readings (mostly the authors' code) and departures: docs/spec/csran.md 3.9. Ablations
-(Table 8): ``use_mar=False`` removes the CAFE blocks; ``use_csra=False`` aligns on the top
-layer only.
+"""CSRAN: Co-Stack Residual Affinity Networks (Tay, Tuan, Hui, EMNLP 2018); equations in
+``docs/spec/csran.md``, readings (mostly the authors' code) and departures in its 3.9. Every
+parameter is shared by the two texts. Ablations (Table 8): ``use_mar=False`` removes the CAFE
+blocks; ``use_csra=False`` aligns on the top layer only.
 """
 
 from __future__ import annotations
@@ -21,7 +11,6 @@ import math
 import torch
 from torch import nn
 
-from pairrepro.errors import ConfigError
 from pairrepro.models.base import (
     POSITIVE,
     ModelContext,
@@ -85,11 +74,8 @@ def co_stack_affinity(ha: torch.Tensor, hb: torch.Tensor, mode: str = "max") -> 
     ``max``, ``s_ij = max_{p,q} a_{p,i} . b_{q,j}`` (the authors' code); ``max_sum``,
     ``s_ij = max_p sum_q a_{p,i} . b_{q,j}`` (Eq. 4 as printed)."""
     if mode == "max":
-        pairs = torch.einsum("bpid,bqjd->bpqij", ha, hb)
-        return pairs.flatten(1, 2).amax(dim=1)
-    if mode == "max_sum":
-        return torch.einsum("bpid,bjd->bpij", ha, hb.sum(dim=1)).amax(dim=1)
-    raise ConfigError(f"unknown CSRA affinity {mode!r}", hint=f"choose one of {AFFINITIES}")
+        return torch.einsum("bpid,bqjd->bpqij", ha, hb).flatten(1, 2).amax(dim=1)
+    return torch.einsum("bpid,bjd->bpij", ha, hb.sum(dim=1)).amax(dim=1)
 
 
 @register_model("csran")
@@ -130,9 +116,8 @@ class CSRAN(PairModel):
         for _ in range(layers):
             if use_mar:
                 self.cafe.append(CAFEBlock(dim, fm_factors))
-            extra = 6 if use_mar else 0
-            self.encoders.append(
-                nn.LSTM(dim + extra, hidden, batch_first=True, bidirectional=True))
+            self.encoders.append(nn.LSTM(dim + (6 if use_mar else 0), hidden, batch_first=True,
+                                         bidirectional=True))
             dim = 2 * hidden
         aligned_dim = 2 * hidden * (layers if use_csra else 1)
         aggr_hidden = aggr_hidden or hidden

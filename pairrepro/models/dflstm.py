@@ -33,7 +33,6 @@ from pairrepro.models.grid import (
     grid_mask,
     lstm_backward,
     lstm_forward,
-    run_grid_directions,
     state_dtype,
 )
 from pairrepro.models.layers import NEG_INF, WordEmbedding, masked_max
@@ -388,6 +387,8 @@ class DFCell(nn.Module):
 class DFLSTM(GridPairModel):
     """Stacked DF-LSTMs; the matching vector ``h^x_{n,m} ⊕ h^y_{n,m}`` feeds a linear output."""
 
+    directions = 1
+
     def __init__(self, ctx: ModelContext, hidden: int = 100, memory: int = 9, layers: int = 1,
                  pooling: Literal["last", "max"] = "last", dropout: float = 0.0,
                  checkpoint: bool = False, use_exact_match: bool = False) -> None:
@@ -414,13 +415,6 @@ class DFLSTM(GridPairModel):
                 for side in (cell.x, cell.y):
                     for block in side.u.weight.chunk(4, dim=0):
                         nn.init.orthogonal_(block)
-
-    def _block(self, cell: DFCell, x: torch.Tensor, y: torch.Tensor,  # type: ignore[override]
-               g: torch.Tensor | None, left_mask: torch.Tensor,
-               right_mask: torch.Tensor) -> torch.Tensor:
-        (h,) = run_grid_directions(cell, cell.project, left_mask, right_mask, 1, x=x, y=y,
-                                   grid=g, outputs=cell.outputs)
-        return h
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:

@@ -2,9 +2,9 @@
 
 Each anti-diagonal ``t = i + j`` of an ``n × m`` grid is one batched step, either **fused**
 (:class:`FusedGridCell`: one ``autograd.Function`` with a hand-written backward on the
-:class:`Diagonals` layout) or **per diagonal under autograd** (:class:`GridCell`,
-:func:`run_grid`). Padding is at the end and every dependency points to smaller indices, so
-padded cells never reach a real cell.
+:class:`Diagonals` layout) or **per diagonal under autograd** (:class:`GridCell`). Padding is
+at the end and every dependency points to smaller indices, so padded cells never reach a real
+cell.
 """
 
 from __future__ import annotations
@@ -83,28 +83,6 @@ def _sweep(cell: GridCell, diags: Diagonals, rows: torch.Tensor | None,
     return [torch.cat([d[c][:, 1:-1] for d in states], dim=1) for c in outputs]
 
 
-def run_grid(cell: GridCell, n: int, m: int, rows: torch.Tensor | None = None,
-             cols: torch.Tensor | None = None, grid: torch.Tensor | None = None,
-             outputs: Sequence[int] = (0,),
-             feats: torch.Tensor | None = None) -> list[torch.Tensor]:
-    """Sweep an ``n × m`` grid: one ``[B, n, m, size]`` grid per state component in
-    ``outputs``. ``rows`` ``[B, n, G]`` add to each cell of their row, ``cols`` ``[B, m, G]``
-    of their column, ``grid`` ``[B, n, m, G]`` per cell; ``feats`` go to ``cell.step``."""
-    given = [x for x in (rows, cols, grid, feats) if x is not None]
-    if not given:
-        raise ValueError("run_grid needs at least one of rows, cols, grid, feats")
-    batch = given[0].size(0)
-    diags = diagonals(n, m, given[0].device)
-
-    def diagonal_major(g: torch.Tensor | None) -> torch.Tensor | None:
-        return None if g is None else g.reshape(batch, n * m, -1).index_select(1, diags.order)
-
-    flat = _sweep(cell, diags, rows, cols, diagonal_major(grid), diagonal_major(feats), outputs)
-    inverse = torch.empty_like(diags.order)
-    inverse[diags.order] = torch.arange(n * m, device=inverse.device)
-    return [f.index_select(1, inverse).view(batch, n, m, -1) for f in flat]
-
-
 @dataclass(frozen=True)
 class Diagonals:
     """Index tables of the fused sweeps' layout: cells by anti-diagonal, then row; per-cell
@@ -112,8 +90,7 @@ class Diagonals:
 
     ``lo``, ``count``, ``start``: each diagonal's first row, cells and offset; ``left[t]``,
     ``up[t]``: ``(first cell, its neighbour, length)`` in diagonals ``t``, ``t-1`` of the run
-    of cells that have that neighbour; ``order``, ``rows``, ``cols``: each cell's ``i·m + j``,
-    ``i``, ``j``."""
+    of cells that have that neighbour; ``order``: each cell's ``i·m + j``."""
 
     n: int
     m: int
@@ -123,8 +100,6 @@ class Diagonals:
     left: tuple[tuple[int, int, int], ...]
     up: tuple[tuple[int, int, int], ...]
     order: torch.Tensor
-    rows: torch.Tensor
-    cols: torch.Tensor
 
     @property
     def cells(self) -> int:
@@ -153,15 +128,9 @@ def diagonals(n: int, m: int, device: torch.device) -> Diagonals:
         left.append((0, first - lo[t - 1], last - first + 1))
         first = max(lo[t], lo[t - 1] + 1)
         up.append((first - lo[t], first - 1 - lo[t - 1], hi[t] - first + 1))
-    rows = [i for t in range(n + m - 1) for i in range(lo[t], hi[t] + 1)]
-    cols = [t - i for t in range(n + m - 1) for i in range(lo[t], hi[t] + 1)]
-
-    def tensor(values: list[int]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.long, device=device)
-
+    order = [i * m + t - i for t in range(n + m - 1) for i in range(lo[t], hi[t] + 1)]
     return Diagonals(n, m, tuple(lo), tuple(count), tuple(start), tuple(left), tuple(up),
-                     tensor([i * m + j for i, j in zip(rows, cols, strict=True)]),
-                     tensor(rows), tensor(cols))
+                     torch.tensor(order, dtype=torch.long, device=device))
 
 
 def tanh_(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -302,8 +271,6 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
     the narrower inputs); it gets the grid as ``[directions·B, n·m, D]`` for a
     :class:`GridCell`, ``[n·m, directions·B, D]`` (and ``x``, ``y`` as ``[n, directions·B,
     e]``) for a :class:`FusedGridCell`."""
-    if directions not in (1, 2, 3, 4):
-        raise ValueError(f"directions must be between 1 and 4, got {directions}")
     n, m = row_mask.size(1), col_mask.size(1)
     batch, device = row_mask.size(0), row_mask.device
     ridx, cidx = flip_index(row_mask), flip_index(col_mask)
@@ -383,21 +350,25 @@ def grid_mask(row_mask: torch.Tensor, col_mask: torch.Tensor) -> torch.Tensor:
 
 class GridPairModel(PairModel):
     """Stacked blocks over the ``n × m`` grid: subclasses set ``embed``, ``dropout``,
-    ``blocks`` and :meth:`_block`."""
+    ``blocks`` (cells with ``project`` and ``outputs``) and ``directions``."""
 
     embed: nn.Module
     dropout: nn.Module
     blocks: nn.ModuleList
+    directions: int
 
     def __init__(self, ctx: ModelContext, checkpoint: bool = False) -> None:
         """``checkpoint``: recompute each block in the backward pass (less memory, same results)."""
         super().__init__(ctx)
         self.checkpoint = checkpoint
 
-    def _block(self, cell: nn.Module, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
+    def _block(self, cell: Any, x: torch.Tensor, y: torch.Tensor, g: torch.Tensor | None,
                left_mask: torch.Tensor, right_mask: torch.Tensor) -> torch.Tensor:
-        """One block over ``g``, the grid below (None for the first): ``[B, n, m, D]``."""
-        raise NotImplementedError
+        """One block over ``g``, the grid below (None for the first): ``[B, n, m, D]``, the
+        components in ``cell.outputs`` concatenated."""
+        states = run_grid_directions(cell, cell.project, left_mask, right_mask, self.directions,
+                                     x=x, y=y, grid=g, outputs=cell.outputs)
+        return states[0] if len(states) == 1 else torch.cat(states, dim=-1)
 
     def encode_grid(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                     right_mask: torch.Tensor) -> torch.Tensor:

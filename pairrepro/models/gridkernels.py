@@ -44,11 +44,6 @@ def cache_dir() -> Path:
     return Path(cache) / "pairrepro" / "kernels"
 
 
-def _compiler() -> str | None:
-    return os.environ.get("CC") or next(
-        (c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
-
-
 def _build(compiler: str, folder: Path) -> tuple[Path | None, str]:
     """The library for this source, compiler and CPU (built if absent), or None and why."""
     try:
@@ -88,7 +83,8 @@ def _build(compiler: str, folder: Path) -> tuple[Path | None, str]:
 def _load() -> tuple[ctypes.CDLL | None, str]:
     if os.environ.get(ENV, "1") == "0":
         return None, f"off (${ENV}=0)"
-    compiler = _compiler()
+    compiler = os.environ.get("CC") or next(
+        (c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
     if compiler is None:
         return None, "no C compiler (cc, gcc, clang or $CC) found"
     try:

@@ -18,14 +18,11 @@ NEG_INF = -1e30  # finite, so fully-masked rows give zeros after softmax instead
 
 
 def exact_match(ids: torch.Tensor, mask: torch.Tensor, other: torch.Tensor,
-                other_mask: torch.Tensor, unk_idx: int | None = UNK_ID) -> torch.Tensor:
+                other_mask: torch.Tensor) -> torch.Tensor:
     """1.0 where a real token's id occurs among the other text's real tokens: ``[B, T, 1]``
     (never the unknown-word id: two different rare words share it)."""
     same = (ids.unsqueeze(2) == other.unsqueeze(1)) & other_mask.unsqueeze(1)
-    hit = same.any(dim=2) & mask
-    if unk_idx is not None:
-        hit &= ids != unk_idx
-    return hit.unsqueeze(-1).float()
+    return (same.any(dim=2) & mask & (ids != UNK_ID)).unsqueeze(-1).float()
 
 
 class WordEmbedding(nn.Module):
@@ -59,8 +56,8 @@ class WordEmbedding(nn.Module):
         x, y = self.embedding(left), self.embedding(right)
         if not self.exact_match:
             return x, y
-        return (torch.cat([x, exact_match(left, left_mask, right, right_mask, UNK_ID)], dim=-1),
-                torch.cat([y, exact_match(right, right_mask, left, left_mask, UNK_ID)], dim=-1))
+        return (torch.cat([x, exact_match(left, left_mask, right, right_mask)], dim=-1),
+                torch.cat([y, exact_match(right, right_mask, left, left_mask)], dim=-1))
 
 
 def _expand(mask: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -202,8 +199,6 @@ def run_lstm_from(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor,
     """A one-layer, unidirectional, batch-first LSTM from ``state`` (``[B, H]`` pair, zeros when
     None; conditional encoding): ``(outputs [B, T, H], (h, c))``, zero on padding, ``h``/``c``
     at each sequence's true end."""
-    if lstm.num_layers != 1 or lstm.bidirectional:
-        raise ValueError("run_lstm_from needs a one-layer unidirectional LSTM")
     init = None if state is None else tuple(s.unsqueeze(0).contiguous() for s in state)
     out, (h_n, c_n) = _call_rnn(lstm, x, mask, init)
     return out, (h_n[0], c_n[0])
@@ -244,8 +239,6 @@ class Highway(nn.Module):
 
     def __init__(self, in_dim: int, dim: int, layers: int = 1, dropout: float = 0.0) -> None:
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"Highway needs at least one layer, got {layers}")
         self.transform = nn.ModuleList()
         self.gate = nn.ModuleList()
         self.carry = nn.ModuleList()
@@ -284,22 +277,6 @@ class FactorizationMachine(nn.Module):
         return self.linear(x).squeeze(-1) + pairwise
 
 
-def build_char_table(vocab: Sequence[str], max_word_len: int, specials: int = 2
-                     ) -> tuple[torch.Tensor, int]:
-    """Character ids of every vocabulary entry, cut at ``max_word_len``:
-    ``([len(vocab), max_word_len] int32, n_chars)``; id 0 pads, the rest follow the sorted
-    characters; the first ``specials`` entries (``<pad>``, ``<unk>``) have none."""
-    chars = sorted({c for word in vocab[specials:] for c in word})
-    index = {c: i + 1 for i, c in enumerate(chars)}
-    table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
-    for row, word in enumerate(vocab):
-        if row < specials or not word:
-            continue
-        ids = [index[c] for c in word[:max_word_len]]
-        table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-    return table, len(chars) + 1
-
-
 class CharEncoder(nn.Module):
     """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
     final states; ``"cnn"``, a convolution max-pooled over characters (Kim 2014). The table
@@ -313,15 +290,17 @@ class CharEncoder(nn.Module):
             raise ConfigError(
                 "character features need the vocabulary strings (ModelContext.vocab is None)",
                 hint="pass ctx.vocab, or turn character features off ([model] char_dim = 0)")
-        if kind not in ("lstm", "cnn"):
-            raise ConfigError(f"char encoder kind {kind!r} is not 'lstm' or 'cnn'")
         if kind == "lstm" and out_dim % 2:
             raise ConfigError(f"char Bi-LSTM output size must be even, got {out_dim}")
-        table, n_chars = build_char_table(vocab, max_word_len, specials=padding_idx + 2)
+        specials = padding_idx + 2  # <pad>, <unk>: no characters
+        chars = sorted({c for word in vocab[specials:] for c in word})
+        index = {c: i + 1 for i, c in enumerate(chars)}  # 0 pads
+        table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
+        for row, word in enumerate(vocab[specials:], start=specials):
+            ids = [index[c] for c in word[:max_word_len]]
+            table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
         self.register_buffer("char_table", table, persistent=False)
-        self.kind = kind
-        self.out_dim = out_dim
-        self.embedding = nn.Embedding(n_chars, char_dim, padding_idx=0)
+        self.embedding = nn.Embedding(len(chars) + 1, char_dim, padding_idx=0)
         self.rnn = (nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
                     if kind == "lstm" else None)
         self.conv = (nn.Conv1d(char_dim, out_dim, width, padding=width // 2)

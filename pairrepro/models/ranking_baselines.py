@@ -171,8 +171,7 @@ class ARCII(PairModel):
             m = mask.unsqueeze(1).to(grid.dtype)
             grid = torch.relu(conv(grid * m)) * m  # padding is zero in and out
             grid, mask = masked_max_pool2d(grid, mask, self.pool)
-        flat_mask = mask.flatten(1)
-        pooled = masked_max(grid.flatten(2).transpose(1, 2), flat_mask)  # [B, F]
+        pooled = masked_max(grid.flatten(2).transpose(1, 2), mask.flatten(1))  # [B, F]
         return self.mlp(self.dropout(pooled))
 
 

@@ -126,8 +126,6 @@ class _AttentionLSTM(PairModel):
 class AttentionLSTM(_AttentionLSTM):
     """Attention from the last hypothesis state over the premise outputs."""
 
-    word_by_word = False
-
 
 @register_model("attention_lstm_wbw")
 class WordByWordAttentionLSTM(_AttentionLSTM):
