@@ -176,13 +176,13 @@ def _readings_markdown(result: LadderResult) -> list[str]:
     readings = ladder_readings(result)
     if not readings:
         return []
-    table = load_paper(result.ladder.paper).table(result.ladder.table)
     steps = sorted({number for number, _, _, _ in readings})
+    dataset = load_paper(result.ladder.paper).table(result.ladder.table).dataset
     cells = [(f"step {number}", column, published, values)
              for number, column, published, values in readings]
     return ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
-            *readings_block(cells, table.dataset)]
+            *readings_block(cells, dataset)]
 
 
 def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
@@ -244,7 +244,13 @@ def _dose_markdown(result: LadderResult) -> list[str]:
             mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
-            verdicts.append(_supports(column, high * ahead, published - mean))
+            # whether the carried gain's interval reaches the distance left
+            said = ("even the upper end of the carried gain falls short of the distance left, "
+                    "so the measured slope does not support" if high * ahead < published - mean
+                    else "the carried gain's interval reaches the distance left, so the "
+                    "measured slope cannot rule out")
+            verdicts.append(f" {column.header}: {said} that the vectors' dimensions explain "
+                            "the rest.")
         parts.append(f"{column.header} {_signed(slope, column)} per doubling "
                      f"{_interval(low, high, column)}, so {_signed(slope * ahead, column)} "
                      f"{_interval(low * ahead, high * ahead, column)} over the "
@@ -255,14 +261,4 @@ def _dose_markdown(result: LadderResult) -> list[str]:
             f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
             f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
             "that the two measured points cannot test." + "".join(verdicts)]
-
-
-def _supports(column: Column, carried_high: float, left: float) -> str:
-    """Whether the carried gain's interval reaches the distance left."""
-    if carried_high < left:
-        return (f" {column.header}: even the upper end of the carried gain falls short of the "
-                "distance left, so the measured slope does not support that the vectors' "
-                "dimensions explain the rest.")
-    return (f" {column.header}: the carried gain's interval reaches the distance left, so the "
-            "measured slope cannot rule out that the vectors' dimensions explain the rest.")
 

@@ -138,7 +138,6 @@ def _headline(results: Path) -> str:
 
 
 def _paper_runs(paper: str, results: Path) -> str:
-    """The reference runs whose ``recipe.paper`` is ``paper``."""
     ours = {run.path for run in all_runs(results)
             if run.config.get("recipe", {}).get("paper") == paper}
     lines = [line for line in runs_table.collect(results) if line.run in ours]

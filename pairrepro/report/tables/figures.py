@@ -142,6 +142,4 @@ def curves_figure(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle(str(run_dir), fontsize=9)
-    target_dir = out_dir or run_dir
-    name = f"curves-{run_dir.parent.name}-{run_dir.name}"
-    return _save(fig, target_dir / name)
+    return _save(fig, (out_dir or run_dir) / f"curves-{run_dir.parent.name}-{run_dir.name}")

@@ -176,17 +176,16 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
 
 def layout(ev: EvalTable) -> Layout:
     table = ev.table
-    lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
-    lay.headers.append(table.label_header or "")
+    lay = Layout(title=f"Table {table.number}: {table.caption}",
+                 headers=[table.label_header or ""], rows=[])
     for column in table.columns:
-        if table.kind == "hparams":
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (recipe)"]
-        elif column.kind == "info":
+        if column.kind == "info" and table.kind != "hparams":
             lay.headers.append(column.header)
-        else:
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
-            if ev.compare_to and column.kind == "metric":
-                lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
+            continue
+        ours = "recipe" if table.kind == "hparams" else "ours"
+        lay.headers += [f"{column.header} (paper)", f"{column.header} ({ours})"]
+        if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
+            lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
     lay.block_starts = {i for i in range(1, len(ev.rows))
                         if ev.rows[i].row.block != ev.rows[i - 1].row.block}
     for erow in ev.rows:
