@@ -244,13 +244,7 @@ def _dose_markdown(result: LadderResult) -> list[str]:
             mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
-            # whether the carried gain's interval reaches the distance left
-            said = ("even the upper end of the carried gain falls short of the distance left, "
-                    "so the measured slope does not support" if high * ahead < published - mean
-                    else "the carried gain's interval reaches the distance left, so the "
-                    "measured slope cannot rule out")
-            verdicts.append(f" {column.header}: {said} that the vectors' dimensions explain "
-                            "the rest.")
+            verdicts.append(_supports(column, high * ahead, published - mean))
         parts.append(f"{column.header} {_signed(slope, column)} per doubling "
                      f"{_interval(low, high, column)}, so {_signed(slope * ahead, column)} "
                      f"{_interval(low * ahead, high * ahead, column)} over the "
@@ -262,3 +256,10 @@ def _dose_markdown(result: LadderResult) -> list[str]:
             f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
             "that the two measured points cannot test." + "".join(verdicts)]
 
+
+def _supports(column: Column, carried_high: float, left: float) -> str:
+    """Whether the carried gain's interval reaches the distance left."""
+    said = ("even the upper end of the carried gain falls short of the distance left, so the "
+            "measured slope does not support" if carried_high < left else "the carried gain's "
+            "interval reaches the distance left, so the measured slope cannot rule out")
+    return f" {column.header}: {said} that the vectors' dimensions explain the rest."

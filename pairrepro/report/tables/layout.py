@@ -144,10 +144,8 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
             parts.append(numbers.format_interval(found.interval, numbers.in_column(column)))
         if delta_text(cell, column):
             parts.append(f"({delta_text(cell, column)})")
-        if cell.one_model and cell.status in MARKS:
-            parts.append("†")  # one trained model: no verdict about the method
-        elif cell.status in MARKS:
-            parts.append(MARKS[cell.status])
+        if cell.status in MARKS:  # †: one trained model, no verdict about the method
+            parts.append("†" if cell.one_model else MARKS[cell.status])
         if found is not None and found.last_epoch is not None:
             parts.append(f"(last epoch {numbers.format_number(found.last_epoch, column)})")
         if found is not None and found.reference_damaged:
