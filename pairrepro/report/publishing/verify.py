@@ -81,8 +81,7 @@ def _short(value: Any) -> str:
 def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
     """("inside" | "outside" | "unchecked", the words) for one metric."""
     value = run.value(metric)
-    name = metric.split(".", 1)[1]
-    if name in COUNTS:
+    if metric.split(".", 1)[1] in COUNTS:
         same = value == ref.value(metric)
         return ("inside" if same else "outside",
                 f"{metric} {value} {'=' if same else '!='} {ref.value(metric)}")

@@ -48,8 +48,7 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
             if flat is None or any(flat.get(key) != value
                                    for key, value in series.get("match", {}).items()):
                 continue
-            x = flat.get(spec.x)
-            y = run.value(spec.y)
+            x, y = flat.get(spec.x), run.value(spec.y)
             if isinstance(x, int | float) and y is not None:
                 by_x.setdefault(float(x), []).append(y * scale)
         out[series["label"]] = [
