@@ -46,8 +46,7 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 
 def _table(paper: str, number: int, versus: str, results: Path) -> str:
     ev = _reference_view(paper, number, results)
-    if versus:
-        compare_to(ev, versus)
+    ev = compare_to(ev, versus) if versus else ev
     return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
 
 
