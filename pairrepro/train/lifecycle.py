@@ -37,11 +37,8 @@ class WallTime:
 
     def fields(self, segment_s: float) -> dict[str, Any]:
         """The manifest keys ``wall_time_s``, ``segments`` and ``wall_time_untimed``."""
-        fields: dict[str, Any] = {"wall_time_s": round(self.earlier_s + segment_s, 3),
-                                  "segments": self.segments + 1}
-        if self.untimed:
-            fields["wall_time_untimed"] = True
-        return fields
+        return {"wall_time_s": round(self.earlier_s + segment_s, 3), "segments": self.segments + 1,
+                **({"wall_time_untimed": True} if self.untimed else {})}
 
 
 class SeedRun(contextlib.AbstractContextManager["SeedRun"]):

@@ -108,10 +108,7 @@ def deferred_stop(flag: dict[str, Any]) -> AbstractContextManager[None]:
 def sigterm_as_interrupt() -> AbstractContextManager[None]:
     """SIGTERM raises ``KeyboardInterrupt`` as Ctrl-C does (outside the epoch loop), so a
     terminated run ends ``interrupted``, not ``running``."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return _handling((signal.SIGTERM,), handler)
+    return _handling((signal.SIGTERM,), signal.default_int_handler)
 
 
 def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,

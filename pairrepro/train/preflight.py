@@ -174,18 +174,19 @@ def _pick_batch(plan: EpochPlan) -> int:
 
 
 def _outputs(model: PairModel, batch: PairBatch) -> torch.Tensor:
-    with torch.no_grad():  # fp32, as every score is
-        return model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
+    """The batch's outputs in eval mode (no dropout), in fp32 as every score is."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        out = model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
+    model.train(was_training)
+    return out
 
 
 def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[float, torch.Tensor]:
-    """The batch's loss and outputs in eval mode (no dropout)."""
-    model.eval()
     out = _outputs(model, batch)
-    loss = recipe_task(recipe).batch_loss(out, batch.labels, recipe.task.margin,
-                                          batch.num_triples)
-    model.train()
-    return float(loss), out
+    return float(recipe_task(recipe).batch_loss(out, batch.labels, recipe.task.margin,
+                                                batch.num_triples)), out
 
 
 def check_padding(model: PairModel, batch: PairBatch) -> Check:
@@ -197,9 +198,7 @@ def check_padding(model: PairModel, batch: PairBatch) -> Check:
                        F.pad(base.left_mask, (0, extra), value=False),
                        F.pad(base.right, (0, extra + 2), value=PAD_ID),
                        F.pad(base.right_mask, (0, extra + 2), value=False), base.labels)
-    model.eval()
     a, b = _outputs(model, base), _outputs(model, padded)
-    model.train()
     diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
     ok = diff <= PADDING_TOLERANCE
     return Check("padding", "pass" if ok else "fail",
@@ -412,13 +411,11 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
                 synthetic: bool) -> None:
     """A scorer without training: one scoring pass; only the output checks apply."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    model.eval()
     t0 = time.perf_counter()
     outputs = _outputs(model, batch)
     result.step_s = [time.perf_counter() - t0]
     result.pairs_per_s = batch.num_pairs / max(result.step_s[0], 1e-9)
-    na = "n/a: the model is not trained"
-    result.checks = [Check(name, "n/a", na) for name in CHECKS[:4]]
+    result.checks = [Check(name, "n/a", "n/a: the model is not trained") for name in CHECKS[:4]]
     varies = (Check("outputs_vary", "n/a", "n/a: a scorer that is not trained, on random "
                     "stand-in words (unrelated texts: a lexical scorer gives them all the same "
                     "score by construction); checked on the real data")

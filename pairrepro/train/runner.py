@@ -215,8 +215,7 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"seeds": [r["seed"] for r in finished], "std": "sample (ddof=1)",
                            "metrics": {}}
     for split in dict.fromkeys(s for r in finished for s in r["metrics"]):
-        names = dict.fromkeys(m for r in finished for m in r["metrics"].get(split, {}))
-        for metric in names:
+        for metric in dict.fromkeys(m for r in finished for m in r["metrics"].get(split, {})):
             values = [r["metrics"][split][metric] for r in finished
                       if metric in r["metrics"].get(split, {})]
             mean = float(np.mean(values))

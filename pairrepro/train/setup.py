@@ -47,7 +47,6 @@ class TaskData:
 
 
 def recipe_task(recipe: Recipe) -> Task:
-    """The :class:`~pairrepro.tasks.Task` of a (validated) recipe."""
     return task_for(recipe.task.type, recipe.task.loss)
 
 
@@ -92,7 +91,6 @@ def check_prerequisites(recipe: Recipe) -> None:
 
 def load_task_data(recipe: Recipe, seed: int, splits: list[str] | None = None,
                    prepared: PreparedDataset | None = None) -> tuple[PreparedDataset, TaskData]:
-    """Open the prepared data of ``recipe`` and encode the splits it uses."""
     task = recipe_task(recipe)
     prepared = prepared or load_prepared(recipe.data.dataset, recipe.data.variant or None)
     d = recipe.data

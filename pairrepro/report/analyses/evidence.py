@@ -131,7 +131,6 @@ def _no_positive(run: RunInfo) -> str:
 
 
 def _ranking_inputs(run: RunInfo, frame: pd.DataFrame) -> tuple[Any, ...]:
-    """The ranking metrics' arguments from a run's predictions."""
     return (frame["group_id"].astype(str).tolist(), frame["label"].to_numpy(),
             frame["score"].to_numpy(), frame["pair_id"].astype(str).tolist(), _no_positive(run))
 

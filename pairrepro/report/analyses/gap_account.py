@@ -176,13 +176,13 @@ def _readings_markdown(result: LadderResult) -> list[str]:
     readings = ladder_readings(result)
     if not readings:
         return []
-    table = load_paper(result.ladder.paper).table(result.ladder.table)
     steps = sorted({number for number, _, _, _ in readings})
+    dataset = load_paper(result.ladder.paper).table(result.ladder.table).dataset
     cells = [(f"step {number}", column, published, values)
              for number, column, published, values in readings]
     return ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
-            *readings_block(cells, table.dataset)]
+            *readings_block(cells, dataset)]
 
 
 def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
@@ -259,10 +259,7 @@ def _dose_markdown(result: LadderResult) -> list[str]:
 
 def _supports(column: Column, carried_high: float, left: float) -> str:
     """Whether the carried gain's interval reaches the distance left."""
-    if carried_high < left:
-        return (f" {column.header}: even the upper end of the carried gain falls short of the "
-                "distance left, so the measured slope does not support that the vectors' "
-                "dimensions explain the rest.")
-    return (f" {column.header}: the carried gain's interval reaches the distance left, so the "
-            "measured slope cannot rule out that the vectors' dimensions explain the rest.")
-
+    said = ("even the upper end of the carried gain falls short of the distance left, so the "
+            "measured slope does not support" if carried_high < left else "the carried gain's "
+            "interval reaches the distance left, so the measured slope cannot rule out")
+    return f" {column.header}: {said} that the vectors' dimensions explain the rest."

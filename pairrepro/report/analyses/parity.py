@@ -87,7 +87,6 @@ def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
 
 def _precision_runs(index: RecipeIndex, results: Path, recipe: str, precision: str
                     ) -> list[RunInfo]:
-    """The recipe's finished reference runs trained in ``precision``."""
     return [run for run in recipe_runs(index, results, recipe)
             if str(run.manifest.get("precision") or "fp32") == precision]
 

@@ -36,13 +36,6 @@ class SmokeRow:
                 and self.difference.low > 0)
 
 
-def smoke_recipes(dataset: str) -> list[str]:
-    """The smoke recipes of ``dataset`` in the recipe folder, the majority class left out."""
-    suffix = f"_{dataset}_smoke"
-    return sorted(p.stem for p in paths.recipes_dir().glob(f"*{suffix}.toml")
-                  if p.stem != f"{BASELINE}{suffix}")
-
-
 def smoke_rows(results: Path) -> list[SmokeRow]:
     """A row per smoke recipe whose runs and majority-class runs have finished."""
     rows: list[SmokeRow] = []
@@ -52,7 +45,9 @@ def smoke_rows(results: Path) -> list[SmokeRow]:
             continue
         base = run_units(baseline, METRIC)
         found = []
-        for recipe in smoke_recipes(dataset):
+        suffix = f"_{dataset}_smoke"  # every smoke recipe of the dataset but the baseline
+        for recipe in sorted(p.stem for p in paths.recipes_dir().glob(f"*{suffix}.toml")
+                             if p.stem != f"{BASELINE}{suffix}"):
             runs = _finished(results, recipe)
             if runs:
                 units = run_units(runs, METRIC)

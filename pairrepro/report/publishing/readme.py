@@ -46,8 +46,7 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 
 def _table(paper: str, number: int, versus: str, results: Path) -> str:
     ev = _reference_view(paper, number, results)
-    if versus:
-        compare_to(ev, versus)
+    ev = compare_to(ev, versus) if versus else ev
     return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
 
 
@@ -138,7 +137,6 @@ def _headline(results: Path) -> str:
 
 
 def _paper_runs(paper: str, results: Path) -> str:
-    """The reference runs whose ``recipe.paper`` is ``paper``."""
     ours = {run.path for run in all_runs(results)
             if run.config.get("recipe", {}).get("paper") == paper}
     lines = [line for line in runs_table.collect(results) if line.run in ours]

@@ -142,11 +142,8 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
                           "release: " + ", ".join(r.recipe for r in todo),
                           hint="pairrepro results release --plan lists them with commands")
     runs = all_runs(results_dir)
-    remade = {}
-    for run in runs:
-        path = Path(run.path) / REPLACES_FILE
-        if path.is_file():
-            remade[f"{run.recipe}/seed-{run.seed}"] = json.loads(path.read_text("utf-8"))
+    remade = {f"{run.recipe}/seed-{run.seed}": json.loads(path.read_text("utf-8"))
+              for run in runs if (path := Path(run.path) / REPLACES_FILE).is_file()}
     commits = {rec["commit"] for rec in remade.values()}
     if len(commits) > 1:
         raise ConfigError(f"{results_dir}: the re-made runs come from {len(commits)} commits ("

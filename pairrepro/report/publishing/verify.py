@@ -19,6 +19,7 @@ from pairrepro.runs import (
     check_name,
     config_differences,
     copy_compact,
+    flatten_config,
     put_back_aside,
     read_predictions,
     read_run,
@@ -77,16 +78,10 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def _flat_metrics(run: RunInfo) -> dict[str, float]:
-    return {f"{split}.{name}": value for split, values in run.metrics.items()
-            for name, value in values.items()}
-
-
 def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
     """("inside" | "outside" | "unchecked", the words) for one metric."""
     value = run.value(metric)
-    name = metric.split(".", 1)[1]
-    if name in COUNTS:
+    if metric.split(".", 1)[1] in COUNTS:
         same = value == ref.value(metric)
         return ("inside" if same else "outside",
                 f"{metric} {value} {'=' if same else '!='} {ref.value(metric)}")
@@ -176,7 +171,7 @@ def verify_run(run_dir: Path, results_dir: Path | None = None) -> Verification:
 
 def _metrics_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str, bool]:
     """(metrics pass?, the words, a bit-equality claim in the same environment?)."""
-    mine, theirs = _flat_metrics(run), _flat_metrics(ref)
+    mine, theirs = flatten_config(run.metrics), flatten_config(ref.metrics)
     same_env, env = _environment(run, ref)
     if mine == theirs and same_env:
         return True, f"bit-equal ({len(theirs)} values) in the same environment", True

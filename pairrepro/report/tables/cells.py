@@ -267,16 +267,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
 
 def _recipe_path(name: str) -> str:
     path = (paths.recipes_dir() / f"{name}.toml").absolute()
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def _choose_recipe(candidates: list[str], column: Column, index: RecipeIndex) -> str:
-    """The first candidate of the column's dataset, where it names one ("" without)."""
-    return next((name for name in candidates if not column.dataset
-                 or index.recipes[name].data.dataset == column.dataset), "")
+    return str(path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path)
 
 
 def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex) -> Cell:
@@ -299,10 +290,8 @@ def _hparam_cell(column: Column, row: Row, recipe_name: str, index: RecipeIndex)
         cell.detail = f"{recipe_name}: {' + '.join(names)} = {cell.setting!r}" + (
             f" ({', '.join(defaults)}: model default)" if defaults else "")
         return cell
-    cell.verdict = Verdict(OFF)
     tried = ", ".join("+".join(e) if isinstance(e, list) else e for e in row.keys)
-    cell.detail = f"{recipe_name} sets none of {tried}"
-    return cell
+    return replace(cell, verdict=Verdict(OFF), detail=f"{recipe_name} sets none of {tried}")
 
 
 def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]) -> Cell:
@@ -345,7 +334,10 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
         for column in table.columns:
             published = row.values.get(column.key, "")
             marks = {"bold": column.key in row.bold, "best": column.key in row.best}
-            recipe, why = _choose_recipe(candidates, column, index), row.why or table.data_note
+            # the first candidate of the column's dataset, where it names one
+            recipe = next((name for name in candidates if not column.dataset
+                           or index.recipes[name].data.dataset == column.dataset), "")
+            why = row.why or table.data_note
             if column.kind == "info":
                 cell = Cell(column.key, published, Verdict(INFO), **marks)
             elif column.kind == "params":

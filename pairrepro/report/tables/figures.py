@@ -48,8 +48,7 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
             if flat is None or any(flat.get(key) != value
                                    for key, value in series.get("match", {}).items()):
                 continue
-            x = flat.get(spec.x)
-            y = run.value(spec.y)
+            x, y = flat.get(spec.x), run.value(spec.y)
             if isinstance(x, int | float) and y is not None:
                 by_x.setdefault(float(x), []).append(y * scale)
         out[series["label"]] = [
@@ -142,6 +141,4 @@ def curves_figure(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle(str(run_dir), fontsize=9)
-    target_dir = out_dir or run_dir
-    name = f"curves-{run_dir.parent.name}-{run_dir.name}"
-    return _save(fig, target_dir / name)
+    return _save(fig, (out_dir or run_dir) / f"curves-{run_dir.parent.name}-{run_dir.name}")

@@ -144,10 +144,8 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
             parts.append(numbers.format_interval(found.interval, numbers.in_column(column)))
         if delta_text(cell, column):
             parts.append(f"({delta_text(cell, column)})")
-        if cell.one_model and cell.status in MARKS:
-            parts.append("†")  # one trained model: no verdict about the method
-        elif cell.status in MARKS:
-            parts.append(MARKS[cell.status])
+        if cell.status in MARKS:  # †: one trained model, no verdict about the method
+            parts.append("†" if cell.one_model else MARKS[cell.status])
         if found is not None and found.last_epoch is not None:
             parts.append(f"(last epoch {numbers.format_number(found.last_epoch, column)})")
         if found is not None and found.reference_damaged:
@@ -176,17 +174,16 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
 
 def layout(ev: EvalTable) -> Layout:
     table = ev.table
-    lay = Layout(title=f"Table {table.number}: {table.caption}", headers=[], rows=[])
-    lay.headers.append(table.label_header or "")
+    lay = Layout(title=f"Table {table.number}: {table.caption}",
+                 headers=[table.label_header or ""], rows=[])
     for column in table.columns:
-        if table.kind == "hparams":
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (recipe)"]
-        elif column.kind == "info":
+        if column.kind == "info" and table.kind != "hparams":
             lay.headers.append(column.header)
-        else:
-            lay.headers += [f"{column.header} (paper)", f"{column.header} (ours)"]
-            if ev.compare_to and column.kind == "metric":
-                lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
+            continue
+        ours = "recipe" if table.kind == "hparams" else "ours"
+        lay.headers += [f"{column.header} (paper)", f"{column.header} ({ours})"]
+        if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
+            lay.headers += [f"{column.header} vs {ev.compare_to}", "Holm p"]
     lay.block_starts = {i for i in range(1, len(ev.rows))
                         if ev.rows[i].row.block != ev.rows[i - 1].row.block}
     for erow in ev.rows:

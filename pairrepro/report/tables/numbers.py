@@ -43,9 +43,8 @@ def format_number(value: float, column: Column, signed: bool = False) -> str:
 
 def format_count(value: float) -> str:
     """A parameter count in the paper's style: ``77.5K``, ``190K``."""
-    if value >= 1e6:
-        return f"{value / 1e6:.1f}M".replace(".0M", "M")
-    return f"{value / 1e3:.1f}K".replace(".0K", "K")
+    scale, suffix = (1e6, "M") if value >= 1e6 else (1e3, "K")
+    return f"{value / scale:.1f}{suffix}".replace(f".0{suffix}", suffix)
 
 
 def to_unit(value: float, column: Column) -> float:

@@ -93,9 +93,8 @@ def to_latex(ev: EvalTable) -> str:
                               for t in line) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
     caption = f"{lay.title} (paper vs. pairrepro). {lay.legend}"
-    out.append(rf"\caption{{{_tex(caption)}}}")
-    out.append(rf"\label{{tab:{ev.paper.paper}-{ev.table.number}}}")
-    out.append(r"\end{table}")
+    out += [rf"\caption{{{_tex(caption)}}}", rf"\label{{tab:{ev.paper.paper}-{ev.table.number}}}",
+            r"\end{table}"]
     notes = [f"% [{i}] {note}" for i, note in enumerate(lay.notes, 1)]
     runs = [f"% ({refs[r]}) {r}: {desc}" for r, desc in sorted(lay.runs.items())]
     return "\n".join(out + notes + runs) + "\n"
@@ -125,16 +124,12 @@ def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
                    + "</tr>")
     out += ["</tbody></table>", f"<p>{esc(lay.legend)}</p>"]
     if lay.notes:
-        out.append("<ol>")
-        out += [f'<li id="{ev.paper.paper}-{ev.table.number}-n{i}">{esc(n)}</li>'
-                for i, n in enumerate(lay.notes, 1)]
-        out.append("</ol>")
+        out += ["<ol>", *(f'<li id="{ev.paper.paper}-{ev.table.number}-n{i}">{esc(n)}</li>'
+                          for i, n in enumerate(lay.notes, 1)), "</ol>"]
     if lay.runs:
-        out.append("<ul>")
-        out += [f"<li><code>{esc(r)}</code>: {esc(d)}</li>" for r, d in sorted(lay.runs.items())]
-        out.append("</ul>")
-    out.append("</section>")
-    return "\n".join(out) + "\n"
+        out += ["<ul>", *(f"<li><code>{esc(r)}</code>: {esc(d)}</li>"
+                          for r, d in sorted(lay.runs.items())), "</ul>"]
+    return "\n".join([*out, "</section>"]) + "\n"
 
 
 HTML_HEAD = """<!doctype html>
@@ -161,12 +156,10 @@ def term_renderables(ev: EvalTable) -> list[object]:
     for i, line in enumerate(lay.rows):
         if i in lay.block_starts:
             table.add_section()
-        cells = []
-        for t in line:
-            style = STYLE.get(t.status, "")
-            cells.append(RichText(_marked(t, str, "{}", " [{}]"),
-                                  style=f"bold {style}".strip() if t.bold else style))
-        table.add_row(*cells)
+        styles = [STYLE.get(t.status, "") for t in line]
+        table.add_row(*(RichText(_marked(t, str, "{}", " [{}]"),
+                                 style=f"bold {style}".strip() if t.bold else style)
+                        for t, style in zip(line, styles, strict=True)))
     out: list[object] = [table]
     out += [RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)]
     out += [RichText(f"run {recipe}: {desc}") for recipe, desc in sorted(lay.runs.items())]
@@ -193,9 +186,7 @@ def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
 def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
     """Several tables in one document (HTML gets a full page)."""
     body = "\n".join(render(ev, fmt, links_from) for ev in evs)
-    if fmt == "html":
-        return HTML_HEAD + body + "</body></html>\n"
-    return body
+    return HTML_HEAD + body + "</body></html>\n" if fmt == "html" else body
 
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:

@@ -124,8 +124,7 @@ def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
     lines += [_stopped_line(r, runs_dir) for r in runs
               if r.status in (*RESUMABLE, "failed")]
-    lines.sort(key=lambda x: x.run)
-    return [x for x in lines
+    return [x for x in sorted(lines, key=lambda x: x.run)
             if not dataset or x.dataset == dataset or (x.status == "damaged" and not x.dataset)]
 
 
