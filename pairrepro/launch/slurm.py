@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import submitit
 from pydantic import Field
+from submitit.helpers import Checkpointable
 
 from pairrepro.console import get_err_console
 from pairrepro.device import default_threads, set_threads
@@ -131,13 +133,7 @@ def _output_to(log: Path) -> Iterator[None]:
             os.close(descriptor)
 
 
-try:
-    from submitit.helpers import Checkpointable
-except ImportError:  # submitit is a dependency; without it only the Slurm launcher is lost
-    Checkpointable = object
-
-
-class SlurmRun(Checkpointable):  # type: ignore[misc]
+class SlurmRun(Checkpointable):
     """What each array job runs: one spec. Pre-emption or time-out (SIGUSR2) checkpoints and
     requeues it; a SIGTERM alone (``scancel``) leaves it ``interrupted``."""
 
@@ -149,9 +145,7 @@ class SlurmRun(Checkpointable):  # type: ignore[misc]
 
     def __call__(self, spec: RunSpec) -> RunOutcome:
         job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
-        with contextlib.suppress(ImportError, RuntimeError):
-            import submitit
-
+        with contextlib.suppress(RuntimeError):  # not started by submitit
             job_id = submitit.JobEnvironment().job_id
         log = RunFolder.of(self.runs_dir, spec.recipe, spec.seed).log_path(f"slurm-{job_id}")
         preempted: list[tuple[int, Any]] = []
@@ -194,11 +188,6 @@ def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, Slurm
                  notify: Notify = silent) -> list[tuple[RunSpec, Any]]:
     """Submit the specs as submitit arrays, one per resource set (``settings`` by recipe);
     (spec, job) pairs."""
-    try:
-        import submitit
-    except ImportError:
-        raise ConfigError("--launcher slurm needs the submitit package",
-                          hint="pip install 'submitit>=1.5' (a dependency of pairrepro)") from None
     folder = Path(runs_dir).absolute() / ".submitit" / "%j"
     groups: dict[str, tuple[SlurmSettings, list[RunSpec]]] = {}
     for spec in specs:  # one array per distinct resource set (an array shares them)
