@@ -196,9 +196,8 @@ def split_variants(runs: list[RunInfo], config: dict[str, Any]
 
 def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
     """Why the run at ``path`` is a variant of the recipe resolved as ``config``."""
-    diffs = config_differences(run.config, config)
     shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
-                      for k, (a, b) in diffs.items())
+                      for k, (a, b) in config_differences(run.config, config).items())
     return f"{path} is a variant, not the recipe's run: {shown}"
 
 

@@ -197,8 +197,7 @@ def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
 
 def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
                  index: RecipeIndex, runs_dir: Path | None, results_dir: Path | None) -> Cell:
-    published = row.values.get(column.key, "")
-    cell = Cell(column.key, published, Verdict(NOT_RUN), recipe_name,
+    cell = Cell(column.key, row.values.get(column.key, ""), Verdict(NOT_RUN), recipe_name,
                 bold=column.key in row.bold, best=column.key in row.best)
     config = index.recipes[recipe_name].to_dict()
     runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
