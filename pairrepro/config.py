@@ -205,8 +205,7 @@ OWN_KEYS = ("paper", "reproduces", "compares", "change")
 def recipe_from_dict(raw: dict[str, Any], name: str, source: str,
                      overrides: list[str] | None = None) -> Recipe:
     """Validate a TOML-shaped dict (``extends`` resolved, ``overrides`` applied)."""
-    unknown = sorted(set(raw) - set(SECTIONS))
-    if unknown:
+    if unknown := sorted(set(raw) - set(SECTIONS)):
         raise ConfigError(f"{source}: unknown section [{unknown[0]}]",
                           hint=f"allowed sections: {', '.join(f'[{s}]' for s in SECTIONS)}")
     # absent sections are empty tables, so a missing required key is named as [data] dataset

@@ -129,16 +129,13 @@ def resolve_precision(name: str, device: torch.device) -> str:
 
 def autocast(device: torch.device, precision: str = "fp32") -> contextlib.AbstractContextManager:
     """bf16 autocast on ``device`` when ``precision`` is bf16, else nothing."""
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
+    return (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16"
+            else contextlib.nullcontext())
 
 
 def device_name(device: torch.device) -> str:
     """The GPU model, or "cpu" (the CPU's model is in :func:`cpu_fingerprint`)."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return "cpu"
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def cpu_model() -> str:

@@ -49,8 +49,7 @@ def classification_metrics(labels: np.ndarray, predictions: np.ndarray,
     counts 0, scikit-learn's ``zero_division=0``) and, for two classes, ``f1`` of class 1."""
     labels = np.asarray(labels).astype(np.int64).ravel()
     predictions = np.asarray(predictions).astype(np.int64).ravel()
-    n = _check_lengths(labels=labels, predictions=predictions)
-    if n == 0:
+    if _check_lengths(labels=labels, predictions=predictions) == 0:
         raise DataError("classification_metrics: no examples to score")
     for name, values in (("labels", labels), ("predictions", predictions)):
         if values.min() < 0 or values.max() >= num_classes:
@@ -188,8 +187,7 @@ def _ubuntu_metrics(group_codes: np.ndarray, relevant: np.ndarray, order: np.nda
     # R2@1: the positive against the first negative in input order, compared by their
     # positions in the tie-broken sorted order (so ties follow the same documented rule).
     sorted_position = np.argsort(order)  # the inverse permutation
-    num_groups = len(first_rel)
-    first_neg, pos_row = np.full((2, num_groups), n, dtype=np.int64)
+    first_neg, pos_row = np.full((2, len(first_rel)), n, dtype=np.int64)
     for first, rows in ((first_neg, np.flatnonzero(~relevant)),
                         (pos_row, np.flatnonzero(relevant))):
         np.minimum.at(first, group_codes[rows], rows)

@@ -27,8 +27,7 @@ def home() -> Path:
             raise ConfigError(f"PAIRREPRO_HOME={env}: {folder} is not a folder",
                               hint="point PAIRREPRO_HOME at a folder (it is created if absent)")
         return folder
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "pairrepro"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pairrepro"
 
 
 def raw_dir(dataset: str) -> Path:
@@ -38,8 +37,7 @@ def raw_dir(dataset: str) -> Path:
 
 def prepared_dir(dataset: str, variant: str | None = None) -> Path:
     """Folder holding ``{split}.parquet``, ``vocab.txt`` and ``stats.json`` of one variant."""
-    name = f"{dataset}-{variant}" if variant else dataset
-    return home() / "prepared" / name
+    return home() / "prepared" / (f"{dataset}-{variant}" if variant else dataset)
 
 
 def manifests_dir() -> Path:
@@ -102,5 +100,4 @@ def mirror_setting() -> tuple[Path, str] | None:
 
 def mirror_dir() -> Path | None:
     """The local mirror folder of :func:`mirror_setting`, or ``None``."""
-    setting = mirror_setting()
-    return setting[0] if setting else None
+    return setting[0] if (setting := mirror_setting()) else None

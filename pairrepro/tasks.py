@@ -188,8 +188,7 @@ LOSSES = tuple(TASKS)
 
 def task_for(type_: str, loss: str) -> Task:
     """The task of ``[task] type`` and ``loss`` (a ConfigError if they do not fit)."""
-    task = TASKS.get(loss)
-    if task is None or task.type != type_:
+    if (task := TASKS.get(loss)) is None or task.type != type_:
         fitting = sorted(t.loss for t in TASKS.values() if t.type == type_)
         raise ConfigError(f"[task] loss: {loss!r} does not fit type {type_!r}",
                           hint=f"use one of {fitting}" if fitting else

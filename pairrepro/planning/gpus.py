@@ -53,8 +53,7 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
         when = f"{run['device_name']}, {run['measured']}"
         for row in run.get("models", []):
             for precision in ("fp32", "bf16"):
-                speed = row.get(precision, {}).get("pairs_per_s")
-                if speed:
+                if speed := row.get(precision, {}).get("pairs_per_s"):
                     rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
                                                  f"({precision})", when)
                     rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate

@@ -92,8 +92,7 @@ class Row(Schema):
         context = info.context or {}
         columns = context.get("columns")
         for what, keys in (("values", self.values), ("bold/best", (*self.bold, *self.best))):
-            unknown = [key for key in keys if columns is not None and key not in columns]
-            if unknown:
+            if unknown := [key for key in keys if columns is not None and key not in columns]:
                 raise ValueError(f"{what}: unknown column {unknown[0]!r} (columns: "
                                  f"{', '.join(columns)})")
         for key, unit in context.get("units", {}).items():  # "85.4" in a fraction column

@@ -63,8 +63,7 @@ class PlanItem:
             return 0.0
         if not (per_s and self.train_pairs and per_pair):
             return None
-        work = len(self.seeds_todo) * self.epochs * self.train_pairs * per_pair
-        return work / per_s / 3600
+        return len(self.seeds_todo) * self.epochs * self.train_pairs * per_pair / per_s / 3600
 
     @property
     def hours(self) -> float | None:
@@ -79,9 +78,8 @@ class PlanItem:
     @property
     def gpu_figure(self) -> tuple[float | None, str]:
         """The GPU hours and where they come from: :data:`MEASURED`, else :data:`LOWER_BOUND`."""
-        if self.gpu_rate:
-            return self._hours_at(self.gpu_rate), MEASURED
-        return self.gpu_lower_bound_hours, LOWER_BOUND
+        return ((self._hours_at(self.gpu_rate), MEASURED) if self.gpu_rate
+                else (self.gpu_lower_bound_hours, LOWER_BOUND))
 
     @property
     def gpu_hours(self) -> float | None:
@@ -198,9 +196,8 @@ def split_variants(runs: list[RunInfo], config: dict[str, Any]
 
 def describe_variant(path: str, run: RunInfo, config: dict[str, Any]) -> str:
     """Why the run at ``path`` is a variant of the recipe resolved as ``config``."""
-    diffs = config_differences(run.config, config)
     shown = ", ".join(f"{k} = {a!r} (recipe {'unset' if b is None else repr(b)})"
-                      for k, (a, b) in diffs.items())
+                      for k, (a, b) in config_differences(run.config, config).items())
     return f"{path} is a variant, not the recipe's run: {shown}"
 
 
@@ -271,12 +268,10 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
              "hours | on" + (f" | {gpu} h (from)" if gpu else "")]
     totals: dict[str, float] = {}
     gpu_totals: dict[str, float] = {MEASURED: 0.0, LOWER_BOUND: 0.0}
-    unknown = 0
+    unknown = sum(1 for it in items if it.hours is None and it.seeds_todo)
     for it in items:
         hours = it.hours
-        if hours is None and it.seeds_todo:
-            unknown += 1
-        elif hours is not None:
+        if hours is not None:
             totals[it.hardware] = totals.get(it.hardware, 0.0) + hours
         cells = [
             it.recipe, ", ".join(it.tables),
@@ -305,8 +300,7 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
         lines += ["", "(est.) training pairs not prepared here: the manifest's planning "
                   "estimate from the paper's counts (a rebuilt set may differ):",
                   *(f"  {key}: {text}" for key, text in sorted(estimates.items()))]
-    missing = {it.dataset: it.data_command for it in items if not it.data_ready}
-    if missing:
+    if missing := {it.dataset: it.data_command for it in items if not it.data_ready}:
         lines += ["", "datasets to fetch / prepare:",
                   *(f"  {ds}: {cmd}" for ds, cmd in sorted(missing.items()))]
     lines.append("")

@@ -140,13 +140,11 @@ def preflight_problem(recipe: str, config: dict[str, Any], folder: Path | None =
     data = preflight_record(recipe, folder)
     if data is None:
         return f"no preflight record {path}"
-    failed = [c["name"] for c in data.get("checks", []) if c["status"] == "fail"]
-    if failed:
+    if failed := [c["name"] for c in data.get("checks", []) if c["status"] == "fail"]:
         return f"{path}: failed check(s) {', '.join(failed)}"
     if not data.get("config"):
         return f"{path} does not say which config it checked (made before records did)"
-    diffs = config_differences(data["config"], config, also_ignore=STEP_NEUTRAL)
-    if diffs:
+    if diffs := config_differences(data["config"], config, also_ignore=STEP_NEUTRAL):
         return f"{path} checked another config: " + ", ".join(
             f"{key} {theirs!r} there, {mine!r} here" for key, (theirs, mine) in diffs.items())
     return ""

@@ -136,8 +136,7 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
                           hint=f"recipes/{recipe}.toml must exist")
     found = find_runs(results_dir, recipe)
-    damaged = [run.problem or run.path for run in found if run.status == DAMAGED]
-    if damaged:
+    if damaged := [run.problem or run.path for run in found if run.status == DAMAGED]:
         raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
                               + "; ".join(damaged),
                               hint=evidence.RESTORE_RESULTS_HINT)

@@ -48,8 +48,7 @@ def smoke_rows(results: Path) -> list[SmokeRow]:
         suffix = f"_{dataset}_smoke"  # every smoke recipe of the dataset but the baseline
         for recipe in sorted(p.stem for p in paths.recipes_dir().glob(f"*{suffix}.toml")
                              if p.stem != f"{BASELINE}{suffix}"):
-            runs = _finished(results, recipe)
-            if runs:
+            if runs := _finished(results, recipe):
                 units = run_units(runs, METRIC)
                 found.append(SmokeRow(recipe, dataset, len(units.seeds), interval(units),
                                       float(base.values.mean()),

@@ -88,8 +88,7 @@ def _preflight(results: Path) -> str:
 
 
 def _release(results: Path) -> str:
-    todo = pending(results)
-    if todo:
+    if todo := pending(results):
         return (f"**No release yet**: {len(todo)} recipes ({sum(len(r.seeds) for r in todo)} "
                 f"runs, {sum(r.hours for r in todo):.1f} h as first made) must be re-made at one "
                 "clean commit first: seeds from several commits, or runs that do not record "
@@ -193,8 +192,7 @@ def render_sections(results_dir: Path | None = None,
     say(f"checking {sum(1 for _ in folder.glob('*/seed-*'))} reference runs in {folder} "
         "against their saved predictions")
     # one hand-edited or damaged run stops the rewrite (and --check), naming every such file
-    problems = tampered_runs(folder)
-    if problems:
+    if problems := tampered_runs(folder):
         raise TamperedRunError(f"{len(problems)} reference run(s) in {folder} cannot be "
                                "trusted: " + " | ".join(problems),
                                hint=RESTORE_RESULTS_HINT)
@@ -226,8 +224,7 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
                 raise ConfigError(f"{path}: generated section {name!r} is also in "
                                   f"{where[name]}", hint="keep one of the two")
             where[name] = path
-    missing = [name for name in sections if name not in where]
-    if missing:
+    if missing := [name for name in sections if name not in where]:
         raise ConfigError(f"{', '.join(map(str, texts))}: generated sections missing: "
                           f"{', '.join(missing)}",
                           hint=f"mark each on its page as {BEGIN.format(name='NAME')} ... {END}")

@@ -100,11 +100,9 @@ def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
     bit_equal = old.metrics == new.metrics and _same_predictions(old, new)
     why = []
     if not bit_equal:
-        if old.commit != new.commit:
-            changed = _changed_training_code(old.commit, new.commit)
-            if changed:
-                why.append(f"training code changed between {old.commit[:7]} and "
-                           f"{new.commit[:7]}: {', '.join(changed)}")
+        if old.commit != new.commit and (changed := _changed_training_code(old.commit, new.commit)):
+            why.append(f"training code changed between {old.commit[:7]} and "
+                       f"{new.commit[:7]}: {', '.join(changed)}")
         for key, name in (("cpu", "CPU"), ("torch", "torch build"),
                           ("precision", "precision"), ("cpu_threads", "threads")):
             if key not in old.manifest:
@@ -136,8 +134,7 @@ class Release:
 def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
     """The release of ``results/`` as it is; a ConfigError while anything is pending."""
     results_dir = results_dir or paths.results_dir()
-    todo = pending(results_dir)
-    if todo:
+    if todo := pending(results_dir):
         raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
                           "release: " + ", ".join(r.recipe for r in todo),
                           hint="pairrepro results release --plan lists them with commands")

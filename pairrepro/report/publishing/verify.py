@@ -213,14 +213,12 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
                                "--force")
     recipe_path = (recipes_dir or paths.recipes_dir()) / f"{run.recipe}.toml"
     recipe = load_recipe(recipe_path)
-    diffs = config_differences(run.config, recipe.to_dict())
-    if diffs:
+    if diffs := config_differences(run.config, recipe.to_dict()):
         raise ConfigError(f"{run_dir} is a variant of {recipe_path}, not its run: "
                           + ", ".join(f"{k} = {a!r} (recipe {b!r})"
                                       for k, (a, b) in diffs.items()),
                           hint="train the recipe as it is, or make the change a recipe")
-    problem = preflight_problem(run.recipe, recipe.to_dict(), preflight_dir)
-    if problem:
+    if problem := preflight_problem(run.recipe, recipe.to_dict(), preflight_dir):
         raise ConfigError(f"{run_dir}: recipe {run.recipe} has no passing preflight record of "
                           f"its config: {problem}",
                           hint=f"pairrepro preflight {run.recipe} --threads 1 --out-dir "

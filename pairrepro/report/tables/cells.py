@@ -197,16 +197,14 @@ def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
 
 def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
                  index: RecipeIndex, runs_dir: Path | None, results_dir: Path | None) -> Cell:
-    published = row.values.get(column.key, "")
-    cell = Cell(column.key, published, Verdict(NOT_RUN), recipe_name,
+    cell = Cell(column.key, row.values.get(column.key, ""), Verdict(NOT_RUN), recipe_name,
                 bold=column.key in row.bold, best=column.key in row.best)
     config = index.recipes[recipe_name].to_dict()
     runs = find_runs(runs_dir, recipe_name) if runs_dir is not None else []
     reference = find_runs(results_dir, recipe_name) if results_dir is not None else []
-    with_value = [r for r in runs if r.value(column.metric) is not None]
-    ref_value = [r for r in reference if r.value(column.metric) is not None]
-    own, own_variants = split_variants(with_value, config)
-    refs, ref_variants = split_variants(ref_value, config)
+    (own, own_variants), (refs, ref_variants) = (
+        split_variants([r for r in found if r.value(column.metric) is not None], config)
+        for found in (runs, reference))
     damaged = [r.problem or r.path for r in runs + reference if r.status == DAMAGED]
     running = [r for r in runs if r.status == "running"]
     stopped = [r for r in runs if r.status in ("stale", "interrupted")]
@@ -234,9 +232,8 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
             (own_variants, f"variant run(s) left out: {', '.join(own_variants)}")) if found]
         cell.damaged, cell.detail = damaged, "; ".join(notes)
         return cell
-    variants = {**ref_variants, **own_variants}
-    if variants:
-        first = next(r for r in with_value + ref_value if r.path in variants)
+    if variants := {**ref_variants, **own_variants}:
+        first = next(r for r in runs + reference if r.path in variants)
         return replace(cell, verdict=Verdict(VARIANT),
                        variant_keys=sorted({k for keys in variants.values() for k in keys}),
                        detail=describe_variant(first.path, first, config)
@@ -253,12 +250,11 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
     if any(r.status == "failed" for r in runs):
         return replace(cell, verdict=Verdict(FAILED),
                        detail=f"see {runs[0].path}; rerun: pairrepro train {recipe_file}")
-    ready, command = True, ""
     if runs_dir is not None:  # the reference-only view (README) is the same on every machine
         recipe = index.recipes[recipe_name]
         ready, command = data_status(recipe.data.dataset, recipe.data.variant)
-    if not ready:
-        return replace(cell, verdict=Verdict(DATA_MISSING), detail=command)
+        if not ready:
+            return replace(cell, verdict=Verdict(DATA_MISSING), detail=command)
     # one status and wording in both views, as the README states it
     shown = f"recipes/{recipe_name}.toml" if runs_dir is None else recipe_file
     return replace(cell, verdict=Verdict(NO_REFERENCE),
@@ -306,8 +302,7 @@ def _params_cell(column: Column, row: Row, recipe_name: str, folders: list[Path]
             "and bench/model_facts.json has none (python bench/model_facts.py)"))
     count, source = found
     cell.estimate = Estimate(float(count))
-    target = numbers.parse_published(published)
-    if target:
+    if target := numbers.parse_published(published):
         delta = count - target
         # θ_M is printed to 2-3 significant digits: within 5% counts as the same count.
         cell.verdict = Verdict(REPRODUCED if abs(delta) <= 0.05 * target else OFF, delta)

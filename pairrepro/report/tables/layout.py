@@ -136,8 +136,7 @@ def comparison_text(cell: Cell, column: Column) -> str:
 
 def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
     out = Text("", status=cell.status)
-    text = value_text(cell, column)
-    if text:
+    if text := value_text(cell, column):
         found = cell.estimate
         parts = [text]
         if found is not None and found.interval is not None and column.kind != "params":
@@ -195,12 +194,10 @@ def layout(ev: EvalTable) -> Layout:
             if column.kind != "info":
                 line.append(_ours(cell, column, lay) if cell.status != INFO else Text(""))
             if ev.compare_to and column.kind == "metric" and table.kind != "hparams":
-                same = row.printed_label == ev.compare_to
-                line.append(Text("(the named row)" if same else comparison_text(cell, column)))
-                line.append(Text(holm_text(cell.comparison)))
+                line += [Text("(the named row)" if row.printed_label == ev.compare_to
+                              else comparison_text(cell, column)), Text(holm_text(cell.comparison))]
         lay.rows.append(line)
-    counts = ev.counts()
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    summary = ", ".join(f"{n} {status}" for status, n in ev.counts().items())
     if table.kind == "hparams":
         lay.legend = f"✓ the recipe sets the paper's value; ✗ it does not. Cells: {summary}."
     else:
@@ -288,7 +285,6 @@ def _mc_text(cells: list[Cell]) -> str:
 def _tolerances(ev: EvalTable) -> str:
     parts = []
     for unit, name in (("%", "points"), ("fraction", "")):
-        cols = [c for c in ev.table.columns if c.unit == unit and c.kind == "metric"]
-        if cols:
+        if cols := [c for c in ev.table.columns if c.unit == unit and c.kind == "metric"]:
             parts.append(f"{ev.table.tolerance_for(cols[0]):g} {name}".strip())
     return " / ".join(parts) or f"{ev.table.tolerance:g}"
