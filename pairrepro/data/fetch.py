@@ -279,12 +279,10 @@ class _FetchRun:
         for url in urls:
             try:
                 digest, verified = install_download(url, target, spec, progress)
-            except ChecksumError as exc:
-                self.checksum_errors[spec.path] = exc
-                result.error = exc.message
-                continue
-            except DownloadError as exc:
-                if spec.splits:
+            except (ChecksumError, DownloadError) as exc:
+                if isinstance(exc, ChecksumError):
+                    self.checksum_errors[spec.path] = exc
+                elif spec.splits:
                     self.download_errors.append((spec.path, url, exc))
                 result.error = exc.message
                 continue
