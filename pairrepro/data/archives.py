@@ -3,7 +3,6 @@ devices and fetch's own names are a :class:`DataError` naming them)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -11,7 +10,7 @@ import tarfile
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import Any
 
 from pairrepro import fileio
 from pairrepro.data.download import CHUNK
@@ -75,19 +74,6 @@ def _archive_entries(archive: Path, dest: Path, kind: str
                           hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
 
 
-def copy_hashed(source: IO[bytes], target: Path) -> tuple[str, int]:
-    """Copy a stream into a new file (synced); the sha256 and size of the bytes copied."""
-    digest, size = hashlib.sha256(), 0
-    with open(target, "wb") as handle:
-        while chunk := source.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-            handle.write(chunk)
-        handle.flush()
-        os.fsync(handle.fileno())
-    return digest.hexdigest(), size
-
-
 def safe_extract(archive: Path, dest: Path, kind: str) -> list[str]:
     """Extract every member of ``archive`` under ``dest``, each file atomically; their paths."""
     written: list[str] = []
@@ -123,10 +109,10 @@ def extract_members(archive: Path, root: Path, spec: FileSpec,
                 if is_dir or rel not in wanted:
                     continue  # only what the manifest names is written
                 member = wanted[rel]
-                tmp = staging / rel
-                tmp.parent.mkdir(parents=True, exist_ok=True)
-                with opener() as src:
-                    digest, size = copy_hashed(src, tmp)
+                tmp = staging / rel  # atomic_open makes its folder
+                with opener() as src, fileio.atomic_open(tmp, "wb") as handle:
+                    shutil.copyfileobj(src, handle, CHUNK)
+                digest, size = fileio.sha256_file(tmp), tmp.stat().st_size
                 origin = f"{archive} member {rel!r}"
                 if member.sha256 and digest != member.sha256:
                     raise ChecksumError(
@@ -162,9 +148,7 @@ def extract_members(archive: Path, root: Path, spec: FileSpec,
                                       verified, []))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    found = {r[0] for r in staged}
-    absent = [m for m in wanted if m not in found]
-    if absent:
+    if absent := [m for m in wanted if m not in {r[0] for r in staged}]:
         warnings.append(f"{spec.path}: expected member(s) not in the archive: "
                         + ", ".join(absent))
     return results, warnings

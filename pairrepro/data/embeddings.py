@@ -115,8 +115,7 @@ def load_glove_package() -> tuple[list[str], np.ndarray]:
     import pyarrow.parquet as pq
 
     npy, index = glove_package_files()
-    table = pq.read_table(index)
-    words = table.column(0).to_pylist()
+    words = pq.read_table(index).column(0).to_pylist()
     vectors = np.load(npy, mmap_mode="r")
     if vectors.shape[0] != len(words):
         raise DataError(f"{npy}: {vectors.shape[0]} rows but {len(words)} words in {index}")

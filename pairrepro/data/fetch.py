@@ -226,8 +226,16 @@ class _FetchRun:
                 try:
                     present = recheck_recorded(target, entry, spec.sha256, self.verify,
                                                self.report.warnings)
-                except ChecksumError as exc:
-                    self._changed_in_place(spec, target, exc)
+                except ChecksumError as exc:  # deleted and reported (exit 5), not replaced now
+                    target.unlink()
+                    error = ChecksumError(
+                        f"{exc.message}; the changed copy was deleted",
+                        hint=f"fetch it again: pairrepro fetch {self.manifest.name} (with "
+                        "--mirror / --from as before)")
+                    self.checksum_errors[spec.path] = error
+                    self.results[spec.path] = FileResult(spec.path, "missing",
+                                                         splits=list(spec.splits),
+                                                         error=error.message)
                     continue
                 self.obtained(spec, FileResult(spec.path, "present", entry["source"], *present,
                                                list(spec.splits)))
@@ -246,18 +254,6 @@ class _FetchRun:
                                                list(spec.splits)))
                 self.checksum_errors.pop(spec.path, None)
                 break
-
-    def _changed_in_place(self, spec: FileSpec, target: Path, exc: ChecksumError) -> None:
-        """A fetched file whose bytes changed: deleted and reported (exit 5), never quietly
-        replaced in the same run."""
-        target.unlink()
-        error = ChecksumError(
-            f"{exc.message}; the changed copy was deleted",
-            hint=f"fetch it again: pairrepro fetch {self.manifest.name} (with --mirror / "
-            "--from as before)")
-        self.checksum_errors[spec.path] = error
-        self.results[spec.path] = FileResult(spec.path, "missing", splits=list(spec.splits),
-                                             error=error.message)
 
     def download_missing(self, progress: bool) -> None:
         """HTTP for what is still missing and still needed."""
@@ -283,12 +279,10 @@ class _FetchRun:
         for url in urls:
             try:
                 digest, verified = install_download(url, target, spec, progress)
-            except ChecksumError as exc:
-                self.checksum_errors[spec.path] = exc
-                result.error = exc.message
-                continue
-            except DownloadError as exc:
-                if spec.splits:
+            except (ChecksumError, DownloadError) as exc:
+                if isinstance(exc, ChecksumError):
+                    self.checksum_errors[spec.path] = exc
+                elif spec.splits:
                     self.download_errors.append((spec.path, url, exc))
                 result.error = exc.message
                 continue
@@ -311,8 +305,6 @@ class _FetchRun:
                                                self.report.warnings)
                 except ChecksumError as exc:
                     self.report.warnings.append(f"{exc.message}; extracting it again")
-                    present = None
-                if present is None:
                     self.fresh_archives.append(spec)
                     break
                 self.members[member.path] = FileResult(member.path, "present",

@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,9 +73,7 @@ class PreparedDataset:
                 frame[column] = [table[np.asarray(ids, dtype=np.int64)]
                                  for ids in frame[column]]
             splits[name] = frame
-        return PreparedDataset(root=self.root, vocab=self.vocab,
-                               train_counts=self.train_counts, stats=self.stats,
-                               _splits=splits)
+        return replace(self, _splits=splits)
 
     def split(self, name: str) -> pd.DataFrame:
         if name not in self._splits:

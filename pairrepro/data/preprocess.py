@@ -239,16 +239,23 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
                              f"run: pairrepro fetch {name}  (with --mirror DIR or --from PATH "
                              "offline)")
     reader_name = spec.options.reader or manifest.reader  # the hub variant has its own
-    reader = get_reader(reader_name)
     reader_variant = _variant_with_labels(manifest, spec)
     tokenizer = Tokenizer(spec.options.tokenizer, spec.options.lowercase, spec.options.numbers)
 
     take_read_hashes()  # forget files read before: the hashes below are this run's
     with _steps(progress) as step:
-        results = _read_splits(name, reader, raw_root, reader_variant, present, step)
-        used_files = [f for s in present for f in spec.splits[s].files]
-        sources, unverified = _source_hashes(manifest, raw_root, used_files)
-        malformed = _malformed_rows(name, results, strict)
+        results = _read_splits(name, get_reader(reader_name), raw_root, reader_variant,
+                               present, step)
+        sources, unverified = _source_hashes(manifest, raw_root,
+                                             (f for s in present for f in spec.splits[s].files))
+        malformed = [{"split": split, **dataclasses.asdict(row)}
+                     for split, result in results.items() for row in result.malformed]
+        if strict and malformed:
+            first = malformed[0]
+            raise DataError(f"{name}: {len(malformed)} malformed row(s); first: {first['file']} "
+                            f"line {first['line']}: {first['reason']}",
+                            hint="fix or re-fetch the file, or run without --strict to skip "
+                                 "and report them")
         if spec.options.holdout:
             results = _split_off_holdout(name, results, spec.options.holdout, spec, label_map)
 
@@ -294,7 +301,7 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
         root = paths.prepared_dir(name, spec.name)
         frames = {split: result.pairs for split, result in results.items()}
         stats["files"] = write_prepared(root, frames, vocab, vocab_counts, stats)
-        if spec.name == (manifest.default_variant or next(iter(manifest.variants))):
+        if spec.name == manifest.variant(None).name:
             _link_default(name, spec.name)
     stats["prepared_dir"] = str(root)
     stats["seconds"] = round(time.perf_counter() - started, 3)
@@ -313,19 +320,6 @@ def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: Variant
         results[split] = reader.read_split(raw_root, reader_variant.splits[split],
                                            reader_variant)
     return results
-
-
-def _malformed_rows(name: str, results: dict[str, ReaderResult],
-                    strict: bool) -> list[dict[str, Any]]:
-    malformed = [{"split": split, **dataclasses.asdict(row)}
-                 for split, result in results.items() for row in result.malformed]
-    if strict and malformed:
-        first = malformed[0]
-        raise DataError(f"{name}: {len(malformed)} malformed row(s); first: {first['file']} "
-                        f"line {first['line']}: {first['reason']}",
-                        hint="fix or re-fetch the file, or run without --strict to skip and "
-                             "report them")
-    return malformed
 
 
 def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder, spec: VariantSpec,

@@ -164,9 +164,8 @@ class RunFolder:
                                   hint=REPAIR) from None
 
     def _read_json(self, path: Path) -> dict[str, Any]:
-        text = self._read_text(path)
         try:
-            data = json.loads(text)
+            data = json.loads(self._read_text(path))
         except json.JSONDecodeError as exc:
             raise DamagedRunError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})",
                                   hint=REPAIR) from None
@@ -187,8 +186,7 @@ class RunFolder:
         if not isinstance(metrics, dict):
             raise DamagedRunError(f"{self.result_path}: metrics is not a table", hint=REPAIR)
         # a value that is no number would drop the run from every table without a word
-        bad = _not_numbers(metrics)
-        if bad:
+        if bad := _not_numbers(metrics):
             raise DamagedRunError(f"{self.result_path}: metrics {', '.join(bad)}: not a number "
                                   "(each split is a table of metric = number)", hint=REPAIR)
         return result

@@ -182,8 +182,7 @@ class LabelMapper:
     def __init__(self, split: SplitSpec, variant: VariantSpec, default: list[str]) -> None:
         names = list(variant.options.label_map or default)
         self.index = {name: i for i, name in enumerate(names)}
-        aliases = split_options(split, variant, LabelOptions).label_aliases
-        for alias, target in aliases.items():
+        for alias, target in split_options(split, variant, LabelOptions).label_aliases.items():
             if target not in self.index:
                 raise DataError(f"label alias {alias!r} -> {target!r}: {target!r} is not a label",
                                 hint=f"labels: {', '.join(names)}")

@@ -59,12 +59,10 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
         if not q.candidates:
             out.drop(EMPTY_GROUP_RULE)
             continue
-        if clean:
-            labels = {label for _, label in q.candidates}
-            if labels != {0, 1}:
-                out.drop(CLEAN_RULE)
-                out.drop(CLEAN_PAIRS_RULE, len(q.candidates))
-                continue
+        if clean and {label for _, label in q.candidates} != {0, 1}:
+            out.drop(CLEAN_RULE)
+            out.drop(CLEAN_PAIRS_RULE, len(q.candidates))
+            continue
         for i, (answer, label) in enumerate(q.candidates):
             out.add(f"{q.qid}-{i}", q.qid, q.text, answer, label)
     return out.result()

@@ -217,8 +217,8 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
                     f"{cand_file} to sample new lists",
                 )
             records.append((f"{qid}:{aid}", qid, questions[qid].subject, answer_text[aid], label))
-        pairs = pd.DataFrame(records, columns=["pair_id", "group_id", "left", "right", "label"])
-        pairs["label"] = pairs["label"].astype("int64")
+        pairs = pd.DataFrame(records, columns=["pair_id", "group_id", "left", "right", "label"]
+                             ).astype({"label": "int64"})
         own = {rule: n for rule, n in dropped.items() if rule.split(":")[0] == split}
         results[split] = (ReaderResult(pairs, list(malformed), {**shared, **own})
                           if split == first else ReaderResult(pairs, [], own))
