@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pairrepro.data.prepared import data_status
 from pairrepro.errors import ConfigError, PairreproError
-from pairrepro.launch.spec import LAUNCHERS, RunOutcome, RunSpec, silent, specs_of
+from pairrepro.launch.spec import LAUNCHERS, Notify, RunOutcome, RunSpec, specs_of
 from pairrepro.planning.paper_tables import Paper, PaperTable
 from pairrepro.planning.plan import done_seeds
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index, table_recipes
@@ -42,21 +41,17 @@ class Launch:
 
 
 def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
-               seeds: list[int] | None = None, device: str | None = None,
-               mirror: Path | None = None, comparisons: bool = False,
-               progress: bool = True, index: RecipeIndex | None = None,
-               notify: Callable[[str, str], None] = silent,
-               launch: Launch | None = None) -> Outcome:
+               seeds: list[int] | None, device: str | None, mirror: Path | None,
+               comparisons: bool, progress: bool, notify: Notify, launch: Launch) -> Outcome:
     """Fetch, prepare and train ``selected`` into ``runs_dir``; ``notify(kind, message)`` hears
     each step. Ctrl-C comes out as ``KeyboardInterrupt`` once the running trainings checkpointed."""
     from pairrepro.data.fetch import fetch_dataset
     from pairrepro.data.preprocess import prepare_dataset
 
-    launch = launch or Launch()
     if launch.launcher not in LAUNCHERS:
         raise ConfigError(f"--launcher {launch.launcher!r}: choose one of "
                           f"{', '.join(LAUNCHERS)}")
-    index = index or load_recipe_index()
+    index = load_recipe_index()
     names = sorted({n for p, t in selected for n in table_recipes(p, t, index, comparisons)})
     outcome = Outcome()
     prepared: dict[tuple[str, str], str] = {}  # (dataset, variant) -> "" ok or the error
@@ -66,13 +61,10 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
         key = (recipe.data.dataset, recipe.data.variant)
         if key not in prepared:
             prepared[key] = ""
-            ready, _ = data_status(*key)
-            if not ready:
+            if not data_status(*key)[0]:  # (ready, why not)
                 try:
-                    fetch_dataset(key[0], mirror=mirror, from_path=None, force=False,
-                                  progress=progress)
-                    prepare_dataset(key[0], variant=key[1] or None, strict=False,
-                                    progress=progress)
+                    fetch_dataset(key[0], mirror=mirror, progress=progress)
+                    prepare_dataset(key[0], variant=key[1] or None, progress=progress)
                 except PairreproError as exc:
                     prepared[key] = exc.message
         if prepared[key]:
@@ -91,8 +83,7 @@ def run_tables(selected: list[tuple[Paper, PaperTable]], runs_dir: Path,
 
 
 def _launch(specs: list[RunSpec], runs_dir: Path, device: str | None, progress: bool,
-            index: RecipeIndex, notify: Callable[[str, str], None],
-            launch: Launch) -> list[RunOutcome]:
+            index: RecipeIndex, notify: Notify, launch: Launch) -> list[RunOutcome]:
     from pairrepro.launch import local, slurm
 
     if not specs:

@@ -86,8 +86,8 @@ def _short_licence(text: str, width: int = 22) -> str:
 def _expected_splits(manifest: Manifest) -> dict[str, dict[str, int]]:
     """Split -> expected counts of the default variant (file-level splits if none)."""
     if manifest.variants:
-        variant = manifest.variant(None)
-        return {name: dict(split.expected) for name, split in variant.splits.items()}
+        return {name: dict(split.expected)
+                for name, split in manifest.variant(None).splits.items()}
     return {split: {} for spec in manifest.files for split in spec.splits}
 
 
@@ -110,9 +110,8 @@ def dataset_rows() -> list[dict[str, Any]]:
             "name": name, "title": manifest.title, "task": manifest.task,
             "splits": _expected_splits(manifest), "variants": list(manifest.variants),
             "licence": manifest.licence, "public": manifest.public,
-            "homepage": manifest.homepage, "fetched": status["fetched"],
-            "splits_present": status["splits_present"],
-            "splits_missing": status["splits_missing"],
+            "homepage": manifest.homepage,
+            **{key: status[key] for key in ("fetched", "splits_present", "splits_missing")},
             "prepared": _prepared_variants(manifest),
         })
     return rows
@@ -228,9 +227,8 @@ def datasets_cmd() -> None:
         fetched = ("-" if not row["fetched"] else "yes" if not row["splits_missing"] else
                    "partial, no\n" + "\n".join(row["splits_missing"]))
         task = "classif." if row["task"] == "classification" else row["task"]
-        licence = _short_licence(row["licence"])
-        if not row["public"]:
-            licence = f"[yellow]not public[/]: {licence}"
+        licence = ("" if row["public"] else "[yellow]not public[/]: ") + _short_licence(
+            row["licence"])
         table.add_row(row["name"], task, _format_splits(row["splits"]), licence,
                       fetched, ", ".join(row["prepared"]) or "-")
     if not STATE.quiet:
@@ -295,7 +293,6 @@ def preprocess(
     info(f"done in {stats['seconds']:.1f} s")
 
 
-
 def train_embeddings(
     dataset: str = typer.Option(..., "--dataset", "-d", help="Prepared dataset name."),
     variant: str = typer.Option("", "--variant", "-v", help="Dataset variant."),
@@ -314,16 +311,14 @@ def train_embeddings(
     from pairrepro.data.prepared import load_prepared
     from pairrepro.data.word2vec import corpus_sentences, train_skipgram, write_glove_text
 
-    data = load_prepared(dataset, variant or None)
-    sentences = corpus_sentences(data)
+    sentences = corpus_sentences(load_prepared(dataset, variant or None))
     words, vectors = train_skipgram(sentences, dim=dim, window=window, min_count=min_count,
                                     epochs=epochs, seed=seed, workers=workers)
     target = out or trained_vectors_path(dataset, variant, dim)
     write_glove_text(target, words, vectors)
-    summary = {"path": str(target), "words": len(words), "dim": dim,
-               "sentences": len(sentences)}
     if STATE.json:
-        emit_json(summary)
+        emit_json({"path": str(target), "words": len(words), "dim": dim,
+                   "sentences": len(sentences)})
     else:
         # flags, not TOML: what a user types next is a command line
         info(f"wrote {len(words)} vectors of {dim} dims from {len(sentences)} texts to "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from pairrepro import paths
 from pairrepro.cli.common import (
@@ -100,8 +100,7 @@ def reproduce(
     outcome = run_tables(selected, runs_dir, seed_list, device, mirror, compare,
                          progress=not STATE.quiet, notify=_notify, launch=launch)
     output_tables(evaluate_tables(selected, runs_dir), fmt, out)
-    submitted = [r for r in outcome.runs if r.status == "submitted"]
-    if submitted:
+    if submitted := [r for r in outcome.runs if r.status == "submitted"]:
         info(f"submitted {len(submitted)} job(s) ({', '.join(r.job_id for r in submitted)}); "
              f"logs: {runs_dir}/<recipe>/logs/; pairrepro report {target} shows their progress")
     if not outcome.ran:
@@ -112,8 +111,7 @@ def reproduce(
             + (f" ({problems})" if problems else " (no recipe declares a row of it)"),
             hint="see the table above for the command each row needs",
         )
-    failed = outcome.failed_runs
-    if failed:
+    if failed := outcome.failed_runs:
         for line in summary_lines(failed):
             _notify("failed", line)
         raise TrainingError(f"{len(failed)} of {len(outcome.runs)} run(s) did not finish "
@@ -250,31 +248,26 @@ def _demo_synthetic(seed: int, overrides: list[str]) -> None:
     fetch_dataset("synthetic", progress=show_progress())
     info("[bold]2/5[/] pairrepro preprocess synthetic --variant nli")
     prepare_dataset("synthetic", "nli", progress=show_progress())
-    runs_dir = paths.runs_dir()
-    folder = RunFolder.of(runs_dir, recipe.stem, seed)
-    run_dir = folder.path
+    folder = RunFolder.of(paths.runs_dir(), recipe.stem, seed)
     info(f"[bold]3/5[/] pairrepro train {recipe.name} --seeds {seed} --force "
-         f"(writes {run_dir})")
+         f"(writes {folder.path})")
     (result,) = train_recipe(recipe, overrides, [seed], force=True,
-                             quiet=not show_progress(), runs_dir=runs_dir)
-    test = _demo_eval(run_dir, ("accuracy",))
+                             quiet=not show_progress(), runs_dir=paths.runs_dir())
+    # train and dev as trained; test re-scored from the best checkpoint
+    scores = {**result["metrics"], "test": _demo_eval(folder.path, ("accuracy",))}
     info("[bold]5/5[/] report: accuracy against the majority class and uniform chance")
-    rows = []
-    for split in ("train", "dev", "test"):
-        labels = read_predictions(folder, split)["label"]
-        majority = float(labels.value_counts(normalize=True).max())
-        accuracy = test["accuracy"] if split == "test" else result["metrics"][split][
-            "accuracy"]
-        rows.append({"split": split, "accuracy": accuracy, "majority_class": majority,
-                     "uniform_chance": 1 / 3})
+    rows = [{"split": split, "accuracy": scores[split]["accuracy"], "uniform_chance": 1 / 3,
+             "majority_class": float(read_predictions(folder, split)["label"]
+                                     .value_counts(normalize=True).max())}
+            for split in ("train", "dev", "test")]
     if STATE.json:
-        emit_json({"run": str(run_dir), "chosen_epoch": result["chosen_epoch"],
+        emit_json({"run": str(folder.path), "chosen_epoch": result["chosen_epoch"],
                    "results": rows})
         return
-    table = Table(title=f"BiLSTM-max on synthetic NLI (seed {seed}, epoch "
+    table = Table("split", *(Column(c, justify="right") for c in
+                             ("accuracy", "majority class", "uniform chance")),
+                  title=f"BiLSTM-max on synthetic NLI (seed {seed}, epoch "
                         f"{result['chosen_epoch']} chosen on dev)")
-    for col in ("split", "accuracy", "majority class", "uniform chance"):
-        table.add_column(col, justify="left" if col == "split" else "right")
     for row in rows:
         table.add_row(row["split"], f"{row['accuracy']:.3f}", f"{row['majority_class']:.3f}",
                       f"{row['uniform_chance']:.3f}")

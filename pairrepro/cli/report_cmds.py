@@ -41,12 +41,10 @@ def select_tables(target: str, table: int | None) -> list[tuple[Paper, PaperTabl
     chosen: list[tuple[Paper, PaperTable]] = []
     for name in names:
         paper = load_paper(name)
-        if table is None:
-            chosen += [(paper, t) for t in paper.tables]
-        elif target == "all":
-            chosen += [(paper, t) for t in paper.tables if t.number == table]
+        if table is not None and target != "all":
+            chosen.append((paper, paper.table(table)))  # raises, naming the tables it has
         else:
-            chosen.append((paper, paper.table(table)))
+            chosen += [(paper, t) for t in paper.tables if table in (None, t.number)]
     if not chosen:
         raise ConfigError(f"no paper has a table {table} with numbers")
     return chosen
@@ -180,11 +178,10 @@ def report_runs(
         of = f" of {dataset}" if dataset else ""
         for folder in sorted(d for d in runs_dir.iterdir() if d.is_dir()
                              and rt.collect(d, dataset)):
-            err_console.print(f"no runs{of} in {escape(str(runs_dir))}, but "
-                              f"{escape(str(folder))} holds some: pairrepro report runs --runs "
-                              f"{escape(str(folder))}"
-                              + (f" --dataset {escape(dataset)}" if dataset else ""),
-                              highlight=False)
+            err_console.print(f"no runs{of} in {runs_dir}, but {folder} holds some: "
+                              f"pairrepro report runs --runs {folder}"
+                              + (f" --dataset {dataset}" if dataset else ""),
+                              markup=False, highlight=False)
     if STATE.json:
         emit_json(rt.to_json(lines))
         return

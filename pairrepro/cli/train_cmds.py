@@ -75,11 +75,10 @@ def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> 
 
 def _result_rows(results: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, float]]]:
     """One row per seed and split: train, dev, then the others by name."""
-    def order(split: str) -> tuple[int, str]:
-        return (SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER), split)
-
+    rank = {split: i for i, split in enumerate(SPLIT_ORDER)}
     return [(f"seed {r['seed']} (ep {r.get('chosen_epoch')})", split, r["metrics"][split])
-            for r in results for split in sorted(r.get("metrics", {}), key=order)]
+            for r in results for split in sorted(r.get("metrics", {}),
+                                                 key=lambda s: (rank.get(s, len(rank)), s))]
 
 
 def _train_in_ranks(recipe: Recipe, words: list[str], nproc: int) -> None:
@@ -337,8 +336,7 @@ def _check_table(result: Any) -> Table:
                   title_justify="left")
     for check in result.checks:
         table.add_row(check.name, STATUS_STYLE[check.status], escape(check.detail))
-    gflop = (f"{result.flops_per_pair / 1e9:.3f} GFLOP/pair" if result.flops_per_pair
-             else "-")
+    gflop = f"{result.flops_per_pair / 1e9:.3f} GFLOP/pair" if result.flops_per_pair else "-"
     speed = f"{result.pairs_per_s:.1f} pairs/s" if result.pairs_per_s else "-"
     table.add_row("measured", "", escape(
         f"{speed} ({result.steps} step(s) of {result.pairs_per_step} pairs on "
@@ -411,8 +409,7 @@ def preflight(
                                device=device_t, seed=seed, stand_in=stand_in,
                                show_progress=show_progress())
         # by default into the (ignored) runs folder: never a stray file in the project
-        folder = out_dir if out_dir is not None else paths.runs_dir() / "preflight"
-        target = out or folder / f"{recipe.name}.json"
+        target = out or (out_dir or paths.runs_dir() / "preflight") / f"{recipe.name}.json"
         write_json(target, result.to_json())
         results.append(result)
         if not STATE.json:

@@ -195,13 +195,12 @@ def results_release(
         if todo:
             typer.echo(f"# {len(todo)} recipe(s), {sum(len(r.seeds) for r in todo)} run(s), "
                        f"{sum(r.hours for r in todo):.1f} h as first made")
-    if not todo:
-        info("nothing to re-make: every run records its CPU and every recipe's seeds come "
-             "from one commit")
-        return
-    raise VerificationError(f"{len(todo)} recipe(s) must be re-made at one clean commit "
+    if todo:
+        raise VerificationError(f"{len(todo)} recipe(s) must be re-made at one clean commit "
                                 "before a release", hint="run the commands above, then "
                                 "pairrepro results add --force each run")
+    info("nothing to re-make: every run records its CPU and every recipe's seeds come "
+         "from one commit")
 
 
 def register(app: typer.Typer) -> None:

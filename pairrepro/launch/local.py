@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from pairrepro.device import THREAD_VARIABLES, default_threads, set_threads
-from pairrepro.errors import ConfigError
 from pairrepro.launch.spec import (
     LiveRow,
     Notify,
@@ -30,10 +29,10 @@ from pairrepro.runs import RunFolder
 def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Path
                   ) -> list[str]:
     """The ``pairrepro train`` command line a pool process runs for ``spec``."""
-    command = [sys.executable, "-c", "from pairrepro.cli import main; main()",
-               "--quiet", "train", spec.source, "--seeds", str(spec.seed),
-               *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads)]
-    return [*command, "--device", device] if device else command
+    return [sys.executable, "-c", "from pairrepro.cli import main; main()",
+            "--quiet", "train", spec.source, "--seeds", str(spec.seed),
+            *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads),
+            *(["--device", device] if device else [])]
 
 
 def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str | None = None,
@@ -41,8 +40,6 @@ def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str |
               notify: Notify = silent) -> list[RunOutcome]:
     """Train every spec, ``jobs`` at a time (``threads`` each, default cores // jobs). A failed
     run stops no other; Ctrl-C stops the running ones and re-raises ``KeyboardInterrupt``."""
-    if jobs < 1:
-        raise ConfigError(f"--jobs {jobs}: expected 1 or more")
     threads = threads or default_threads(jobs)
     if jobs == 1:
         set_threads(threads)
@@ -111,10 +108,8 @@ def _ended(spec: RunSpec, code: int, runs_dir: Path, log: Path) -> RunOutcome:
     if code in (130, -signal.SIGINT, -signal.SIGTERM):
         return RunOutcome(spec, "interrupted", 130, "interrupted: --resume continues",
                           str(log))
-    if code < 0:
-        reason = f"killed by signal {signal.Signals(-code).name}"
-    else:
-        reason = failed_reason(spec, runs_dir, log)
+    reason = (f"killed by signal {signal.Signals(-code).name}" if code < 0
+              else failed_reason(spec, runs_dir, log))
     return RunOutcome(spec, "failed", code if code > 0 else 1, reason, str(log))
 
 
