@@ -32,8 +32,13 @@ class GpuRate:
     """A training rate measured on a GPU (``bench/records/gpu_rates.json``)."""
 
     pairs_per_s: float
-    what: str  # "esim on esim (bf16)", "one epoch of <recipe> (bf16)"
+    subject: str  # "esim on esim", "one epoch of <recipe>"
+    precision: str
     run: str  # the device and date of the run
+
+    @property
+    def what(self) -> str:
+        return f"{self.subject} ({self.precision})"
 
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
@@ -54,14 +59,14 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
         for row in run.get("models", []):
             for precision in ("fp32", "bf16"):
                 if speed := row.get(precision, {}).get("pairs_per_s"):
-                    rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']} "
-                                                 f"({precision})", when)
+                    rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']}",
+                                   precision, when)
                     rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
         epoch = run.get("epoch", {})
         if epoch.get("pairs_per_s"):
             rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
-                float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']} "
-                                             f"({epoch['precision']})", when)
+                float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']}",
+                epoch["precision"], when)
     return rates
 
 

@@ -131,18 +131,17 @@ def gpu_rates_markdown(gpu: str = "h100") -> str:
     rates = load_gpu_rates(gpu)
     if not rates:
         return f"No rate is recorded on `{gpu}` yet (`bench/gpu_check.sh` on that GPU).\n"
-    models: dict[str, dict[str, GpuRate]] = {}
-    for (_, precision), rate in rates.items():
-        name = rate.what.rsplit(" (", 1)[0]  # "<model> on <recipe>" or "one epoch of <recipe>"
-        models.setdefault(name, {})[precision] = rate
+    subjects: dict[str, dict[str, GpuRate]] = {}  # a model's rates sit under two keys
+    for rate in rates.values():
+        subjects.setdefault(rate.subject, {})[rate.precision] = rate
     lines = [f"Recorded on `{gpu}` (`bench/records/gpu_rates.json`): preflight's training step"
              " at the recipe's sizes and batch on random words of the dataset's lengths, the "
              "median of 6 steps; the epoch is `pairrepro train` for one epoch (random vectors "
              "standing in for GloVe), pairs/s over its training time.", "",
-             *markdown_table(["what", "fp32 pairs/s", "bf16 pairs/s", "measured"])]
-    for name, by_precision in sorted(models.items(), key=lambda kv: kv[0].startswith("one")):
-        cells = [f"{by_precision[p].pairs_per_s:.1f}" if p in by_precision else "-"
-                 for p in ("fp32", "bf16")]
-        runs = sorted({rate.run for rate in by_precision.values()})
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {'; '.join(runs)} |")
+             *markdown_table(["what", "fp32 pairs/s", "bf16 pairs/s", "measured"], [
+                 [subject, *(f"{by_precision[p].pairs_per_s:.1f}" if p in by_precision else "-"
+                             for p in ("fp32", "bf16")),
+                  "; ".join(sorted({rate.run for rate in by_precision.values()}))]
+                 for subject, by_precision in sorted(subjects.items(),
+                                                     key=lambda kv: kv[0].startswith("one"))])]
     return "\n".join(lines) + "\n"
