@@ -390,5 +390,5 @@ def holm(p_values: Sequence[float]) -> list[float]:
     order = np.argsort(p_values, kind="stable")
     steps = (len(order) - np.arange(len(order))) * np.asarray(p_values, dtype=np.float64)[order]
     adjusted = np.empty(len(order))
-    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, steps))
+    adjusted[order] = np.maximum.accumulate(np.fmin(1.0, steps))  # fmin: NaN -> 1
     return adjusted.tolist()

@@ -157,6 +157,11 @@ def test_pool_never_runs_more_than_jobs_at_once(tmp_path: Path,
     assert [o.status for o in outcomes] == ["finished"] * 5 and peak[0] == 2
 
 
+def test_a_pool_of_no_jobs_is_refused_rather_than_waiting_forever(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--jobs 0"):
+        local.run_local([RunSpec("r", "r.toml", 1)], tmp_path, jobs=0)
+
+
 # --------------------------------------------------------------------------- Slurm
 def test_slurm_time_and_memory_come_from_the_committed_preflight_record(
         data_home: Path) -> None:

@@ -143,6 +143,10 @@ def test_a_classification_split_is_kept_without_its_group_ids_and_read_back_whol
     assert read_predictions(RunFolder(out.parent), "dev").equals(frame)
     # a ranking split's groups are questions, not pairs: kept as they are
     assert "group_id" in pd.read_parquet(out / "test.parquet").columns
+    # and a ranking split that lost them is not given one question per pair
+    ranking = pd.read_parquet(out / "test.parquet").drop(columns="group_id")
+    ranking.to_parquet(out / "test.parquet", index=False)
+    assert "group_id" not in read_predictions(RunFolder(out.parent), "test").columns
 
 
 def test_add_reference_refuses_a_dirty_run_naming_why(tmp_path: Path) -> None:

@@ -237,6 +237,8 @@ def test_holm_matches_its_definition_by_hand() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
     assert holm([]) == []
+    # a missing p-value (NaN) counts as no evidence: 1, and it does not spread to the others
+    assert holm([0.01, float("nan")]) == pytest.approx([0.02, 1.0])
 
 
 def test_endpoint_mc_error_matches_the_spread_over_resampling_seeds() -> None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pairrepro.device import THREAD_VARIABLES, default_threads, set_threads
+from pairrepro.errors import ConfigError
 from pairrepro.launch.spec import (
     LiveRow,
     Notify,
@@ -40,6 +41,8 @@ def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str |
               notify: Notify = silent) -> list[RunOutcome]:
     """Train every spec, ``jobs`` at a time (``threads`` each, default cores // jobs). A failed
     run stops no other; Ctrl-C stops the running ones and re-raises ``KeyboardInterrupt``."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: expected 1 or more")
     threads = threads or default_threads(jobs)
     if jobs == 1:
         set_threads(threads)

@@ -142,7 +142,8 @@ def seed_folders(target: Path) -> list[RunFolder]:
 
 def read_predictions(folder: RunFolder, key: str) -> Any:
     """``predictions/<key>.parquet`` as a DataFrame, or None when absent; a compact copy's
-    classification split, saved without ``group_id``, gets it back as ``pair_id``."""
+    classification split (it has ``prediction``), saved without ``group_id``, gets it back as
+    ``pair_id``. A ranking split without ``group_id`` stays damaged, so it cannot be scored."""
     import pandas as pd
 
     path = folder.predictions(key)
@@ -153,7 +154,7 @@ def read_predictions(folder: RunFolder, key: str) -> Any:
     except (OSError, ValueError) as exc:
         raise DamagedRunError(f"{path}: not a readable parquet file ({exc})",
                               hint=REPAIR) from None
-    if "pair_id" in frame.columns and "group_id" not in frame.columns:
+    if {"pair_id", "prediction"} <= set(frame.columns) and "group_id" not in frame.columns:
         frame.insert(1, "group_id", frame["pair_id"])
     return frame
 
@@ -278,7 +279,8 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
             continue
         frame = read_predictions(source, key)
         keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
-        if "group_id" in keep and frame["group_id"].equals(frame["pair_id"]):
+        if ("group_id" in keep and "prediction" in keep
+                and frame["group_id"].equals(frame["pair_id"])):
             keep.remove("group_id")  # a classification split: read_predictions restores it
         # pair ids are unique strings that share prefixes: delta-coded, not a dictionary
         frame[keep].to_parquet(target.predictions(key), index=False,
