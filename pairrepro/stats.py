@@ -138,9 +138,12 @@ _MEMO_SIZE = 4096
 
 def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
                point: float, seeds: int, confidence: float, resamples: int | None,
-               seed: int, targets: Sequence[float], step: float) -> Interval:
+               seed: int, targets: Sequence[float], step: float,
+               combine: Callable[[np.ndarray], np.ndarray] | None = None) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
-    (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units."""
+    (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units;
+    with ``combine``, ``per_seed`` gives ``[R, seeds, M]`` and ``combine`` maps the M means
+    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo)."""
     if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
@@ -159,7 +162,10 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
         for rows in _chunks(batch, sampler.width):
             seed_w = (_bincount_rows(rng.integers(0, seeds, size=(rows, seeds)), seeds)
                       if seeds > 1 else np.ones((rows, 1)))
-            found.append((per_seed(sampler.draw(rng, rows)) * seed_w).sum(axis=1) / seeds)
+            values = per_seed(sampler.draw(rng, rows))
+            weights = seed_w if values.ndim == 2 else seed_w[:, :, None]
+            means = (values * weights).sum(axis=1) / seeds
+            found.append(means if combine is None else combine(means))
         stats = np.concatenate(found)
         low, high, low_se, high_se = _endpoints(stats, confidence)
         out = Interval(value=float(point), low=low, high=high, confidence=confidence,
@@ -221,6 +227,21 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
 
     return _two_level("macro_f1", counts.T, macro, float(macro(counts.sum(axis=1)[None, :]).mean()),
                       seeds, confidence, resamples, seed, targets, step)
+
+
+def joint_interval(kind: str, features: np.ndarray,
+                   per_seed: Callable[[np.ndarray], np.ndarray],
+                   combine: Callable[[np.ndarray], np.ndarray], seeds: int,
+                   confidence: float = CONFIDENCE, resamples: int | None = None, seed: int = 0,
+                   targets: Sequence[float] = (), step: float = 0.0) -> Interval:
+    """Interval of ``combine`` (``[R, M]`` -> ``[R]``) of M statistics, each the mean over
+    resampled seeds of ``per_seed(sums)`` (``[R, seeds, M]``), all M from the same resamples
+    of units and seeds: how two metrics of the same predictions are compared. ``kind`` must
+    name ``per_seed`` and ``combine`` (the memo's key)."""
+    whole = per_seed(np.asarray(features, dtype=np.float64).sum(axis=0)[None, :])
+    point = float(combine(whole.mean(axis=1))[0])
+    return _two_level(f"joint:{kind}", features, per_seed, point, seeds, confidence, resamples,
+                      seed, targets, step, combine)
 
 
 def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,

@@ -1,6 +1,7 @@
 """Printed interval endpoints against converged values (issue 36): a sample of the README's
-cells (CSRAN Table 6 and Table 8, the TrecQA gap ladder) recomputed here from the committed
-reference runs with 2,000,000 resamples from a stream of their own. An endpoint printed
+cells (CSRAN Table 6 and Table 8, the TrecQA gap ladder, readings' distances beyond the nearest)
+recomputed here from the committed reference runs with 2,000,000 resamples (500,000 for the
+distances) from a stream of their own. An endpoint printed
 without the ~ mark must be the converged endpoint rounded to its printed digits: within half
 a printed unit of it, give or take the reference's own Monte-Carlo error; a marked one (its
 digit could still move) within half a unit and both Monte-Carlo errors."""
@@ -93,3 +94,39 @@ def test_printed_ladder_endpoints_are_the_converged_ones() -> None:
             problems += _check(value.text, printed, _converged(runs, column.metric), column)
             checked += 1
     assert checked >= 8 and not problems, "\n".join(problems)
+
+
+def test_printed_farther_than_nearest_endpoints_are_the_converged_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paired *farther than nearest* intervals of the CSRAN cells of Table 5 (TwitterURL
+    F1) and Table 6 (TrecQA MAP), each against the same statistic drawn 500,000 times."""
+    from pairrepro.report.analyses import readings
+    from pairrepro.runs import find_runs
+
+    drawn: list[tuple[Interval, Interval]] = []  # (as printed, converged), in call order
+    joint = readings.joint_interval
+
+    def both(kind: str, *args: object, **options: object) -> Interval:
+        printed = joint(kind, *args, **options)  # type: ignore[arg-type]
+        drawn.append((printed, joint(kind, *args, resamples=500_000,  # type: ignore[arg-type]
+                                     seed=evidence.stream("converged", kind))))
+        return printed
+
+    monkeypatch.setattr(readings, "joint_interval", both)
+    problems, checked = [], 0
+    for recipe, number, metric in (("csran_twitter_url", 5, "test.f1"),
+                                   ("csran_trecqa", 6, "test.map")):
+        table = load_paper("csran").table(number)
+        column = next(c for c in table.columns if c.metric == metric)
+        row = next(r for r in table.rows if r.label == "CSRAN")
+        published = parse_published(row.values[column.key])
+        spec = readings.readings_for(column, table.dataset)
+        assert spec is not None and published is not None
+        drawn.clear()
+        values = readings.read_cell(find_runs(RESULTS, recipe), column, published, spec)
+        farther = [v.farther for v in values if v.farther is not None]
+        assert len(farther) == len(drawn) == len(values) - 1
+        for found, (printed, converged) in zip(farther, drawn, strict=True):
+            problems += _check(readings.farther_text(found, column), printed, converged, column)
+            checked += 1
+    assert checked == 4 and not problems, "\n".join(problems)

@@ -20,6 +20,16 @@ from pairrepro.runs import find_runs
 RESULTS = paths.PROJECT_DIR / "results"
 
 
+def _ladder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: int, metric: str,
+            steps: str) -> ladders.LadderResult:
+    """A ladder of CSRAN's row in ``table`` with ``steps`` (TOML), evaluated on results/."""
+    (tmp_path / "test.toml").write_text(
+        f'title = "test"\npaper = "csran"\ntable = {table}\nrow = "CSRAN"\n'
+        f'metrics = ["{metric}"]\n{steps}')
+    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
+    return ladders.evaluate_ladder("test", RESULTS)
+
+
 def test_the_twitter_account_is_the_paper_less_each_reading() -> None:
     result = ladders.evaluate_ladder("csran_twitter_url", RESULTS)
     step = result.ladder.account.step if result.ladder.account else -1
@@ -38,16 +48,36 @@ def test_the_twitter_account_is_the_paper_less_each_reading() -> None:
     assert lines[-1] + "\n\nNot tried here:" in gap_markdown(result)
 
 
+def test_a_tied_nearest_reading_is_named_with_what_it_cannot_be_told_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the CPU recipe, accuracy and macro-F1 lie about as far from the paper's 0.840
+    (+0.028 and −0.029): the account names the nearest and says the runs cannot decide."""
+    result = _ladder(tmp_path, monkeypatch, 5, "test.f1", """[[steps]]
+recipe = "csran_twitter_url"
+change = "the CPU recipe"
+[readings]
+steps = [0]
+[account]
+step = 0
+""")
+    (_, _, _, values), = ladders.ladder_readings(result)
+    distances = {v.reading.name: abs(v.distance or 0.0) for v in values}
+    nearest, runner_up = sorted(distances, key=distances.__getitem__)[:2]
+    assert abs(distances[nearest] - distances[runner_up]) < 0.005  # the premise
+    protocol = next(line for line in account_markdown(result)
+                    if line.startswith("- **Protocol**"))
+    assert f"scored as *{nearest}*, the reading nearest the paper" in protocol
+    assert f"These runs cannot tell it from *{runner_up}* (farther by +0.00" in protocol
+    assert "the nearest protocol is not decided" in protocol
+    assert "*F1 of the paraphrase class*" not in protocol.split("Scored as")[0]
+    assert f"**{runner_up}** (tied)" in gap_markdown(result)
+
+
 def test_the_dose_slope_is_the_seed_paired_difference_per_doubling(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two committed recipes on the same test queries stand for two doses (4 and 16, two
     doublings): the slope is the mean over seeds of their test MAP differences, halved."""
-    (tmp_path / "dose.toml").write_text("""title = "dose"
-paper = "csran"
-table = 6
-row = "CSRAN"
-metrics = ["test.map"]
-[[steps]]
+    result = _ladder(tmp_path, monkeypatch, 6, "test.map", """[[steps]]
 recipe = "csran_trecqa_es_tuned"
 change = "low"
 [[steps]]
@@ -60,8 +90,6 @@ amounts = [4, 16]
 target = 64
 target_what = "sixty-four"
 """)
-    monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
-    result = ladders.evaluate_ladder("dose", RESULTS)
     (_, slope, low, high), = dose_response(result)
     low_runs, high_runs = (sorted(find_runs(RESULTS, r), key=lambda r: r.seed)
                            for r in ("csran_trecqa_es_tuned", "csran_trecqa"))

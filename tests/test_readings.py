@@ -4,6 +4,7 @@ TrecQA readings file are recounted from the prepared raw variant where ../shared
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,117 @@ def test_twitter_url_readings_equal_scikit_learn() -> None:
     for value in values:  # the interval holds the value, the distance is value - paper
         assert value.low <= value.value <= value.high
         assert value.distance == pytest.approx(value.value - 0.840)
+
+
+def _percentiles(statistic: np.ndarray) -> tuple[float, float]:
+    low, high = np.quantile(statistic, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def _seed_means(per_seed: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """Each reading's ``[R, seeds]`` values averaged over seeds drawn with replacement, the
+    same seeds for every reading: ``[R]``."""
+    resamples, seeds = next(iter(per_seed.values())).shape
+    drawn = np.random.default_rng(seed).integers(0, seeds, size=(resamples, seeds))
+    return {name: np.take_along_axis(values, drawn, axis=1).mean(axis=1)
+            for name, values in per_seed.items()}
+
+
+def _cell(recipe: str, table: int, metric: str, dataset: str
+          ) -> tuple[float, list]:  # type: ignore[type-arg]
+    """(published, readings) of the CSRAN row's ``metric`` in ``table``, read from the
+    committed runs of ``recipe`` alone."""
+    paper = load_paper("csran").table(table)
+    column = next(c for c in paper.columns if c.metric == metric)
+    row = next(r for r in paper.rows if r.label == "CSRAN")
+    published = float(row.values[column.key])
+    spec = load_readings(dataset)
+    assert spec is not None
+    return published, read_cell(find_runs(RESULTS, recipe), column, published, spec)
+
+
+def _check_farther(values: list, readings: dict[str, np.ndarray],  # type: ignore[type-arg]
+                   published: float, tolerance: float) -> None:
+    """Each reading's *farther than nearest* against the reference draws ``readings``
+    (name -> ``[R]`` means over resampled seeds), and tied exactly when the reference's
+    interval reaches 0 (a reference endpoint within ``tolerance`` of 0 is not judged)."""
+    nearest = next(v for v in values if v.nearest).reading.name
+    for value in values:
+        if value.nearest:
+            assert value.farther is None
+            continue
+        statistic = (np.abs(readings[value.reading.name] - published)
+                     - np.abs(readings[nearest] - published))
+        low, high = _percentiles(statistic)
+        assert value.farther.value == pytest.approx(
+            abs(value.value - published) - abs(next(v for v in values if v.nearest).value
+                                               - published), abs=1e-12)
+        assert value.farther.low == pytest.approx(low, abs=tolerance), value.reading.name
+        assert value.farther.high == pytest.approx(high, abs=tolerance), value.reading.name
+        if abs(low) > tolerance:
+            assert value.farther.tied == (low < 0), value.reading.name
+
+
+def test_farther_than_nearest_is_a_paired_bootstrap_over_pairs_and_seeds() -> None:
+    """TwitterURL: pairs and seeds resampled together for the three readings, each scored
+    from counts of the drawn pairs (a reference independent of stats.py's sampler)."""
+    published, values = _cell("csran_twitter_url", 5, "test.f1", "twitter_url")
+    frames = [f.sort_values("pair_id") for f in _predictions("csran_twitter_url", "test")]
+    gold = frames[0]["label"].to_numpy() == 1
+    preds = np.stack([f["prediction"].to_numpy() == 1 for f in frames])
+    rng = np.random.default_rng(11)
+    n, resamples = len(gold), 4000
+    scores: dict[str, list[np.ndarray]] = {"F1 of the paraphrase class": [], "macro-F1": [],
+                                           "accuracy": []}
+    for _ in range(resamples // 500):
+        drawn = rng.integers(0, n, size=(500, n))
+        weights = np.stack([np.bincount(row, minlength=n) for row in drawn]).astype(float)
+
+        def f1(said: np.ndarray, truth: np.ndarray, w: np.ndarray = weights) -> np.ndarray:
+            tp, fp, fn = (w @ (said & truth), w @ (said & ~truth), w @ (~said & truth))
+            return 2 * tp / (2 * tp + fp + fn)
+
+        positive = np.stack([f1(p, gold) for p in preds], axis=1)
+        negative = np.stack([f1(~p, ~gold) for p in preds], axis=1)
+        scores["F1 of the paraphrase class"].append(positive)
+        scores["macro-F1"].append((positive + negative) / 2)
+        scores["accuracy"].append(np.stack([weights @ (p == gold) for p in preds], axis=1) / n)
+    readings = _seed_means({name: np.vstack(parts) for name, parts in scores.items()}, 12)
+    _check_farther(values, readings, published, tolerance=0.005)
+    assert not next(v for v in values if v.reading.name == "F1 of the paraphrase class"
+                    ).farther.tied
+
+
+def test_farther_than_nearest_resamples_the_raw_questions_for_trecqa() -> None:
+    """TrecQA: the raw split's questions resampled (clean ones with their pytrec_eval AP,
+    all-positive ones as 1, no-positive ones as 0 or left out); each reading averages its own
+    questions among those drawn."""
+    spec = load_readings("trecqa")
+    assert spec is not None
+    counts = spec.raw["test"]
+    published, values = _cell("csran_trecqa", 6, "test.map", "trecqa")
+    ap = []
+    for frame in _predictions("csran_trecqa", "test"):
+        qrels: dict[str, dict[str, int]] = {}
+        run: dict[str, dict[str, float]] = {}
+        for row in frame.itertuples():
+            qrels.setdefault(str(row.group_id), {})[str(row.pair_id)] = int(row.label)
+            run.setdefault(str(row.group_id), {})[str(row.pair_id)] = float(row.score)
+        found = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
+        ap.append([found[q]["map"] for q in sorted(found)])
+    clean, seeds = len(ap[0]), len(ap)
+    score = np.hstack([np.array(ap), np.ones((seeds, counts.all_positive)),
+                       np.zeros((seeds, counts.no_positive))])  # [seeds, raw questions]
+    total = score.shape[1]
+    rng = np.random.default_rng(13)
+    drawn = rng.integers(0, total, size=(20_000, total))
+    weights = np.stack([np.bincount(row, minlength=total) for row in drawn]).astype(float)
+    kept = {"clean": np.arange(total) < clean,
+            "raw, no-positive questions dropped": np.arange(total) < clean + counts.all_positive,
+            "raw, no-positive questions scored 0": np.ones(total, dtype=bool)}
+    readings = _seed_means({name: (weights * mask) @ score.T / (weights @ mask)[:, None]
+                            for name, mask in kept.items()}, 14)
+    _check_farther(values, readings, published, tolerance=0.006)
 
 
 def _trec_eval_means(frame: pd.DataFrame, all_positive: int, no_positive: int
@@ -139,7 +251,7 @@ def test_ladder_readings_name_their_steps_and_read_the_same_runs() -> None:
     for number, _, _, values in ladders.ladder_readings(result):
         assert values == read_cell(result.runs[number], column, published, spec)
     text = gap_markdown(result)
-    assert "Protocol readings of steps 0, 3" in text and "(nearest)" in text
+    assert "Protocol readings of steps 0, 3" in text and "(nearest" in text
     assert "Sources:" in text and "Lan, Qiu, He, Xu" in text
 
 
@@ -187,3 +299,24 @@ def test_every_readings_file_names_real_tables_and_metrics() -> None:
                         if c.kind == "metric" and c.metric_name in spec.metrics}
             assert spec.dataset in datasets, (path.name, ref)
     assert find_runs(RESULTS, "csran_trecqa")
+
+
+def test_report_readings_json_gives_each_readings_distance_and_ties() -> None:
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    out = CliRunner().invoke(app, ["--json", "report", "readings", "csran", "--table", "5"])
+    assert out.exit_code == 0, out.output
+    rows = {row["reading"]: row for row in json.loads(out.output)}
+    published, values = _cell("csran_twitter_url", 5, "test.f1", "twitter_url")
+    assert rows.keys() == {v.reading.name for v in values}
+    for value in values:
+        row = rows[value.reading.name]
+        assert (row["published"], row["nearest"]) == (published, value.nearest)
+        assert row["distance"] == pytest.approx(value.value - published)
+        assert row["tied"] == (value.farther is not None and value.farther.tied)
+        if value.farther is None:
+            assert row["farther"] is None
+        else:
+            assert row["farther"]["low"] <= row["farther"]["value"] <= row["farther"]["high"]

@@ -635,6 +635,36 @@ def test_verdicts_do_not_depend_on_the_resampling_seed(monkeypatch: pytest.Monke
         assert _verdicts(monkeypatch, seed, index) == first, seed
 
 
+def _nearest_readings(monkeypatch: pytest.MonkeyPatch, seed: int, index: RecipeIndex
+                      ) -> list[tuple[object, ...]]:
+    """Which reading is nearest the paper in each cell of CSRAN Tables 5, 6 and 8, and which
+    are tied with it, with resampling seed ``seed`` (paired intervals drawn until the tie
+    is decided, as :func:`_for_verdicts` says)."""
+    from pairrepro.report.analyses import readings
+
+    _for_verdicts(monkeypatch, seed)
+    joint = readings.joint_interval
+    monkeypatch.setattr(readings, "joint_interval",
+                        lambda *args, step=0.0, **kwargs: joint(*args, **kwargs))
+    paper = load_paper("csran")
+    found: list[tuple[object, ...]] = []
+    for number in (5, 6, 8):
+        ev = cl.evaluate_table(paper, paper.table(number), None, index, RESULTS)
+        found += [(number, label, column.metric, v.reading.name, v.nearest,
+                   v.farther is not None and v.farther.tied)
+                  for label, column, _, values in readings.table_readings(ev) for v in values]
+    return found
+
+
+def test_nearest_readings_and_their_ties_do_not_depend_on_the_resampling_seed(
+        monkeypatch: pytest.MonkeyPatch, index: RecipeIndex) -> None:
+    first = _nearest_readings(monkeypatch, 0, index)
+    assert any(found[-1] for found in first)  # some readings are tied with the nearest
+    assert any(not found[-1] and not found[-2] for found in first)  # some are farther
+    for seed in (1, 2):
+        assert _nearest_readings(monkeypatch, seed, index) == first, seed
+
+
 def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: Path) -> None:
     from pairrepro.report.tables.render import to_markdown
 

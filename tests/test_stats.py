@@ -19,24 +19,28 @@ from stats_reference import (
 from pairrepro.errors import DataError
 from pairrepro.stats import (
     f1_interval,
+    joint_interval,
     mean_interval,
     paired_f1_test,
     paired_randomization_test,
 )
 
 
-def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: float = 0.95
-                    ) -> tuple[float, float]:
-    """Loop reference: draw seeds and units with replacement (the same draws as the
-    vectorised code where every unit differs and they are few: an index uniform over
-    units^2 is two units), average, take percentiles."""
-    seeds, units = values.shape
+def _draws(seeds: int, units: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(seed draws, unit draws) of each resample: the same draws as the vectorised code where
+    every unit differs and they are few (an index uniform over units^2 is two units)."""
     rng = np.random.default_rng([seed, 2718])
     seed_draws = (rng.integers(0, seeds, size=(resamples, seeds)) if seeds > 1
                   else np.zeros((resamples, 1), dtype=int))
     pairs = rng.integers(0, units * units, size=(resamples, units // 2))
     odd = rng.integers(0, units, size=(resamples, units % 2))
-    unit_draws = np.concatenate([pairs // units, pairs % units, odd], axis=1)
+    return seed_draws, np.concatenate([pairs // units, pairs % units, odd], axis=1)
+
+
+def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: float = 0.95
+                    ) -> tuple[float, float]:
+    """Loop reference: draw seeds and units with replacement, average, take percentiles."""
+    seed_draws, unit_draws = _draws(*values.shape, resamples, seed)
     stats = []
     for r in range(resamples):
         per_seed = [np.mean([values[s, u] for u in unit_draws[r]]) for s in seed_draws[r]]
@@ -44,6 +48,30 @@ def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: f
     alpha = (1 - confidence) / 2
     low, high = np.quantile(stats, [alpha, 1 - alpha])
     return float(low), float(high)
+
+
+def test_joint_interval_equals_a_loop_over_the_same_resamples() -> None:
+    """Two means of the same units and seeds, resampled together, combined non-linearly:
+    how far the second lies from 0.5 beyond the first."""
+    rng = np.random.default_rng(7)
+    a, b = rng.random((3, 37)), rng.random((3, 37)) * 0.8
+    features = np.vstack([a, b]).T  # [units, 2 seeds]
+
+    def per_seed(sums: np.ndarray) -> np.ndarray:
+        return np.stack([sums[:, :3], sums[:, 3:]], axis=2) / 37
+
+    def farther(means: np.ndarray) -> np.ndarray:
+        return np.abs(means[:, 1] - 0.5) - np.abs(means[:, 0] - 0.5)
+
+    got = joint_interval("test", features, per_seed, farther, 3, resamples=300, seed=4)
+    seed_draws, unit_draws = _draws(3, 37, 300, 4)
+    stats = [abs(np.mean([b[s, unit_draws[r]].mean() for s in seed_draws[r]]) - 0.5)
+             - abs(np.mean([a[s, unit_draws[r]].mean() for s in seed_draws[r]]) - 0.5)
+             for r in range(300)]
+    low, high = np.quantile(stats, [0.025, 0.975])
+    assert got.low == pytest.approx(low, abs=1e-12)
+    assert got.high == pytest.approx(high, abs=1e-12)
+    assert got.value == pytest.approx(abs(b.mean() - 0.5) - abs(a.mean() - 0.5))
 
 
 @pytest.mark.parametrize(("seeds", "units"), [(1, 40), (3, 41)])

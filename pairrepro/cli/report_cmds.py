@@ -332,7 +332,8 @@ def report_readings(
     """A table's reproduced cells under the dataset's other published evaluation protocols.
 
     Each reading re-scores the same committed predictions (pairrepro/report/readings/), with
-    its 95% interval and its distance from the paper's value; the nearest is marked.
+    its 95% interval and its distance from the paper's value; the nearest is marked, and so is
+    each reading the runs cannot tell from it (tied).
 
     Examples:
 
@@ -344,9 +345,7 @@ def report_readings(
 
     ev = _one_table(target, table, runs)
     _json_or_markdown(lambda: [
-        {"row": label, "metric": column.metric, "published": published,
-         "reading": v.reading.name, "protocol": v.reading.protocol, "value": v.value,
-         "low": v.low, "high": v.high, "distance": v.distance, "nearest": v.nearest}
+        {"row": label, "metric": column.metric, "published": published, **v.as_json()}
         for label, column, published, values in table_readings(ev) for v in values],
         lambda: table_readings_markdown(ev), out)
 

@@ -140,6 +140,12 @@ def seed_folders(target: Path) -> list[RunFolder]:
     return sorted(folders, key=lambda f: f.seed)
 
 
+def _classification(columns: Any) -> bool:
+    """Whether a predictions split with these columns classifies pairs: one question per
+    pair, so its ``group_id`` is its ``pair_id`` and a compact copy leaves it out."""
+    return {"pair_id", "prediction"} <= set(columns)
+
+
 def read_predictions(folder: RunFolder, key: str) -> Any:
     """``predictions/<key>.parquet`` as a DataFrame, or None when absent; a compact copy's
     classification split (it has ``prediction``), saved without ``group_id``, gets it back as
@@ -154,7 +160,7 @@ def read_predictions(folder: RunFolder, key: str) -> Any:
     except (OSError, ValueError) as exc:
         raise DamagedRunError(f"{path}: not a readable parquet file ({exc})",
                               hint=REPAIR) from None
-    if {"pair_id", "prediction"} <= set(frame.columns) and "group_id" not in frame.columns:
+    if _classification(frame.columns) and "group_id" not in frame.columns:
         frame.insert(1, "group_id", frame["pair_id"])
     return frame
 
@@ -279,9 +285,9 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
             continue
         frame = read_predictions(source, key)
         keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
-        if ("group_id" in keep and "prediction" in keep
+        if ("group_id" in keep and _classification(keep)
                 and frame["group_id"].equals(frame["pair_id"])):
-            keep.remove("group_id")  # a classification split: read_predictions restores it
+            keep.remove("group_id")  # read_predictions restores it
         # pair ids are unique strings that share prefixes: delta-coded, not a dictionary
         frame[keep].to_parquet(target.predictions(key), index=False,
                                compression="zstd",

@@ -18,7 +18,12 @@ from pairrepro.report.analyses.ladders import (
     ladder_readings,
     versus,
 )
-from pairrepro.report.analyses.readings import ReadingValue, readings_block
+from pairrepro.report.analyses.readings import (
+    ReadingValue,
+    farther_text,
+    readings_block,
+    tied_with_nearest,
+)
 from pairrepro.report.tables.numbers import format_number, to_unit
 
 
@@ -50,9 +55,14 @@ def _protocol(result: LadderResult, step: int, column: Column,
             f"[{format_number(nearest.low, column)}, {format_number(nearest.high, column)}], "
             f"{_signed(nearest.distance or 0.0, column)} "
             f"{_interval(nearest.low - published, nearest.high - published, column)} from "
-            f"the paper's {format_number(published, column)}, which lies {where} the interval. "
-            f"Scored as *{first.reading.name}* (the table's protocol) it is "
-            f"{_signed(first.distance or 0.0, column)}.")
+            f"the paper's {format_number(published, column)}, which lies {where} the interval.")
+    tied = tied_with_nearest(values)
+    if tied:
+        text += (" These runs cannot tell it from " + " or ".join(
+            f"*{v.reading.name}* (farther by {farther_text(v.farther, column)})"
+            for v in tied if v.farther is not None) + ": the nearest protocol is not decided.")
+    text += (f" Scored as *{first.reading.name}* (the table's protocol) it is "
+             f"{_signed(first.distance or 0.0, column)}.")
     return [text], first, nearest
 
 
@@ -162,9 +172,7 @@ def gap_markdown(result: LadderResult) -> str:
 def gap_json(result: LadderResult) -> dict[str, Any]:
     return {**ladder_json(result),
             "readings": [{"step": number, "metric": column.metric, "published": published,
-                          "reading": value.reading.name, "protocol": value.reading.protocol,
-                          "value": value.value, "low": value.low, "high": value.high,
-                          "distance": value.distance, "nearest": value.nearest}
+                          **value.as_json()}
                          for number, column, published, values in ladder_readings(result)
                          for value in values],
             "dose": [{"metric": column.metric, "per_doubling": slope, "low": low,
