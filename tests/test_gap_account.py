@@ -67,7 +67,8 @@ step = 0
     protocol = next(line for line in account_markdown(result)
                     if line.startswith("- **Protocol**"))
     assert f"scored as *{nearest}*, the reading nearest the paper" in protocol
-    assert f"These runs cannot tell it from *{runner_up}* (farther by +0.00" in protocol
+    assert (f"These runs cannot tell *{nearest}* from *{runner_up}* (farther by +0.00"
+            in protocol)
     assert "the nearest protocol is not decided" in protocol
     assert "*F1 of the paraphrase class*" not in protocol.split("Scored as")[0]
     assert f"**{runner_up}** (tied)" in gap_markdown(result)

@@ -316,7 +316,7 @@ def test_report_readings_json_gives_each_readings_distance_and_ties() -> None:
         assert (row["published"], row["nearest"]) == (published, value.nearest)
         assert row["distance"] == pytest.approx(value.value - published)
         assert row["tied"] == (value.farther is not None and value.farther.tied)
-        if value.farther is None:
-            assert row["farther"] is None
-        else:
-            assert row["farther"]["low"] <= row["farther"]["value"] <= row["farther"]["high"]
+        farther = value.farther
+        assert row["farther"] == (None if farther is None else
+                                  {"value": farther.value, "low": farther.low,
+                                   "high": farther.high})

@@ -50,21 +50,23 @@ def _slow_two_level(values: np.ndarray, resamples: int, seed: int, confidence: f
     return float(low), float(high)
 
 
-def test_joint_interval_equals_a_loop_over_the_same_resamples() -> None:
+@pytest.mark.parametrize("seeds", [1, 3])
+def test_joint_interval_equals_a_loop_over_the_same_resamples(seeds: int) -> None:
     """Two means of the same units and seeds, resampled together, combined non-linearly:
     how far the second lies from 0.5 beyond the first."""
     rng = np.random.default_rng(7)
-    a, b = rng.random((3, 37)), rng.random((3, 37)) * 0.8
-    features = np.vstack([a, b]).T  # [units, 2 seeds]
+    a, b = rng.random((seeds, 37)), rng.random((seeds, 37)) * 0.8
+    features = np.vstack([a, b]).T  # [units, 2 x seeds]
 
     def per_seed(sums: np.ndarray) -> np.ndarray:
-        return np.stack([sums[:, :3], sums[:, 3:]], axis=2) / 37
+        return np.stack([sums[:, :seeds], sums[:, seeds:]], axis=2) / 37
 
     def farther(means: np.ndarray) -> np.ndarray:
         return np.abs(means[:, 1] - 0.5) - np.abs(means[:, 0] - 0.5)
 
-    got = joint_interval("test", features, per_seed, farther, 3, resamples=300, seed=4)
-    seed_draws, unit_draws = _draws(3, 37, 300, 4)
+    got = joint_interval(f"test{seeds}", features, per_seed, farther, seeds, resamples=300,
+                         seed=4)
+    seed_draws, unit_draws = _draws(seeds, 37, 300, 4)
     stats = [abs(np.mean([b[s, unit_draws[r]].mean() for s in seed_draws[r]]) - 0.5)
              - abs(np.mean([a[s, unit_draws[r]].mean() for s in seed_draws[r]]) - 0.5)
              for r in range(300)]

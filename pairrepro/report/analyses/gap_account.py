@@ -58,7 +58,7 @@ def _protocol(result: LadderResult, step: int, column: Column,
             f"the paper's {format_number(published, column)}, which lies {where} the interval.")
     tied = tied_with_nearest(values)
     if tied:
-        text += (" These runs cannot tell it from " + " or ".join(
+        text += (f" These runs cannot tell *{nearest.reading.name}* from " + " or ".join(
             f"*{v.reading.name}* (farther by {farther_text(v.farther, column)})"
             for v in tied if v.farther is not None) + ": the nearest protocol is not decided.")
     text += (f" Scored as *{first.reading.name}* (the table's protocol) it is "

@@ -272,8 +272,9 @@ READINGS_NOTE = (
     "**Nearest** marks the reading closest to the paper: a hypothesis about how the paper "
     "scored, with this evidence, not a correction of the reproduced number. *Farther than "
     "nearest* is |reading − paper| − |nearest − paper|, its 95% interval drawn from the same "
-    "resamples of units and seeds for both readings; where that interval reaches 0 the two "
-    "are **tied**: these runs cannot say which protocol lies nearer.")
+    "resamples of units and seeds for both readings; where that interval reaches 0, or its "
+    "low endpoint lies within 3 Monte-Carlo s.e. of 0, the two are **tied**: these runs "
+    "cannot say which protocol lies nearer.")
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
