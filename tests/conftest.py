@@ -114,3 +114,22 @@ def raw_from_mirror(shared_datasets: Path, data_home: Path) -> Callable[[str], P
         return root
 
     return link
+
+
+@pytest.fixture
+def one_seed_results(tmp_path: Path) -> Callable[[str], Path]:
+    """``one_seed_results(recipe)``: the reference runs linked into a folder of their own, with
+    ``recipe`` cut to its seed 1 (a step or row of one trained model)."""
+    reference = Path(__file__).resolve().parents[1] / "results"
+
+    def cut(recipe: str) -> Path:
+        results = tmp_path / "results"
+        results.mkdir()
+        for folder in reference.iterdir():
+            (results / folder.name).symlink_to(folder)
+        (results / recipe).unlink()
+        (results / recipe).mkdir()
+        (results / recipe / "seed-1").symlink_to(reference / recipe / "seed-1")
+        return results
+
+    return cut

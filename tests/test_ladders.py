@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,18 +145,11 @@ change = "first tweets"
     assert "The paper prints no number for this row" in ladders.ladder_markdown(result)
 
 
-def test_a_step_of_one_trained_model_is_marked(tmp_path: Path) -> None:
+def test_a_step_of_one_trained_model_is_marked(one_seed_results: Callable[[str], Path]) -> None:
     """A step with one seed is one trained model: its interval covers the test units only, so
     its row is marked and the footer says what that means (issue 25), as tables do; a step of
     several seeds is not marked. The reference runs, with TwitterURL step 1 cut to seed 1."""
-    results = tmp_path / "results"
-    results.mkdir()
-    for folder in RESULTS.iterdir():
-        (results / folder.name).symlink_to(folder)
-    (results / "csran_twitter_url_es").unlink()
-    (results / "csran_twitter_url_es").mkdir()
-    (results / "csran_twitter_url_es" / "seed-1").symlink_to(
-        RESULTS / "csran_twitter_url_es" / "seed-1")
+    results = one_seed_results("csran_twitter_url_es")
     marks = []
     for name in ("csran_twitter_url", "csran_trecqa"):
         text = ladders.ladder_markdown(ladders.evaluate_ladder(name, results))

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -665,17 +666,11 @@ def test_nearest_readings_and_their_ties_do_not_depend_on_the_resampling_seed(
         assert _nearest_readings(monkeypatch, seed, index) == first, seed
 
 
-def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(tmp_path: Path) -> None:
+def test_one_seed_rows_of_trained_models_are_marked_and_claim_nothing(
+        one_seed_results: Callable[[str], Path]) -> None:
     from pairrepro.report.tables.render import to_markdown
 
-    # the reference runs with CIN cut to its first seed: a trained row of one model
-    results = tmp_path / "results"
-    results.mkdir()
-    for folder in RESULTS.iterdir():
-        (results / folder.name).symlink_to(folder)
-    (results / "cin_trecqa").unlink()
-    (results / "cin_trecqa").mkdir()
-    (results / "cin_trecqa" / "seed-1").symlink_to(RESULTS / "cin_trecqa" / "seed-1")
+    results = one_seed_results("cin_trecqa")  # a trained row of one model
     paper = load_paper("csran")
     ev = cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(), results)
     marked = {r.row.label for r in ev.rows for c in r.cells if c.one_model}
