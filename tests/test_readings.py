@@ -92,17 +92,16 @@ def _check_farther(values: list, readings: dict[str, np.ndarray],  # type: ignor
     """Each reading's *farther than nearest* against the reference draws ``readings``
     (name -> ``[R]`` means over resampled seeds), and tied exactly when the reference's
     interval reaches 0 (a reference endpoint within ``tolerance`` of 0 is not judged)."""
-    nearest = next(v for v in values if v.nearest).reading.name
+    nearest = next(v for v in values if v.nearest)
     for value in values:
         if value.nearest:
             assert value.farther is None
             continue
         statistic = (np.abs(readings[value.reading.name] - published)
-                     - np.abs(readings[nearest] - published))
+                     - np.abs(readings[nearest.reading.name] - published))
         low, high = _percentiles(statistic)
         assert value.farther.value == pytest.approx(
-            abs(value.value - published) - abs(next(v for v in values if v.nearest).value
-                                               - published), abs=1e-12)
+            abs(value.value - published) - abs(nearest.value - published), abs=1e-12)
         assert value.farther.low == pytest.approx(low, abs=tolerance), value.reading.name
         assert value.farther.high == pytest.approx(high, abs=tolerance), value.reading.name
         if abs(low) > tolerance:
@@ -149,11 +148,7 @@ def test_farther_than_nearest_resamples_the_raw_questions_for_trecqa() -> None:
     published, values = _cell("csran_trecqa", 6, "test.map", "trecqa")
     ap = []
     for frame in _predictions("csran_trecqa", "test"):
-        qrels: dict[str, dict[str, int]] = {}
-        run: dict[str, dict[str, float]] = {}
-        for row in frame.itertuples():
-            qrels.setdefault(str(row.group_id), {})[str(row.pair_id)] = int(row.label)
-            run.setdefault(str(row.group_id), {})[str(row.pair_id)] = float(row.score)
+        qrels, run = _qrels_and_run(frame)
         found = pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
         ap.append([found[q]["map"] for q in sorted(found)])
     clean, seeds = len(ap[0]), len(ap)
@@ -171,16 +166,23 @@ def test_farther_than_nearest_resamples_the_raw_questions_for_trecqa() -> None:
     _check_farther(values, readings, published, tolerance=0.006)
 
 
-def _trec_eval_means(frame: pd.DataFrame, all_positive: int, no_positive: int
-                     ) -> dict[str, tuple[float, float]]:
-    """(MAP, MRR) by pytrec_eval over the clean questions plus stand-in questions of the raw
-    split: ``all_positive`` whose candidates are all relevant, ``no_positive`` with none. The
-    means are over questions with a relevant candidate (trec_eval without -c) and over all."""
+def _qrels_and_run(frame: pd.DataFrame
+                   ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """pytrec_eval's relevance judgements and run of a ranking predictions frame."""
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}
     for row in frame.itertuples():
         qrels.setdefault(str(row.group_id), {})[str(row.pair_id)] = int(row.label)
         run.setdefault(str(row.group_id), {})[str(row.pair_id)] = float(row.score)
+    return qrels, run
+
+
+def _trec_eval_means(frame: pd.DataFrame, all_positive: int, no_positive: int
+                     ) -> dict[str, tuple[float, float]]:
+    """(MAP, MRR) by pytrec_eval over the clean questions plus stand-in questions of the raw
+    split: ``all_positive`` whose candidates are all relevant, ``no_positive`` with none. The
+    means are over questions with a relevant candidate (trec_eval without -c) and over all."""
+    qrels, run = _qrels_and_run(frame)
     for kind, count, label in (("all", all_positive, 1), ("none", no_positive, 0)):
         for k in range(count):
             qrels[f"{kind}{k}"] = {f"{kind}{k}-{d}": label for d in range(3)}

@@ -180,8 +180,9 @@ def _joint(runs: list[RunInfo], column: Column, spec: ReadingsFile) -> _Joint:
                           f"from the same {split} units of {metric}",
                           hint=f"keep pair protocols and question protocols apart in "
                                f"{READINGS_DIR}")
-    raw = [_raw_counts(spec, split, r) for r in spec.readings if r.protocol != "clean"]
-    ones, zeros = (raw[0].all_positive, raw[0].no_positive) if raw else (0, 0)
+    raw = next((r for r in spec.readings if r.protocol != "clean"), None)
+    dropped = None if raw is None else _raw_counts(spec, split, raw)
+    ones, zeros = (dropped.all_positive, dropped.no_positive) if dropped else (0, 0)
     clean = values.shape[1]
     questions = clean + ones + zeros
     kind = np.repeat([0, 1, 2], [clean, ones, zeros])  # clean, all positive, no positive
