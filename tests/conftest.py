@@ -12,6 +12,10 @@ import pytest
 import torch
 
 from pairrepro.device import THREAD_VARIABLES
+from pairrepro.planning.paper_tables import Column, load_paper
+from pairrepro.report.analyses.readings import ReadingsFile, readings_for
+from pairrepro.report.tables.numbers import parse_published
+from pairrepro.runs import RunInfo, find_runs
 
 torch.set_num_threads(1)
 
@@ -133,3 +137,22 @@ def one_seed_results(tmp_path: Path) -> Callable[[str], Path]:
         return results
 
     return cut
+
+
+@pytest.fixture
+def csran_cell() -> Callable[[str, int, str], tuple[Column, float, ReadingsFile, list[RunInfo]]]:
+    """``csran_cell(recipe, table, metric)``: the CSRAN row's ``metric`` cell of CSRAN's Table
+    ``table`` as the protocol readings take it: (column, published value, the readings that
+    apply, the committed runs of ``recipe``)."""
+
+    def cell(recipe: str, table: int, metric: str
+             ) -> tuple[Column, float, ReadingsFile, list[RunInfo]]:
+        paper = load_paper("csran").table(table)
+        column = next(c for c in paper.columns if c.metric == metric)
+        published = parse_published(next(r for r in paper.rows
+                                         if r.label == "CSRAN").values[column.key])
+        spec = readings_for(column, paper.dataset)
+        assert spec is not None and published is not None
+        return column, published, spec, find_runs(PROJECT / "results", recipe)
+
+    return cell

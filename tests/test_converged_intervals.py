@@ -9,6 +9,7 @@ digit could still move) within half a unit and both Monte-Carlo errors."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -97,11 +98,10 @@ def test_printed_ladder_endpoints_are_the_converged_ones() -> None:
 
 
 def test_printed_farther_than_nearest_endpoints_are_the_converged_ones(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, csran_cell: Callable) -> None:
     """The paired *farther than nearest* intervals of the CSRAN cells of Table 5 (TwitterURL
     F1) and Table 6 (TrecQA MAP), each against the same statistic drawn 500,000 times."""
     from pairrepro.report.analyses import readings
-    from pairrepro.runs import find_runs
 
     drawn: list[tuple[Interval, Interval]] = []  # (as printed, converged), in call order
     joint = readings.joint_interval
@@ -116,14 +116,9 @@ def test_printed_farther_than_nearest_endpoints_are_the_converged_ones(
     problems, checked = [], 0
     for recipe, number, metric in (("csran_twitter_url", 5, "test.f1"),
                                    ("csran_trecqa", 6, "test.map")):
-        table = load_paper("csran").table(number)
-        column = next(c for c in table.columns if c.metric == metric)
-        row = next(r for r in table.rows if r.label == "CSRAN")
-        published = parse_published(row.values[column.key])
-        spec = readings.readings_for(column, table.dataset)
-        assert spec is not None and published is not None
+        column, published, spec, runs = csran_cell(recipe, number, metric)
         drawn.clear()
-        values = readings.read_cell(find_runs(RESULTS, recipe), column, published, spec)
+        values = readings.read_cell(runs, column, published, spec)
         farther = [v.farther for v in values if v.farther is not None]
         assert len(farther) == len(drawn) == len(values) - 1
         for found, (printed, converged) in zip(farther, drawn, strict=True):

@@ -74,17 +74,11 @@ def _seed_means(per_seed: dict[str, np.ndarray], seed: int) -> dict[str, np.ndar
             for name, values in per_seed.items()}
 
 
-def _cell(recipe: str, table: int, metric: str, dataset: str
-          ) -> tuple[float, list]:  # type: ignore[type-arg]
+def _cell(csran_cell: Callable, recipe: str, table: int, metric: str) -> tuple[float, list]:
     """(published, readings) of the CSRAN row's ``metric`` in ``table``, read from the
     committed runs of ``recipe`` alone."""
-    paper = load_paper("csran").table(table)
-    column = next(c for c in paper.columns if c.metric == metric)
-    row = next(r for r in paper.rows if r.label == "CSRAN")
-    published = float(row.values[column.key])
-    spec = load_readings(dataset)
-    assert spec is not None
-    return published, read_cell(find_runs(RESULTS, recipe), column, published, spec)
+    column, published, spec, runs = csran_cell(recipe, table, metric)
+    return published, read_cell(runs, column, published, spec)
 
 
 def _check_farther(values: list, readings: dict[str, np.ndarray],  # type: ignore[type-arg]
@@ -108,10 +102,11 @@ def _check_farther(values: list, readings: dict[str, np.ndarray],  # type: ignor
             assert value.farther.tied == (low < 0), value.reading.name
 
 
-def test_farther_than_nearest_is_a_paired_bootstrap_over_pairs_and_seeds() -> None:
+def test_farther_than_nearest_is_a_paired_bootstrap_over_pairs_and_seeds(
+        csran_cell: Callable) -> None:
     """TwitterURL: pairs and seeds resampled together for the three readings, each scored
     from counts of the drawn pairs (a reference independent of stats.py's sampler)."""
-    published, values = _cell("csran_twitter_url", 5, "test.f1", "twitter_url")
+    published, values = _cell(csran_cell, "csran_twitter_url", 5, "test.f1")
     frames = [f.sort_values("pair_id") for f in _predictions("csran_twitter_url", "test")]
     gold = frames[0]["label"].to_numpy() == 1
     preds = np.stack([f["prediction"].to_numpy() == 1 for f in frames])
@@ -138,14 +133,15 @@ def test_farther_than_nearest_is_a_paired_bootstrap_over_pairs_and_seeds() -> No
                     ).farther.tied
 
 
-def test_farther_than_nearest_resamples_the_raw_questions_for_trecqa() -> None:
+def test_farther_than_nearest_resamples_the_raw_questions_for_trecqa(
+        csran_cell: Callable) -> None:
     """TrecQA: the raw split's questions resampled (clean ones with their pytrec_eval AP,
     all-positive ones as 1, no-positive ones as 0 or left out); each reading averages its own
     questions among those drawn."""
     spec = load_readings("trecqa")
     assert spec is not None
     counts = spec.raw["test"]
-    published, values = _cell("csran_trecqa", 6, "test.map", "trecqa")
+    published, values = _cell(csran_cell, "csran_trecqa", 6, "test.map")
     ap = []
     for frame in _predictions("csran_trecqa", "test"):
         qrels, run = _qrels_and_run(frame)
@@ -303,7 +299,8 @@ def test_every_readings_file_names_real_tables_and_metrics() -> None:
     assert find_runs(RESULTS, "csran_trecqa")
 
 
-def test_report_readings_json_gives_each_readings_distance_and_ties() -> None:
+def test_report_readings_json_gives_each_readings_distance_and_ties(
+        csran_cell: Callable) -> None:
     from typer.testing import CliRunner
 
     from pairrepro.cli.app import app
@@ -311,7 +308,7 @@ def test_report_readings_json_gives_each_readings_distance_and_ties() -> None:
     out = CliRunner().invoke(app, ["--json", "report", "readings", "csran", "--table", "5"])
     assert out.exit_code == 0, out.output
     rows = {row["reading"]: row for row in json.loads(out.output)}
-    published, values = _cell("csran_twitter_url", 5, "test.f1", "twitter_url")
+    published, values = _cell(csran_cell, "csran_twitter_url", 5, "test.f1")
     assert rows.keys() == {v.reading.name for v in values}
     for value in values:
         row = rows[value.reading.name]

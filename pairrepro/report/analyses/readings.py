@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -119,12 +120,15 @@ def tied_with_nearest(values: list[ReadingValue]) -> list[ReadingValue]:
     return [v for v in values if v.farther is not None and v.farther.tied]
 
 
-def _read(runs: list[RunInfo], column: Column, published: float | None, reading: Reading,
+_UnitsOf = Callable[[str], evidence.Units]  # metric name -> the cell's runs' units
+
+
+def _read(units_of: _UnitsOf, column: Column, published: float | None, reading: Reading,
           spec: ReadingsFile) -> Interval:
     """The reading's mean over seeds with its bootstrap interval."""
     split, metric = column.split, column.metric_name
-    units = evidence.run_units(runs, f"{split}.accuracy" if reading.protocol == "accuracy"
-                               else f"{split}.{metric}")
+    units = units_of(f"{split}.accuracy" if reading.protocol == "accuracy"
+                     else f"{split}.{metric}")
     seed = evidence.stream("reading", reading.protocol, units.recipe, units.metric, units.seeds)
     options = {"seed": seed, "step": numbers.printed_step(column),
                "targets": () if published is None else (numbers.from_unit(published, column),)}
@@ -152,14 +156,14 @@ _PAIR_PROTOCOLS = ("f1_positive", "f1_macro", "accuracy")
 _Joint = tuple[np.ndarray, Callable[[np.ndarray], np.ndarray], int]
 
 
-def _joint(runs: list[RunInfo], column: Column, spec: ReadingsFile) -> _Joint:
+def _joint(units_of: _UnitsOf, column: Column, spec: ReadingsFile) -> _Joint:
     """(features ``[units, K]``, per_seed, seeds): every reading of ``spec`` as a function
     of unit sums over one common set of units, so that readings can be resampled together;
     ``per_seed(sums)`` is ``[R, seeds, readings]``. TwitterURL's units are the pairs (class
     1's TP, FP, FN give every reading); TrecQA's are the raw split's questions, the dropped
     ones scored 1 (all positive) or 0 (no positive), each reading averaging its own."""
     split, metric = column.split, column.metric_name
-    units = evidence.run_units(runs, f"{split}.{metric}")
+    units = units_of(f"{split}.{metric}")
     values, seeds = units.values, units.values.shape[0]
     protocols = [r.protocol for r in spec.readings]
     if all(p in _PAIR_PROTOCOLS for p in protocols) and units.kind == "f1":
@@ -201,7 +205,7 @@ def _joint(runs: list[RunInfo], column: Column, spec: ReadingsFile) -> _Joint:
     return features, by_question, seeds
 
 
-def _farther(joint: _Joint, runs: list[RunInfo], column: Column, published: float,
+def _farther(joint: _Joint, units: evidence.Units, column: Column, published: float,
              spec: ReadingsFile, nearest: int, other: int) -> Farther:
     """How much farther ``other`` lies from ``published`` than ``nearest``, paired."""
     features, per_seed, seeds = joint
@@ -213,8 +217,8 @@ def _farther(joint: _Joint, runs: list[RunInfo], column: Column, published: floa
     names = tuple(r.protocol for r in spec.readings)
     found = joint_interval(
         repr(("farther", names, nearest, other, paper)), features, per_seed, farther, seeds,
-        seed=evidence.stream("farther", runs[0].recipe, column.split, column.metric_name,
-                             tuple(r.seed for r in runs), names[nearest], names[other]),
+        seed=evidence.stream("farther", units.recipe, column.split, column.metric_name,
+                             units.seeds, names[nearest], names[other]),
         targets=(0.0,), step=numbers.printed_step(column))
     value, low, high = (numbers.to_unit(v, column) for v in (found.value, found.low, found.high))
     return Farther(value, low, high, found.moving(),
@@ -225,9 +229,10 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
               spec: ReadingsFile) -> list[ReadingValue]:
     """Every reading of ``spec`` for one cell, with its distance from ``published`` and how
     much farther than the nearest reading it lies."""
+    units_of = cache(partial(evidence.run_units, runs))  # each metric's predictions read once
     values = []
     for reading in spec.readings:
-        found = _read(runs, column, published, reading, spec)
+        found = _read(units_of, column, published, reading, spec)
         value, low, high = (numbers.to_unit(v, column)
                             for v in (found.value, found.low, found.high))
         values.append(ReadingValue(reading, value, low, high, found.units,
@@ -236,9 +241,10 @@ def read_cell(runs: list[RunInfo], column: Column, published: float | None,
     if published is None or not values:
         return values
     nearest = min(range(len(values)), key=lambda k: abs(values[k].distance or 0.0))
-    joint = _joint(runs, column, spec)
+    joint = _joint(units_of, column, spec)
+    units = units_of(f"{column.split}.{column.metric_name}")
     return [replace(v, nearest=True) if k == nearest else
-            replace(v, farther=_farther(joint, runs, column, published, spec, nearest, k))
+            replace(v, farther=_farther(joint, units, column, published, spec, nearest, k))
             for k, v in enumerate(values)]
 
 
