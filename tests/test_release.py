@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
+from pairrepro.report.publishing import readme
 from pairrepro.report.publishing import release as rl
 from pairrepro.runs import RunFolder, read_run
 
@@ -89,6 +90,10 @@ def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path
     assert len(release.runs) == 7 and "AMD EPYC" in release.cpu
     rl.write_release(release, results)
     assert rl.read_release(results) == release
+    text = readme._release(results)  # the environment section's first line
+    assert text.startswith("**Release 1** (2026-11-27): 7 runs on one CPU, AMD EPYC")
+    assert "from one commit, 2 commits in all. 2 runs were re-made for it at commit " \
+           "`eeeeeeeeee`, 1 of them not bit-equal" in text and "\n  - mixed/seed-2: " in text
 
 
 def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: Path) -> None:

@@ -98,9 +98,11 @@ def _release(results: Path) -> str:
         return "**No release written yet**: `pairrepro results release --name 1`.\n"
     odd = "".join(f"\n  - {run}: {'; '.join(release.remade[run]['why'])}"
                   for run in release.not_bit_equal)
-    return (f"**Release {release.name}** ({release.date}): commit `{release.commit[:10]}`, "
-            f"CPU {release.cpu}, torch {release.torch}, {len(release.runs)} runs; "
-            f"{len(release.remade)} re-made, {len(release.not_bit_equal)} of them not "
+    commits = {run.commit for run in all_runs(results)}
+    return (f"**Release {release.name}** ({release.date}): {len(release.runs)} runs on one CPU, "
+            f"{release.cpu}, torch {release.torch}; each recipe's seeds from one commit, "
+            f"{len(commits)} commits in all. {len(release.remade)} runs were re-made for it at "
+            f"commit `{release.commit[:10]}`, {len(release.not_bit_equal)} of them not "
             f"bit-equal to the run they replace{':' if odd else '.'}{odd}\n")
 
 
