@@ -90,7 +90,7 @@ def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path
     assert len(release.runs) == 7 and "AMD EPYC" in release.cpu
     rl.write_release(release, results)
     assert rl.read_release(results) == release
-    text = readme._release(results)  # the environment section's first line
+    text = readme._release(results)  # the README's release section
     assert text.startswith("**Release 1** (2026-11-27): 7 runs on one CPU, AMD EPYC")
     assert "from one commit, 2 commits in all. 2 runs were re-made for it at commit " \
            "`eeeeeeeeee`, 1 of them not bit-equal" in text and "\n  - mixed/seed-2: " in text

@@ -118,7 +118,7 @@ def _environment(results: Path) -> str:
         "CPU threads": lambda m: str(m.get("cpu_threads", "not recorded")),
         "CPU": cpu_line,
     }
-    lines = [_release(results), f"The {len(manifests)} reference runs' manifests "
+    lines = [f"The {len(manifests)} reference runs' manifests "
              "(`results/*/seed-*/manifest.json`), value (runs):", ""]
     for name, value in fields.items():
         counts = Counter(value(m) for m in manifests).most_common()
@@ -170,6 +170,7 @@ def _paper_sections() -> dict[str, Callable[[Path], str]]:
 # section name -> how it is rendered from the results folder (README first, then docs/)
 SECTIONS: dict[str, Callable[[Path], str]] = {
     "headline": _headline,
+    "release": _release,
     **_paper_sections(),
     "csran-trecqa-gap": partial(_ladder, "csran_trecqa"),
     "csran-twitter-url-gap": partial(_ladder, "csran_twitter_url"),
