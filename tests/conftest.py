@@ -7,15 +7,17 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
 from pairrepro.device import THREAD_VARIABLES
-from pairrepro.planning.paper_tables import Column, load_paper
-from pairrepro.report.analyses.readings import ReadingsFile, readings_for
-from pairrepro.report.tables.numbers import parse_published
-from pairrepro.runs import RunInfo, find_runs
+
+if TYPE_CHECKING:
+    from pairrepro.planning.paper_tables import Column
+    from pairrepro.report.analyses.readings import ReadingsFile
+    from pairrepro.runs import RunInfo
 
 torch.set_num_threads(1)
 
@@ -144,6 +146,11 @@ def csran_cell() -> Callable[[str, int, str], tuple[Column, float, ReadingsFile,
     """``csran_cell(recipe, table, metric)``: the CSRAN row's ``metric`` cell of CSRAN's Table
     ``table`` as the protocol readings take it: (column, published value, the readings that
     apply, the committed runs of ``recipe``)."""
+
+    from pairrepro.planning.paper_tables import load_paper
+    from pairrepro.report.analyses.readings import readings_for
+    from pairrepro.report.tables.numbers import parse_published
+    from pairrepro.runs import find_runs
 
     def cell(recipe: str, table: int, metric: str
              ) -> tuple[Column, float, ReadingsFile, list[RunInfo]]:
