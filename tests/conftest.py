@@ -126,7 +126,7 @@ def raw_from_mirror(shared_datasets: Path, data_home: Path) -> Callable[[str], P
 def one_seed_results(tmp_path: Path) -> Callable[[str], Path]:
     """``one_seed_results(recipe)``: the reference runs linked into a folder of their own, with
     ``recipe`` cut to its seed 1 (a step or row of one trained model)."""
-    reference = Path(__file__).resolve().parents[1] / "results"
+    reference = PROJECT / "results"
 
     def cut(recipe: str) -> Path:
         results = tmp_path / "results"
