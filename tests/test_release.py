@@ -66,13 +66,26 @@ def test_replacement_is_bit_equal_only_when_metrics_and_predictions_are(tmp_path
     old = read_run(run(tmp_path / "old", "r", 1, "a" * 40, cpu=False))
     same = read_run(run(tmp_path / "same", "r", 1, "d" * 40))
     assert rl.replacement(old, same) == {"replaced_commit": "a" * 40, "commit": "d" * 40,
-                                         "bit_equal": True, "why": []}
-    # one score moves by one ulp and the metric with it: not bit-equal, and the old run's
-    # missing CPU record is named as a reason
+                                         "bit_equal": True, "differs_in": {}, "why": []}
+    # one score moves by one ulp (the mean rounds back to 0.5): not bit-equal, and the old
+    # run's missing CPU record is named as a reason
     other = read_run(run(tmp_path / "other", "r", 1, "d" * 40, scores=(0.25, 0.7500000000000001)))
     record = rl.replacement(old, other)
     assert record["bit_equal"] is False
+    assert record["differs_in"] == {"test": "metrics equal, scores move by up to 1.1e-16"}
     assert "the replaced run does not record its CPU" in record["why"]
+    # a score moves by 0.1, and the metric (their mean) with it
+    moved = read_run(run(tmp_path / "moved", "r", 1, "d" * 40, scores=(0.25, 0.85)))
+    assert rl.replacement(old, moved)["differs_in"] == {
+        "test": "metrics differ (map by 0.05), scores move by up to 0.1"}
+
+
+def test_a_long_list_of_changed_files_is_counted_by_folder() -> None:
+    two = ["pairrepro/models/esim.py", "pairrepro/tasks.py"]
+    assert rl._changed_code_summary(two) == "pairrepro/models/esim.py, pairrepro/tasks.py"
+    many = [*two, "pairrepro/models/csran.py", "pairrepro/train/loop.py"]
+    assert rl._changed_code_summary(many) == ("4 files (pairrepro/models 2, pairrepro/tasks.py 1, "
+                                              "pairrepro/train 1)")
 
 
 def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path) -> None:
@@ -101,3 +114,45 @@ def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: P
     assert out.exit_code == 9
     assert "pairrepro train mixed --seeds 1,2 --threads 1 --force" in out.output
     assert "3 recipe(s), 4 run(s)" in out.output
+
+
+def test_a_written_release_notices_every_run_added_changed_or_removed_since(tmp_path: Path
+                                                                           ) -> None:
+    results = tmp_path / "results"
+    for seed in (1, 2):
+        run(results, "fine", seed, "c" * 40)
+    cli = ["results", "release", "--results", str(results)]
+    assert CliRunner().invoke(app, [*cli, "--name", "1"]).exit_code == 0
+    out = CliRunner().invoke(app, cli)
+    assert out.exit_code == 0 and "release 1 (" in out.output
+    assert readme._release(results).startswith("**Release 1** (")
+
+    # one score of seed 1 moves by an ulp; seed 3 appears; seed 2 goes: each is named
+    run(results, "fine", 1, "c" * 40, scores=(0.25, 0.7500000000000001))
+    run(results, "fine", 3, "c" * 40)
+    for f in sorted((results / "fine" / "seed-2").rglob("*"), reverse=True):
+        f.rmdir() if f.is_dir() else f.unlink()
+    (results / "fine" / "seed-2").rmdir()
+    release = rl.read_release(results)
+    assert release is not None
+    assert release.drift(rl.all_runs(results)) == {
+        "added": ["fine/seed-3"], "removed": ["fine/seed-2"], "changed": ["fine/seed-1"]}
+    assert readme._release(results).startswith("**Release 1 no longer describes `results/`**")
+    out = CliRunner().invoke(app, cli)
+    assert out.exit_code == 9 and "1 changed (fine/seed-1)" in out.output
+    # release 1 keeps its meaning: the next one needs the next name
+    refused = CliRunner().invoke(app, [*cli, "--name", "1"])
+    assert refused.exit_code != 0 and "--name 2" in refused.output
+    assert CliRunner().invoke(app, [*cli, "--name", "2"]).exit_code == 0
+    assert CliRunner().invoke(app, cli).exit_code == 0
+
+
+def test_a_classifier_s_change_counts_the_labels_that_moved() -> None:
+    def frame(*labels: int) -> pd.DataFrame:
+        return pd.DataFrame({"pair_id": [f"p{i}" for i in range(len(labels))],
+                             "prediction": list(labels)})
+    assert rl._prediction_change(frame(0, 1, 2), frame(0, 2, 2)) == "1 of 3 labels differ"
+    assert rl._prediction_change(frame(0, 1, 2), frame(0, 1, 2)) == ""
+    assert rl._prediction_change(frame(0, 1, 2), frame(0, 1)) == "other pairs saved"
+    assert rl._prediction_change(frame(0, 1, 2), frame(0, 1, 2).rename(
+        columns={"prediction": "label"})) == "other columns saved"

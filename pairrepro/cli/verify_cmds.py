@@ -13,7 +13,7 @@ from pairrepro.cli.common import STATE, add_command, emit_json, err_console, inf
 from pairrepro.cli.interrupts import interrupts_held
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.fileio import write_text
-from pairrepro.runs import RunFolder, seed_folders
+from pairrepro.runs import RunFolder, all_runs, seed_folders
 
 RESULTS_HELP = "Reference runs folder (default results/ of the project, or $PAIRREPRO_RESULTS)."
 
@@ -162,9 +162,12 @@ def results_release(
 ) -> None:
     """List the reference runs the next release must re-make (a recipe's seeds from several
     commits; a run without a CPU fingerprint), with the command that re-makes each and the
-    hours the replaced runs took; with --name, write the release record.
+    hours the replaced runs took; with --name, write the release record. With nothing to
+    re-make, check that the written release still describes every run (none added, removed or
+    changed since).
 
-    Exit codes: 0 nothing pending (or the release written); 9 runs must be re-made first.
+    Exit codes: 0 nothing pending (or the release written); 9 runs must be re-made first, or
+    the written release no longer describes results/.
 
     Examples:
 
@@ -172,10 +175,22 @@ def results_release(
 
       pairrepro results release --name 1
     """
-    from pairrepro.report.publishing.release import make_release, pending, write_release
+    from pairrepro.report.publishing.release import (
+        make_release,
+        pending,
+        read_release,
+        write_release,
+    )
 
+    results = results or paths.results_dir()
     todo = pending(results)
+    written = read_release(results)
+    drift = written.drift(all_runs(results)) if written else {}
     if name and not todo:
+        if written and written.name == name and drift:
+            raise ConfigError(f"{results}: release {name} is written already and describes "
+                              "other runs", hint="name the next release, e.g. --name "
+                              f"{int(name) + 1 if name.isdigit() else name + '.1'}")
         release = make_release(name, dt.date.today().isoformat(), results)
         path = write_release(release, results)
         if STATE.json:
@@ -201,6 +216,13 @@ def results_release(
                                 "pairrepro results add --force each run")
     info("nothing to re-make: every run records its CPU and every recipe's seeds come "
          "from one commit")
+    if drift:
+        raise VerificationError(
+            f"{results}: release {written.name} no longer describes the reference runs: "
+            + "; ".join(f"{len(names)} {how} ({', '.join(names)})" for how, names in drift.items()),
+            hint="write the next release: pairrepro results release --name <next>")
+    if written:
+        info(f"release {written.name} ({written.date}) describes every reference run")
 
 
 def register(app: typer.Typer) -> None:

@@ -88,22 +88,29 @@ def _preflight(results: Path) -> str:
 
 
 def _release(results: Path) -> str:
-    if todo := pending(results):
-        return (f"**No release yet**: {len(todo)} recipes ({sum(len(r.seeds) for r in todo)} "
-                f"runs, {sum(r.hours for r in todo):.1f} h as first made) must be re-made at one "
+    runs = all_runs(results)
+    if todo := pending(runs=runs):
+        return (f"**No release yet**: {len(todo)} recipe{'s' * (len(todo) > 1)} "
+                f"({sum(len(r.seeds) for r in todo)} runs, "
+                f"{sum(r.hours for r in todo):.1f} h as first made) must be re-made at one "
                 "clean commit first: seeds from several commits, or runs that do not record "
                 "their CPU or ran on another one (`pairrepro results release` lists them).\n")
     release = read_release(results)
     if release is None:
         return "**No release written yet**: `pairrepro results release --name 1`.\n"
-    odd = "".join(f"\n  - {run}: {'; '.join(release.remade[run]['why'])}"
-                  for run in release.not_bit_equal)
-    commits = {run.commit for run in all_runs(results)}
+    if drift := release.drift(runs):
+        return (f"**Release {release.name} no longer describes `results/`**: runs "
+                + "; ".join(f"{how} since: {', '.join(names)}" for how, names in drift.items())
+                + ". Write the next release with `pairrepro results release --name <next>`.\n")
+    odd = "".join(f"\n  - {run}: " + "; ".join(
+        [f"{split} {how}" for split, how in (rec.get("differs_in") or {}).items()]
+        + rec["why"]) for run in release.not_bit_equal if (rec := release.remade[run]))
     return (f"**Release {release.name}** ({release.date}): {len(release.runs)} runs on one CPU, "
             f"{release.cpu}, torch {release.torch}; each recipe's seeds from one commit, "
-            f"{len(commits)} commits in all. {len(release.remade)} runs were re-made for it at "
-            f"commit `{release.commit[:10]}`, {len(release.not_bit_equal)} of them not "
-            f"bit-equal to the run they replace{':' if odd else '.'}{odd}\n")
+            f"{len({run.commit for run in runs})} commits in all. {len(release.remade)} runs "
+            f"were re-made for it at commit `{release.commit[:10]}`, "
+            f"{len(release.not_bit_equal)} of them not bit-equal to the run they replace"
+            f"{':' if odd else '.'}{odd}\n")
 
 
 def _environment(results: Path) -> str:

@@ -3,6 +3,7 @@ pending; re-made runs keep ``replaces.json`` (docs/results.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections import Counter
@@ -10,9 +11,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError
-from pairrepro.runs import RunInfo, all_runs, read_predictions
+from pairrepro.runs import RunInfo, all_runs, prediction_keys, read_predictions
 
 RELEASE_FILE = "release.json"
 REPLACES_FILE = "replaces.json"
@@ -48,10 +52,12 @@ def cpu_line(manifest: dict[str, Any]) -> str:
             f"{' '.join(found.get('isa') or []) or 'none of note'}")
 
 
-def pending(results_dir: Path | None = None) -> list[Remake]:
+def pending(results_dir: Path | None = None, runs: list[RunInfo] | None = None
+            ) -> list[Remake]:
     """What must be re-made before a release: recipes whose seeds span commits, runs without
-    ``manifest.cpu`` or on another CPU than most."""
-    runs = all_runs(results_dir or paths.results_dir())
+    ``manifest.cpu`` or on another CPU than most (of ``runs``, read from ``results_dir`` when
+    not given)."""
+    runs = all_runs(results_dir or paths.results_dir()) if runs is None else runs
     known = Counter(cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
     usual = known.most_common(1)[0][0] if known else ""
     todo = []
@@ -83,26 +89,67 @@ def _changed_training_code(old: str, new: str) -> list[str]:
     return out.stdout.split()
 
 
-def _same_predictions(old: RunInfo, new: RunInfo) -> bool:
-    for split in old.metrics:
-        a, b = read_predictions(old.folder, split), read_predictions(new.folder, split)
-        if a is None or b is None:
-            continue
-        column = "score" if "score" in a.columns else "prediction"
-        if column not in b.columns or len(a) != len(b) or not (
-                a[column].to_numpy() == b[column].to_numpy()).all():
-            return False
-    return True
+def _prediction_change(a: pd.DataFrame | None, b: pd.DataFrame | None) -> str:
+    """How one split's saved predictions moved between two runs, in words ("" when equal)."""
+    if a is None or b is None:
+        return ""
+    column = "score" if "score" in a.columns else "prediction"
+    if column not in a.columns or column not in b.columns:
+        return "other columns saved"
+    if len(a) != len(b) or not a.get("pair_id", a.index).equals(b.get("pair_id", b.index)):
+        return "other pairs saved"
+    old, new = a[column].to_numpy(), b[column].to_numpy()
+    if column == "prediction":
+        moved = int((old != new).sum())
+        return f"{moved} of {len(old)} labels differ" if moved else ""
+    largest = float(np.abs(old.astype(np.float64) - new).max()) if len(old) else 0.0
+    return f"scores move by up to {largest:.2g}" if largest else ""
+
+
+def _metric_change(old: dict[str, float], new: dict[str, float]) -> str:
+    """Whether one split's recorded metrics differ, and the one that moved most ("" when
+    equal)."""
+    if old == new:
+        return ""
+    moved = {k: abs(float(new[k]) - float(old[k])) for k in old.keys() & new.keys()
+             if isinstance(old[k], int | float) and isinstance(new[k], int | float)}
+    name = max(moved, key=moved.__getitem__, default=None)
+    return (f"metrics differ ({name} by {moved[name]:.2g})" if name and moved[name]
+            else "metrics differ (other names)")
+
+
+def _differences(old: RunInfo, new: RunInfo) -> dict[str, str]:
+    """Each split whose recorded metrics or saved predictions differ between two runs, with
+    how much."""
+    found = {}
+    for split in sorted(old.metrics.keys() | new.metrics.keys()):
+        moved = _prediction_change(read_predictions(old.folder, split),
+                                   read_predictions(new.folder, split))
+        metrics = _metric_change(old.metrics.get(split, {}), new.metrics.get(split, {}))
+        if metrics or moved:
+            found[split] = ", ".join(filter(None, (metrics or "metrics equal", moved)))
+    return found
+
+
+def _changed_code_summary(files: list[str]) -> str:
+    """A few changed files by name; more, counted by the training-path folder they sit in."""
+    if len(files) <= 3:
+        return ", ".join(files)
+    per_root = Counter(next((root for root in TRAINING_CODE if f.startswith(root)), f)
+                       for f in files)
+    return f"{len(files)} files (" + ", ".join(f"{root} {n}" for root, n
+                                               in per_root.most_common()) + ")"
 
 
 def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
-    """What re-making ``old`` as ``new`` changed: bit-equal or not, and the known reasons."""
-    bit_equal = old.metrics == new.metrics and _same_predictions(old, new)
+    """What re-making ``old`` as ``new`` changed: the splits that differ and by how much
+    (none: bit-equal), and the known reasons."""
+    differs_in = _differences(old, new)
     why = []
-    if not bit_equal:
+    if differs_in:
         if old.commit != new.commit and (changed := _changed_training_code(old.commit, new.commit)):
             why.append(f"training code changed between {old.commit[:7]} and "
-                       f"{new.commit[:7]}: {', '.join(changed)}")
+                       f"{new.commit[:7]}: {_changed_code_summary(changed)}")
         for key, name in (("cpu", "CPU"), ("torch", "torch build"),
                           ("precision", "precision"), ("cpu_threads", "threads")):
             if key not in old.manifest:
@@ -110,8 +157,20 @@ def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
             elif old.manifest[key] != new.manifest.get(key):
                 why.append(f"{name} differs")
         why = why or ["not found: same commit code path, CPU, torch, precision and threads"]
-    return {"replaced_commit": old.commit, "commit": new.commit, "bit_equal": bit_equal,
-            "why": why}
+    return {"replaced_commit": old.commit, "commit": new.commit, "bit_equal": not differs_in,
+            "differs_in": differs_in, "why": why}
+
+
+def run_digest(run: RunInfo) -> str:
+    """sha256 over a run's result and predictions: what a release pins of each run."""
+    files = [run.folder.result_path,
+             *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
+    return hashlib.sha256("".join(f"{f.name} {fileio.sha256_file(f)}\n"
+                                  for f in files if f.is_file()).encode()).hexdigest()
+
+
+def _digests(runs: list[RunInfo]) -> dict[str, str]:
+    return {f"{r.recipe}/seed-{r.seed}": run_digest(r) for r in runs}
 
 
 @dataclass(frozen=True)
@@ -123,12 +182,22 @@ class Release:
     date: str
     cpu: str
     torch: str
-    runs: list[str]
+    runs: dict[str, str]  # run -> run_digest
     remade: dict[str, dict[str, Any]]  # run -> its replacement record
 
     @property
     def not_bit_equal(self) -> list[str]:
         return [run for run, rec in self.remade.items() if not rec["bit_equal"]]
+
+    def drift(self, runs: list[RunInfo]) -> dict[str, list[str]]:
+        """The runs added, removed or changed since this release was written, by how (empty
+        while it still describes ``runs``)."""
+        now = _digests(runs)
+        found = {"added": sorted(now.keys() - self.runs.keys()),
+                 "removed": sorted(self.runs.keys() - now.keys()),
+                 "changed": sorted(k for k in now.keys() & self.runs.keys()
+                                   if now[k] != self.runs[k])}
+        return {how: names for how, names in found.items() if names}
 
 
 def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
@@ -151,7 +220,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
     # one CPU: pending() has every run on the CPU most runs record
     return Release(name=name, commit=commit, date=date, cpu=cpu_line(runs[0].manifest),
                    torch=str(runs[0].manifest.get("torch", "")),
-                   runs=[f"{r.recipe}/seed-{r.seed}" for r in runs], remade=remade)
+                   runs=_digests(runs), remade=remade)
 
 
 def write_release(release: Release, results_dir: Path | None = None) -> Path:
@@ -165,7 +234,10 @@ def read_release(results_dir: Path | None = None) -> Release | None:
     if not path.is_file():
         return None
     try:
-        return Release(**json.loads(path.read_text(encoding="utf-8")))
+        release = Release(**json.loads(path.read_text(encoding="utf-8")))
+        if not isinstance(release.runs, dict):
+            raise TypeError("'runs' must map each run to its digest")
+        return release
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: not a release record ({exc})",
                           hint="rewrite it: pairrepro results release --name N") from None
