@@ -185,6 +185,29 @@ def test_add_reference_refuses_a_variant_and_an_existing_reference(tmp_path: Pat
         add_reference(run, tmp_path / "results", force=True)
 
 
+def test_a_run_added_again_keeps_the_record_of_what_it_replaced(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    dest, _ = add_reference(_clean(_copy(tmp_path / "first")), results)
+    assert not (dest.path / "replaces.json").exists()
+    # re-made at another commit: every test score doubled, so the ranking and MAP stay
+    remade = _copy(tmp_path / "remade")
+    _edit_json(remade / "manifest.json", lambda m: m.update(
+        git={"commit": "1" * 40, "dirty": False, "untracked": []}))
+    frame = pd.read_parquet(remade / "predictions" / "test.parquet")
+    largest = float(frame["score"].abs().max())
+    frame["score"] *= 2
+    frame.to_parquet(remade / "predictions" / "test.parquet")
+    _, files = add_reference(remade, results, force=True)
+    assert dest.path / "replaces.json" in files
+    record = json.loads((dest.path / "replaces.json").read_text())
+    assert record["replaced_commit"] == "0" * 40 and record["bit_equal"] is False
+    assert record["differs_in"] == {"test": f"metrics equal, scores move by up to "
+                                            f"{largest:.2g}"}
+    # the same run added again: it still replaces the first one, not itself
+    add_reference(remade, results, force=True)
+    assert json.loads((dest.path / "replaces.json").read_text()) == record
+
+
 def _table6(runs: Path | None) -> cl.EvalTable:
     paper = load_paper("csran")
     return cl.evaluate_table(paper, paper.table(6), runs, load_recipe_index(), RESULTS)

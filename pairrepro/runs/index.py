@@ -295,9 +295,11 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
                                column_encoding={"pair_id": "DELTA_BYTE_ARRAY"})
 
 
-def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
+def copy_compact(source: RunFolder, dest: RunFolder, extra: dict[str, str] | None = None
+                 ) -> list[Path]:
     """Copy a finished run into ``dest`` without checkpoints, predictions cut to
-    :data:`COMPACT_COLUMNS`; an interruption leaves the old copy or the new one."""
+    :data:`COMPACT_COLUMNS`, with the ``extra`` files (name -> text) beside it; an
+    interruption leaves the old copy or the new one."""
     staging = dest.path.parent / f".{dest.path.name}.incoming"
     aside = put_back_aside(dest)
     try:
@@ -306,6 +308,8 @@ def copy_compact(source: RunFolder, dest: RunFolder) -> list[Path]:
                 shutil.rmtree(staging)
             staging.mkdir(parents=True)
             _write_compact(source, staging)
+            for name, text in (extra or {}).items():
+                (staging / name).write_text(text, encoding="utf-8")
             if dest.path.exists():
                 os.replace(dest.path, aside)
             os.replace(staging, dest.path)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pairrepro import fileio, paths
+from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.report.analyses import evidence
 from pairrepro.report.publishing import release
@@ -228,12 +228,19 @@ def add_reference(run_dir: Path, results_dir: Path | None = None, force: bool = 
     if dest.exists() and not force:
         raise ConfigError(f"{dest.path} already holds a reference run",
                           hint="pass --force to replace it")
-    # a re-made run says what it replaced: bit-equal or not, and why not
-    old = read_run(dest.path) if dest.exists() else None
-    replaced = release.replacement(old, run) if old and old.status == "finished" else None
-    files = copy_compact(RunFolder(Path(run_dir)), dest)
-    if replaced:
-        path = dest.path / release.REPLACES_FILE
-        fileio.write_text(path, json.dumps(replaced, indent=2, sort_keys=True) + "\n")
-        files.append(path)
-    return dest, files
+    record = _replaces_record(read_run(dest.path) if dest.exists() else None, run)
+    return dest, copy_compact(RunFolder(Path(run_dir)), dest,
+                              {release.REPLACES_FILE: record} if record else None)
+
+
+def _replaces_record(old: RunInfo | None, new: RunInfo) -> str | None:
+    """``replaces.json`` for ``new`` added over ``old``: what it replaced, bit-equal or not and
+    why not. The same run added again keeps the record it has, which names the run it
+    replaced first."""
+    if old is None or old.status != "finished":
+        return None
+    replaced = release.replacement(old, new)
+    kept = old.folder.path / release.REPLACES_FILE
+    if kept.is_file() and replaced["bit_equal"] and old.commit == new.commit:
+        return kept.read_text(encoding="utf-8")
+    return json.dumps(replaced, indent=2, sort_keys=True) + "\n"
