@@ -21,11 +21,12 @@ CPU = {"model": "AMD EPYC", "isa": ["avx512f"], "onednn": "v3.12.0"}
 
 
 def run(results: Path, recipe: str, seed: int, commit: str, cpu: bool | dict = True,
-        scores: tuple[float, ...] = (0.25, 0.75), wall: float = 1800.0) -> Path:
+        scores: tuple[float, ...] = (0.25, 0.75), wall: float = 1800.0,
+        torch: str = "2.13.0+cpu") -> Path:
     d = results / recipe / f"seed-{seed}"
     d.mkdir(parents=True, exist_ok=True)
     manifest = {"git": {"commit": commit, "dirty": False}, "wall_time_s": wall,
-                "torch": "2.13.0+cpu", "precision": "fp32", "cpu_threads": 1,
+                "torch": torch, "precision": "fp32", "cpu_threads": 1,
                 **({"cpu": CPU if cpu is True else cpu} if cpu else {})}
     (d / "manifest.json").write_text(json.dumps(manifest))
     (d / "config.toml").write_text("")
@@ -48,13 +49,15 @@ def results(tmp_path: Path) -> Path:
     run(r, "fine", 1, "c" * 40)
     run(r, "fine", 2, "c" * 40)
     run(r, "elsewhere", 1, "c" * 40, cpu={**CPU, "isa": ["avx2"]})
+    run(r, "other_torch", 1, "c" * 40, torch="2.12.0+cpu")
     return r
 
 
-def test_pending_lists_mixed_commits_and_unknown_cpus(results: Path) -> None:
+def test_pending_lists_mixed_commits_and_unknown_cpus_and_torch_builds(results: Path) -> None:
     todo = {r.recipe: r for r in rl.pending(results)}
-    assert set(todo) == {"mixed", "no_cpu", "elsewhere"}
-    assert todo["elsewhere"].why == "made on another CPU"  # 5 runs on one CPU, 1 on another
+    assert set(todo) == {"mixed", "no_cpu", "elsewhere", "other_torch"}
+    assert todo["elsewhere"].why == "made on another CPU"  # 6 runs on one CPU, 1 on another
+    assert todo["other_torch"].why == "made with another torch build than 2.13.0+cpu"
     assert todo["mixed"].seeds == (1, 2) and "2 commits" in todo["mixed"].why
     assert todo["mixed"].hours == pytest.approx(1.0)  # two runs of 1,800 s
     assert todo["no_cpu"].seeds == (2,) and todo["no_cpu"].hours == pytest.approx(1.0)
@@ -89,7 +92,7 @@ def test_a_long_list_of_changed_files_is_counted_by_folder() -> None:
 
 
 def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path) -> None:
-    with pytest.raises(ConfigError, match="3 recipe"):
+    with pytest.raises(ConfigError, match="4 recipe"):
         rl.make_release("1", "2026-11-27", results)
     for seed in (1, 2):
         d = run(results, "mixed", seed, "e" * 40)
@@ -97,14 +100,15 @@ def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path
                                                       "why": [], "replaced_commit": "a" * 40}))
     run(results, "no_cpu", 2, "c" * 40)
     run(results, "elsewhere", 1, "c" * 40)
+    run(results, "other_torch", 1, "c" * 40)
     assert rl.pending(results) == []
     release = rl.make_release("1", "2026-11-27", results)
     assert release.commit == "e" * 40 and release.not_bit_equal == ["mixed/seed-2"]
-    assert len(release.runs) == 7 and "AMD EPYC" in release.cpu
+    assert len(release.runs) == 8 and "AMD EPYC" in release.cpu and release.torch == "2.13.0+cpu"
     rl.write_release(release, results)
     assert rl.read_release(results) == release
     text = readme._release(results)  # the README's release section
-    assert text.startswith("**Release 1** (2026-11-27): 7 runs on one CPU, AMD EPYC")
+    assert text.startswith("**Release 1** (2026-11-27): 8 runs on one CPU, AMD EPYC")
     assert "from one commit, 2 commits in all. 2 runs were re-made for it at commit " \
            "`eeeeeeeeee`, 1 of them not bit-equal" in text and "\n  - mixed/seed-2: " in text
 
@@ -113,7 +117,7 @@ def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: P
     out = CliRunner().invoke(app, ["results", "release", "--results", str(results)])
     assert out.exit_code == 9
     assert "pairrepro train mixed --seeds 1,2 --threads 1 --force" in out.output
-    assert "3 recipe(s), 4 run(s)" in out.output
+    assert "4 recipe(s), 5 run(s)" in out.output
 
 
 def test_a_written_release_notices_every_run_added_changed_or_removed_since(tmp_path: Path

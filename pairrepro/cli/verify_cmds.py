@@ -161,10 +161,10 @@ def results_release(
                                         "(default results/ of the project)."),
 ) -> None:
     """List the reference runs the next release must re-make (a recipe's seeds from several
-    commits; a run without a CPU fingerprint), with the command that re-makes each and the
-    hours the replaced runs took; with --name, write the release record. With nothing to
-    re-make, check that the written release still describes every run (none added, removed or
-    changed since).
+    commits; a run without a CPU fingerprint, or on another CPU or torch build than most),
+    with the command that re-makes each and the hours the replaced runs took; with --name,
+    write the release record. With nothing to re-make, check that the written release still
+    describes every run (none added, removed or changed since).
 
     Exit codes: 0 nothing pending (or the release written); 9 runs must be re-made first, or
     the written release no longer describes results/.

@@ -94,7 +94,8 @@ def _release(results: Path) -> str:
                 f"({sum(len(r.seeds) for r in todo)} runs, "
                 f"{sum(r.hours for r in todo):.1f} h as first made) must be re-made at one "
                 "clean commit first: seeds from several commits, or runs that do not record "
-                "their CPU or ran on another one (`pairrepro results release` lists them).\n")
+                "their CPU or ran on another CPU or torch build (`pairrepro results release` "
+                "lists them).\n")
     release = read_release(results)
     if release is None:
         return "**No release written yet**: `pairrepro results release --name 1`.\n"

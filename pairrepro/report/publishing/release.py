@@ -52,14 +52,22 @@ def cpu_line(manifest: dict[str, Any]) -> str:
             f"{' '.join(found.get('isa') or []) or 'none of note'}")
 
 
+def _torch(manifest: dict[str, Any]) -> str:
+    return str(manifest.get("torch") or "not recorded")
+
+
+def _most_common(values: list[str]) -> str:
+    return Counter(values).most_common(1)[0][0] if values else ""
+
+
 def pending(results_dir: Path | None = None, runs: list[RunInfo] | None = None
             ) -> list[Remake]:
     """What must be re-made before a release: recipes whose seeds span commits, runs without
-    ``manifest.cpu`` or on another CPU than most (of ``runs``, read from ``results_dir`` when
-    not given)."""
+    ``manifest.cpu``, or made on another CPU or torch build than most (of ``runs``, read from
+    ``results_dir`` when not given)."""
     runs = all_runs(results_dir or paths.results_dir()) if runs is None else runs
-    known = Counter(cpu_line(r.manifest) for r in runs if "cpu" in r.manifest)
-    usual = known.most_common(1)[0][0] if known else ""
+    usual_cpu = _most_common([cpu_line(r.manifest) for r in runs if "cpu" in r.manifest])
+    usual_torch = _most_common([_torch(r.manifest) for r in runs])
     todo = []
     by_recipe: dict[str, list[RunInfo]] = {}
     for run in runs:
@@ -73,7 +81,9 @@ def pending(results_dir: Path | None = None, runs: list[RunInfo] | None = None
             continue
         for why, odd in (("no CPU fingerprint", [r for r in seeds if "cpu" not in r.manifest]),
                          ("made on another CPU", [r for r in seeds if "cpu" in r.manifest
-                                                  and cpu_line(r.manifest) != usual])):
+                                                  and cpu_line(r.manifest) != usual_cpu]),
+                         (f"made with another torch build than {usual_torch}",
+                          [r for r in seeds if _torch(r.manifest) != usual_torch])):
             if odd:
                 todo.append(Remake(recipe, tuple(r.seed for r in odd), why, _hours(odd)))
     return todo
@@ -217,9 +227,9 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
                           hint="re-make the others at one clean commit")
     # no run re-made: the commit most runs come from
     commit = next(iter(commits), Counter(r.commit for r in runs).most_common(1)[0][0])
-    # one CPU: pending() has every run on the CPU most runs record
+    # one CPU and torch build: pending() has every run on those most runs record
     return Release(name=name, commit=commit, date=date, cpu=cpu_line(runs[0].manifest),
-                   torch=str(runs[0].manifest.get("torch", "")),
+                   torch=_torch(runs[0].manifest),
                    runs=_digests(runs), remade=remade)
 
 
