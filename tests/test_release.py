@@ -96,8 +96,12 @@ def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path
         rl.make_release("1", "2026-11-27", results)
     for seed in (1, 2):
         d = run(results, "mixed", seed, "e" * 40)
-        (d / rl.REPLACES_FILE).write_text(json.dumps({"commit": "e" * 40, "bit_equal": seed == 1,
-                                                      "why": [], "replaced_commit": "a" * 40}))
+        (d / rl.REPLACES_FILE).write_text(json.dumps(
+            {"commit": "e" * 40, "bit_equal": seed == 1, "replaced_commit": "a" * 40,
+             "differs_in": {} if seed == 1 else {"test": "metrics differ (map by 0.1)",
+                                                 "train": "metrics equal"},
+             "why": [] if seed == 1 else ["training code changed between a and e: x.py",
+                                          "CPU differs"]}))
     run(results, "no_cpu", 2, "c" * 40)
     run(results, "elsewhere", 1, "c" * 40)
     run(results, "other_torch", 1, "c" * 40)
@@ -110,7 +114,9 @@ def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path
     text = readme._release(results)  # the README's release section
     assert text.startswith("**Release 1** (2026-11-27): 8 runs on one CPU, AMD EPYC")
     assert "from one commit, 2 commits in all. 2 runs were re-made for it at commit " \
-           "`eeeeeeeeee`, 1 of them not bit-equal" in text and "\n  - mixed/seed-2: " in text
+           "`eeeeeeeeee`, 1 of them not bit-equal" in text
+    assert text.endswith("\n  - mixed/seed-2 (training code changed between a and e; CPU "
+                         "differs): test metrics differ (map by 0.1)\n")
 
 
 def test_cli_lists_the_commands_and_exits_9_while_anything_is_pending(results: Path) -> None:

@@ -103,15 +103,24 @@ def _release(results: Path) -> str:
         return (f"**Release {release.name} no longer describes `results/`**: runs "
                 + "; ".join(f"{how} since: {', '.join(names)}" for how, names in drift.items())
                 + ". Write the next release with `pairrepro results release --name <next>`.\n")
-    odd = "".join(f"\n  - {run}: " + "; ".join(
-        [f"{split} {how}" for split, how in (rec.get("differs_in") or {}).items()]
-        + rec["why"]) for run in release.not_bit_equal if (rec := release.remade[run]))
+    odd = "".join(_not_bit_equal(run, release.remade[run]) for run in release.not_bit_equal)
     return (f"**Release {release.name}** ({release.date}): {len(release.runs)} runs on one CPU, "
             f"{release.cpu}, torch {release.torch}; each recipe's seeds from one commit, "
             f"{len({run.commit for run in runs})} commits in all. {len(release.remade)} runs "
             f"were re-made for it at commit `{release.commit[:10]}`, "
             f"{len(release.not_bit_equal)} of them not bit-equal to the run they replace"
-            f"{':' if odd else '.'}{odd}\n")
+            + (" (each run's `replaces.json` says how far every split moved, and why):"
+               if odd else ".") + f"{odd}\n")
+
+
+def _not_bit_equal(run: str, record: dict[str, Any]) -> str:
+    """One re-made run that is not bit-equal: the reasons in short, and how far its test split
+    moved (``replaces.json`` has every split and the reasons in full)."""
+    differs = record.get("differs_in") or {}
+    moved = (f": test {differs['test']}" if "test" in differs
+             else f": test bit-equal, {', '.join(differs)} not" if differs else "")
+    reasons = "; ".join(why.split(": ", 1)[0] for why in record["why"])
+    return f"\n  - {run}{f' ({reasons})' if reasons else ''}{moved}"
 
 
 def _environment(results: Path) -> str:
