@@ -183,11 +183,11 @@ def results_release(
     )
 
     results = results or paths.results_dir()
-    todo = pending(results)
+    runs = all_runs(results)
+    todo = pending(runs=runs)
     written = read_release(results)
-    drift = written.drift(all_runs(results)) if written else {}
     if name and not todo:
-        if written and written.name == name and drift:
+        if written and written.name == name and written.drift(runs):
             raise ConfigError(f"{results}: release {name} is written already and describes "
                               "other runs", hint="name the next release, e.g. --name "
                               f"{int(name) + 1 if name.isdigit() else name + '.1'}")
@@ -216,7 +216,7 @@ def results_release(
                                 "pairrepro results add --force each run")
     info("nothing to re-make: every run records its CPU and every recipe's seeds come "
          "from one commit")
-    if drift:
+    if written and (drift := written.drift(runs)):
         raise VerificationError(
             f"{results}: release {written.name} no longer describes the reference runs: "
             + "; ".join(f"{len(names)} {how} ({', '.join(names)})" for how, names in drift.items()),

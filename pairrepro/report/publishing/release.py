@@ -213,11 +213,11 @@ class Release:
 def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
     """The release of ``results/`` as it is; a ConfigError while anything is pending."""
     results_dir = results_dir or paths.results_dir()
-    if todo := pending(results_dir):
+    runs = all_runs(results_dir)
+    if todo := pending(runs=runs):
         raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
                           "release: " + ", ".join(r.recipe for r in todo),
                           hint="pairrepro results release --plan lists them with commands")
-    runs = all_runs(results_dir)
     remade = {f"{run.recipe}/seed-{run.seed}": json.loads(path.read_text("utf-8"))
               for run in runs if (path := Path(run.path) / REPLACES_FILE).is_file()}
     commits = {rec["commit"] for rec in remade.values()}
