@@ -92,8 +92,13 @@ def test_a_long_list_of_changed_files_is_counted_by_folder() -> None:
 
 
 def test_a_release_waits_for_the_remakes_then_records_their_commit(results: Path) -> None:
-    with pytest.raises(ConfigError, match="4 recipe"):
+    with pytest.raises(ConfigError, match="4 recipe") as refused:
         rl.make_release("1", "2026-11-27", results)
+    # the hint's command runs, and lists the commands that re-make them
+    hint = refused.value.hint or ""
+    listed = CliRunner().invoke(app, [*hint.split(" lists")[0].split()[1:], "--results",
+                                      str(results)])
+    assert listed.exit_code == 9 and "pairrepro train mixed" in listed.output
     for seed in (1, 2):
         d = run(results, "mixed", seed, "e" * 40)
         (d / rl.REPLACES_FILE).write_text(json.dumps(

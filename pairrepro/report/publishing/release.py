@@ -217,7 +217,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
     if todo := pending(runs=runs):
         raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
                           "release: " + ", ".join(r.recipe for r in todo),
-                          hint="pairrepro results release --plan lists them with commands")
+                          hint="pairrepro results release lists them with commands")
     remade = {f"{run.recipe}/seed-{run.seed}": json.loads(path.read_text("utf-8"))
               for run in runs if (path := Path(run.path) / REPLACES_FILE).is_file()}
     commits = {rec["commit"] for rec in remade.values()}
