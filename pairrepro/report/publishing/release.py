@@ -179,8 +179,13 @@ def run_digest(run: RunInfo) -> str:
                                   for f in files if f.is_file()).encode()).hexdigest()
 
 
+def _name(run: RunInfo) -> str:
+    """A run's key in the release record: ``recipe/seed-N``."""
+    return f"{run.recipe}/seed-{run.seed}"
+
+
 def _digests(runs: list[RunInfo]) -> dict[str, str]:
-    return {f"{r.recipe}/seed-{r.seed}": run_digest(r) for r in runs}
+    return {_name(r): run_digest(r) for r in runs}
 
 
 @dataclass(frozen=True)
@@ -218,7 +223,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
         raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
                           "release: " + ", ".join(r.recipe for r in todo),
                           hint="pairrepro results release lists them with commands")
-    remade = {f"{run.recipe}/seed-{run.seed}": json.loads(path.read_text("utf-8"))
+    remade = {_name(run): json.loads(path.read_text("utf-8"))
               for run in runs if (path := Path(run.path) / REPLACES_FILE).is_file()}
     commits = {rec["commit"] for rec in remade.values()}
     if len(commits) > 1:
