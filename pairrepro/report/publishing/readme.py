@@ -26,7 +26,12 @@ from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown
 from pairrepro.report.publishing.bench_records import bench_markdown, gpu_rates_markdown
-from pairrepro.report.publishing.release import cpu_line, pending, read_release
+from pairrepro.report.publishing.release import (
+    cpu_line,
+    pending,
+    read_release,
+    reasons_in_short,
+)
 from pairrepro.report.tables import runs_table
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 from pairrepro.report.tables.numbers import markdown_table
@@ -119,7 +124,7 @@ def _not_bit_equal(run: str, record: dict[str, Any]) -> str:
     differs = record.get("differs_in") or {}
     moved = (f": test {differs['test']}" if "test" in differs
              else f": test bit-equal, {', '.join(differs)} not" if differs else "")
-    reasons = "; ".join(why.split(": ", 1)[0] for why in record["why"])
+    reasons = "; ".join(reasons_in_short(record))
     return f"\n  - {run}{f' ({reasons})' if reasons else ''}{moved}"
 
 

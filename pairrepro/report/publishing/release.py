@@ -171,6 +171,11 @@ def replacement(old: RunInfo, new: RunInfo) -> dict[str, Any]:
             "differs_in": differs_in, "why": why}
 
 
+def reasons_in_short(record: dict[str, Any]) -> list[str]:
+    """A replacement record's reasons without their details (each reads "what: detail")."""
+    return [why.split(": ", 1)[0] for why in record["why"]]
+
+
 def run_digest(run: RunInfo) -> str:
     """sha256 over a run's result and predictions: what a release pins of each run."""
     files = [run.folder.result_path,
