@@ -27,9 +27,8 @@ from pairrepro.models.grid import (
 )
 from pairrepro.models.layers import WordEmbedding
 
-# where TC's backward pass sums the gate gradients per diagonal (bit-exact CPU runs); elsewhere
-# once over the whole grid after the sweep: fewer, larger launches
-PER_DIAGONAL_SUMS = {"cpu"}
+# where TC's gate gradients are summed per diagonal (the CPU's bit-exact order); elsewhere once
+PER_DIAGONAL_SUMS = {"cpu"}  # over the whole grid after the sweep: fewer, larger launches
 
 
 class _TCSweep(torch.autograd.Function):
@@ -88,9 +87,8 @@ class _TCSweep(torch.autograd.Function):
         dtype = gates[0].dtype
         w = weight.to(dtype)
         dh_out = dh_out.to(dtype).contiguous()
-        # float32, from the next diagonal; one zero fill each
-        dh, dc = (torch.zeros(diags.cells, *c[0].shape[1:], dtype=c[0].dtype,
-                              device=c[0].device).split(diags.count) for _ in "hc")
+        # float32, from the next diagonal (one zero fill each)
+        dh, dc = (c[0].new_zeros(diags.cells, *c[0].shape[1:]).split(diags.count) for _ in "hc")
         d_weight = torch.zeros_like(weight)
         d_bias = weight.new_zeros(5 * d) if ctx.has_bias else None
         d_rows = d_cols = d_feats = None

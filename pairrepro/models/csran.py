@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models.base import (
@@ -38,32 +37,24 @@ AFFINITIES = ("max", "max_sum")
 
 def run_lstm_padded(lstm: nn.LSTM, x: torch.Tensor,
                     mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`run_rnn` on padded input, which reaches oneDNN's fused LSTM on CPU (packed input
-    never does): each direction of each layer runs alone, the backward one over every example
-    reversed, so padding (at the end) never reaches a real position; the last states are read
-    from the outputs at each sequence's end."""
-    dirs, (batch, steps) = 1 + lstm.bidirectional, mask.shape
-    per = len(lstm._flat_weights) // (lstm.num_layers * dirs)
-    ends = (mask.sum(1) - 1).clamp(min=0)
-    # one row gather (an element-wise gather's backward is a slow scatter)
+    """:func:`run_rnn` of a one-layer LSTM on padded input, which reaches oneDNN's fused LSTM on
+    CPU (packed input never does): the backward direction runs alone over every example
+    reversed, so padding (at the end) never reaches a real position."""
+    assert lstm.num_layers == 1
+    batch, steps = mask.shape
+    # a row gather (an element-wise gather's backward is a slow scatter)
     rows = (flip_index(mask) + torch.arange(batch, device=x.device)[:, None] * steps).view(-1)
-
-    def flip(t: torch.Tensor) -> torch.Tensor:
-        return t.flatten(0, 1).index_select(0, rows).view_as(t)
-
-    zeros = x.new_zeros(1, batch, lstm.hidden_size)
-    for layer in range(lstm.num_layers):
-        x = F.dropout(x, lstm.dropout, lstm.training) if layer else x
-        outs, lasts = [], []
-        for d in range(dirs):
-            k = (layer * dirs + d) * per
-            out = torch._VF.lstm(flip(x) if d else x, (zeros, zeros),  # type: ignore[attr-defined]
-                                 lstm._flat_weights[k : k + per], lstm.bias, 1, 0.0,
-                                 lstm.training, False, True)[0]
-            lasts.append(out[torch.arange(batch, device=x.device), ends])
-            outs.append(flip(out) if d else out)
-        x = torch.cat(outs, dim=-1)
-    return x * mask.unsqueeze(-1).to(x.dtype), torch.cat(lasts, dim=-1)
+    ends, zeros = (mask.sum(1) - 1).clamp(min=0), x.new_zeros(1, batch, lstm.hidden_size)
+    per = len(lstm._flat_weights) // (1 + lstm.bidirectional)
+    outs, lasts = [], []
+    for d in range(1 + lstm.bidirectional):
+        out = torch._VF.lstm(x.flatten(0, 1).index_select(0, rows).view_as(x) if d else x,  # type: ignore[attr-defined]
+                             (zeros, zeros), lstm._flat_weights[d * per : (d + 1) * per],
+                             lstm.bias, 1, 0.0, lstm.training, False, True)[0]
+        lasts.append(out[torch.arange(batch, device=x.device), ends])
+        outs.append(out.flatten(0, 1).index_select(0, rows).view_as(out) if d else out)
+    out = torch.cat(outs, dim=-1)
+    return out * mask.unsqueeze(-1).to(out.dtype), torch.cat(lasts, dim=-1)
 
 
 def _encode(lstm: nn.LSTM, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
