@@ -47,7 +47,7 @@ from flops import (  # noqa: E402
     yardsticks,
 )
 from grid_reference import reference_forward  # noqa: E402
-from protocol import Machine, add_common_arguments  # noqa: E402
+from protocol import Machine, add_common_arguments, write_record  # noqa: E402
 
 from pairrepro.models import clstm, grid, gridkernels  # noqa: E402
 from pairrepro.models.base import ModelContext, build_model  # noqa: E402
@@ -224,6 +224,7 @@ def launches(args: argparse.Namespace) -> None:
     takes, counted on CPU tensors: C kernels off, TC's gradients summed after the sweep, and
     ``torch.tanh`` where the CPU computes ``2 σ(2x) − 1``."""
     batch = make_batch(args.batch, args.length, torch.device("cpu"))
+    counts: list[dict[str, Any]] = []
     for key in args.models.split(","):
         model = make_model(torch.device("cpu"), key)
         diagonals = (2 * args.length - 1) * len(model.blocks)
@@ -237,6 +238,12 @@ def launches(args: argparse.Namespace) -> None:
             top = ", ".join(f"{k} {v / diagonals:.1f}" for k, v in count.ops.most_common(8))
             print(f"{key} {'bf16' if amp else 'fp32'}: {total} launches a step, "
                   f"{total / diagonals:.1f} per diagonal of a block ({top})", flush=True)
+            counts.append({"model": key, "precision": "bf16" if amp else "fp32",
+                           "launches_per_step": total, "diagonals": diagonals,
+                           "per_diagonal": round(total / diagonals, 1), "ops": dict(count.ops)})
+    if args.record:
+        write_record("grid_launches", {"batch": args.batch, "length": args.length,
+                                       "label": args.label, "models": counts})
 
 
 def parse_args() -> argparse.Namespace:
@@ -252,7 +259,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--memory-full", action="store_true",
                         help="memory also with checkpointing and at MEMORY_BATCHES")
     parser.add_argument("--launches", action="store_true",
-                        help="only count kernel launches per diagonal (the GPU's path)")
+                        help="only count kernel launches per diagonal (the GPU's path); with "
+                             "--record, into bench/records/grid_launches.json")
+    parser.add_argument("--label", default="", help="with --launches --record: the run's label")
     parser.add_argument("--micro", action="store_true",
                         help="only time tanh against its sigmoid form")
     parser.add_argument("--checkpoint", action="store_true",
