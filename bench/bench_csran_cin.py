@@ -271,8 +271,9 @@ def main() -> None:
                 print(f"  {precision} {Load(**result[precision]['load']).describe()}",
                       flush=True)
         results.append(result)
-    print(summary(results, best), flush=True)
-    if args.record:
+    if results:
+        print(summary(results, best), flush=True)
+    if args.record and results:
         run.record("bench_csran_cin", args, best, results,
                    sizes="small" if args.small else "paper")
 
