@@ -226,9 +226,9 @@ def test_status_of_every_kind_of_cell(env: Path) -> None:
     assert missing.detail.startswith("pairrepro fetch trecqa --mirror DIR")
     gated = cell(evaluate("clstm", 4), "NBOW", "p5")
     assert gated.status == cl.DATA_MISSING and "not public" in gated.detail
-    assert cell(ev, "single LSTM", "test").status == cl.NOT_REPRODUCIBLE
+    assert cell(ev, "single LSTM", "test").status == cl.NOT_IMPLEMENTED
     assert "Rocktäschel" in cell(ev, "single LSTM", "test").detail
-    assert cell(ev, "stacked attention-based LSTM", "test").status == cl.NOT_REPRODUCIBLE
+    assert cell(ev, "stacked attention-based LSTM", "test").status == cl.NOT_IMPLEMENTED
     assert cell(ev, "NBOW", "k").status == cl.INFO
     # the run link: directory, commit, seeds and chosen epochs
     md = rd.to_markdown(ev)
