@@ -215,7 +215,7 @@ def layout(ev: EvalTable) -> Layout:
         lay.rows.append(line)
     summary = ", ".join(f"{n} {status}" for status, n in ev.counts().items())
     if table.kind == "hparams":
-        lay.key = ["✓ the recipe sets the paper's value; ✗ it does not."]
+        lay.key = ["Hyper-parameter tables: ✓ the recipe sets the paper's value; ✗ it does not."]
     else:
         lay.key, resamples = _verdict_rule(ev)
         facts = [resamples]
@@ -303,9 +303,9 @@ def _resamples_text(cells: list[Cell]) -> str:
     return f"Here {span} resamples; largest endpoint MC s.e. {max(i.mc_se for i in found):.4f}."
 
 
-def page_key(layouts: list[Layout]) -> str:
+def page_key(layouts: list[Layout]) -> list[str]:
     """The key of several tables shown together: each sentence once, in order of use."""
-    return " ".join(dict.fromkeys(sentence for lay in layouts for sentence in lay.key))
+    return list(dict.fromkeys(sentence for lay in layouts for sentence in lay.key))
 
 
 def _tolerances(ev: EvalTable) -> str:

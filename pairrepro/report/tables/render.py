@@ -195,8 +195,8 @@ def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None,
     body = "\n".join(render(ev, fmt, links_from, key=not once) for ev in evs)
     if once:
         lines = page_key([layout(ev) for ev in evs])
-        body = (f"<p><b>Key</b>: {html.escape(lines)}</p>\n" if fmt == "html"
-                else f"Key: {lines}\n\n") + body
+        body = ("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>\n"
+                if fmt == "html" else "".join(f"- {line}\n" for line in lines) + "\n") + body
     if fmt != "html":
         return body
     from pairrepro.report.tables.figures import svg_text
