@@ -30,9 +30,7 @@ FIGURE_FORMATS = ("png", "svg")
 def save_figure(fig: Any, stem: Path) -> list[Path]:
     """Write ``stem.png`` and ``stem.svg`` atomically; return their paths (none: no figure)."""
     out: list[Path] = []
-    if fig is None:
-        return out
-    for ext in FIGURE_FORMATS:
+    for ext in FIGURE_FORMATS if fig is not None else ():
         target = stem.with_suffix(f".{ext}")
         with atomic_path(target) as tmp:
             fig.savefig(tmp, format=ext, dpi=150, bbox_inches="tight")
@@ -67,8 +65,7 @@ def series_points(spec: FigureSpec, runs: list[RunInfo]) -> dict[str, Points]:
 
 def svg_text(fig: Any) -> str:
     """``fig`` as an inline ``<svg>`` element (no XML prolog), closed after."""
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer := io.StringIO(), format="svg", bbox_inches="tight")
     plt.close(fig)
     return buffer.getvalue()[buffer.getvalue().index("<svg"):]
 
@@ -169,13 +166,10 @@ def reference_curves(ev: EvalTable) -> Any:
         if by_epoch:
             ax.plot(sorted(by_epoch), [statistics.fmean(by_epoch[x]) for x in sorted(by_epoch)],
                     marker=".", label=f"{recipe} ({key}, {len(runs)} seeds)")
-    if not ax.lines:
-        plt.close(fig)
-        return None
     ax.set(xlabel="epoch", title=f"{ev.paper.paper} Table {ev.table.number}: reference runs")
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1, 0.5))
     ax.grid(alpha=0.3)
-    return fig
+    return fig if ax.lines else plt.close(fig)
 
 
 def intervals_figure(title: str, lines: list[tuple[str, float, float | None, float | None]],

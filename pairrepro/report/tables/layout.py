@@ -213,23 +213,21 @@ def layout(ev: EvalTable) -> Layout:
                 line += [Text("(the named row)" if row.printed_label == ev.compare_to
                               else comparison_text(cell, column)), Text(holm_text(cell.comparison))]
         lay.rows.append(line)
-    summary = ", ".join(f"{n} {status}" for status, n in ev.counts().items())
+    facts = ["Cells: " + ", ".join(f"{n} {status}" for status, n in ev.counts().items()) + "."]
     if table.kind == "hparams":
         lay.key = ["Hyper-parameter tables: ✓ the recipe sets the paper's value; ✗ it does not."]
     else:
-        lay.key, resamples = _verdict_rule(ev)
-        facts = [resamples]
-    facts = [*(facts if table.kind != "hparams" else []), f"Cells: {summary}."]
-    if ev.compare_to and table.kind != "hparams":
-        tests = sum(c.comparison is not None and c.comparison.p_value is not None
-                    for r in ev.rows for c in r.cells)
-        facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
-                     f"row's, on the same {_splits(ev)} units, with the two-sided "
-                     "p-value of a "
-                     f"paired randomization test ({_test_resamples(ev)}; "
-                     f"{F1_PAIRING}; n/a: no saved predictions or other units). "
-                     "Holm p: the same p-values adjusted by Holm's step-down method "
-                     f"over the {tests} tests of this table (family-wise error).")
+        lay.key = _verdict_rule(ev)
+        facts.insert(0, _resamples_text([c for r in ev.rows for c in r.cells]))
+        if ev.compare_to:
+            tests = sum(c.comparison is not None and c.comparison.p_value is not None
+                        for r in ev.rows for c in r.cells)
+            facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
+                         f"row's, on the same {_splits(ev)} units, with the two-sided p-value "
+                         f"of a paired randomization test ({_test_resamples(ev)}; "
+                         f"{F1_PAIRING}; n/a: no saved predictions or other units). "
+                         "Holm p: the same p-values adjusted by Holm's step-down method "
+                         f"over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
         facts.append(f"The paper prints {table.joined_header} as one column.")
     if any(r.row.best for r in ev.rows):
@@ -255,16 +253,15 @@ def _splits(ev: EvalTable) -> str:
                               if c.kind == "metric" and c.metric})) or "test"
 
 
-def _verdict_rule(ev: EvalTable) -> tuple[list[str], str]:
-    """The key of a results table's marks, and its resampling figures."""
+def _verdict_rule(ev: EvalTable) -> list[str]:
+    """The key of a results table's marks."""
     cells = [c for r in ev.rows for c in r.cells]
     key = [f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
             "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
             "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
             "the interval lies below / above it.", MC_TEXT]
-    if any(any(c.estimate.interval.moving()) for c in cells
-           if c.estimate is not None and c.estimate.interval is not None):
+    if any(any(c.estimate.interval.moving()) for c in cells if c.estimate and c.estimate.interval):
         key.append(f"{numbers.MOVING_NOTE}.")
     if any(c.one_model for c in cells):
         key.append("†: one trained model (one seed); its interval covers the test units only, "
@@ -282,7 +279,7 @@ def _verdict_rule(ev: EvalTable) -> tuple[list[str], str]:
         key.append("Values from results/ are the project's reference runs (where each was made "
                  "is listed under Runs); values from runs/ are your own, with the reference "
                  "value beside them (ref).")
-    return key, _resamples_text(cells)
+    return key
 
 
 MC_TEXT = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "
@@ -294,9 +291,7 @@ MC_TEXT = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Mon
 
 
 def _resamples_text(cells: list[Cell]) -> str:
-    found = [c.estimate.interval for c in cells
-             if c.estimate is not None and c.estimate.interval is not None]
-    if not found:
+    if not (found := [c.estimate.interval for c in cells if c.estimate and c.estimate.interval]):
         return ""
     counts = sorted({i.resamples for i in found})
     span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
