@@ -166,10 +166,12 @@ def reference_curves(ev: EvalTable) -> Any:
         if by_epoch:
             ax.plot(sorted(by_epoch), [statistics.fmean(by_epoch[x]) for x in sorted(by_epoch)],
                     marker=".", label=f"{recipe} ({key}, {len(runs)} seeds)")
+    if not ax.lines:
+        return plt.close(fig)  # None: nothing to draw
     ax.set(xlabel="epoch", title=f"{ev.paper.paper} Table {ev.table.number}: reference runs")
     ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1, 0.5))
     ax.grid(alpha=0.3)
-    return fig if ax.lines else plt.close(fig)
+    return fig
 
 
 def intervals_figure(title: str, lines: list[tuple[str, float, float | None, float | None]],
