@@ -49,7 +49,7 @@ def test_the_page_stands_alone(page: Path) -> None:
     links = re.findall(r'href="([^"]*)"', text)
     assert links and all(link.startswith("#") for link in links)
     ids = set(re.findall(r'id="([^"]*)"', text))
-    assert {link[1:] for link in links} <= ids
+    assert {link[1:] for link in links} <= ids and not any(" " in i for i in ids)
     # no tooltip or text names a folder of this machine
     assert str(paths.PROJECT_DIR) not in text and str(page.parent.parent.parent) not in text
 
@@ -79,9 +79,14 @@ def test_a_browser_draws_the_tables_and_figures(page: Path) -> None:
             "return ['table', 'figure svg'].map(sel => Array.from(document.querySelectorAll(sel))"
             ".map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; }))")
         cells = browser.execute_script("return document.querySelectorAll('td').length")
+        # each link leads to an element of the page, as the browser resolves it
+        dangling = browser.execute_script(
+            "return Array.from(document.links).filter(a => !document.getElementById("
+            "decodeURIComponent(a.hash.slice(1)))).map(a => a.href)")
     finally:
         browser.quit()
     tables, figures = sizes
     assert len(tables) == 1 and len(figures) == len(DRAWN)
     assert all(w > 100 and h > 50 for w, h in tables + figures), sizes
     assert cells == page.read_text(encoding="utf-8").count("<td")
+    assert not dangling

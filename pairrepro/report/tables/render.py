@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,11 @@ def to_html(ev: EvalTable, key: bool = True) -> str:
     esc = html.escape
     anchor = f"{ev.paper.paper}-{ev.table.number}"
 
+    def run_id(ref: str) -> str:  # an id holds no space: "csran_trecqa (reference)"
+        return anchor + "-" + re.sub(r"[^\w.-]+", "-", ref)
+
     def link(t: Text, text: str) -> str:
-        return f'<a href="#{anchor}-{esc(t.run_ref)}" title="run {esc(t.run_ref)}">{text}</a>' \
+        return f'<a href="#{run_id(t.run_ref)}" title="run {esc(t.run_ref)}">{text}</a>' \
             if t.link else text
 
     note = f'<sup><a href="#{anchor}-n{{0}}">[{{0}}]</a></sup>'
@@ -129,7 +133,7 @@ def to_html(ev: EvalTable, key: bool = True) -> str:
         out += ["<ol>", *(f'<li id="{anchor}-n{i}">{esc(n)}</li>'
                           for i, n in enumerate(lay.notes, 1)), "</ol>"]
     if lay.runs:
-        out += ["<ul>", *(f'<li id="{anchor}-{esc(r)}"><code>{esc(r)}</code>: {esc(d)}</li>'
+        out += ["<ul>", *(f'<li id="{run_id(r)}"><code>{esc(r)}</code>: {esc(d)}</li>'
                           for r, d in sorted(lay.runs.items())), "</ul>"]
     return "\n".join([*out, "</section>"]) + "\n"
 
