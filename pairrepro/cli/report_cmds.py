@@ -22,7 +22,7 @@ from pairrepro.report.analyses.orderings import compare_to
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 from pairrepro.report.tables.render import FORMATS, eval_to_json, render_many, term_renderables
 
-FORMAT_HELP = "term (rich, default), md, latex or html."
+FORMAT_HELP = "term (rich, default), md, latex or html (one page, its figures inline)."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
 RunsOption = Annotated[Path | None, typer.Option(
     "--runs", help="Runs folder (default ./runs or $PAIRREPRO_RUNS).")]
