@@ -197,7 +197,7 @@ def page_figures(evs: list[EvalTable], results_dir: Path) -> list[tuple[str, Any
     """(title, figure or why there is none) of the HTML report: for each table its reference
     runs' curves, readings and plot, the paper's figures, and the gap ladders of its rows."""
     out: list[tuple[str, Any]] = []
-    for ev in evs:
+    for ev in (ev for ev in evs if ev.table.kind != "hparams"):  # settings: nothing to draw
         name = f"{ev.paper.paper} Table {ev.table.number}"
         out.append((f"{name}: training curves", reference_curves(ev)
                     or "no reference run of this table records its epochs"))
