@@ -44,7 +44,7 @@ Examples:
 
   pairrepro fetch snli --source hub                (Hugging Face hub: stanfordnlp/snli)
 
-With --source hub the manifest's [hub] dataset is loaded with the `datasets` library
+With --source hub the manifest's \\[hub] dataset is loaded with the `datasets` library
 (HF_DATASETS_OFFLINE and the Hugging Face cache apply; --from DIR: a local copy of the hub
 repository) and written as raw/NAME/hub/*.parquet for `preprocess NAME --variant hub`.
 """
@@ -67,7 +67,7 @@ whole Yahoo QA data. This trains them with gensim (optional: pip install 'pairre
 on every distinct question and answer of every split of the prepared variant, tokenised as
 the models see them, and writes a GloVe-format text file, by default where recipes that use
 a dataset's own vectors read it: word2vec/<dataset>-<variant>-sg-<dim>d.txt in the current
-folder ([embeddings] source = "glove-file", path = "<the file>"; run it from the project
+folder (\\[embeddings] source = "glove-file", path = "<the file>"; run it from the project
 folder). Window, min-count and epochs are not given in the paper (defaults: 5, 1, 5).
 
 Examples:
