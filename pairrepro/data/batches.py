@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from pairrepro.data.prepared import PAD_ID
+from pairrepro.device import to_device
 from pairrepro.errors import DataError
 
 
@@ -77,10 +78,12 @@ class PairBatch:
         return self.num_triples or int(self.left.size(0))
 
     def to(self, device: torch.device | str) -> PairBatch:
+        """The batch on ``device``; its host tensors stay known (``device.on_host``): packing
+        reads the lengths there, so a step never waits for the device to know them."""
         if torch.device(device).type == "cpu":
             return self
         tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
-        return PairBatch(*(t.to(device, non_blocking=True) for t in tensors), self.num_triples)
+        return PairBatch(*(to_device(t, device) for t in tensors), self.num_triples)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -8,9 +8,10 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from pairrepro.data.prepared import PAD_ID, UNK_ID
+from pairrepro.device import on_host, to_device
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 
@@ -165,21 +166,40 @@ class BilinearTensor(nn.Module):
 
 
 def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
-                state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
+              state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
     """``rnn`` over packed sequences (padding stays out of the states): outputs zero on
-    padding, and the final states. Under CUDA autocast in float32 (TF32 where allowed): autocast
-    runs cuDNN's RNNs in float16 whatever dtype it names, which overflows (tests/test_cuda.py)."""
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    if packed.data.is_cuda and torch.is_autocast_enabled("cuda"):
-        packed = packed.float()
-        state = None if state is None else tuple(t.float() for t in state)
-        with torch.autocast("cuda", enabled=False):
-            out, hidden = rnn(packed, state)
-    else:
-        out, hidden = rnn(packed, state)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    padding, and the final states. The lengths are read on the host (``device.on_host``), and
+    the rows are sorted by them where ``x`` is, so nothing waits for the device."""
+    lengths, order = torch.sort(on_host(mask).sum(dim=1).clamp(min=1), descending=True)
+    if order.device != x.device:
+        order = torch.sort(mask.sum(dim=1).clamp(min=1), descending=True, stable=True).indices
+    packed = pack_padded_sequence(x.index_select(0, order), lengths, batch_first=True)
+    packed = PackedSequence(packed.data, packed.batch_sizes, order)
+    dtype = rnn_dtype(x)
+    out, hidden = rnn(packed, state) if dtype is None else run_in(rnn, dtype, packed, state)
+    out, _ = pad_packed_sequence(PackedSequence(out.data, out.batch_sizes), batch_first=True,
+                                 total_length=x.size(1))
+    out = out.index_select(0, packed.unsorted_indices)
     return out * mask.unsqueeze(-1).to(out.dtype), hidden
+
+
+def run_in(rnn: nn.RNNBase, dtype: torch.dtype, packed: PackedSequence,
+           state: tuple[torch.Tensor, ...] | None) -> tuple[PackedSequence, Any]:
+    """``rnn`` with its weights, input and state cast to ``dtype``, CUDA autocast off: its
+    cuDNN RNN wrapper runs them in float16 whatever dtype autocast names (docs/history.md)."""
+    with torch.autocast("cuda", enabled=False):
+        weights = {name: p.to(dtype) for name, p in rnn.named_parameters()}
+        state = None if state is None else tuple(t.to(dtype) for t in state)
+        return torch.func.functional_call(rnn, weights, (packed.to(dtype), state))
+
+
+def rnn_dtype(x: torch.Tensor) -> torch.dtype | None:
+    """The dtype an RNN on ``x`` runs in under CUDA autocast (None: no autocast here): bf16
+    where autocast's is and the GPU has it, else float32 (never float16: it overflows)."""
+    if not (x.is_cuda and torch.is_autocast_enabled("cuda")):
+        return None
+    bf16 = torch.get_autocast_dtype("cuda") == torch.bfloat16 and torch.cuda.is_bf16_supported()
+    return torch.bfloat16 if bf16 else torch.float32
 
 
 def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
@@ -295,11 +315,11 @@ class CharEncoder(nn.Module):
         specials = padding_idx + 2  # <pad>, <unk>: no characters
         chars = sorted({c for word in vocab[specials:] for c in word})
         index = {c: i + 1 for i, c in enumerate(chars)}  # 0 pads
-        table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
+        # on the host: a batch's words are looked up where its ids are known (device.on_host)
+        self.char_table = torch.zeros(len(vocab), max_word_len, dtype=torch.long)
         for row, word in enumerate(vocab[specials:], start=specials):
             ids = [index[c] for c in word[:max_word_len]]
-            table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-        self.register_buffer("char_table", table, persistent=False)
+            self.char_table[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         self.embedding = nn.Embedding(len(chars) + 1, char_dim, padding_idx=0)
         self.rnn = (nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
                     if kind == "lstm" else None)
@@ -307,10 +327,11 @@ class CharEncoder(nn.Module):
                      if kind == "cnn" else None)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids [B, T]`` -> ``[B, T, out_dim]``."""
-        unique, inverse = torch.unique(ids, return_inverse=True)
-        chars = self.char_table[unique].long()  # [U, L]
-        char_mask = chars != 0
+        """``ids [B, T]`` -> ``[B, T, out_dim]``: each distinct word of the batch encoded once
+        (found on the host, so the device is never read)."""
+        unique, inverse = torch.unique(on_host(ids), return_inverse=True)
+        host = self.char_table[unique]  # [U, L]
+        chars, char_mask = to_device(host, ids.device), to_device(host != 0, ids.device)
         x = self.embedding(chars)
         if self.rnn is not None:
             _, words = run_rnn(self.rnn, x, char_mask)
@@ -318,4 +339,4 @@ class CharEncoder(nn.Module):
             assert self.conv is not None
             words = masked_max(torch.relu(masked_conv1d(self.conv, x, char_mask)), char_mask)
         words = words * char_mask.any(dim=1, keepdim=True).to(words.dtype)
-        return words[inverse]
+        return words[to_device(inverse, ids.device)]

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from pairrepro.config import L2Scope, OptimiserName, OptimSection
+from pairrepro.device import on_host, to_device
 from pairrepro.models.base import embedding_parameter_ids
 from pairrepro.models.layers import WordEmbedding
 
@@ -22,6 +23,8 @@ OPTIMIZERS: dict[OptimiserName, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop,
 }
 
+FUSED_ON_CUDA = ("adam", "adamw", "sgd")  # those with fused=True on CUDA (torch 2.13)
+
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters that receive gradients (frozen embeddings excluded)."""
@@ -29,9 +32,13 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 
 def build_optimizer(model: nn.Module, cfg: OptimSection) -> torch.optim.Optimizer:
-    """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one)."""
-    return OPTIMIZERS[cfg.name](trainable_parameters(model), lr=cfg.lr,
-                                weight_decay=cfg.weight_decay)
+    """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one); on
+    CUDA one fused kernel where torch has it (on a CPU fused kernels round otherwise, and
+    foreach is slower: docs/history.md)."""
+    params = trainable_parameters(model)
+    fused = cfg.name in FUSED_ON_CUDA and all(p.is_cuda for p in params)
+    return OPTIMIZERS[cfg.name](params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                                **({"fused": True} if fused else {}))
 
 
 def l2_penalty(params: list[torch.Tensor], coefficient: float) -> torch.Tensor | None:
@@ -72,8 +79,9 @@ class L2Penalty:
         dense = l2_penalty(self.dense, self.coefficient)
         if not (self.rows and ids):
             return dense
-        used = torch.unique(torch.cat([t.reshape(-1) for t in ids]))
-        rows = l2_penalty([table[used] for table in self.rows], self.coefficient)
+        used = torch.unique(torch.cat([on_host(t).reshape(-1) for t in ids]))  # no wait
+        rows = l2_penalty([table[to_device(used, table.device)] for table in self.rows],
+                          self.coefficient)
         return rows if dense is None else dense + rows
 
 
