@@ -18,6 +18,7 @@ Each run is appended to ``bench/records/gpu_rates.json`` (``--records``); the pl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -51,6 +52,7 @@ DRY_EPOCH = ["model.hidden=8", "model.aggr_hidden=8", "model.out_hidden=8",
              "train.batch_size=16", "train.eval_batch_size=64"]
 
 
+@functools.cache
 def model_recipes() -> dict[str, str]:
     """One recipe per trained model: the recipe named as the model, else the first of its
     recipes by name."""

@@ -28,6 +28,7 @@ that the optimiser's state exists. For each model it measures
     python bench/step_profile.py --record                   # every model on this CPU
     python bench/step_profile.py --device cuda --record     # on a GPU (bench/gpu_check.sh)
     python bench/step_profile.py --models nbow,esim         # some models, not recorded
+    python bench/step_profile.py --models nbow --set train.batch_size=4   # gpu_check --dry-run
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from torch.utils._pytree import tree_leaves
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_rates import model_recipes
-from protocol import LoadMonitor, begin, write_record
+from protocol import RECORDS, LoadMonitor, begin, write_record
 
 from pairrepro.config import load_recipe
 from pairrepro.data.batches import EpochPlan
@@ -302,6 +303,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         help="a recipe override for every model (e.g. train.batch_size=4)")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="seconds for all the models (those left are not measured; 0: no "
+                             "limit)")
+    parser.add_argument("--records", type=Path, default=RECORDS,
+                        help=f"folder of {SCRIPT}.json (default bench/records)")
     parser.add_argument("--label", default="", help="a note kept in the record (before/after)")
     parser.add_argument("--record", action="store_true",
                         help=f"append this run to bench/records/{SCRIPT}.json")
@@ -326,7 +332,11 @@ def main() -> int:
     print(f"{'model':<20} {'ops':>7} {'syncs':>6} {'host reads':>10} {'host ms':>9} "
           f"{'device ms':>9}  sync kinds", flush=True)
     rows = []
+    deadline = time.monotonic() + (args.budget or float("inf"))
     for model in wanted:
+        if time.monotonic() > deadline:
+            rows.append({"model": model, "recipe": models[model], "error": "out of time"})
+            continue
         try:
             row = profile_model(model, models[model], device, args.precision, args.repeats,
                                 args.overrides)
@@ -348,7 +358,7 @@ def main() -> int:
                "overrides": args.overrides, "repeats": args.repeats,
                "syncs_counted_on": "meta" if device.type == "cpu" else device.type,
                "reference": load.reference, "load": asdict(load), "models": rows}
-        print(f"recorded in {write_record(SCRIPT, run)}")
+        print(f"recorded in {write_record(SCRIPT, run, args.records)}")
     return 1 if any("error" in row for row in rows) else 0
 
 
