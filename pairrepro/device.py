@@ -138,8 +138,7 @@ _HOST_COPIES = WeakIdKeyDictionary()  # a tensor to_device made -> the host tens
 
 
 def to_device(host: torch.Tensor, device: torch.device | str) -> torch.Tensor:
-    """``host`` on ``device``, copied without waiting for the device; :func:`on_host` then
-    finds the values it came from without reading them back."""
+    """``host`` on ``device``, copied without a wait; :func:`on_host` finds ``host`` again."""
     if host.device == torch.device(device):
         return host
     _HOST_COPIES[moved := host.to(device, non_blocking=True)] = host
@@ -147,8 +146,7 @@ def to_device(host: torch.Tensor, device: torch.device | str) -> torch.Tensor:
 
 
 def on_host(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor``'s values on the host: itself on a CPU, the tensor :func:`to_device` copied,
-    else a copy back (which waits for the device)."""
+    """``tensor`` on a CPU, the tensor :func:`to_device` copied, else a copy (a wait)."""
     host = tensor if tensor.device.type == "cpu" else _HOST_COPIES.get(tensor)
     return tensor.cpu() if host is None else host
 

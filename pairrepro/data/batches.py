@@ -78,10 +78,7 @@ class PairBatch:
         return self.num_triples or int(self.left.size(0))
 
     def to(self, device: torch.device | str) -> PairBatch:
-        """The batch on ``device``; its host tensors stay known (``device.on_host``): packing
-        reads the lengths there, so a step never waits for the device to know them."""
-        if torch.device(device).type == "cpu":
-            return self
+        """The batch on ``device`` (lengths are read on its host tensors: ``on_host``)."""
         tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
         return PairBatch(*(to_device(t, device) for t in tensors), self.num_triples)
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
@@ -95,9 +96,7 @@ def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Te
     (``mask`` broadcastable to ``x``); always ``k`` values, 0 where fewer cells are real."""
     mask = mask.expand_as(x)
     if x.size(-1) < k:  # pad with masked cells so topk always has k candidates
-        extra = k - x.size(-1)
-        x = torch.cat([x, x.new_zeros(*x.shape[:-1], extra)], dim=-1)
-        mask = torch.cat([mask, mask.new_zeros(*mask.shape[:-1], extra)], dim=-1)
+        x, mask = F.pad(x, (0, k - x.size(-1))), F.pad(mask, (0, k - x.size(-1)))
     values, index = x.masked_fill(~mask, NEG_INF).topk(k, dim=-1, sorted=True)
     return torch.where(mask.gather(-1, index), values, torch.zeros_like(values))
 
@@ -120,9 +119,7 @@ def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
     pooled_mask)``; a window is real when any of its positions is, the max over those."""
     batch, length, feats = x.shape
     extra = -length % size
-    if extra:
-        x = torch.cat([x, x.new_zeros(batch, extra, feats)], dim=1)
-        mask = torch.cat([mask, mask.new_zeros(batch, extra)], dim=1)
+    x, mask = F.pad(x, (0, 0, 0, extra)), F.pad(mask, (0, extra))
     windows = (length + extra) // size
     pooled_mask = mask.view(batch, windows, size).any(dim=2)
     pooled = (x.masked_fill(~mask.unsqueeze(-1), NEG_INF)
@@ -175,8 +172,11 @@ def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
         order = torch.sort(mask.sum(dim=1).clamp(min=1), descending=True, stable=True).indices
     packed = pack_padded_sequence(x.index_select(0, order), lengths, batch_first=True)
     packed = PackedSequence(packed.data, packed.batch_sizes, order)
-    dtype = rnn_dtype(x)
-    out, hidden = rnn(packed, state) if dtype is None else run_in(rnn, dtype, packed, state)
+    if x.is_cuda and torch.is_autocast_enabled("cuda"):  # never in float16: it overflows
+        bf16 = torch.get_autocast_dtype("cuda") == torch.bfloat16 and torch.cuda.is_bf16_supported()
+        out, hidden = run_in(rnn, torch.bfloat16 if bf16 else torch.float32, packed, state)
+    else:
+        out, hidden = rnn(packed, state)
     out, _ = pad_packed_sequence(PackedSequence(out.data, out.batch_sizes), batch_first=True,
                                  total_length=x.size(1))
     out = out.index_select(0, packed.unsorted_indices)
@@ -185,21 +185,12 @@ def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
 
 def run_in(rnn: nn.RNNBase, dtype: torch.dtype, packed: PackedSequence,
            state: tuple[torch.Tensor, ...] | None) -> tuple[PackedSequence, Any]:
-    """``rnn`` with its weights, input and state cast to ``dtype``, CUDA autocast off: its
-    cuDNN RNN wrapper runs them in float16 whatever dtype autocast names (docs/history.md)."""
+    """``rnn`` with its weights, input and state in ``dtype``, CUDA autocast off: its cuDNN
+    RNN wrapper runs in float16 whatever dtype autocast names (docs/history.md)."""
     with torch.autocast("cuda", enabled=False):
         weights = {name: p.to(dtype) for name, p in rnn.named_parameters()}
         state = None if state is None else tuple(t.to(dtype) for t in state)
         return torch.func.functional_call(rnn, weights, (packed.to(dtype), state))
-
-
-def rnn_dtype(x: torch.Tensor) -> torch.dtype | None:
-    """The dtype an RNN on ``x`` runs in under CUDA autocast (None: no autocast here): bf16
-    where autocast's is and the GPU has it, else float32 (never float16: it overflows)."""
-    if not (x.is_cuda and torch.is_autocast_enabled("cuda")):
-        return None
-    bf16 = torch.get_autocast_dtype("cuda") == torch.bfloat16 and torch.cuda.is_bf16_supported()
-    return torch.bfloat16 if bf16 else torch.float32
 
 
 def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
@@ -300,7 +291,7 @@ class FactorizationMachine(nn.Module):
 class CharEncoder(nn.Module):
     """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
     final states; ``"cnn"``, a convolution max-pooled over characters (Kim 2014). The table
-    is rebuilt from the vocabulary, not checkpointed; the padding word maps to zeros."""
+    is rebuilt from the vocabulary, kept on the host; the padding word maps to zeros."""
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,
@@ -315,7 +306,6 @@ class CharEncoder(nn.Module):
         specials = padding_idx + 2  # <pad>, <unk>: no characters
         chars = sorted({c for word in vocab[specials:] for c in word})
         index = {c: i + 1 for i, c in enumerate(chars)}  # 0 pads
-        # on the host: a batch's words are looked up where its ids are known (device.on_host)
         self.char_table = torch.zeros(len(vocab), max_word_len, dtype=torch.long)
         for row, word in enumerate(vocab[specials:], start=specials):
             ids = [index[c] for c in word[:max_word_len]]
@@ -327,8 +317,7 @@ class CharEncoder(nn.Module):
                      if kind == "cnn" else None)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids [B, T]`` -> ``[B, T, out_dim]``: each distinct word of the batch encoded once
-        (found on the host, so the device is never read)."""
+        """``ids [B, T]`` -> ``[B, T, out_dim]``; the batch's words found on the host."""
         unique, inverse = torch.unique(on_host(ids), return_inverse=True)
         host = self.char_table[unique]  # [U, L]
         chars, char_mask = to_device(host, ids.device), to_device(host != 0, ids.device)

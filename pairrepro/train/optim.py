@@ -23,8 +23,6 @@ OPTIMIZERS: dict[OptimiserName, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop,
 }
 
-FUSED_ON_CUDA = ("adam", "adamw", "sgd")  # those with fused=True on CUDA (torch 2.13)
-
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters that receive gradients (frozen embeddings excluded)."""
@@ -33,10 +31,9 @@ def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 def build_optimizer(model: nn.Module, cfg: OptimSection) -> torch.optim.Optimizer:
     """The recipe's optimiser over the trainable parameters (AdaGrad is the diagonal one); on
-    CUDA one fused kernel where torch has it (on a CPU fused kernels round otherwise, and
-    foreach is slower: docs/history.md)."""
+    CUDA fused where torch has it (not on a CPU: it rounds otherwise; docs/history.md)."""
     params = trainable_parameters(model)
-    fused = cfg.name in FUSED_ON_CUDA and all(p.is_cuda for p in params)
+    fused = cfg.name in ("adam", "adamw", "sgd") and all(p.is_cuda for p in params)
     return OPTIMIZERS[cfg.name](params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 **({"fused": True} if fused else {}))
 
