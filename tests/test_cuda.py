@@ -1,9 +1,11 @@
 """The ``--device cuda`` path, where a GPU is visible (skipped elsewhere, CI included): fp32
 on the GPU computes in fp32 (no TF32), every trainable model computes there what it computes
-on the CPU, takes a bf16 autocast step, and a short run on the GPU resumes bit-exactly."""
+on the CPU, takes a bf16 autocast step, the grid engine's gradients follow the CPU's C kernels,
+and a short run on the GPU resumes bit-exactly."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -18,6 +20,7 @@ from synth_prepared import write_synthetic
 from pairrepro import paths
 from pairrepro.data.synthetic import generate_nli
 from pairrepro.device import resolve_precision
+from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import run_lstm_from, run_rnn
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
@@ -93,6 +96,38 @@ def test_every_model_computes_on_cuda_what_it_computes_on_the_cpu(name: str) -> 
         on_cpu = model(*batch)
         on_cuda = model.to(CUDA)(*(t.to(CUDA) for t in batch))
     torch.testing.assert_close(on_cuda.cpu(), on_cpu, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [None, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("name,hparams", [
+    ("tc_lstm", {"hidden": 8, "directions": 4, "layers": 2, "pool_p": 2, "pool_q": 2}),
+    ("df_lstm", {"hidden": 8, "memory": 3, "layers": 2}),
+])
+def test_the_grid_engine_on_cuda_follows_the_c_kernels(name: str, hparams: dict[str, object],
+                                                       dtype: torch.dtype | None) -> None:
+    """The GPU's wavefront (torch operations per diagonal; TC's gradients summed over the grid
+    after the sweep) against the CPU's (C kernels where they build): output and gradients on
+    ragged pairs, within the bounds tests/test_grid.py holds the same path to on the CPU."""
+    resolve_precision("fp32", CUDA)
+    torch.manual_seed(0)
+    model = build_model(name, ModelContext(vocab_size=15, embed_dim=5, num_outputs=3), hparams)
+    gen = torch.Generator().manual_seed(1)
+    masks = [torch.arange(6)[None] < torch.tensor(k)[:, None] for k in ([4, 1, 5, 3], [3, 4, 1, 6])]
+    batch = [x for mask in masks for x in (torch.randint(2, 15, mask.shape, generator=gen) * mask,
+                                           mask)]
+    weights = torch.randn(4, 3, generator=gen)
+    results = []
+    for device in (torch.device("cpu"), CUDA):
+        on = copy.deepcopy(model).to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=dtype is not None):
+            out = on(*(t.to(device) for t in batch)).float()
+        grads = torch.autograd.grad((out * weights.to(device)).sum(), list(on.parameters()))
+        results.append([t.cpu() for t in (out, *grads)])
+    for got, want in zip(results[1], results[0], strict=True):
+        if dtype is None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+        else:
+            assert (got - want).norm() <= (0.02 if want.norm() > 1e-3 else 0.15) * want.norm()
 
 
 @pytest.mark.parametrize("name", TRAINABLE)
