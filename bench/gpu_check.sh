@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The one command for a session lent a GPU: at most 8 minutes on one GPU, it runs
+# The one command for a session lent a GPU: at most 9.5 minutes on one GPU, it runs
 #   1. tests/test_cuda.py: the --device cuda path against the CPU, a bf16 step of every
-#      model, a run that resumes bit-exactly (at most 90 s; 24 s on an H100);
-#   2. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
+#      model, a steady step of every model that never waits for the GPU, a run that resumes
+#      bit-exactly (at most 110 s; 24 s on an H100 before the steady steps were added);
+#   2. one steady training step of every trained model at its recipe's sizes: ops, kernels,
+#      syncs, host and device time (bench/step_profile.py, at most 70 s) ->
+#      records/step_profile.json;
+#   3. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
 #      fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN
 #      (bench/gpu_rates.py: at most 120 s of rates and 240 s of epoch; on an H100 the
 #      rates took about 60 s and the epoch 194 s, bf16, 2026-11-27),
@@ -29,7 +33,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=(--dry-run) ;;
     --records) records="${2:?--records needs a folder}"; shift ;;
-    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift
@@ -57,7 +61,13 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note a fail
   [ "$rc" -eq 0 ] || failed+=("$name (exit $rc$([ "$rc" -eq 124 ] && echo ', out of time'))")
 }
 
-step "tests/test_cuda.py" 90 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+step "tests/test_cuda.py" 110 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+if [ ${#dry[@]} -gt 0 ]; then
+  profile=(--device cpu --models nbow --set train.batch_size=4)
+else
+  profile=(--device cuda --budget 55 --record --records "$records")
+fi
+step "step profile" 70 "$py" bench/step_profile.py "${profile[@]}"
 step "rates and one epoch" 390 "$py" bench/gpu_rates.py "${dry[@]}" --budget 120 \
   --epoch-timeout 240 --records "$records"
 
@@ -65,4 +75,5 @@ if [ ${#failed[@]} -gt 0 ]; then
   printf 'gpu_check.sh: failed: %s\n' "${failed[@]}" >&2
   exit 1
 fi
-echo "gpu_check.sh: every step passed (${SECONDS} s); record: $records/gpu_rates.json"
+echo "gpu_check.sh: every step passed (${SECONDS} s); records: $records/gpu_rates.json," \
+     "$records/step_profile.json"

@@ -9,11 +9,12 @@ import copy
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from model_harness import TRAINABLE, assert_one_bf16_step, build_vocab, encode, tiny_model
+from model_harness import TINY, TRAINABLE, assert_one_bf16_step, build_vocab, encode, tiny_model
 from synth_prepared import write_synthetic
 
 from pairrepro import paths
@@ -23,6 +24,10 @@ from pairrepro.models.base import ModelContext, build_model
 from pairrepro.models.layers import run_lstm_from, run_rnn
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.runner import train_recipe
+
+sys.path.insert(0, str(paths.PROJECT_DIR / "bench"))  # bench/ is not a package
+from gpu_rates import model_recipes
+from step_profile import SteadyStep
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="no CUDA GPU visible: these check the --device cuda path")
@@ -45,14 +50,38 @@ def test_fp32_on_cuda_is_fp32_in_lstms_convolutions_and_products() -> None:
         assert err < 1e-5, f"{type(module).__name__}: fp32 on CUDA off by {err:.1e}"
 
 
-def test_lstms_under_bf16_autocast_on_cuda_run_in_float32_not_float16() -> None:
-    """torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names."""
+@pytest.mark.parametrize(("autocast", "expected"), [
+    (torch.bfloat16, torch.bfloat16 if torch.cuda.is_available()
+     and torch.cuda.is_bf16_supported() else torch.float32),
+    (torch.float16, torch.float32)])
+def test_lstms_under_cuda_autocast_run_in_bf16_where_the_gpu_has_it_never_float16(
+        autocast: torch.dtype, expected: torch.dtype) -> None:
+    """torch's autocast runs cuDNN's RNNs in float16 whatever dtype it names: the RNNs run
+    in bf16 under bf16 autocast, in float32 under float16 autocast (layers.rnn_dtype)."""
     lstm = torch.nn.LSTM(8, 8, batch_first=True).to(CUDA)
     x, mask = torch.randn(3, 5, 8, device=CUDA), torch.ones(3, 5, dtype=torch.bool, device=CUDA)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast("cuda", dtype=autocast):
         out, last = run_rnn(lstm, x, mask)
         from_state, _ = run_lstm_from(lstm, x, mask)
-    assert out.dtype == last.dtype == from_state.dtype == torch.float32
+        plain = lstm(x)[0].dtype  # what autocast alone gives (the claim measured)
+    assert out.dtype == last.dtype == from_state.dtype == expected
+    print(f"autocast {autocast}: a plain nn.LSTM runs in {plain}")
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_a_steady_training_step_never_waits_for_the_gpu(name: str) -> None:
+    """Every model's steady-state step in bf16, CUDA's default (bench/step_profile.py: the
+    trainer's step on its recipe's stand-in batch, at tiny sizes) under
+    torch.cuda.set_sync_debug_mode("error")."""
+    sets = ["train.batch_size=8", "embeddings.dim=8",
+            *(f"model.{key}={value}" for key, value in TINY[name].items())]
+    run = SteadyStep.build(model_recipes()[name], CUDA, "bf16", sets).warm_up()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        run.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 @pytest.mark.parametrize("name", TRAINABLE)

@@ -25,7 +25,7 @@ from pairrepro.report.analyses.orderings import compare_to, orderings_markdown, 
 from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown
-from pairrepro.report.publishing.bench_records import bench_markdown, gpu_rates_markdown
+from pairrepro.report.publishing import bench_records
 from pairrepro.report.publishing.release import (
     cpu_line,
     pending,
@@ -212,8 +212,9 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "smoke": smoke_markdown,
     "reference-environment": _environment,
     "preflight": _preflight,
-    "benchmarks": lambda results: bench_markdown(),  # bench/records/, not results/
-    "gpu-rates": lambda results: gpu_rates_markdown(),
+    "benchmarks": lambda results: bench_records.bench_markdown(),  # bench/records/
+    "gpu-rates": lambda results: bench_records.gpu_rates_markdown(),
+    "step-profile": lambda results: bench_records.step_profile_markdown(),
 }
 
 
