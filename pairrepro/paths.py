@@ -24,10 +24,12 @@ def shipped(name: str) -> Path:
 
 
 def project_relative(path: str | Path) -> str:
-    """``path`` relative to the project folder when inside it, else as given."""
+    """``path`` as a record names it (no machine's folders): relative to the project folder
+    inside it, ``$PAIRREPRO_HOME/...`` inside the data home, else as given."""
     resolved = Path(path).resolve()
-    if resolved.is_relative_to(PROJECT_DIR):
-        return str(resolved.relative_to(PROJECT_DIR))
+    for root, shown in ((PROJECT_DIR, ""), (home().resolve(), "$PAIRREPRO_HOME/")):
+        if resolved.is_relative_to(root):
+            return shown + str(resolved.relative_to(root))
     return str(path)
 
 
