@@ -215,6 +215,25 @@ lr = 0.25
     assert again.to_toml() == recipe.to_toml()
 
 
+def test_a_recipe_on_another_dataset_restates_its_prose(tmp_path: Path) -> None:
+    """A recipe moved to another dataset carried its base's description ("CSRAN on TrecQA
+    (Table 6 ...)") into its run records: across datasets it must describe itself."""
+    write(tmp_path, '[recipe]\ndescription = "BiLSTM on synthetic nli"\npaper = "cin"\n'
+                 + BASE, "base.toml")
+    same = write(tmp_path, 'extends = "base.toml"\nmodel.hidden = 4\n', "same.toml")
+    assert load_recipe(same).recipe.description == "BiLSTM on synthetic nli"  # same dataset
+    moved = write(tmp_path, 'extends = "base.toml"\ndata.dataset = "trecqa"\n'
+                  'data.variant = "clean"\n', "moved.toml")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(moved)
+    assert str(moved) in info.value.message and "'trecqa'" in info.value.message
+    assert "base.toml on 'synthetic'" in info.value.message and "description" in info.value.hint
+    moved.write_text('extends = "base.toml"\nrecipe.description = "BiLSTM on TrecQA"\n'
+                     'data.dataset = "trecqa"\ndata.variant = "clean"\n', encoding="utf-8")
+    recipe = load_recipe(moved).recipe
+    assert (recipe.description, recipe.paper, recipe.change) == ("BiLSTM on TrecQA", "", [])
+
+
 def test_extends_errors_name_the_files(tmp_path: Path) -> None:
     write(tmp_path, 'extends = "b.toml"\n' + BASE, "a.toml")
     write(tmp_path, 'extends = "c.toml"\n', "b.toml")
