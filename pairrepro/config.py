@@ -367,13 +367,13 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
     section = inherited.get("recipe")
     if isinstance(section, dict):  # what the base *is* does not carry over
         inherited["recipe"] = {k: v for k, v in section.items() if k not in OWN_KEYS}
-    own, moved = raw.get("recipe", {}), _dataset(raw) not in (None, _dataset(inherited))
-    if moved and isinstance(own, dict) and "description" not in own:  # it names the base's data
-        raise ConfigError(f"{path}: [recipe] description: this recipe trains on "
-                          f"{_dataset(raw)!r}, {base_name} on {_dataset(inherited)!r}: a "
-                          "description is not inherited across datasets",
-                          hint="say what this recipe is, on its dataset, in recipe.description")
+    own = raw.get("recipe", {})
     if isinstance(own, dict):  # else merge_tables names the conflict
+        if "description" not in own and _dataset(raw) not in (None, _dataset(inherited)):
+            raise ConfigError(f"{path}: [recipe] description: on {_dataset(raw)!r}, not "
+                              f"{base_name}'s {_dataset(inherited)!r}: a description (naming "
+                              "its data) is not inherited across datasets",
+                              hint="say what this recipe is, on its dataset, in description")
         chain = section.get("change") if isinstance(section, dict) else None
         raw["recipe"] = {**own, "change": _recipe_prose(path, own, raw, chain)}
     return merge_tables(inherited, raw, str(path))

@@ -46,9 +46,8 @@ def resolve_recipe(recipe: str) -> Path:
     path = Path(recipe)
     if path.is_file():
         return path
-    if candidate := (known := paths.toml_files(paths.recipes_dir())).get(recipe.removesuffix(
-            ".toml")):
-        return candidate
+    if found := (known := paths.toml_files(paths.recipes_dir())).get(recipe.removesuffix(".toml")):
+        return found
     raise ConfigError(f"recipe {recipe!r} not found",
                       hint=f"give a path or one of: {', '.join(sorted(known)) or '(no recipes)'}")
 

@@ -137,8 +137,7 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
     """Everything needed to trust and repeat the run (updated when it finishes)."""
     return {
         "recipe": recipe.name, "recipe_source": paths.project_relative(recipe.source),
-        "seed": seed,
-        "git": git_info(), "packages": versions(),
+        "seed": seed, "git": git_info(), "packages": versions(),
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "device": str(device), "device_name": device_name(device),
