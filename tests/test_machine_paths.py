@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
-HOME_OR_WORK = re.compile(r"(?<![\w.~-])(/root\b|/home/[a-z_][\w-]*|/Users/\w+|/work/)")
+# written in pieces, so that this file does not hold what it looks for
+HOME_OR_WORK = re.compile(r"(?<![\w.~-])(/ro" r"ot\b|/home/[a-z_][\w-]*|/Users/\w+|/wo" r"rk/)")
 TEMPORARY = re.compile(r"(?<![\w.~-])/tmp/\w")
 RECORD = re.compile(r"\.(json|jsonl|csv)$")
 
