@@ -18,8 +18,7 @@ def packaged(name: str) -> Path:
 
 
 def shipped(name: str) -> Path:
-    """A data folder pairrepro ships (``recipes``, ``data_manifests``, ``results``, ``bench``):
-    a wheel's copy, ``pairrepro/shipped/<name>`` (setup.py), else the checkout's."""
+    """A shipped data folder (``recipes``, ``results``...): the wheel's copy, else the checkout."""
     return copy if (copy := packaged(f"shipped/{name}")).is_dir() else PROJECT_DIR / name
 
 
@@ -65,8 +64,7 @@ def recipes_dir() -> Path:
 
 
 def toml_files(folder: Path) -> dict[str, Path]:
-    """``folder``'s TOML files by name, and the user's own of its kind, which add to them:
-    ``<user_config_path's folder>/<folder's name>/`` (``recipes``, ``data_manifests``)."""
+    """``folder``'s TOML files by name, and the user's own ones beside the settings file."""
     mine = user_config_path().parent / folder.name
     return {p.stem: p for d in (mine, folder) for p in sorted(d.glob("*.toml"))}
 

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.planning import BENCH_DIR
 
-GPU_PEAKS = paths.packaged("planning/gpus.toml")
+GPU_PEAKS = Path(__file__).with_name("gpus.toml")
 GPU_RATES = BENCH_DIR / "records" / "gpu_rates.json"
 
 
