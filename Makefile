@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 SEEDS  ?=
 DEVICE ?= auto
 # a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir; MIRROR= (empty) means the
-# official URLs; unset, pairrepro's own default applies (pairrepro/paths.py mirror_setting)
+# official URLs; unset, $PAIRREPRO_MIRROR or the user's config (pairrepro/paths.py mirror_setting)
 ifneq ($(origin MIRROR),undefined)
 export PAIRREPRO_MIRROR := $(MIRROR)
 endif
@@ -35,8 +35,8 @@ install: $(STAMP)  ## create .venv and install pairrepro with its dev tools
 demo: $(STAMP)  ## fetch -> preprocess -> train -> eval -> report: TrecQA + CSRAN Table 6 if fetchable, else synthetic (offline)
 	$(CLI) demo
 
-test: $(STAMP)  ## run the whole test suite
-	$(PY) -m pytest -q -x --durations=15
+test: $(STAMP)  ## run the whole test suite (every failure; skips counted by reason at the end)
+	$(PY) -m pytest -q --durations=15
 
 lint: $(STAMP)  ## ruff
 	$(VENV)/bin/ruff check pairrepro tests bench

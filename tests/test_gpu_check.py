@@ -1,4 +1,4 @@
-"""bench/gpu_check.sh, the device script, as far as a CPU allows: its --dry-run runs every
+"""bench/gpu_check.sh, the GPU check, as far as a CPU allows: its --dry-run runs every
 step (tests/test_cuda.py, a step profile, the models' rates, one epoch of the TrecQA CSRAN) at
 tiny sizes and records them; a dry run's record never becomes a measured GPU figure of the plan."""
 

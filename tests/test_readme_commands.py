@@ -348,6 +348,8 @@ def test_numbers_the_readme_types_are_the_codes() -> None:
                                             in _source("bench/preflight/run_all.py"),
         "`checkpoint_minutes` (default 10)": TrainSection().checkpoint_minutes == 10,
         "ends with its 15 slowest tests (`--durations`)": "--durations=15" in makefile,
+        "reports every failure rather than stopping at the first": re.search(
+            r"^test:.*\n\t.*pytest(?!.* -x\b)", makefile, re.M) is not None,
         "≥ 50,000 pairs/s per CPU second": "TARGET_PAIRS_PER_S = 50_000"
                                            in _source("bench/bench_preprocess.py"),
         "engine/bare ≥ 0.90": "e / b >= 0.9 else" in _source("bench/bench_engine_overhead.py"),
@@ -429,3 +431,12 @@ def test_the_quick_tour_starts_with_data_a_newcomer_can_fetch() -> None:
     train = next(w for w in words if w[:2] == ["pairrepro", "train"])
     dataset = load_recipe(PROJECT / train[2]).data.dataset
     assert fetch[2] == dataset and load_manifest(dataset).public
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """`.ci/run` ends with the README's test command, as a newcomer types it."""
+    readme = _source("README.md").splitlines()
+    command = next(line.split("#")[0].strip() for line in readme if line.startswith("make test"))
+    lines = [line for line in _source(".ci/run").splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[-1] == command == "make test"

@@ -25,8 +25,8 @@ from pairrepro.data.manifests import Manifest, available_datasets, load_manifest
 FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
 
 Sources, in order: --from PATH, the mirror (--mirror DIR, else $PAIRREPRO_MIRROR,
-else `mirror` in ~/.config/pairrepro/config.toml, else ../shared/datasets beside
-the checkout; laid out DIR/NAME/FILE), then the official and alternative URLs. Every file is
+else `mirror` in ~/.config/pairrepro/config.toml; laid out DIR/NAME/FILE), then the
+official and alternative URLs. Every file is
 checked against its sha256; downloads resume after a cut connection. A dataset
 only partly available is fetched as far as it goes and the missing splits are named.
 
@@ -34,7 +34,7 @@ Examples:
 
   pairrepro fetch synthetic                        (generated, no download)
 
-  pairrepro fetch snli --mirror ../shared/datasets
+  pairrepro fetch snli --mirror /data/mirror
 
   pairrepro fetch yahoo --from ~/Downloads/manner.xml.gz
 
@@ -189,8 +189,7 @@ def fetch_cmd(
     mirror: Path | None = typer.Option(
         None, "--mirror", metavar="DIR",
         help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR, else "
-             "mirror in ~/.config/pairrepro/config.toml, else ../shared/datasets beside the "
-             "checkout when it exists)."),
+             "mirror in ~/.config/pairrepro/config.toml)."),
     from_path: Path | None = typer.Option(
         None, "--from", metavar="PATH",
         help="A file or folder you obtained yourself (licence-gated data)."),
