@@ -3,13 +3,16 @@ Pure functions of their inputs and a seed: an epoch's order is rebuilt from ``(s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from pairrepro.data.prepared import PAD_ID
 from pairrepro.errors import DataError
@@ -76,11 +79,29 @@ class PairBatch:
         """Training examples in the batch (triples count once)."""
         return self.num_triples or int(self.left.size(0))
 
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> PairBatch:
+        return PairBatch(*(fn(t) for t in (self.left, self.left_mask, self.right,
+                                           self.right_mask, self.labels)), self.num_triples)
+
     def to(self, device: torch.device | str) -> PairBatch:
         if torch.device(device).type == "cpu":
             return self
-        tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
-        return PairBatch(*(t.to(device, non_blocking=True) for t in tensors), self.num_triples)
+        return self.map_tensors(lambda t: t.to(device, non_blocking=True))
+
+    def padded(self, left: int, right: int) -> PairBatch:
+        """``left`` and ``right`` more pad columns on each side (outputs must not move)."""
+        return PairBatch(F.pad(self.left, (0, left), value=PAD_ID),
+                         F.pad(self.left_mask, (0, left), value=False),
+                         F.pad(self.right, (0, right), value=PAD_ID),
+                         F.pad(self.right_mask, (0, right), value=False), self.labels,
+                         self.num_triples)
+
+    def widened(self) -> PairBatch:
+        """Each side padded to a power-of-two width (8 at least): few batch shapes, so a
+        compiled model (``train.compile``) builds few graphs."""
+        extra = [max(8, 1 << (n - 1).bit_length()) - n
+                 for n in (self.left.size(1), self.right.size(1))]
+        return self.padded(*extra)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,3 +249,29 @@ class EpochPlan:
     def collate(self, position: int, rank: int = 0, world_size: int = 1) -> PairBatch:
         return self.task.collate(self.split, self.items[shard(self.batches[position], rank,
                                                               world_size)])
+
+    def loaded(self, start: int, device: torch.device, ahead: int = 0, widen: bool = False,
+               rank: int = 0, world_size: int = 1) -> Iterator[PairBatch]:
+        """Batches ``start``, ``start + 1``, ... on ``device`` (``widen``: :meth:`PairBatch.
+        widened`). With ``ahead``, a background thread collates that many in advance, pinned
+        for CUDA and copied without blocking: the same batches in the same order, since
+        collating draws no random numbers."""
+        def load(position: int) -> PairBatch:
+            batch = self.collate(position, rank, world_size)
+            batch = batch.widened() if widen else batch
+            pin = ahead and device.type == "cuda"
+            return batch.map_tensors(torch.Tensor.pin_memory) if pin else batch
+
+        if not ahead:
+            yield from (load(position).to(device) for position in range(start, len(self)))
+            return
+        pool, queue = ThreadPoolExecutor(1, "collate"), deque[Future[PairBatch]]()
+        try:
+            for position in range(start, len(self)):
+                queue.append(pool.submit(load, position))
+                if len(queue) > ahead:
+                    yield queue.popleft().result().to(device)
+            while queue:
+                yield queue.popleft().result().to(device)
+        finally:
+            pool.shutdown(cancel_futures=True)
