@@ -235,6 +235,38 @@ def test_slurm_resources_without_a_record_then_the_config_file(tmp_path: Path) -
         slurm.load_slurm_config(config)
 
 
+def test_slurm_on_cuda_sends_jobs_runs_to_each_array_job_to_share_its_gpu(
+        synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs 2 --device cuda``: five seeds become array jobs of 2, 2 and 1, each asking
+    for host memory for its runs (a fake executor records what is submitted); an array job
+    of two runs trains both through the local pool (here on the CPU: the same path)."""
+    recipe = load_recipe(tiny_recipe(tmp_path / "recipes", "tiny", epochs=1))
+    submitted: list[tuple[dict, list]] = []
+
+    class Executor:
+        def __init__(self, folder: Path, cluster: str) -> None:
+            self.params: dict = {}
+
+        def update_parameters(self, **params: object) -> None:
+            self.params.update(params)
+
+        def map_array(self, fn: object, items: list) -> list:
+            submitted.append((self.params, items))
+            return [type("Job", (), {"job_id": str(i)})() for i in range(len(items))]
+
+    monkeypatch.setattr(slurm.submitit, "AutoExecutor", Executor)
+    settings = {"tiny": slurm.slurm_settings(recipe, "cuda", {"mem_gb": 3})}
+    pairs = slurm.submit_slurm(specs_of(recipe, [1, 2, 3, 4, 5]), tmp_path, settings, "cuda",
+                               jobs=2)
+    ((params, chunks),) = submitted
+    assert [[s.seed for s in chunk] for chunk in chunks] == [[1, 2], [3, 4], [5]]
+    assert params["mem_gb"] == 6 and params["gpus_per_node"] == 1
+    assert [(spec.seed, job.job_id) for spec, job in pairs] == [
+        (1, "0"), (2, "0"), (3, "1"), (4, "1"), (5, "2")]
+    outcomes = slurm.SlurmRun(tmp_path / "runs", "cpu", threads=1)(specs_of(recipe, [1, 2]))
+    assert [(o.spec.seed, o.status) for o in outcomes] == [(1, "finished"), (2, "finished")]
+
+
 EPOCHS = 30
 
 
