@@ -3,7 +3,9 @@
 #   1. tests/test_cuda.py: the --device cuda path against the CPU, a bf16 step of every
 #      model, a run that resumes bit-exactly (at most 90 s; 24 s on an H100);
 #   2. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
-#      fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN
+#      fp32 and bf16, the total rate of 3 runs sharing the GPU (nbow, single_lstm, esim,
+#      csran: what reproduce --jobs N --device cuda packs), and one epoch of the TrecQA
+#      ladder's paper-size CSRAN
 #      (bench/gpu_rates.py: at most 120 s of rates and 240 s of epoch; on an H100 the
 #      rates took about 60 s and the epoch 194 s, bf16, 2026-11-27),
 # and appends the run to bench/records/gpu_rates.json, where the plan finds it
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=(--dry-run) ;;
     --records) records="${2:?--records needs a folder}"; shift ;;
-    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift
