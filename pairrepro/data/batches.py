@@ -88,20 +88,16 @@ class PairBatch:
             return self
         return self.map_tensors(lambda t: t.to(device, non_blocking=True))
 
-    def padded(self, left: int, right: int) -> PairBatch:
-        """``left`` and ``right`` more pad columns on each side (outputs must not move)."""
-        return PairBatch(F.pad(self.left, (0, left), value=PAD_ID),
-                         F.pad(self.left_mask, (0, left), value=False),
-                         F.pad(self.right, (0, right), value=PAD_ID),
-                         F.pad(self.right_mask, (0, right), value=False), self.labels,
-                         self.num_triples)
-
-    def widened(self) -> PairBatch:
-        """Each side padded to a power-of-two width (8 at least): few batch shapes, so a
-        compiled model (``train.compile``) builds few graphs."""
-        extra = [max(8, 1 << (n - 1).bit_length()) - n
-                 for n in (self.left.size(1), self.right.size(1))]
-        return self.padded(*extra)
+    def widened(self, extra: Sequence[int] = ()) -> PairBatch:
+        """``extra`` (left, right) more pad columns, else each side padded to a power-of-two
+        width (8 at least): few shapes, so a compiled model (``train.compile``) builds few
+        graphs. Outputs must not move."""
+        left, right = extra or [max(8, 1 << (n - 1).bit_length()) - n
+                                for n in (self.left.size(1), self.right.size(1))]
+        (lids, lmask), (rids, rmask) = ((F.pad(ids, (0, n), value=PAD_ID), F.pad(mask, (0, n)))
+                                        for ids, mask, n in ((self.left, self.left_mask, left),
+                                                             (self.right, self.right_mask, right)))
+        return PairBatch(lids, lmask, rids, rmask, self.labels, self.num_triples)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -252,10 +248,9 @@ class EpochPlan:
 
     def loaded(self, start: int, device: torch.device, ahead: int = 0, widen: bool = False,
                rank: int = 0, world_size: int = 1) -> Iterator[PairBatch]:
-        """Batches ``start``, ``start + 1``, ... on ``device`` (``widen``: :meth:`PairBatch.
-        widened`). With ``ahead``, a background thread collates that many in advance, pinned
-        for CUDA and copied without blocking: the same batches in the same order, since
-        collating draws no random numbers."""
+        """Batches ``start``... on ``device`` (``widen``: :meth:`PairBatch.widened`); with
+        ``ahead``, that many collated in advance by a thread, pinned on CUDA and copied without
+        blocking: the same batches in the same order (collating draws no random numbers)."""
         def load(position: int) -> PairBatch:
             batch = self.collate(position, rank, world_size)
             batch = batch.widened() if widen else batch

@@ -40,26 +40,21 @@ def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Pat
 
 
 class DeviceShares:
-    """The CUDA devices a pool shares: a run starts on the first one with room for its
-    :func:`~pairrepro.planning.gpus.device_need_mb` in :data:`USABLE_SHARE` of its memory;
-    a run without a peak, or bigger than the device, has a device to itself."""
+    """The CUDA devices a pool shares: a run takes its ``device_need_mb`` (a whole device
+    without one, or when it needs more) of the first with that much of its
+    :data:`USABLE_SHARE` left."""
 
     def __init__(self, memory_mb: dict[int, float]) -> None:
         self.size = {index: mb * USABLE_SHARE for index, mb in memory_mb.items()}
         self.free = dict(self.size)
 
     def take(self, need_mb: float | None) -> tuple[int, float] | None:
-        """(device index, the share taken), or None while no device has room."""
-        for index, free in self.free.items():
-            share = min(need_mb or self.size[index], self.size[index])
-            if share <= free:
-                self.free[index] -= share
-                return index, share
-        return None
-
-    def give(self, place: tuple[int, float] | None) -> None:
+        """(device index, share taken), or None while no device has room."""
+        shares = ((i, min(need_mb or size, size)) for i, size in self.size.items())
+        place = next(((i, share) for i, share in shares if share <= self.free[i]), None)
         if place:
-            self.free[place[0]] += place[1]
+            self.free[place[0]] -= place[1]
+        return place
 
 
 def cuda_shares(device: str | None) -> DeviceShares | None:
@@ -104,8 +99,6 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
     outcomes: dict[int, RunOutcome] = {}
     running: dict[int, tuple[subprocess.Popen[bytes], Path, tuple[int, float] | None]] = {}
     shares = cuda_shares(device)
-    need = {s.recipe: device_need_mb(preflight_record(s.recipe)) for s in specs} if shares \
-        else {}
     queue = list(range(len(specs)))
     env = {**os.environ, "PAIRREPRO_RUNS": str(runs_dir),
            **{name: str(threads) for name in THREAD_VARIABLES}}
@@ -115,7 +108,8 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
             while queue or running:
                 while queue and len(running) < jobs:
                     spec = specs[queue[0]]
-                    place = shares.take(need[spec.recipe]) if shares else None
+                    place = shares.take(device_need_mb(preflight_record(spec.recipe))) \
+                        if shares else None
                     if shares and not place:
                         break  # until a running one ends
                     i = queue.pop(0)
@@ -136,8 +130,8 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
                     if code is None:
                         continue
                     del running[i]
-                    if shares:
-                        shares.give(place)
+                    if shares and place:
+                        shares.free[place[0]] += place[1]
                     outcomes[i] = _ended(specs[i], code, runs_dir, log)
                     rows[i].status = outcomes[i].status + (
                         f" (exit {code})" if outcomes[i].status == "failed" else "")

@@ -25,15 +25,13 @@ CONTEXT_MB = 1024.0  # per process beyond its peak: the CUDA context and allocat
 
 
 def device_need_mb(record: dict[str, Any] | None) -> float | None:
-    """Device memory one run needs by its preflight ``record``: its peak (a GPU record's; a
-    CPU record's peak RSS holds the same weights, optimiser state and activations, in fp32,
-    and stands in) + :data:`CONTEXT_MB`; None without a peak (a device to itself)."""
+    """A run's device memory by its preflight ``record`` (a CPU record's peak RSS stands in:
+    docs/internals.md) + :data:`CONTEXT_MB`; None without a peak (a device to itself)."""
     return float(record["peak_mb"]) + CONTEXT_MB if record and record.get("peak_mb") else None
 
 
 def runs_per_device(need_mb: float | None, memory_mb: float) -> int:
-    """How many runs of ``need_mb`` each fit together in :data:`USABLE_SHARE` of
-    ``memory_mb`` (1 at least: a run too big for a device has it to itself)."""
+    """Runs of ``need_mb`` that fit together in :data:`USABLE_SHARE` of ``memory_mb`` (≥ 1)."""
     return max(1, int(memory_mb * USABLE_SHARE // need_mb)) if need_mb else 1
 
 

@@ -191,7 +191,7 @@ def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[floa
 def check_padding(model: PairModel, batch: PairBatch) -> Check:
     """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
     base = batch.map_tensors(lambda t: t[:PADDING_PAIRS])
-    a, b = _outputs(model, base), _outputs(model, base.padded(EXTRA_PADDING, EXTRA_PADDING + 2))
+    a, b = _outputs(model, base), _outputs(model, base.widened((EXTRA_PADDING, EXTRA_PADDING + 2)))
     diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
     ok = diff <= PADDING_TOLERANCE
     return Check("padding", "pass" if ok else "fail",
