@@ -260,7 +260,10 @@ class EpochPlan:
         if not ahead:
             yield from (load(position).to(device) for position in range(start, len(self)))
             return
-        pool, queue = ThreadPoolExecutor(1, "collate"), deque[Future[PairBatch]]()
+        # the thread pins memory for the run's own GPU (no stray context on the first one)
+        pool = ThreadPoolExecutor(1, "collate", lambda: device.index is None
+                                  or torch.cuda.set_device(device))
+        queue = deque[Future[PairBatch]]()
         try:
             for position in range(start, len(self)):
                 queue.append(pool.submit(load, position))
