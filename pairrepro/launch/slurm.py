@@ -18,7 +18,7 @@ from pydantic import Field
 from submitit.helpers import Checkpointable
 
 from pairrepro.console import get_err_console
-from pairrepro.device import default_threads, set_threads
+from pairrepro.device import default_threads
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.launch.local import run_local
@@ -29,7 +29,6 @@ from pairrepro.launch.spec import (
     RunSpec,
     display,
     failed_reason,
-    run_inline,
     silent,
 )
 from pairrepro.planning.plan import epoch_seconds
@@ -160,8 +159,8 @@ class SlurmRun(Checkpointable):
             preempted.append((signum, frame))
             os.kill(os.getpid(), signal.SIGTERM)  # the trainer: checkpoint, then stop
 
-        set_threads(self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0"))
-                    or default_threads(1))
+        # the job's CPUs (else its affinity's) shared by its runs
+        threads = self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0")) // len(specs)
         previous = signal.signal(sig, on_preempt)  # submitit's handler
         try:
             with _output_to(log):
@@ -170,9 +169,8 @@ class SlurmRun(Checkpointable):
                                         f"in job {job_id} on "
                                         f"{os.uname().nodename} (pid {os.getpid()})",
                                         markup=False, highlight=False, soft_wrap=True)
-                outcomes = ([run_inline(spec, self.runs_dir, self.device, quiet=True)]
-                            if len(specs) == 1 else run_local(specs, self.runs_dir, len(specs),
-                                                              self.device, self.threads))
+                outcomes = run_local(specs, self.runs_dir, len(specs), self.device,
+                                     threads or None)
         except KeyboardInterrupt:
             # Slurm pre-empts with SIGTERM first, then the requeue signal: the run has
             # checkpointed on SIGTERM; wait a little for the signal that says "requeue"
