@@ -6,9 +6,10 @@ alternate epoch by epoch, ``--repeats`` times, so machine noise hits both alike.
 engine's pairs/s is measured twice: over its training phase (what metrics.jsonl reports)
 and over the whole epoch including the dev evaluation, selection and checkpoints.
 
-    .venv/bin/python bench/bench_engine_overhead.py --repeats 3
+    .venv/bin/python bench/bench_engine_overhead.py --repeats 3 --label after
 
-Target: the engine's training phase stays within 10% of the bare loop.
+Target: the engine's training phase stays within 10% of the bare loop. ``--label`` appends
+the run, labelled, to ``records/bench_engine_overhead.json`` (before and after a change).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from protocol import LoadMonitor, begin
+from protocol import LoadMonitor, begin, write_record
 
 
 def main() -> None:
@@ -36,6 +38,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--label", default="", help="record the run under this label")
     args = parser.parse_args()
     begin(args.threads)
 
@@ -100,7 +103,14 @@ def main() -> None:
               f"{w:.0f}, bare {b:.0f}")
         print(f"ratio engine/bare: {e / b:.3f} (train phase), {w / b:.3f} (whole epoch); "
               f"target >= 0.90 -> {'OK' if e / b >= 0.9 else 'SLOW'}")
-        print(monitor.stop().describe())
+        load = monitor.stop()
+        print(load.describe())
+        if args.label:
+            write_record("bench_engine_overhead", {
+                "label": args.label, "threads": args.threads, "device": args.device,
+                "batch_size": args.batch_size, "engine_pairs_per_s": engine_train,
+                "engine_whole_epoch_pairs_per_s": engine_whole, "bare_pairs_per_s": bare,
+                "reference": load.reference, "load": asdict(load)})
 
 
 if __name__ == "__main__":

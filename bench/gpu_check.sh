@@ -7,7 +7,9 @@
 #      syncs, host and device time (bench/step_profile.py, at most 70 s) ->
 #      records/step_profile.json;
 #   3. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
-#      fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN
+#      fp32 and bf16, the total rate of 3 runs sharing the GPU (nbow, single_lstm, esim,
+#      csran: what reproduce --jobs N --device cuda packs), and one epoch of the TrecQA
+#      ladder's paper-size CSRAN
 #      (bench/gpu_rates.py: at most 120 s of rates and 240 s of epoch; on an H100 the
 #      rates took about 60 s and the epoch 194 s, bf16, 2026-11-27),
 # and appends the run to bench/records/gpu_rates.json, where the plan finds it
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=(--dry-run) ;;
     --records) records="${2:?--records needs a folder}"; shift ;;
-    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift

@@ -8,7 +8,11 @@ each), after two warm-up steps (``step_profile.SteadyStep``), on random words at
 lengths (preflight's ``--stand-in``), so no dataset or vectors need to be here. The epoch
 is ``pairrepro train`` of :data:`EPOCH_RECIPE` for one epoch (random vectors of the recipe's
 width stand in for GloVe: the same work), on the TrecQA prepared under ``$PAIRREPRO_HOME``.
-Each run is appended to ``bench/records/gpu_rates.json`` (``--records``); the plan
+With ``--shared K`` (default 3), the models of :data:`SHARED_MODELS` are also timed as K
+preflight processes started together on the one device, in the precision their recipe trains
+in on CUDA: their total pairs/s is the rate of runs packed onto a device (``reproduce --jobs N
+--device cuda``); the processes' steps overlap as far as their start-up allows, so the figure
+errs low. Each run is appended to ``bench/records/gpu_rates.json`` (``--records``); the plan
 (``pairrepro report all --plan --gpu h100``) reads the latest run of each GPU.
 
     python3 bench/gpu_rates.py                    # CUDA: every model, then the epoch
@@ -46,6 +50,8 @@ EPOCH_RECIPE = "csran_trecqa_es_tuned_no_em_all_negatives_big"
 # --dry-run: the same steps on a CPU in seconds: two small models at a tiny batch, and the
 # epoch's CSRAN at toy sizes on a few pairs
 DRY_MODELS = ("nbow", "esim")
+# launch-bound at their own batch, the ones packing should help most (the dry run: the first)
+SHARED_MODELS = ("nbow", "single_lstm", "esim", "csran")
 DRY_BATCH = 4
 DRY_EPOCH = ["model.hidden=8", "model.aggr_hidden=8", "model.out_hidden=8",
              "model.char_hidden=8", "model.char_dim=4", "data.max_train_pairs=64",
@@ -92,9 +98,11 @@ def measure(recipe_name: str, precision: str, device: torch.device, steps: int,
 
 
 def rates(device: torch.device, models: dict[str, str], steps: int, overrides: list[str],
-          deadline: float) -> list[dict[str, Any]]:
-    """Every model's rates in both precisions until ``deadline`` (time.monotonic()); the
-    models left are listed as not measured."""
+          deadline: float, sharing: tuple[int, tuple[str, ...]] = (0, ())
+          ) -> list[dict[str, Any]]:
+    """Every model's rates in both precisions until ``deadline`` (time.monotonic()), and
+    ``sharing`` = (runs, models) those models' rate of that many runs sharing the device;
+    the models left are listed as not measured."""
     out = []
     for model, recipe in models.items():
         row: dict[str, Any] = {"model": model, "recipe": recipe}
@@ -108,8 +116,39 @@ def rates(device: torch.device, models: dict[str, str], steps: int, overrides: l
                   + (f"{figure['pairs_per_s']:.1f} pairs/s (batch {figure['batch']})"
                      if "pairs_per_s" in figure else
                      "; ".join(f"{k} ({v})" for k, v in figure.items())), flush=True)
+        left = deadline - time.monotonic()
+        if model in sharing[1] and sharing[0] > 1 and left > 0:
+            row["shared"] = shared(recipe, device, sharing[0], 3 * steps, overrides, left)
+            print(f"  {model:<20} {sharing[0]} sharing the device: {row['shared']}", flush=True)
         out.append(row)
     return out
+
+
+def shared(recipe_name: str, device: torch.device, runs: int, steps: int,
+           overrides: list[str], timeout_s: float) -> dict[str, Any]:
+    """``{runs, precision, pairs_per_s (their total), each}`` of ``runs`` preflight processes
+    started together on ``device``, or ``{error}``."""
+    recipe = load_recipe(recipes_dir() / f"{recipe_name}.toml")
+    precision = "fp32" if recipe.train.precision == "fp32" or device.type == "cpu" else "bf16"
+    sets = [*overrides, f'train.precision="{precision}"']
+    with tempfile.TemporaryDirectory() as out:
+        processes = [subprocess.Popen(
+            [sys.executable, "-m", "pairrepro", "--quiet", "preflight", recipe_name,
+             "--device", device.type, "--stand-in", "--steps", str(steps), "--threads", "1",
+             "--out", f"{out}/{i}.json", *(arg for s in sets for arg in ("--set", s))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for i in range(runs)]
+        try:
+            errors = [p.communicate(timeout=timeout_s)[1] for p in processes]
+        except subprocess.TimeoutExpired:
+            for process in processes:
+                process.kill()
+            return {"error": f"not done within {timeout_s:.0f} s"}
+        if any(p.returncode not in (0, 1) for p in processes):  # 1: a check failed, timed
+            return {"error": " / ".join(e.strip().splitlines()[-1] for e in errors if e)[:200]}
+        each = [json.loads(Path(f"{out}/{i}.json").read_text())["pairs_per_s"]
+                for i in range(runs)]
+    return {"runs": runs, "precision": precision, "pairs_per_s": sum(each), "each": each}
 
 
 def epoch(device: torch.device, dry_run: bool, timeout_s: float) -> dict[str, Any]:
@@ -153,6 +192,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--budget", type=float, default=170.0,
                         help="seconds for all the rates (models left are not measured)")
     parser.add_argument("--epoch-timeout", type=float, default=200.0)
+    parser.add_argument("--shared", type=int, default=3,
+                        help=f"runs sharing the device for {', '.join(SHARED_MODELS)} (0: "
+                             "none; the dry run: 2, for its first model)")
     parser.add_argument("--records", type=Path, default=RECORDS,
                         help="folder of gpu_rates.json (default bench/records)")
     return parser.parse_args()
@@ -179,8 +221,10 @@ def main() -> int:
     steps = args.steps or (2 if args.dry_run else 20)
     overrides = [f"train.batch_size={DRY_BATCH}"] if args.dry_run else []
     print(f"rates, {steps} steps each, stand-in words at each dataset's lengths:", flush=True)
+    sharing = ((min(args.shared, 2), DRY_MODELS[:1]) if args.dry_run
+               else (args.shared, SHARED_MODELS))
     found = rates(device, {m: models[m] for m in wanted}, steps, overrides,
-                  time.monotonic() + args.budget)
+                  time.monotonic() + args.budget, sharing)
     print(f"one epoch of {EPOCH_RECIPE}:", flush=True)
     trained = epoch(device, args.dry_run, args.epoch_timeout)
     print(f"  {json.dumps(trained)}", flush=True)
@@ -193,6 +237,7 @@ def main() -> int:
                     "others_cores": load.others_cores}}
     print(f"recorded in {write_record(SCRIPT, run, args.records)}")
     failed = [f"{row['model']} {p}" for row in found for p in PRECISIONS if "error" in row[p]]
+    failed += [f"{row['model']} shared" for row in found if "error" in row.get("shared", {})]
     failed += ["the epoch"] if "error" in trained else []
     if failed:
         print(f"gpu_rates: not measured: {', '.join(failed)}", file=sys.stderr)

@@ -142,6 +142,7 @@ class TrainSection(Schema):
     checkpoint_every: Count = 0  # also checkpoint every N steps inside an epoch (0 = per epoch)
     checkpoint_minutes: NonNegative = 10.0  # and after this many minutes of training (0 = off)
     precision: Precision = "auto"
+    compile: bool = False  # torch.compile the training forward (verify compares by interval)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     deterministic: bool = True
     # the chosen checkpoint scored on train at the end: 0 = every pair, n = a seeded subsample

@@ -151,6 +151,14 @@ def on_host(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.cpu() if host is None else host
 
 
+def compiled(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``module`` under ``torch.compile``: CUDA graphs on a GPU, inductor on a CPU, a graph
+    per batch shape (up to 64: the widened widths, the last batch's size)."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    return torch.compile(module, mode="reduce-overhead" if device.type == "cuda" else None,
+                         dynamic=False)
+
+
 def device_name(device: torch.device) -> str:
     """The GPU model, or "cpu" (the CPU's model is in :func:`cpu_fingerprint`)."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

@@ -94,7 +94,8 @@ def _launch(specs: list[RunSpec], runs_dir: Path, device: str | None, progress: 
     settings = {name: slurm.slurm_settings(index.recipes[name], device, launch.slurm_file)
                 for name in dict.fromkeys(s.recipe for s in specs)}
     cluster = "local" if launch.launcher == "submitit-local" else "slurm"
-    submitted = slurm.submit_slurm(specs, runs_dir, settings, device, cluster, notify)
+    submitted = slurm.submit_slurm(specs, runs_dir, settings, device, cluster, notify,
+                                   launch.jobs)
     if not launch.wait:
         return [RunOutcome(spec, "submitted", job_id=str(job.job_id),
                            log=str(job.paths.stdout)) for spec, job in submitted]

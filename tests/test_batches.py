@@ -17,6 +17,7 @@ from pairrepro.data.batches import (
     shard,
     subsample,
 )
+from pairrepro.data.prepared import PAD_ID
 from pairrepro.data.synthetic import generate_ranking
 from pairrepro.errors import DataError
 from pairrepro.models.base import ModelContext, build_model
@@ -92,6 +93,33 @@ def test_epoch_order_is_a_function_of_seed_and_epoch() -> None:
     rows = a.batches[0]
     assert batch.left.size(1) == max(len(split.left[i]) for i in rows)
     assert batch.left_mask.sum(1).tolist() == [len(split.left[i]) for i in rows]
+
+
+def test_batches_collated_ahead_are_the_batches_collated_in_turn() -> None:
+    """A background thread collating ahead yields each batch of the plan once, in order,
+    from any start; widened batches hold the same pairs at power-of-two widths."""
+    split = split_from([1 + i % 37 for i in range(300)], [2 + i % 11 for i in range(300)],
+                       [i % 3 for i in range(300)])
+    plan = EpochPlan(split, 16, seed=3, epoch=0, task=CLASSIFICATION)
+    fields = ("left", "left_mask", "right", "right_mask", "labels")
+    for start, ahead in ((0, 0), (0, 1), (0, 3), (7, 2), (len(plan) - 1, 4), (len(plan), 2)):
+        got = list(plan.loaded(start, torch.device("cpu"), ahead))
+        assert len(got) == len(plan) - start
+        for position, batch in enumerate(got, start):
+            want = plan.collate(position)
+            assert all(torch.equal(getattr(batch, f), getattr(want, f)) for f in fields)
+    widths = set()
+    for position, batch in enumerate(plan.loaded(0, torch.device("cpu"), 2, widen=True)):
+        want = plan.collate(position)
+        for side in ("left", "right"):
+            ids, mask = getattr(batch, side), getattr(batch, f"{side}_mask")
+            width = getattr(want, side).size(1)
+            widths.add(ids.size(1))
+            assert ids.size(1) >= max(8, width) and ids.size(1) < max(16, 2 * width)
+            assert torch.equal(ids[:, :width], getattr(want, side))
+            assert not mask[:, width:].any() and (ids[:, width:] == PAD_ID).all()
+            assert torch.equal(mask.sum(1), getattr(want, f"{side}_mask").sum(1))
+    assert widths <= {8, 16, 32, 64}  # lengths up to 37: a few fixed shapes
 
 
 def test_triples_pair_each_positive_with_negatives_of_its_group() -> None:

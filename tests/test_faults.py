@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 
 from pairrepro import paths
 from pairrepro.cli.app import app
+from pairrepro.data.batches import PairBatch
 from pairrepro.errors import DataError, StorageError
 from pairrepro.runs import RunFolder, find_runs, read_run
 from pairrepro.train.loop import Trainer, TrainHooks
@@ -166,7 +167,7 @@ def test_any_failure_is_marked_failed_and_keeps_its_exit_code(
     result = folder().read_result()
     assert result["status"] == "failed" and result["error"] == "ValueError: a bug"
 
-    def data_problem(self: Trainer, plan: object, position: int) -> None:
+    def data_problem(self: Trainer, batch: object) -> None:
         raise DataError("the batch is broken")
 
     monkeypatch.setattr(Trainer, "train_step", data_problem)
@@ -186,8 +187,8 @@ def test_sigterm_checkpoints_and_prints_the_command_that_resumes(
                                runs_dir=paths.runs_dir().parent / "straight")
     step = Trainer.train_step
 
-    def term_at_step_3(self: Trainer, plan: object, position: int) -> object:
-        out = step(self, plan, position)
+    def term_at_step_3(self: Trainer, batch: PairBatch) -> object:
+        out = step(self, batch)
         if self.state.global_step == 2:  # counted after this step returns: step 3
             os.kill(os.getpid(), signal.SIGTERM)
         return out
@@ -262,8 +263,8 @@ def test_a_resumed_run_continues_as_it_started_whichever_command_continues_it(
     assert straight["manifest"]["cpu_threads"] == threads
     step = Trainer.train_step
 
-    def stop_at_step_6(self: Trainer, plan: object, position: int) -> object:
-        out = step(self, plan, position)
+    def stop_at_step_6(self: Trainer, batch: PairBatch) -> object:
+        out = step(self, batch)
         if self.state.global_step == 5:  # counted after this step returns: step 6 of 8
             os.kill(os.getpid(), signal.SIGINT)
         return out

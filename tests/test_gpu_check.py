@@ -43,6 +43,8 @@ def test_the_dry_run_runs_every_step_on_the_cpu_and_records_them(data_home: Path
         assert row["fp32"]["pairs_per_s"] > 0 and row["fp32"]["batch"] == DRY_BATCH
         assert "pairs_per_s" in row["bf16"] or "unsupported" in row["bf16"], row
     assert run["epoch"]["recipe"] == EPOCH_RECIPE and run["epoch"]["pairs_per_s"] > 0
+    together = run["models"][0]["shared"]  # two preflight processes on the one device
+    assert together["runs"] == 2 and together["pairs_per_s"] == sum(together["each"]) > 0
     assert run["epoch"]["test_map"] is not None
     # a dry run is never a GPU's measured rate, even under a GPU's name
     fake = records / "as_if_h100.json"

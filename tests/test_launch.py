@@ -21,6 +21,7 @@ from pairrepro.config import load_recipe
 from pairrepro.errors import ConfigError
 from pairrepro.launch import local, slurm
 from pairrepro.launch.spec import LiveRow, RunSpec, specs_of
+from pairrepro.planning import gpus
 from pairrepro.runs import RunFolder
 
 BASE = (paths.PROJECT_DIR / "recipes" / "bilstm_max_synthetic.toml").read_text()
@@ -157,6 +158,43 @@ def test_pool_never_runs_more_than_jobs_at_once(tmp_path: Path,
     assert [o.status for o in outcomes] == ["finished"] * 5 and peak[0] == 2
 
 
+def test_cuda_pool_packs_runs_onto_a_device_as_their_preflight_peaks_allow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs 6 --device cuda``: ESIM's committed record (peak_mb) + the CUDA context makes
+    two runs fit 90% of a 4,200 MB device, three of them 8,000 MB; a recipe without a record
+    has a device to itself. Processes replaced by ``sleep``; the devices are stated."""
+    import subprocess
+
+    peak = json.loads((paths.PROJECT_DIR / "bench/preflight/esim.json").read_text())["peak_mb"]
+    need = peak + gpus.CONTEXT_MB
+    assert gpus.runs_per_device(need, 4200) == int(0.9 * 4200 // need) == 2
+    assert gpus.runs_per_device(None, 4200) == 1 and gpus.runs_per_device(need, 100) == 1
+    alive: list[tuple[subprocess.Popen, str]] = []
+    most: dict[str, int] = {}
+    real = subprocess.Popen
+
+    def popen(command: list[str], **kwargs: object) -> subprocess.Popen:
+        process = real(["sleep", "0.3"], **kwargs)
+        alive.append((process, command[command.index("--device") + 1]))
+        for on in {d for _, d in alive}:
+            most[on] = max(most.get(on, 0), sum(p.poll() is None for p, d in alive if d == on))
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(LiveRow, "POLL_S", 0.05)
+    specs = [RunSpec("esim", "esim.toml", seed) for seed in range(5)]
+    for memory, expected in (({0: 4200.0}, {"cuda:0": 2}),
+                             ({0: 4200.0, 1: 8000.0}, {"cuda:0": 2, "cuda:1": 3})):
+        alive.clear(), most.clear()
+        monkeypatch.setattr(local, "cuda_shares", lambda device, m=memory: local.DeviceShares(m))
+        outcomes = local.run_local(specs, tmp_path, jobs=6, device="cuda", threads=1)
+        assert [o.status for o in outcomes] == ["finished"] * 5 and most == expected
+    alive.clear(), most.clear()
+    specs = [RunSpec("no_record", "no_record.toml", seed) for seed in range(3)]
+    assert local.run_local(specs, tmp_path, jobs=3, device="cuda", threads=1)
+    assert most == {"cuda:0": 1, "cuda:1": 1}  # one run on each device at a time
+
+
 def test_a_pool_of_no_jobs_is_refused_rather_than_waiting_forever(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--jobs 0"):
         local.run_local([RunSpec("r", "r.toml", 1)], tmp_path, jobs=0)
@@ -195,6 +233,38 @@ def test_slurm_resources_without_a_record_then_the_config_file(tmp_path: Path) -
     with pytest.raises(ConfigError,
                        match=r"(?s)slurm.toml: \[slurm\]: mem: unknown key.*allowed keys: part"):
         slurm.load_slurm_config(config)
+
+
+def test_slurm_on_cuda_sends_jobs_runs_to_each_array_job_to_share_its_gpu(
+        synth: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--jobs 2 --device cuda``: five seeds become array jobs of 2, 2 and 1, each asking
+    for host memory for its runs (a fake executor records what is submitted); an array job
+    of two runs trains both through the local pool (here on the CPU: the same path)."""
+    recipe = load_recipe(tiny_recipe(tmp_path / "recipes", "tiny", epochs=1))
+    submitted: list[tuple[dict, list]] = []
+
+    class Executor:
+        def __init__(self, folder: Path, cluster: str) -> None:
+            self.params: dict = {}
+
+        def update_parameters(self, **params: object) -> None:
+            self.params.update(params)
+
+        def map_array(self, fn: object, items: list) -> list:
+            submitted.append((self.params, items))
+            return [type("Job", (), {"job_id": str(i)})() for i in range(len(items))]
+
+    monkeypatch.setattr(slurm.submitit, "AutoExecutor", Executor)
+    settings = {"tiny": slurm.slurm_settings(recipe, "cuda", {"mem_gb": 3})}
+    pairs = slurm.submit_slurm(specs_of(recipe, [1, 2, 3, 4, 5]), tmp_path, settings, "cuda",
+                               jobs=2)
+    ((params, chunks),) = submitted
+    assert [[s.seed for s in chunk] for chunk in chunks] == [[1, 2], [3, 4], [5]]
+    assert params["mem_gb"] == 6 and params["gpus_per_node"] == 1
+    assert [(spec.seed, job.job_id) for spec, job in pairs] == [
+        (1, "0"), (2, "0"), (3, "1"), (4, "1"), (5, "2")]
+    outcomes = slurm.SlurmRun(tmp_path / "runs", "cpu", threads=1)(specs_of(recipe, [1, 2]))
+    assert [(o.spec.seed, o.status) for o in outcomes] == [(1, "finished"), (2, "finished")]
 
 
 EPOCHS = 30

@@ -176,6 +176,42 @@ def test_the_gpu_plan_uses_measured_rates_and_labels_the_flop_bound_elsewhere(
     assert gpus.gpu_key("NVIDIA H100 PCIe") == "h100-pcie" and gpus.gpu_key("NVIDIA L40S") == ""
 
 
+def test_seeds_that_fit_on_one_gpu_together_count_at_the_measured_shared_rate(
+        data_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new gpu_rates.json run with the total rate of 3 ESIM runs sharing an H100 (bench/
+    gpu_rates.py --shared 3) sets the hours of a recipe with 3 seeds to train whose preflight
+    peak fits 3 times in the GPU's memory; with room for fewer, or none measured, one run's
+    rate counts, and the plan states that assumption."""
+    from pairrepro.planning import gpus, plan
+
+    def run(when: str, shared: dict | None = None) -> dict:
+        row = {"model": "esim", "recipe": "esim", "fp32": {"pairs_per_s": 400.0},
+               "bf16": {"pairs_per_s": 500.0}, **({"shared": shared} if shared else {})}
+        return {"gpu": "h100", "device_name": "H100", "dry_run": False, "measured": when,
+                "models": [row]}
+
+    index = load_recipe_index()
+    paper = load_paper("csran")
+    precision = "fp32" if index.recipes["esim_trecqa"].train.precision == "fp32" else "bf16"
+    single = {"fp32": 400.0, "bf16": 500.0}[precision]
+    shared = {"runs": 3, "precision": precision, "pairs_per_s": 1200.0}
+    rates = _gpu_rates(tmp_path / "gpu_rates.json", [run("day 1"), run("day 2", shared)])
+    monkeypatch.setattr(gpus, "GPU_RATES", rates)
+    # esim_trecqa's preflight peak + the CUDA context: about 1.9 GB, 3 fit in 80 GB, 1 in 3 GB
+    for memory, rate in ((80 * 1024.0, 1200.0), (3000.0, single)):
+        monkeypatch.setattr(plan, "gpu_peak", lambda name, m=memory: ("H100", 989e12, m))
+        items = {it.recipe: it for it in plan_tables([(paper, paper.table(6))], index,
+                                                     data_home.parent / "runs", gpu="h100",
+                                                     comparisons=True)}
+        esim = items["esim_trecqa"]
+        assert len(esim.seeds_todo) == 3 and esim.gpu_rate == rate
+        hours = 3 * esim.epochs * (esim.train_pairs or 0) / rate / 3600
+        assert esim.gpu_figure == (pytest.approx(hours), plan.MEASURED)
+        assert ("3 runs of esim sharing the device" in esim.gpu_rate_source) == (rate == 1200)
+    text = render_plan(list(items.values()))
+    assert "assumed no faster together than one after another" in text
+
+
 def test_a_later_gpu_run_of_a_few_models_keeps_the_earlier_runs_other_rates(
         tmp_path: Path) -> None:
     """A rerun that measures one model (bench/gpu_rates.py --models csran) replaces that

@@ -306,7 +306,7 @@ def test_plan_gpu_lower_bound_is_flops_over_the_vendor_peak() -> None:
     from pairrepro.planning.gpus import gpu_peak
     from pairrepro.planning.plan import PlanItem
 
-    name, peak = gpu_peak("h100")
+    name, peak, _ = gpu_peak("h100")
     assert name == "H100 SXM" and peak == 989e12  # NVIDIA's dense bf16 figure
     item = PlanItem(recipe="r", model="cin", dataset="snli", variant="", data_ready=True,
                     data_command="", seeds_done=[], seeds_todo=[1, 2], epochs=3,

@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import statistics
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +18,12 @@ import torch
 from synth_prepared import write_synthetic
 
 from pairrepro import paths
+from pairrepro.data.batches import EpochPlan
 from pairrepro.device import capture_rng_state, restore_rng_state
 from pairrepro.errors import ConfigError, TrainingError
 from pairrepro.metrics import classification_metrics
-from pairrepro.runs import load_checkpoint
+from pairrepro.report.publishing import verify
+from pairrepro.runs import load_checkpoint, read_run
 from pairrepro.train.loop import Trainer, TrainHooks
 from pairrepro.train.provenance import evaluate_ensemble, evaluate_run
 from pairrepro.train.runner import train_recipe
@@ -155,6 +158,59 @@ def test_resume_after_ctrl_c_is_bit_identical(synth: Path, tmp_path: Path,
         a_d, b_d = json.loads(a), json.loads(b)
         assert {k: v for k, v in a_d.items() if k not in strip} == {
             k: v for k, v in b_d.items() if k not in strip}
+
+
+def test_batches_collated_ahead_train_the_same_bits(synth: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Collating batches ahead in a thread (the CUDA loop's way) trains a CPU run to the
+    same weights and metrics, bit for bit, as collating each batch in its step."""
+    overrides = [*TINY, "train.epochs=2", "model.dropout=0.3", "data.max_train_pairs=300",
+                 "optim.l2=0.0001"]
+    (inline,) = train_recipe(NLI, overrides, quiet=True)
+    weights = _flatten(model_weights(run_dir() / "checkpoints/last.pt"))
+    collated_on: set[str] = set()
+    collate = EpochPlan.collate
+
+    def spy(plan: EpochPlan, *args: int) -> object:
+        collated_on.add(threading.current_thread().name)
+        return collate(plan, *args)
+
+    monkeypatch.setattr(EpochPlan, "collate", spy)
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "ahead"))
+    (ahead,) = train_recipe(NLI, overrides, quiet=True,
+                            hooks=TrainHooks(on_start=lambda t: setattr(t, "batches_ahead", 3)))
+    assert collated_on and threading.current_thread().name not in collated_on
+    assert ahead["metrics"] == inline["metrics"]
+    got = model_weights(run_dir() / "checkpoints/last.pt")
+    assert got.keys() == weights.keys()
+    assert all(torch.equal(got[key], weights[key]) for key in weights)
+
+
+@pytest.mark.slow
+def test_compiled_run_is_recorded_and_verified_by_interval(synth: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """``train.compile`` trains through torch.compile (inductor on a CPU) on widened batches:
+    the manifest says so, the run learns as the eager one does, and ``verify`` compares it by
+    interval, never claiming bit-equality."""
+    import torch._dynamo
+
+    overrides = [*TINY, "train.epochs=1", "data.max_train_pairs=300", "train.batch_size=100"]
+    (eager,) = train_recipe(NLI, overrides, quiet=True)
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "compiled"))
+    torch._dynamo.reset()
+    (compiled,) = train_recipe(NLI, [*overrides, "train.compile=true"], quiet=True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    manifest = json.loads((run_dir() / "manifest.json").read_text())
+    assert manifest["compiled"] is True
+    for split in ("dev", "test"):
+        assert compiled["metrics"][split]["accuracy"] == pytest.approx(
+            eager["metrics"][split]["accuracy"], abs=0.05)
+    # the same environment in every other way: only the compiling keeps it from a bit claim
+    same_env, words = verify._environment(read_run(run_dir()),
+                                          read_run(tmp_path / "runs" / run_dir().relative_to(
+                                              tmp_path / "compiled")))
+    assert not same_env and words == "compiled with torch.compile"
 
 
 def test_resume_after_a_crash_replays_from_the_step_checkpoint(

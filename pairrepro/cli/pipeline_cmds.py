@@ -49,8 +49,9 @@ def reproduce(
     compare: bool = typer.Option(False, "--compare", help="Also train the comparison rows "
                                  "(models run here that the paper's table does not have)."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Runs (recipe × seed) trained at "
-                             "the same time, each in its own process, with one live table "
-                             "(local launcher)."),
+                             "the same time, each in its own process, with one live table; "
+                             "with --device cuda, packed onto the GPUs as their preflight "
+                             "peak memory allows (Slurm: this many to an array job's GPU)."),
     threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads per run "
                                        "(default: cores // jobs)."),
     launcher: str = typer.Option("local", "--launcher", help="local (this machine), slurm "

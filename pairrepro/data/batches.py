@@ -3,13 +3,16 @@ Pure functions of their inputs and a seed: an epoch's order is rebuilt from ``(s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from pairrepro.data.prepared import PAD_ID
 from pairrepro.device import to_device
@@ -77,10 +80,24 @@ class PairBatch:
         """Training examples in the batch (triples count once)."""
         return self.num_triples or int(self.left.size(0))
 
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> PairBatch:
+        return PairBatch(*(fn(t) for t in (self.left, self.left_mask, self.right,
+                                           self.right_mask, self.labels)), self.num_triples)
+
     def to(self, device: torch.device | str) -> PairBatch:
         """The batch on ``device`` (lengths are read on its host tensors: ``on_host``)."""
-        tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
-        return PairBatch(*(to_device(t, device) for t in tensors), self.num_triples)
+        return self.map_tensors(lambda t: to_device(t, device))
+
+    def widened(self, extra: Sequence[int] = ()) -> PairBatch:
+        """``extra`` (left, right) more pad columns, else each side padded to a power-of-two
+        width (8 at least): few shapes, so a compiled model (``train.compile``) builds few
+        graphs. Outputs must not move."""
+        left, right = extra or [max(8, 1 << (n - 1).bit_length()) - n
+                                for n in (self.left.size(1), self.right.size(1))]
+        (lids, lmask), (rids, rmask) = ((F.pad(ids, (0, n), value=PAD_ID), F.pad(mask, (0, n)))
+                                        for ids, mask, n in ((self.left, self.left_mask, left),
+                                                             (self.right, self.right_mask, right)))
+        return PairBatch(lids, lmask, rids, rmask, self.labels, self.num_triples)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,3 +245,31 @@ class EpochPlan:
     def collate(self, position: int, rank: int = 0, world_size: int = 1) -> PairBatch:
         return self.task.collate(self.split, self.items[shard(self.batches[position], rank,
                                                               world_size)])
+
+    def loaded(self, start: int, device: torch.device, ahead: int = 0, widen: bool = False,
+               rank: int = 0, world_size: int = 1) -> Iterator[PairBatch]:
+        """Batches ``start``... on ``device`` (``widen``: :meth:`PairBatch.widened`); with
+        ``ahead``, that many collated in advance by a thread, pinned on CUDA and copied without
+        blocking: the same batches in the same order (collating draws no random numbers)."""
+        def load(position: int) -> PairBatch:
+            batch = self.collate(position, rank, world_size)
+            batch = batch.widened() if widen else batch
+            pin = ahead and device.type == "cuda"
+            return batch.map_tensors(torch.Tensor.pin_memory) if pin else batch
+
+        if not ahead:
+            yield from (load(position).to(device) for position in range(start, len(self)))
+            return
+        # the thread pins memory for the run's own GPU (no stray context on the first one)
+        pool = ThreadPoolExecutor(1, "collate", lambda: device.index is None
+                                  or torch.cuda.set_device(device))
+        queue = deque[Future[PairBatch]]()
+        try:
+            for position in range(start, len(self)):
+                queue.append(pool.submit(load, position))
+                if len(queue) > ahead:
+                    yield queue.popleft().result().to(device)
+            while queue:
+                yield queue.popleft().result().to(device)
+        finally:
+            pool.shutdown(cancel_futures=True)

@@ -1,5 +1,6 @@
 """Launch runs on this machine: one after another in this process, or a pool of ``jobs``
-``pairrepro train`` processes, each pinned to ``cores // jobs`` threads."""
+``pairrepro train`` processes, each pinned to ``cores // jobs`` threads; on CUDA, packed onto
+the devices as their preflight peak memory allows (:class:`DeviceShares`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from pairrepro.launch.spec import (
     run_inline,
     silent,
 )
+from pairrepro.planning.gpus import USABLE_SHARE, device_need_mb
+from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder
 
 
@@ -34,6 +37,36 @@ def child_command(spec: RunSpec, threads: int, device: str | None, runs_dir: Pat
             "--quiet", "train", spec.source, "--seeds", str(spec.seed),
             *(["--resume"] if continues(spec, runs_dir) else []), "--threads", str(threads),
             *(["--device", device] if device else [])]
+
+
+class DeviceShares:
+    """The CUDA devices a pool shares: a run takes its ``device_need_mb`` (a whole device
+    without one, or when it needs more) of the first with that much of its
+    :data:`USABLE_SHARE` left."""
+
+    def __init__(self, memory_mb: dict[int, float]) -> None:
+        self.size = {index: mb * USABLE_SHARE for index, mb in memory_mb.items()}
+        self.free = dict(self.size)
+
+    def take(self, need_mb: float | None) -> tuple[int, float] | None:
+        """(device index, share taken), or None while no device has room."""
+        shares = ((i, min(need_mb or size, size)) for i, size in self.size.items())
+        place = next(((i, share) for i, share in shares if share <= self.free[i]), None)
+        if place:
+            self.free[place[0]] -= place[1]
+        return place
+
+
+def cuda_shares(device: str | None) -> DeviceShares | None:
+    """The shares of ``--device cuda`` (every visible device) or ``cuda:N``; else None."""
+    if not (device or "").startswith("cuda"):
+        return None
+    import torch
+
+    found = torch.device(device or "")
+    indices = [found.index] if found.index is not None else range(torch.cuda.device_count())
+    return DeviceShares({i: torch.cuda.get_device_properties(i).total_memory / 2**20
+                         for i in indices})
 
 
 def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str | None = None,
@@ -64,7 +97,8 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
 
     rows = [LiveRow(spec) for spec in specs]
     outcomes: dict[int, RunOutcome] = {}
-    running: dict[int, tuple[subprocess.Popen[bytes], Path]] = {}
+    running: dict[int, tuple[subprocess.Popen[bytes], Path, tuple[int, float] | None]] = {}
+    shares = cuda_shares(device)
     queue = list(range(len(specs)))
     env = {**os.environ, "PAIRREPRO_RUNS": str(runs_dir),
            **{name: str(threads) for name in THREAD_VARIABLES}}
@@ -73,25 +107,31 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
         try:
             while queue or running:
                 while queue and len(running) < jobs:
+                    spec = specs[queue[0]]
+                    place = shares.take(device_need_mb(preflight_record(spec.recipe))) \
+                        if shares else None
+                    if shares and not place:
+                        break  # until a running one ends
                     i = queue.pop(0)
-                    spec = specs[i]
                     log = RunFolder.of(runs_dir, spec.recipe, spec.seed).log_path("local")
                     log.parent.mkdir(parents=True, exist_ok=True)
                     with open(log, "ab") as out:  # the child keeps its own descriptor
-                        process = subprocess.Popen(child_command(spec, threads, device,
-                                                                 runs_dir),
+                        on = f"cuda:{place[0]}" if place else device
+                        process = subprocess.Popen(child_command(spec, threads, on, runs_dir),
                                                    stdout=out, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL, env=env)
-                    running[i] = (process, log)
+                    running[i] = (process, log, place)
                     rows[i].status, rows[i].started = "running", time.monotonic()
                     notify("training", f"started {spec.label} (pid {process.pid}, log {log})")
                 time.sleep(LiveRow.POLL_S)
-                for i, (process, log) in list(running.items()):
+                for i, (process, log, place) in list(running.items()):
                     rows[i].poll(runs_dir)
                     code = process.poll()
                     if code is None:
                         continue
                     del running[i]
+                    if shares and place:
+                        shares.free[place[0]] += place[1]
                     outcomes[i] = _ended(specs[i], code, runs_dir, log)
                     rows[i].status = outcomes[i].status + (
                         f" (exit {code})" if outcomes[i].status == "failed" else "")
@@ -116,14 +156,14 @@ def _ended(spec: RunSpec, code: int, runs_dir: Path, log: Path) -> RunOutcome:
     return RunOutcome(spec, "failed", code if code > 0 else 1, reason, str(log))
 
 
-def _stop(running: dict[int, tuple[subprocess.Popen[bytes], Path]],
+def _stop(running: dict[int, tuple[subprocess.Popen[bytes], Path, object]],
           grace_s: float = 120.0) -> None:
     """SIGTERM every running child and wait; one alive after ``grace_s`` is killed."""
-    for process, _ in running.values():
+    for process, *_ in running.values():
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for process, _ in running.values():
+    for process, *_ in running.values():
         try:
             process.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

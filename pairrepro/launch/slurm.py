@@ -18,9 +18,10 @@ from pydantic import Field
 from submitit.helpers import Checkpointable
 
 from pairrepro.console import get_err_console
-from pairrepro.device import default_threads, set_threads
+from pairrepro.device import default_threads
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
+from pairrepro.launch.local import run_local
 from pairrepro.launch.spec import (
     LiveRow,
     Notify,
@@ -28,7 +29,6 @@ from pairrepro.launch.spec import (
     RunSpec,
     display,
     failed_reason,
-    run_inline,
     silent,
 )
 from pairrepro.planning.plan import epoch_seconds
@@ -134,8 +134,9 @@ def _output_to(log: Path) -> Iterator[None]:
 
 
 class SlurmRun(Checkpointable):
-    """What each array job runs: one spec. Pre-emption or time-out (SIGUSR2) checkpoints and
-    requeues it; a SIGTERM alone (``scancel``) leaves it ``interrupted``."""
+    """What each array job runs: its specs, several on its GPU as ``local``'s pool packs them.
+    Pre-emption or time-out (SIGUSR2) checkpoints and requeues it; a SIGTERM alone
+    (``scancel``) leaves it ``interrupted``."""
 
     def __init__(self, runs_dir: Path, device: str | None = None,
                  threads: int | None = None) -> None:
@@ -143,10 +144,11 @@ class SlurmRun(Checkpointable):
         self.device = device
         self.threads = threads  # None: the job's CPUs (SLURM_CPUS_PER_TASK, affinity)
 
-    def __call__(self, spec: RunSpec) -> RunOutcome:
+    def __call__(self, specs: list[RunSpec]) -> list[RunOutcome]:
         job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID", "")
         with contextlib.suppress(RuntimeError):  # not started by submitit
             job_id = submitit.JobEnvironment().job_id
+        spec = specs[0]  # the job's log is in its first run's folder
         log = RunFolder.of(self.runs_dir, spec.recipe, spec.seed).log_path(f"slurm-{job_id}")
         preempted: list[tuple[int, Any]] = []
         # the signal submitit uses for pre-emption and time-outs
@@ -157,16 +159,18 @@ class SlurmRun(Checkpointable):
             preempted.append((signum, frame))
             os.kill(os.getpid(), signal.SIGTERM)  # the trainer: checkpoint, then stop
 
-        set_threads(self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0"))
-                    or default_threads(1))
+        # the job's CPUs (else its affinity's) shared by its runs
+        threads = self.threads or int(os.environ.get("SLURM_CPUS_PER_TASK", "0")) // len(specs)
         previous = signal.signal(sig, on_preempt)  # submitit's handler
         try:
             with _output_to(log):
                 # the job's log header: plain text, whole, whatever the log's width
-                get_err_console().print(f"pairrepro: {spec.label} in job {job_id} on "
+                get_err_console().print(f"pairrepro: {', '.join(s.label for s in specs)} "
+                                        f"in job {job_id} on "
                                         f"{os.uname().nodename} (pid {os.getpid()})",
                                         markup=False, highlight=False, soft_wrap=True)
-                outcome = run_inline(spec, self.runs_dir, self.device, quiet=True)
+                outcomes = run_local(specs, self.runs_dir, len(specs), self.device,
+                                     threads or None)
         except KeyboardInterrupt:
             # Slurm pre-empts with SIGTERM first, then the requeue signal: the run has
             # checkpointed on SIGTERM; wait a little for the signal that says "requeue"
@@ -179,15 +183,16 @@ class SlurmRun(Checkpointable):
             raise
         finally:
             signal.signal(sig, previous)
-        outcome.log, outcome.job_id = str(log), job_id
-        return outcome
+        for outcome in outcomes:
+            outcome.log, outcome.job_id = outcome.log or str(log), job_id
+        return outcomes
 
 
 def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, SlurmSettings],
                  device: str | None = None, cluster: str = "slurm",
-                 notify: Notify = silent) -> list[tuple[RunSpec, Any]]:
+                 notify: Notify = silent, jobs: int = 1) -> list[tuple[RunSpec, Any]]:
     """Submit the specs as submitit arrays, one per resource set (``settings`` by recipe);
-    (spec, job) pairs."""
+    on CUDA, ``jobs`` specs to an array job, sharing its GPU; (spec, job) pairs."""
     folder = Path(runs_dir).absolute() / ".submitit" / "%j"
     groups: dict[str, tuple[SlurmSettings, list[RunSpec]]] = {}
     for spec in specs:  # one array per distinct resource set (an array shares them)
@@ -201,13 +206,17 @@ def submit_slurm(specs: list[RunSpec], runs_dir: Path, settings: dict[str, Slurm
             raise ConfigError(f"--launcher slurm: {exc}",
                               hint="run on a Slurm login node (sbatch on PATH), or use "
                                    "--launcher local --jobs N") from None
-        executor.update_parameters(**executor_parameters(resources, "pairrepro"))
+        size = jobs if (device or "").startswith("cuda") else 1
+        chunks = [group[i: i + size] for i in range(0, len(group), size)]
+        executor.update_parameters(**{**executor_parameters(resources, "pairrepro"),
+                                      "mem_gb": resources.mem_gb * len(chunks[0])})
         # submitit's local executor starts the whole array at once on this machine
         threads = None if cluster == "slurm" else default_threads(len(group))
-        jobs = executor.map_array(SlurmRun(runs_dir, device, threads), group)
-        for spec, job in zip(group, jobs, strict=True):
-            notify("training", f"submitted {spec.label}: job {job.job_id}")
-            submitted.append((spec, job))
+        for chunk, job in zip(chunks, executor.map_array(SlurmRun(runs_dir, device, threads),
+                                                         chunks), strict=True):
+            for spec in chunk:
+                notify("training", f"submitted {spec.label}: job {job.job_id}")
+                submitted.append((spec, job))
     return submitted
 
 
@@ -241,7 +250,8 @@ def wait_slurm(submitted: list[tuple[RunSpec, Any]], runs_dir: Path, live: bool 
 
 def _job_outcome(spec: RunSpec, job: Any, runs_dir: Path) -> RunOutcome:
     try:
-        return dataclasses.replace(job.result(), spec=spec, job_id=str(job.job_id))
+        outcome = next(o for o in job.result() if o.spec == spec)
+        return dataclasses.replace(outcome, job_id=str(job.job_id))
     except Exception as exc:  # submitit's FailedJobError/UncompletedJobError: a crash
         reason = failed_reason(spec, runs_dir, Path(job.paths.stdout))
         first = str(exc).strip().splitlines()

@@ -20,6 +20,21 @@ def load_gpu_peaks(path: Path | None = None) -> dict[str, dict[str, Any]]:
     return read_toml(path or GPU_PEAKS).get("gpus", {})
 
 
+USABLE_SHARE = 0.9  # of a device's memory that runs packed onto it may fill
+CONTEXT_MB = 1024.0  # per process beyond its peak: the CUDA context and allocator slack
+
+
+def device_need_mb(record: dict[str, Any] | None) -> float | None:
+    """A run's device memory by its preflight ``record`` (a CPU record's peak RSS stands in:
+    docs/internals.md) + :data:`CONTEXT_MB`; None without a peak (a device to itself)."""
+    return float(record["peak_mb"]) + CONTEXT_MB if record and record.get("peak_mb") else None
+
+
+def runs_per_device(need_mb: float | None, memory_mb: float) -> int:
+    """Runs of ``need_mb`` that fit together in :data:`USABLE_SHARE` of ``memory_mb`` (≥ 1)."""
+    return max(1, int(memory_mb * USABLE_SHARE // need_mb)) if need_mb else 1
+
+
 def gpu_key(device_name: str) -> str:
     """The ``gpus.toml`` name of a CUDA device name (in an entry's ``device_names``), else ""."""
     return next((key for key, entry in load_gpu_peaks().items()
@@ -35,6 +50,7 @@ class GpuRate:
     subject: str  # "esim on esim", "one epoch of <recipe>"
     precision: str
     run: str  # the device and date of the run
+    runs: int = 1  # runs sharing the device: pairs_per_s is their total
 
     @property
     def what(self) -> str:
@@ -43,7 +59,8 @@ class GpuRate:
 
 def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], GpuRate]:
     """``{(recipe or model, precision): rate}`` on GPU ``gpu`` (a ``gpus.toml`` name), each from
-    the latest run that measured it, an epoch's figure over its recipe's preflight one."""
+    the latest run that measured it, an epoch's figure over its recipe's preflight one; the
+    total rate of runs sharing a device under ``(recipe or model, "shared " + precision)``."""
     p = path or GPU_RATES
     if not p.is_file():
         return {}
@@ -62,6 +79,12 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
                     rate = GpuRate(float(speed), f"{row['model']} on {row['recipe']}",
                                    precision, when)
                     rates[(row["model"], precision)] = rates[(row["recipe"], precision)] = rate
+            if (shared := row.get("shared", {})).get("pairs_per_s"):
+                rate = GpuRate(float(shared["pairs_per_s"]), f"{shared['runs']} runs of "
+                               f"{row['recipe']} sharing the device", shared["precision"],
+                               when, int(shared["runs"]))
+                for key in (row["model"], row["recipe"]):
+                    rates[(key, f"shared {shared['precision']}")] = rate
         epoch = run.get("epoch", {})
         if epoch.get("pairs_per_s"):
             rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
@@ -70,12 +93,12 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
     return rates
 
 
-def gpu_peak(name: str) -> tuple[str, float]:
-    """The full name and peak dense bf16 FLOP/s of GPU ``name``."""
+def gpu_peak(name: str) -> tuple[str, float, float]:
+    """The full name, peak dense bf16 FLOP/s and memory (MB) of GPU ``name``."""
     peaks = load_gpu_peaks()
     entry = peaks.get(name.lower())
     if entry is None:
         raise ConfigError(f"--gpu {name!r}: unknown GPU",
                           hint=f"known: {', '.join(sorted(peaks))} "
                                f"(pairrepro/planning/gpus.toml)")
-    return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12
+    return str(entry["name"]), float(entry["bf16_tflops"]) * 1e12, entry["memory_gb"] * 1024.0

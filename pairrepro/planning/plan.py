@@ -16,7 +16,7 @@ from pairrepro.data.prepared import capped_pairs, data_status, split_pairs
 from pairrepro.errors import ConfigError, PairreproError
 from pairrepro.fileio import read_toml
 from pairrepro.planning import BENCH_DIR
-from pairrepro.planning.gpus import gpu_peak, load_gpu_rates
+from pairrepro.planning.gpus import device_need_mb, gpu_peak, load_gpu_rates, runs_per_device
 from pairrepro.planning.paper_tables import Paper, PaperTable
 from pairrepro.planning.preflight_record import load_preflight
 from pairrepro.planning.recipe_index import RecipeIndex, table_recipes
@@ -219,7 +219,7 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
     # this plan's), each with its recipe's model for the same-model fallback
     preflight = {name: {**record, "model": index.recipes[name].model.name}
                  for name, record in preflight.items() if name in index.recipes}
-    gpu_name, peak = gpu_peak(gpu) if gpu else ("", None)
+    gpu_name, peak, memory = gpu_peak(gpu) if gpu else ("", None, 0.0)
     gpu_rates = load_gpu_rates(gpu.lower()) if gpu else {}
     items: dict[str, PlanItem] = {}
     for paper, table in tables:
@@ -242,13 +242,17 @@ def plan_tables(tables: list[tuple[Paper, PaperTable]], index: RecipeIndex, runs
             pairs, estimate = train_pairs(recipe)
             # the precision a CUDA run of the recipe trains in (auto: bf16)
             cuda_precision = "fp32" if recipe.train.precision == "fp32" else "bf16"
-            rate = (gpu_rates.get((name, cuda_precision))
-                    or gpu_rates.get((recipe.model.name, cuda_precision)))
+            rate, shared = (gpu_rates.get((name, kind)) or gpu_rates.get((recipe.model.name, kind))
+                            for kind in (cuda_precision, f"shared {cuda_precision}"))
+            todo = [s for s in wanted if s not in done]
+            if shared and min(len(todo), runs_per_device(device_need_mb(record), memory)) >= \
+                    shared.runs:  # its seeds can share a device: their total rate counts
+                rate = shared
             items[name] = PlanItem(
                 recipe=name, model=recipe.model.name, dataset=recipe.data.dataset,
                 variant=recipe.data.variant, data_ready=ready, data_command=command,
                 seeds_done=[s for s in wanted if s in done],
-                seeds_todo=[s for s in wanted if s not in done], epochs=recipe.train.epochs,
+                seeds_todo=todo, epochs=recipe.train.epochs,
                 train_pairs=pairs, pairs_per_s=speed, throughput_source=source,
                 tables=[f"{paper.paper} T{table.number}"], hardware=hardware,
                 missing_splits=missing, trains=bool(record.get("trains", True)),
@@ -331,6 +335,9 @@ def _gpu_footer(items: list[PlanItem], gpu: str, totals: dict[str, float]) -> li
             "precision the recipe trains in on CUDA (bench/records/gpu_rates.json, from "
             "bench/gpu_check.sh; --json names each): " + ("; ".join(measured) or
                                                           "none recorded for this GPU"),
+            "  runs sharing a device: where a recipe's seeds fit on one together (preflight "
+            "peak memory, gpus.toml), at the measured total rate of runs sharing one; without "
+            "that rate, at one run's: assumed no faster together than one after another",
             "  lower bound: preflight FLOPs per pair at the GPU's peak dense bf16 FLOP/s "
             "(gpus.toml); real runs take longer, LSTMs several times"]
 

@@ -170,9 +170,10 @@ def prediction_keys(folder: RunFolder) -> list[str]:
 
 
 # keys that change where or how fast a run is made, or its bookkeeping, not what it computes
-# (precision moves only the last bits: `verify` compares such runs through intervals)
+# (precision and compiling move only the last bits: `verify` compares such runs by interval)
 IGNORED_DIFFERENCES = frozenset({
-    "train.device", "train.threads", "train.precision", "train.checkpoint_minutes",
+    "train.device", "train.threads", "train.precision", "train.compile",
+    "train.checkpoint_minutes",
     "optim.l2_scope_why",
     "recipe.description", "recipe.change", "recipe.paper", "recipe.reproduces",
     "recipe.compares", "recipe.seeds",

@@ -19,7 +19,14 @@ from torch import nn
 
 from pairrepro.config import Recipe
 from pairrepro.console import PlainProgress, step_progress
-from pairrepro.data.batches import EncodedSplit, EpochPlan, collate_pairs, eval_batches, subsample
+from pairrepro.data.batches import (
+    EncodedSplit,
+    EpochPlan,
+    PairBatch,
+    collate_pairs,
+    eval_batches,
+    subsample,
+)
 from pairrepro.device import (
     DistContext,
     all_reduce_sum,
@@ -27,6 +34,7 @@ from pairrepro.device import (
     barrier,
     broadcast_flag,
     capture_rng_state,
+    compiled,
     gather_rows,
     restore_rng_state,
 )
@@ -187,11 +195,15 @@ class Trainer:
 
             ids = [device.index] if device.type == "cuda" else None
             self.model = DistributedDataParallel(self.module, device_ids=ids)
+        if recipe.train.compile:  # on widened batches: few shapes, few graphs
+            self.model = compiled(self.model, device)
         self.state = TrainState()
         self.steps_in_epoch = 0  # of the epoch in progress (for checkpoints/last.json)
         self.stop_flag: dict[str, Any] = {"stop": False, "saving": 0, "abort": False}
         # loss values are read back every step on CPU; on GPU rarely, to avoid syncs
         self.sync_every = 1 if device.type == "cpu" else 50
+        # batches collated ahead by a thread on CUDA; on a CPU the cores are the compute's
+        self.batches_ahead = 0 if device.type == "cpu" else 2
 
     @contextmanager
     def saving(self) -> Iterator[None]:
@@ -228,12 +240,10 @@ class Trainer:
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
                 self.on_checkpoint()
 
-    def train_step(self, plan: EpochPlan, position: int
-                   ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """One optimiser step on batch ``position`` (this rank's shard of it); returns
-        (loss * pairs, correct decisions, pairs)."""
+    def train_step(self, batch: PairBatch) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """One optimiser step on ``batch`` (on the device); returns (loss * pairs, correct
+        decisions, pairs)."""
         recipe = self.recipe
-        batch = plan.collate(position, self.dist.rank, self.dist.world_size).to(self.device)
         with autocast(self.device, self.precision):
             outputs = self.model(batch.left, batch.left_mask, batch.right, batch.right_mask)
         loss = self.task.batch_loss(outputs, batch.labels, recipe.task.margin,
@@ -316,8 +326,9 @@ class Trainer:
             pairs_acc = 0
             self._check_finite(st.loss_sum)
 
-        while st.position < len(plan):
-            loss_sum, correct, pairs = self.train_step(plan, st.position)
+        for batch in plan.loaded(st.position, self.device, self.batches_ahead,
+                                 recipe.train.compile, self.dist.rank, self.dist.world_size):
+            loss_sum, correct, pairs = self.train_step(batch)
             loss_acc += loss_sum
             correct_acc += correct
             pairs_acc += pairs

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -26,7 +25,7 @@ from pairrepro import paths
 from pairrepro.config import Recipe
 from pairrepro.console import step_progress
 from pairrepro.data.batches import EpochPlan, PairBatch
-from pairrepro.data.prepared import PAD, PAD_ID, UNK, PreparedDataset, is_prepared, load_prepared
+from pairrepro.data.prepared import PAD, UNK, PreparedDataset, is_prepared, load_prepared
 from pairrepro.device import autocast, cpu_fingerprint, device_name, resolve_precision
 from pairrepro.errors import DataError, PairreproError
 from pairrepro.models.base import PairModel, count_parameters
@@ -191,14 +190,8 @@ def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[floa
 
 def check_padding(model: PairModel, batch: PairBatch) -> Check:
     """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
-    base = PairBatch(*(t[:PADDING_PAIRS] for t in (batch.left, batch.left_mask, batch.right,
-                                                   batch.right_mask, batch.labels)))
-    extra = EXTRA_PADDING
-    padded = PairBatch(F.pad(base.left, (0, extra), value=PAD_ID),
-                       F.pad(base.left_mask, (0, extra), value=False),
-                       F.pad(base.right, (0, extra + 2), value=PAD_ID),
-                       F.pad(base.right_mask, (0, extra + 2), value=False), base.labels)
-    a, b = _outputs(model, base), _outputs(model, padded)
+    base = batch.map_tensors(lambda t: t[:PADDING_PAIRS])
+    a, b = _outputs(model, base), _outputs(model, base.widened((EXTRA_PADDING, EXTRA_PADDING + 2)))
     diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
     ok = diff <= PADDING_TOLERANCE
     return Check("padding", "pass" if ok else "fail",
@@ -360,7 +353,7 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     with tempfile.TemporaryDirectory() as tmp:  # the trainer's folder: nothing is written
         trainer = Trainer(run_recipe, model, data, RunFolder(Path(tmp) / "preflight"), seed,
                           device, show_progress=False, precision=precision)
-        outputs = _train_steps(trainer, plan, position, result, steps, budget_s,
+        outputs = _train_steps(trainer, batch, result, steps, budget_s,
                                show_progress, lambda: _eval_loss(model, batch, run_recipe))
     finite = all(math.isfinite(v) for v in [*result.losses, *result.eval_losses]) and all(
         bool(torch.isfinite(p).all()) for p in model.parameters())
@@ -377,10 +370,10 @@ def run_preflight(recipe: Recipe, overrides: list[str] | None = None,
     return result
 
 
-def _train_steps(trainer: Trainer, plan: EpochPlan, position: int, result: PreflightRecord,
+def _train_steps(trainer: Trainer, batch: PairBatch, result: PreflightRecord,
                  steps: int, budget_s: float, show_progress: bool,
                  evaluate: Callable[[], tuple[float, torch.Tensor]]) -> torch.Tensor:
-    """Steps on batch ``position`` until ``steps`` or ``budget_s``, recorded in ``result``;
+    """Steps on ``batch`` until ``steps`` or ``budget_s``, recorded in ``result``;
     returns the outputs after the last step."""
     progress = step_progress(
         TextColumn(f"preflight {result.recipe}"), BarColumn(), MofNCompleteColumn(),
@@ -390,7 +383,7 @@ def _train_steps(trainer: Trainer, plan: EpochPlan, position: int, result: Prefl
         bar = progress.add_task(f"preflight {result.recipe}", total=steps, loss="-")
         for _ in range(max(steps, 1)):
             t0 = time.perf_counter()
-            loss_sum, _, pairs = trainer.train_step(plan, position)
+            loss_sum, _, pairs = trainer.train_step(batch)
             loss = float(loss_sum) / max(pairs, 1)  # float(): waits for the device
             result.step_s.append(time.perf_counter() - t0)
             result.losses.append(loss)

@@ -143,6 +143,7 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "device": str(device), "device_name": device_name(device),
         "cpu": cpu_fingerprint(), "cpu_threads": torch.get_num_threads(),
         "world_size": dist_ctx.world_size, "precision": precision,
+        "compiled": recipe.train.compile,
         "deterministic": recipe.train.deterministic,
         "dataset": recipe.data.dataset, "variant": recipe.data.variant,
         "prepared_dir": paths.project_relative(prepared.root),

@@ -68,6 +68,8 @@ def _environment(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
             unknown.append(key)
         elif mine != theirs:
             differ.append(f"{key} {_short(mine)} vs reference {_short(theirs)}")
+    if run.manifest.get("compiled") or ref.manifest.get("compiled"):  # not bit-repeatable
+        differ.append("compiled with torch.compile")
     words = differ + ([f"unknown {', '.join(unknown)}"] if unknown else [])
     return not words, "; ".join(words)
 
