@@ -1,5 +1,6 @@
-"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals and
-paired randomization tests, adaptive unless ``resamples`` is given (docs/internals.md)."""
+"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals, whose
+bootstrap p-value of 0 is the test of a recipe, and paired randomization tests conditional on
+the trained models, adaptive unless ``resamples`` is given (docs/internals.md)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ class Interval:
     low_se: float = 0.0  # Monte-Carlo standard errors of the endpoints
     high_se: float = 0.0
     step: float = 0.0  # the unit the endpoints print in (the metric's scale; 0: not printed)
+    # two-sided bootstrap p of 0: twice the smaller share of resamples on either side of 0, so
+    # p < 1 - confidence only where 0 lies outside the interval (resamples a multiple of 40)
+    p_value: float = 1.0
 
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
@@ -168,9 +172,10 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
             found.append(means if combine is None else combine(means))
         stats = np.concatenate(found)
         low, high, low_se, high_se = _endpoints(stats, confidence)
+        side = min(np.count_nonzero(stats <= 0), np.count_nonzero(stats >= 0)) / len(stats)
         out = Interval(value=float(point), low=low, high=high, confidence=confidence,
                        resamples=len(stats), seeds=seeds, units=sampler.units,
-                       low_se=low_se, high_se=high_se, step=step)
+                       low_se=low_se, high_se=high_se, step=step, p_value=min(1.0, 2 * side))
         settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
                    and not any(out.moving()))
         if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
@@ -218,15 +223,29 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
                       ) -> Interval:
     """Interval of the macro F1 of two classes; arguments as :func:`f1_interval`."""
     pred = _as_matrix(predictions)
-    seeds = pred.shape[0]
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
-    counts = np.vstack(class_one_indicators(gold, pred) + class_one_indicators(1 - gold, 1 - pred))
+    return f1_combination_interval((gold, pred), (1 - gold, 1 - pred), (0.5, 0.5), confidence,
+                                   resamples, seed, targets, step)
 
-    def macro(sums: np.ndarray) -> np.ndarray:
-        return (_f1_of_sums(sums, seeds) + _f1_of_sums(sums, seeds, 3 * seeds)) / 2
 
-    return _two_level("macro_f1", counts.T, macro, float(macro(counts.sum(axis=1)[None, :]).mean()),
-                      seeds, confidence, resamples, seed, targets, step)
+def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
+                            second: tuple[np.ndarray, np.ndarray], weights: tuple[float, float],
+                            confidence: float = CONFIDENCE, resamples: int | None = None,
+                            seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
+                            ) -> Interval:
+    """Interval of the mean over seeds of ``weights[0]`` F1(first) + ``weights[1]`` F1(second),
+    each (gold, 0/1 predictions ``[seeds, pairs]``) and seed k with seed k: a macro F1 with
+    (0.5, 0.5), a difference of two systems' F1 with (1, -1)."""
+    seeds = _as_matrix(first[1]).shape[0]
+    counts = np.vstack(class_one_indicators(*first) + class_one_indicators(*second))
+
+    def combined(sums: np.ndarray) -> np.ndarray:
+        return (weights[0] * _f1_of_sums(sums, seeds)
+                + weights[1] * _f1_of_sums(sums, seeds, 3 * seeds))
+
+    return _two_level(f"f1s:{weights}", counts.T, combined,
+                      float(combined(counts.sum(axis=1)[None, :]).mean()), seeds, confidence,
+                      resamples, seed, targets, step)
 
 
 def joint_interval(kind: str, features: np.ndarray,
@@ -263,7 +282,8 @@ def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Result of a paired randomization test of A against B on the same units."""
+    """Result of a paired randomization test of A against B on the same units: conditional on
+    the trained models (their seeds fixed), not a test of the recipes that trained them."""
 
     difference: float  # statistic(A) - statistic(B)
     p_value: float  # two-sided

@@ -10,7 +10,7 @@ from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables.numbers import format_number, p_text, to_unit
 from pairrepro.runs import RunInfo
-from pairrepro.stats import ALPHA, holm
+from pairrepro.stats import ALPHA, INTERVAL_CAP, MC_Z, holm
 
 
 @dataclass
@@ -30,15 +30,27 @@ Side = evidence.Units | str  # per-unit values, or why a side has none
 
 def compare(a: Side, b: Side, column: Column | None = None, alpha: float = ALPHA
             ) -> Comparison:
-    """The paired test of ``a`` against ``b`` (a side that is a string: no test, why)."""
+    """The paired test of ``a`` against ``b`` (a side that is a string: no test, why): the
+    two-level bootstrap p of the difference, as :func:`test_words` says."""
     if isinstance(a, str) or isinstance(b, str):
         return Comparison(problem=a if isinstance(a, str) else str(b))
     try:
-        test = evidence.paired_test(a, b)
+        found = evidence.difference_interval(a, b, confidence=1 - alpha)
     except NoEvidenceError as exc:
         return Comparison(problem=str(exc))
-    difference = test.difference if column is None else to_unit(test.difference, column)
-    return Comparison(difference, test.p_value, test.straddles(alpha))
+    difference = found.value if column is None else to_unit(found.value, column)
+    return Comparison(difference, found.p_value, found.straddles(0.0))
+
+
+def test_words(units: str, alpha: float = ALPHA) -> str:
+    """How :func:`compare` tests, for a footer: ``units`` are what it resamples."""
+    return (f"the two-sided p-value of a paired two-level bootstrap test over {units} and "
+            f"seeds, both random ({evidence.F1_PAIRING}): twice the smaller share of resampled "
+            f"differences on either side of 0, from the resamples that draw the difference's "
+            f"{1 - alpha:.0%} interval, so p < {alpha:g} only where that interval excludes 0 "
+            f"(resamples doubled until it is settled whether it does, at most "
+            f"{INTERVAL_CAP:,}; undecided where 0 lies within {MC_Z:g} Monte-Carlo s.e. of "
+            "an endpoint)")
 
 
 def per_unit(runs: list[RunInfo], metric: str) -> Side:
