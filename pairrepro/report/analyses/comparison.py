@@ -4,13 +4,14 @@ that compares (``--compare-to``, orderings, gap ladders, parity); only renderers
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from pairrepro.errors import NoEvidenceError
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables.numbers import format_number, p_text, to_unit
 from pairrepro.runs import RunInfo
-from pairrepro.stats import ALPHA, INTERVAL_CAP, MC_Z, holm
+from pairrepro.stats import ALPHA, INTERVAL_CAP, MC_Z, Interval, holm
 
 
 @dataclass
@@ -82,3 +83,29 @@ def versus_text(found: Comparison, column: Column, decimals: int = 0,
 def holm_text(found: Comparison | None) -> str:
     """The Holm p as a table prints it ("" without one)."""
     return "" if found is None or found.holm is None else p_text(found.holm).removeprefix("p ")
+
+
+@dataclass
+class Equivalence:
+    """``a`` minus ``b`` against a margin: the 95% interval, the two one-sided tests' 90%
+    interval and their verdict, and the difference the design detects (80% power at 0.05)."""
+
+    difference: Interval
+    tost: Interval
+    margin: float  # the metric's scale
+    verdict: str  # "shown", "not shown" or "undecided" (an endpoint within MC_Z s.e. of it)
+    detectable: float
+
+
+def equivalence(a: evidence.Units, b: evidence.Units, margin: float, step: float = 0.0
+                ) -> Equivalence:
+    """Whether ``a`` and ``b`` are equivalent within ``margin``: two one-sided tests at
+    :data:`ALPHA` on the two-level bootstrap (its 90% interval inside ±``margin``)."""
+    found = evidence.difference_interval(a, b, step=step)
+    tost = evidence.difference_interval(a, b, step=step, targets=(-margin, margin),
+                                        confidence=1 - 2 * ALPHA)
+    said = ("undecided" if tost.straddles(-margin) or tost.straddles(margin) else
+            "shown" if -margin < tost.low and tost.high < margin else "not shown")
+    z = NormalDist().inv_cdf(1 - ALPHA / 2)  # (z + 0.84) s.e.: 80% power, s.e. from the width
+    detectable = (z + NormalDist().inv_cdf(0.8)) * (found.high - found.low) / (2 * z)
+    return Equivalence(found, tost, margin, said, detectable)

@@ -252,19 +252,6 @@ def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
     return b.values[:, order], None if b.labels is None else np.asarray(b.labels)[order]
 
 
-def paired_test(a: Units, b: Units) -> stats.PairedTest:
-    """The paired randomization test of ``a`` against ``b`` on the same units, conditional on
-    the trained models (each unit averaged over the seeds first; F1 as :data:`F1_PAIRING`)."""
-    b_values, b_labels = _aligned(a, b)
-    seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
-    if a.kind == "f1":
-        if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
-            raise NoEvidenceError("different gold labels on the same pairs")
-        return stats.paired_f1_test(np.asarray(a.labels), *_paired_seeds(a.values, b_values),
-                                    seed=seed)
-    return stats.paired_randomization_test(a.values, b_values, seed=seed)
-
-
 def combination_interval(terms: list[tuple[float, Units]], constant: float = 0.0,
                          step: float = 0.0, targets: tuple[float, ...] = (0.0,),
                          confidence: float = stats.CONFIDENCE) -> stats.Interval:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pairrepro.planning.paper_tables import Column, load_paper
 from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import equivalence
 from pairrepro.report.analyses.ladders import (
     LadderResult,
     crosscheck_values,
@@ -69,10 +70,12 @@ def _protocol(result: LadderResult, step: int, column: Column,
     nearest = next(v for v in values if v.nearest)
     first = values[0]
     where = "inside" if nearest.low <= published <= nearest.high else "outside"
+    shifted = _ends(nearest.low - published, nearest.high - published, nearest.moving, column,
+                    _signed)
     text = (f"- **Protocol** (readings above): scored as *{nearest.reading.name}*, the reading "
             f"nearest the paper, step {step} gives {format_number(nearest.value, column)} "
             f"{_ends(nearest.low, nearest.high, nearest.moving, column, format_number)}, "
-            f"{_signed(nearest.distance or 0.0, column)} {_ends(nearest.low - published, nearest.high - published, nearest.moving, column, _signed)} from "
+            f"{_signed(nearest.distance or 0.0, column)} {shifted} from "
             f"the paper's {format_number(published, column)}, which lies {where} the interval.")
     tied = tied_with_nearest(values)
     if tied:
@@ -154,24 +157,18 @@ def _crosschecks(result: LadderResult, column: Column) -> list[str]:
             lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
                          f"vs step {number}: {versus(own, column)}.")
             continue
-        step = printed_step(column)
-        found = evidence.difference_interval(ours, theirs, step=step)
-        margin = from_unit(check.margin, column)
-        tost = evidence.difference_interval(ours, theirs, step=step, targets=(-margin, margin),
-                                            confidence=1 - 2 * ALPHA)
-        said = ("undecided" if tost.straddles(-margin) or tost.straddles(margin) else
-                "shown" if -margin < tost.low and tost.high < margin else "not shown")
-        detectable = (1.959964 + 0.841621) * (found.high - found.low) / (2 * 1.959964)
+        found = equivalence(ours, theirs, from_unit(check.margin, column), printed_step(column))
+        margin = f"±{format_number(check.margin, column)}"
         lines.append(
             f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}; its difference "
-            f"from step {number} is {_signed(to_unit(found.value, column), column)} "
-            f"{_interval(found, column)} ({p_text(found.p_value)}). Equivalence within "
-            f"±{format_number(check.margin, column)} ({check.margin_why}): {said} (two "
-            f"one-sided tests at {ALPHA:g}: the {1 - 2 * ALPHA:.0%} interval "
-            f"{_interval(tost, column)} against ±{format_number(check.margin, column)}). "
-            f"With {ours.values.shape[0]} seeds and {len(ours.ids)} queries this design "
-            f"detects a difference of about ±{format_number(to_unit(detectable, column), column)}"
-            f" (80% power at {ALPHA:g}: 2.8 s.e., the s.e. from the 95% interval's width).")
+            f"from step {number} is {_signed(to_unit(found.difference.value, column), column)} "
+            f"{_interval(found.difference, column)} ({p_text(found.difference.p_value)}). "
+            f"Equivalence within {margin} ({check.margin_why}): {found.verdict} (two one-sided "
+            f"tests at {ALPHA:g}: the 90% interval {_interval(found.tost, column)} against "
+            f"{margin}). With {ours.values.shape[0]} seeds and {len(ours.ids)} queries this "
+            "design detects a difference of about "
+            f"±{format_number(to_unit(found.detectable, column), column)} (80% power at "
+            f"{ALPHA:g}: 2.8 s.e., the s.e. from the 95% interval's width).")
     return lines
 
 
@@ -200,7 +197,7 @@ def _unexplained(result: LadderResult, column: Column, published: float,
     left = [f"under *{r.reading.name}*, {_unsigned(-(r.distance or 0.0), column)} "
             + _ends(published - r.high, published - r.low, r.moving[::-1], column, _unsigned)
             for r in (clean, nearest) if r is not None and not (r is nearest and r is clean)]
-    why = (f"; the vectors' share is not identified (above), so none is subtracted"
+    why = ("; the vectors' share is not identified (above), so none is subtracted"
            if dose is not None else "")
     return ([f"- **Unexplained** (the paper's value less step {step}'s under each reading, "
              f"with its interval{why}): " + "; ".join(left) + "."] if left else [])
