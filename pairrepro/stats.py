@@ -41,8 +41,9 @@ class Interval:
     low_se: float = 0.0  # Monte-Carlo standard errors of the endpoints
     high_se: float = 0.0
     step: float = 0.0  # the unit the endpoints print in (the metric's scale; 0: not printed)
-    # two-sided bootstrap p of 0: twice the smaller share of resamples on either side of 0, so
-    # p < 1 - confidence only where 0 lies outside the interval (resamples a multiple of 40)
+    # two-sided bootstrap p of 0: twice the smaller share of resamples on either side of 0
+    # (counted as (1 + k) / (1 + R), never 0), so p < 1 - confidence only where 0 lies outside
+    # the interval (resamples a multiple of 40)
     p_value: float = 1.0
 
     def contains(self, x: float) -> bool:
@@ -167,7 +168,8 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
             found.append(means if combine is None else combine(means))
         stats = np.concatenate(found)
         low, high, low_se, high_se = _endpoints(stats, confidence)
-        side = min(np.count_nonzero(stats <= 0), np.count_nonzero(stats >= 0)) / len(stats)
+        side = (1 + min(np.count_nonzero(stats <= 0), np.count_nonzero(stats >= 0))) / (
+            1 + len(stats))
         out = Interval(value=float(point), low=low, high=high, confidence=confidence,
                        resamples=len(stats), seeds=seeds, units=sampler.units,
                        low_se=low_se, high_se=high_se, step=step, p_value=min(1.0, 2 * side))

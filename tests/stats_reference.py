@@ -22,7 +22,7 @@ def _ends(stats: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """(low, high) percentile endpoints and the two-sided bootstrap p of 0."""
     alpha = (1 - confidence) / 2
     low, high = np.quantile(stats, [alpha, 1 - alpha])
-    p = 2 * min(np.mean(stats <= 0), np.mean(stats >= 0))
+    p = 2 * (1 + min(np.sum(stats <= 0), np.sum(stats >= 0))) / (1 + len(stats))
     return float(low), float(high), float(min(1.0, p))
 
 
