@@ -18,6 +18,10 @@ RESAMPLES = 2000  # an adaptive interval's first round; each later round doubles
 INTERVAL_CAP = 1_024_000
 ENDPOINT_SE = 0.001  # bound on an interval endpoint's MC s.e. (the metric's own scale)
 MC_Z = 3.0  # a threshold closer than this many MC s.e. to the estimate is undecided
+P_SE = 0.005  # bound on a tested p-value's MC s.e.
+# a p-value this close to its threshold is undecided however many resamples are drawn, so
+# whether a test is decided does not hang on the resampling seed
+P_MARGIN = 0.005
 ALPHA = 0.05  # the significance threshold paired tests are decided against
 _ORDER_Z = 1.959964  # the 95% band of an order statistic, for the endpoints' MC s.e.
 CHUNK_BYTES = 1 << 20  # random words or counts of one chunk of resamples: about an L2 cache
@@ -62,6 +66,20 @@ class Interval:
     @property
     def mc_se(self) -> float:
         return max(self.low_se, self.high_se)
+
+    @property
+    def p_se(self) -> float:
+        """The MC s.e. of :attr:`p_value`, twice a share: ``sqrt(p (2 - p) / R)``."""
+        return float(np.sqrt(self.p_value * (2 - self.p_value) / self.resamples))
+
+    def undecided(self, alpha: float = ALPHA) -> bool:
+        """Whether p < ``alpha`` is undecided: p within ``P_MARGIN`` of it, or it within
+        ``MC_Z`` MC s.e. of p."""
+        return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.p_se) + 1e-12
+
+    def test_settled(self, alpha: float) -> bool:
+        """Whether no more resamples can change :meth:`undecided` at ``alpha``."""
+        return self.p_se <= P_SE and abs(abs(self.p_value - alpha) - P_MARGIN) > MC_Z * self.p_se
 
 
 def _near_boundary(value: float, se: float, step: float) -> bool:
@@ -139,15 +157,17 @@ _MEMO_SIZE = 4096
 def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
                point: float, seeds: int, confidence: float, resamples: int | None,
                seed: int, targets: Sequence[float], step: float,
-               combine: Callable[[np.ndarray], np.ndarray] | None = None) -> Interval:
+               combine: Callable[[np.ndarray], np.ndarray] | None = None,
+               test: float = 0.0) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
     (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units;
     with ``combine``, ``per_seed`` gives ``[R, seeds, M]`` and ``combine`` maps the M means
-    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo)."""
+    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo); ``test`` > 0: also
+    drawn until whether its p-value is below ``test`` is settled (:meth:`Interval.undecided`)."""
     if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
-           confidence, resamples, seed, tuple(targets), step,
+           confidence, resamples, seed, tuple(targets), step, test,
            (RESAMPLES, INTERVAL_CAP, ENDPOINT_SE, MC_Z))
     if key in _MEMO:
         return _MEMO[key]
@@ -174,6 +194,7 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
                        resamples=len(stats), seeds=seeds, units=sampler.units,
                        low_se=low_se, high_se=high_se, step=step, p_value=min(1.0, 2 * side))
         settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
+                   and (test <= 0 or out.test_settled(test))
                    and not any(out.moving()))
         if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
             _MEMO[key] = out
@@ -187,13 +208,15 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
 
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
-                  targets: Sequence[float] = (), step: float = 0.0) -> Interval:
+                  targets: Sequence[float] = (), step: float = 0.0, test: float = 0.0
+                  ) -> Interval:
     """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``; ``targets``:
-    what a verdict compares it with; ``step``: the unit its endpoints print in."""
+    what a verdict compares it with; ``step``: the unit its endpoints print in; ``test``: the
+    level its p-value is tested at (0: none)."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
-                      confidence, resamples, seed, targets, step)
+                      confidence, resamples, seed, targets, step, test=test)
 
 
 def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
@@ -228,11 +251,11 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
 def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
                             second: tuple[np.ndarray, np.ndarray], weights: tuple[float, float],
                             confidence: float = CONFIDENCE, resamples: int | None = None,
-                            seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
-                            ) -> Interval:
+                            seed: int = 0, targets: Sequence[float] = (), step: float = 0.0,
+                            test: float = 0.0) -> Interval:
     """Interval of the mean over seeds of ``weights[0]`` F1(first) + ``weights[1]`` F1(second),
     each (gold, 0/1 predictions ``[seeds, pairs]``) and seed k with seed k: a macro F1 with
-    (0.5, 0.5), a difference of two systems' F1 with (1, -1)."""
+    (0.5, 0.5), a difference of two systems' F1 with (1, -1); the rest as :func:`mean_interval`."""
     seeds = _as_matrix(first[1]).shape[0]
     counts = np.vstack(class_one_indicators(*first) + class_one_indicators(*second))
 
@@ -242,7 +265,7 @@ def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
 
     return _two_level(f"f1s:{weights}", counts.T, combined,
                       float(combined(counts.sum(axis=1)[None, :]).mean()), seeds, confidence,
-                      resamples, seed, targets, step)
+                      resamples, seed, targets, step, test=test)
 
 
 def joint_interval(kind: str, features: np.ndarray,

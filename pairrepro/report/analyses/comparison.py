@@ -11,7 +11,7 @@ from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables.numbers import format_number, p_text, to_unit
 from pairrepro.runs import RunInfo
-from pairrepro.stats import ALPHA, INTERVAL_CAP, MC_Z, Interval, holm
+from pairrepro.stats import ALPHA, INTERVAL_CAP, MC_Z, P_MARGIN, P_SE, Interval, holm
 
 
 @dataclass
@@ -36,11 +36,11 @@ def compare(a: Side, b: Side, column: Column | None = None, alpha: float = ALPHA
     if isinstance(a, str) or isinstance(b, str):
         return Comparison(problem=a if isinstance(a, str) else str(b))
     try:
-        found = evidence.difference_interval(a, b, confidence=1 - alpha)
+        found = evidence.difference_interval(a, b, confidence=1 - alpha, test=alpha)
     except NoEvidenceError as exc:
         return Comparison(problem=str(exc))
     difference = found.value if column is None else to_unit(found.value, column)
-    return Comparison(difference, found.p_value, found.straddles(0.0))
+    return Comparison(difference, found.p_value, found.undecided(alpha))
 
 
 def test_words(units: str, alpha: float = ALPHA) -> str:
@@ -49,9 +49,9 @@ def test_words(units: str, alpha: float = ALPHA) -> str:
             f"seeds, both random ({evidence.F1_PAIRING}): twice the smaller share of resampled "
             f"differences on either side of 0, from the resamples that draw the difference's "
             f"{1 - alpha:.0%} interval, so p < {alpha:g} only where that interval excludes 0 "
-            f"(resamples doubled until it is settled whether it does, at most "
-            f"{INTERVAL_CAP:,}; undecided where 0 lies within {MC_Z:g} Monte-Carlo s.e. of "
-            "an endpoint)")
+            f"(resamples doubled until p's Monte-Carlo s.e. is at most {P_SE:g} and it is "
+            f"settled whether p lies within {P_MARGIN:g} of {alpha:g}, at most "
+            f"{INTERVAL_CAP:,}; undecided where it does, or within {MC_Z:g} MC s.e.)")
 
 
 def per_unit(runs: list[RunInfo], metric: str) -> Side:
@@ -103,7 +103,7 @@ def equivalence(a: evidence.Units, b: evidence.Units, margin: float, step: float
     :data:`ALPHA` on the two-level bootstrap (its 90% interval inside ±``margin``)."""
     found = evidence.difference_interval(a, b, step=step)
     tost = evidence.difference_interval(a, b, step=step, targets=(-margin, margin),
-                                        confidence=1 - 2 * ALPHA)
+                                        confidence=1 - 2 * ALPHA, test=0.0)
     said = ("undecided" if tost.straddles(-margin) or tost.straddles(margin) else
             "shown" if -margin < tost.low and tost.high < margin else "not shown")
     z = NormalDist().inv_cdf(1 - ALPHA / 2)  # (z + 0.84) s.e.: 80% power, s.e. from the width

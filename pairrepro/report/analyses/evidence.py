@@ -253,11 +253,12 @@ def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def combination_interval(terms: list[tuple[float, Units]], constant: float = 0.0,
-                         step: float = 0.0, targets: tuple[float, ...] = (0.0,),
-                         confidence: float = stats.CONFIDENCE) -> stats.Interval:
+                         step: float = 0.0, targets: tuple[float, ...] = (),
+                         confidence: float = stats.CONFIDENCE, test: float = stats.ALPHA
+                         ) -> stats.Interval:
     """The two-level interval of ``constant`` + the sum of weight × units over ``terms`` (a
     mean metric on the same units; seeds as :data:`F1_PAIRING`), units and seeds resampled
-    jointly for every term; its ``p_value`` tests 0, treating seeds and units as random."""
+    jointly for every term; its ``p_value`` tests 0 at ``test``, seeds and units random."""
     first = terms[0][1]
     values = _paired_seeds(*(_aligned(first, units)[0] for _, units in terms))
     if first.kind != "mean":
@@ -266,16 +267,17 @@ def combination_interval(terms: list[tuple[float, Units]], constant: float = 0.0
                   *((w, u.recipe, u.metric, u.seeds) for w, u in terms))
     return stats.mean_interval(constant + sum(w * v for (w, _), v in zip(terms, values,
                                                                           strict=True)),
-                               confidence, seed=seed, targets=targets, step=step)
+                               confidence, seed=seed, targets=targets, step=step, test=test)
 
 
 def difference_interval(a: Units, b: Units, scale: float = 1.0, step: float = 0.0,
-                        targets: tuple[float, ...] = (0.0,),
-                        confidence: float = stats.CONFIDENCE) -> stats.Interval:
+                        targets: tuple[float, ...] = (), confidence: float = stats.CONFIDENCE,
+                        test: float = stats.ALPHA) -> stats.Interval:
     """The two-level interval of ``scale`` × (``a`` − ``b``) on the same units, the test of the
-    recipes (its ``p_value``); ``step`` and ``targets`` as :func:`interval`."""
+    recipes (its ``p_value``, decided at ``test``); ``step`` and ``targets`` as :func:`interval`."""
     if a.kind == "mean":
-        return combination_interval([(scale, a), (-scale, b)], 0.0, step, targets, confidence)
+        return combination_interval([(scale, a), (-scale, b)], 0.0, step, targets, confidence,
+                                    test)
     b_values, b_labels = _aligned(a, b)
     if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
         raise NoEvidenceError("different gold labels on the same pairs")
@@ -284,4 +286,4 @@ def difference_interval(a: Units, b: Units, scale: float = 1.0, step: float = 0.
     return stats.f1_combination_interval(
         (labels, a_values), (labels, b_values), (scale, -scale), confidence,
         seed=stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds), step=step,
-        targets=targets)
+        targets=targets, test=test)

@@ -26,15 +26,8 @@ from pairrepro.report.analyses.readings import (
     readings_block,
     tied_with_nearest,
 )
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    format_interval,
-    format_number,
-    from_unit,
-    p_text,
-    printed_step,
-    to_unit,
-)
+from pairrepro.report.tables import numbers
+from pairrepro.report.tables.numbers import format_number, to_unit
 from pairrepro.stats import ALPHA, Interval
 
 
@@ -49,14 +42,14 @@ def _unsigned(value: float, column: Column) -> str:
 
 def _interval(found: Interval, column: Column, signed: bool = True) -> str:
     """``found`` (the metric's scale) as ``column`` prints it, an endpoint that may move marked."""
-    return format_interval(found, lambda v: (_signed if signed else _unsigned)(
+    return numbers.format_interval(found, lambda v: (_signed if signed else _unsigned)(
         to_unit(v, column), column))
 
 
 def _ends(low: float, high: float, moving: tuple[bool, bool], column: Column,
           number: Callable[[float, Column], str]) -> str:
     """``[low, high]`` (the column's unit) printed by ``number``, marked as ``moving`` says."""
-    return "[" + ", ".join(MOVING * m + number(v, column)
+    return "[" + ", ".join(numbers.MOVING * m + number(v, column)
                            for v, m in zip((low, high), moving, strict=True)) + "]"
 
 
@@ -106,9 +99,9 @@ def _slope_text(column: Column, slope: Interval, carried: Interval | None, ahead
     """The change per doubling, and carried ``ahead`` doublings where it is identified."""
     text = f"{_signed(to_unit(slope.value, column), column)} {_interval(slope, column)}"
     if carried is None:
-        return (f"{text}; over the {ahead:.2f} doublings to {target:g} not identified: the "
-                "interval holds 0, so the two measured points give not even the sign of a "
-                "carried gain, and none is printed")
+        return (f"{text}; over the {ahead:.2f} doublings to {target:g} not identified: its "
+                f"sign is not shown ({numbers.p_text(slope.p_value)}), so the two measured "
+                "points give no carried gain, and none is printed")
     return (f"{text}; carried at that rate over the {ahead:.2f} doublings to {target:g}, "
             f"{_signed(to_unit(carried.value, column), column)} {_interval(carried, column)}")
 
@@ -131,7 +124,7 @@ def _vectors(dose: LadderResult | None, column: Column
         found = evidence.difference_interval(
             evidence.run_units(dose.runs[last.number], column.metric),
             evidence.run_units(dose.runs[first.number], column.metric),
-            step=printed_step(column))
+            step=numbers.printed_step(column))
         whole = (f" All the information in them is worth "
                  f"{_signed(to_unit(found.value, column), column)} {_interval(found, column)} "
                  f"over step {first.number}'s ({first.change.split(':')[0]}).")
@@ -157,12 +150,13 @@ def _crosschecks(result: LadderResult, column: Column) -> list[str]:
             lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
                          f"vs step {number}: {versus(own, column)}.")
             continue
-        found = equivalence(ours, theirs, from_unit(check.margin, column), printed_step(column))
+        found = equivalence(ours, theirs, numbers.from_unit(check.margin, column),
+                            numbers.printed_step(column))
         margin = f"±{format_number(check.margin, column)}"
         lines.append(
             f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}; its difference "
             f"from step {number} is {_signed(to_unit(found.difference.value, column), column)} "
-            f"{_interval(found.difference, column)} ({p_text(found.difference.p_value)}). "
+            f"{_interval(found.difference, column)} ({numbers.p_text(found.difference.p_value)}). "
             f"Equivalence within {margin} ({check.margin_why}): {found.verdict} (two one-sided "
             f"tests at {ALPHA:g}: the 90% interval {_interval(found.tost, column)} against "
             f"{margin}). With {ours.values.shape[0]} seeds and {len(ours.ids)} queries this "
@@ -186,8 +180,8 @@ def _unexplained(result: LadderResult, column: Column, published: float,
         rate = math.log2(spec.target / spec.amounts[1]) / math.log2(
             spec.amounts[1] / spec.amounts[0])
         joint = evidence.combination_interval(
-            [(-1.0, units), (-rate, high), (rate, low)], from_unit(published, column),
-            printed_step(column))
+            [(-1.0, units), (-rate, high), (rate, low)], numbers.from_unit(published, column),
+            numbers.printed_step(column))
         return [f"- **Unexplained** (the paper's value less step {step}'s and less the carried "
                 "vector gain, all three scored under the table's protocol, one bootstrap of "
                 f"queries and seeds drawn jointly for the three recipes): "
@@ -269,9 +263,9 @@ def dose_response(result: LadderResult) -> list[tuple[Column, Interval, Interval
     found = []
     for column, _ in result.columns:
         low, high = (evidence.run_units(result.runs[n], column.metric) for n in dose.steps)
-        step = printed_step(column)
+        step = numbers.printed_step(column)
         slope = evidence.difference_interval(high, low, 1 / doublings, step)
-        carried = (None if slope.contains(0.0) or slope.straddles(0.0) else
+        carried = (None if slope.p_value >= ALPHA or slope.undecided() else
                    evidence.difference_interval(high, low, ahead / doublings, step))
         found.append((column, slope, carried))
     return found

@@ -306,7 +306,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
         rows.append(cells)
     lines = numbers.markdown_table(head, rows)
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
-    last = last_main_step(result)
+    last = next((s for s in reversed(result.steps)
+                 if s.values and not ladder.steps[s.number].against), None)
     gaps = [f"{column.header} {numbers.format_number(published, column)}, "
             f"{numbers.format_number(value.mean - published, column, signed=True)} from step "
             f"{last.number}, the last main step run"
@@ -339,12 +340,6 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
         lines += ["", "Not tried here:", ""]
         lines += [f"- {item.what}: {item.why}" for item in ladder.left]
     return "\n".join(lines) + "\n"
-
-
-def last_main_step(result: LadderResult) -> StepResult | None:
-    """The last step with runs that is not a side step (``against``)."""
-    return next((s for s in reversed(result.steps)
-                 if s.values and not result.ladder.steps[s.number].against), None)
 
 
 def _holding_steps(tested: list[tuple[int, Column, Comparison]]) -> str:

@@ -11,15 +11,8 @@ from typing import Any
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.report.analyses import evidence
-from pairrepro.report.analyses.comparison import (
-    Comparison,
-    adjust,
-    compare,
-    equivalence,
-    holm_text,
-    test_words,
-)
+from pairrepro.report.analyses import comparison, evidence
+from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
 from pairrepro.report.analyses.ladders import recipe_runs
 from pairrepro.report.tables import numbers
 from pairrepro.runs import RunInfo, config_differences
@@ -131,7 +124,7 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
         value.missing = value.comparison.problem
         return value
     value.equivalent = ("not shown" if value.spread <= 0 else
-                        equivalence(units[1], units[0], value.spread).verdict)
+                        comparison.equivalence(units[1], units[0], value.spread).verdict)
     for name, found, per_seed in (("fp32_text", units[0], value.fp32),
                                   ("bf16_text", units[1], value.bf16)):
         interval = evidence.interval(found, step=10.0 ** -DECIMALS)
@@ -187,13 +180,13 @@ def parity_markdown(found: list[ParityResult]) -> str:
               "(autocast of the training forward pass; loss, optimiser, dev selection and every "
               "test score in fp32). Each cell is the mean over the seeds both precisions have, "
               "with a 95% bootstrap interval over test queries and seeds; *bf16 − fp32* is the "
-              f"difference of the per-query means and {test_words('test queries')}; Holm p: "
-              f"adjusted over the table's {tests} tests. Verdict *differs*: p < {ALPHA:g}; "
-              "*same*: equivalent within ± the fp32 seed spread (largest minus smallest seed, "
-              f"what changing the seed alone moves), by two one-sided tests at {ALPHA:g} (the "
-              "90% interval of bf16 − fp32 from the same bootstrap inside ± that spread); "
-              "*not shown the same*: neither; *undecided*: an endpoint within Monte-Carlo "
-              "error of 0 or of the margin."
+              f"difference of the per-query means and {comparison.test_words('test queries')};"
+              f" Holm p: adjusted over the table's {tests} tests. Verdict *differs*: p < "
+              f"{ALPHA:g}; *same*: equivalent within ± the fp32 seed spread (largest minus "
+              "smallest seed, what changing the seed alone moves), by two one-sided tests at "
+              f"{ALPHA:g} (the 90% interval of bf16 − fp32 from the same bootstrap inside ± "
+              "that spread); *not shown the same*: neither; *undecided*: p, or an endpoint of "
+              "that interval, within Monte-Carlo error of its threshold."
               + (f" {numbers.MOVING_NOTE}." if any(numbers.MOVING in v.fp32_text + v.bf16_text
                                                    for r in found for v in r.values) else "")]
     return "\n".join(lines) + "\n"

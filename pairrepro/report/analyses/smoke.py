@@ -8,13 +8,7 @@ from pathlib import Path
 
 from pairrepro import paths
 from pairrepro.errors import NoEvidenceError
-from pairrepro.report.analyses.comparison import (
-    Comparison,
-    adjust,
-    compare,
-    holm_text,
-    test_words,
-)
+from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text, test_words
 from pairrepro.report.analyses.evidence import difference_interval, interval, run_units
 from pairrepro.report.tables.numbers import (
     MOVING,
