@@ -1,5 +1,6 @@
-"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals and
-paired randomization tests, adaptive unless ``resamples`` is given (docs/internals.md)."""
+"""Is a difference real? Seeded two-level (seeds × units) percentile bootstrap intervals, whose
+bootstrap p-value of 0 is the paired test of two recipes, adaptive unless ``resamples`` is
+given (docs/internals.md), and Holm's adjustment."""
 
 from __future__ import annotations
 
@@ -15,12 +16,11 @@ from pairrepro.metrics import class_one_indicators, f1_from_counts
 CONFIDENCE = 0.95
 RESAMPLES = 2000  # an adaptive interval's first round; each later round doubles the total
 INTERVAL_CAP = 1_024_000
-TEST_BATCH = 10_000  # a paired test's batch
-TEST_CAP = 640_000
 ENDPOINT_SE = 0.001  # bound on an interval endpoint's MC s.e. (the metric's own scale)
-P_SE = 0.005  # bound on a p-value's MC s.e.
 MC_Z = 3.0  # a threshold closer than this many MC s.e. to the estimate is undecided
-# a p-value this close to its threshold is undecided however many resamples are drawn
+P_SE = 0.005  # bound on a tested p-value's MC s.e.
+# a p-value this close to its threshold is undecided however many resamples are drawn, so
+# whether a test is decided does not hang on the resampling seed
 P_MARGIN = 0.005
 ALPHA = 0.05  # the significance threshold paired tests are decided against
 _ORDER_Z = 1.959964  # the 95% band of an order statistic, for the endpoints' MC s.e.
@@ -45,6 +45,10 @@ class Interval:
     low_se: float = 0.0  # Monte-Carlo standard errors of the endpoints
     high_se: float = 0.0
     step: float = 0.0  # the unit the endpoints print in (the metric's scale; 0: not printed)
+    # two-sided bootstrap p of 0: twice the smaller share of resamples on either side of 0
+    # (counted as (1 + k) / (1 + R), never 0), so p < 1 - confidence only where 0 lies outside
+    # the interval (resamples a multiple of 40)
+    p_value: float = 1.0
 
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
@@ -62,6 +66,20 @@ class Interval:
     @property
     def mc_se(self) -> float:
         return max(self.low_se, self.high_se)
+
+    @property
+    def p_se(self) -> float:
+        """The MC s.e. of :attr:`p_value`, twice a share: ``sqrt(p (2 - p) / R)``."""
+        return float(np.sqrt(self.p_value * (2 - self.p_value) / self.resamples))
+
+    def undecided(self, alpha: float = ALPHA) -> bool:
+        """Whether p < ``alpha`` is undecided: p within ``P_MARGIN`` of it, or it within
+        ``MC_Z`` MC s.e. of p."""
+        return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.p_se) + 1e-12
+
+    def test_settled(self, alpha: float) -> bool:
+        """Whether no more resamples can change :meth:`undecided` at ``alpha``."""
+        return self.p_se <= P_SE and abs(abs(self.p_value - alpha) - P_MARGIN) > MC_Z * self.p_se
 
 
 def _near_boundary(value: float, se: float, step: float) -> bool:
@@ -139,15 +157,17 @@ _MEMO_SIZE = 4096
 def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
                point: float, seeds: int, confidence: float, resamples: int | None,
                seed: int, targets: Sequence[float], step: float,
-               combine: Callable[[np.ndarray], np.ndarray] | None = None) -> Interval:
+               combine: Callable[[np.ndarray], np.ndarray] | None = None,
+               test: float = 0.0) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
     (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units;
     with ``combine``, ``per_seed`` gives ``[R, seeds, M]`` and ``combine`` maps the M means
-    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo)."""
+    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo); ``test`` > 0: also
+    drawn until whether its p-value is below ``test`` is settled (:meth:`Interval.undecided`)."""
     if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
-           confidence, resamples, seed, tuple(targets), step,
+           confidence, resamples, seed, tuple(targets), step, test,
            (RESAMPLES, INTERVAL_CAP, ENDPOINT_SE, MC_Z))
     if key in _MEMO:
         return _MEMO[key]
@@ -168,10 +188,13 @@ def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray],
             found.append(means if combine is None else combine(means))
         stats = np.concatenate(found)
         low, high, low_se, high_se = _endpoints(stats, confidence)
+        side = (1 + min(np.count_nonzero(stats <= 0), np.count_nonzero(stats >= 0))) / (
+            1 + len(stats))
         out = Interval(value=float(point), low=low, high=high, confidence=confidence,
                        resamples=len(stats), seeds=seeds, units=sampler.units,
-                       low_se=low_se, high_se=high_se, step=step)
+                       low_se=low_se, high_se=high_se, step=step, p_value=min(1.0, 2 * side))
         settled = (out.mc_se <= ENDPOINT_SE and not any(out.straddles(t) for t in targets)
+                   and (test <= 0 or out.test_settled(test))
                    and not any(out.moving()))
         if resamples is not None or settled or 2 * len(stats) > INTERVAL_CAP:
             _MEMO[key] = out
@@ -185,13 +208,15 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
 
 def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
                   resamples: int | None = None, seed: int = 0,
-                  targets: Sequence[float] = (), step: float = 0.0) -> Interval:
+                  targets: Sequence[float] = (), step: float = 0.0, test: float = 0.0
+                  ) -> Interval:
     """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``; ``targets``:
-    what a verdict compares it with; ``step``: the unit its endpoints print in."""
+    what a verdict compares it with; ``step``: the unit its endpoints print in; ``test``: the
+    level its p-value is tested at (0: none)."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
-                      confidence, resamples, seed, targets, step)
+                      confidence, resamples, seed, targets, step, test=test)
 
 
 def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
@@ -218,15 +243,29 @@ def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
                       ) -> Interval:
     """Interval of the macro F1 of two classes; arguments as :func:`f1_interval`."""
     pred = _as_matrix(predictions)
-    seeds = pred.shape[0]
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
-    counts = np.vstack(class_one_indicators(gold, pred) + class_one_indicators(1 - gold, 1 - pred))
+    return f1_combination_interval((gold, pred), (1 - gold, 1 - pred), (0.5, 0.5), confidence,
+                                   resamples, seed, targets, step)
 
-    def macro(sums: np.ndarray) -> np.ndarray:
-        return (_f1_of_sums(sums, seeds) + _f1_of_sums(sums, seeds, 3 * seeds)) / 2
 
-    return _two_level("macro_f1", counts.T, macro, float(macro(counts.sum(axis=1)[None, :]).mean()),
-                      seeds, confidence, resamples, seed, targets, step)
+def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
+                            second: tuple[np.ndarray, np.ndarray], weights: tuple[float, float],
+                            confidence: float = CONFIDENCE, resamples: int | None = None,
+                            seed: int = 0, targets: Sequence[float] = (), step: float = 0.0,
+                            test: float = 0.0) -> Interval:
+    """Interval of the mean over seeds of ``weights[0]`` F1(first) + ``weights[1]`` F1(second),
+    each (gold, 0/1 predictions ``[seeds, pairs]``) and seed k with seed k: a macro F1 with
+    (0.5, 0.5), a difference of two systems' F1 with (1, -1); the rest as :func:`mean_interval`."""
+    seeds = _as_matrix(first[1]).shape[0]
+    counts = np.vstack(class_one_indicators(*first) + class_one_indicators(*second))
+
+    def combined(sums: np.ndarray) -> np.ndarray:
+        return (weights[0] * _f1_of_sums(sums, seeds)
+                + weights[1] * _f1_of_sums(sums, seeds, 3 * seeds))
+
+    return _two_level(f"f1s:{weights}", counts.T, combined,
+                      float(combined(counts.sum(axis=1)[None, :]).mean()), seeds, confidence,
+                      resamples, seed, targets, step, test=test)
 
 
 def joint_interval(kind: str, features: np.ndarray,
@@ -259,151 +298,6 @@ def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
     both = np.vstack([num, den])
     return _two_level("ratio", both.T, ratio, float(ratio(both.sum(axis=1)[None, :]).mean()), seeds,
                       confidence, resamples, seed, targets, step)
-
-
-@dataclass(frozen=True)
-class PairedTest:
-    """Result of a paired randomization test of A against B on the same units."""
-
-    difference: float  # statistic(A) - statistic(B)
-    p_value: float  # two-sided
-    resamples: int
-    units: int
-
-    @property
-    def mc_se(self) -> float:
-        """The Monte-Carlo standard error of the p-value, ``sqrt(p (1 - p) / R)``."""
-        return float(np.sqrt(self.p_value * (1 - self.p_value) / self.resamples))
-
-    def straddles(self, alpha: float = ALPHA) -> bool:
-        """Whether the p-value lies within ``P_MARGIN`` of ``alpha``, or ``alpha`` within
-        ``MC_Z`` MC standard errors of it: p < alpha is then undecided."""
-        return abs(self.p_value - alpha) <= max(P_MARGIN, MC_Z * self.mc_se) + 1e-12
-
-    def settled(self, alphas: Sequence[float]) -> bool:
-        """Whether no more resamples can change :meth:`straddles` for ``alphas``."""
-        return self.mc_se <= P_SE and all(
-            abs(abs(self.p_value - a) - P_MARGIN) > MC_Z * self.mc_se for a in alphas)
-
-
-class SwapCounts:
-    """How many units of each group a random swap takes (each with probability 1/2)."""
-
-    def __init__(self, sizes: np.ndarray) -> None:
-        sizes = np.asarray(sizes, dtype=np.int64)
-        if (sizes <= 0).any():
-            raise ValueError("every group needs a unit")
-        spans = -(-sizes // 64)
-        self.starts = np.concatenate([[0], np.cumsum(spans)[:-1]]).astype(np.intp)
-        self.words = int(spans.sum())
-        self.mask = np.full(self.words, np.iinfo(np.uint64).max, dtype=np.uint64)
-        tails = sizes % 64
-        partial = tails > 0
-        self.mask[(self.starts + spans - 1)[partial]] = (
-            (np.uint64(1) << tails[partial].astype(np.uint64)) - np.uint64(1))
-
-    def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
-        """``[rows, groups]`` counts."""
-        if self.words == 0:
-            return np.zeros((rows, 0), dtype=np.int64)
-        words = rng.bit_generator.random_raw(rows * self.words).reshape(rows, self.words)
-        words &= self.mask
-        return np.add.reduceat(np.bitwise_count(words), self.starts, axis=1, dtype=np.int64)
-
-
-class _SwappedSums:
-    """Sums of ``values`` over the units a random swap takes."""
-
-    def __init__(self, values: np.ndarray) -> None:
-        moving = values[values != 0]  # swapping a zero difference changes nothing
-        self.distinct, sizes = np.unique(moving, return_counts=True)
-        self.counts = SwapCounts(sizes)
-        self.bytes = -(-len(moving) // 8)
-        self.by_count = self.counts.words <= self.bytes
-        self.words = self.counts.words if self.by_count else -(-self.bytes // 8)
-        if not self.by_count:
-            padded = np.zeros(self.bytes * 8)
-            padded[:len(moving)] = moving
-            bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [byte value, bit]
-            self.table = (padded.reshape(self.bytes, 8) @ bits.T).ravel()  # [byte, value]
-            self.offsets = np.arange(self.bytes) * 256
-
-    def draw(self, rng: np.random.Generator, rows: int) -> np.ndarray:
-        """``[rows]`` sums."""
-        if self.by_count:
-            return self.counts.draw(rng, rows) @ self.distinct
-        raw = rng.bit_generator.random_raw(rows * self.words).reshape(rows, self.words)
-        return self.table[raw.view(np.uint8)[:, :self.bytes] + self.offsets].sum(axis=1)
-
-
-def _adaptive_test(observed: float, resample: Callable[[np.random.Generator, int], np.ndarray],
-                   words: int, n: int, resamples: int | None, seed: int,
-                   alphas: Sequence[float]) -> PairedTest:
-    """Draw the statistic under random swaps (``resample(rng, rows)``) in batches until
-    :meth:`PairedTest.settled` or :data:`TEST_CAP`, or exactly ``resamples``."""
-    rng = np.random.default_rng([seed, 31337])
-    batch = resamples or TEST_BATCH
-    # a tiny tolerance so floating-point noise never counts a tie as a miss
-    bound = abs(observed) - 1e-12
-    hits = drawn = 0
-    while True:
-        for rows in _chunks(batch, words):
-            hits += int(np.count_nonzero(np.abs(resample(rng, rows)) >= bound))
-        drawn += batch
-        test = PairedTest(difference=observed, p_value=(1 + hits) / (1 + drawn),
-                          resamples=drawn, units=n)
-        if resamples is not None or test.settled(alphas) or drawn + batch > TEST_CAP:
-            return test
-
-
-def paired_randomization_test(a: np.ndarray, b: np.ndarray, resamples: int | None = None,
-                              seed: int = 0, alphas: Sequence[float] = (ALPHA,)
-                              ) -> PairedTest:
-    """Two-sided paired randomization test of mean(a) - mean(b) from per-unit values ``[units]``
-    (or ``[seeds, units]``, averaged over seeds first) on the same units in the same order."""
-    va, vb = _as_matrix(a).mean(axis=0), _as_matrix(b).mean(axis=0)
-    if va.shape != vb.shape:
-        raise DataError(f"paired test: the systems were scored on different units "
-                        f"({va.size} vs {vb.size})", hint="compare runs on the same test split")
-    diff = va - vb
-    n = diff.size
-    total = float(diff.sum())
-    swapped = _SwappedSums(diff)
-    # a swap flips the unit's difference: the sum loses twice what the swapped units held
-    return _adaptive_test(total / n, lambda rng, rows: (total - 2 * swapped.draw(rng, rows)) / n,
-                          swapped.words, n, resamples, seed, alphas)
-
-
-def paired_f1_test(labels: np.ndarray, pred_a: np.ndarray, pred_b: np.ndarray,
-                   resamples: int | None = None, seed: int = 0,
-                   alphas: Sequence[float] = (ALPHA,)) -> PairedTest:
-    """Two-sided paired randomization test of mean per-seed F1(A) - F1(B), seed k against k."""
-    runs_a, runs_b = _as_matrix(pred_a), _as_matrix(pred_b)
-    if runs_a.shape[0] != runs_b.shape[0]:
-        raise DataError(f"paired F1 test: {runs_a.shape[0]} seeds against "
-                        f"{runs_b.shape[0]}", hint="pair as many seeds of each system")
-    if runs_b.shape[1] != (n := runs_a.shape[1]):
-        raise DataError("paired test: the systems were scored on different pairs")
-    gold = np.asarray(labels).astype(bool)
-    a, b = runs_a.astype(bool), runs_b.astype(bool)
-    seeds = len(a)
-    # the types of pairs a swap can change: how many of each it takes gives the F1 difference
-    only_b, only_a = (b & ~a).astype(np.int64), (a & ~b).astype(np.int64)
-    moves = np.concatenate([(only_b - only_a) * gold, (only_b - only_a) * ~gold]).T
-    types, sizes = np.unique(moves[moves.any(axis=1)], axis=0, return_counts=True)
-    tp_a, fp_a, fn_a = (c.sum(axis=1) for c in class_one_indicators(gold, a))
-    tp_b, fp_b, fn_b = (c.sum(axis=1) for c in class_one_indicators(gold, b))
-
-    def statistic(counts: np.ndarray) -> np.ndarray:  # [R, types] -> [R]
-        move = counts @ types  # [R, 2 seeds]: A's change in TP, then in FP
-        tp, fp = move[:, :seeds], move[:, seeds:]
-        return (f1_from_counts(tp_a + tp, fp_a + fp, fn_a - tp)
-                - f1_from_counts(tp_b - tp, fp_b - fp, fn_b + tp)).mean(axis=1)
-
-    counts = SwapCounts(sizes)
-    observed = float(statistic(np.zeros((1, len(sizes)), dtype=np.int64))[0])
-    return _adaptive_test(observed, lambda rng, rows: statistic(counts.draw(rng, rows)),
-                          counts.words, n, resamples, seed, alphas)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -125,3 +125,22 @@ def test_printed_farther_than_nearest_endpoints_are_the_converged_ones(
             problems += _check(readings.farther_text(found, column), printed, converged, column)
             checked += 1
     assert checked == 4 and not problems, "\n".join(problems)
+
+
+def test_printed_dose_slopes_are_the_converged_ones() -> None:
+    """The vectors ladder's change per doubling (25-d against 50-d, one doubling: the
+    seed-paired difference), each column's, as the dose-response sentence prints it."""
+    from pairrepro.report.analyses.gap_account import dose_response, gap_markdown
+
+    result = evaluate_ladder("csran_trecqa_vectors", RESULTS)
+    dose = result.ladder.dose
+    assert dose is not None and dose.amounts == [25, 50]
+    text = gap_markdown(result).split("Dose-response")[1]
+    problems = []
+    for column, slope, _ in dose_response(result):
+        low, high = (evidence.run_units(result.runs[n], column.metric) for n in dose.steps)
+        converged = mean_interval(high.values - low.values, resamples=REFERENCE_RESAMPLES,
+                                  seed=evidence.stream("converged", "dose", column.metric))
+        printed = text.split(f"{column.header} per doubling ")[1]
+        problems += _check(printed, slope, converged, column)
+    assert not problems, "\n".join(problems)

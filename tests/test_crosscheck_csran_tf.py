@@ -151,6 +151,40 @@ def test_the_readme_results_are_compare_py_output() -> None:
     assert compare.table() in (CROSSCHECK / "README.md").read_text()
 
 
+def test_the_claim_is_the_difference_interval_with_an_equivalence_verdict() -> None:
+    """No "same" without a margin: each line gives the difference's two-level interval, the
+    two one-sided tests against the gap ladder's margin, and what the design can detect; the
+    verdict follows the 90% interval printed beside it."""
+    import re
+
+    from pairrepro.report.analyses.ladders import load_ladder
+
+    margin = next(c.margin for c in load_ladder("csran_trecqa").crosschecks)
+    lines = [x for x in _load("compare").table().splitlines() if x.startswith("* test.")]
+    assert len(lines) == 2
+    for line in lines:
+        found = re.search(r"difference ([+-]\d\.\d+) \[~?[+-]\d\.\d+, ~?[+-]\d\.\d+\], "
+                          r"two-level bootstrap p = \d\.\d+; equivalence within "
+                          rf"±{margin:.3f}: (shown|not shown|undecided) \(90% interval "
+                          r"\[~?([+-]\d\.\d+), ~?([+-]\d\.\d+)\]\); the design detects about "
+                          r"±\d\.\d+", line)
+        assert found, line
+        inside = -margin < float(found[3]) and float(found[4]) < margin
+        assert found[2] == "undecided" or (found[2] == "shown") == inside
+    readme = (CROSSCHECK / "README.md").read_text()
+    assert "reach the same test MAP" not in readme
+
+
+def test_the_readme_says_the_authors_dropout_mask_is_shared_across_the_batch() -> None:
+    """The authors' variational LSTM dropout (tylib/lib/func.py at the pinned commit) drops a
+    ``[1, batch, input]`` tensor of ones with noise_shape ``[1, 1, input]``: one mask for the
+    whole batch and every position, not one per sequence."""
+    row = next(x for x in (CROSSCHECK / "README.md").read_text().splitlines()
+               if x.startswith("| dropout"))
+    assert "one mask per sequence" not in row
+    assert "shared by every position and every sequence of the batch" in row
+
+
 # ----------------------------------------------------------------- with TensorFlow only
 def _lstm_outputs(inputs: np.ndarray, units: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """cudnn_compat.CudnnLSTM's outputs ``[T, B, u]`` and its opaque kernel after init."""

@@ -16,6 +16,7 @@ from pairrepro import paths
 from pairrepro.report.analyses import ladders
 from pairrepro.report.analyses.gap_account import account_markdown, dose_response, gap_markdown
 from pairrepro.runs import find_runs
+from pairrepro.stats import Interval
 
 RESULTS = paths.PROJECT_DIR / "results"
 
@@ -91,16 +92,19 @@ amounts = [4, 16]
 target = 64
 target_what = "sixty-four"
 """)
-    (_, slope, low, high), = dose_response(result)
+    (_, slope, carried), = dose_response(result)
     low_runs, high_runs = (sorted(find_runs(RESULTS, r), key=lambda r: r.seed)
                            for r in ("csran_trecqa_es_tuned", "csran_trecqa"))
     differences = [(h.value("test.map") or 0) - (lo.value("test.map") or 0)
                    for lo, h in zip(low_runs, high_runs, strict=True)]
-    assert slope == pytest.approx(np.mean(differences) / math.log2(16 / 4), abs=1e-9)
-    assert low < slope < high
+    assert slope.value == pytest.approx(np.mean(differences) / math.log2(16 / 4), abs=1e-9)
+    assert slope.low < slope.value < slope.high
     text = gap_markdown(result)
     assert "Dose-response (units, step 0 at 4 against step 1 at 16" in text
-    assert f"{slope * 2:+.3f}".replace("-", "−") in text  # two doublings from 16 to 64
+    # the slope's interval holds 0: two points do not identify a gain carried two doublings
+    assert slope.low < 0 < slope.high and carried is None
+    assert "over the 2.00 doublings to 64 not identified" in text
+    assert f"{slope.value * 2:+.3f}".replace("-", "−") not in text.split("Dose-response")[1]
 
 
 def test_a_cross_check_is_tested_against_the_step_it_names(
@@ -116,12 +120,13 @@ def test_a_cross_check_is_tested_against_the_step_it_names(
                 tmp_path)
     monkeypatch.setattr(ladders, "LADDERS_DIR", tmp_path)
     result = ladders.evaluate_ladder("csran_trecqa", RESULTS)
-    (_, number, values), = ladders.crosscheck_values(result)
+    (_, number, values, _), = ladders.crosscheck_values(result)
     assert number == 0 and values is not None
     assert [v.text for v in values] == [v.text for v in result.steps[0].values]
     assert all(v.comparison.difference == 0 for v in values)
     line = next(x for x in account_markdown(result) if x.startswith("- **Cross-check**"))
-    assert "vs step 0: +0.000 (p 1.000)" in line
+    assert "its difference from step 0 is +0.000 [+0.000, +0.000] (p 1.000)" in line
+    assert "Equivalence within ±0.020 (" in line and "): shown (two one-sided tests" in line
 
 
 def test_the_vectors_line_is_the_seed_paired_worth_of_the_vectors() -> None:
@@ -142,7 +147,69 @@ def test_the_slope_verdict_compares_the_carried_upper_end_with_the_distance_left
     from pairrepro.report.analyses.gap_account import _supports
 
     column = Column(key="map", header="MAP", metric="test.map", unit="fraction", decimals=3)
-    assert "does not support" in _supports(column, 0.076, 0.101)
-    assert "cannot rule out" in _supports(column, 0.120, 0.101)
+
+    def carried(high: float) -> Interval:
+        return Interval(0.05, 0.02, high, 0.95, 2000, 3, 68)
+
+    assert "does not support" in _supports(column, carried(0.076), 0.101)
+    assert "cannot rule out" in _supports(column, carried(0.120), 0.101)
+    assert "not identified" in _supports(column, None, 0.101)
     text = gap_markdown(ladders.evaluate_ladder("csran_trecqa_vectors", RESULTS))
-    assert "MAP: even the upper end of the carried gain falls short" in text
+    assert "MAP: the slope is not identified" in text
+
+
+def test_the_unexplained_remainder_is_one_joint_bootstrap_under_one_protocol(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dose whose slope is identified (BM25 as the low dose, the CPU recipe as the high one,
+    one doubling apart and one doubling short of the target): the remainder is the paper's
+    value less the step's and less the carried gain, all scored clean, its interval one
+    bootstrap of the three recipes' queries and seeds together (a dense reference over the
+    same per-query values draws its own), not the endpoints of two intervals added."""
+    from stats_reference import dense_mean_interval
+
+    from pairrepro.report.analyses import evidence
+
+    (tmp_path / "dose.toml").write_text(
+        'title = "dose"\npaper = "csran"\ntable = 6\nrow = "CSRAN"\nmetrics = ["test.map"]\n'
+        '[[steps]]\nrecipe = "bm25_trecqa"\nchange = "low"\n'
+        '[[steps]]\nrecipe = "csran_trecqa"\nchange = "high"\n'
+        '[dose]\nwhat = "units"\nsteps = [0, 1]\namounts = [25, 50]\ntarget = 100\n'
+        'target_what = "a hundred"\n')
+    result = _ladder(tmp_path, monkeypatch, 6, "test.map", """[[steps]]
+recipe = "csran_trecqa_es_tuned_no_em"
+change = "the step"
+[account]
+step = 0
+dose_ladder = "dose"
+""")
+    lines = account_markdown(result)
+    vectors = next(x for x in lines if x.startswith("- **Vectors**"))
+    assert "carried at that rate over the 1.00 doublings to 100, +" in vectors
+    left = next(x for x in lines if x.startswith("- **Unexplained**"))
+    assert "one bootstrap of queries and seeds drawn jointly" in left
+    step, high, low = (evidence.run_units(
+        sorted(find_runs(RESULTS, r), key=lambda run: run.seed), "test.map")
+        for r in ("csran_trecqa_es_tuned_no_em", "csran_trecqa", "bm25_trecqa"))
+    remainder = 0.854 - step.values - (high.values - low.values)  # seed k with seed k
+    value = 0.854 - np.mean([r.value("test.map") or 0 for r in find_runs(
+        RESULTS, "csran_trecqa_es_tuned_no_em")]) - (np.mean([r.value("test.map") or 0 for r in
+        find_runs(RESULTS, "csran_trecqa")]) - (find_runs(RESULTS, "bm25_trecqa")[0].value(
+            "test.map") or 0))
+    low_end, high_end, _ = dense_mean_interval(remainder, 40_000, seed=3)
+    printed = [float(x) for x in
+               left.split("): ")[1].rstrip(".").replace("[", "").replace("]", "")
+               .replace(",", "").replace("~", "").replace("−", "-").split()]
+    assert printed[0] == pytest.approx(value, abs=0.0005)
+    assert printed[1] == pytest.approx(low_end, abs=0.003)
+    assert printed[2] == pytest.approx(high_end, abs=0.003)
+
+
+def test_a_slope_whose_interval_holds_0_is_not_carried() -> None:
+    """The committed vectors ladder: 25-d against 50-d does not fix the slope's sign, so no
+    carried gain is printed, and nothing is subtracted from the paper's value for it."""
+    result = ladders.evaluate_ladder("csran_trecqa", RESULTS)
+    lines = account_markdown(result)
+    vectors = next(x for x in lines if x.startswith("- **Vectors**"))
+    assert "not identified" in vectors and "carried at that rate" not in vectors
+    left = next(x for x in lines if x.startswith("- **Unexplained**"))
+    assert "the vectors' share is not identified (above), so none is subtracted" in left

@@ -1,28 +1,18 @@
-"""Bootstrap intervals and paired randomization tests against slow references, exhaustive
-enumeration and scipy."""
+"""Bootstrap intervals, and the paired tests they give, against slow references."""
 
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
 from scipy import stats as sps
 from sklearn.metrics import f1_score
-from stats_reference import (
-    dense_f1_statistic,
-    dense_f1_test,
-    dense_mean_interval,
-    dense_mean_test,
-)
+from stats_reference import dense_f1_difference, dense_mean_interval
 
-from pairrepro.errors import DataError
 from pairrepro.stats import (
+    f1_combination_interval,
     f1_interval,
     joint_interval,
     mean_interval,
-    paired_f1_test,
-    paired_randomization_test,
 )
 
 
@@ -143,120 +133,61 @@ def test_type_counts_are_the_unit_draws_summed_by_type() -> None:
     assert np.cov(sums.T) == pytest.approx(expected, rel=0.03, abs=0.3)
 
 
-def _exact_sign_flip_p(a: np.ndarray, b: np.ndarray) -> float:
-    diff = a - b
-    observed = abs(diff.mean())
-    flips = np.array(list(itertools.product([1, -1], repeat=len(diff))))
-    return float((np.abs(flips @ diff / len(diff)) >= observed - 1e-12).mean())
+def _slow_stats(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """Loop reference of every resample's mean over seeds (the draws of :func:`_draws`)."""
+    seed_draws, unit_draws = _draws(*values.shape, resamples, seed)
+    return np.array([np.mean([values[s, unit_draws[r]].mean() for s in seed_draws[r]])
+                     for r in range(resamples)])
 
 
-def test_paired_test_matches_exact_enumeration_and_scipy() -> None:
-    rng = np.random.default_rng(4)
-    a = rng.random(12)
-    b = a - 0.08 + rng.normal(0, 0.1, 12)
-    ours = paired_randomization_test(a, b, resamples=40_000, seed=2)
-    exact = _exact_sign_flip_p(a, b)
-    ref = sps.permutation_test((a, b), lambda x, y: np.mean(x - y), permutation_type="samples",
-                               n_resamples=np.inf, alternative="two-sided").pvalue
-    assert exact == pytest.approx(ref, abs=1e-9)
-    assert abs(ours.p_value - exact) <= 4 * np.sqrt(exact * (1 - exact) / 40_000)
-    assert ours.difference == pytest.approx((a - b).mean())
+@pytest.mark.parametrize("shift", [0.0, 0.02, 0.05, 0.12])
+def test_the_bootstrap_p_is_the_share_beyond_0_and_agrees_with_the_interval(shift: float
+                                                                             ) -> None:
+    """Per-seed differences that vary by seed: p is twice the smaller share of resampled
+    means on either side of 0 (a loop over the same draws), and p < 0.05 only where the 95%
+    interval excludes 0."""
+    rng = np.random.default_rng(21)
+    diff = shift + np.array([[0.06], [-0.05], [0.01]]) + rng.normal(0, 0.2, (3, 40))
+    got = mean_interval(diff, resamples=3200, seed=3)  # one chunk: the draws of _draws
+    stats = _slow_stats(diff, 3200, 3)
+    expected = min(1.0, 2 * (1 + min(np.sum(stats <= 0), np.sum(stats >= 0))) / 3201)
+    assert got.p_value == pytest.approx(expected, abs=1e-12)
+    assert (got.p_value < 0.05) == (not got.low <= 0 <= got.high)
 
 
-def test_paired_test_and_interval_agree_with_the_former_dense_code() -> None:
-    """68 queries of AP-like values over 3 seeds, each side from its own stream: the p-values
-    and the endpoints agree within their Monte-Carlo errors."""
+def test_paired_interval_of_a_mean_agrees_with_the_former_dense_code() -> None:
+    """68 queries of AP-like values over 3 seeds, each side from its own stream: endpoints
+    and p-values agree within their Monte-Carlo errors."""
     rng = np.random.default_rng(13)
     a = rng.beta(2, 1, size=(3, 68))
-    b = np.clip(a + rng.normal(0, 0.15, size=(3, 68)), 0, 1)
-    new = paired_randomization_test(a, b, resamples=40_000, seed=3)
-    old = dense_mean_test(a, b, 40_000, seed=4)
-    assert 0.01 < old < 0.9
-    assert abs(new.p_value - old) <= 4 * np.sqrt(2 * old * (1 - old) / 40_000)
-    got = mean_interval(a, resamples=40_000, seed=5)
-    low, high = dense_mean_interval(a, 40_000, seed=6)
+    b = np.clip(a - 0.03 + rng.normal(0, 0.15, size=(3, 68)), 0, 1)
+    got = mean_interval(a - b, resamples=40_000, seed=5)
+    low, high, p = dense_mean_interval(a - b, 40_000, seed=6)
     assert abs(got.low - low) <= 4 * np.sqrt(2) * got.low_se
     assert abs(got.high - high) <= 4 * np.sqrt(2) * got.high_se
+    assert 0.01 < p < 0.9 and abs(got.p_value - p) <= 4 * np.sqrt(2 * p * (1 - p) / 40_000)
 
 
-def test_paired_test_of_identical_systems_is_not_significant() -> None:
-    a = np.random.default_rng(5).random(50)
-    assert paired_randomization_test(a, a.copy()).p_value == 1.0
-
-
-def _masks(n: int) -> np.ndarray:
-    """Every swap mask of ``n`` units, ``[2^n, n]`` bool."""
-    return ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1).astype(bool)
-
-
-def test_paired_test_with_repeated_values_matches_exact_enumeration() -> None:
-    """Differences in {-1, 0, 1} (accuracy): the swaps are counted by popcount per value."""
-    a = np.array([1.0] * 7 + [0.0] * 2 + [1.0, 0.0] * 3 + [1.0])
-    b = np.array([0.0] * 7 + [1.0] * 2 + [1.0, 0.0] * 3 + [1.0])
-    exact = _exact_sign_flip_p(a, b)
-    # 9 units differ, by +1 (7) or -1 (2): P(|sum of 9 random signs| >= 5) = 92 / 512
-    assert exact == pytest.approx(92 / 512)
-    ours = paired_randomization_test(a, b, resamples=40_000, seed=1)
-    assert abs(ours.p_value - exact) <= 4 * np.sqrt(exact * (1 - exact) / 40_000)
-
-
-def test_paired_f1_test_matches_exact_enumeration_over_seeds() -> None:
-    """Every one of the 2^14 swap masks, scored by the former dense implementation and by
-    scikit-learn: the exact permutation p-value, which the bit-counting test must hit within
-    its Monte-Carlo error; the statistic pairs seed k with seed k."""
-    rng = np.random.default_rng(6)
-    labels = rng.integers(0, 2, 14)
-    pred_a = np.stack([np.where(rng.random(14) < 0.85, labels, 1 - labels) for _ in range(2)])
-    pred_b = np.stack([np.where(rng.random(14) < 0.55, labels, 1 - labels) for _ in range(2)])
-    masks = _masks(14)
-    stats = dense_f1_statistic(labels, pred_a, pred_b, masks.astype(float))
-    observed = np.mean([f1_score(labels, a) - f1_score(labels, b)
-                        for a, b in zip(pred_a, pred_b, strict=True)])
-    for m in masks[::997]:  # the dense reference against scikit-learn on a sample of masks
-        by_hand = np.mean([f1_score(labels, np.where(m, b, a), zero_division=0)
-                           - f1_score(labels, np.where(m, a, b), zero_division=0)
-                           for a, b in zip(pred_a, pred_b, strict=True)])
-        assert stats[int(m @ (1 << np.arange(14)))] == pytest.approx(by_hand)
-    exact = float(np.mean(np.abs(stats) >= abs(observed) - 1e-12))
-    got = paired_f1_test(labels, pred_a, pred_b, resamples=40_000, seed=4)
-    assert got.difference == pytest.approx(observed)
-    assert 0.01 < exact < 0.9
-    assert abs(got.p_value - exact) <= 4 * np.sqrt(exact * (1 - exact) / 40_000)
-    with pytest.raises(DataError, match="3 seeds against 2"):
-        paired_f1_test(labels, np.vstack([pred_a, pred_a[:1]]), pred_b)
-
-
-def test_paired_f1_test_agrees_with_the_former_dense_test() -> None:
-    """A case too large to enumerate (300 pairs, 3 seeds): the bit-counting p-value and the
-    former dense float implementation's, each from its own 40,000 resamples, agree within
-    their Monte-Carlo errors."""
+def test_f1_difference_interval_agrees_with_scikit_learn_and_the_dense_code() -> None:
+    """300 pairs, 3 seeds, seed k against seed k: the point is the mean of scikit-learn's
+    per-seed F1 differences; the endpoints and p those of the dense reference."""
     rng = np.random.default_rng(11)
     labels = rng.integers(0, 2, 300)
     pred_a = np.stack([np.where(rng.random(300) < 0.8, labels, 1 - labels) for _ in range(3)])
-    pred_b = np.stack([np.where(rng.random(300) < 0.78, labels, 1 - labels) for _ in range(3)])
-    observed = dense_f1_statistic(labels, pred_a, pred_b, np.zeros((1, 300)))[0]
-    old = dense_f1_test(labels, pred_a, pred_b, 40_000, seed=1)
-    new = paired_f1_test(labels, pred_a, pred_b, resamples=40_000, seed=2)
-    assert new.difference == pytest.approx(observed)
-    assert 0.01 < old < 0.9
-    assert abs(new.p_value - old) <= 4 * np.sqrt(2 * old * (1 - old) / 40_000)
+    pred_b = np.stack([np.where(rng.random(300) < 0.76, labels, 1 - labels) for _ in range(3)])
+    got = f1_combination_interval((labels, pred_a), (labels, pred_b), (1.0, -1.0),
+                                  resamples=40_000, seed=2)
+    assert got.value == pytest.approx(np.mean([f1_score(labels, a) - f1_score(labels, b)
+                                               for a, b in zip(pred_a, pred_b, strict=True)]))
+    low, high, p = dense_f1_difference(labels, pred_a, pred_b, 40_000, seed=1)
+    assert abs(got.low - low) <= 4 * np.sqrt(2) * got.low_se
+    assert abs(got.high - high) <= 4 * np.sqrt(2) * got.high_se
+    assert 0.01 < p < 0.9 and abs(got.p_value - p) <= 4 * np.sqrt(2 * p * (1 - p) / 40_000)
 
 
-def test_swap_counts_are_binomial_and_never_exceed_their_group() -> None:
-    """Group sizes on both sides of a word boundary: each count is Binomial(size, 1/2)."""
-    from scipy.stats import binom
-
-    from pairrepro.stats import SwapCounts
-
-    sizes = np.array([1, 7, 63, 64, 65, 130])
-    counts = SwapCounts(sizes).draw(np.random.default_rng(0), 100_000)
-    assert counts.shape == (100_000, 6)
-    assert (counts <= sizes).all() and (counts >= 0).all()
-    for size, column in zip(sizes, counts.T, strict=True):
-        assert abs(column.mean() - size / 2) <= 5 * np.sqrt(size / 4 / 100_000), size
-        pmf = np.bincount(column, minlength=size + 1) / len(column)
-        assert np.abs(pmf - binom.pmf(np.arange(size + 1), size, 0.5)).max() < 0.006, size
-    assert SwapCounts(np.array([], dtype=int)).draw(np.random.default_rng(0), 5).shape == (5, 0)
+def test_identical_systems_have_p_1() -> None:
+    a = np.random.default_rng(5).random((3, 50))
+    assert mean_interval(a - a, resamples=2000).p_value == 1.0
 
 
 # ------------------------------------------------------- Monte-Carlo error and Holm
@@ -317,26 +248,3 @@ def test_printed_digits_are_drawn_until_they_cannot_move_or_marked(
     on = mean_interval(values, seed=7, step=steps["on"])
     assert on.resamples == 256_000 and on.moving()[0]
     assert mean_interval(values, seed=7).moving() == (False, False)  # not printed: no digits
-
-
-def test_p_value_mc_error_and_an_undecided_test() -> None:
-    from pairrepro.stats import P_MARGIN, TEST_BATCH, TEST_CAP, PairedTest
-
-    test = PairedTest(difference=0.1, p_value=0.2, resamples=10_000, units=5)
-    assert test.mc_se == pytest.approx(np.sqrt(0.2 * 0.8 / 10_000))
-    assert not test.straddles(0.05) and PairedTest(0.1, 0.054, 10_000, 5).straddles(0.05)
-    assert PairedTest(0.1, 0.056, 10_000, 5).straddles(0.05)  # 3 s.e. = 0.0069 > 0.006
-    rng = np.random.default_rng(3)
-    noise = rng.normal(size=80)
-    noise -= noise.mean()
-    low, high = 0.0, 0.6
-    for _ in range(30):  # the shift whose p-value is 0.05, by bisection
-        mid = (low + high) / 2
-        p = paired_randomization_test(noise + mid, np.zeros(80), resamples=20_000).p_value
-        low, high = (mid, high) if p > 0.05 else (low, mid)
-    edge = paired_randomization_test(noise + (low + high) / 2, np.zeros(80))
-    # inside the margin around 0.05 for sure: undecided, and more resamples cannot help
-    assert edge.straddles(0.05) and abs(edge.p_value - 0.05) < P_MARGIN
-    assert edge.resamples < TEST_CAP and edge.settled([0.05])
-    clear = paired_randomization_test(noise + 1.0, np.zeros(80))
-    assert clear.resamples == TEST_BATCH and clear.p_value < 0.001

@@ -115,8 +115,8 @@ def report_paper(
     plan: bool = typer.Option(False, "--plan", help="Print what would run instead: recipes, "
                               "datasets, estimated CPU or GPU hours."),
     compare: str = typer.Option("", "--compare-to", help="A row label: test every row "
-                                "against it (paired randomization test on the same test "
-                                "queries or pairs; difference and p-value per column)."),
+                                "against it (paired two-level bootstrap test over the same test "
+                                "units and the seeds; difference and p-value per column)."),
     figures: Path | None = typer.Option(None, "--figures", help="Also draw the paper's figures "
                                         "(PNG and SVG) into this folder."),
     gpu: str = typer.Option("", "--gpu", help="With --plan: " + GPU_HELP),
@@ -251,9 +251,10 @@ def report_gap(
 
     Each step is a recipe adding one change to the step before (a side step changes an
     earlier step); it shows the mean over seeds with its 95% bootstrap interval and a paired
-    randomization test against the step it changes. Ladders with readings re-score steps under
-    the dataset's other published protocols, each reading's distance from the paper's value
-    with its interval; an account then names what each measurement says of the gap.
+    two-level bootstrap test (units and seeds) against the step it changes. Ladders with
+    readings re-score steps under the dataset's other published protocols, each reading's
+    distance from the paper's value with its interval; an account then names what each
+    measurement says of the gap.
 
     Examples:
 
@@ -278,8 +279,8 @@ def report_parity(
     """bf16 against fp32: the pairs of pairrepro/report/parity.toml, seed for seed.
 
     For each model and metric: both precisions' means with 95% intervals, the seed-by-seed
-    differences, a paired randomization test (Holm-adjusted), and whether the difference lies
-    within the spread between fp32 seeds.
+    differences, a paired two-level bootstrap test (Holm-adjusted), and whether two one-sided
+    tests put the difference within the spread between fp32 seeds.
 
     Examples:
 
@@ -304,7 +305,7 @@ def report_orderings(
     """Which of the paper's orderings of its rows hold in the reproduced runs.
 
     For every two rows with a published value and runs, column by column: the paper's order
-    (or tie) against a paired randomization test of our two rows on the same test units.
+    (or tie) against a paired two-level bootstrap test of our two rows (units and seeds).
 
     Examples:
 

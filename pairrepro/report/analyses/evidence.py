@@ -230,22 +230,21 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
     return interval(run_units(runs, metric), targets)
 
 
-# how the paired test treats F1 over seeds, in the words every report footer uses
-F1_PAIRING = ("F1: the mean of per-seed differences, seed k against seed k, a single seed "
-              "against each")
+# how the paired tests treat seeds, in the words every report footer uses
+F1_PAIRING = ("seed k against seed k, a single seed against each; F1: the mean of per-seed "
+              "differences")
 
 
-def _paired_seeds(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seed k of ``a`` against seed k of ``b``; a single seed (BM25) stands against each."""
-    if len(a) == 1 or len(b) == 1:
-        count = max(len(a), len(b))
-        return np.repeat(a, count // len(a), axis=0), np.repeat(b, count // len(b), axis=0)
-    paired = min(len(a), len(b))
-    return a[:paired], b[:paired]
+def _paired_seeds(*values: np.ndarray) -> list[np.ndarray]:
+    """Seed k of each against seed k of the others; a single seed (BM25) stands against each."""
+    count = min((len(v) for v in values if len(v) > 1), default=1)
+    return [np.repeat(v, count, axis=0) if len(v) == 1 else v[:count] for v in values]
 
 
 def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
-    """``b``'s values and labels in ``a``'s unit order."""
+    """``b``'s values and labels in ``a``'s unit order (else :class:`NoEvidenceError`)."""
+    if a.kind != b.kind or set(a.ids) != set(b.ids):
+        raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
     if a.ids == b.ids:
         return b.values, b.labels
     position = {unit: k for k, unit in enumerate(b.ids)}
@@ -253,26 +252,38 @@ def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
     return b.values[:, order], None if b.labels is None else np.asarray(b.labels)[order]
 
 
-def paired_test(a: Units, b: Units) -> stats.PairedTest:
-    """Two-sided paired randomization test of ``a`` against ``b`` on the same units (else
-    :class:`NoEvidenceError`); F1 as :data:`F1_PAIRING` says."""
-    seed = stream("test", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
-    if a.kind != b.kind or set(a.ids) != set(b.ids):
-        raise NoEvidenceError(f"scored on different {a.metric.split('.')[0]} units")
+def combination_interval(terms: list[tuple[float, Units]], constant: float = 0.0,
+                         step: float = 0.0, targets: tuple[float, ...] = (),
+                         confidence: float = stats.CONFIDENCE, test: float = stats.ALPHA
+                         ) -> stats.Interval:
+    """The two-level interval of ``constant`` + the sum of weight × units over ``terms`` (a
+    mean metric on the same units; seeds as :data:`F1_PAIRING`), units and seeds resampled
+    jointly for every term; its ``p_value`` tests 0 at ``test``, seeds and units random."""
+    first = terms[0][1]
+    values = _paired_seeds(*(_aligned(first, units)[0] for _, units in terms))
+    if first.kind != "mean":
+        raise NoEvidenceError(f"{first.metric}: a combination of F1 values has no interval")
+    seed = stream("combination", constant, confidence,
+                  *((w, u.recipe, u.metric, u.seeds) for w, u in terms))
+    return stats.mean_interval(constant + sum(w * v for (w, _), v in zip(terms, values,
+                                                                          strict=True)),
+                               confidence, seed=seed, targets=targets, step=step, test=test)
+
+
+def difference_interval(a: Units, b: Units, scale: float = 1.0, step: float = 0.0,
+                        targets: tuple[float, ...] = (), confidence: float = stats.CONFIDENCE,
+                        test: float = stats.ALPHA) -> stats.Interval:
+    """The two-level interval of ``scale`` × (``a`` − ``b``) on the same units, the test of the
+    recipes (its ``p_value``, decided at ``test``); ``step`` and ``targets`` as :func:`interval`."""
+    if a.kind == "mean":
+        return combination_interval([(scale, a), (-scale, b)], 0.0, step, targets, confidence,
+                                    test)
     b_values, b_labels = _aligned(a, b)
-    if a.kind == "f1":
-        if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
-            raise NoEvidenceError("different gold labels on the same pairs")
-        a_values, b_values = _paired_seeds(a.values, b_values)
-        return stats.paired_f1_test(np.asarray(a.labels), a_values, b_values, seed=seed)
-    return stats.paired_randomization_test(a.values, b_values, seed=seed)
-
-
-def difference_interval(a: Units, b: Units) -> stats.Interval:
-    """The 95% interval of ``a`` minus ``b`` for a mean metric on the same units."""
-    if a.kind != "mean" or b.kind != "mean" or set(a.ids) != set(b.ids):
-        raise NoEvidenceError(f"{a.metric}: a difference interval needs a mean metric on the "
-                              "same units")
-    a_values, b_values = _paired_seeds(a.values, _aligned(a, b)[0])
-    seed = stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds)
-    return stats.mean_interval(a_values - b_values, seed=seed)
+    if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
+        raise NoEvidenceError("different gold labels on the same pairs")
+    labels = np.asarray(a.labels)
+    a_values, b_values = _paired_seeds(a.values, b_values)
+    return stats.f1_combination_interval(
+        (labels, a_values), (labels, b_values), (scale, -scale), confidence,
+        seed=stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds), step=step,
+        targets=targets, test=test)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from pairrepro.planning.paper_tables import Column, load_paper
 from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses.comparison import equivalence
 from pairrepro.report.analyses.ladders import (
     LadderResult,
     crosscheck_values,
@@ -24,7 +26,9 @@ from pairrepro.report.analyses.readings import (
     readings_block,
     tied_with_nearest,
 )
+from pairrepro.report.tables import numbers
 from pairrepro.report.tables.numbers import format_number, to_unit
+from pairrepro.stats import ALPHA, Interval
 
 
 def _signed(value: float, column: Column) -> str:
@@ -36,8 +40,17 @@ def _unsigned(value: float, column: Column) -> str:
     return format_number(value, column).replace("-", "−")
 
 
-def _interval(low: float, high: float, column: Column) -> str:
-    return f"[{_signed(low, column)}, {_signed(high, column)}]"
+def _interval(found: Interval, column: Column, signed: bool = True) -> str:
+    """``found`` (the metric's scale) as ``column`` prints it, an endpoint that may move marked."""
+    return numbers.format_interval(found, lambda v: (_signed if signed else _unsigned)(
+        to_unit(v, column), column))
+
+
+def _ends(low: float, high: float, moving: tuple[bool, bool], column: Column,
+          number: Callable[[float, Column], str]) -> str:
+    """``[low, high]`` (the column's unit) printed by ``number``, marked as ``moving`` says."""
+    return "[" + ", ".join(numbers.MOVING * m + number(v, column)
+                           for v, m in zip((low, high), moving, strict=True)) + "]"
 
 
 def _protocol(result: LadderResult, step: int, column: Column,
@@ -50,11 +63,12 @@ def _protocol(result: LadderResult, step: int, column: Column,
     nearest = next(v for v in values if v.nearest)
     first = values[0]
     where = "inside" if nearest.low <= published <= nearest.high else "outside"
+    shifted = _ends(nearest.low - published, nearest.high - published, nearest.moving, column,
+                    _signed)
     text = (f"- **Protocol** (readings above): scored as *{nearest.reading.name}*, the reading "
             f"nearest the paper, step {step} gives {format_number(nearest.value, column)} "
-            f"[{format_number(nearest.low, column)}, {format_number(nearest.high, column)}], "
-            f"{_signed(nearest.distance or 0.0, column)} "
-            f"{_interval(nearest.low - published, nearest.high - published, column)} from "
+            f"{_ends(nearest.low, nearest.high, nearest.moving, column, format_number)}, "
+            f"{_signed(nearest.distance or 0.0, column)} {shifted} from "
             f"the paper's {format_number(published, column)}, which lies {where} the interval.")
     tied = tied_with_nearest(values)
     if tied:
@@ -80,52 +94,107 @@ def _side_steps(result: LadderResult) -> list[str]:
     return lines
 
 
+def _slope_text(column: Column, slope: Interval, carried: Interval | None, ahead: float,
+                target: float) -> str:
+    """The change per doubling, and carried ``ahead`` doublings where it is identified."""
+    text = f"{_signed(to_unit(slope.value, column), column)} {_interval(slope, column)}"
+    if carried is None:
+        return (f"{text}; over the {ahead:.2f} doublings to {target:g} not identified: its "
+                f"sign is not shown ({numbers.p_text(slope.p_value)}), so the two measured "
+                "points give no carried gain, and none is printed")
+    return (f"{text}; carried at that rate over the {ahead:.2f} doublings to {target:g}, "
+            f"{_signed(to_unit(carried.value, column), column)} {_interval(carried, column)}")
+
+
 def _vectors(dose: LadderResult | None, column: Column
-             ) -> tuple[list[str], tuple[float, float, float] | None]:
-    """The dose-response sentence and the carried gain (low, value, high; None: none)."""
+             ) -> tuple[list[str], Interval | None]:
+    """The dose-response sentence and the carried gain (None: not identified, or no runs)."""
     if dose is None or dose.ladder.dose is None:
         return [], None
     slopes = [s for s in dose_response(dose) if s[0].metric == column.metric]
     if not slopes:
         return ([f"- **Vectors** (ladder `{dose.name}`): its steps have no reference runs "
                  "yet."], None)
-    _, slope, low, high = slopes[0]
+    _, slope, carried = slopes[0]
     spec = dose.ladder.dose
-    doublings = math.log2(spec.target / spec.amounts[1])
     first = next((s for s in dose.steps if s.values), None)
     last = dose.steps[spec.steps[1]]
     whole = ""
     if first is not None and first.number != last.number and last.values:
         found = evidence.difference_interval(
             evidence.run_units(dose.runs[last.number], column.metric),
-            evidence.run_units(dose.runs[first.number], column.metric))
-        value, low_all, high_all = (to_unit(v, column)
-                                    for v in (found.value, found.low, found.high))
-        whole = (f" All the information in them is worth {_signed(value, column)} "
-                 f"{_interval(low_all, high_all, column)} over step {first.number}'s "
-                 f"({first.change.split(':')[0]}).")
+            evidence.run_units(dose.runs[first.number], column.metric),
+            step=numbers.printed_step(column))
+        whole = (f" All the information in them is worth "
+                 f"{_signed(to_unit(found.value, column), column)} {_interval(found, column)} "
+                 f"over step {first.number}'s ({first.change.split(':')[0]}).")
     counts = sorted({len(runs) for runs in dose.runs.values()})
     seeds = "/".join(map(str, counts)) + (" seed" if counts == [1] else " seeds")
     text = (f"- **Vectors** (ladder `{dose.name}`, {seeds} a step):{whole} Each doubling of "
-            f"the dimensions (from {spec.amounts[0]:g} to {spec.amounts[1]:g}) "
-            f"adds {_signed(slope, column)} {_interval(low, high, column)}; carried at that "
-            f"rate over {doublings:.2f} doublings to {spec.target:g}, "
-            f"{_signed(slope * doublings, column)} "
-            f"{_interval(low * doublings, high * doublings, column)}.")
-    return [text], (low * doublings, slope * doublings, high * doublings)
+            f"the dimensions (from {spec.amounts[0]:g} to {spec.amounts[1]:g}) adds "
+            + _slope_text(column, slope, carried, math.log2(spec.target / spec.amounts[1]),
+                          spec.target) + ".")
+    return [text], carried
 
 
 def _crosschecks(result: LadderResult, column: Column) -> list[str]:
     lines = []
-    for check, number, values in crosscheck_values(result):
+    for check, number, values, units in crosscheck_values(result):
         if values is None:
             lines.append(f"- **Cross-check** ({check.name}): no results committed yet "
                          f"(`{check.folder}`).")
             continue
         own = next(v for v in values if v.metric == column.metric)
-        lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
-                     f"vs step {number}: {versus(own, column)}.")
+        ours, theirs = units[0], result.units[number][0]
+        if isinstance(ours, str) or isinstance(theirs, str):
+            lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
+                         f"vs step {number}: {versus(own, column)}.")
+            continue
+        found = equivalence(ours, theirs, numbers.from_unit(check.margin, column),
+                            numbers.printed_step(column))
+        margin = f"±{format_number(check.margin, column)}"
+        lines.append(
+            f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}; its difference "
+            f"from step {number} is {_signed(to_unit(found.difference.value, column), column)} "
+            f"{_interval(found.difference, column)} ({numbers.p_text(found.difference.p_value)}). "
+            f"Equivalence within {margin} ({check.margin_why}): {found.verdict} (two one-sided "
+            f"tests at {ALPHA:g}: the 90% interval {_interval(found.tost, column)} against "
+            f"{margin}). With {ours.values.shape[0]} seeds and {len(ours.ids)} queries this "
+            "design detects a difference of about "
+            f"±{format_number(to_unit(found.detectable, column), column)} (80% power at "
+            f"{ALPHA:g}: 2.8 s.e., the s.e. from the 95% interval's width).")
     return lines
+
+
+def _unexplained(result: LadderResult, column: Column, published: float,
+                 dose: LadderResult | None, carried: Interval | None,
+                 readings: tuple[ReadingValue | None, ReadingValue | None]) -> list[str]:
+    """The paper's value less the account step's, and less the carried vector gain where it
+    is identified (one joint bootstrap, all under the table's protocol)."""
+    step = result.ladder.account.step if result.ladder.account else 0
+    units = result.units.get(step, ["no runs"])[0]
+    if carried is not None and dose is not None and dose.ladder.dose is not None \
+            and not isinstance(units, str):
+        spec = dose.ladder.dose
+        low, high = (evidence.run_units(dose.runs[n], column.metric) for n in spec.steps)
+        rate = math.log2(spec.target / spec.amounts[1]) / math.log2(
+            spec.amounts[1] / spec.amounts[0])
+        joint = evidence.combination_interval(
+            [(-1.0, units), (-rate, high), (rate, low)], numbers.from_unit(published, column),
+            numbers.printed_step(column))
+        return [f"- **Unexplained** (the paper's value less step {step}'s and less the carried "
+                "vector gain, all three scored under the table's protocol, one bootstrap of "
+                f"queries and seeds drawn jointly for the three recipes): "
+                f"{_unsigned(to_unit(joint.value, column), column)} "
+                f"{_interval(joint, column, signed=False)}."]
+    clean, nearest = readings
+    left = [f"under *{r.reading.name}*, {_unsigned(-(r.distance or 0.0), column)} "
+            + _ends(published - r.high, published - r.low, r.moving[::-1], column, _unsigned)
+            for r in (clean, nearest) if r is not None and not (r is nearest and r is clean)]
+    why = ("; the vectors' share is not identified (above), so none is subtracted"
+           if dose is not None else "")
+    return ([f"- **Unexplained** (the paper's value less step {step}'s under each reading, "
+             f"with its interval{why}): " + "; ".join(left) + "."] if left else [])
 
 
 def account_markdown(result: LadderResult) -> list[str]:
@@ -136,31 +205,15 @@ def account_markdown(result: LadderResult) -> list[str]:
     column, published = result.columns[0]
     if published is None:
         return []
-    step = account.step
     lines = ["", f"What the measurements say ({column.header}; each line names its evidence):",
              ""]
-    protocol, clean, nearest = _protocol(result, step, column, published)
+    protocol, clean, nearest = _protocol(result, account.step, column, published)
     lines += protocol + _side_steps(result)
     dose = (evaluate_ladder(account.dose_ladder, result.results_dir)
             if account.dose_ladder else None)
     vectors, carried = _vectors(dose, column)
-    lines += vectors + _crosschecks(result, column)
-    low_gain, gain, high_gain = carried or (0.0, 0.0, 0.0)
-    left = []
-    for reading in (clean, nearest):
-        if reading is None or (reading is nearest and nearest is clean):
-            continue
-        distance = -(reading.distance or 0.0)  # paper minus the reading, positive when below
-        low, high = published - reading.high, published - reading.low
-        left.append(f"under *{reading.reading.name}*, {_unsigned(distance - gain, column)} "
-                    f"[{_unsigned(low - high_gain, column)}, "
-                    f"{_unsigned(high - low_gain, column)}]")
-    if left:
-        what = (f"the paper's value less step {step}'s and less the carried vector gain; the "
-                "endpoints combine the two intervals, not a joint bootstrap" if carried
-                else f"the paper's value less step {step}'s, with its interval")
-        lines.append(f"- **Unexplained** ({what}): " + "; ".join(left) + ".")
-    return lines
+    return lines + vectors + _crosschecks(result, column) + _unexplained(
+        result, column, published, dose, carried, (clean, nearest))
 
 
 def gap_markdown(result: LadderResult) -> str:
@@ -175,8 +228,13 @@ def gap_json(result: LadderResult) -> dict[str, Any]:
                           **value.as_json()}
                          for number, column, published, values in ladder_readings(result)
                          for value in values],
-            "dose": [{"metric": column.metric, "per_doubling": slope, "low": low,
-                      "high": high} for column, slope, low, high in dose_response(result)]}
+            "dose": [{"metric": column.metric, "per_doubling": _ends_json(slope),
+                      "carried": None if carried is None else _ends_json(carried)}
+                     for column, slope, carried in dose_response(result)]}
+
+
+def _ends_json(found: Interval) -> dict[str, float]:
+    return {"value": found.value, "low": found.low, "high": found.high}
 
 
 def _readings_markdown(result: LadderResult) -> list[str]:
@@ -193,19 +251,23 @@ def _readings_markdown(result: LadderResult) -> list[str]:
             *readings_block(cells, dataset)]
 
 
-def dose_response(result: LadderResult) -> list[tuple[Column, float, float, float]]:
-    """Per column: (column, change per doubling, its 95% interval) between the dose steps."""
+def dose_response(result: LadderResult) -> list[tuple[Column, Interval, Interval | None]]:
+    """Per column: the change per doubling between the dose steps (a two-level interval), and
+    that change carried to the target (None where the slope's interval holds 0: the two
+    points do not identify it)."""
     dose = result.ladder.dose
     if dose is None or any(n not in result.runs for n in dose.steps):
         return []
     doublings = math.log2(dose.amounts[1] / dose.amounts[0])
+    ahead = math.log2(dose.target / dose.amounts[1])
     found = []
     for column, _ in result.columns:
-        low_runs, high_runs = (result.runs[n] for n in dose.steps)
-        change = evidence.difference_interval(evidence.run_units(high_runs, column.metric),
-                                              evidence.run_units(low_runs, column.metric))
-        found.append((column, *(to_unit(v, column) / doublings
-                                for v in (change.value, change.low, change.high))))
+        low, high = (evidence.run_units(result.runs[n], column.metric) for n in dose.steps)
+        step = numbers.printed_step(column)
+        slope = evidence.difference_interval(high, low, 1 / doublings, step)
+        carried = (None if slope.p_value >= ALPHA or slope.undecided() else
+                   evidence.difference_interval(high, low, ahead / doublings, step))
+        found.append((column, slope, carried))
     return found
 
 
@@ -246,28 +308,29 @@ def _dose_markdown(result: LadderResult) -> list[str]:
     ahead = math.log2(dose.target / dose.amounts[1])
     first, second = dose.steps
     parts, verdicts = [], []
-    for (column, slope, low, high), (_, published) in zip(slopes, result.columns, strict=True):
+    for (column, slope, carried), (_, published) in zip(slopes, result.columns, strict=True):
         left = ""
         if published is not None and second in result.runs:
             mean = statistics.fmean(to_unit(r.value(column.metric) or 0.0, column)
                                     for r in result.runs[second])
             left = f", against {format_number(published - mean, column)} left to the paper"
-            verdicts.append(_supports(column, high * ahead, published - mean))
-        parts.append(f"{column.header} {_signed(slope, column)} per doubling "
-                     f"{_interval(low, high, column)}, so {_signed(slope * ahead, column)} "
-                     f"{_interval(low * ahead, high * ahead, column)} over the "
-                     f"{ahead:.2f} doublings to {dose.target:g}{left}")
+            verdicts.append(_supports(column, carried, published - mean))
+        parts.append(f"{column.header} per doubling "
+                     f"{_slope_text(column, slope, carried, ahead, dose.target)}{left}")
     return [*_coverage(result), "", f"Dose-response ({dose.what}, step {first} at "
             f"{dose.amounts[0]:g} against step "
             f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
-            f"over test queries and seeds): " + "; ".join(parts) + ". Carried at the same rate "
-            f"per doubling to {dose.target_what}, a straight-line extrapolation in log scale "
-            "that the two measured points cannot test." + "".join(verdicts)]
+            f"over test queries and seeds): " + "; ".join(parts) + ". A carried value is "
+            f"the same rate per doubling to {dose.target_what}, a straight-line extrapolation "
+            "in log scale that the two measured points cannot test, its interval the "
+            "measured slope's alone." + "".join(verdicts)]
 
 
-def _supports(column: Column, carried_high: float, left: float) -> str:
+def _supports(column: Column, carried: Interval | None, left: float) -> str:
     """Whether the carried gain's interval reaches the distance left."""
-    said = ("even the upper end of the carried gain falls short of the distance left, so the "
-            "measured slope does not support" if carried_high < left else "the carried gain's "
-            "interval reaches the distance left, so the measured slope cannot rule out")
-    return f" {column.header}: {said} that the vectors' dimensions explain the rest."
+    said = ("the slope is not identified, so these points cannot say whether" if carried is None
+            else "even the upper end of the carried gain falls short of the distance left, so "
+            "the measured slope does not support that" if to_unit(carried.high, column) < left
+            else "the carried gain's interval reaches the distance left, so the measured slope "
+            "cannot rule out that")
+    return f" {column.header}: {said} the vectors' dimensions explain the rest."

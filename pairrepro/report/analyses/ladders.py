@@ -30,6 +30,7 @@ from pairrepro.report.analyses.comparison import (
     compare,
     holm_text,
     per_unit,
+    test_words,
     versus_text,
 )
 from pairrepro.report.analyses.readings import ReadingValue, read_cell, readings_for
@@ -37,7 +38,6 @@ from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import DAMAGED
 from pairrepro.runs import DamagedRunError, RunInfo, find_runs
 from pairrepro.schema import Schema, validate
-from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP
 
 LADDERS_DIR = paths.packaged("report/ladders")
 
@@ -77,11 +77,14 @@ class Account(Schema):
 
 
 class CrossCheck(Schema):
-    """Seed folders of another implementation under ``folder``, tested against ``against``."""
+    """Seed folders of another implementation under ``folder``, tested against ``against``,
+    equivalent if within ``margin`` (the first metric's unit) for ``margin_why``."""
 
     name: str
     folder: str
     against: str
+    margin: float = Field(gt=0)
+    margin_why: str
 
 
 class Ladder(Schema):
@@ -244,15 +247,17 @@ def _step_of(ladder: Ladder, recipe: str, before: int) -> int:
     return earlier[0]
 
 
-def crosscheck_values(result: LadderResult
-                      ) -> list[tuple[CrossCheck, int, list[StepValue] | None]]:
+def crosscheck_values(result: LadderResult) -> list[
+        tuple[CrossCheck, int, list[StepValue] | None, list[Side]]]:
+    """Each cross-check: the step it stands against, its values and per-unit values."""
     found = []
     for check in result.ladder.crosschecks:
         number = _step_of(result.ladder, check.against, len(result.ladder.steps))
         root = paths.PROJECT_DIR / check.folder
         runs = [r for r in find_runs(root.parent, root.name) if r.status == "finished"]
-        found.append((check, number, None if not runs else
-                      _step_values(runs, result.columns, result.units.get(number))[1]))
+        units, values = (_step_values(runs, result.columns, result.units.get(number))
+                         if runs else ([], None))
+        found.append((check, number, values, units))
     return found
 
 
@@ -301,10 +306,12 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
         rows.append(cells)
     lines = numbers.markdown_table(head, rows)
     units = " and ".join(sorted({evidence.unit_name(c.metric) for c, _ in columns}))
-    last = next((s for s in reversed(result.steps) if s.values), None)
+    last = next((s for s in reversed(result.steps)
+                 if s.values and not ladder.steps[s.number].against), None)
     gaps = [f"{column.header} {numbers.format_number(published, column)}, "
-            f"{numbers.format_number(value.mean - published, column, signed=True)} from the last "
-            "step run" for (column, published), value in zip(columns, last.values, strict=True)
+            f"{numbers.format_number(value.mean - published, column, signed=True)} from step "
+            f"{last.number}, the last main step run"
+            for (column, published), value in zip(columns, last.values, strict=True)
             if published is not None] if last else []
     where = f"{ladder.paper} Table {ladder.table}, {ladder.row}"
     if any(value is not None for _, value in columns):
@@ -318,11 +325,7 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     tests = len(tested)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
-              f"values (means over seeds of the per-unit values; {evidence.F1_PAIRING}) and "
-              f"the two-sided p-value of a paired randomization test on the same {units} "
-              f"(resamples until the p-value's Monte-Carlo s.e. is at most {P_SE:g}, at most "
-              f"{TEST_CAP:,}; undecided at 0.05: p within the larger of {P_MARGIN:g} and "
-              f"{MC_Z:g} MC s.e. of 0.05); Holm p: adjusted "
+              f"values and {test_words(units)}; Holm p: adjusted "
               f"by Holm's step-down method over the ladder's {tests} test"
               f"{'' if tests == 1 else 's'}."
               + (" †: one trained model (one seed); its interval covers the test units only, "

@@ -18,11 +18,12 @@ from pairrepro.report.analyses.comparison import (
     compare,
     holm_text,
     per_unit,
+    test_words,
     versus_text,
 )
 from pairrepro.report.tables.cells import EvalTable
 from pairrepro.report.tables.numbers import format_number, markdown_table, parse_published
-from pairrepro.stats import ALPHA, MC_Z, P_MARGIN, P_SE, TEST_BATCH, TEST_CAP
+from pairrepro.stats import ALPHA
 
 
 def compare_to(ev: EvalTable, label: str) -> EvalTable:
@@ -162,13 +163,10 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
     lines = [title, "", *markdown_table(["column", "the paper", "published",
                                          "ours (higher − lower)", "Holm p", "verdict"], rows)]
     counts = {name: sum(o.verdict == name for o in orderings) for name in VERDICTS}
+    units = ", ".join(sorted({evidence.unit_name(o.metric) for o in orderings}))
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
-              f"{', '.join(sorted({evidence.unit_name(o.metric) for o in orderings}))}, with "
-              "the two-sided p-value of a paired randomization test (resamples in batches "
-              f"of {TEST_BATCH:,} until the p-value's Monte-Carlo s.e. sqrt(p(1-p)/R) is at "
-              f"most {P_SE:g}, at most {TEST_CAP:,}; undecided where p lies within the larger "
-              f"of {P_MARGIN:g} and {MC_Z:g} MC s.e. of {alpha:g}; {evidence.F1_PAIRING}); "
+              f"{units}, with {test_words(units, alpha)}; "
               f"significant means p < {alpha:g}. Holm p: adjusted by Holm's step-down "
               f"method over the {sum(o.comparison.holm is not None for o in orderings)} "
               "tests of this table. A row needs a published value and a reference run to be "

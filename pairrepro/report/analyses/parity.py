@@ -12,7 +12,7 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
-from pairrepro.report.analyses import evidence
+from pairrepro.report.analyses import comparison, evidence
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
 from pairrepro.report.analyses.ladders import recipe_runs
 from pairrepro.report.tables import numbers
@@ -51,6 +51,7 @@ class ParityValue:
     # bf16 against fp32, per-unit means over seeds (fractions), Holm over the table
     comparison: Comparison = field(default_factory=Comparison)
     spread: float | None = None  # largest minus smallest fp32 seed
+    equivalent: str = ""  # within ±spread: "shown", "not shown" or "undecided"
     verdict: str = ""
     missing: str = ""  # why there is no comparison (runs to make, no evidence)
 
@@ -96,13 +97,10 @@ def _verdict(value: ParityValue) -> str:
     found = value.comparison
     if found.p_value is None or found.difference is None or value.spread is None:
         return "n/a"
-    if found.undecided:
+    if found.undecided or value.equivalent == "undecided":
         return "undecided"
-    if found.p_value < ALPHA:
-        return "differs"
-    if abs(found.difference) > value.spread:
-        return "beyond seed noise"
-    return "same"
+    return ("differs" if found.p_value < ALPHA else
+            "same" if value.equivalent == "shown" else "not shown the same")
 
 
 def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) -> ParityValue:
@@ -126,6 +124,8 @@ def _compare(metric: str, fp32_runs: list[RunInfo], bf16_runs: list[RunInfo]) ->
     if value.comparison.problem:
         value.missing = value.comparison.problem
         return value
+    value.equivalent = ("not shown" if value.spread <= 0 else
+                        comparison.equivalence(units[1], units[0], value.spread).verdict)
     for name, found, per_seed in (("fp32_text", units[0], value.fp32),
                                   ("bf16_text", units[1], value.bf16)):
         interval = evidence.interval(found, step=10.0 ** -DECIMALS)
@@ -181,13 +181,13 @@ def parity_markdown(found: list[ParityResult]) -> str:
               "(autocast of the training forward pass; loss, optimiser, dev selection and every "
               "test score in fp32). Each cell is the mean over the seeds both precisions have, "
               "with a 95% bootstrap interval over test queries and seeds; *bf16 − fp32* is the "
-              "difference of the per-query means and the two-sided p-value of a paired "
-              "randomization test on the same queries; Holm p: adjusted over the table's "
-              f"{tests} tests. Verdict *same*: p ≥ {ALPHA:g} (decided) and |bf16 − fp32| no "
-              "larger than the fp32 seed spread (largest minus smallest seed, what changing "
-              "the seed alone moves); *differs*: p < 0.05; *beyond seed noise*: not "
-              "significant, but larger than that spread; *undecided*: p within Monte-Carlo "
-              "error of 0.05."
+              f"difference of the per-query means and {comparison.test_words('test queries')};"
+              f" Holm p: adjusted over the table's {tests} tests. Verdict *differs*: p < "
+              f"{ALPHA:g}; *same*: equivalent within ± the fp32 seed spread (largest minus "
+              "smallest seed, what changing the seed alone moves), by two one-sided tests at "
+              f"{ALPHA:g} (the 90% interval of bf16 − fp32 from the same bootstrap inside ± "
+              "that spread); *not shown the same*: neither; *undecided*: p, or an endpoint of "
+              "that interval, within Monte-Carlo error of its threshold."
               + (f" {numbers.MOVING_NOTE}." if any(numbers.MOVING in v.fp32_text + v.bf16_text
                                                    for r in found for v in r.values) else "")]
     return "\n".join(lines) + "\n"

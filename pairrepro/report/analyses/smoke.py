@@ -8,15 +8,22 @@ from pathlib import Path
 
 from pairrepro import paths
 from pairrepro.errors import NoEvidenceError
-from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text
+from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text, test_words
 from pairrepro.report.analyses.evidence import difference_interval, interval, run_units
-from pairrepro.report.tables.numbers import markdown_table, p_text
+from pairrepro.report.tables.numbers import (
+    MOVING,
+    MOVING_NOTE,
+    format_interval,
+    markdown_table,
+    p_text,
+)
 from pairrepro.runs import RunInfo, find_runs
 from pairrepro.stats import ALPHA, Interval
 
 DATASETS = ("snli", "quora")
 METRIC = "test.accuracy"
 BASELINE = "majority"
+STEP = 0.001  # the printed digits
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,10 @@ def smoke_rows(results: Path) -> list[SmokeRow]:
                              if p.stem != f"{BASELINE}{suffix}"):
             if runs := _finished(results, recipe):
                 units = run_units(runs, METRIC)
-                found.append(SmokeRow(recipe, dataset, len(units.seeds), interval(units),
-                                      float(base.values.mean()),
-                                      difference_interval(units, base), compare(units, base)))
+                found.append(SmokeRow(recipe, dataset, len(units.seeds),
+                                      interval(units, step=STEP), float(base.values.mean()),
+                                      difference_interval(units, base, step=STEP),
+                                      compare(units, base)))
         adjust([row.versus for row in found])
         rows += found
     return rows
@@ -73,13 +81,14 @@ def smoke_markdown(results: Path) -> str:
         ["data (dev -> test)", "recipe", "seeds", "test accuracy [95%]", "majority class",
          "difference [95%]", "p", "Holm p", "beats majority"],
         ([row.dataset, row.recipe, str(row.seeds), f"{row.accuracy.value:.3f} "
-          f"[{row.accuracy.low:.3f}, {row.accuracy.high:.3f}]", f"{row.majority:.3f}",
-          f"{row.difference.value:+.3f} [{row.difference.low:+.3f}, {row.difference.high:+.3f}]",
+          + format_interval(row.accuracy, "{:.3f}".format), f"{row.majority:.3f}",
+          f"{row.difference.value:+.3f} " + format_interval(row.difference, "{:+.3f}".format),
           p_text(row.versus.p_value or 1.0).removeprefix("p "), holm_text(row.versus),
           "yes" if row.beats_majority else "no"] for row in rows))
     lines.append(f"\nSmoke tests of the real-text path, not paper numbers: each model trained on "
-                 f"the dev file and tested on the test file. p: two-sided paired randomization "
-                 f"test against the majority class on the same test pairs; Holm over a "
-                 f"dataset's models; 'beats' needs Holm p < {ALPHA}, not undecided "
-                 f"at that level, and the difference's interval above 0.")
+                 f"the dev file and tested on the test file. p: against the majority class, "
+                 f"{test_words('test pairs')}; Holm over a dataset's models; 'beats' needs "
+                 f"Holm p < {ALPHA}, not undecided at that level, and the difference's "
+                 f"interval above 0." + (f" {MOVING_NOTE}." if any(
+                     MOVING in line for line in lines[2:]) else ""))
     return "\n".join(lines) + "\n"

@@ -11,8 +11,7 @@ from pairrepro import paths, stats
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
-from pairrepro.report.analyses.comparison import holm_text, versus_text
-from pairrepro.report.analyses.evidence import F1_PAIRING
+from pairrepro.report.analyses.comparison import holm_text, test_words, versus_text
 from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import (
     INFO,
@@ -222,10 +221,10 @@ def layout(ev: EvalTable) -> Layout:
         if ev.compare_to:
             tests = sum(c.comparison is not None and c.comparison.p_value is not None
                         for r in ev.rows for c in r.cells)
-            facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
-                         f"row's, on the same {_splits(ev)} units, with the two-sided p-value "
-                         f"of a paired randomization test ({_test_resamples(ev)}; "
-                         f"{F1_PAIRING}; n/a: no saved predictions or other units). "
+            facts.append(f" The 'vs {ev.compare_to}' columns: each row's value minus that "
+                         f"row's, on the same {_splits(ev)} units, with "
+                         f"{test_words(_splits(ev) + ' units')} (n/a: no saved "
+                         "predictions or other units). "
                          "Holm p: the same p-values adjusted by Holm's step-down method "
                          f"over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
@@ -237,14 +236,6 @@ def layout(ev: EvalTable) -> Layout:
                        "no number for them.")
     lay.legend = " ".join(f for f in facts if f)
     return lay
-
-
-def _test_resamples(ev: EvalTable) -> str:
-    return (f"resamples in batches of {stats.TEST_BATCH:,} until the p-value's Monte-Carlo s.e. "
-            f"sqrt(p(1-p)/R) is at most {stats.P_SE:g} and it is sure whether p lies within "
-            f"{stats.P_MARGIN:g} of 0.05, at most {stats.TEST_CAP:,}; 'undecided at 0.05' where "
-            "p lies "
-            f"within the larger of {stats.P_MARGIN:g} and {stats.MC_Z:g} MC s.e. of 0.05")
 
 
 def _splits(ev: EvalTable) -> str:
