@@ -221,7 +221,7 @@ def layout(ev: EvalTable) -> Layout:
         if ev.compare_to:
             tests = sum(c.comparison is not None and c.comparison.p_value is not None
                         for r in ev.rows for c in r.cells)
-            facts.append(f" The 'vs {ev.compare_to}' columns: each row's value minus that "
+            facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
                          f"row's, on the same {_splits(ev)} units, with "
                          f"{test_words(_splits(ev) + ' units')} (n/a: no saved "
                          "predictions or other units). "
