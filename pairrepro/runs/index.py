@@ -107,7 +107,8 @@ def _identity_problem(folder: RunFolder, result: dict[str, Any], manifest: dict[
     them (the recipe is checked where a ``config.toml`` marks a pairrepro run: the
     cross-check's runs name themselves) or another data than ``config.toml``."""
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    named = {"recipe": folder.recipe_dir.name if config else None, "seed": folder.seed,
+    named = {"recipe": folder.recipe_dir.name if folder.config_path.is_file() else None,
+             "seed": folder.seed,
              "dataset": data.get("dataset"), "variant": data.get("variant")}
     wrong = [f"{path.name} {key} {record[key]!r}" for path, record in (
         (folder.result_path, result), (folder.manifest_path, manifest))
