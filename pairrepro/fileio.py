@@ -19,9 +19,8 @@ from pairrepro.errors import ConfigError, StorageError
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success.
-    A link, FIFO, device or folder at ``path`` is refused (a :class:`StorageError`), never
-    replaced: the rename would cut a link from its target and leave a FIFO's reader empty."""
+    """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success;
+    a link, FIFO, device or folder there is a :class:`StorageError`, never replaced."""
     target = Path(path)
     if target.is_symlink() or (target.exists() and not target.is_file()):
         raise StorageError(f"{target}: not a regular file (a link, FIFO, device or folder): "
@@ -29,8 +28,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file where its folder should be: as a path through a file
-        raise NotADirectoryError(errno.ENOTDIR, "a file is in the way of the folder",
-                                 str(target.parent)) from None
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(target.parent)) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
     umask = os.umask(0o022)  # reading the umask means setting it: set it straight back

@@ -45,20 +45,17 @@ def interrupts_held() -> Iterator[Callable[[], None]]:
     """Ctrl-C held until the block calls the check it is given (between steps that each
     complete or do not start), which raises ``KeyboardInterrupt`` if Ctrl-C was pressed since
     the block began; one pressed during the last step is dropped. A block that ends its
-    command calls :func:`command_ended` last: the handler it set then stays (Ctrl-C between
-    the block's end and the command's would undo an outcome already printed)."""
+    command calls :func:`command_ended` last, and Ctrl-C stays ignored after it: put back, the
+    handler would undo an outcome already printed."""
     pressed: list[int] = []
 
     def check() -> None:
         if pressed:
             raise KeyboardInterrupt
 
-    def hold(signum: int, frame: Any) -> None:
-        pressed.append(signum)
-
-    previous = signal.signal(signal.SIGINT, hold)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
     try:
         yield check
     finally:
-        if signal.getsignal(signal.SIGINT) is hold:
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, previous)

@@ -192,6 +192,8 @@ def results_release(
     written = read_release(results)
     if name and not todo:
         if check_name(name, written, runs) and written:
+            if STATE.json:
+                emit_json({"release": name, "date": written.date, "unchanged": True})
             info(f"release {name} ({written.date}) is unchanged: it describes every run")
             return
         release = make_release(name, dt.date.today().isoformat(), results)
@@ -223,7 +225,7 @@ def results_release(
         raise VerificationError(
             f"{results}: release {written.name} no longer describes the reference runs: "
             + "; ".join(f"{len(names)} {how} ({', '.join(names)})" for how, names in drift.items()),
-            hint="write the next release: pairrepro results release --name <next>")
+            hint=f"write the next: pairrepro results release --name {int(written.name) + 1}")
     if written:
         info(f"release {written.name} ({written.date}) describes every reference run")
 
