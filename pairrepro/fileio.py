@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -13,14 +14,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from pairrepro.errors import ConfigError
+from pairrepro.errors import ConfigError, StorageError
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success."""
+    """A temporary path beside ``path`` (``.<name>.*.partial``), renamed onto it on success;
+    a link, FIFO, device or folder there is a :class:`StorageError`, never replaced."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        raise StorageError(f"{target}: not a regular file (a link, FIFO, device or folder): "
+                           "not replaced", hint="name a regular file, or remove it first")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where its folder should be: as a path through a file
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(target.parent)) from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     # mkstemp creates 0600 whatever the umask; a file written here gets what open() would give
     umask = os.umask(0o022)  # reading the umask means setting it: set it straight back

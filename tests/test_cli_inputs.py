@@ -51,3 +51,34 @@ def test_a_seed_folder_that_links_elsewhere_is_named_as_a_link(
                               f"link to {elsewhere}")
     assert f"remove the link (rm {link}" in error["hint"]
     assert list(elsewhere.iterdir()) == []
+
+
+def test_out_onto_a_link_fifo_or_device_or_under_a_file_is_refused(tmp_path: Path) -> None:
+    """--out replaced a link, a FIFO or a device with a regular file (the link's target kept
+    its old text, the FIFO's reader got nothing), and under a file it was a FileExistsError
+    traceback. Each is exit 8 naming the path, and nothing there changes."""
+    import os
+    import shutil
+    import stat
+
+    runs = tmp_path / "runs" / "bm25_trecqa"
+    shutil.copytree(paths.PROJECT_DIR / "results" / "bm25_trecqa" / "seed-1", runs / "seed-1")
+    target, link, fifo, afile = (tmp_path / n for n in ("target.md", "link.md", "fifo", "f"))
+    target.write_text("old")
+    link.symlink_to(target)
+    os.mkfifo(fifo)
+    afile.write_text("a file")
+    for out, words in ((link, "not a regular file"), (fifo, "not a regular file"),
+                       (Path(os.devnull), "not a regular file"),
+                       (afile / "table.md", "a file stands where a folder is needed"),
+                       (afile / "sub" / "table.md", "a file stands where a folder is needed")):
+        result = runner.invoke(app, ["report", "runs", "--runs", str(runs.parent),
+                                     "--out", str(out)])
+        text = " ".join(result.output.split())  # the console may wrap
+        assert result.exit_code == 8, (out, result.output)
+        named = afile if afile in out.parents else out
+        assert f"error: {named}" in text and words in text and "Traceback" not in text, text
+    assert link.is_symlink() and target.read_text() == "old" and afile.read_text() == "a file"
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "fifo", "link.md", "runs",
+                                                          "target.md"]

@@ -157,6 +157,32 @@ def test_eval_and_resume_refuse_data_prepared_again_since_the_run(synth: Path) -
     assert "prepared file" in error_of(out)["error"]
 
 
+def test_eval_refuses_a_best_checkpoint_the_run_did_not_choose(synth: Path) -> None:
+    """Another run's best.pt copied into a run was scored as the run's own (rc 0, another
+    MAP, no word). A finished run records the sha256 of the best.pt it chose; eval refuses
+    another one (exit 3 naming it), and one of another epoch where no sha256 is recorded."""
+    import shutil
+
+    from pairrepro.runs import load_checkpoint, save_checkpoint
+
+    for seed in (1, 2):
+        train_recipe(NLI, [*SMALL, "train.epochs=2"], seeds=[seed], quiet=True)
+    assert cli("eval", str(folder().path)).exit_code == 0
+    shutil.copyfile(folder(2).checkpoint("best"), folder().checkpoint("best"))
+    out = cli("--json", "eval", str(folder().path))
+    error = error_of(out)["error"]
+    assert out.exit_code == 3 and "best.pt is not the one this run chose" in error, error
+    assert "sha256 " + folder(2).read_result()["best_sha256"][:16] in error
+    result = folder(2).read_result()
+    folder(2).write_result(**{**result, "best_sha256": None})
+    state = load_checkpoint(folder(2).checkpoint("best"))
+    save_checkpoint(folder(2).checkpoint("best"), {**state, "epoch": 3 - state["epoch"]})
+    out = cli("--json", "eval", str(folder(2).path))
+    assert out.exit_code == 3, out.output
+    assert error_of(out)["error"].endswith(
+        f"epoch {3 - state['epoch']} where result.json records epoch {state['epoch']}")
+
+
 def test_any_failure_is_marked_failed_and_keeps_its_exit_code(
         synth: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def bad_step(trainer: Trainer) -> None:

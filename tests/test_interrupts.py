@@ -35,6 +35,25 @@ def copy_then_ctrl_c(*args, **kwargs):
     return files
 verify.copy_compact = copy_then_ctrl_c
 """
+#: SIGINT starts ignored (a background job of a shell script); once a reference is committed,
+#: every later change of the SIGINT handler is followed by a SIGINT: that lands in the moment
+#: between the end of ``results add``'s held block and the end of the command, where a reader
+#: of its output, woken by the success line, sends its Ctrl-C (1 time in 4).
+AFTER_EACH_HANDLER = """
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+import pairrepro.report.publishing.verify as verify
+real_copy, real_signal, committed = verify.copy_compact, signal.signal, []
+def copy_and_note(*args, **kwargs):
+    files = real_copy(*args, **kwargs)
+    committed.append(1)
+    return files
+def signal_then_ctrl_c(signum, handler):
+    previous = real_signal(signum, handler)
+    if committed and signum == signal.SIGINT:
+        os.kill(os.getpid(), signal.SIGINT)
+    return previous
+verify.copy_compact, signal.signal = copy_and_note, signal_then_ctrl_c
+"""
 #: Sends SIGINT once the main thread has finished: the interpreter is waiting for this
 #: (non-daemon) thread in threading._shutdown.
 AT_EXIT = """
@@ -99,6 +118,18 @@ def test_ctrl_c_right_after_a_reference_is_committed_cannot_undo_its_success(
     assert out.stdout.count(" -> ") == 1 and (results / "bm25_trecqa" / "seed-1").is_dir()
     assert sorted(p.name for p in results.iterdir()) == ["bm25_trecqa"]
     assert [p.name for p in (results / "bm25_trecqa").iterdir()] == ["seed-1"]
+
+
+def test_ctrl_c_just_after_results_add_printed_success_keeps_it(data_home: Path,
+                                                                tmp_path: Path) -> None:
+    """The held block put back the KeyboardInterrupt handler before the command ended: a
+    Ctrl-C in between was exit 130 after the success line."""
+    one = clean_run(tmp_path / "runs", "bm25_trecqa")
+    results = tmp_path / "results"
+    out = pairrepro(AFTER_EACH_HANDLER, "", "results", "add", str(one), "--results",
+                    str(results))
+    assert (out.returncode, out.stderr) == (0, ""), out
+    assert out.stdout.count(" -> ") == 1 and (results / "bm25_trecqa" / "seed-1").is_dir()
 
 
 def test_ctrl_c_while_the_process_exits_keeps_the_commands_outcome(data_home: Path) -> None:

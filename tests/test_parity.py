@@ -19,11 +19,13 @@ FP32 = "csran_trecqa"
 
 
 def _copy_as(tmp: Path, source: Path, recipe: str, seed: int, precision: str) -> None:
+    """``source`` as run ``recipe/seed-<seed>`` in ``precision`` (its files naming it so)."""
     target = tmp / recipe / f"seed-{seed}"
     shutil.copytree(source, target)
-    manifest = json.loads((target / "manifest.json").read_text())
-    manifest["precision"] = precision
-    (target / "manifest.json").write_text(json.dumps(manifest))
+    for name, changes in (("manifest.json", {"precision": precision}), ("result.json", {})):
+        record = json.loads((target / name).read_text())
+        record.update(recipe=recipe, seed=seed, **changes)
+        (target / name).write_text(json.dumps(record))
 
 
 def _test_map(folder: Path) -> float:

@@ -5,11 +5,12 @@ release record, on hand-written run folders whose answers are known by construct
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from pairrepro.cli.app import app
 from pairrepro.errors import ConfigError
@@ -30,12 +31,13 @@ def run(results: Path, recipe: str, seed: int, commit: str, cpu: bool | dict = T
                 **({"cpu": CPU if cpu is True else cpu} if cpu else {})}
     (d / "manifest.json").write_text(json.dumps(manifest))
     (d / "config.toml").write_text("")
-    test_map = sum(scores) / len(scores)
+    # one query, "b" its answer: MAP 1 when b scores higher, else 1/2
+    test_map = 1.0 if scores[1] > scores[0] else 0.5
     (d / "result.json").write_text(json.dumps({
         "recipe": recipe, "seed": seed, "status": "finished", "chosen_epoch": 1,
         "metrics": {"test": {"map": test_map}}}))
-    RunFolder(d).write_predictions("test", pd.DataFrame({"pair_id": ["a", "b"],
-                                                         "score": list(scores)}))
+    RunFolder(d).write_predictions("test", pd.DataFrame({
+        "pair_id": ["a", "b"], "group_id": ["q", "q"], "label": [0, 1], "score": list(scores)}))
     return d
 
 
@@ -77,10 +79,10 @@ def test_replacement_is_bit_equal_only_when_metrics_and_predictions_are(tmp_path
     assert record["bit_equal"] is False
     assert record["differs_in"] == {"test": "metrics equal, scores move by up to 1.1e-16"}
     assert "the replaced run does not record its CPU" in record["why"]
-    # a score moves by 0.1, and the metric (their mean) with it
-    moved = read_run(run(tmp_path / "moved", "r", 1, "d" * 40, scores=(0.25, 0.85)))
+    # a score moves by 0.6, past the other, and the metric with it
+    moved = read_run(run(tmp_path / "moved", "r", 1, "d" * 40, scores=(0.25, 0.15)))
     assert rl.replacement(old, moved)["differs_in"] == {
-        "test": "metrics differ (map by 0.05), scores move by up to 0.1"}
+        "test": "metrics differ (map by 0.5), scores move by up to 0.6"}
 
 
 def test_a_long_list_of_changed_files_is_counted_by_folder() -> None:
@@ -171,3 +173,87 @@ def test_a_classifier_s_change_counts_the_labels_that_moved() -> None:
     assert rl._prediction_change(frame(0, 1, 2), frame(0, 1)) == "other pairs saved"
     assert rl._prediction_change(frame(0, 1, 2), frame(0, 1, 2).rename(
         columns={"prediction": "label"})) == "other columns saved"
+
+
+def _release(results: Path, *flags: str) -> Result:
+    return CliRunner().invoke(app, ["results", "release", "--results", str(results), *flags])
+
+
+def test_writing_the_written_release_again_keeps_it_whole(tmp_path: Path) -> None:
+    """--name 1 on an unchanged tree rewrote release 1's date to today's, rc 0."""
+    results = tmp_path / "results"
+    run(results, "fine", 1, "c" * 40)
+    assert _release(results, "--name", "1").exit_code == 0
+    path = results / rl.RELEASE_FILE
+    path.write_text(path.read_text().replace(json.loads(path.read_text())["date"],
+                                             "2026-11-27"))
+    before = path.read_bytes()
+    out = _release(results, "--name", "1")
+    assert out.exit_code == 0 and "release 1 (2026-11-27) is unchanged" in out.output, out.output
+    assert path.read_bytes() == before
+
+
+def test_a_release_pins_every_file_of_its_runs(tmp_path: Path) -> None:
+    """Editing or deleting replaces.json (or the manifest, config, metrics.jsonl) left the
+    release "describing every reference run", and the next one was written over it."""
+    results = tmp_path / "results"
+    d = run(results, "fine", 1, "c" * 40)
+    (d / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (d / rl.REPLACES_FILE).write_text(json.dumps({"commit": "c" * 40, "bit_equal": False,
+                                                 "differs_in": {"test": "map by 0.031"},
+                                                 "why": ["CPU differs"]}))
+    assert _release(results, "--name", "1").exit_code == 0
+    for name in ("manifest.json", "config.toml", "metrics.jsonl", rl.REPLACES_FILE):
+        kept = (d / name).read_bytes()
+        (d / name).write_bytes(kept.replace(b"0.031", b"0.001") + b" ")
+        out = _release(results)
+        assert out.exit_code == 9 and "1 changed (fine/seed-1)" in out.output, (name, out.output)
+        (d / name).write_bytes(kept)
+        assert _release(results).exit_code == 0
+    (d / rl.REPLACES_FILE).unlink()
+    assert "1 changed (fine/seed-1)" in _release(results).output
+
+
+@pytest.mark.parametrize("name", [" 1", "1 ", "\uff11", "0", "01", "-1", "../x", "1\n",
+                                  "\x1b[31m1", "9" * 300])
+def test_a_release_name_is_a_plain_positive_integer(tmp_path: Path, name: str) -> None:
+    results = tmp_path / "results"
+    run(results, "fine", 1, "c" * 40)
+    out = _release(results, "--name", name)
+    assert out.exit_code == 2 and "positive integer" in out.output, out.output
+    assert "\x1b" not in out.output and len(out.output) < 400  # no raw escape, no flood
+    assert not (results / rl.RELEASE_FILE).exists()
+
+
+def test_a_release_is_never_written_under_an_older_name_of_damaged_runs_or_blind(
+        tmp_path: Path) -> None:
+    """After --name 2, --name 1 was written again; a release was written while the tables
+    called a run damaged; results/zz_new/seed-1 (a copy of another recipe's run) was left
+    out of it; and a truncated release.json gave a hint whose command failed alike."""
+    results = tmp_path / "results"
+    fine = run(results, "fine", 1, "c" * 40)
+    assert _release(results, "--name", "2").exit_code == 0
+    out = _release(results, "--name", "1")
+    assert out.exit_code == 2 and "--name 3" in out.output
+    assert rl.read_release(results).name == "2"  # type: ignore[union-attr]
+    result = json.loads((fine / "result.json").read_text())
+    result["metrics"]["test"]["map"] = 0.75  # not what its predictions give
+    (fine / "result.json").write_text(json.dumps(result))
+    out = _release(results, "--name", "3")
+    assert out.exit_code == 2 and "damaged" in out.output and "result.json" in out.output
+    run(results, "fine", 1, "c" * 40)
+    assert _release(results).exit_code == 0
+    stray = results / "zz_new" / "seed-1"
+    shutil.copytree(fine, stray)
+    out = _release(results)
+    assert out.exit_code == 9 and "1 added (zz_new/seed-1)" in out.output, out.output
+    out = _release(results, "--name", "3")
+    assert out.exit_code == 2 and f"{stray}: the folder holds recipe zz_new" in " ".join(
+        out.output.split()), out.output
+    shutil.rmtree(stray.parent)
+    path = results / rl.RELEASE_FILE
+    path.write_text(path.read_text()[:100])
+    out = _release(results)
+    assert out.exit_code == 2 and f"rm {path}" in out.output
+    path.unlink()  # what the hint says
+    assert _release(results, "--name", "3").exit_code == 0

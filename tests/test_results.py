@@ -491,6 +491,43 @@ def test_a_seed_folder_without_its_result_is_damaged_wherever_runs_are_read(
             if x["run"].endswith("seed-2")] == [("damaged", problem)]
 
 
+def test_a_run_under_another_seed_s_or_recipe_s_name_is_damaged_wherever_it_is_read(
+        tmp_path: Path) -> None:
+    """A seed-1 run copied into seed-2 was added as seed 2 ("seed": 1 inside), counted as a
+    third seed in the table and verified "consistent" against the real seed 2. Its files
+    name another run than its folder: damaged, exit 3 naming the file, in add, verify and
+    the table alike; so are a manifest naming another data variant and another recipe."""
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    moved = runs / "bm25_trecqa" / "seed-2"
+    shutil.copytree(BM25, moved)
+    _clean(moved)
+    out = CliRunner().invoke(app, ["--json", "results", "add", str(moved), "--force",
+                                   "--results", str(results)])
+    error = json.loads(out.output)["error"]
+    assert out.exit_code == 3 and "result.json seed 1" in error and "move it" in error, error
+    assert not results.exists()
+    _copy(results)
+    shutil.copytree(BM25, results / "bm25_trecqa" / "seed-2")  # as the reference of seed 2
+    paper = load_paper("csran")
+    cell = _cell(cl.evaluate_table(paper, paper.table(6), None, load_recipe_index(), results),
+                 BM25_ROW)
+    assert len(cell.damaged) == 1 and "seed-2" in cell.damaged[0]
+    assert [r.seed for r in cell.runs] == [1] and "1 seed(s) damaged" in cell.detail
+    out = CliRunner().invoke(app, ["verify", str(moved), "--results", str(results)])
+    assert out.exit_code == 3 and "manifest.json seed 1" in out.output, out.output
+    true_two = _copy(tmp_path / "other").rename(tmp_path / "other" / "bm25_trecqa" / "seed-2")
+    for path in (true_two / "result.json", true_two / "manifest.json"):
+        _edit_json(path, lambda d: d.update(seed=2))
+    out = CliRunner().invoke(app, ["verify", str(true_two), "--results", str(results)])
+    assert out.exit_code == 9 and "reference damaged" in out.output, out.output
+    _edit_json(results / "bm25_trecqa" / "seed-1" / "manifest.json",
+               lambda m: m.update(variant="raw"))
+    shutil.copytree(BM25, results / "bm25_twitter_url" / "seed-1")
+    found = {(r.recipe, r.seed): r.problem for r in all_runs(results)}
+    assert "manifest.json variant 'raw'" in found["bm25_trecqa", 1]
+    assert "result.json recipe 'bm25_trecqa'" in found["bm25_twitter_url", 1]
+
+
 # ------------------------------------------------------------------ tamper evidence
 def _pytrec(frame: pd.DataFrame, no_positive: str) -> dict[str, float]:
     """MAP, MRR, P@1 and the query counts of trec_eval itself (pytrec_eval), which breaks

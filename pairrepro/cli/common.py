@@ -46,7 +46,8 @@ def storage_error(exc: OSError) -> StorageError:
     """``exc`` as a :class:`StorageError` (exit 8) naming the path (and, under the default data
     home, how to choose another)."""
     where = exc.filename or "a file"
-    hint = "make the folder writable, or free disk space"
+    hint = ("a file stands where a folder is needed: name another path"
+            if exc.errno == errno.ENOTDIR else "make the folder writable, or free disk space")
     if exc.filename and not os.environ.get("PAIRREPRO_HOME"):
         home = paths.home()
         if Path(exc.filename).is_relative_to(home) or home.is_relative_to(exc.filename):

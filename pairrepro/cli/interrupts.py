@@ -44,7 +44,9 @@ def command_ended() -> None:
 def interrupts_held() -> Iterator[Callable[[], None]]:
     """Ctrl-C held until the block calls the check it is given (between steps that each
     complete or do not start), which raises ``KeyboardInterrupt`` if Ctrl-C was pressed since
-    the block began; one pressed during the last step is dropped."""
+    the block began; one pressed during the last step is dropped. A block that ends its
+    command calls :func:`command_ended` last, and Ctrl-C stays ignored after it: put back, the
+    handler would undo an outcome already printed."""
     pressed: list[int] = []
 
     def check() -> None:
@@ -55,4 +57,5 @@ def interrupts_held() -> Iterator[Callable[[], None]]:
     try:
         yield check
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, previous)

@@ -10,7 +10,7 @@ import typer
 
 from pairrepro import paths
 from pairrepro.cli.common import STATE, add_command, emit_json, err_console, info, show_progress
-from pairrepro.cli.interrupts import interrupts_held
+from pairrepro.cli.interrupts import command_ended, interrupts_held
 from pairrepro.errors import ConfigError, NothingToRunError, VerificationError
 from pairrepro.fileio import write_text
 from pairrepro.runs import RunFolder, all_runs, seed_folders
@@ -122,6 +122,7 @@ def results_add(
                 emit_json({"run": str(seed_dir), "reference": str(dest.path), "bytes": size})
             else:
                 info(f"{seed_dir} -> {dest.path} ({len(files)} files, {size / 1024:.0f} KiB)")
+        command_ended()  # every run added and said so: a Ctrl-C now cannot undo that
 
 
 def results_readme(
@@ -155,8 +156,9 @@ def results_readme(
 
 
 def results_release(
-    name: str = typer.Option("", "--name", help="Write results/release.json as this release "
-                             "(refused while a run must be re-made)."),
+    name: str = typer.Option("", "--name", help="Write results/release.json as this release: "
+                             "a positive integer above the written one's (refused while a run "
+                             "must be re-made or is damaged; the written one again: unchanged)."),
     results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
                                         "(default results/ of the project)."),
 ) -> None:
@@ -166,8 +168,9 @@ def results_release(
     write the release record. With nothing to re-make, check that the written release still
     describes every run (none added, removed or changed since).
 
-    Exit codes: 0 nothing pending (or the release written); 9 runs must be re-made first, or
-    the written release no longer describes results/.
+    Exit codes: 0 nothing pending (or the release written, or unchanged); 2 a --name that is
+    no positive integer above the written one's, or a damaged run; 9 runs must be re-made
+    first, or the written release no longer describes results/.
 
     Examples:
 
@@ -176,6 +179,7 @@ def results_release(
       pairrepro results release --name 1
     """
     from pairrepro.report.publishing.release import (
+        check_name,
         make_release,
         pending,
         read_release,
@@ -187,10 +191,11 @@ def results_release(
     todo = pending(runs=runs)
     written = read_release(results)
     if name and not todo:
-        if written and written.name == name and written.drift(runs):
-            raise ConfigError(f"{results}: release {name} is written already and describes "
-                              "other runs", hint="name the next release, e.g. --name "
-                              f"{int(name) + 1 if name.isdigit() else name + '.1'}")
+        if check_name(name, written, runs) and written:
+            if STATE.json:
+                emit_json({"release": name, "date": written.date, "unchanged": True})
+            info(f"release {name} ({written.date}) is unchanged: it describes every run")
+            return
         release = make_release(name, dt.date.today().isoformat(), results)
         path = write_release(release, results)
         if STATE.json:
@@ -220,7 +225,7 @@ def results_release(
         raise VerificationError(
             f"{results}: release {written.name} no longer describes the reference runs: "
             + "; ".join(f"{len(names)} {how} ({', '.join(names)})" for how, names in drift.items()),
-            hint="write the next release: pairrepro results release --name <next>")
+            hint=f"write the next: pairrepro results release --name {int(written.name) + 1}")
     if written:
         info(f"release {written.name} ({written.date}) describes every reference run")
 

@@ -86,6 +86,7 @@ def read_run(seed_dir: Path) -> RunInfo:
                if not result else "")
     if result and result["status"] == "finished":
         problem = "; ".join(_missing_parts(folder, result, info.manifest))
+    problem = problem or _identity_problem(folder, result, info.manifest, info.config)
     if problem:
         info.status, info.problem = "damaged", problem
         return info
@@ -98,6 +99,23 @@ def read_run(seed_dir: Path) -> RunInfo:
     git = info.manifest.get("git")
     info.commit = str(git.get("commit") or "") if isinstance(git, dict) else ""
     return info
+
+
+def _identity_problem(folder: RunFolder, result: dict[str, Any], manifest: dict[str, Any],
+                      config: dict[str, Any]) -> str:
+    """Where ``result.json``/``manifest.json`` name another recipe or seed than the folder (the
+    recipe where a ``config.toml`` marks a pairrepro run), or other data than ``config.toml``."""
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    named = {"recipe": folder.recipe_dir.name if folder.config_path.is_file() else None,
+             "seed": folder.seed, "dataset": data.get("dataset"), "variant": data.get("variant")}
+    wrong = [f"{path.name} {key} {record[key]!r}" for path, record in (
+        (folder.result_path, result), (folder.manifest_path, manifest))
+        for key, want in named.items() if want is not None and record.get(key, want) != want]
+    return "" if not wrong else (
+        f"{folder.path}: the folder holds recipe {folder.recipe_dir.name}, seed {folder.seed} of "
+        f"{named['dataset']}/{named['variant']}, but {', '.join(wrong)}: a run copied under "
+        "another name is not that run; move it to <recipe>/seed-<n> as its files say, or "
+        "restore them")
 
 
 def _missing_parts(folder: RunFolder, result: dict[str, Any], manifest: dict[str, Any]

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from pairrepro.config import Recipe
 from pairrepro.device import DistContext, barrier, broadcast_object
 from pairrepro.errors import PairreproError, StorageError
+from pairrepro.fileio import sha256_file
 from pairrepro.runs import RunFolder
 from pairrepro.train.loop import Interrupted
 
@@ -122,7 +123,9 @@ class SeedRun(contextlib.AbstractContextManager["SeedRun"]):
         result: dict[str, Any] = {"recipe": self.recipe.name, "seed": self.seed}
         if self.dist.is_main:
             self.folder.write_manifest(self._manifest)
-            result = self._write_result("finished", chosen_epoch, metrics)
+            best = self.folder.checkpoint("best")  # eval refuses another best.pt copied in
+            result = self._write_result("finished", chosen_epoch, metrics, best_sha256=(
+                sha256_file(best) if best.is_file() else None))
         barrier(self.dist)
         return result
 

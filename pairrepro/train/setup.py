@@ -280,6 +280,8 @@ def load_run_model(run_dir: Path, checkpoint: str, splits: list[str], variant: s
                                   with_embeddings=False)
     if not model.needs_training:
         model.fit_statistics(data.train.left, data.train.right, data.train.labels)
-    state = load_checkpoint(folder.checkpoint(checkpoint))
+    result = folder.read_result()  # best.pt is the checkpoint a finished run chose
+    best = checkpoint == "best" and result.get("status") == "finished"
+    state = load_checkpoint(folder.checkpoint(checkpoint), result if best else None)
     model.load_state_dict(state["model"])
     return recipe, model.to(device), data, device

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -16,9 +17,11 @@ import pandas as pd
 
 from pairrepro import fileio, paths
 from pairrepro.errors import ConfigError
-from pairrepro.runs import RunInfo, all_runs, prediction_keys, read_predictions
+from pairrepro.report.analyses.evidence import RESTORE_RESULTS_HINT, tampered_runs
+from pairrepro.runs import RunInfo, all_runs, read_predictions
 
 RELEASE_FILE = "release.json"
+NAME_PATTERN = re.compile(r"[1-9][0-9]{0,5}")  # release names: plain positive integers
 REPLACES_FILE = "replaces.json"
 # the code a training path runs: a change there may change a re-made run's numbers
 TRAINING_CODE = ("pairrepro/models", "pairrepro/train", "pairrepro/data", "pairrepro/tasks.py",
@@ -177,16 +180,16 @@ def reasons_in_short(record: dict[str, Any]) -> list[str]:
 
 
 def run_digest(run: RunInfo) -> str:
-    """sha256 over a run's result and predictions: what a release pins of each run."""
-    files = [run.folder.result_path,
-             *(run.folder.predictions(key) for key in prediction_keys(run.folder))]
-    return hashlib.sha256("".join(f"{f.name} {fileio.sha256_file(f)}\n"
-                                  for f in files if f.is_file()).encode()).hexdigest()
+    """sha256 over every file of a run folder, by path (result, manifest, config,
+    metrics.jsonl, predictions, evals, replaces.json): what a release pins of each run."""
+    root = Path(run.path)
+    return hashlib.sha256("".join(f"{f.relative_to(root)} {fileio.sha256_file(f)}\n" for f in
+                                  sorted(root.rglob("*")) if f.is_file()).encode()).hexdigest()
 
 
 def _name(run: RunInfo) -> str:
-    """A run's key in the release record: ``recipe/seed-N``."""
-    return f"{run.recipe}/seed-{run.seed}"
+    """A run's key in the release record: its folder, ``recipe/seed-N``."""
+    return f"{Path(run.path).parent.name}/{Path(run.path).name}"
 
 
 def _digests(runs: list[RunInfo]) -> dict[str, str]:
@@ -221,13 +224,17 @@ class Release:
 
 
 def make_release(name: str, date: str, results_dir: Path | None = None) -> Release:
-    """The release of ``results/`` as it is; a ConfigError while anything is pending."""
+    """The release of ``results/`` as it is; a ConfigError while anything is pending or a
+    run is damaged (a file missing, or ``result.json`` not what its predictions give)."""
     results_dir = results_dir or paths.results_dir()
     runs = all_runs(results_dir)
     if todo := pending(runs=runs):
         raise ConfigError(f"{results_dir}: {len(todo)} recipe(s) must be re-made before a "
                           "release: " + ", ".join(r.recipe for r in todo),
                           hint="pairrepro results release lists them with commands")
+    if damaged := tampered_runs(results_dir):
+        raise ConfigError(f"{results_dir}: no release of damaged runs: " + "; ".join(damaged),
+                          hint=RESTORE_RESULTS_HINT)
     remade = {_name(run): json.loads(path.read_text("utf-8"))
               for run in runs if (path := Path(run.path) / REPLACES_FILE).is_file()}
     commits = {rec["commit"] for rec in remade.values()}
@@ -249,15 +256,31 @@ def write_release(release: Release, results_dir: Path | None = None) -> Path:
     return path
 
 
+def check_name(name: str, written: Release | None, runs: list[RunInfo]) -> bool:
+    """Whether ``name`` is the written release's, which still describes ``runs``; a ConfigError
+    unless a release may be written under it: a plain positive integer above the written's."""
+    next_name = f"--name {int(written.name) + 1 if written else 1}"
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"--name {name[:40]!r}: a release is named by a positive integer "
+                          "(digits 0-9 only, no sign, space or leading zero)", hint=next_name)
+    if written and int(name) <= int(written.name):
+        if name == written.name and not written.drift(runs):
+            return True
+        raise ConfigError(f"--name {name}: release {written.name} is written already; a "
+                          "release never takes its name, or a lower one, again", hint=next_name)
+    return False
+
+
 def read_release(results_dir: Path | None = None) -> Release | None:
     path = (results_dir or paths.results_dir()) / RELEASE_FILE
     if not path.is_file():
         return None
     try:
         release = Release(**json.loads(path.read_text(encoding="utf-8")))
-        if not isinstance(release.runs, dict):
-            raise TypeError("'runs' must map each run to its digest")
+        if not isinstance(release.runs, dict) or not NAME_PATTERN.fullmatch(release.name):
+            raise TypeError("'runs' must map each run to its digest; 'name' is an integer")
         return release
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{path}: not a release record ({exc})",
-                          hint="rewrite it: pairrepro results release --name N") from None
+                          hint=f"restore it as committed (git checkout -- {path}), or delete "
+                               f"it (rm {path}) and write the release again") from None
