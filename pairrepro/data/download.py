@@ -56,8 +56,7 @@ def _open_url(url: str, offset: int, timeout: float) -> Any:
     headers = {"User-Agent": USER_AGENT}
     if offset:
         headers["Range"] = f"bytes={offset}-"
-    request = urllib.request.Request(url, headers=headers)
-    return urllib.request.urlopen(request, timeout=timeout)
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False) -> Path:
