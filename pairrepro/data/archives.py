@@ -21,54 +21,50 @@ from pairrepro.errors import ChecksumError, ConfigError, DataError
 STAGING = ".staging-"
 
 
-def _check_member(archive: Path, name: str, dest: Path) -> Path:
-    def refuse(reason: str) -> DataError:
-        return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
-                         hint="the archive is malformed or hostile; get it from another source")
+def _refuse(archive: Path, name: str, reason: str) -> DataError:
+    return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
+                     hint="the archive is malformed or hostile; get it from another source")
 
+
+def _check_member(archive: Path, name: str, dest: Path, refusal: str) -> Path:
+    """Where member ``name`` goes under ``dest``; ``refusal``: why its kind is refused."""
+    if refusal:
+        raise _refuse(archive, name, refusal)
     if not name or "\x00" in name:
-        raise refuse("empty or invalid name")
+        raise _refuse(archive, name, "empty or invalid name")
     pure = PurePosixPath(name.replace("\\", "/"))
     if pure.is_absolute() or (pure.parts and pure.parts[0].endswith(":")):
-        raise refuse("absolute path")
+        raise _refuse(archive, name, "absolute path")
     if ".." in pure.parts:
-        raise refuse("'..' would leave the target folder")
+        raise _refuse(archive, name, "'..' would leave the target folder")
     if pure.parts and (pure.parts[0] == RECORD_NAME or pure.parts[0].startswith(STAGING)):
-        raise refuse("it would overwrite fetch's own record or staging folder")
+        raise _refuse(archive, name, "it would overwrite fetch's own record or staging folder")
     out = (dest / pure).resolve()
     root = dest.resolve()
     if out != root and root not in out.parents:
-        raise refuse("it would land outside the target folder")
+        raise _refuse(archive, name, "it would land outside the target folder")
     return out
 
 
-def _archive_entries(archive: Path, dest: Path, kind: str
-                     ) -> Iterator[tuple[str, Path, bool, Any]]:
-    """``(name, target path, is a folder, opener)`` per member, all checked before the first."""
-    def refuse(name: str, reason: str) -> DataError:
-        return DataError(f"{archive}: refusing to extract member {name!r}: {reason}",
-                         hint="get the archive from another source")
+def _refusal(member: zipfile.ZipInfo | tarfile.TarInfo) -> str:
+    """Why a member is refused for its kind ("": a plain file or folder)."""
+    if isinstance(member, zipfile.ZipInfo):
+        return "symbolic link" if stat.S_ISLNK(member.external_attr >> 16) else ""
+    if member.issym() or member.islnk():
+        return "symbolic link" if member.issym() else "hard link"
+    return "" if member.isfile() or member.isdir() else "not a regular file or folder"
 
+
+def _archive_entries(archive: Path, dest: Path, kind: str) -> Iterator[tuple[str, Path, bool, Any]]:
+    """``(name, target path, is a folder, opener)`` per member, all checked before the first."""
     if kind == "zip":
         with zipfile.ZipFile(archive) as zf:
-            checked = []
-            for info in zf.infolist():
-                if stat.S_ISLNK(info.external_attr >> 16):
-                    raise refuse(info.filename, "symbolic link")
-                checked.append((info, _check_member(archive, info.filename, dest)))
-            for info, out in checked:
-                yield info.filename, out, info.is_dir(), (lambda i=info: zf.open(i))
+            yield from [(i.filename, _check_member(archive, i.filename, dest, _refusal(i)),
+                         i.is_dir(), lambda i=i: zf.open(i)) for i in zf.infolist()]
     elif kind in ("tar", "tar.gz", "tgz"):
         with tarfile.open(archive, "r:*") as tf:
-            checked_tar = []
-            for member in tf.getmembers():
-                if member.issym() or member.islnk():
-                    raise refuse(member.name, "symbolic link" if member.issym() else "hard link")
-                if not (member.isfile() or member.isdir()):
-                    raise refuse(member.name, "not a regular file or folder")
-                checked_tar.append((member, _check_member(archive, member.name, dest)))
-            for member, out in checked_tar:
-                yield member.name, out, member.isdir(), (lambda m=member: tf.extractfile(m))
+            yield from [(m.name, _check_member(archive, m.name, dest, _refusal(m)),
+                         m.isdir(), lambda m=m: tf.extractfile(m)) for m in tf.getmembers()]
     else:
         raise ConfigError(f"unknown archive kind {kind!r} for {archive}",
                           hint="use 'zip', 'tar' or 'tar.gz' in the manifest")
@@ -137,8 +133,7 @@ def extract_members(archive: Path, root: Path, spec: FileSpec,
         results = []
         for rel, tmp, digest, size, verified in staged:
             target = root / rel
-            previous = keep.get(rel, {})
-            if not verified and previous.get("verified") and target.is_file():
+            if not verified and keep.get(rel, {}).get("verified") and target.is_file():
                 warnings.append(f"{rel}: kept the verified file; the unpinned copy in "
                                 f"{spec.path} (sha256 {digest}) was not used")
                 continue

@@ -29,34 +29,25 @@ def verify_file(path: Path, spec: FileSpec, origin: str) -> tuple[str, bool]:
                 f"{origin}: sha256 mismatch for {spec.path!r}: expected {spec.sha256}, "
                 f"got {actual}; the file was deleted",
                 hint="the source is corrupt or a different version; fetch it again "
-                "(--force) or from another source (--mirror / --from)",
-            )
+                     "(--force) or from another source (--mirror / --from)")
         return actual, True
-    if spec.size:
-        size = path.stat().st_size
-        if size != spec.size:
-            raise ChecksumError(
-                f"{origin}: size mismatch for {spec.path!r}: expected {spec.size} bytes, "
-                f"got {size}; the file was deleted",
-                hint="fetch it again (--force) or from another source (--mirror / --from)",
-            )
+    if spec.size and (size := path.stat().st_size) != spec.size:
+        raise ChecksumError(
+            f"{origin}: size mismatch for {spec.path!r}: expected {spec.size} bytes, "
+            f"got {size}; the file was deleted",
+            hint="fetch it again (--force) or from another source (--mirror / --from)")
     return actual, False
 
 
 def _progress_bar(label: str, total: int | None, enabled: bool) -> Any:
     """A download bar (a no-op one when not ``enabled``)."""
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from rich import progress as bars
 
     from pairrepro.console import live_progress
 
-    progress = live_progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                             TransferSpeedColumn(), TimeRemainingColumn(), enabled=enabled)
+    progress = live_progress(bars.TextColumn("{task.description}"), bars.BarColumn(),
+                             bars.DownloadColumn(), bars.TransferSpeedColumn(),
+                             bars.TimeRemainingColumn(), enabled=enabled)
     progress.add_task(label, total=total)
     return progress
 
@@ -65,8 +56,7 @@ def _open_url(url: str, offset: int, timeout: float) -> Any:
     headers = {"User-Agent": USER_AGENT}
     if offset:
         headers["Range"] = f"bytes={offset}-"
-    request = urllib.request.Request(url, headers=headers)
-    return urllib.request.urlopen(request, timeout=timeout)
+    return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout)
 
 
 def download(url: str, target: Path, *, size: int = 0, progress: bool = False) -> Path:
@@ -121,8 +111,7 @@ def download(url: str, target: Path, *, size: int = 0, progress: bool = False) -
                         hint=f"run the same command again to resume; {hint}")
 
 
-def install_download(url: str, target: Path, spec: FileSpec, progress: bool
-                     ) -> tuple[str, bool]:
+def install_download(url: str, target: Path, spec: FileSpec, progress: bool) -> tuple[str, bool]:
     """Download ``url`` to ``target``: ``(sha256, verified)``; a bad file is deleted."""
     partial = download(url, target, size=spec.size, progress=progress)
     try:

@@ -49,8 +49,7 @@ def trained_vectors_path(dataset: str, variant: str, dim: int) -> Path:
     return Path("word2vec") / f"{name}-sg-{dim}d.txt"
 
 
-def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str
-                    ) -> Step | None:
+def missing_vectors(source: str, path: str, dim: int, dataset: str, variant: str) -> Step | None:
     """What a recipe's ``[embeddings]`` lacks here and how to get it (None: nothing)."""
     if source == "glove-6b-50d":
         if importlib.util.find_spec(GLOVE_PACKAGE.replace("-", "_")) is None:
@@ -96,8 +95,7 @@ def iter_glove_text(path: str | Path, dim: int | None = None) -> Iterator[tuple[
                     continue
                 raise DataError(f"{path} line {number}: expected a word and {file_dim} "
                                 f"numbers, found {len(parts)} fields")
-            word = " ".join(parts[:-file_dim])
-            yield word, " ".join(parts[-file_dim:])
+            yield " ".join(parts[:-file_dim]), " ".join(parts[-file_dim:])
 
 
 def glove_package_files() -> tuple[Path, Path]:
@@ -168,10 +166,9 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         raise ConfigError(f"glove-6b-50d vectors have 50 dimensions, got dim = {dim}")
     matrix = rng.uniform(-OOV_RANGE, OOV_RANGE, size=(len(vocab), dim)).astype(np.float32)
     matrix[:1] = 0.0  # <pad>
-    specials = {0, 1}  # <pad>, <unk>
     if source == "random":
-        return matrix, len(vocab) - len(specials & set(range(len(vocab))))
-    best = _look_up(vocab, specials, source, path, dim, matrix)
+        return matrix, max(len(vocab) - 2, 0)  # all but <pad>, <unk>
+    best = _look_up(vocab, source, path, dim, matrix)
     missing = best == 99
     missing[0] = False  # <pad> stays zero
     found = ~missing
@@ -185,17 +182,15 @@ def build_embedding_matrix(vocab: Sequence[str], source: EmbeddingSource,
         draws = OOV_DRAWS[oov_init](rng, matrix[found], shape) if wanted else None
         if draws is not None:
             matrix[rows] = draws[rows].astype(np.float32)
-    return matrix, int((best[len(specials):] == 99).sum())
+    return matrix, int((best[2:] == 99).sum())
 
 
-def _look_up(vocab: Sequence[str], specials: set[int], source: EmbeddingSource,
-             path: str | Path | None, dim: int, matrix: np.ndarray) -> np.ndarray:
-    """Fill ``matrix``'s rows of the words the source has; each row's spelling priority (99:
-    none found)."""
+def _look_up(vocab: Sequence[str], source: EmbeddingSource, path: str | Path | None, dim: int,
+             matrix: np.ndarray) -> np.ndarray:
+    """Fill ``matrix``'s rows of the words the source has (not ``<pad>``, ``<unk>``); each
+    row's spelling priority (99: none found)."""
     wanted: dict[str, list[tuple[int, int]]] = {}
-    for idx, word in enumerate(vocab):
-        if idx in specials:
-            continue
+    for idx, word in enumerate(vocab[2:], start=2):
         # spellings tried, best first (CSRAN's code)
         spellings = dict.fromkeys((word, word.lower(), word.capitalize(), word.upper()))
         for priority, form in enumerate(spellings):

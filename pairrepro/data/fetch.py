@@ -63,8 +63,7 @@ def _generate_synthetic(manifest: Manifest, force: bool) -> FetchReport:
 
 
 def fetch_dataset(name: str, mirror: Path | None = None, from_path: Path | None = None,
-                  force: bool = False, progress: bool = False, verify: bool = False
-                  ) -> FetchReport:
+                  force: bool = False, progress: bool = False, verify: bool = False) -> FetchReport:
     """Fetch every available file of dataset ``name``; files fetched before are kept unless
     ``force``. Raises :class:`ChecksumError` for a corrupt file no other source replaced,
     :class:`DownloadError` / :class:`DataError` when no split could be had."""
@@ -164,10 +163,8 @@ def local_candidates(name: str, spec: FileSpec, from_path: Path | None,
                 if cand.is_file():
                     found.append((f"from:{cand}", cand))
                     break
-    if mirror is not None:
-        cand = mirror / name / spec.path
-        if cand.is_file():
-            found.append((f"mirror:{cand}", cand))
+    if mirror is not None and (cand := mirror / name / spec.path).is_file():
+        found.append((f"mirror:{cand}", cand))
     return found
 
 
@@ -207,9 +204,12 @@ class _FetchRun:
     download_errors: list[tuple[str, str, DownloadError]] = field(default_factory=list)
     fresh_archives: list[FileSpec] = field(default_factory=list)
 
-    def obtained(self, spec: FileSpec, result: FileResult) -> None:
+    def settle(self, spec: FileSpec, result: FileResult) -> None:
+        """``spec``'s outcome; an archive fetched now, or here but never extracted, is queued."""
         self.results[spec.path] = result
-        if spec.archive and (result.status == "fetched" or spec.path not in self.extracted):
+        fresh = result.status == "fetched" or (result.status == "present"
+                                               and spec.path not in self.extracted)
+        if spec.archive and fresh:
             self.fresh_archives.append(spec)
 
     def covered(self) -> set[str]:
@@ -228,17 +228,16 @@ class _FetchRun:
                                                self.report.warnings)
                 except ChecksumError as exc:  # deleted and reported (exit 5), not replaced now
                     target.unlink()
-                    error = ChecksumError(
-                        f"{exc.message}; the changed copy was deleted",
-                        hint=f"fetch it again: pairrepro fetch {self.manifest.name} (with "
-                        "--mirror / --from as before)")
+                    error = ChecksumError(f"{exc.message}; the changed copy was deleted",
+                                          hint=f"fetch it again: pairrepro fetch "
+                                               f"{self.manifest.name} (with --mirror / --from "
+                                               "as before)")
                     self.checksum_errors[spec.path] = error
-                    self.results[spec.path] = FileResult(spec.path, "missing",
-                                                         splits=list(spec.splits),
-                                                         error=error.message)
-                    continue
-                self.obtained(spec, FileResult(spec.path, "present", entry["source"], *present,
-                                               list(spec.splits)))
+                    self.settle(spec, FileResult(spec.path, "missing", splits=list(spec.splits),
+                                                   error=error.message))
+                else:
+                    self.settle(spec, FileResult(spec.path, "present", entry["source"],
+                                                   *present, list(spec.splits)))
                 continue
             for origin, source in local_candidates(self.manifest.name, spec, from_path,
                                                    mirror):
@@ -249,7 +248,7 @@ class _FetchRun:
                 except ChecksumError as exc:
                     self.checksum_errors[spec.path] = exc
                     continue
-                self.obtained(spec, FileResult(spec.path, "fetched", origin, digest,
+                self.settle(spec, FileResult(spec.path, "fetched", origin, digest,
                                                target.stat().st_size, verified,
                                                list(spec.splits)))
                 self.checksum_errors.pop(spec.path, None)
@@ -261,14 +260,9 @@ class _FetchRun:
             if spec.path in self.results:
                 continue
             if spec.splits and set(spec.splits) <= self.covered():
-                self.results[spec.path] = FileResult(spec.path, "not needed",
-                                                     splits=list(spec.splits))
+                self.settle(spec, FileResult(spec.path, "not needed", splits=list(spec.splits)))
                 continue
-            result = self._download(spec, progress)
-            if result.status == "fetched":
-                self.obtained(spec, result)
-            else:
-                self.results[spec.path] = result
+            self.settle(spec, self._download(spec, progress))
 
     def _download(self, spec: FileSpec, progress: bool) -> FileResult:
         target = self.root / spec.path

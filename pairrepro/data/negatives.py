@@ -42,13 +42,9 @@ class BM25Params(Schema):  # also [bm25] of a yahoo variant's options
     method: Literal["lucene"] = "lucene"
 
 
-def bm25_top_k(
-    queries: Sequence[Sequence[str]],
-    corpus: Sequence[Sequence[str]],
-    params: BM25Params = BM25Params(),  # frozen: a safe default
-    n_threads: int = 0,
-    show_progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
+def bm25_top_k(queries: Sequence[Sequence[str]], corpus: Sequence[Sequence[str]],
+               params: BM25Params = BM25Params(),  # frozen: a safe default
+               n_threads: int = 0, show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``(indices, scores)`` of the top ``min(top_k, len(corpus))`` documents per query, best
     first; a document sharing no term is no result (index ``-1``, score 0)."""
     import bm25s  # local: heavy import, only needed when building lists

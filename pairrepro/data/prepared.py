@@ -55,8 +55,7 @@ class PreparedDataset:
         table[rare] = UNK_ID
         return table
 
-    def with_splits_from(self, source: PreparedDataset, names: Iterable[str]
-                         ) -> PreparedDataset:
+    def with_splits_from(self, source: PreparedDataset, names: Iterable[str]) -> PreparedDataset:
         """This dataset with its splits ``names`` taken from ``source`` (a variant tokenised
         alike), re-encoded in this vocabulary."""
         mine, theirs = self.stats.get("tokenisation"), source.stats.get("tokenisation")
@@ -79,10 +78,8 @@ class PreparedDataset:
         if name not in self._splits:
             path = self.root / f"{name}.parquet"
             if not path.is_file():
-                raise DataError(
-                    f"split {name!r} is not in {self.root}",
-                    hint=f"splits present: {', '.join(self.split_names) or '(none)'}",
-                )
+                raise DataError(f"split {name!r} is not in {self.root}",
+                                hint=f"splits present: {', '.join(self.split_names) or '(none)'}")
             self._splits[name] = _read_split(path, self.stats)
         return self._splits[name]
 
@@ -150,24 +147,24 @@ def _file_records(folder: Path, stats: Mapping[str, Any]) -> dict[str, dict[str,
     return files
 
 
-def _check_record(path: Path, data: bytes, record: Mapping[str, Any] | None,
-                  dataset: str) -> None:
+def _read_checked(path: Path, record: Mapping[str, Any] | None, dataset: str) -> bytes:
+    """The bytes of ``path``, checked against the sha256 that ``record`` holds (if any)."""
+    data = path.read_bytes()
     if not record or "sha256" not in record:
-        return
-    found = hashlib.sha256(data).hexdigest()
-    if found != record["sha256"]:
+        return data
+    if (found := hashlib.sha256(data).hexdigest()) != record["sha256"]:
         raise DataError(
             f"{path}: sha256 {found} ({len(data):,} bytes) is not the {record['sha256']} that "
             "preprocess recorded in stats.json",
             hint="the file was replaced or damaged after preprocess; run: pairrepro "
                  f"preprocess {dataset} (with the same --variant)")
+    return data
 
 
 def _read_split(path: Path, stats: Mapping[str, Any]) -> pd.DataFrame:
     dataset = str(stats.get("dataset", ""))
     record = _file_records(path.parent, stats).get(path.name)
-    data = path.read_bytes()
-    _check_record(path, data, record, dataset)
+    data = _read_checked(path, record, dataset)
     try:
         frame = pq.read_table(pa.BufferReader(data)).to_pandas()
     except (pa.ArrowException, OSError) as exc:
@@ -203,19 +200,17 @@ def load_prepared(dataset: str, variant: str | None = None, root: Path | None = 
         raise DataError(f"{stats_path}: damaged ({exc})", hint=again) from None
     vocab_path = folder / "vocab.tsv"
     try:
-        data = vocab_path.read_bytes()
+        data = _read_checked(vocab_path, _file_records(folder, stats).get("vocab.tsv"), dataset)
     except OSError as exc:
         raise DataError(f"{vocab_path}: cannot be read ({exc.strerror})", hint=again) from None
-    _check_record(vocab_path, data, _file_records(folder, stats).get("vocab.tsv"), dataset)
-    vocab: list[str] = []
-    counts: list[int] = []
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DataError(f"{vocab_path}: not UTF-8 at byte {exc.start}", hint=again) from None
+    vocab: list[str] = []
+    counts: list[int] = []
     # only \n ends a line: a token may hold any other separator
-    lines = text.removesuffix("\n").split("\n") if text else []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(text.removesuffix("\n").split("\n") if text else [], 1):
         token, tab, count = line.rpartition("\t")
         if not tab or not count.isdigit():
             raise DataError(f"{vocab_path}: line {number} is not token<TAB>count: {line[:60]!r}",
@@ -295,13 +290,11 @@ def split_pairs(dataset: str, variant: str | None, split: str) -> int | None:
     """Pairs of ``split`` as the prepared ``stats.json`` counts them (None: not prepared)."""
     if not is_prepared(dataset, variant):
         return None
-    folder = paths.prepared_dir(dataset, variant or None)
     try:
-        splits = json.loads((folder / "stats.json").read_text(encoding="utf-8")).get("splits")
-    except (OSError, json.JSONDecodeError):
+        stats = fileio.read_json(paths.prepared_dir(dataset, variant or None) / "stats.json")
+        pairs = stats["splits"][split]["pairs"]
+    except (OSError, ValueError, LookupError, TypeError):  # unreadable, or not as written
         return None
-    entry = splits.get(split) if isinstance(splits, dict) else None
-    pairs = entry.get("pairs") if isinstance(entry, dict) else None
     return pairs if isinstance(pairs, int) else None
 
 

@@ -44,6 +44,8 @@ _SPACE_OUT_SYMBOLS = str.maketrans({
 MAX_MALFORMED_IN_STATS = 1000
 _FINDALL = re.compile(TOKEN_PATTERN).findall
 _IS_NUMBER = re.compile(NUMBER_PATTERN).fullmatch
+#: A split's flat left ids, left lengths, right ids, right lengths.
+_Encoded = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclasses.dataclass
@@ -74,21 +76,13 @@ class Tokenizer:
                           else "str.split() (source is published tokenised)")
         return out
 
-
-class _Encoder:
-    """Tokens -> provisional ids (first appearance) in flat int32 arrays."""
-
-    def __init__(self, tokenizer: Tokenizer) -> None:
-        self.tokenizer = tokenizer
-        index: defaultdict[str, int] = defaultdict()
-        index.default_factory = index.__len__  # a new token gets the next id
-        self.index = index
-
-    def encode(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, texts: Iterable[str], index: defaultdict[str, int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Flat int32 ids of the tokens (``index``'s: a new token gets the next id) and the
+        lengths."""
         flat = array("i")
         lengths = array("i")
-        extend, append, lookup, split = (flat.extend, lengths.append,
-                                         self.index.__getitem__, self.tokenizer.split)
+        extend, append, lookup, split = flat.extend, lengths.append, index.__getitem__, self.split
         for text in texts:
             tokens = split(text)
             append(len(tokens))
@@ -123,6 +117,14 @@ def _check_expected(name: str, split: str, expected: dict[str, Any], frame: pd.D
                                  "manifest's expected counts")
 
 
+def _counts(frame: pd.DataFrame, label_map: list[str]) -> dict[str, Any]:
+    labels = frame["label"].to_numpy()
+    counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
+    return {"pairs": len(frame), "groups": int(frame["group_id"].nunique()),
+            "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
+                       for i, c in enumerate(counts)}}
+
+
 def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Holdout,
                        spec: VariantSpec, label_map: list[str]) -> dict[str, ReaderResult]:
     """Carve a dev split out of a published one (seeded), after checking the source's counts."""
@@ -130,11 +132,8 @@ def _split_off_holdout(name: str, results: dict[str, ReaderResult], holdout: Hol
     if source not in results:
         return results
     frame = results[source].pairs
-    labels = np.bincount(frame["label"].to_numpy(), minlength=len(label_map))
-    published = {"pairs": len(frame), "groups": int(frame["group_id"].nunique()),
-                 "labels": {label_map[i]: int(c) for i, c in enumerate(labels)}}
     _check_expected(name, source, spec.splits[source].expected, frame, results[source],
-                    published)
+                    _counts(frame, label_map))
     keys = frame["left" if holdout.by == "left" else "group_id"]
     groups = keys.unique()
     rng = np.random.default_rng(holdout.seed)
@@ -259,16 +258,17 @@ def prepare_dataset(name: str, variant: str | None = None, strict: bool = False,
         if spec.options.holdout:
             results = _split_off_holdout(name, results, spec.options.holdout, spec, label_map)
 
-        encoder = _Encoder(tokenizer)
-        encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        index: defaultdict[str, int] = defaultdict()
+        index.default_factory = index.__len__  # provisional ids, in order of first appearance
+        encoded: dict[str, _Encoded] = {}
         summaries: dict[str, dict[str, Any]] = {}
         for split, result in results.items():
             step(f"{name}: tokenising {split} ({len(result.pairs):,} pairs)")
-            encoded[split], summaries[split] = _encode_split(name, split, result, encoder,
-                                                             spec, label_map)
+            encoded[split], summaries[split] = _encode_split(name, split, result, tokenizer,
+                                                             index, spec, label_map)
 
         step(f"{name}: building the vocabulary")
-        vocab, vocab_counts, remap, train_counts = _build_vocab(encoder, encoded,
+        vocab, vocab_counts, remap, train_counts = _build_vocab(list(index), encoded,
                                                                 spec.options.vocab_split)
 
         step(f"{name}: writing")
@@ -322,24 +322,15 @@ def _read_splits(name: str, reader: Any, raw_root: Path, reader_variant: Variant
     return results
 
 
-def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder, spec: VariantSpec,
-                  label_map: list[str]
-                  ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                             dict[str, Any]]:
+def _encode_split(name: str, split: str, result: ReaderResult, tokenizer: Tokenizer,
+                  index: defaultdict[str, int], spec: VariantSpec, label_map: list[str]
+                  ) -> tuple[_Encoded, dict[str, Any]]:
     """One split's token ids and summary, checked against ``expected`` (unless held out from)."""
     frame = result.pairs
-    left, left_len = encoder.encode(frame["left"])
-    right, right_len = encoder.encode(frame["right"])
-    labels = frame["label"].to_numpy()
-    counts = np.bincount(labels, minlength=len(label_map)) if labels.size else []
-    summary = {
-        "pairs": len(frame),
-        "groups": int(frame["group_id"].nunique()),
-        "labels": {(label_map[i] if i < len(label_map) else str(i)): int(c)
-                   for i, c in enumerate(counts)},
-        "dropped": dict(result.dropped),
-        "malformed": len(result.malformed),
-    }
+    left, left_len = tokenizer.encode(frame["left"], index)
+    right, right_len = tokenizer.encode(frame["right"], index)
+    summary = {**_counts(frame, label_map), "dropped": dict(result.dropped),
+               "malformed": len(result.malformed)}
     for side, lengths in (("left", left_len), ("right", right_len)):
         summary[f"avg_len_{side}"] = round(float(lengths.mean()), 3) if lengths.size else 0.0
         summary[f"max_len_{side}"] = int(lengths.max(initial=0))
@@ -350,12 +341,11 @@ def _encode_split(name: str, split: str, result: ReaderResult, encoder: _Encoder
     return (left, left_len, right, right_len), summary
 
 
-def _build_vocab(encoder: _Encoder,
-                 encoded: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-                 vocab_split: str | None
+def _build_vocab(tokens: list[str], encoded: dict[str, _Encoded], vocab_split: str | None
                  ) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:
-    """``(vocab, its train counts, encoder id -> vocab id, train counts by encoder id)``."""
-    size = len(encoder.index)
+    """``(vocab, its train counts, provisional id -> vocab id, train counts by provisional id)``
+    of the ``tokens`` in provisional id order."""
+    size = len(tokens)
     train_counts = np.zeros(size, dtype=np.int64)
     total_counts = np.zeros(size, dtype=np.int64)
     for split, (left, _, right, _) in encoded.items():
@@ -366,7 +356,6 @@ def _build_vocab(encoder: _Encoder,
     order = np.lexsort((np.arange(size), -total_counts, -train_counts))
     remap = np.empty(size, dtype=np.int32)
     remap[order] = np.arange(2, size + 2, dtype=np.int32)
-    tokens = list(encoder.index)
     vocab = [PAD, UNK, *(tokens[i] for i in order)]
     vocab_counts = [0, 0, *train_counts[order].tolist()]
     return vocab, vocab_counts, remap, train_counts

@@ -34,16 +34,14 @@ def train_skipgram(sentences: Sequence[list[str]], dim: int = 50, window: int = 
     try:
         from gensim.models import Word2Vec
     except ImportError:
-        raise ConfigError(
-            "word2vec training needs gensim, an optional dependency",
-            hint="pip install 'pairrepro[w2v]'  (or: pip install 'gensim>=4')",
-        ) from None
+        raise ConfigError("word2vec training needs gensim, an optional dependency",
+                          hint="pip install 'pairrepro[w2v]'  (or: pip install 'gensim>=4')"
+                          ) from None
     if not sentences:
         raise ConfigError("word2vec: no text to train on")
     model = Word2Vec(sentences=list(sentences), vector_size=dim, window=window,
                      min_count=min_count, sg=1, epochs=epochs, seed=seed, workers=workers)
-    words = list(model.wv.index_to_key)
-    return words, np.asarray(model.wv.vectors, dtype=np.float32)
+    return list(model.wv.index_to_key), np.asarray(model.wv.vectors, dtype=np.float32)
 
 
 def write_glove_text(path: Path, words: Iterable[str], vectors: np.ndarray) -> None:

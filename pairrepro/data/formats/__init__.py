@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -42,28 +40,17 @@ class ReaderResult:
 
 def find_reader(name: str) -> ModuleType | None:
     """Reader module ``name``: ``formats/<name>.py``, else ``<name>.py`` in the first folder of
-    :func:`pairrepro.paths.reader_dirs` that has it."""
-    module_name = f"{__name__}.{name}"
+    :func:`pairrepro.paths.reader_dirs` that has it (imported as a module of this package)."""
     if not name.isidentifier():
         return None
+    module_name = f"{__name__}.{name}"
+    # after the package's own folder, the folders import also looks in for its modules
+    __path__[1:] = [str(folder.absolute()) for folder in paths.reader_dirs()]
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-    for folder in paths.reader_dirs():
-        file = folder / f"{name}.py"
-        if file.is_file():
-            spec = importlib.util.spec_from_file_location(module_name, file)
-            assert spec is not None and spec.loader is not None  # a .py file always has both
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[module_name] = module  # before running it, as import does
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[module_name]
-                raise
-            return module
     return None
 
 

@@ -8,6 +8,7 @@ import io
 import json
 import zlib
 from collections.abc import Callable, Iterator
+from itertools import zip_longest
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -15,7 +16,7 @@ import pandas as pd
 
 from pairrepro.data.formats import LabelOptions, MalformedRow, ReaderOptions, ReaderResult
 from pairrepro.data.manifests import SplitSpec, VariantSpec, find_raw_file
-from pairrepro.errors import DataError
+from pairrepro.errors import ConfigError, DataError
 
 #: Rule for a query without any candidate (``preprocess`` counts it into ``questions``).
 EMPTY_GROUP_RULE = "question without candidates"
@@ -37,12 +38,10 @@ def split_options(split: SplitSpec | None, variant: VariantSpec,
 
 
 def raw_file(raw_root: Path, rel: str) -> Path:
-    path = find_raw_file(raw_root, rel)
-    if path is None:
-        raise DataError(
-            f"raw file {raw_root / rel} is missing",
-            hint=f"run: pairrepro fetch {raw_root.name}  (or --mirror DIR / --from PATH)",
-        )
+    if (path := find_raw_file(raw_root, rel)) is None:
+        raise DataError(f"raw file {raw_root / rel} is missing",
+                        hint=f"run: pairrepro fetch {raw_root.name}  "
+                             "(or --mirror DIR / --from PATH)")
     return path
 
 
@@ -59,7 +58,6 @@ def take_read_hashes() -> dict[Path, tuple[str, int]]:
 
 
 class _HashingReader(io.RawIOBase):
-
     def __init__(self, path: Path) -> None:
         super().__init__()
         self._file = open(path, "rb")  # noqa: SIM115 (closed with this object)
@@ -150,6 +148,28 @@ def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line.rstrip("\r\n")
 
 
+def toks_lines(raw_root: Path, split: SplitSpec, names: tuple[str, ...], reader: str,
+               out: PairCollector) -> Iterator[tuple[int, list[str], int]]:
+    """castorini's layout: the split's files ``names`` (the labels' ``sim.txt`` last) read in
+    step; ``(line number, the other files' lines, label)`` per line whose label is 0 or 1. Other
+    lines, and a file ending before the others, go to ``out`` as malformed."""
+    by_name = {Path(rel).name: rel for rel in split.files}
+    if missing := [n for n in names if n not in by_name]:
+        raise ConfigError(f"{reader} split {split.name!r} (format toks): files lack {missing}")
+    sim_rel = by_name[names[-1]]
+    streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in names]
+    for row in zip_longest(*streams, fillvalue=(0, None)):
+        if short := [n for n, (_, line) in zip(names, row, strict=True) if line is None]:
+            out.bad(sim_rel, max(number for number, _ in row) + 1,
+                    f"{', '.join(short)} ended before the other files")
+            return
+        number, sim = row[-1]
+        if sim not in ("0", "1"):
+            out.bad(sim_rel, number, f"label {sim!r} is not 0 or 1")
+            continue
+        yield number, [line for _, line in row[:-1]], int(sim)
+
+
 def json_lines(raw_root: Path, rel: str, out: PairCollector,
                parse: Callable[[Any, int], T]) -> Iterator[tuple[int, T]]:
     """``(line number, parse(record, line number))`` per line of the jsonl file ``rel``; other
@@ -210,9 +230,6 @@ class PairCollector:
 
     def drop(self, rule: str, count: int = 1) -> None:
         self.dropped[rule] = self.dropped.get(rule, 0) + count
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
     def result(self) -> ReaderResult:
         # object columns: tokenising iterates them at Python-list speed

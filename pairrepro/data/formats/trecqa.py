@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,14 +23,14 @@ from pairrepro.data.formats._common import (
     numbered_lines,
     raw_file,
     split_options,
+    toks_lines,
 )
 from pairrepro.data.manifests import SplitSpec, VariantSpec
-from pairrepro.errors import ConfigError
 
 CLEAN_RULE = "clean: questions without both a positive and a negative answer"
 CLEAN_PAIRS_RULE = "clean: candidate pairs of those questions"
 _QID = re.compile(r"""id=['"]([^'"]+)['"]""")
-_TOKS = ("a.toks", "b.toks", "sim.txt", "id.txt")
+_TOKS = ("a.toks", "b.toks", "id.txt", "sim.txt")
 
 
 class Options(ReaderOptions):
@@ -125,29 +124,12 @@ def _read_jsonl(raw_root: Path, rel: str, out: PairCollector) -> Iterator[_Quest
 
 
 def _read_toks(raw_root: Path, split: SplitSpec, out: PairCollector) -> Iterator[_Question]:
-    by_name = {Path(rel).name: rel for rel in split.files}
-    missing = [n for n in _TOKS if n not in by_name]
-    if missing:
-        raise ConfigError(f"trecqa split {split.name!r} (format toks): files lack {missing}")
-    streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in _TOKS]
-    sim_rel = by_name["sim.txt"]
     current: _Question | None = None
-    for rows in zip_longest(*streams, fillvalue=(0, None)):
-        ended = [row[1] is None for row in rows]
-        if any(ended):
-            short = [n for n, e in zip(_TOKS, ended, strict=True) if e]
-            number = max(row[0] for row in rows) + 1
-            out.bad(sim_rel, number, f"{', '.join(short)} ended before the other files")
-            break
-        number = rows[0][0]
-        question, answer, sim, qid = (row[1] for row in rows)
-        if sim not in ("0", "1"):
-            out.bad(sim_rel, number, f"label {sim!r} is not 0 or 1")
-            continue
+    for _, (question, answer, qid), label in toks_lines(raw_root, split, _TOKS, "trecqa", out):
         if current is None or current.qid != qid:
             if current is not None:
                 yield current
             current = _Question(qid, question)
-        current.candidates.append((answer, int(sim)))
+        current.candidates.append((answer, label))
     if current is not None:
         yield current

@@ -8,14 +8,18 @@
 from __future__ import annotations
 
 import re
-from itertools import zip_longest
 from pathlib import Path
 from typing import Literal
 
 from pairrepro.data.formats import ReaderOptions, ReaderResult
-from pairrepro.data.formats._common import PairCollector, numbered_lines, raw_file, split_options
+from pairrepro.data.formats._common import (
+    PairCollector,
+    numbered_lines,
+    raw_file,
+    split_options,
+    toks_lines,
+)
 from pairrepro.data.manifests import SplitSpec, VariantSpec
-from pairrepro.errors import ConfigError
 
 AMBIGUOUS_RULE = "label (3,6): annotators split, discarded by Lan et al."
 BLANK_RULE = "blank line"
@@ -63,19 +67,8 @@ def _read_raw(raw_root: Path, split: SplitSpec) -> ReaderResult:
 
 def _read_toks(raw_root: Path, split: SplitSpec) -> ReaderResult:
     out = PairCollector()
-    by_name = {Path(rel).name: rel for rel in split.files}
     names = ("a.toks", "b.toks", "sim.txt")
-    if any(n not in by_name for n in names):
-        raise ConfigError(f"twitter_url split {split.name!r} (format toks) needs files {names}")
-    sim_rel = by_name["sim.txt"]
-    streams = [numbered_lines(raw_file(raw_root, by_name[n])) for n in names]
-    for (number, left), (_, right), (_, sim) in zip_longest(*streams, fillvalue=(0, None)):
-        if left is None or right is None or sim is None:
-            out.bad(sim_rel, number or 0, "a.toks, b.toks and sim.txt differ in length")
-            break
-        if sim not in ("0", "1"):
-            out.bad(sim_rel, number, f"label {sim!r} is not 0 or 1")
-            continue
+    for number, (left, right), label in toks_lines(raw_root, split, names, "twitter_url", out):
         pair_id = f"{split.name}-{number}"
-        out.add(pair_id, pair_id, left, right, int(sim))
+        out.add(pair_id, pair_id, left, right, label)
     return out.result()

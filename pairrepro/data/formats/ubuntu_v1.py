@@ -45,35 +45,30 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
         with TextFile(raw_file(raw_root, rel)) as handle:
             reader = csv.reader(handle)
             header = next(reader, None) or []
-            if header == TRAIN_HEADER:
-                for fields in reader:
-                    number = reader.line_num
-                    if len(fields) != 3:
-                        out.bad(rel, number, f"expected 3 fields, found {len(fields)}")
-                        continue
-                    try:
-                        label = int(float(fields[2]))
-                    except ValueError:
-                        label = -1
-                    if label not in (0, 1):
-                        out.bad(rel, number, f"label {fields[2]!r} is not 0 or 1")
-                        continue
-                    group = f"{stem}-{number}"
-                    out.add(group, group, fields[0], fields[1], label)
-            elif header[:2] == ["Context", "Ground Truth Utterance"] and all(
-                    h.startswith("Distractor_") for h in header[2:]):
-                width = len(header)
-                for fields in reader:
-                    number = reader.line_num
-                    if len(fields) != width:
-                        out.bad(rel, number, f"expected {width} fields, found {len(fields)}")
-                        continue
-                    group = f"{stem}-{number}"
-                    for i, response in enumerate(fields[1:]):
-                        out.add(f"{group}-{i}", group, fields[0], response, int(i == 0))
-            else:
+            train = header == TRAIN_HEADER
+            if not train and not (header[:2] == ["Context", "Ground Truth Utterance"] and all(
+                    h.startswith("Distractor_") for h in header[2:])):
                 out.bad(rel, 1, f"unexpected header {header[:4]}: expected {TRAIN_HEADER} or "
                                 "Context,Ground Truth Utterance,Distractor_0..")
+                continue
+            for fields in reader:
+                number = reader.line_num
+                group = f"{stem}-{number}"
+                if len(fields) != len(header):
+                    out.bad(rel, number, f"expected {len(header)} fields, found {len(fields)}")
+                    continue
+                if not train:  # the true response, then the distractors
+                    for i, response in enumerate(fields[1:]):
+                        out.add(f"{group}-{i}", group, fields[0], response, int(i == 0))
+                    continue
+                try:
+                    label = int(float(fields[2]))
+                except ValueError:
+                    label = -1
+                if label not in (0, 1):
+                    out.bad(rel, number, f"label {fields[2]!r} is not 0 or 1")
+                    continue
+                out.add(group, group, fields[0], fields[1], label)
     return out.result()
 
 

@@ -8,6 +8,7 @@ import html
 import json
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -159,11 +160,10 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
     opts = construction.opts
     source = _source_file(raw_root, variant)
     malformed: list[MalformedRow] = []
-    dropped: dict[str, int] = {}
+    dropped: Counter[str] = Counter()
     lo, hi = opts.lengths
     kept: list[L4Question] = []
-    pool_texts: list[str] = []  # every answer text of the pool, its id in pool_ids
-    pool_ids: list[str] = []
+    pool: dict[str, str] = {}  # answer id -> text, every answer of the pool
     seen: set[str] = set()
     for doc in iter_l4(source, malformed):
         if doc.uri in seen:
@@ -178,17 +178,14 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
                 else f"best answer length outside {lo}-{hi} words"
                 if not lo <= len(analyze(doc.best)) <= hi else "")
         if rule:
-            dropped[rule] = dropped.get(rule, 0) + 1
+            dropped[rule] += 1
         else:
             kept.append(doc)
         if doc.best and (not rule or opts.answer_pool != "kept_best"):
-            pool_texts.append(doc.best)
-            pool_ids.append(doc.uri)
+            pool[doc.uri] = doc.best
         if opts.answer_pool == "all_answers":
-            for k, text in enumerate(doc.answers):
-                if text and text != doc.best:
-                    pool_texts.append(text)
-                    pool_ids.append(f"{doc.uri}.{k}")
+            pool.update((f"{doc.uri}.{k}", text) for k, text in enumerate(doc.answers)
+                        if text and text != doc.best)
     if not kept:
         raise DataError(f"{source}: no question passed the length filter {lo}-{hi}")
 
@@ -196,10 +193,9 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
     if cand_file.is_file():
         lists = _load_candidates(cand_file, construction)
     else:
-        lists = _sample_lists(kept, pool_texts, pool_ids, construction, dropped)
+        lists = _sample_lists(kept, pool, construction, dropped)
         _write_candidates(cand_file, construction, lists)
     questions = {doc.uri: doc for doc in kept}
-    answer_text = dict(zip(pool_ids, pool_texts, strict=True))
     # the filter's counts and malformed documents are reported once, with the first split
     first = next(iter(lists))
     split_rules = {rule for rule in dropped if rule.split(":")[0] in lists}
@@ -209,14 +205,12 @@ def read_variant(raw_root: Path, variant: VariantSpec) -> dict[str, ReaderResult
     for split, rows in lists.items():
         records = []
         for qid, aid, label in rows:
-            if qid not in questions or aid not in answer_text:
-                raise DataError(
-                    f"{cand_file}: question {qid!r} or answer {aid!r} is not in {source} "
-                    "after filtering",
-                    hint="the candidate lists were built from a different L4 file; delete "
-                    f"{cand_file} to sample new lists",
-                )
-            records.append((f"{qid}:{aid}", qid, questions[qid].subject, answer_text[aid], label))
+            if qid not in questions or aid not in pool:
+                raise DataError(f"{cand_file}: question {qid!r} or answer {aid!r} is not in "
+                                f"{source} after filtering",
+                                hint="the candidate lists were built from a different L4 file; "
+                                     f"delete {cand_file} to sample new lists")
+            records.append((f"{qid}:{aid}", qid, questions[qid].subject, pool[aid], label))
         pairs = pd.DataFrame(records, columns=["pair_id", "group_id", "left", "right", "label"]
                              ).astype({"label": "int64"})
         own = {rule: n for rule, n in dropped.items() if rule.split(":")[0] == split}
@@ -229,10 +223,10 @@ def read_split(raw_root: Path, split: SplitSpec, variant: VariantSpec) -> Reader
     return read_variant(raw_root, variant)[split.name]
 
 
-def _sample_lists(kept: list[L4Question], pool_texts: list[str], pool_ids: list[str],
-                  construction: _Construction,
-                  dropped: dict[str, int]) -> dict[str, list[tuple[str, str, int]]]:
+def _sample_lists(kept: list[L4Question], pool: dict[str, str], construction: _Construction,
+                  dropped: Counter[str]) -> dict[str, list[tuple[str, str, int]]]:
     opts = construction.opts
+    pool_ids, pool_texts = list(pool), list(pool.values())
     split_seed, sample_seed = np.random.SeedSequence(opts.seed).spawn(2)
     parts = split_parts(len(kept), opts.split_ratios, np.random.default_rng(split_seed))
     pool_index = {aid: i for i, aid in enumerate(pool_ids)}
@@ -257,7 +251,7 @@ def _sample_lists(kept: list[L4Question], pool_texts: list[str], pool_ids: list[
             negs = negatives[i, :num_neg]
             if (negs < 0).any():
                 rule = f"{split}: fewer than {num_neg} BM25 results besides the positive"
-                dropped[rule] = dropped.get(rule, 0) + 1
+                dropped[rule] += 1
                 continue
             qid = kept[i].uri
             rows.append((qid, qid, 1))
@@ -282,10 +276,9 @@ def _load_candidates(path: Path, opts: _Construction) -> dict[str, list[tuple[st
         if not header.startswith("# options: "):
             raise DataError(f"{path}:1: missing the '# options: {{...}}' header line")
         if json.loads(header[len("# options: "):]) != json.loads(opts.as_json()):
-            raise DataError(
-                f"{path}: these lists were built with other options than the manifest's",
-                hint=f"delete {path} to sample new lists, or restore the options in its header",
-            )
+            raise DataError(f"{path}: these lists were built with other options than the "
+                            "manifest's", hint=f"delete {path} to sample new lists, or restore "
+                            "the options in its header")
         handle.readline()
         lists: dict[str, list[tuple[str, str, int]]] = {name: [] for name in opts.splits}
         for number, line in enumerate(handle, 3):
