@@ -5,6 +5,7 @@ TrecQA readings file are recounted from the prepared raw variant where ../shared
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -319,3 +320,44 @@ def test_report_readings_json_gives_each_readings_distance_and_ties(
         assert row["farther"] == (None if farther is None else
                                   {"value": farther.value, "low": farther.low,
                                    "high": farther.high})
+
+
+def _nan_score(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(score=frame["score"].where(frame.index != 3, np.nan))
+
+
+def _flip_a_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first question's lowest-scored candidate made relevant (its AP falls)."""
+    first = frame[frame["group_id"] == frame["group_id"].iloc[0]]
+    return frame.assign(label=frame["label"].where(frame.index != first["score"].idxmin(), 1))
+
+
+def _drop_question(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["group_id"] != frame["group_id"].iloc[0]]
+
+
+@pytest.mark.parametrize("damage", [
+    _nan_score, _flip_a_label, _drop_question,
+    lambda f: pd.concat([f, f.iloc[:5]]),  # duplicated rows
+    lambda f: f.drop(columns="group_id"),
+    lambda f: f.iloc[10:],  # rows removed
+], ids=["nan", "flipped-label", "question-removed", "duplicated", "no-group-id",
+        "rows-removed"])
+def test_report_readings_refuses_damaged_predictions_as_gap_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        damage: Callable[[pd.DataFrame], pd.DataFrame]) -> None:
+    """Damaged test predictions of one seed left the cell out: exit 0 with "No reproduced cell
+    ... has a published value"; `report gap` refuses the same folder with exit 3."""
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS / "csran_trecqa", results / "csran_trecqa")
+    target = results / "csran_trecqa" / "seed-2" / "predictions" / "test.parquet"
+    damage(pd.read_parquet(target)).to_parquet(target)
+    monkeypatch.setenv("PAIRREPRO_RESULTS", str(results))
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
+    out = CliRunner().invoke(app, ["report", "readings", "csran", "--table", "6"])
+    assert out.exit_code == 3, out.output
+    assert "csran_trecqa/seed-2/" in out.output

@@ -285,16 +285,18 @@ READINGS_NOTE = (
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
-    """(label, column, published, readings) of ``ev``'s cells that readings apply to."""
+    """(label, column, published, readings) of ``ev``'s cells that readings apply to; a
+    damaged run in one of them is a DamagedRunError, as in ``report gap``."""
     found = []
     for row in ev.rows:
         for column, cell in zip(ev.table.columns, row.cells, strict=False):
             published = numbers.parse_published(cell.published)
-            if column.kind != "metric" or not cell.runs or published is None or cell.damaged:
+            spec = readings_for(column, ev.table.dataset) if column.kind == "metric" else None
+            if published is None or spec is None or not any(
+                    t.paper == ev.paper.paper and t.table == ev.table.number for t in spec.tables):
                 continue
-            spec = readings_for(column, ev.table.dataset)
-            if spec is None or not any(t.paper == ev.paper.paper and t.table == ev.table.number
-                                       for t in spec.tables):
+            evidence.refuse_damaged(cell.recipe, cell.damaged)
+            if not cell.runs:
                 continue
             found.append((row.row.label, column, published,
                           read_cell(cell.runs, column, published, spec)))
