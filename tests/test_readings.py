@@ -361,3 +361,21 @@ def test_report_readings_refuses_damaged_predictions_as_gap_does(
     out = CliRunner().invoke(app, ["report", "readings", "csran", "--table", "6"])
     assert out.exit_code == 3, out.output
     assert "csran_trecqa/seed-2/" in out.output
+
+
+def test_a_readings_file_naming_an_unknown_metric_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``metrics = ["map", "bogus"]`` silently dropped the unknown metric (and MRR's rows)."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.analyses import readings
+
+    text = (readings.READINGS_DIR / "trecqa.toml").read_text(encoding="utf-8")
+    assert 'metrics = ["map", "mrr"]' in text
+    (tmp_path / "trecqa.toml").write_text(
+        text.replace('metrics = ["map", "mrr"]', 'metrics = ["map", "bogus"]'), encoding="utf-8")
+    monkeypatch.setattr(readings, "READINGS_DIR", tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_readings("trecqa")
+    message = caught.value.message
+    assert str(tmp_path / "trecqa.toml") in message and "[metrics]" in message
+    assert "'bogus'" in message and all(f"'{m}'" in message for m in ("map", "mrr", "f1"))

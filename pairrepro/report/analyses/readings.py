@@ -14,7 +14,7 @@ from pydantic import Field
 
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
-from pairrepro.metrics import class_one_indicators, f1_from_counts
+from pairrepro.metrics import MetricName, class_one_indicators, f1_from_counts
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables import numbers
@@ -58,7 +58,7 @@ class TableRef(Schema):
 
 class ReadingsFile(Schema):
     dataset: str
-    metrics: list[str]  # metric names (``map``, ``f1``) the readings re-score
+    metrics: list[MetricName]  # the metrics the readings re-score
     readings: list[Reading]
     raw: dict[str, DroppedQuestions] = Field(default_factory=dict)  # split -> counts
     tables: list[TableRef] = Field(default_factory=list)
