@@ -114,7 +114,8 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
     line.problem = f"{run.status} {where}"
     if run.status in RESUMABLE:
         line.problem += "; continue: " + resume_command(
-            run.recipe, str(run.seed), resume_overrides(run), runs_dir=runs_dir)
+            run.recipe, str(run.seed), resume_overrides(run), runs_dir=runs_dir,
+            flags=["--tensorboard"] if run.folder.tensorboard_dir.is_dir() else [])
     return line
 
 
