@@ -13,11 +13,10 @@
 #   bench/gpu_check.sh --dry-run        # the same steps on this CPU at tiny sizes (seconds)
 #   bench/gpu_check.sh --records DIR    # gpu_rates.json in DIR instead of bench/records
 #
-# On a machine of the `device` tool: its python3 holds torch but not pydantic; carry the
-# wheels of pydantic, pydantic-core, annotated-types, typing-inspection, typing-extensions
-# at this venv's versions (.whl, as /work/.library/device/README.md says, and start the command with its pip
-# install), and for the epoch a data home holding TrecQA prepared, in a folder the command
-# carries: mkdir -p .gpu_home/prepared && cp -r ~/.cache/pairrepro/prepared/trecqa-clean
+# On a GPU machine whose python3 holds torch but not pydantic, bring the wheels of pydantic,
+# pydantic-core, annotated-types, typing-inspection, typing-extensions at this venv's
+# versions (.whl files) and pip install them first; for the epoch bring a data home holding
+# TrecQA prepared: mkdir -p .gpu_home/prepared && cp -r ~/.cache/pairrepro/prepared/trecqa-clean
 # .gpu_home/prepared/ (with /.gpu_home/ in .git/info/exclude); .gpu_home is used when present
 # and PAIRREPRO_HOME is unset. Exit: 0 every step passed; 1 a step failed (named at the end);
 # 2 a wrong option or a package missing here.
@@ -28,8 +27,12 @@ records=bench/records
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=(--dry-run) ;;
-    --records) records="${2:?--records needs a folder}"; shift ;;
-    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+    --records)
+      case "${2:-}" in
+        "" | -*) echo "gpu_check.sh: --records needs a folder (--records DIR)" >&2; exit 2 ;;
+      esac
+      records=$2; shift ;;
+    -h | --help) sed -n '2,/^# 2 a wrong option/p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift
@@ -41,7 +44,7 @@ if [ -d .gpu_home ] && [ -z "${PAIRREPRO_HOME:-}" ]; then
 fi
 if ! missing=$("$py" -c "import pairrepro.cli.app, pairrepro.train.preflight, pytest" 2>&1); then
   echo "gpu_check.sh: $py cannot import pairrepro's needs here: ${missing##*$'\n'}" >&2
-  echo "  carry the missing package as a wheel (/work/.library/device/README.md), or set" \
+  echo "  bring the missing package as a wheel and pip install it (see --help), or set" \
        "PYTHON to an interpreter that has them" >&2
   exit 2
 fi
