@@ -106,9 +106,8 @@ def get_model_class(name: str) -> type[PairModel]:
 
 
 def check_hparam_keys(name: str, hparams: Mapping[str, Any]) -> None:
-    """``hparams`` against ``name``'s constructor: an unknown key, or a table where the
-    default is a plain value, or NaN or infinity (outside every range), is a
-    :class:`ConfigError` starting with the key."""
+    """``hparams`` against ``name``'s constructor: an unknown key, a table where the default
+    is a plain value, or NaN or infinity (in no range) is a :class:`ConfigError` naming it."""
     allowed = model_hparams(name)
     for key, value in hparams.items():
         if isinstance(value, float) and not math.isfinite(value):

@@ -122,9 +122,8 @@ class RunFolder:
         those logged before; ``ImportError`` without tensorboard."""
         from torch.utils.tensorboard import SummaryWriter
 
-        with writing(self.tensorboard_dir):
-            return SummaryWriter(str(self.tensorboard_dir), purge_step=first_step,
-                                 flush_secs=10)
+        with writing(folder := self.tensorboard_dir):
+            return SummaryWriter(str(folder), purge_step=first_step, flush_secs=10)
 
     def checkpoint(self, name: str) -> Path:  # last or best
         return self.checkpoint_dir / f"{name}.pt"

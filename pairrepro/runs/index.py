@@ -233,9 +233,8 @@ def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str |
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
                    device: str | None = None, runs_dir: Path | None = None,
                    flags: Sequence[str] = ()) -> str:
-    """The command that continues a stopped ``train`` with ``--resume`` and the ``flags`` it
-    ran with (``--tensorboard``) (an absolute ``PAIRREPRO_RUNS`` when ``runs_dir`` is not
-    ``./runs``)."""
+    """The command that continues a stopped ``train`` with ``--resume`` and its ``flags`` (an
+    absolute ``PAIRREPRO_RUNS`` when ``runs_dir`` is not ``./runs``)."""
     command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume", *flags))
     if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
         return command

@@ -56,12 +56,11 @@ RESTORE_RESULTS_HINT = ("restore them as committed (git checkout -- results/), o
                         "them again (pairrepro results add RUN --force)")
 
 
-def refuse_damaged(recipe: str, problems: list[str], hint: str = RESTORE_RESULTS_HINT) -> None:
-    """Raise DamagedRunError naming each run of ``recipe`` that cannot be read or trusted:
-    a number over the other seeds would change under the same heading."""
+def refuse_damaged(recipe: str, problems: list[str]) -> None:
+    """A DamagedRunError naming each run of ``recipe`` that cannot be read or trusted."""
     if problems:
         raise DamagedRunError(f"{len(problems)} run(s) of {recipe} cannot be read: "
-                              + "; ".join(problems), hint=hint)
+                              + "; ".join(problems), hint=RESTORE_RESULTS_HINT)
 
 
 _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()

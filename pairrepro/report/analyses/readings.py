@@ -296,10 +296,9 @@ def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[Reading
                     t.paper == ev.paper.paper and t.table == ev.table.number for t in spec.tables):
                 continue
             evidence.refuse_damaged(cell.recipe, cell.damaged)
-            if not cell.runs:
-                continue
-            found.append((row.row.label, column, published,
-                          read_cell(cell.runs, column, published, spec)))
+            if cell.runs:
+                found.append((row.row.label, column, published,
+                              read_cell(cell.runs, column, published, spec)))
     return found
 
 

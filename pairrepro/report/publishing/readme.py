@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
 import time
 from collections import Counter
@@ -213,8 +214,7 @@ def render_sections(results_dir: Path | None = None,
                     progress: Callable[[str], None] | None = None,
                     root: Path = paths.PROJECT_DIR) -> dict[str, str]:
     """Every generated section's text from ``results_dir`` (default ``results/``), paths
-    and links relative to ``root``, the README's folder; ``progress`` gets one line per
-    phase."""
+    relative to ``root`` (the README's folder); ``progress`` gets one line per phase."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     folder = (results_dir or paths.results_dir()).absolute()
@@ -240,12 +240,6 @@ def documents(readme: Path) -> list[Path]:
     return [readme, *sorted((readme.parent / "docs").rglob("*.md"))]
 
 
-def _linked_from(page: Path, root: Path, body: str) -> str:
-    """``body``, its links written from ``root``, as ``page`` must link."""
-    up = Path(os.path.relpath(root, page.parent)).as_posix()
-    return body if up == "." else _PATH_LINK.sub(lambda m: f"]({up}/{m.group(1)})", body)
-
-
 def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
     """``texts`` (page -> text, the README first) with every marked section's body replaced,
     its links made relative to its page; an unknown, doubly marked or unmarked section is a
@@ -266,10 +260,11 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
                           hint=f"mark each on its page as {BEGIN.format(name='NAME')} ... {END}")
     root = next(iter(texts)).parent
 
-    def fresh(m: re.Match[str]) -> str:
-        name = m.group(1)
-        return (f"{BEGIN.format(name=name)}\n"
-                f"{_linked_from(where[name], root, sections[name]).rstrip()}\n{END}")
+    def fresh(m: re.Match[str]) -> str:  # its links, written from root, from its own page
+        up = os.path.relpath(root, where[m[1]].parent)
+        body = _PATH_LINK.sub(lambda k: f"]({posixpath.normpath(posixpath.join(up, k[1]))})",
+                              sections[m[1]])
+        return f"{BEGIN.format(name=m[1])}\n{body.rstrip()}\n{END}"
 
     return {path: _SECTION.sub(fresh, text) for path, text in texts.items()}
 
