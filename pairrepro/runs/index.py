@@ -220,14 +220,9 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
-    words = ["pairrepro", "train", recipe]
-    if seeds.strip():
-        words += ["--seeds", seeds]
-    for override in overrides:
-        words += ["--set", override]
-    if device:
-        words += ["--device", device]
-    return [*words, *flags]
+    return ["pairrepro", "train", recipe, *(["--seeds", seeds] if seeds.strip() else []),
+            *(word for override in overrides for word in ("--set", override)),
+            *(["--device", device] if device else []), *flags]
 
 
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),

@@ -274,10 +274,7 @@ def refresh(readme: Path, results_dir: Path | None = None,
     """Each page whose sections are stale -> (its fresh text, those sections' names)."""
     texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
     fresh = rewrite_all(texts, render_sections(results_dir, progress, readme.parent))
-    out: dict[Path, tuple[str, list[str]]] = {}
-    for path, text in texts.items():
-        if fresh[path] != text:
-            old = dict(m.groups() for m in _SECTION.finditer(text))
-            out[path] = (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
-                                       if old.get(name) != body])
-    return out
+    stale = {path: dict(_SECTION.findall(text)) for path, text in texts.items()
+             if fresh[path] != text}  # page -> its sections as they stand
+    return {path: (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
+                                 if old.get(name) != body]) for path, old in stale.items()}
