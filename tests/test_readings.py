@@ -348,19 +348,32 @@ def test_report_readings_refuses_damaged_predictions_as_gap_does(
         damage: Callable[[pd.DataFrame], pd.DataFrame]) -> None:
     """Damaged test predictions of one seed left the cell out: exit 0 with "No reproduced cell
     ... has a published value"; `report gap` refuses the same folder with exit 3."""
+    assert _readings_of_damaged(tmp_path, monkeypatch, "csran_trecqa", 6, damage)
+
+
+def test_report_readings_refuses_damaged_classification_predictions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _readings_of_damaged(tmp_path, monkeypatch, "csran_twitter_url", 5,
+                                lambda f: f.iloc[100:])
+
+
+def _readings_of_damaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: str,
+                         table: int, damage: Callable[[pd.DataFrame], pd.DataFrame]) -> bool:
+    """`report readings csran --table N` on a copy of ``recipe``'s runs whose seed 2 has its
+    test predictions damaged: exit 3 naming that seed."""
     from typer.testing import CliRunner
 
     from pairrepro.cli.app import app
 
     results = tmp_path / "results"
-    shutil.copytree(RESULTS / "csran_trecqa", results / "csran_trecqa")
-    target = results / "csran_trecqa" / "seed-2" / "predictions" / "test.parquet"
+    shutil.copytree(RESULTS / recipe, results / recipe)
+    target = results / recipe / "seed-2" / "predictions" / "test.parquet"
     damage(pd.read_parquet(target)).to_parquet(target)
     monkeypatch.setenv("PAIRREPRO_RESULTS", str(results))
     monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
-    out = CliRunner().invoke(app, ["report", "readings", "csran", "--table", "6"])
+    out = CliRunner().invoke(app, ["report", "readings", "csran", "--table", str(table)])
     assert out.exit_code == 3, out.output
-    assert "csran_trecqa/seed-2/" in out.output
+    return f"{recipe}/seed-2/" in out.output
 
 
 def test_a_readings_file_naming_an_unknown_metric_is_refused(
