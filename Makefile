@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 SEEDS  ?=
 DEVICE ?= auto
 # a local mirror folder (<mirror>/<dataset>/<file>): MIRROR=dir; MIRROR= (empty) means the
-# official URLs; unset, pairrepro's own default applies (pairrepro/paths.py mirror_setting)
+# official URLs; unset, $PAIRREPRO_MIRROR or the user's config (pairrepro/paths.py mirror_setting)
 ifneq ($(origin MIRROR),undefined)
 export PAIRREPRO_MIRROR := $(MIRROR)
 endif
@@ -35,8 +35,8 @@ install: $(STAMP)  ## create .venv and install pairrepro with its dev tools
 demo: $(STAMP)  ## fetch -> preprocess -> train -> eval -> report: TrecQA + CSRAN Table 6 if fetchable, else synthetic (offline)
 	$(CLI) demo
 
-test: $(STAMP)  ## run the whole test suite
-	$(PY) -m pytest -q -x --durations=15
+test: $(STAMP)  ## run the whole test suite (every failure; skips counted by reason at the end)
+	$(PY) -m pytest -q --durations=15
 
 lint: $(STAMP)  ## ruff
 	$(VENV)/bin/ruff check pairrepro tests bench
@@ -83,6 +83,16 @@ verify: $(STAMP)  ## compare every run in runs/ with its reference run in result
 	$(CLI) verify
 
 readme-tables: $(STAMP)  ## rewrite the generated sections of README.md and docs/ from results/
+	$(CLI) results readme
+
+# What tests/test_recipes_golden.py, tests/test_plan.py (the preflight gate of `results add`)
+# and tests/test_readme_drift.py (docs/preflight.md's table) ask of a new or changed recipe.
+# STAND_IN=1: time it on random words when its dataset is not prepared here.
+.PHONY: recipe-records
+recipe-records: $(STAMP)  ## a recipe's records: golden config, preflight record, generated docs (RECIPE=name [STAND_IN=1])
+	@test -n "$(RECIPE)" || { echo "name the recipe: make recipe-records RECIPE=<name>"; exit 2; }
+	$(CLI) train $(RECIPE) --print-config > tests/golden/configs/$(RECIPE).toml.part && mv tests/golden/configs/$(RECIPE).toml.part tests/golden/configs/$(RECIPE).toml
+	$(CLI) preflight $(RECIPE) --out-dir bench/preflight --threads 1 $(if $(STAND_IN),--stand-in)
 	$(CLI) results readme
 
 results: $(STAMP)  ## keep finished runs as reference runs: make results RUNS="runs/bm25_trecqa/seed-1 ..."

@@ -14,18 +14,22 @@ memory with per-block checkpointing and, for TC-LSTMs, at batch 128 (``--memory-
     .venv/bin/python bench/bench_grid.py --record        # + bench/records/bench_grid.json
     .venv/bin/python bench/bench_grid.py --device cuda   # adds the projected SNLI epoch time
     .venv/bin/python bench/bench_grid.py --micro         # torch.tanh against 2 sigmoid(2x) - 1
+    .venv/bin/python bench/bench_grid.py --launches      # kernel launches per diagonal (GPU path)
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the reference lives with the tests
@@ -43,9 +47,9 @@ from flops import (  # noqa: E402
     yardsticks,
 )
 from grid_reference import reference_forward  # noqa: E402
-from protocol import Machine, add_common_arguments  # noqa: E402
+from protocol import Machine, add_common_arguments, write_record  # noqa: E402
 
-from pairrepro.models import gridkernels  # noqa: E402
+from pairrepro.models import clstm, grid, gridkernels  # noqa: E402
 from pairrepro.models.base import ModelContext, build_model  # noqa: E402
 
 SNLI_TRAIN_PAIRS = 550_152
@@ -194,6 +198,54 @@ def micro(device: torch.device, rows: int = 4096, width: int = 250) -> None:
     print(f"largest difference from tanh in float64: {error.item():.1e}")
 
 
+class LaunchCount(TorchDispatchMode):
+    """Counts the operators that would launch a device kernel: not views, not allocations,
+    not on empty tensors (a CPU-side count: no GPU needed)."""
+
+    SKIP = frozenset({"empty", "new_empty", "empty_like", "empty_strided", "new_empty_strided",
+                      "detach", "lift_fresh"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        tensors = [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if not func.is_view and name not in self.SKIP and any(t.numel() for t in tensors):
+            self.ops[name] += 1
+        return out
+
+
+def launches(args: argparse.Namespace) -> None:
+    """Kernel launches per diagonal of one training step of each model on the path a GPU
+    takes, counted on CPU tensors: C kernels off, TC's gradients summed after the sweep, and
+    ``torch.tanh`` where the CPU computes ``2 σ(2x) − 1``."""
+    batch = make_batch(args.batch, args.length, torch.device("cpu"))
+    counts: list[dict[str, Any]] = []
+    for key in args.models.split(","):
+        model = make_model(torch.device("cpu"), key)
+        diagonals = (2 * args.length - 1) * len(model.blocks)
+        for amp in (False, True):
+            with mock.patch.object(gridkernels, "usable", lambda *a: False), \
+                    mock.patch.object(clstm, "PER_DIAGONAL_SUMS", set(), create=True), \
+                    mock.patch.object(grid, "tanh_", lambda x, out=None: torch.tanh(
+                        x, out=x if out is None else out)), LaunchCount() as count:
+                engine_step(model, batch, amp)
+            total = sum(count.ops.values())
+            top = ", ".join(f"{k} {v / diagonals:.1f}" for k, v in count.ops.most_common(8))
+            print(f"{key} {'bf16' if amp else 'fp32'}: {total} launches a step, "
+                  f"{total / diagonals:.1f} per diagonal of a block ({top})", flush=True)
+            counts.append({"model": key, "precision": "bf16" if amp else "fp32",
+                           "launches_per_step": total, "diagonals": diagonals,
+                           "per_diagonal": round(total / diagonals, 1), "ops": dict(count.ops)})
+    if args.record:
+        write_record("grid_launches", {"batch": args.batch, "length": args.length,
+                                       "label": args.label, "models": counts})
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated keys")
@@ -206,6 +258,10 @@ def parse_args() -> argparse.Namespace:
                         help="batch of the peak-memory step (0: the paper's, 32)")
     parser.add_argument("--memory-full", action="store_true",
                         help="memory also with checkpointing and at MEMORY_BATCHES")
+    parser.add_argument("--launches", action="store_true",
+                        help="only count kernel launches per diagonal (the GPU's path); with "
+                             "--record, into bench/records/grid_launches.json")
+    parser.add_argument("--label", default="", help="with --launches --record: the run's label")
     parser.add_argument("--micro", action="store_true",
                         help="only time tanh against its sigmoid form")
     parser.add_argument("--checkpoint", action="store_true",
@@ -216,6 +272,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.launches:
+        launches(args)
+        return
     run = open_model_bench(args)
     if args.micro:
         micro(run.device)

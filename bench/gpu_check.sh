@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The one command for a session lent a GPU: at most 8 minutes on one GPU, it runs
+# The one command for a session lent a GPU: at most 9.5 minutes on one GPU, it runs
 #   1. tests/test_cuda.py: the --device cuda path against the CPU, a bf16 step of every
-#      model, a run that resumes bit-exactly (at most 90 s; 24 s on an H100);
-#   2. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
+#      model, a steady step of every model that never waits for the GPU, a run that resumes
+#      bit-exactly (at most 110 s; 24 s on an H100 before the steady steps were added);
+#   2. one steady training step of every trained model at its recipe's sizes: ops, kernels,
+#      syncs, host and device time (bench/step_profile.py, at most 70 s) ->
+#      records/step_profile.json;
+#   3. every trained model's training rate at its recipe's (the paper's) sizes and batch, in
 #      fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN
 #      (bench/gpu_rates.py: at most 120 s of rates and 240 s of epoch; on an H100 the
 #      rates took about 60 s and the epoch 194 s, bf16, 2026-11-27),
@@ -13,13 +17,14 @@
 #   bench/gpu_check.sh --dry-run        # the same steps on this CPU at tiny sizes (seconds)
 #   bench/gpu_check.sh --records DIR    # gpu_rates.json in DIR instead of bench/records
 #
-# On a GPU machine whose python3 holds torch but not pydantic, bring the wheels of pydantic,
-# pydantic-core, annotated-types, typing-inspection, typing-extensions at this venv's
-# versions (.whl files) and pip install them first; for the epoch bring a data home holding
-# TrecQA prepared: mkdir -p .gpu_home/prepared && cp -r ~/.cache/pairrepro/prepared/trecqa-clean
-# .gpu_home/prepared/ (with /.gpu_home/ in .git/info/exclude); .gpu_home is used when present
-# and PAIRREPRO_HOME is unset. Exit: 0 every step passed; 1 a step failed (named at the end);
-# 2 a wrong option or a package missing here.
+# On a GPU machine whose python3 holds torch but not the rest of pairrepro's needs (pydantic,
+# pydantic-core, annotated-types, typing-inspection, typing-extensions, ...): bring their
+# wheels at this venv's versions (pip download) and pip install them there first. For the
+# epoch, bring a data home holding TrecQA prepared: mkdir -p .gpu_home/prepared && cp -r
+# ~/.cache/pairrepro/prepared/trecqa-clean .gpu_home/prepared/ (with /.gpu_home/ in
+# .git/info/exclude); .gpu_home is used when present and PAIRREPRO_HOME is unset.
+# Exit: 0 every step passed; 1 a step failed (named at the end); 2 a wrong option or a
+# package missing here.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 dry=()
@@ -32,7 +37,7 @@ while [ $# -gt 0 ]; do
         "" | -*) echo "gpu_check.sh: --records needs a folder (--records DIR)" >&2; exit 2 ;;
       esac
       records=$2; shift ;;
-    -h | --help) sed -n '2,/^# 2 a wrong option/p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^# package missing here/p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift
@@ -44,7 +49,7 @@ if [ -d .gpu_home ] && [ -z "${PAIRREPRO_HOME:-}" ]; then
 fi
 if ! missing=$("$py" -c "import pairrepro.cli.app, pairrepro.train.preflight, pytest" 2>&1); then
   echo "gpu_check.sh: $py cannot import pairrepro's needs here: ${missing##*$'\n'}" >&2
-  echo "  bring the missing package as a wheel and pip install it (see --help), or set" \
+  echo "  pip install the missing package (from a wheel where the machine is offline), or set" \
        "PYTHON to an interpreter that has them" >&2
   exit 2
 fi
@@ -60,7 +65,13 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, note a fail
   [ "$rc" -eq 0 ] || failed+=("$name (exit $rc$([ "$rc" -eq 124 ] && echo ', out of time'))")
 }
 
-step "tests/test_cuda.py" 90 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+step "tests/test_cuda.py" 110 "$py" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+if [ ${#dry[@]} -gt 0 ]; then
+  profile=(--device cpu --models nbow --set train.batch_size=4)
+else
+  profile=(--device cuda --budget 55 --record --records "$records")
+fi
+step "step profile" 70 "$py" bench/step_profile.py "${profile[@]}"
 step "rates and one epoch" 390 "$py" bench/gpu_rates.py "${dry[@]}" --budget 120 \
   --epoch-timeout 240 --records "$records"
 
@@ -68,4 +79,5 @@ if [ ${#failed[@]} -gt 0 ]; then
   printf 'gpu_check.sh: failed: %s\n' "${failed[@]}" >&2
   exit 1
 fi
-echo "gpu_check.sh: every step passed (${SECONDS} s); record: $records/gpu_rates.json"
+echo "gpu_check.sh: every step passed (${SECONDS} s); records: $records/gpu_rates.json," \
+     "$records/step_profile.json"

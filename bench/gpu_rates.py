@@ -2,9 +2,10 @@
 sizes and batch, in fp32 and bf16, and one epoch of the TrecQA ladder's paper-size CSRAN.
 The second and third steps of ``bench/gpu_check.sh``.
 
-A rate is preflight's (``pairrepro.train.preflight``: the training loop's own step on one
-fixed batch of the recipe's batch size, the median step after a warm-up one) on random words
-at the dataset's lengths (``--stand-in``), so no dataset or vectors need to be here. The epoch
+A rate is the training loop's own step on one fixed batch of the recipe's batch size, timed
+over a block of steps read back as the loop reads them (every ``sync_every`` steps, not after
+each), after two warm-up steps (``step_profile.SteadyStep``), on random words at the dataset's
+lengths (preflight's ``--stand-in``), so no dataset or vectors need to be here. The epoch
 is ``pairrepro train`` of :data:`EPOCH_RECIPE` for one epoch (random vectors of the recipe's
 width stand in for GloVe: the same work), on the TrecQA prepared under ``$PAIRREPRO_HOME``.
 Each run is appended to ``bench/records/gpu_rates.json`` (``--records``); the plan
@@ -17,6 +18,7 @@ Each run is appended to ``bench/records/gpu_rates.json`` (``--records``); the pl
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -50,6 +52,7 @@ DRY_EPOCH = ["model.hidden=8", "model.aggr_hidden=8", "model.out_hidden=8",
              "train.batch_size=16", "train.eval_batch_size=64"]
 
 
+@functools.cache
 def model_recipes() -> dict[str, str]:
     """One recipe per trained model: the recipe named as the model, else the first of its
     recipes by name."""
@@ -66,22 +69,26 @@ def measure(recipe_name: str, precision: str, device: torch.device, steps: int,
             overrides: list[str], budget_s: float) -> dict[str, Any]:
     """``{pairs_per_s, batch, step_s}`` of one recipe in one precision, ``{unsupported}``
     where this device cannot run the precision (bf16 on a CPU without bf16 units), or
-    ``{error}`` where the model fails here."""
-    from pairrepro.train.preflight import run_preflight
+    ``{error}`` where the model fails here. The steps are read back as the training loop
+    reads them (``step_profile.SteadyStep.loop_rate``: every ``sync_every`` steps), after
+    a warm-up; ``budget_s`` caps the steps timed."""
+    from step_profile import SteadyStep
 
-    sets = [*overrides, f'train.precision="{precision}"']
     try:
         resolve_precision(precision, device)
     except PairreproError as exc:
         return {"unsupported": exc.message.splitlines()[0][:200]}
     try:
-        recipe = load_recipe(recipes_dir() / f"{recipe_name}.toml", sets)
-        result = run_preflight(recipe, sets, steps=steps, budget_s=budget_s, device=device,
-                               stand_in=True)
+        run = SteadyStep.build(recipe_name, device, precision, overrides)
+        start = time.monotonic()
+        run.warm_up()
+        warm_s = (time.monotonic() - start) / 2
+        timed = max(1, min(steps, int(budget_s / 2 / max(warm_s, 1e-6))))
+        step_s = run.loop_rate(timed)
     except (PairreproError, RuntimeError) as exc:  # RuntimeError: CUDA out of memory
         return {"error": str(getattr(exc, "message", exc)).splitlines()[0][:200]}
-    return {"pairs_per_s": result.pairs_per_s, "batch": result.pairs_per_step,
-            "step_s": result.step_s}
+    return {"pairs_per_s": run.pairs / step_s, "batch": run.pairs, "step_s": step_s,
+            "steps": timed}
 
 
 def rates(device: torch.device, models: dict[str, str], steps: int, overrides: list[str],
@@ -142,7 +149,7 @@ def parse_args() -> argparse.Namespace:
                         help=f"on the CPU: {', '.join(DRY_MODELS)} at batch {DRY_BATCH}, a "
                              "toy epoch (checks the steps, measures nothing)")
     parser.add_argument("--models", default="", help="comma-separated (default: every one)")
-    parser.add_argument("--steps", type=int, default=0, help="steps per rate (default 6, 2)")
+    parser.add_argument("--steps", type=int, default=0, help="steps per rate (default 20, 2)")
     parser.add_argument("--budget", type=float, default=170.0,
                         help="seconds for all the rates (models left are not measured)")
     parser.add_argument("--epoch-timeout", type=float, default=200.0)
@@ -169,7 +176,7 @@ def main() -> int:
         print(f"gpu_rates: --models: no recipe for {', '.join(unknown)} (known: "
               f"{', '.join(models)})", file=sys.stderr)
         return 2
-    steps = args.steps or (2 if args.dry_run else 6)
+    steps = args.steps or (2 if args.dry_run else 20)
     overrides = [f"train.batch_size={DRY_BATCH}"] if args.dry_run else []
     print(f"rates, {steps} steps each, stand-in words at each dataset's lengths:", flush=True)
     found = rates(device, {m: models[m] for m in wanted}, steps, overrides,

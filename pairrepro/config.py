@@ -369,9 +369,18 @@ def read_recipe_file(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]
         inherited["recipe"] = {k: v for k, v in section.items() if k not in OWN_KEYS}
     own = raw.get("recipe", {})
     if isinstance(own, dict):  # else merge_tables names the conflict
+        if "description" not in own and _dataset(raw) not in (None, _dataset(inherited)):
+            raise ConfigError(f"{path}: [recipe] description: on {_dataset(raw)!r}, not "
+                              f"{base_name}'s {_dataset(inherited)!r}: a description (naming "
+                              "its data) is not inherited across datasets",
+                              hint="say what this recipe is, on its dataset, in description")
         chain = section.get("change") if isinstance(section, dict) else None
         raw["recipe"] = {**own, "change": _recipe_prose(path, own, raw, chain)}
     return merge_tables(inherited, raw, str(path))
+
+
+def _dataset(raw: dict[str, Any]) -> Any:
+    return data.get("dataset") if isinstance(data := raw.get("data"), dict) else None
 
 
 def _recipe_prose(path: Path, own: dict[str, Any], raw: dict[str, Any], changes: Any

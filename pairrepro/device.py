@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.utils.weak import WeakIdKeyDictionary
 
 from pairrepro.errors import ConfigError
 
@@ -131,6 +132,23 @@ def autocast(device: torch.device, precision: str = "fp32") -> contextlib.Abstra
     """bf16 autocast on ``device`` when ``precision`` is bf16, else nothing."""
     return (torch.autocast(device.type, dtype=torch.bfloat16) if precision == "bf16"
             else contextlib.nullcontext())
+
+
+_HOST_COPIES = WeakIdKeyDictionary()  # a tensor to_device made -> the host tensor it copied
+
+
+def to_device(host: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """``host`` on ``device``, copied without a wait; :func:`on_host` finds ``host`` again."""
+    if host.device == torch.device(device):
+        return host
+    _HOST_COPIES[moved := host.to(device, non_blocking=True)] = host
+    return moved
+
+
+def on_host(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` on a CPU, the tensor :func:`to_device` copied, else a copy (a wait)."""
+    host = tensor if tensor.device.type == "cpu" else _HOST_COPIES.get(tensor)
+    return tensor.cpu() if host is None else host
 
 
 def device_name(device: torch.device) -> str:

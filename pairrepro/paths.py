@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 from pairrepro.errors import ConfigError
@@ -11,11 +12,23 @@ from pairrepro.fileio import read_toml
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
+def packaged(name: str) -> Path:
+    """A file or folder of the package, e.g. ``report/ladders``: importlib.resources' path."""
+    return Path(str(resources.files("pairrepro").joinpath(name)))
+
+
+def shipped(name: str) -> Path:
+    """A shipped data folder (``recipes``, ``results``...): the wheel's copy, else the checkout."""
+    return copy if (copy := packaged(f"shipped/{name}")).is_dir() else PROJECT_DIR / name
+
+
 def project_relative(path: str | Path) -> str:
-    """``path`` relative to the project folder when inside it, else as given."""
+    """``path`` as a record names it (no machine's folders): relative to the project folder
+    inside it, ``$PAIRREPRO_HOME/...`` inside the data home, else as given."""
     resolved = Path(path).resolve()
-    if resolved.is_relative_to(PROJECT_DIR):
-        return str(resolved.relative_to(PROJECT_DIR))
+    for root, shown in ((PROJECT_DIR, ""), (home().resolve(), "$PAIRREPRO_HOME/")):
+        if resolved.is_relative_to(root):
+            return shown + str(resolved.relative_to(root))
     return str(path)
 
 
@@ -42,12 +55,18 @@ def prepared_dir(dataset: str, variant: str | None = None) -> Path:
 
 def manifests_dir() -> Path:
     """The dataset manifests (``data_manifests/*.toml``); ``$PAIRREPRO_MANIFESTS`` overrides."""
-    return Path(os.environ.get("PAIRREPRO_MANIFESTS", PROJECT_DIR / "data_manifests"))
+    return Path(os.environ.get("PAIRREPRO_MANIFESTS", shipped("data_manifests")))
 
 
 def recipes_dir() -> Path:
     """The recipe folder (``recipes/*.toml``); ``$PAIRREPRO_RECIPES`` overrides."""
-    return Path(os.environ.get("PAIRREPRO_RECIPES", PROJECT_DIR / "recipes"))
+    return Path(os.environ.get("PAIRREPRO_RECIPES", shipped("recipes")))
+
+
+def toml_files(folder: Path) -> dict[str, Path]:
+    """``folder``'s TOML files by name, and the user's own ones beside the settings file."""
+    mine = user_config_path().parent / folder.name
+    return {p.stem: p for d in (mine, folder) for p in sorted(d.glob("*.toml"))}
 
 
 def reader_dirs() -> list[Path]:
@@ -66,7 +85,7 @@ def runs_dir() -> Path:
 
 def results_dir() -> Path:
     """The reference runs (``results/``, tracked in git); ``$PAIRREPRO_RESULTS`` overrides."""
-    return Path(os.environ.get("PAIRREPRO_RESULTS", PROJECT_DIR / "results"))
+    return Path(os.environ.get("PAIRREPRO_RESULTS", shipped("results")))
 
 
 MIRROR_ENV = "PAIRREPRO_MIRROR"
@@ -79,8 +98,8 @@ def user_config_path() -> Path:
 
 
 def mirror_setting() -> tuple[Path, str] | None:
-    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), ``mirror`` in
-    :func:`user_config_path`, else ``../shared/datasets`` beside the checkout if it exists."""
+    """The mirror folder and where it was set: ``$PAIRREPRO_MIRROR`` (empty: none), else
+    ``mirror`` in :func:`user_config_path`; none by default."""
     if (env := os.environ.get(MIRROR_ENV)) is not None:
         return (Path(env).expanduser(), f"${MIRROR_ENV}") if env else None
     config = user_config_path()
@@ -93,8 +112,6 @@ def mirror_setting() -> tuple[Path, str] | None:
         settings = validate(UserConfig, read_toml(config), str(config))
         if settings.mirror:
             return config.parent / Path(settings.mirror).expanduser(), f"{config}: mirror"
-    if (beside := PROJECT_DIR.parent / "shared" / "datasets").is_dir():
-        return beside, "shared/datasets beside the checkout"
     return None
 
 

@@ -4,7 +4,9 @@ an isolated data home, and single-threaded torch so tests behave on 2 shared cor
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +28,8 @@ SHARED = Path(os.environ.get("PAIRREPRO_SHARED") or PROJECT.parent / "shared")
 # the dataset mirror: $PAIRREPRO_MIRROR (as the CLI reads it), else <shared>/datasets
 # absolute: tests link to it from temporary folders (a relative path would dangle there)
 DATASETS = Path(os.environ.get("PAIRREPRO_MIRROR") or SHARED / "datasets").expanduser().resolve()
+if DATASETS.is_dir():  # pairrepro has no default mirror: the tests (and what they run) name theirs
+    os.environ.setdefault("PAIRREPRO_MIRROR", str(DATASETS))
 #: Start of the reason of every skip for a missing ../shared folder (counted in the summary).
 SKIP_PREFIX = "needs ../shared: "
 
@@ -40,11 +44,16 @@ def _require(folder: Path, what: str) -> Path:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say once, at the end, why tests were skipped for want of ../shared: ``make test``
-    away from the mirror otherwise ends with a bare "N skipped"."""
-    skipped = terminalreporter.stats.get("skipped", [])
-    reasons = [r for r in skipped
-               if isinstance(r.longrepr, tuple) and SKIP_PREFIX in str(r.longrepr[2])]
+    """Say in one line why tests were skipped, counted by reason (its words before the first
+    ':' or '('), and how to run those that want ../shared: else a bare "N skipped"."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r.longrepr, tuple)]
+    kinds = Counter(re.split(r"[:(]", str(r.longrepr[2]).removeprefix("Skipped: "), maxsplit=1)[0]
+                    .strip() for r in skipped)
+    if kinds:
+        terminalreporter.write_line(f"{len(skipped)} skipped: " + "; ".join(
+            f"{count} {why}" for why, count in kinds.most_common()), yellow=True)
+    reasons = [r for r in skipped if SKIP_PREFIX in str(r.longrepr[2])]
     if reasons:
         terminalreporter.write_line(
             f"{len(reasons)} test(s) skipped: they read the real dataset files or papers, "

@@ -1,8 +1,9 @@
-"""README's "Adding a dataset", step by step, from a temporary folder: a reader module (kept
-outside the package, found through ``$PAIRREPRO_READERS``), a manifest, the published files
-fetched with ``--from``, preprocess, a tiny recipe trained for one epoch, and the report of
-the run. Nothing of the package is changed: if a step needed core code, this test would fail.
-"""
+"""docs/adding-a-dataset.md, its commands followed line by line in a temporary project folder:
+a reader module (kept outside the package, found through ``$PAIRREPRO_READERS``), a manifest,
+the published files fetched with ``--from``, preprocess, the recipe's records (``make
+recipe-records``, expanded from the Makefile), a tiny recipe trained for one epoch, and the
+report of the run. Nothing of the package is changed: if a step needed core code, this test
+would fail; each record is checked as the test that asks for it checks it."""
 
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
+from guide_steps import guide_lines, make_lines, preflight_section, run_line
 
-from pairrepro.cli.app import app
+from pairrepro import paths
+from pairrepro.config import load_recipe
+from pairrepro.planning.preflight_record import preflight_problem
 
-runner = CliRunner()
+GUIDE = paths.PROJECT_DIR / "docs" / "adding-a-dataset.md"
+NAME = "bilstm_max_toy"  # the recipe of the guide's commands
 
 READER = '''\
 """Toy pairs: ``left<SEP>right<SEP>yes|no`` per line."""
@@ -149,32 +153,36 @@ def _forget_the_reader() -> Iterator[None]:
     sys.modules.pop("pairrepro.data.formats.toy_pairs", None)
 
 
-def _invoke(*args: str) -> dict | list:
-    result = runner.invoke(app, ["--json", *args])
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 @pytest.mark.usefixtures("_forget_the_reader")
 def test_a_toy_dataset_goes_from_files_to_a_report(
         tmp_path: Path, manifests: Path, data_home: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    readers, published = tmp_path / "readers", tmp_path / "download"
-    readers.mkdir()
-    published.mkdir()
+    readers, published, project = tmp_path / "readers", tmp_path / "download", tmp_path / "p"
+    for folder in (readers, published, *(project / sub for sub in (
+            "recipes", "tests/golden/configs", "bench/preflight"))):
+        folder.mkdir(parents=True)
     (readers / "toy_pairs.py").write_text(READER, encoding="utf-8")
     monkeypatch.setenv("PAIRREPRO_READERS", str(readers))
     labels = _published(published)
     (manifests / "toy.toml").write_text(_manifest(published), encoding="utf-8")
-    recipe = tmp_path / "bilstm_max_toy.toml"
-    recipe.write_text(RECIPE, encoding="utf-8")
+    (project / "recipes" / f"{NAME}.toml").write_text(RECIPE, encoding="utf-8")
+    monkeypatch.setenv("PAIRREPRO_RECIPES", str(project / "recipes"))
+    monkeypatch.chdir(project)
 
-    _invoke("fetch", "toy", "--from", str(published))
+    out, ran = {}, []
+    for command in guide_lines(GUIDE):
+        command = command.replace("~/Downloads/toy", str(published))
+        for line in make_lines(command) if command.startswith("make ") else [command]:
+            if line != "pairrepro results readme":  # rewrites the project's pages: see below
+                out[line.split()[1]] = run_line(line, project)
+            ran.append(line)
+    assert "pairrepro results readme" in ran
+
     record = json.loads((data_home / "raw" / "toy" / ".fetched.json").read_text())
     assert {(f["path"], f["verified"], f["source"]) for f in record["files"]} == {
         (f"{s}.txt", True, f"from:{published.resolve() / f'{s}.txt'}") for s in SIZES}
 
-    stats = _invoke("preprocess", "toy")
+    stats = out["preprocess"]
     assert {s: stats["splits"][s]["pairs"] for s in SIZES} == SIZES
     assert stats["splits"]["train"]["labels"] == {
         "no": labels["train"].count("no"), "yes": labels["train"].count("yes")}
@@ -182,8 +190,16 @@ def test_a_toy_dataset_goes_from_files_to_a_report(
         ("test", "test.txt", SIZES["test"] + 1)]
     assert stats["reader"] == "toy_pairs"
 
-    assert _invoke("train", str(recipe), "--seeds", "1")[0]["status"] == "finished"
-    [row] = _invoke("report", "runs")
+    # the records: golden config (test_recipes_golden), preflight record (test_plan's gate)
+    # and the generated preflight table of docs/preflight.md (test_readme_drift)
+    recipe = load_recipe(project / "recipes" / f"{NAME}.toml")
+    golden = project / "tests" / "golden" / "configs" / f"{NAME}.toml"
+    assert recipe.to_toml() == golden.read_text(encoding="utf-8")
+    assert preflight_problem(NAME, recipe.to_dict(), project / "bench" / "preflight") == ""
+    assert f"| `{NAME}` | toy train |" in preflight_section(project / "bench" / "preflight")
+
+    assert out["train"][0]["status"] == "finished"
+    [row] = out["report"]
     assert (row["dataset"], row["status"], row["epochs_run"]) == ("toy", "finished", 1)
     # the reported accuracy, against the labels this test wrote (line n is pair "test-n")
     predictions = pd.read_parquet(Path(row["run"]) / "predictions" / "test.parquet")

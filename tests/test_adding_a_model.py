@@ -9,16 +9,14 @@ import ast
 import importlib.util
 import json
 import re
-import shlex
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
-from typer.testing import CliRunner
+from guide_steps import guide_lines, make_lines, preflight_section, run_line
 
 from pairrepro import paths
-from pairrepro.cli.app import app
 from pairrepro.config import load_recipe
 from pairrepro.device import cpu_has_bf16_units
 from pairrepro.errors import ConfigError
@@ -82,23 +80,24 @@ def test_the_guide_walks_end_to_end(guide_model: type[base.PairModel], tmp_path:
     (project / "recipes" / f"{RECIPE}.toml").write_text(recipe_text, encoding="utf-8")
     monkeypatch.setenv("PAIRREPRO_RECIPES", str(project / "recipes"))
     monkeypatch.chdir(project)
-    commands = [line for line in _blocks("text")[0].splitlines() if line.strip()]
-    for command in commands:
-        words, _, into = command.partition(" > ")
-        argv = shlex.split(words)
-        if argv[0] == "python":  # bench/model_facts.py: checked below, never rewritten here
-            assert argv[1:] == ["bench/model_facts.py"], command
+    ran = []
+    for command in guide_lines(GUIDE):
+        if command == "python bench/model_facts.py":  # checked below, never rewritten here
             continue
-        result = CliRunner().invoke(app, argv[1:])
-        assert result.exit_code == 0, f"{command}: {result.output[-600:]}"
-        if into:
-            (project / into).write_text(result.stdout, encoding="utf-8")
+        for line in make_lines(command) if command.startswith("make ") else [command]:
+            if line != "pairrepro results readme":  # rewrites the project's pages: see below
+                run_line(line, project)
+            ran.append(line)
+    assert "pairrepro results readme" in ran
     # the golden config is what test_recipes_golden compares
     recipe = load_recipe(project / "recipes" / f"{RECIPE}.toml")
     golden = project / "tests" / "golden" / "configs" / f"{RECIPE}.toml"
     assert recipe.to_toml() == golden.read_text(encoding="utf-8")
-    # the preflight record passes the gate of test_plan and `results add`
-    assert preflight_problem(RECIPE, recipe.to_dict(), project / "bench" / "preflight") == ""
+    # the preflight record passes the gate of test_plan and `results add`, and the generated
+    # preflight table of docs/preflight.md (test_readme_drift) would list it
+    preflight = project / "bench" / "preflight"
+    assert preflight_problem(RECIPE, recipe.to_dict(), preflight) == ""
+    assert f"| `{RECIPE}` | synthetic " in preflight_section(preflight)
     # model facts: the committed file lacks the model, the script's facts() have it
     facts = _load("model_facts_script", paths.PROJECT_DIR / "bench" / "model_facts.py").facts()
     assert facts["models"][NAME] == {"defaults": {"mlp_hidden": 32}, "needs_training": True}

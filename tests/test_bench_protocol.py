@@ -175,6 +175,34 @@ def test_readme_table_compares_runs_only_on_one_machine(tmp_path: Path) -> None:
     assert "| 2.50x |" in table
 
 
+def test_step_profile_section_sets_each_devices_last_two_runs_side_by_side(tmp_path: Path
+                                                                          ) -> None:
+    """Hand-made records: an older CPU run is left out, the last two are "A → B" per model,
+    a failed model shows its error, and a GPU run is its own table."""
+    from pairrepro.report.publishing.bench_records import step_profile_markdown
+
+    def run(device: str, label: str, esim: dict, reference: bool = True) -> dict:
+        return {"device": device, "device_name": device, "label": label,
+                "measured": "2026-11-29 09:00 UTC", "reference": reference,
+                "machine": {"cpu": "Xeon"}, "models": [
+                    {"model": "nbow", "ops": 214, "syncs": 1, "host_reads": 7,
+                     "host_ms": 43.4, "device_ms": None}, {"model": "esim", **esim}]}
+
+    assert "No step profile" in step_profile_markdown(tmp_path)
+    esim = {"ops": 8237, "syncs": 12, "host_reads": 31, "host_ms": 546.0, "device_ms": None}
+    runs = [run("cpu", "oldest", {**esim, "ops": 1}), run("cpu", "before", esim),
+            run("cpu", "after", {**esim, "ops": 8233, "syncs": 0}, reference=False),
+            run("cuda", "after", {"error": "out of time"})]
+    (tmp_path / "step_profile.json").write_text(json.dumps({"runs": runs}))
+    text = step_profile_markdown(tmp_path)
+    cpu, cuda = text.split("On `cuda`")
+    assert "A = before" in cpu and "B = after" in cpu and "oldest" not in cpu
+    assert "B = after, 2026-11-29 09:00 UTC, not a reference measurement" in cpu
+    assert "| esim | 8,237 → 8,233 | 12 → 0 | 31 → 31 | 546.00 → 546.00 | - → - |" in cpu
+    assert "| nbow | 214 → 214 | 1 → 1 |" in cpu
+    assert "| esim | out of time | out of time |" in cuda
+
+
 def test_profile_names_the_heavy_operator_and_submodule(
         protocol: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     """A step whose time is all in one submodule's matmuls: the profile ranks that operator

@@ -215,6 +215,25 @@ lr = 0.25
     assert again.to_toml() == recipe.to_toml()
 
 
+def test_a_recipe_on_another_dataset_restates_its_prose(tmp_path: Path) -> None:
+    """A recipe moved to another dataset carried its base's description ("CSRAN on TrecQA
+    (Table 6 ...)") into its run records: across datasets it must describe itself."""
+    write(tmp_path, '[recipe]\ndescription = "BiLSTM on synthetic nli"\npaper = "cin"\n'
+                 + BASE, "base.toml")
+    same = write(tmp_path, 'extends = "base.toml"\nmodel.hidden = 4\n', "same.toml")
+    assert load_recipe(same).recipe.description == "BiLSTM on synthetic nli"  # same dataset
+    moved = write(tmp_path, 'extends = "base.toml"\ndata.dataset = "trecqa"\n'
+                  'data.variant = "clean"\n', "moved.toml")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(moved)
+    assert str(moved) in info.value.message and "'trecqa'" in info.value.message
+    assert "base.toml's 'synthetic'" in info.value.message and "description" in info.value.hint
+    moved.write_text('extends = "base.toml"\nrecipe.description = "BiLSTM on TrecQA"\n'
+                     'data.dataset = "trecqa"\ndata.variant = "clean"\n', encoding="utf-8")
+    recipe = load_recipe(moved).recipe
+    assert (recipe.description, recipe.paper, recipe.change) == ("BiLSTM on TrecQA", "", [])
+
+
 def test_extends_errors_name_the_files(tmp_path: Path) -> None:
     write(tmp_path, 'extends = "b.toml"\n' + BASE, "a.toml")
     write(tmp_path, 'extends = "c.toml"\n', "b.toml")
@@ -268,3 +287,25 @@ def test_print_config_prints_the_resolved_recipe(tmp_path: Path) -> None:
     assert printed["model"] == {"name": "bilstm_max", "hidden": 16}
     assert printed["optim"]["lr"] == 0.5 and printed["train"]["epochs"] == 3
     assert not (tmp_path / "runs").exists() and not Path("runs/child").exists()
+
+
+def test_the_users_own_recipes_and_manifests_add_to_the_shipped_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~/.config/pairrepro/recipes/`` and ``data_manifests/`` (beside the settings file)
+    hold a user's own files: found by name beside the shipped ones, which keep their names."""
+    from pairrepro.cli.train_cmds import resolve_recipe
+    from pairrepro.planning.recipe_index import load_recipe_index
+
+    mine = tmp_path / "config" / "pairrepro"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (mine / "recipes").mkdir(parents=True)
+    write(mine / "recipes", BASE, "my_bilstm.toml")
+    write(mine / "recipes", BASE, "csran_trecqa.toml")  # a shipped name: the shipped file
+    (mine / "data_manifests").mkdir()
+    synthetic = (paths.manifests_dir() / "synthetic.toml").read_text(encoding="utf-8")
+    write(mine / "data_manifests", synthetic, "my_data.toml")
+    assert resolve_recipe("my_bilstm") == mine / "recipes" / "my_bilstm.toml"
+    assert resolve_recipe("csran_trecqa.toml") == paths.recipes_dir() / "csran_trecqa.toml"
+    assert "my_bilstm" in load_recipe_index().recipes
+    assert {"my_data", "synthetic"} <= set(available_datasets())
+    assert load_manifest("my_data").source == str(mine / "data_manifests" / "my_data.toml")

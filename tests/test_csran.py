@@ -1,5 +1,6 @@
 """CSRAN: FM formula vs the naive pairwise sum, char encoder vs padding, CSRA affinity vs
-explicit loops, each Table 8 ablation switch padding-invariant, and a short NLI fit."""
+explicit loops, each Table 8 ablation switch padding-invariant, the padded LSTM path (CPU bf16)
+against the packed one, and a short NLI fit."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from model_harness import assert_padding_invariant, fit_nli
 
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext, build_model
-from pairrepro.models.csran import CAFEBlock, co_stack_affinity
-from pairrepro.models.layers import CharEncoder, FactorizationMachine
+from pairrepro.models.csran import CAFEBlock, co_stack_affinity, run_lstm_padded
+from pairrepro.models.layers import CharEncoder, FactorizationMachine, run_rnn
 
 SMALL = {"hidden": 12, "layers": 2, "char_dim": 6, "char_hidden": 8, "fm_factors": 4,
          "aggr_layers": 1, "out_hidden": 16, "dropout": 0.0}
@@ -66,6 +67,43 @@ def test_cafe_block_adds_six_features() -> None:
     out_a, out_b = block(a, ones[:, :5], b, ones[:, :4])
     assert out_a.shape == (2, 5, 16) and out_b.shape == (2, 4, 16)
     torch.testing.assert_close(out_a[..., :10], a)
+
+
+def test_padded_lstm_equals_packed() -> None:
+    """Outputs, last states (the backward direction's included) and gradients of the padded
+    path equal those of the packed one, whose padding never enters a state."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(5, 7, batch_first=True, bidirectional=True)
+    mask = torch.arange(6)[None] < torch.tensor([6, 1, 3, 4])[:, None]
+    x = torch.randn(4, 6, 5)
+    results = []
+    for run in (run_rnn, run_lstm_padded):
+        inp = x.clone().requires_grad_(True)
+        out, last = run(lstm, inp, mask)
+        (out.sin().sum() + last.cos().sum()).backward()
+        results.append((out, last, inp.grad, lstm.weight_hh_l0_reverse.grad.clone()))
+        lstm.zero_grad()
+    for packed, padded in zip(*results, strict=True):
+        torch.testing.assert_close(padded, packed, rtol=1e-5, atol=1e-6)
+
+
+def test_csran_bf16_runs_the_padded_lstm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under CPU bf16 autocast the encoders take the padded path (the aggregation LSTM stays
+    packed); in fp32 every LSTM is packed."""
+    import pairrepro.models.csran as module
+
+    calls: list[str] = []
+    monkeypatch.setattr(module, "run_rnn", lambda *a: calls.append("packed") or run_rnn(*a))
+    monkeypatch.setattr(module, "run_lstm_padded",
+                        lambda *a: calls.append("padded") or run_lstm_padded(*a))
+    ctx = ModelContext(vocab_size=30, embed_dim=8, num_outputs=2,
+                       vocab=[f"w{i}" for i in range(30)])
+    model = csran(ctx).eval()
+    ids, mask = torch.randint(2, 30, (3, 5)), torch.ones(3, 5, dtype=torch.bool)
+    model(ids, mask, ids, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(ids, mask, ids, mask)
+    assert calls == ["packed"] * 6 + ["padded"] * 4 + ["packed"] * 2
 
 
 def test_co_stack_affinity_against_loops() -> None:

@@ -384,16 +384,13 @@ def _mirror_of_quora(folder: Path, shared_datasets: Path) -> Path:
 
 def test_default_mirror_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """$PAIRREPRO_MIRROR (empty: none), else the user config's mirror (relative to its file),
-    else shared/datasets beside the checkout when it exists, else none."""
+    else none: a shared/datasets folder beside the checkout is no mirror of the product."""
     config_home = tmp_path / "config"
-    checkout = tmp_path / "work" / "main"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
-    monkeypatch.setattr(paths, "PROJECT_DIR", checkout)
-    monkeypatch.delenv("PAIRREPRO_MIRROR")
-    assert paths.mirror_dir() is None  # nothing configured, no folder beside the checkout
-    beside = tmp_path / "work" / "shared" / "datasets"
-    beside.mkdir(parents=True)
-    assert paths.mirror_dir() == beside
+    monkeypatch.setattr(paths, "PROJECT_DIR", tmp_path / "work" / "main")
+    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
+    (tmp_path / "work" / "shared" / "datasets").mkdir(parents=True)
+    assert paths.mirror_dir() is None
     (config_home / "pairrepro").mkdir(parents=True)
     (config_home / "pairrepro" / "config.toml").write_text('mirror = "../../my-mirror"\n')
     assert paths.mirror_dir().resolve() == (tmp_path / "my-mirror").resolve()
@@ -411,7 +408,7 @@ def test_fetch_uses_the_mirror_of_the_user_config(tmp_path: Path, shared_dataset
     config.parent.mkdir(parents=True)
     config.write_text(f'mirror = "{mirror}"\n')
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
     result = runner.invoke(app, ["--json", "fetch", "quora"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["splits_present"] == ["dev", "test"]
@@ -420,23 +417,12 @@ def test_fetch_uses_the_mirror_of_the_user_config(tmp_path: Path, shared_dataset
     assert sources and all(s.startswith(f"mirror:{mirror.resolve()}/quora/") for s in sources)
 
 
-def test_fetch_uses_the_mirror_beside_the_checkout(tmp_path: Path, shared_datasets: Path,
-                                                   data_home: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    _mirror_of_quora(tmp_path / "shared" / "datasets", shared_datasets)
-    monkeypatch.setenv("PAIRREPRO_MANIFESTS", str(paths.manifests_dir()))
-    monkeypatch.setattr(paths, "PROJECT_DIR", tmp_path / "checkout")
-    monkeypatch.delenv("PAIRREPRO_MIRROR")
-    report = fetch.fetch_dataset("quora")
-    assert report.splits_present == ["dev", "test"]
-
-
 def test_user_config_faults_name_the_file(tmp_path: Path, data_home: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "pairrepro" / "config.toml"
     config.parent.mkdir()
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    monkeypatch.delenv("PAIRREPRO_MIRROR")
+    monkeypatch.delenv("PAIRREPRO_MIRROR", raising=False)
     config.write_text('mirorr = "/data"\n')
     with pytest.raises(ConfigError, match=r"config\.toml: .*unknown key 'mirorr'"):
         paths.mirror_dir()

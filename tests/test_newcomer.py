@@ -189,6 +189,7 @@ def test_pytest_says_why_tests_were_skipped(tmp_path: Path) -> None:
         cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
     assert "1 skipped" in done.stdout, done.stdout
     assert "1 test(s) skipped" in done.stdout and "PAIRREPRO_MIRROR" in done.stdout
+    assert "\n1 skipped: 1 needs ../shared\n" in done.stdout  # the one line of reasons
 
 
 def test_make_help_lists_the_paper_tables_and_the_demo_report() -> None:

@@ -40,6 +40,7 @@ SMALL_CSRAN = [*SMALL_TRAIN, *(f"--set=model.{key}=8" for key in (
 #: command as documented -> extra words that keep it small (appended).
 SMALL: dict[str, list[str]] = {
     "pairrepro train recipes/csran_trecqa.toml": SMALL_CSRAN,
+    "pairrepro train recipes/mv_lstm_tensor_trecqa.toml --seeds 1 --set model.k=3": SMALL_TRAIN,
     "pairrepro train recipes/csran_trecqa.toml --resume": SMALL_CSRAN,
     # the demo's overrides; --force: the demo example before it trained this seed already
     "pairrepro train recipes/bilstm_max_synthetic.toml": [*SMALL_DEMO, "--force"],
@@ -347,6 +348,8 @@ def test_numbers_the_readme_types_are_the_codes() -> None:
                                             in _source("bench/preflight/run_all.py"),
         "`checkpoint_minutes` (default 10)": TrainSection().checkpoint_minutes == 10,
         "ends with its 15 slowest tests (`--durations`)": "--durations=15" in makefile,
+        "reports every failure rather than stopping at the first": re.search(
+            r"^test:.*\n\t.*pytest(?!.* -x\b)", makefile, re.M) is not None,
         "≥ 50,000 pairs/s per CPU second": "TARGET_PAIRS_PER_S = 50_000"
                                            in _source("bench/bench_preprocess.py"),
         "engine/bare ≥ 0.90": "e / b >= 0.9 else" in _source("bench/bench_engine_overhead.py"),
@@ -396,3 +399,44 @@ def test_every_p_value_column_of_the_readme_has_its_holm_twin() -> None:
     lonely = {t.splitlines()[0][:60]: p_columns_without_holm(t) for t in tables
               if p_columns_without_holm(t)}
     assert not lonely, lonely
+
+
+def test_help_texts_keep_their_square_brackets() -> None:
+    """rich reads ``[word]`` as markup and drops it: each bracketed word of a command's help
+    text is printed by its ``--help`` (``fetch --help`` once lost ``[hub]``)."""
+    missing = []
+
+    def walk(command: object, words: list[str]) -> None:
+        for word in re.findall(r"\[([a-z_.]+)\]", getattr(command, "help", None) or ""):
+            shown = CliRunner().invoke(app, [*words, "--help"], terminal_width=200).output
+            if f"[{word}]" not in shown:
+                missing.append(f"pairrepro {' '.join(words)} --help: [{word}]")
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(sub, [*words, name])
+
+    walk(typer.main.get_command(app), [])
+    assert not missing, missing
+
+
+def test_the_quick_tour_starts_with_data_a_newcomer_can_fetch() -> None:
+    """The tour's first fetch and first training run need only public data (its licence-gated
+    Yahoo file comes later, said to be so)."""
+    from pairrepro.config import load_recipe
+    from pairrepro.data.manifests import load_manifest
+
+    text = (PROJECT / "README.md").read_text(encoding="utf-8")
+    tour = text.split("## A quick tour", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    words = [shlex.split(re.split(r"\s+#", line)[0]) for line in tour.splitlines()]
+    fetch = next(w for w in words if w[:2] == ["pairrepro", "fetch"])
+    train = next(w for w in words if w[:2] == ["pairrepro", "train"])
+    dataset = load_recipe(PROJECT / train[2]).data.dataset
+    assert fetch[2] == dataset and load_manifest(dataset).public
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """`.ci/run` ends with the README's test command, as a newcomer types it."""
+    readme = _source("README.md").splitlines()
+    command = next(line.split("#")[0].strip() for line in readme if line.startswith("make test"))
+    lines = [line for line in _source(".ci/run").splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines[-1] == command == "make test"

@@ -25,7 +25,7 @@ from pairrepro.config import Recipe, load_recipe
 from pairrepro.data.batches import EpochPlan
 from pairrepro.data.embeddings import build_embedding_matrix
 from pairrepro.errors import PairreproError
-from pairrepro.paths import PROJECT_DIR
+from pairrepro.paths import PROJECT_DIR, project_relative
 from pairrepro.train.provenance import git_info
 from pairrepro.train.setup import load_task_data, recipe_task
 
@@ -81,7 +81,7 @@ def export(recipe: Recipe, seed: int, out_dir: Path) -> Path:
         "max_negatives_per_query": recipe.task.max_negatives_per_query,
         "no_positive": data.no_positive, "embedding_source": emb.source,
         "embedding_dim": emb.dim, "embedding_oov_init": emb.oov_init, "embedding_oov": int(oov),
-        "prepared_dir": str(prepared.root),
+        "prepared_dir": project_relative(prepared.root),  # no machine's folders in a record
         "prepared_sha256": prepared.file_sha256(f"{n}.parquet" for n in SPLITS),
         "git": git_info(),
     }

@@ -398,7 +398,9 @@ def manifest(opts: argparse.Namespace, meta: dict[str, Any], args: Any,
         "cpu": cpu_record(), "python": platform.python_version(),
         "packages": {"tensorflow": tf2.__version__, "numpy": np.__version__,
                      "pandas": pd.__version__, "nltk": nltk.__version__},
-        "git": git_state(), "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        # a folder outside the checkout is named by its last part: a record names no machine's
+        "git": git_state(), "command": " ".join(Path(a).name if Path(a).is_absolute() else a
+                                                for a in [sys.executable, *sys.argv]),
         "dataset": meta["dataset"], "variant": meta["variant"],
         "no_positive": meta["no_positive"], "prepared_dir": meta["prepared_dir"],
         "prepared_sha256": meta["prepared_sha256"],

@@ -59,7 +59,7 @@ app = typer.Typer(
     help=(
         "Reproduce the result tables of five text-matching papers end to end.\n\n"
         "Examples:\n\n"
-        "  pairrepro fetch snli --mirror ../shared/datasets\n\n"
+        "  pairrepro fetch snli --mirror /data/mirror\n\n"
         "  pairrepro preprocess trecqa --variant clean\n\n"
         "  pairrepro train recipes/mv_lstm_tensor.toml --seeds 1,2,3\n\n"
         "  pairrepro report csran --table 6 --format md"

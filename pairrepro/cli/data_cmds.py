@@ -25,8 +25,8 @@ from pairrepro.data.manifests import Manifest, available_datasets, load_manifest
 FETCH_HELP = """Fetch a dataset's published files into $PAIRREPRO_HOME/raw/NAME/.
 
 Sources, in order: --from PATH, the mirror (--mirror DIR, else $PAIRREPRO_MIRROR,
-else `mirror` in ~/.config/pairrepro/config.toml, else ../shared/datasets beside
-the checkout; laid out DIR/NAME/FILE), then the official and alternative URLs. Every file is
+else `mirror` in ~/.config/pairrepro/config.toml; laid out DIR/NAME/FILE), then the
+official and alternative URLs. Every file is
 checked against its sha256; downloads resume after a cut connection. A dataset
 only partly available is fetched as far as it goes and the missing splits are named.
 
@@ -34,7 +34,7 @@ Examples:
 
   pairrepro fetch synthetic                        (generated, no download)
 
-  pairrepro fetch snli --mirror ../shared/datasets
+  pairrepro fetch snli --mirror /data/mirror
 
   pairrepro fetch yahoo --from ~/Downloads/manner.xml.gz
 
@@ -44,7 +44,7 @@ Examples:
 
   pairrepro fetch snli --source hub                (Hugging Face hub: stanfordnlp/snli)
 
-With --source hub the manifest's [hub] dataset is loaded with the `datasets` library
+With --source hub the manifest's \\[hub] dataset is loaded with the `datasets` library
 (HF_DATASETS_OFFLINE and the Hugging Face cache apply; --from DIR: a local copy of the hub
 repository) and written as raw/NAME/hub/*.parquet for `preprocess NAME --variant hub`.
 """
@@ -67,7 +67,7 @@ whole Yahoo QA data. This trains them with gensim (optional: pip install 'pairre
 on every distinct question and answer of every split of the prepared variant, tokenised as
 the models see them, and writes a GloVe-format text file, by default where recipes that use
 a dataset's own vectors read it: word2vec/<dataset>-<variant>-sg-<dim>d.txt in the current
-folder ([embeddings] source = "glove-file", path = "<the file>"; run it from the project
+folder (\\[embeddings] source = "glove-file", path = "<the file>"; run it from the project
 folder). Window, min-count and epochs are not given in the paper (defaults: 5, 1, 5).
 
 Examples:
@@ -189,8 +189,7 @@ def fetch_cmd(
     mirror: Path | None = typer.Option(
         None, "--mirror", metavar="DIR",
         help="Local mirror folder laid out DIR/NAME/FILE (default: $PAIRREPRO_MIRROR, else "
-             "mirror in ~/.config/pairrepro/config.toml, else ../shared/datasets beside the "
-             "checkout when it exists)."),
+             "mirror in ~/.config/pairrepro/config.toml)."),
     from_path: Path | None = typer.Option(
         None, "--from", metavar="PATH",
         help="A file or folder you obtained yourself (licence-gated data)."),

@@ -22,7 +22,7 @@ from pairrepro.report.analyses.orderings import compare_to
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 from pairrepro.report.tables.render import FORMATS, eval_to_json, render_many, term_renderables
 
-FORMAT_HELP = "term (rich, default), md, latex or html."
+FORMAT_HELP = "term (rich, default), md, latex or html (one page, its figures inline)."
 SUFFIX_FORMAT = {".md": "md", ".tex": "latex", ".html": "html", ".htm": "html", ".txt": "term"}
 RunsOption = Annotated[Path | None, typer.Option(
     "--runs", help="Runs folder (default ./runs or $PAIRREPRO_RUNS).")]
@@ -72,8 +72,13 @@ def output_tables(evs: list[EvalTable], fmt: str, out: Path | None) -> None:
                 console.print(item)
             console.print()
         return
-    # run links relative to the file written (or the folder a pipe's file is in)
-    text = render_many(evs, fmt, links_from=out.parent if out is not None else Path.cwd())
+    figures = None
+    if fmt == "html":  # one page: the tables and, inline, the figures they have
+        from pairrepro.report.tables.figures import page_figures
+
+        figures = page_figures(evs, paths.results_dir())
+    # Markdown's run links relative to the file written (or the folder a pipe's file is in)
+    text = render_many(evs, fmt, out.parent if out is not None else Path.cwd(), figures)
     _write_or_print(text, out, f"wrote {out} ({len(evs)} table(s), {fmt})")
 
 
@@ -376,17 +381,22 @@ def _say_written(written: list[Path]) -> None:
 
 
 def _figures(out_dir: Path, runs_dir: Path, papers: set[str] | None = None) -> None:
-    from pairrepro.report.tables.figures import depth_figure, table_plot
+    from pairrepro.report.tables.figures import depth_figure, save_figure, table_plot
+    from pairrepro.runs import all_runs
 
-    index = load_recipe_index()
+    index, runs = load_recipe_index(), all_runs(runs_dir)
     written: list[Path] = []
     for name in [n for n in PAPERS if papers is None or n in papers]:
         paper = load_paper(name)
         for spec in paper.figures:
-            written += depth_figure(spec, runs_dir, out_dir)
+            if (fig := depth_figure(spec, runs)) is None:
+                info(f"{name} Figure {spec.number} left out: no finished run in {runs_dir} "
+                     "matches it")
+            written += save_figure(fig, out_dir / f"{name}-figure{spec.number}")
         for t in paper.tables:
             if any(r.x is not None for r in t.rows):
-                written += table_plot(evaluate_table(paper, t, runs_dir, index), out_dir)
+                written += save_figure(table_plot(evaluate_table(paper, t, runs_dir, index)),
+                                 out_dir / f"{name}-table{t.number}")
     _say_written(written)
 
 

@@ -46,12 +46,10 @@ def resolve_recipe(recipe: str) -> Path:
     path = Path(recipe)
     if path.is_file():
         return path
-    candidate = paths.recipes_dir() / (recipe if recipe.endswith(".toml") else f"{recipe}.toml")
-    if candidate.is_file():
-        return candidate
-    known = sorted(p.stem for p in paths.recipes_dir().glob("*.toml"))
+    if found := (known := paths.toml_files(paths.recipes_dir())).get(recipe.removesuffix(".toml")):
+        return found
     raise ConfigError(f"recipe {recipe!r} not found",
-                      hint=f"give a path or one of: {', '.join(known) or '(no recipes)'}")
+                      hint=f"give a path or one of: {', '.join(sorted(known)) or '(no recipes)'}")
 
 
 def _fmt(value: Any) -> str:

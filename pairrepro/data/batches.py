@@ -12,6 +12,7 @@ import pandas as pd
 import torch
 
 from pairrepro.data.prepared import PAD_ID
+from pairrepro.device import to_device
 from pairrepro.errors import DataError
 
 
@@ -77,10 +78,9 @@ class PairBatch:
         return self.num_triples or int(self.left.size(0))
 
     def to(self, device: torch.device | str) -> PairBatch:
-        if torch.device(device).type == "cpu":
-            return self
+        """The batch on ``device`` (lengths are read on its host tensors: ``on_host``)."""
         tensors = (self.left, self.left_mask, self.right, self.right_mask, self.labels)
-        return PairBatch(*(t.to(device, non_blocking=True) for t in tensors), self.num_triples)
+        return PairBatch(*(to_device(t, device) for t in tensors), self.num_triples)
 
 
 def pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:

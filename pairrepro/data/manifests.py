@@ -299,12 +299,11 @@ def parse_manifest(raw: dict[str, Any], source: str) -> Manifest:
 
 
 def available_datasets() -> list[str]:
-    return sorted(p.stem for p in paths.manifests_dir().glob("*.toml"))
+    return sorted(paths.toml_files(paths.manifests_dir()))
 
 
 def load_manifest(name: str) -> Manifest:
-    path: Path = paths.manifests_dir() / f"{name}.toml"
-    if not path.is_file():
+    if (path := paths.toml_files(paths.manifests_dir()).get(name)) is None:
         raise ConfigError(f"unknown dataset {name!r}",
                           hint=f"known datasets: {', '.join(available_datasets())}")
     return parse_manifest(read_toml(path), str(path))

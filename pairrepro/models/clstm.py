@@ -27,6 +27,9 @@ from pairrepro.models.grid import (
 )
 from pairrepro.models.layers import WordEmbedding
 
+# where TC's gate gradients are summed per diagonal (the CPU's bit-exact order); elsewhere once
+PER_DIAGONAL_SUMS = {"cpu"}  # over the whole grid after the sweep: fewer, larger launches
+
 
 class _TCSweep(torch.autograd.Function):
     """A whole TC-LSTM sweep (eqs. 9-11) with a hand-written backward pass: per diagonal one
@@ -84,8 +87,8 @@ class _TCSweep(torch.autograd.Function):
         dtype = gates[0].dtype
         w = weight.to(dtype)
         dh_out = dh_out.to(dtype).contiguous()
-        dh = [torch.zeros_like(x) for x in c]  # float32, from the next diagonal
-        dc = [torch.zeros_like(x) for x in c]
+        # float32, from the next diagonal (one zero fill each)
+        dh, dc = (c[0].new_zeros(diags.cells, *c[0].shape[1:]).split(diags.count) for _ in "hc")
         d_weight = torch.zeros_like(weight)
         d_bias = weight.new_zeros(5 * d) if ctx.has_bias else None
         d_rows = d_cols = d_feats = None
@@ -94,25 +97,37 @@ class _TCSweep(torch.autograd.Function):
             d_cols = weight.new_zeros(diags.m, dh_out.size(1), 5 * d)  # reversed, as cols_rev
         elif ctx.needs_input_grad[2]:
             d_feats = dh_out.new_empty(diags.cells, dh_out.size(1), width - 2 * d)
+        d_all = (None if weight.device.type in PER_DIAGONAL_SUMS
+                 else gates[0].new_empty(diags.cells, *gates[0].shape[1:]))
         for t in reversed(range(steps)):
             cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
-            d_gates = torch.empty_like(gates[t])
+            d_gates = torch.empty_like(gates[t]) if d_all is None else d_all[cells]
             lstm_backward(gates[t], _neighbour_cells(diags, t, c), tanh_c[t],
                           [dh[t], dh_out[cells]], dc[t], d_gates,
                           _neighbour_cells(diags, t, dc, grad=True))
             flat_gates = d_gates.view(-1, 5 * d)
-            accumulate_mm(d_weight, flat_gates.t(), z[t].view(-1, width))
-            if d_bias is not None:
-                d_bias.add_(flat_gates.sum(0, dtype=d_bias.dtype))
-            if d_rows is not None and d_cols is not None:
-                first_col = diags.m - 1 - t + lo
-                d_rows[lo : lo + n].add_(d_gates)
-                d_cols[first_col : first_col + n].add_(d_gates)
+            if d_all is None:
+                accumulate_mm(d_weight, flat_gates.t(), z[t].view(-1, width))
+                if d_bias is not None:
+                    d_bias.add_(flat_gates.sum(0, dtype=d_bias.dtype))
+                if d_rows is not None and d_cols is not None:
+                    first_col = diags.m - 1 - t + lo
+                    d_rows[lo : lo + n].add_(d_gates)
+                    d_cols[first_col : first_col + n].add_(d_gates)
             dz = flat_gates.mm(w).view(n, -1, width)
             if d_feats is not None:
                 d_feats[cells].copy_(dz[..., : width - 2 * d])
             if t:
                 _neighbour_rows(diags, t, dh[t - 1], dz[..., width - 2 * d :], grad=True)
+        if d_all is not None:  # every cell at once
+            flat = d_all.view(-1, 5 * d)
+            accumulate_mm(d_weight, flat.t(), torch.cat(z).view(-1, width))
+            if d_bias is not None:
+                d_bias.add_(flat.sum(0, dtype=d_bias.dtype))
+            if d_rows is not None and d_cols is not None:  # the cells as a grid, summed
+                grid = d_all[diags.order.argsort()].view(diags.n, diags.m, *d_all.shape[1:])
+                d_rows.add_(grid.sum(1, dtype=d_rows.dtype))
+                d_cols.add_(grid.sum(0, dtype=d_cols.dtype).flip(0))
         return (None if d_rows is None else d_rows.to(dtype),
                 None if d_cols is None else d_cols.flip(0).to(dtype), d_feats, d_weight,
                 d_bias, None)

@@ -194,10 +194,10 @@ class _DFSweep(torch.autograd.Function):
         dh_out = dh_out.to(dtype).contiguous()
         grads = [torch.zeros_like(w) for w in weights]  # per side: w_in b_in u w_read w_mem v
         slots = _SlotGradients(mems, stores, ctx.fused, state)
-        d_c = [[torch.zeros_like(saved[t][5 + 3 * side]) for side in (0, 1)]
-               for t in range(steps)]
-        d_r = [torch.zeros_like(big_hs[diags.block(t)], dtype=state)  # r_prev's
-               for t in range(steps)]
+        # the memory cells' and r_prev's, per diagonal (and side): one zero fill each
+        d_c = list(zip(*(h.new_zeros(diags.cells, batch, d, dtype=state).split(diags.count)
+                         for _ in (0, 1)), strict=True))
+        d_r = h.new_zeros(diags.cells, batch, 2 * d, dtype=state).split(diags.count)
         w_mems = [weights[6 * side + 4].to(dtype) for side in (0, 1)]  # undoubled, as the keys'
         d_rows = d_cols = d_feats = None
         if feats is None:

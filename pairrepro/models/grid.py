@@ -156,14 +156,8 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[Neighbour], c: torch.Tensor
         gridkernels.lstm_forward(gates, prev, c, tanh_c, h, h2)
         return
     d = c.size(-1)
-    cand = gates[..., :d]
-    if gates.device.type == "cpu":  # one sigmoid for all gates: tanh(x) = 2 σ(2x) − 1
-        cand.mul_(2)
-        gates.sigmoid_()
-        cand.mul_(2).sub_(1)
-    else:
-        cand.tanh_()
-        gates[..., d:].sigmoid_()
+    cand = tanh_(gates[..., :d])
+    gates[..., d:].sigmoid_()
     torch.mul(cand, gates[..., 2 * d : 3 * d], out=c)
     for k, (row, c_k) in enumerate(prev):
         rows = slice(row, row + c_k.size(0))

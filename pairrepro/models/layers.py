@@ -7,10 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from pairrepro.data.prepared import PAD_ID, UNK_ID
+from pairrepro.device import on_host, to_device
 from pairrepro.errors import ConfigError
 from pairrepro.models.base import ModelContext
 
@@ -94,9 +96,7 @@ def masked_kmax_pooling(x: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Te
     (``mask`` broadcastable to ``x``); always ``k`` values, 0 where fewer cells are real."""
     mask = mask.expand_as(x)
     if x.size(-1) < k:  # pad with masked cells so topk always has k candidates
-        extra = k - x.size(-1)
-        x = torch.cat([x, x.new_zeros(*x.shape[:-1], extra)], dim=-1)
-        mask = torch.cat([mask, mask.new_zeros(*mask.shape[:-1], extra)], dim=-1)
+        x, mask = F.pad(x, (0, k - x.size(-1))), F.pad(mask, (0, k - x.size(-1)))
     values, index = x.masked_fill(~mask, NEG_INF).topk(k, dim=-1, sorted=True)
     return torch.where(mask.gather(-1, index), values, torch.zeros_like(values))
 
@@ -119,9 +119,7 @@ def masked_max_pool1d(x: torch.Tensor, mask: torch.Tensor, size: int
     pooled_mask)``; a window is real when any of its positions is, the max over those."""
     batch, length, feats = x.shape
     extra = -length % size
-    if extra:
-        x = torch.cat([x, x.new_zeros(batch, extra, feats)], dim=1)
-        mask = torch.cat([mask, mask.new_zeros(batch, extra)], dim=1)
+    x, mask = F.pad(x, (0, 0, 0, extra)), F.pad(mask, (0, extra))
     windows = (length + extra) // size
     pooled_mask = mask.view(batch, windows, size).any(dim=2)
     pooled = (x.masked_fill(~mask.unsqueeze(-1), NEG_INF)
@@ -165,21 +163,34 @@ class BilinearTensor(nn.Module):
 
 
 def _call_rnn(rnn: nn.RNNBase, x: torch.Tensor, mask: torch.Tensor,
-                state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
+              state: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, Any]:
     """``rnn`` over packed sequences (padding stays out of the states): outputs zero on
-    padding, and the final states. Under CUDA autocast in float32 (TF32 where allowed): autocast
-    runs cuDNN's RNNs in float16 whatever dtype it names, which overflows (tests/test_cuda.py)."""
-    lengths = mask.sum(dim=1).clamp(min=1).cpu()
-    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-    if packed.data.is_cuda and torch.is_autocast_enabled("cuda"):
-        packed = packed.float()
-        state = None if state is None else tuple(t.float() for t in state)
-        with torch.autocast("cuda", enabled=False):
-            out, hidden = rnn(packed, state)
+    padding, and the final states. The lengths are read on the host (``device.on_host``), and
+    the rows are sorted by them where ``x`` is, so nothing waits for the device."""
+    lengths, order = torch.sort(on_host(mask).sum(dim=1).clamp(min=1), descending=True)
+    if order.device != x.device:
+        order = torch.sort(mask.sum(dim=1).clamp(min=1), descending=True, stable=True).indices
+    packed = pack_padded_sequence(x.index_select(0, order), lengths, batch_first=True)
+    packed = PackedSequence(packed.data, packed.batch_sizes, order)
+    if x.is_cuda and torch.is_autocast_enabled("cuda"):  # never in float16: it overflows
+        bf16 = torch.get_autocast_dtype("cuda") == torch.bfloat16 and torch.cuda.is_bf16_supported()
+        out, hidden = run_in(rnn, torch.bfloat16 if bf16 else torch.float32, packed, state)
     else:
         out, hidden = rnn(packed, state)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))
+    out, _ = pad_packed_sequence(PackedSequence(out.data, out.batch_sizes), batch_first=True,
+                                 total_length=x.size(1))
+    out = out.index_select(0, packed.unsorted_indices)
     return out * mask.unsqueeze(-1).to(out.dtype), hidden
+
+
+def run_in(rnn: nn.RNNBase, dtype: torch.dtype, packed: PackedSequence,
+           state: tuple[torch.Tensor, ...] | None) -> tuple[PackedSequence, Any]:
+    """``rnn`` with its weights, input and state in ``dtype``, CUDA autocast off: its cuDNN
+    RNN wrapper runs in float16 whatever dtype autocast names (docs/history.md)."""
+    with torch.autocast("cuda", enabled=False):
+        weights = {name: p.to(dtype) for name, p in rnn.named_parameters()}
+        state = None if state is None else tuple(t.to(dtype) for t in state)
+        return torch.func.functional_call(rnn, weights, (packed.to(dtype), state))
 
 
 def run_rnn(rnn: nn.RNNBase, x: torch.Tensor,
@@ -280,7 +291,7 @@ class FactorizationMachine(nn.Module):
 class CharEncoder(nn.Module):
     """Character-based word vectors from the vocabulary strings: ``kind="lstm"``, a Bi-LSTM's
     final states; ``"cnn"``, a convolution max-pooled over characters (Kim 2014). The table
-    is rebuilt from the vocabulary, not checkpointed; the padding word maps to zeros."""
+    is rebuilt from the vocabulary, kept on the host; the padding word maps to zeros."""
 
     def __init__(self, vocab: Sequence[str] | None, char_dim: int = 20, out_dim: int = 128,
                  max_word_len: int = 16, kind: str = "lstm", width: int = 5,
@@ -295,11 +306,10 @@ class CharEncoder(nn.Module):
         specials = padding_idx + 2  # <pad>, <unk>: no characters
         chars = sorted({c for word in vocab[specials:] for c in word})
         index = {c: i + 1 for i, c in enumerate(chars)}  # 0 pads
-        table = torch.zeros(len(vocab), max_word_len, dtype=torch.int32)
+        self.char_table = torch.zeros(len(vocab), max_word_len, dtype=torch.long)
         for row, word in enumerate(vocab[specials:], start=specials):
             ids = [index[c] for c in word[:max_word_len]]
-            table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-        self.register_buffer("char_table", table, persistent=False)
+            self.char_table[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         self.embedding = nn.Embedding(len(chars) + 1, char_dim, padding_idx=0)
         self.rnn = (nn.LSTM(char_dim, out_dim // 2, batch_first=True, bidirectional=True)
                     if kind == "lstm" else None)
@@ -307,10 +317,10 @@ class CharEncoder(nn.Module):
                      if kind == "cnn" else None)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """``ids [B, T]`` -> ``[B, T, out_dim]``."""
-        unique, inverse = torch.unique(ids, return_inverse=True)
-        chars = self.char_table[unique].long()  # [U, L]
-        char_mask = chars != 0
+        """``ids [B, T]`` -> ``[B, T, out_dim]``; the batch's words found on the host."""
+        unique, inverse = torch.unique(on_host(ids), return_inverse=True)
+        host = self.char_table[unique]  # [U, L]
+        chars, char_mask = to_device(host, ids.device), to_device(host != 0, ids.device)
         x = self.embedding(chars)
         if self.rnn is not None:
             _, words = run_rnn(self.rnn, x, char_mask)
@@ -318,4 +328,4 @@ class CharEncoder(nn.Module):
             assert self.conv is not None
             words = masked_max(torch.relu(masked_conv1d(self.conv, x, char_mask)), char_mask)
         words = words * char_mask.any(dim=1, keepdim=True).to(words.dtype)
-        return words[inverse]
+        return words[to_device(inverse, ids.device)]

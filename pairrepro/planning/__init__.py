@@ -4,4 +4,4 @@ the preflight records and the compute plan (below report, pipeline and launch, w
 from pairrepro import paths
 
 #: the committed measurements (preflight records, figures, model facts, GPU rates)
-BENCH_DIR = paths.PROJECT_DIR / "bench"
+BENCH_DIR = paths.shipped("bench")

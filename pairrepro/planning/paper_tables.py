@@ -10,11 +10,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.schema import Schema, validate
 
-PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+PAPERS_DIR = paths.packaged("planning/papers")
 PAPERS = ("clstm", "dflstm", "mvlstm", "csran", "cin")
 COLUMN_KINDS = ("metric", "info", "params")
 

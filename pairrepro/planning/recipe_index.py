@@ -68,7 +68,7 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
     errors: dict[str, str] = {}
     comparisons: dict[tuple[str, int], list[tuple[str, str]]] = {}
     tables: dict[tuple[str, int], PaperTable | None] = {}
-    for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
+    for _, path in sorted(paths.toml_files(folder).items()):
         try:
             recipe = load_recipe(path)
         except PairreproError as exc:

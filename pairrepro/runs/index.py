@@ -241,8 +241,8 @@ def resume_overrides(run: RunInfo) -> list[str]:
     from pairrepro.config import load_recipe  # the schema; config imports nothing here
 
     try:
-        recipe = load_recipe(paths.recipes_dir() / f"{run.recipe}.toml").to_dict()
-    except PairreproError:
+        recipe = load_recipe(paths.toml_files(paths.recipes_dir())[run.recipe]).to_dict()
+    except (PairreproError, KeyError):  # a recipe gone or broken since: no --set to repeat
         recipe = {}
     return [f"{key}={json.dumps(mine)}"
             for key, (mine, _) in config_differences(run.config, recipe).items()

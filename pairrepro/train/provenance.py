@@ -136,8 +136,8 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
                    extra: dict[str, Any]) -> dict[str, Any]:
     """Everything needed to trust and repeat the run (updated when it finishes)."""
     return {
-        "recipe": recipe.name, "recipe_source": recipe.source, "seed": seed,
-        "git": git_info(), "packages": versions(),
+        "recipe": recipe.name, "recipe_source": paths.project_relative(recipe.source),
+        "seed": seed, "git": git_info(), "packages": versions(),
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "device": str(device), "device_name": device_name(device),
@@ -145,7 +145,8 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
         "world_size": dist_ctx.world_size, "precision": precision,
         "deterministic": recipe.train.deterministic,
         "dataset": recipe.data.dataset, "variant": recipe.data.variant,
-        "prepared_dir": str(prepared.root), "prepared_sha256": prepared.file_sha256(),
+        "prepared_dir": paths.project_relative(prepared.root),
+        "prepared_sha256": prepared.file_sha256(),
         "parameters": count_parameters(model), "command": command_line(), **extra,
     }
 

@@ -39,7 +39,7 @@ from pairrepro.runs import RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import MC_Z, P_MARGIN, P_SE, TEST_CAP
 
-LADDERS_DIR = Path(__file__).resolve().parents[1] / "ladders"
+LADDERS_DIR = paths.packaged("report/ladders")
 
 
 class LadderStep(Schema):

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.fileio import read_toml
 from pairrepro.planning.recipe_index import RecipeIndex, load_recipe_index
@@ -19,7 +20,7 @@ from pairrepro.runs import RunInfo, config_differences
 from pairrepro.schema import Schema, validate
 from pairrepro.stats import ALPHA
 
-PARITY_FILE = Path(__file__).resolve().parents[1] / "parity.toml"
+PARITY_FILE = paths.packaged("report/parity.toml")
 DECIMALS = 3  # the table prints metric values as fractions with this many decimals
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
 
+from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
 from pairrepro.metrics import MetricName, class_one_indicators, f1_from_counts
@@ -31,7 +31,7 @@ from pairrepro.stats import (
 if TYPE_CHECKING:
     from pairrepro.report.tables.cells import EvalTable
 
-READINGS_DIR = Path(__file__).resolve().parents[1] / "readings"
+READINGS_DIR = paths.packaged("report/readings")
 
 #: the protocols a reading can name (each implemented by :func:`_read`)
 Protocol = Literal["clean", "raw_no_positive_dropped", "raw_no_positive_zero",

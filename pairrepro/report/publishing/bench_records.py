@@ -134,10 +134,12 @@ def gpu_rates_markdown(gpu: str = "h100") -> str:
     subjects: dict[str, dict[str, GpuRate]] = {}  # a model's rates sit under two keys
     for rate in rates.values():
         subjects.setdefault(rate.subject, {})[rate.precision] = rate
-    lines = [f"Recorded on `{gpu}` (`bench/records/gpu_rates.json`): preflight's training step"
-             " at the recipe's sizes and batch on random words of the dataset's lengths, the "
-             "median of 6 steps; the epoch is `pairrepro train` for one epoch (random vectors "
-             "standing in for GloVe), pairs/s over its training time.", "",
+    lines = [f"Recorded on `{gpu}` (`bench/records/gpu_rates.json`): the training loop's step"
+             " at the recipe's sizes and batch on random words of the dataset's lengths (runs "
+             "before 2026-11-29: preflight's median of 6 steps, each read back; since: 20 "
+             "steps read back as the loop reads them, every 50); the epoch is `pairrepro "
+             "train` for one epoch (random vectors standing in for GloVe), pairs/s over its "
+             "training time.", "",
              *markdown_table(["what", "fp32 pairs/s", "bf16 pairs/s", "measured"], [
                  [subject, *(f"{by_precision[p].pairs_per_s:.1f}" if p in by_precision else "-"
                              for p in ("fp32", "bf16")),
@@ -145,3 +147,33 @@ def gpu_rates_markdown(gpu: str = "h100") -> str:
                  for subject, by_precision in sorted(subjects.items(),
                                                      key=lambda kv: kv[0].startswith("one"))])]
     return "\n".join(lines) + "\n"
+
+
+
+
+def _change(figures: list[dict[str, dict[str, Any]]], model: str, key: str) -> str:
+    """``model``'s ``key`` in each run, as "A → B" (its error where it failed)."""
+    got = [f.get(model, {}).get(key, f.get(model, {}).get("error", "-")) for f in figures]
+    return " → ".join(v if isinstance(v, str) else "-" if v is None else f"{v:,}"
+                      if isinstance(v, int) else f"{v:,.2f}" for v in got)
+
+
+def step_profile_markdown(folder: Path | None = None) -> str:
+    """``bench/records/step_profile.json``: per device, its last two runs (before and after a
+    change) as "A → B", a row per model: ops, syncs, host reads and the step's times."""
+    path = (folder or RECORDS) / "step_profile.json"
+    by_device: dict[str, list[dict[str, Any]]] = {}
+    for run in json.loads(path.read_text(encoding="utf-8"))["runs"] if path.is_file() else []:
+        by_device.setdefault(run["device"], []).append(run)
+    lines: list[str] = [] if by_device else ["No step profile is recorded yet.\n"]
+    keys = ("ops", "syncs", "host_reads", "host_ms", "device_ms")
+    for device, runs in by_device.items():
+        figures = [{m["model"]: m for m in run["models"]} for run in runs[-2:]]
+        lines += [f"On `{device}` ({runs[-1]['machine']['cpu']}, {runs[-1]['device_name']}): "
+                  + "; ".join(f"{chr(65 + i)} = {r['label'] or 'run'}, {r['measured']}, "
+                              f"{'' if r['reference'] else 'not '}a reference measurement"
+                              for i, r in enumerate(runs[-2:])) + ".", "",
+                  *markdown_table(["model", *(k.replace("_", " ") for k in keys)],
+                                  ([m, *(_change(figures, m, k) for k in keys)]
+                                   for m in figures[-1])), ""]
+    return "\n".join(lines)

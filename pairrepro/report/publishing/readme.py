@@ -26,7 +26,7 @@ from pairrepro.report.analyses.orderings import compare_to, orderings_markdown, 
 from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown
-from pairrepro.report.publishing.bench_records import bench_markdown, gpu_rates_markdown
+from pairrepro.report.publishing import bench_records
 from pairrepro.report.publishing.release import (
     cpu_line,
     pending,
@@ -35,6 +35,7 @@ from pairrepro.report.publishing.release import (
 )
 from pairrepro.report.tables import runs_table
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
+from pairrepro.report.tables.layout import layout, page_key
 from pairrepro.report.tables.numbers import markdown_table
 from pairrepro.report.tables.render import to_markdown
 from pairrepro.runs import all_runs
@@ -55,7 +56,13 @@ def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
 def _table(paper: str, number: int, versus: str, results: Path) -> str:
     ev = _reference_view(paper, number, results)
     ev = compare_to(ev, versus) if versus else ev
-    return to_markdown(ev).replace(f"### {paper}: ", f"#### {paper}: ", 1)
+    return to_markdown(ev, key=False).replace(f"### {paper}: ", f"#### {paper}: ", 1)
+
+
+def _key(paper: str, results: Path) -> str:
+    """What the marks of the paper's tables mean, said once on its page."""
+    return "".join(f"- {line}\n" for line in page_key(
+        [layout(_reference_view(paper, t.number, results)) for t in load_paper(paper).tables]))
 
 
 def _readings(paper: str, number: int, results: Path) -> str:
@@ -152,13 +159,15 @@ def _environment(results: Path) -> str:
 
 
 def _headline(results: Path) -> str:
-    lines = markdown_table(["paper", "table", "cells"])
+    lines = markdown_table(["paper", "table", "holds", "cells"])
     for paper in PAPERS:
         for table in load_paper(paper).tables:
             counts = _reference_view(paper, table.number, results).counts()
+            holds = "settings" if table.kind == "hparams" else "results"
             lines.append(f"| [{paper}](docs/papers/{paper}.md) | [Table {table.number}]"
                          f"(docs/papers/{paper}.md#table-{table.number}): {table.caption} | "
-                         + ", ".join(f"{n} {status}" for status, n in counts.items()) + " |")
+                         f"{holds} | " + ", ".join(f"{n} {status}" for status, n in counts.items())
+                         + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -184,6 +193,7 @@ def _paper_sections() -> dict[str, Callable[[Path], str]]:
     }
     out: dict[str, Callable[[Path], str]] = {}
     for paper in PAPERS:
+        out[f"{paper}-key"] = partial(_key, paper)
         for table in load_paper(paper).tables:
             name = f"{paper}-table{table.number}"
             out[name] = partial(_table, paper, table.number, "")
@@ -205,8 +215,9 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
     "smoke": smoke_markdown,
     "reference-environment": _environment,
     "preflight": _preflight,
-    "benchmarks": lambda results: bench_markdown(),  # bench/records/, not results/
-    "gpu-rates": lambda results: gpu_rates_markdown(),
+    "benchmarks": lambda results: bench_records.bench_markdown(),  # bench/records/
+    "gpu-rates": lambda results: bench_records.gpu_rates_markdown(),
+    "step-profile": lambda results: bench_records.step_profile_markdown(),
 }
 
 

@@ -45,18 +45,22 @@ FAILED = "failed"
 NOT_RUN = "not run"
 DATA_MISSING = "data missing"
 NO_RECIPE = "no recipe"
-NOT_REPRODUCIBLE = "not reproducible"
+NOT_IMPLEMENTED = "not implemented"  # a row no recipe here implements (its ``why`` says why)
+NOT_REPRODUCIBLE = "not reproducible"  # the table's data cannot be had (its ``data_note``)
 INFO = "info"
 # statuses whose cell carries a number and a verdict (no note needed)
 VERDICTS = (REPRODUCED, BELOW, ABOVE, UNDECIDED, OFF, NEW)
 # each status's mark after a number, its text without one (layout.py) and its colour
 MARKS = {REPRODUCED: "✓", OFF: "✗", BELOW: "↓", ABOVE: "↑", UNDECIDED: "? undecided"}
-SHORT = {NOT_REPRODUCIBLE: "n/a", NEW: ""}  # any other status prints as itself
+SHORT = {NOT_IMPLEMENTED: "n/a", NOT_REPRODUCIBLE: "n/a", NEW: ""}  # others print as such
 STYLE = {REPRODUCED: "green", OFF: "red", BELOW: "red", ABOVE: "red", NEW: "cyan",
          UNDECIDED: "yellow", VARIANT: "yellow", RUNNING: "yellow", STALE: "yellow dim",
          DAMAGED: "bold red", FAILED: "bold red", NOT_RUN: "dim", NO_REFERENCE: "dim",
-         DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_REPRODUCIBLE: "dim"}
+         DATA_MISSING: "magenta", NO_RECIPE: "dim", NOT_IMPLEMENTED: "dim",
+         NOT_REPRODUCIBLE: "dim"}
 ONE_MODEL = "one trained model"  # EvalTable.counts: a one-seed row of a trained model
+# EvalTable.counts of a hyper-parameter table: its cells are settings, not results
+SETTINGS = {REPRODUCED: "set as in the paper", OFF: "set otherwise"}
 REFERENCE = "reference"  # Cell.source: the number comes from results/
 OWN = "runs"  # ... from the user's runs/
 
@@ -129,8 +133,10 @@ class EvalTable:
     compare_to: str = ""  # the row label of --compare-to
 
     def counts(self) -> dict[str, int]:
-        """How many cells have each status (info cells left out, one-model cells apart)."""
-        return dict(Counter(ONE_MODEL if cell.one_model else cell.status
+        """How many cells have each status (info cells left out, one-model cells apart; a
+        hyper-parameter table's cells counted as settings)."""
+        names = SETTINGS if self.table.kind == "hparams" else {}
+        return dict(Counter(ONE_MODEL if cell.one_model else names.get(cell.status, cell.status)
                             for row in self.rows for cell in row.cells if cell.status != INFO))
 
 
@@ -334,13 +340,14 @@ def evaluate_table(paper: Paper, table: PaperTable, runs_dir: Path | None,
             # the first candidate of the column's dataset, where it names one
             recipe = next((name for name in candidates if not column.dataset
                            or index.recipes[name].data.dataset == column.dataset), "")
-            why = row.why or table.data_note
+            why, lacks = ((row.why, NOT_IMPLEMENTED) if row.why else
+                          (table.data_note, NOT_REPRODUCIBLE))
             if column.kind == "info":
                 cell = Cell(column.key, published, Verdict(INFO), **marks)
             elif column.kind == "params":
                 cell = _params_cell(column, row, recipe, [d for d in (runs_dir, results_dir) if d])
             elif not recipe:
-                cell = Cell(column.key, published, Verdict(NOT_REPRODUCIBLE if why else NO_RECIPE),
+                cell = Cell(column.key, published, Verdict(lacks if why else NO_RECIPE),
                             detail=why or "no recipe declares this row", **marks)
             else:
                 cell = _metric_cell(table, column, row, recipe, index, runs_dir, results_dir)

@@ -4,9 +4,10 @@ of a cell are made here and nowhere else."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pairrepro import stats
+from pairrepro import paths, stats
 from pairrepro.planning.model_facts import needs_training
 from pairrepro.planning.paper_tables import Column
 from pairrepro.planning.recipe_index import COMPARISON_BLOCK
@@ -46,7 +47,13 @@ class Layout:
     block_starts: set[int] = field(default_factory=set)  # row indices starting a new block
     notes: list[str] = field(default_factory=list)
     runs: dict[str, str] = field(default_factory=dict)  # recipe -> description
-    legend: str = ""
+    key: list[str] = field(default_factory=list)  # what marks mean: once per page (page_key)
+    legend: str = ""  # what holds for this table alone
+
+    @property
+    def full_legend(self) -> str:
+        """The key and the table's own legend: a table shown alone."""
+        return " ".join([*self.key, self.legend])
 
 
 def _where(runs: list[RunInfo]) -> str:
@@ -74,13 +81,22 @@ def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) ->
         commits = commits[:1]  # one commit for every seed
     seeds = ",".join(str(r.seed) for r in finished)
     epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
-    folder = finished[0].path.rsplit("/seed-", 1)[0] if finished else recipe
+    folder = _shown(Path(finished[0].path).parent) if finished else recipe
     setup = _run_setup(finished[0].config) if finished else ""
     where = _where(finished)
     return (f"{folder} ({'reference run; ' if reference else ''}"
             f"{'made on ' + where + '; ' if where else ''}"
             f"commit{'s in seed order' if len(commits) > 1 else ''} {', '.join(commits)}; "
             f"seeds {seeds}; chosen epochs {epochs}{'; ' + setup if setup else ''})")
+
+
+def _shown(folder: Path) -> str:
+    """A run's folder relative to the working folder or the project, else from its parent's
+    name: a page never names a folder of the machine it was made on."""
+    for base in (Path.cwd(), paths.PROJECT_DIR):
+        if folder.absolute().is_relative_to(base.absolute()):
+            return folder.absolute().relative_to(base.absolute()).as_posix()
+    return f"{folder.parent.name}/{folder.name}"
 
 
 def _run_setup(config: dict[str, Any]) -> str:
@@ -197,28 +213,29 @@ def layout(ev: EvalTable) -> Layout:
                 line += [Text("(the named row)" if row.printed_label == ev.compare_to
                               else comparison_text(cell, column)), Text(holm_text(cell.comparison))]
         lay.rows.append(line)
-    summary = ", ".join(f"{n} {status}" for status, n in ev.counts().items())
+    facts = ["Cells: " + ", ".join(f"{n} {status}" for status, n in ev.counts().items()) + "."]
     if table.kind == "hparams":
-        lay.legend = f"✓ the recipe sets the paper's value; ✗ it does not. Cells: {summary}."
+        lay.key = ["Hyper-parameter tables: ✓ the recipe sets the paper's value; ✗ it does not."]
     else:
-        lay.legend = _verdict_rule(ev) + f" Cells: {summary}."
+        lay.key = _verdict_rule(ev)
+        facts.insert(0, _resamples_text([c for r in ev.rows for c in r.cells]))
         if ev.compare_to:
             tests = sum(c.comparison is not None and c.comparison.p_value is not None
                         for r in ev.rows for c in r.cells)
-            lay.legend += (f" The 'vs {ev.compare_to}' columns: each row's value minus that "
-                           f"row's, on the same {_splits(ev)} units, with the two-sided "
-                           "p-value of a "
-                           f"paired randomization test ({_test_resamples(ev)}; "
-                           f"{F1_PAIRING}; n/a: no saved predictions or other units). "
-                           "Holm p: the same p-values adjusted by Holm's step-down method "
-                           f"over the {tests} tests of this table (family-wise error).")
+            facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
+                         f"row's, on the same {_splits(ev)} units, with the two-sided p-value "
+                         f"of a paired randomization test ({_test_resamples(ev)}; "
+                         f"{F1_PAIRING}; n/a: no saved predictions or other units). "
+                         "Holm p: the same p-values adjusted by Holm's step-down method "
+                         f"over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
-        lay.legend += f" The paper prints {table.joined_header} as one column."
+        facts.append(f"The paper prints {table.joined_header} as one column.")
     if any(r.row.best for r in ev.rows):
-        lay.legend += " Bold: bold in the paper, or best by value where the conversion lost it."
+        lay.key.append("Bold: bold in the paper, or best by value where the conversion lost it.")
     if any(r.row.block == COMPARISON_BLOCK for r in ev.rows):
-        lay.legend += (" The last block holds models run here for comparison: the paper has "
+        lay.key.append("The last block holds models run here for comparison: the paper has "
                        "no number for them.")
+    lay.legend = " ".join(f for f in facts if f)
     return lay
 
 
@@ -236,50 +253,54 @@ def _splits(ev: EvalTable) -> str:
                               if c.kind == "metric" and c.metric})) or "test"
 
 
-def _verdict_rule(ev: EvalTable) -> str:
+def _verdict_rule(ev: EvalTable) -> list[str]:
+    """The key of a results table's marks."""
     cells = [c for r in ev.rows for c in r.cells]
-    text = (f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
+    key = [f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
             "queries "
             "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
             "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
-            "the interval lies below / above it. " + _mc_text(cells))
+            "the interval lies below / above it.", MC_TEXT]
+    if any(any(c.estimate.interval.moving()) for c in cells if c.estimate and c.estimate.interval):
+        key.append(f"{numbers.MOVING_NOTE}.")
     if any(c.one_model for c in cells):
-        text += (" †: one trained model (one seed); its interval covers the test units only, "
+        key.append("†: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so its verdict is about that model, not the "
                  "method.")
     if any(c.estimate and c.estimate.last_epoch is not None for c in cells):
-        text += (f" {_splits(ev)} is also the split each run's epoch was chosen on (the "
+        key.append(f"{_splits(ev)} is also the split each run's epoch was chosen on (the "
                  "chosen epoch's value is the best of several looks at it, so it leans "
                  "high); 'last epoch' is the mean over seeds of the value at each run's "
                  "final epoch (metrics.jsonl).")
     if any(c.verdict.rule == "tolerance" for c in cells):
-        text += (f" Cells without per-unit values (no interval; mean ± std over seeds): ✓ "
+        key.append(f"Cells without per-unit values (no interval; mean ± std over seeds): ✓ "
                  f"within ±{_tolerances(ev)} of the published value.")
     if any(c.source == REFERENCE for c in cells):
-        text += (" Values from results/ are the project's reference runs (where each was made "
+        key.append("Values from results/ are the project's reference runs (where each was made "
                  "is listed under Runs); values from runs/ are your own, with the reference "
                  "value beside them (ref).")
-    return text
+    return key
 
 
-def _mc_text(cells: list[Cell]) -> str:
-    found = [c.estimate.interval for c in cells
-             if c.estimate is not None and c.estimate.interval is not None]
-    text = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "
-            f"s.e. is at most {stats.ENDPOINT_SE:g} (fraction scale), no rounding boundary of its "
-            f"printed digits lies within {stats.MC_Z:g} s.e. of it and the published value lies "
-            f"more than {stats.MC_Z:g} s.e. from both endpoints, at most "
-            f"{stats.INTERVAL_CAP:,}; ? undecided: the published value still within that at the "
-            "cap, so inside or outside would "
-            "depend on the resampling seed.")
-    if any(any(i.moving()) for i in found):
-        text += f" {numbers.MOVING_NOTE}."
-    if found:
-        counts = sorted({i.resamples for i in found})
-        span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
-        text += (f" Here {span} resamples; largest endpoint MC s.e. "
-                 f"{max(i.mc_se for i in found):.4f}.")
-    return text
+MC_TEXT = (f"Resamples double from {stats.RESAMPLES:,} until each endpoint's Monte-Carlo "
+           f"s.e. is at most {stats.ENDPOINT_SE:g} (fraction scale), no rounding boundary of its "
+           f"printed digits lies within {stats.MC_Z:g} s.e. of it and the published value lies "
+           f"more than {stats.MC_Z:g} s.e. from both endpoints, at most "
+           f"{stats.INTERVAL_CAP:,}; ? undecided: the published value still within that at the "
+           "cap, so inside or outside would depend on the resampling seed.")
+
+
+def _resamples_text(cells: list[Cell]) -> str:
+    if not (found := [c.estimate.interval for c in cells if c.estimate and c.estimate.interval]):
+        return ""
+    counts = sorted({i.resamples for i in found})
+    span = f"{counts[0]:,}" + (f"–{counts[-1]:,}" if len(counts) > 1 else "")
+    return f"Here {span} resamples; largest endpoint MC s.e. {max(i.mc_se for i in found):.4f}."
+
+
+def page_key(layouts: list[Layout]) -> list[str]:
+    """The key of several tables shown together: each sentence once, in order of use."""
+    return list(dict.fromkeys(sentence for lay in layouts for sentence in lay.key))
 
 
 def _tolerances(ev: EvalTable) -> str:

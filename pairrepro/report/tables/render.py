@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from pairrepro import paths
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.tables.cells import STYLE, Cell, EvalTable
-from pairrepro.report.tables.layout import Text, comparison_text, layout
+from pairrepro.report.tables.layout import Text, comparison_text, layout, page_key
 from pairrepro.report.tables.numbers import markdown_table
 
 FORMATS = ("term", "md", "latex", "html")
@@ -43,8 +44,9 @@ def _marked(t: Text, escape: Callable[[str], str], bold: str, note: str,
     return link(t, text) + (note.format(t.note) if t.note else "")
 
 
-def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A GitHub-flavoured Markdown table with notes and run links."""
+def to_markdown(ev: EvalTable, links_from: Path | None = None, key: bool = True) -> str:
+    """A GitHub-flavoured Markdown table with notes and run links (``key=False``: without the
+    key of its marks, which a page of tables states once)."""
     lay = layout(ev)
 
     def link(t: Text, text: str) -> str:
@@ -52,7 +54,8 @@ def to_markdown(ev: EvalTable, links_from: Path | None = None) -> str:
 
     rows = [[_marked(t, _md_escape, "**{}**", " [{}]", link) for t in line] for line in lay.rows]
     out = [f"### {ev.paper.paper}: {lay.title}", "",
-           *markdown_table([_md_escape(h) for h in lay.headers], rows), "", lay.legend, ""]
+           *markdown_table([_md_escape(h) for h in lay.headers], rows), "",
+           lay.full_legend if key else lay.legend, ""]
     out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
     if lay.runs:
         out += ["", "Runs:", ""]
@@ -92,7 +95,7 @@ def to_latex(ev: EvalTable) -> str:
         out.append(" & ".join(_marked(t, _tex, r"\textbf{{{}}}", r"\textsuperscript{{[{}]}}", link)
                               for t in line) + r" \\")
     out += [r"\bottomrule", r"\end{tabular}"]
-    caption = f"{lay.title} (paper vs. pairrepro). {lay.legend}"
+    caption = f"{lay.title} (paper vs. pairrepro). {lay.full_legend}"
     out += [rf"\caption{{{_tex(caption)}}}", rf"\label{{tab:{ev.paper.paper}-{ev.table.number}}}",
             r"\end{table}"]
     notes = [f"% [{i}] {note}" for i, note in enumerate(lay.notes, 1)]
@@ -100,18 +103,21 @@ def to_latex(ev: EvalTable) -> str:
     return "\n".join(out + notes + runs) + "\n"
 
 
-def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
-    """A self-contained HTML fragment (``<table>`` plus notes) linking cells to runs."""
+def to_html(ev: EvalTable, key: bool = True) -> str:
+    """An HTML fragment (``<table>`` plus notes) whose cells link to the runs listed below it:
+    in-page links, so the page works wherever it is written."""
     lay = layout(ev)
     esc = html.escape
+    anchor = f"{ev.paper.paper}-{ev.table.number}"
+
+    def run_id(ref: str) -> str:  # an id holds no space: "csran_trecqa (reference)"
+        return anchor + "-" + re.sub(r"[^\w.-]+", "-", ref)
 
     def link(t: Text, text: str) -> str:
-        if not t.link:
-            return text
-        title = esc(lay.runs.get(t.run_ref, ""), quote=True)
-        return f'<a href="{esc(_link(t.link, links_from), quote=True)}" title="{title}">{text}</a>'
+        return f'<a href="#{run_id(t.run_ref)}" title="run {esc(t.run_ref)}">{text}</a>' \
+            if t.link else text
 
-    note = f'<sup><a href="#{ev.paper.paper}-{ev.table.number}-n{{0}}">[{{0}}]</a></sup>'
+    note = f'<sup><a href="#{anchor}-n{{0}}">[{{0}}]</a></sup>'
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
            f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
     out += [f"<th>{esc(h)}</th>" for h in lay.headers]
@@ -122,12 +128,12 @@ def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
                   _marked(t, esc, "<b>{}</b>", note, link)) for t in line]
         out.append(f"<tr{cls}>" + "".join(f"<td{status}>{text}</td>" for status, text in cells)
                    + "</tr>")
-    out += ["</tbody></table>", f"<p>{esc(lay.legend)}</p>"]
+    out += ["</tbody></table>", f"<p>{esc(lay.full_legend if key else lay.legend)}</p>"]
     if lay.notes:
-        out += ["<ol>", *(f'<li id="{ev.paper.paper}-{ev.table.number}-n{i}">{esc(n)}</li>'
+        out += ["<ol>", *(f'<li id="{anchor}-n{i}">{esc(n)}</li>'
                           for i, n in enumerate(lay.notes, 1)), "</ol>"]
     if lay.runs:
-        out += ["<ul>", *(f"<li><code>{esc(r)}</code>: {esc(d)}</li>"
+        out += ["<ul>", *(f'<li id="{run_id(r)}"><code>{esc(r)}</code>: {esc(d)}</li>'
                           for r, d in sorted(lay.runs.items())), "</ul>"]
     return "\n".join([*out, "</section>"]) + "\n"
 
@@ -135,12 +141,13 @@ def to_html(ev: EvalTable, links_from: Path | None = None) -> str:
 HTML_HEAD = """<!doctype html>
 <html><head><meta charset="utf-8"><title>pairrepro tables</title>
 <style>
-body{font-family:sans-serif} table{border-collapse:collapse;margin:1em 0}
+body{font-family:sans-serif} figure svg{max-width:100%;height:auto}
+table{border-collapse:collapse;margin:1em 0}
 td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}
 td:first-child,th:first-child{text-align:left} tr.block-start td{border-top:2px solid #888}
 td.reproduced{color:#060} td.off,td.below,td.above{color:#a00} td.variant{color:#a60}
 td.data-missing{color:#808}
-td.not-run,td.no-recipe,td.not-reproducible{color:#888}
+td.not-run,td.no-recipe,td.not-implemented,td.not-reproducible{color:#888}
 </style></head><body>
 """
 
@@ -150,7 +157,7 @@ def term_renderables(ev: EvalTable) -> list[object]:
     from rich.text import Text as RichText
 
     lay = layout(ev)
-    table = Table(title=f"{ev.paper.paper}: {lay.title}", caption=lay.legend)
+    table = Table(title=f"{ev.paper.paper}: {lay.title}", caption=lay.full_legend)
     for i, header in enumerate(lay.headers):
         table.add_column(header, justify="left" if i == 0 else "right")
     for i, line in enumerate(lay.rows):
@@ -177,16 +184,32 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
     return buffer.getvalue()
 
 
-def render(ev: EvalTable, fmt: str, links_from: Path | None = None) -> str:
-    if fmt in ("md", "html"):
-        return (to_markdown if fmt == "md" else to_html)(ev, links_from)
-    return {"term": to_term, "latex": to_latex}[fmt](ev)
+def render(ev: EvalTable, fmt: str, links_from: Path | None = None, key: bool = True) -> str:
+    if fmt == "md":
+        return to_markdown(ev, links_from, key)
+    return to_html(ev, key) if fmt == "html" else {"term": to_term, "latex": to_latex}[fmt](ev)
 
 
-def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None) -> str:
-    """Several tables in one document (HTML gets a full page)."""
-    body = "\n".join(render(ev, fmt, links_from) for ev in evs)
-    return HTML_HEAD + body + "</body></html>\n" if fmt == "html" else body
+def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None,
+                figures: list[tuple[str, Any]] | None = None) -> str:
+    """Several tables in one document, the key of their marks once (Markdown, HTML); HTML
+    gets a page of its own with ``figures`` ((title, figure or why none), as from
+    :func:`~.figures.page_figures`) drawn inline."""
+    once = len(evs) > 1 and fmt in ("md", "html")
+    body = "\n".join(render(ev, fmt, links_from, key=not once) for ev in evs)
+    if once:
+        lines = page_key([layout(ev) for ev in evs])
+        body = ("<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>\n"
+                if fmt == "html" else "".join(f"- {line}\n" for line in lines) + "\n") + body
+    if fmt != "html":
+        return body
+    from pairrepro.report.tables.figures import svg_text
+
+    shown = "".join(f"<figure><figcaption>{html.escape(title)}</figcaption>{svg_text(fig)}"
+                    "</figure>\n" if not isinstance(fig, str) else
+                    f"<p>{html.escape(title)}: left out ({html.escape(fig)}).</p>\n"
+                    for title, fig in figures or [])
+    return HTML_HEAD + body + (f"<h2>Figures</h2>\n{shown}" if shown else "") + "</body></html>\n"
 
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:
