@@ -34,8 +34,12 @@ records=bench/records
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=(--dry-run) ;;
-    --records) records="${2:?--records needs a folder}"; shift ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    --records)
+      case "${2:-}" in
+        "" | -*) echo "gpu_check.sh: --records needs a folder (--records DIR)" >&2; exit 2 ;;
+      esac
+      records=$2; shift ;;
+    -h | --help) sed -n '2,/^# package missing here/p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option $1 (--dry-run, --records DIR, --help)" >&2; exit 2 ;;
   esac
   shift

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,8 @@ from sklearn.metrics import accuracy_score
 from pairrepro.errors import DataError
 
 NO_POSITIVE_MODES = ("skip", "zero", "error")
+MetricName = Literal["accuracy", "f1", "macro_f1", "map", "mrr", "p_at_1", "r10_at_1", "r10_at_2",
+                     "r10_at_5", "r2_at_1", "tie_share"]  # every metric a run records
 
 
 def _check_lengths(**arrays: object) -> int:

@@ -91,3 +91,18 @@ def test_embedding_sources_and_tokenizers() -> None:
         get_args(TokenizerName))
     tokens = {kind: Tokenizer(kind).split("it's a-b") for kind in get_args(TokenizerName)}
     assert tokens == {"regex": ["it", "'s", "a", "-", "b"], "whitespace": ["it's", "a-b"]}
+
+
+def test_metric_names_are_the_metrics_a_run_records() -> None:
+    """The one list of metric names (readings files, result.json) against what the metric
+    functions return: binary classification, and ranking lists of one positive in ten."""
+    from pairrepro.metrics import MetricName, classification_metrics, ranking_metrics
+
+    labels = np.array([1, 0, 1, 1])
+    recorded = set(classification_metrics(labels, np.array([1, 1, 0, 1]), 2))
+    groups = [str(k // 10) for k in range(30)]
+    relevant = np.array([1 if k % 10 == 3 else 0 for k in range(30)])
+    scores = np.random.default_rng(0).random(30)
+    recorded |= set(ranking_metrics(groups, relevant, scores)) - {"num_queries",
+                                                                  "skipped_queries"}
+    assert set(get_args(MetricName)) == recorded

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,42 @@ def test_the_readme_says_the_authors_dropout_mask_is_shared_across_the_batch() -
                if x.startswith("| dropout"))
     assert "one mask per sequence" not in row
     assert "shared by every position and every sequence of the batch" in row
+
+
+def test_train_names_the_inputs_given_and_a_missing_tensorflow(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`train --inputs /nonexistent.npz` was a traceback naming a .json file never given,
+    with no word that TensorFlow was missing."""
+    given = tmp_path / "nonexistent.npz"
+    assert run.main(["train", "--inputs", str(given), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert f"{given}: no such file" in error and ".json" not in error, error
+    tensorflow = importlib.util.find_spec("tensorflow") is not None
+    assert ("TensorFlow is not installed" in error) is not tensorflow, error
+    assert not (tmp_path / "out").exists()
+
+
+def test_diff_keeps_its_clone_under_pairrepro_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run.py diff` cloned into ~/.cache/pairrepro whatever PAIRREPRO_HOME said."""
+    used: list[Path] = []
+
+    def no_clone(source: Path | None, cache: Path) -> Path:
+        used.append(cache)
+        raise run.CrosscheckError("no network in a test")
+
+    monkeypatch.setenv("PAIRREPRO_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(run, "git_dir", no_clone)
+    assert run.main(["diff"]) == 2
+    assert used == [tmp_path / "home" / "crosscheck"]
+
+
+def test_compare_refuses_an_unknown_option() -> None:
+    """`compare.py --bogus` printed the table with exit 0."""
+    out = subprocess.run([sys.executable, str(CROSSCHECK / "compare.py"), "--bogus"],
+                         capture_output=True, text=True, cwd=paths.PROJECT_DIR, check=False,
+                         env={**os.environ, "PYTHONPATH": str(paths.PROJECT_DIR)})
+    assert out.returncode == 2 and "--bogus" in out.stderr, out.stderr
 
 
 # ----------------------------------------------------------------- with TensorFlow only

@@ -69,3 +69,15 @@ def test_the_steps_time_limits_add_up_to_at_most_nine_and_a_half_minutes() -> No
     epoch = re.search(r"--epoch-timeout (\d+)", text)
     assert profile and int(profile[1]) < limits[1]
     assert budget and epoch and int(budget[1]) + int(epoch[1]) < limits[2]
+
+
+def test_records_without_a_folder_exits_2_as_the_header_says() -> None:
+    """`--records` as the last word exited 1 (bash's own `${2:?}` error)."""
+    assert "2 a wrong option" in SCRIPT.read_text(encoding="utf-8")
+    for words in (["--records"], ["--records", "--dry-run"]):
+        done = subprocess.run(["bash", str(SCRIPT), *words], capture_output=True, text=True,
+                              timeout=30, check=False)
+        assert done.returncode == 2 and "--records needs a folder" in done.stderr, words
+    assert "2 a wrong option" in subprocess.run(["bash", str(SCRIPT), "--help"],
+                                                capture_output=True, text=True,
+                                                timeout=30, check=True).stdout

@@ -5,6 +5,7 @@ TrecQA readings file are recounted from the prepared raw variant where ../shared
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -319,3 +320,75 @@ def test_report_readings_json_gives_each_readings_distance_and_ties(
         assert row["farther"] == (None if farther is None else
                                   {"value": farther.value, "low": farther.low,
                                    "high": farther.high})
+
+
+def _nan_score(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.assign(score=frame["score"].where(frame.index != 3, np.nan))
+
+
+def _flip_a_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first question's lowest-scored candidate made relevant (its AP falls)."""
+    first = frame[frame["group_id"] == frame["group_id"].iloc[0]]
+    return frame.assign(label=frame["label"].where(frame.index != first["score"].idxmin(), 1))
+
+
+def _drop_question(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["group_id"] != frame["group_id"].iloc[0]]
+
+
+@pytest.mark.parametrize("damage", [
+    _nan_score, _flip_a_label, _drop_question,
+    lambda f: pd.concat([f, f.iloc[:5]]),  # duplicated rows
+    lambda f: f.drop(columns="group_id"),
+    lambda f: f.iloc[10:],  # rows removed
+], ids=["nan", "flipped-label", "question-removed", "duplicated", "no-group-id",
+        "rows-removed"])
+def test_report_readings_refuses_damaged_predictions_as_gap_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        damage: Callable[[pd.DataFrame], pd.DataFrame]) -> None:
+    """Damaged test predictions of one seed left the cell out: exit 0 with "No reproduced cell
+    ... has a published value"; `report gap` refuses the same folder with exit 3."""
+    assert _readings_of_damaged(tmp_path, monkeypatch, "csran_trecqa", 6, damage)
+
+
+def test_report_readings_refuses_damaged_classification_predictions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _readings_of_damaged(tmp_path, monkeypatch, "csran_twitter_url", 5,
+                                lambda f: f.iloc[100:])
+
+
+def _readings_of_damaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: str,
+                         table: int, damage: Callable[[pd.DataFrame], pd.DataFrame]) -> bool:
+    """`report readings csran --table N` on a copy of ``recipe``'s runs whose seed 2 has its
+    test predictions damaged: exit 3 naming that seed."""
+    from typer.testing import CliRunner
+
+    from pairrepro.cli.app import app
+
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS / recipe, results / recipe)
+    target = results / recipe / "seed-2" / "predictions" / "test.parquet"
+    damage(pd.read_parquet(target)).to_parquet(target)
+    monkeypatch.setenv("PAIRREPRO_RESULTS", str(results))
+    monkeypatch.setenv("PAIRREPRO_RUNS", str(tmp_path / "runs"))
+    out = CliRunner().invoke(app, ["report", "readings", "csran", "--table", str(table)])
+    assert out.exit_code == 3, out.output
+    return f"{recipe}/seed-2/" in out.output
+
+
+def test_a_readings_file_naming_an_unknown_metric_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``metrics = ["map", "bogus"]`` silently dropped the unknown metric (and MRR's rows)."""
+    from pairrepro.errors import ConfigError
+    from pairrepro.report.analyses import readings
+
+    text = (readings.READINGS_DIR / "trecqa.toml").read_text(encoding="utf-8")
+    assert 'metrics = ["map", "mrr"]' in text
+    (tmp_path / "trecqa.toml").write_text(
+        text.replace('metrics = ["map", "mrr"]', 'metrics = ["map", "bogus"]'), encoding="utf-8")
+    monkeypatch.setattr(readings, "READINGS_DIR", tmp_path)
+    with pytest.raises(ConfigError) as caught:
+        load_readings("trecqa")
+    message = caught.value.message
+    assert str(tmp_path / "trecqa.toml") in message and "[metrics]" in message
+    assert "'bogus'" in message and all(f"'{m}'" in message for m in ("map", "mrr", "f1"))

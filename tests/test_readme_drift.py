@@ -4,6 +4,7 @@ front page."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,27 @@ def test_a_missing_unknown_or_doubled_marker_is_an_error() -> None:
     twice = "<!-- BEGIN generated: one -->\n<!-- END generated -->\n"
     with pytest.raises(ConfigError, match=r"docs/b\.md: generated section 'one' is also in a\.md"):
         rewrite_all({Path("a.md"): twice, Path("docs/b.md"): twice}, {"one": "1\n"})
+
+
+def test_a_second_clone_checks_clean_against_its_own_readme_and_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`results readme --check --readme OTHER/README.md --results OTHER/results` on an unedited
+    copy found 11 sections drifted: run paths were written relative to the running checkout,
+    not to the README given. The sections naming run folders are rendered here; the others
+    (minutes of intervals, no paths) stand in as committed, their links from the root."""
+    from pairrepro.report.publishing import readme
+
+    clone = tmp_path / "clone"
+    for name in ("docs", "results"):
+        shutil.copytree(README.parent / name, clone / name)
+    shutil.copy(README, clone / "README.md")
+    rendered = {"csran-table5", "csran-runs", "cin-runs", "release"}
+    committed = {name: body.replace("](../../", "](") for page in documents(README)
+                 for name, body in readme._SECTION.findall(page.read_text(encoding="utf-8"))}
+    monkeypatch.setattr(readme, "SECTIONS", {
+        name: render if name in rendered else lambda _results, body=committed[name]: body
+        for name, render in readme.SECTIONS.items()})
+    monkeypatch.setattr(readme, "tampered_runs", lambda _folder: [])  # tested elsewhere
+    assert refresh(clone / "README.md", clone / "results") == {}
+    run_paths = readme.SECTIONS["csran-runs"](Path("results"))
+    assert "results/csran_trecqa/seed-1" in run_paths

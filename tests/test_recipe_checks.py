@@ -95,6 +95,17 @@ def test_print_config_refuses_a_value_the_model_refuses(data_home: Path) -> None
     assert not paths.runs_dir().exists()
 
 
+@pytest.mark.parametrize("recipe", ["esim_trecqa", "cin_trecqa"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_hyper_parameter_that_is_not_finite_is_refused_naming_it(recipe: str,
+                                                                    value: str) -> None:
+    """`--set model.dropout=nan` passed `--print-config` (1.5 was refused) and crashed
+    training with a long traceback: NaN lies in no range."""
+    path = paths.PROJECT_DIR / "recipes" / f"{recipe}.toml"
+    message = error("train", str(path), "--set", f"model.dropout={value}", "--print-config")
+    assert message.startswith(f"--set model.dropout={value}: [model] dropout:"), message
+
+
 def _bm25_recipe(tmp_path: Path) -> Path:
     path = tmp_path / "bm25_synthetic.toml"
     path.write_text('[data]\ndataset = "synthetic"\nvariant = "ranking"\n'

@@ -180,3 +180,39 @@ def test_without_the_package_train_says_how_to_install_it(
     folder = run()
     assert json.loads((folder / "result.json").read_text())["status"] == "finished"
     assert not (folder / "tensorboard").exists()
+
+
+def test_the_command_that_continues_a_stopped_run_keeps_watching_it(
+        synth: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C's "continue with:" line and `report runs` left out --tensorboard, so the run
+    they continued stopped logging without a word."""
+    pytest.importorskip("tensorboard")
+    import os
+    import shlex
+    import signal
+
+    from pairrepro.report.tables.runs_table import collect, format_line
+    from pairrepro.train.loop import Trainer
+
+    step = Trainer.train_step
+
+    def stop_at_step_10(self: Trainer, plan: object, position: int) -> object:
+        out = step(self, plan, position)
+        if self.state.global_step == 9:  # counted after this step returns
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Trainer, "train_step", stop_at_step_10)
+        out = CliRunner().invoke(app, ["train", str(NLI), *SETS, "--tensorboard",
+                                       "--tensorboard-every", "3"])
+    assert out.exit_code == 130, out.output
+    printed = shlex.split(out.output.split("continue with:", 1)[1])
+    assert printed[-4:] == ["--resume", "--tensorboard", "--tensorboard-every", "3"], printed
+    listed = shlex.split(format_line(collect(paths.runs_dir())[0])[1].split("; continue: ")[1])
+    assert "--tensorboard" in listed, listed
+    time.sleep(1.1)  # a new event file sorts after the first (see above)
+    words = [w for w in printed if not w.startswith("PAIRREPRO_RUNS=")]
+    assert CliRunner().invoke(app, ["--quiet", *words[1:]]).exit_code == 0
+    logged = check_epochs(paths.runs_dir() / NLI.stem / "seed-1")
+    assert [s for s, _ in logged["step/lr"]] == list(range(3, 3 * STEPS + 1, 3))

@@ -9,6 +9,7 @@ README.md's Results section is this output; tests/test_crosscheck_csran_tf.py ch
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -74,4 +75,5 @@ def table() -> str:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     print(table(), end="")

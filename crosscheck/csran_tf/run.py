@@ -2,7 +2,8 @@
 code on the inputs ``export.py`` wrote and write a run folder pairrepro can read.
 
 ``train`` takes the authors' repository (``--source``: a checkout or a bare git folder; without
-it, a bare clone from GitHub is made under ``--cache``), extracts the pinned commit into a
+it, a bare clone from GitHub is made under ``--cache``, by default ``crosscheck/`` under
+pairrepro's data home, ``$PAIRREPRO_HOME``), extracts the pinned commit into a
 temporary folder, applies ``patch.toml`` (the CuDNN and tf.contrib replacements and Python 3 /
 tf.compat.v1 shims, nothing else), builds their ``tf_models.model.Model`` from their own
 argument parser with :data:`AUTHOR_FLAGS`, and trains it on one core: pairrepro's batches of
@@ -20,6 +21,7 @@ import argparse
 import contextlib
 import difflib
 import hashlib
+import importlib.util
 import io
 import itertools
 import json
@@ -430,9 +432,23 @@ def fit(s: Session, args: Any, data: Any, splits: dict[str, Split], opts: argpar
     return history, best_epoch, best_dev
 
 
+def check_ready(inputs: Path) -> None:
+    """Every reason ``train`` cannot start, named at once: the inputs export.py writes (the
+    ``.npz`` and its ``.json`` beside it) and TensorFlow in this Python."""
+    problems = [f"{inputs}: no such file (export.py writes it)" if not inputs.is_file() else
+                f"{inputs.with_suffix('.json')}: no such file (export.py writes it beside "
+                f"{inputs.name})" if not inputs.with_suffix(".json").is_file() else ""]
+    if importlib.util.find_spec("tensorflow") is None:
+        problems.append(f"TensorFlow is not installed in {sys.executable} (pip install -e "
+                        "'.[crosscheck]', or a separate environment: README.md)")
+    if found := [p for p in problems if p]:
+        raise CrosscheckError("; ".join(found))
+
+
 def train(opts: argparse.Namespace) -> int:
     from pairrepro.runs import RunFolder
 
+    check_ready(opts.inputs)
     start = time.perf_counter()
     meta = json.loads(opts.inputs.with_suffix(".json").read_text())
     data = np.load(opts.inputs)
@@ -486,8 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--source", type=Path, help="the authors' repository: a checkout or "
                        "a bare git folder (default: clone it from GitHub into --cache)")
-        p.add_argument("--cache", type=Path,
-                       default=Path.home() / ".cache" / "pairrepro" / "crosscheck")
+        p.add_argument("--cache", type=Path, help="where the clone is kept (default: "
+                       "crosscheck/ under $PAIRREPRO_HOME, else ~/.cache/pairrepro)")
     p = sub.choices["train"]
     p.add_argument("--inputs", type=Path, required=True, help="export.py's .npz file")
     p.add_argument("--out", type=Path, required=True, help="the run folder to write")
@@ -496,7 +512,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="train at most this many batches an epoch (a smoke test; 0 = all)")
     p.add_argument("--force", action="store_true", help="replace a finished run")
     opts = parser.parse_args(argv)
-    sys.path.insert(0, str(PROJECT))  # pairrepro's metrics and run-folder writers
+    sys.path.insert(0, str(PROJECT))  # pairrepro's metrics, run-folder writers and paths
+    from pairrepro import paths
+
+    opts.cache = opts.cache or paths.home() / "crosscheck"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return train(opts) if opts.command == "train" else diff(opts)

@@ -183,6 +183,7 @@ def train(
     watch = TensorBoardLog(tensorboard_every) if tensorboard and not print_config else None
     if watch is not None:
         check_available()  # before anything runs: how to install it
+    watching = ["--tensorboard", "--tensorboard-every", str(tensorboard_every)] if watch else []
     if print_config:
         if STATE.json:
             emit_json(resolved.to_dict())
@@ -192,9 +193,7 @@ def train(
     # under torchrun (WORLD_SIZE set) this process is a rank already
     if nproc_per_node > 1 and "WORLD_SIZE" not in os.environ:
         flags = [*(["--resume"] if resume else []), *(["--force"] if force else []),
-                 *(["--threads", str(threads)] if threads else []),
-                 *(["--tensorboard", "--tensorboard-every", str(tensorboard_every)]
-                   if watch is not None else [])]
+                 *(["--threads", str(threads)] if threads else []), *watching]
         _train_in_ranks(resolved, train_words(str(path), overrides, seeds, device, *flags),
                         nproc_per_node)
         return
@@ -209,7 +208,7 @@ def train(
                                runs_dir=paths.runs_dir(), threads=threads,
                                hooks=watch.hooks() if watch is not None else None)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: a checkpoint was saved
-        again = resume_command(recipe, seeds, overrides, device, paths.runs_dir())
+        again = resume_command(recipe, seeds, overrides, device, paths.runs_dir(), watching)
         err_console.print(f"[yellow]{escape(str(exc) or 'interrupted')}[/]\n  continue "
                           f"with: {escape(again)}", markup=True, highlight=False)
         raise typer.Exit(130) from None

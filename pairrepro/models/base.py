@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import math
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,10 +106,12 @@ def get_model_class(name: str) -> type[PairModel]:
 
 
 def check_hparam_keys(name: str, hparams: Mapping[str, Any]) -> None:
-    """``hparams`` against ``name``'s constructor: an unknown key, or a table where the
-    default is a plain value, is a :class:`ConfigError` starting with the key."""
+    """``hparams`` against ``name``'s constructor: an unknown key, a table where the default
+    is a plain value, or NaN or infinity (in no range) is a :class:`ConfigError` naming it."""
     allowed = model_hparams(name)
     for key, value in hparams.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}: {value} is outside every range", hint="give a finite number")
         if key not in allowed:
             raise ConfigError(f"{key}: model {name!r} has no hyper-parameter {key!r}",
                               hint=f"allowed: {', '.join(sorted(allowed)) or '(none)'}")

@@ -113,6 +113,7 @@ class RunFolder:
     checkpoint_dir = _member("checkpoints")
     predictions_dir = _member("predictions")
     evals_dir = _member("evals")
+    tensorboard_dir = _member("tensorboard")  # there when a train call had --tensorboard
     # where last.pt stands, readable without torch
     progress_path = _member("checkpoints/last.json")
 
@@ -121,8 +122,7 @@ class RunFolder:
         those logged before; ``ImportError`` without tensorboard."""
         from torch.utils.tensorboard import SummaryWriter
 
-        folder = self.path / "tensorboard"
-        with writing(folder):
+        with writing(folder := self.tensorboard_dir):
             return SummaryWriter(str(folder), purge_step=first_step, flush_secs=10)
 
     def checkpoint(self, name: str) -> Path:  # last or best

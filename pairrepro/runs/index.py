@@ -239,21 +239,17 @@ def config_differences(run_config: dict[str, Any], recipe_config: dict[str, Any]
 
 def train_words(recipe: str, overrides: Sequence[str], seeds: str, device: str | None,
                 *flags: str) -> list[str]:
-    words = ["pairrepro", "train", recipe]
-    if seeds.strip():
-        words += ["--seeds", seeds]
-    for override in overrides:
-        words += ["--set", override]
-    if device:
-        words += ["--device", device]
-    return [*words, *flags]
+    return ["pairrepro", "train", recipe, *(["--seeds", seeds] if seeds.strip() else []),
+            *(word for override in overrides for word in ("--set", override)),
+            *(["--device", device] if device else []), *flags]
 
 
 def resume_command(recipe: str, seeds: str, overrides: Sequence[str] = (),
-                   device: str | None = None, runs_dir: Path | None = None) -> str:
-    """The command that continues a stopped ``train`` with ``--resume`` (an absolute
-    ``PAIRREPRO_RUNS`` when ``runs_dir`` is not ``./runs``)."""
-    command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume"))
+                   device: str | None = None, runs_dir: Path | None = None,
+                   flags: Sequence[str] = ()) -> str:
+    """The command that continues a stopped ``train`` with ``--resume`` and its ``flags`` (an
+    absolute ``PAIRREPRO_RUNS`` when ``runs_dir`` is not ``./runs``)."""
+    command = shlex.join(train_words(recipe, overrides, seeds, device, "--resume", *flags))
     if runs_dir is None or runs_dir.resolve() == Path(paths.DEFAULT_RUNS).resolve():
         return command
     return f"PAIRREPRO_RUNS={shlex.quote(str(runs_dir.absolute()))} {command}"

@@ -54,6 +54,15 @@ _TAMPER_HINT = ("restore the run's files as committed (git checkout -- FOLDER), 
 # a damaged or edited run under results/
 RESTORE_RESULTS_HINT = ("restore them as committed (git checkout -- results/), or retrain and add "
                         "them again (pairrepro results add RUN --force)")
+
+
+def refuse_damaged(recipe: str, problems: list[str]) -> None:
+    """A DamagedRunError naming each run of ``recipe`` that cannot be read or trusted."""
+    if problems:
+        raise DamagedRunError(f"{len(problems)} run(s) of {recipe} cannot be read: "
+                              + "; ".join(problems), hint=RESTORE_RESULTS_HINT)
+
+
 _CHECKED: set[tuple[str, tuple[tuple[str, int, int], ...]]] = set()
 
 

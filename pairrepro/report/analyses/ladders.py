@@ -36,7 +36,7 @@ from pairrepro.report.analyses.comparison import (
 from pairrepro.report.analyses.readings import ReadingValue, read_cell, readings_for
 from pairrepro.report.tables import numbers
 from pairrepro.report.tables.cells import DAMAGED
-from pairrepro.runs import DamagedRunError, RunInfo, find_runs
+from pairrepro.runs import RunInfo, find_runs
 from pairrepro.schema import Schema, validate
 
 LADDERS_DIR = paths.packaged("report/ladders")
@@ -139,10 +139,8 @@ def recipe_runs(index: RecipeIndex, results_dir: Path, recipe: str) -> list[RunI
         raise ConfigError(f"gap ladder: no recipe {recipe!r}",
                           hint=f"recipes/{recipe}.toml must exist")
     found = find_runs(results_dir, recipe)
-    if damaged := [run.problem or run.path for run in found if run.status == DAMAGED]:
-        raise DamagedRunError(f"{len(damaged)} run(s) of {recipe} cannot be read: "
-                              + "; ".join(damaged),
-                              hint=evidence.RESTORE_RESULTS_HINT)
+    evidence.refuse_damaged(recipe, [run.problem or run.path for run in found
+                                     if run.status == DAMAGED])
     runs, _ = split_variants(found, index.recipes[recipe].to_dict())
     return runs
 

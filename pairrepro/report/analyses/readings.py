@@ -14,7 +14,7 @@ from pydantic import Field
 from pairrepro import paths
 from pairrepro.errors import ConfigError
 from pairrepro.fileio import read_toml
-from pairrepro.metrics import class_one_indicators, f1_from_counts
+from pairrepro.metrics import MetricName, class_one_indicators, f1_from_counts
 from pairrepro.planning.paper_tables import Column
 from pairrepro.report.analyses import evidence
 from pairrepro.report.tables import numbers
@@ -58,7 +58,7 @@ class TableRef(Schema):
 
 class ReadingsFile(Schema):
     dataset: str
-    metrics: list[str]  # metric names (``map``, ``f1``) the readings re-score
+    metrics: list[MetricName]  # the metrics the readings re-score
     readings: list[Reading]
     raw: dict[str, DroppedQuestions] = Field(default_factory=dict)  # split -> counts
     tables: list[TableRef] = Field(default_factory=list)
@@ -285,19 +285,20 @@ READINGS_NOTE = (
 
 
 def table_readings(ev: EvalTable) -> list[tuple[str, Column, float, list[ReadingValue]]]:
-    """(label, column, published, readings) of ``ev``'s cells that readings apply to."""
+    """(label, column, published, readings) of ``ev``'s cells that readings apply to; a
+    damaged run in one of them is a DamagedRunError, as in ``report gap``."""
     found = []
     for row in ev.rows:
         for column, cell in zip(ev.table.columns, row.cells, strict=False):
             published = numbers.parse_published(cell.published)
-            if column.kind != "metric" or not cell.runs or published is None or cell.damaged:
+            spec = readings_for(column, ev.table.dataset) if column.kind == "metric" else None
+            if published is None or spec is None or not any(
+                    t.paper == ev.paper.paper and t.table == ev.table.number for t in spec.tables):
                 continue
-            spec = readings_for(column, ev.table.dataset)
-            if spec is None or not any(t.paper == ev.paper.paper and t.table == ev.table.number
-                                       for t in spec.tables):
-                continue
-            found.append((row.row.label, column, published,
-                          read_cell(cell.runs, column, published, spec)))
+            evidence.refuse_damaged(cell.recipe, cell.damaged)
+            if cell.runs:
+                found.append((row.row.label, column, published,
+                              read_cell(cell.runs, column, published, spec)))
     return found
 
 

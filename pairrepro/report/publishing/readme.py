@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
 import time
 from collections import Counter
@@ -43,6 +44,8 @@ BEGIN = "<!-- BEGIN generated: {name} -->"
 END = "<!-- END generated -->"
 _SECTION = re.compile(r"<!-- BEGIN generated: ([a-z0-9-]+) -->\n(.*?)<!-- END generated -->",
                       re.DOTALL)
+# a Markdown link's target that is a path: not a URL, not an anchor of the same page
+_PATH_LINK = re.compile(r"\]\((?![a-z]+:|#)([^)\s]+)\)")
 
 
 def _reference_view(paper: str, number: int, results: Path) -> EvalTable:
@@ -219,9 +222,10 @@ SECTIONS: dict[str, Callable[[Path], str]] = {
 
 
 def render_sections(results_dir: Path | None = None,
-                    progress: Callable[[str], None] | None = None) -> dict[str, str]:
+                    progress: Callable[[str], None] | None = None,
+                    root: Path = paths.PROJECT_DIR) -> dict[str, str]:
     """Every generated section's text from ``results_dir`` (default ``results/``), paths
-    relative to the project; ``progress`` gets one line per phase."""
+    relative to ``root`` (the README's folder); ``progress`` gets one line per phase."""
     say = progress or (lambda _line: None)
     started = time.monotonic()
     folder = (results_dir or paths.results_dir()).absolute()
@@ -233,8 +237,8 @@ def render_sections(results_dir: Path | None = None,
                                "trusted: " + " | ".join(problems),
                                hint=RESTORE_RESULTS_HINT)
     sections = {}
-    with contextlib.chdir(paths.PROJECT_DIR):
-        results = Path(os.path.relpath(folder, paths.PROJECT_DIR))
+    with contextlib.chdir(root):
+        results = Path(os.path.relpath(folder, root))
         for number, (name, render) in enumerate(SECTIONS.items(), 1):
             say(f"section {number}/{len(SECTIONS)}: {name} "
                 f"({time.monotonic() - started:.0f} s so far)")
@@ -248,8 +252,9 @@ def documents(readme: Path) -> list[Path]:
 
 
 def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, str]:
-    """``texts`` (page -> text) with every marked section's body replaced; an unknown,
-    doubly marked or unmarked section is a ConfigError naming the pages."""
+    """``texts`` (page -> text, the README first) with every marked section's body replaced,
+    its links made relative to its page; an unknown, doubly marked or unmarked section is a
+    ConfigError naming the pages."""
     where: dict[str, Path] = {}
     for path, text in texts.items():
         for name in (m.group(1) for m in _SECTION.finditer(text)):
@@ -264,20 +269,23 @@ def rewrite_all(texts: dict[Path, str], sections: dict[str, str]) -> dict[Path, 
         raise ConfigError(f"{', '.join(map(str, texts))}: generated sections missing: "
                           f"{', '.join(missing)}",
                           hint=f"mark each on its page as {BEGIN.format(name='NAME')} ... {END}")
-    return {path: _SECTION.sub(lambda m: f"{BEGIN.format(name=m.group(1))}\n"
-                                         f"{sections[m.group(1)].rstrip()}\n{END}", text)
-            for path, text in texts.items()}
+    root = next(iter(texts)).parent
+
+    def fresh(m: re.Match[str]) -> str:  # its links, written from root, from its own page
+        up = os.path.relpath(root, where[m[1]].parent)
+        body = _PATH_LINK.sub(lambda k: f"]({posixpath.normpath(posixpath.join(up, k[1]))})",
+                              sections[m[1]])
+        return f"{BEGIN.format(name=m[1])}\n{body.rstrip()}\n{END}"
+
+    return {path: _SECTION.sub(fresh, text) for path, text in texts.items()}
 
 
 def refresh(readme: Path, results_dir: Path | None = None,
             progress: Callable[[str], None] | None = None) -> dict[Path, tuple[str, list[str]]]:
     """Each page whose sections are stale -> (its fresh text, those sections' names)."""
     texts = {path: path.read_text(encoding="utf-8") for path in documents(readme)}
-    fresh = rewrite_all(texts, render_sections(results_dir, progress))
-    out: dict[Path, tuple[str, list[str]]] = {}
-    for path, text in texts.items():
-        if fresh[path] != text:
-            old = dict(m.groups() for m in _SECTION.finditer(text))
-            out[path] = (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
-                                       if old.get(name) != body])
-    return out
+    fresh = rewrite_all(texts, render_sections(results_dir, progress, readme.parent))
+    stale = {path: dict(_SECTION.findall(text)) for path, text in texts.items()
+             if fresh[path] != text}  # page -> its sections as they stand
+    return {path: (fresh[path], [name for name, body in _SECTION.findall(fresh[path])
+                                 if old.get(name) != body]) for path, old in stale.items()}

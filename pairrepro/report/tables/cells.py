@@ -164,6 +164,7 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
         units, note = None, str(exc)
     except DamagedRunError as exc:  # TamperedRunError included: nothing here can be trusted
         cell.verdict, cell.runs = Verdict(DAMAGED), []
+        cell.damaged.append(exc.message)
         cell.detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
         return
     values = [numbers.to_unit(r.value(column.metric) or 0.0, column) for r in runs]
@@ -212,6 +213,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
         split_variants([r for r in found if r.value(column.metric) is not None], config)
         for found in (runs, reference))
     damaged = [r.problem or r.path for r in runs + reference if r.status == DAMAGED]
+    cell.damaged = list(damaged)  # _fill_number adds a run its predictions contradict
     running = [r for r in runs if r.status == "running"]
     stopped = [r for r in runs if r.status in ("stale", "interrupted")]
     recipe_file = _recipe_path(recipe_name)
@@ -236,7 +238,7 @@ def _metric_cell(table: PaperTable, column: Column, row: Row, recipe_name: str,
             (running, "more seed(s) running"), (stopped, "seed(s) stopped (--resume)"),
             (damaged, f"seed(s) damaged: {'; '.join(damaged)}"),
             (own_variants, f"variant run(s) left out: {', '.join(own_variants)}")) if found]
-        cell.damaged, cell.detail = damaged, "; ".join(notes)
+        cell.detail = "; ".join(notes)
         return cell
     if variants := {**ref_variants, **own_variants}:
         first = next(r for r in runs + reference if r.path in variants)

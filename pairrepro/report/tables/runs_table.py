@@ -106,15 +106,15 @@ def _stopped_line(run: RunInfo, runs_dir: Path) -> RunLine:
     has_checkpoint = run.folder.checkpoint("last").is_file()
     if progress:
         where = (f"at epoch {progress['epochs_done'] + 1}, step {progress['step']} of "
-                 f"{progress['steps']} (last checkpoint {progress['saved']})"
-                 if progress["step"] else
-                 f"after epoch {progress['epochs_done']} (last checkpoint {progress['saved']})")
+                 f"{progress['steps']}" if progress["step"] else f"after epoch "
+                 f"{progress['epochs_done']}") + f" (last checkpoint {progress['saved']})"
     else:
         where = "with a checkpoint" if has_checkpoint else "before its first checkpoint"
     line.problem = f"{run.status} {where}"
     if run.status in RESUMABLE:
         line.problem += "; continue: " + resume_command(
-            run.recipe, str(run.seed), resume_overrides(run), runs_dir=runs_dir)
+            run.recipe, str(run.seed), resume_overrides(run), runs_dir=runs_dir,
+            flags=["--tensorboard"] if run.folder.tensorboard_dir.is_dir() else [])
     return line
 
 
@@ -131,12 +131,10 @@ def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
 def _scores(metrics: dict[str, float]) -> str:
     if all(m in metrics for m in RANKING_METRICS):
         return " / ".join(f"{metrics[m]:.3f}" for m in RANKING_METRICS)
+    accuracy = f"{metrics['accuracy']:.3f}" if "accuracy" in metrics else ""
     if "f1" in metrics:
-        acc = f" (acc {metrics['accuracy']:.3f})" if "accuracy" in metrics else ""
-        return f"{metrics['f1']:.3f}{acc}"
-    if "accuracy" in metrics:
-        return f"{metrics['accuracy']:.3f}"
-    return ""
+        return f"{metrics['f1']:.3f}" + (f" (acc {accuracy})" if accuracy else "")
+    return accuracy
 
 
 HEADERS = ["run", "dev MAP / MRR (or F1)", "test MAP / MRR (or F1)", "test tie share",
