@@ -54,7 +54,7 @@ from gpu_rates import model_recipes
 from protocol import RECORDS, LoadMonitor, begin, write_record
 
 from pairrepro.config import load_recipe
-from pairrepro.data.batches import EpochPlan
+from pairrepro.data.batches import EpochPlan, PairBatch
 from pairrepro.device import device_name, resolve_precision, seed_everything
 from pairrepro.paths import recipes_dir
 from pairrepro.runs import RunFolder
@@ -166,6 +166,7 @@ class SteadyStep:
     plan: EpochPlan
     position: int
     folder: tempfile.TemporaryDirectory
+    host_batch: PairBatch | None = None
 
     @classmethod
     def build(cls, recipe_name: str, device: torch.device, precision: str = "fp32",
@@ -194,10 +195,15 @@ class SteadyStep:
         return int(self.plan.collate(self.position).num_pairs)
 
     def step(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """The loop's step: the batch, collated ahead on the host, copied to the device (the
+        copy is the loop's, in the step's time), then ``train_step``."""
+        if self.host_batch is None:
+            self.host_batch = self.plan.collate(self.position)
+        batch = self.host_batch.to(self.trainer.device)
         if self.trainer.device.type != "meta":
-            return self.trainer.train_step(self.plan, self.position)
+            return self.trainer.train_step(batch)
         with _autocast_knows_meta():
-            return self.trainer.train_step(self.plan, self.position)
+            return self.trainer.train_step(batch)
 
     def warm_up(self) -> SteadyStep:
         """The steps before the steady one (on meta spied, which answers its host reads)."""
