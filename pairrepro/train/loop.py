@@ -32,7 +32,7 @@ from pairrepro.device import (
     all_reduce_sum,
     autocast,
     barrier,
-    broadcast_flag,
+    broadcast_object,
     capture_rng_state,
     compiled,
     gather_rows,
@@ -344,8 +344,8 @@ class Trainer:
             # rank 0's flag and clock decide, so every rank saves at the same step; one
             # broadcast per step, a second only when a checkpoint is due
             due = bool(every_s) and time.monotonic() - last_saved >= every_s
-            save = broadcast_flag(self.stop_flag["stop"] or due, self.dist)
-            stop = save and broadcast_flag(self.stop_flag["stop"], self.dist)
+            save = bool(broadcast_object(self.stop_flag["stop"] or due, self.dist))
+            stop = save and bool(broadcast_object(self.stop_flag["stop"], self.dist))
             if save or (every and st.global_step % every == 0):
                 # not flushed here: the checkpoint keeps the open sums as they are
                 st.pending_loss, st.pending_correct, st.pending_pairs = (
