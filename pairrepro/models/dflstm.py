@@ -135,14 +135,12 @@ class _DFSweep(torch.autograd.Function):
                 for side, (w_in, b_in, *_) in enumerate(sides)]
             for t in range(diags.steps):
                 cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
-                inputs = []
-                for side in (0, 1):
-                    if projected is not None:
-                        inputs.append(projected[side][cells])
-                    else:
-                        assert rows is not None and cols_rev is not None
-                        first = lo if side == 0 else diags.m - 1 - t + lo
-                        inputs.append((rows if side == 0 else cols_rev)[first : first + n])
+                if projected is not None:
+                    inputs = [p[cells] for p in projected]
+                else:
+                    assert rows is not None and cols_rev is not None
+                    first_col = diags.m - 1 - t + lo
+                    inputs = [rows[lo : lo + n], cols_rev[first_col : first_col + n]]
                 big_h = big_hs[cells]
                 step: list[torch.Tensor] = []
                 for side, (_, _, _, w_read, _, _) in enumerate(sides):

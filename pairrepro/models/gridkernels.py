@@ -163,9 +163,8 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
                  h2: torch.Tensor | None = None) -> None:
     """:func:`pairrepro.models.grid.lstm_forward` in one pass (``h2``: a second copy of h)."""
     length, batch, d = c.shape
-    nk = gates.size(-1) // d - 3
     _fn("lstm_fwd", gates.dtype)(
-        length, batch, d, nk, *_array(gates, d), *_neighbour(prev, 0, d),
+        length, batch, d, gates.size(-1) // d - 3, *_array(gates, d), *_neighbour(prev, 0, d),
         *_neighbour(prev, 1, d), *_array(c, d), *_array(tanh_c, d), *_array(h, d),
         *_array(h if h2 is None else h2, d), _zeros(d).data_ptr())
 
@@ -175,12 +174,11 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
                   d_gates: torch.Tensor, d_prev: Sequence[torch.Tensor]) -> None:
     """:func:`pairrepro.models.grid.lstm_backward` in one pass (``dh``: None, absent)."""
     length, batch, d = dc.shape
-    nk = gates.size(-1) // d - 3
     terms = [*dh, None, None, None][:3]
     d_rows = [_array(d_prev[k], d) if k < len(d_prev) else _array(None, d) for k in range(2)]
     scratch = torch.empty(2 * d)  # named: it must live through the call
     _fn("lstm_bwd", gates.dtype)(
-        length, batch, d, nk, *_array(gates, d), *_neighbour(prev, 0, d),
+        length, batch, d, gates.size(-1) // d - 3, *_array(gates, d), *_neighbour(prev, 0, d),
         *_neighbour(prev, 1, d), *_array(tanh_c, d), *(x for t in terms for x in _array(t, d)),
         *_array(dc, d), *_array(d_gates, d), *d_rows[0], *d_rows[1], _zeros(d).data_ptr(),
         scratch.data_ptr())
