@@ -350,11 +350,6 @@ def barrier(ctx: DistContext) -> None:
         dist.barrier()
 
 
-def broadcast_flag(flag: bool, ctx: DistContext) -> bool:
-    """Rank 0's value of ``flag`` on every rank (e.g. 'stop now' after Ctrl-C)."""
-    return bool(broadcast_object(flag, ctx))
-
-
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:
     """Rank 0's picklable ``obj`` on every rank (identity when not distributed)."""
     if not ctx.enabled:

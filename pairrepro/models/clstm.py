@@ -60,14 +60,13 @@ class _TCSweep(torch.autograd.Function):
                     z[..., : width - 2 * d].copy_(feats[cells])
                 _neighbour_rows(diags, t, h[diags.block(t - 1)] if t else h[:0],
                                 z[..., width - 2 * d :])
+                shift = b  # the bias, or (a first block) the cells' rows and columns
                 if rows is not None and cols_rev is not None:
                     first_col = diags.m - 1 - t + lo  # column t - lo, reversed
-                    inp = torch.add(rows[lo : lo + n], cols_rev[first_col : first_col + n])
-                    # not in place: addmm(out=its input) ran at a tenth of the rate in bf16
-                    gates = torch.addmm(inp.view(-1, 5 * d), z.view(-1, width), w_t).view(
-                        n, batch, 5 * d)
-                else:
-                    gates = torch.addmm(b, z.view(-1, width), w_t).view(n, batch, 5 * d)
+                    shift = torch.add(rows[lo : lo + n], cols_rev[first_col : first_col + n])
+                # not in place: addmm(out=its input) ran at a tenth of the rate in bf16
+                gates = torch.addmm(shift.view(-1, 5 * d), z.view(-1, width), w_t).view(
+                    n, batch, 5 * d)
                 c, tanh_c = (like.new_empty(n, batch, d, dtype=state) for _ in "ct")
                 lstm_forward(gates, _neighbour_cells(diags, t, saved[1]), c, tanh_c, h[cells])
                 for store, x in zip(saved, (gates, c, tanh_c, z), strict=True):

@@ -175,8 +175,7 @@ class CSRAN(PairModel):
         """The stacked encoder outputs ``H^(1..k)`` of both texts (``[B, T, 2h]`` each)."""
         x, y = self.embed.pair(left, left_mask, right, right_mask)
         a, b = self._words(left, x), self._words(right, y)
-        ha: list[torch.Tensor] = []
-        hb: list[torch.Tensor] = []
+        ha, hb = [], []
         for i, rnn in enumerate(self.encoders):
             if self.use_mar:
                 a, b = self.cafe[i](a, left_mask, b, right_mask)

@@ -135,14 +135,12 @@ class _DFSweep(torch.autograd.Function):
                 for side, (w_in, b_in, *_) in enumerate(sides)]
             for t in range(diags.steps):
                 cells, lo, n = diags.block(t), diags.lo[t], diags.count[t]
-                inputs = []
-                for side in (0, 1):
-                    if projected is not None:
-                        inputs.append(projected[side][cells])
-                    else:
-                        assert rows is not None and cols_rev is not None
-                        first = lo if side == 0 else diags.m - 1 - t + lo
-                        inputs.append((rows if side == 0 else cols_rev)[first : first + n])
+                if projected is not None:
+                    inputs = [p[cells] for p in projected]
+                else:
+                    assert rows is not None and cols_rev is not None
+                    first_col = diags.m - 1 - t + lo
+                    inputs = [rows[lo : lo + n], cols_rev[first_col : first_col + n]]
                 big_h = big_hs[cells]
                 step: list[torch.Tensor] = []
                 for side, (_, _, _, w_read, _, _) in enumerate(sides):
@@ -308,14 +306,26 @@ class _SlotGradients:
     def read(self, side: int, t: int, q: torch.Tensor, v: torch.Tensor, attn: torch.Tensor,
              dr: Sequence[torch.Tensor], dq: torch.Tensor, g_v: torch.Tensor) -> None:
         """:func:`_attend`'s backward pass: writes ``dq``, adds into ``g_v`` and the slots'."""
-        mem, stores = self.mems[side], self.stores[2 * side : 2 * side + 2]
-        d_stores = self.d_stores[2 * side : 2 * side + 2]
-        if not self.fused:
-            _attend_backward(mem, stores, d_stores, t, q, v, attn, dr, dq, g_v)
+        mem = self.mems[side]
+        values, keys, d_values, d_keys = (mem.window(s, t) for s in (
+            *self.stores[2 * side : 2 * side + 2], *self.d_stores[2 * side : 2 * side + 2]))
+        if self.fused:
+            gridkernels.attention_backward(keys, values, q, v.view(-1), attn, dr, dq,
+                                           g_v.view(-1), d_keys, d_values)
             return
-        gridkernels.attention_backward(
-            mem.window(stores[1], t), mem.window(stores[0], t), q, v.view(-1), attn, dr, dq,
-            g_v.view(-1), mem.window(d_stores[1], t), mem.window(d_stores[0], t))
+        d = q.size(-1)
+        # recomputed, not kept; in float32 as in _attend
+        e = torch.add(keys, q.unsqueeze(1).to(attn.dtype), alpha=2).sigmoid_()
+        grad_r = (dr[0] + dr[1]).unsqueeze(1)
+        d_attn = (values * grad_r).sum(-1)
+        d_values.addcmul_(attn.unsqueeze(-1), grad_r)
+        d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
+        # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
+        accumulate_mm(g_v, d_scores.reshape(1, -1) * 2, e.view(-1, d))
+        # d(k + q) = 4 v e (1 − e) d_scores, elementwise (faster than as a matrix product)
+        d_e = torch.addcmul(e, e, e, value=-1).mul_(v.view(-1) * 4).mul_(d_scores.unsqueeze(-1))
+        d_keys.add_(d_e)
+        dq.copy_(d_e.sum(1))  # summed in float32 (sum(out=bf16) rounds the terms first)
 
     def of_slots(self, side: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Diagonal ``t``'s ``h`` (``[L, B, d]``, float32) and key (``[L·B, d]``) gradients."""
@@ -323,28 +333,6 @@ class _SlotGradients:
         d_key = mem.slot(self.d_stores[2 * side + 1], t).to(store.dtype).reshape(
             -1, store.size(-1))  # a copy
         return mem.slot(self.d_stores[2 * side], t), d_key
-
-
-def _attend_backward(mem: _Memories, stores: Sequence[torch.Tensor],
-                     d_stores: Sequence[torch.Tensor], t: int, q: torch.Tensor,
-                     v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor],
-                     dq: torch.Tensor, g_v: torch.Tensor) -> None:
-    """The eager backward pass of :func:`_attend` (see :meth:`_SlotGradients.read`)."""
-    values, keys = mem.window(stores[0], t), mem.window(stores[1], t)
-    d_values, d_keys = mem.window(d_stores[0], t), mem.window(d_stores[1], t)
-    d = q.size(-1)
-    # recomputed, not kept; in float32 as in _attend
-    e = torch.add(keys, q.unsqueeze(1).to(attn.dtype), alpha=2).sigmoid_()
-    grad_r = (dr[0] + dr[1]).unsqueeze(1)
-    d_attn = (values * grad_r).sum(-1)
-    d_values.addcmul_(attn.unsqueeze(-1), grad_r)
-    d_scores = d_attn.sub_((attn * d_attn).sum(1, keepdim=True)).mul_(attn)
-    # scores = 2 v·e − Σv (the forward pass); d_scores sums to 0 over the slots
-    accumulate_mm(g_v, d_scores.reshape(1, -1) * 2, e.view(-1, d))
-    # d(k + q) = 4 v e (1 − e) d_scores, elementwise (faster than as a matrix product)
-    d_e = torch.addcmul(e, e, e, value=-1).mul_(v.view(-1) * 4).mul_(d_scores.unsqueeze(-1))
-    d_keys.add_(d_e)
-    dq.copy_(d_e.sum(1))  # summed in float32 (sum(out=bf16) rounds the terms first)
 
 
 class DFCell(nn.Module):

@@ -49,7 +49,7 @@ def _sweep(cell: GridCell, diags: Diagonals, rows: torch.Tensor | None,
            cols: torch.Tensor | None, grid: torch.Tensor | None, feats: torch.Tensor | None,
            outputs: Sequence[int]) -> list[torch.Tensor]:
     """The sweep; ``grid``, ``feats`` and the results in :class:`Diagonals` order."""
-    n, m = diags.n, diags.m
+    m = diags.m
     given = [x for x in (rows, cols, grid, feats) if x is not None]
     batch = given[0].size(0)
     cols_rev = cols.flip(1) if cols is not None else None  # column j of diagonal t: a slice
@@ -57,14 +57,13 @@ def _sweep(cell: GridCell, diags: Diagonals, rows: torch.Tensor | None,
     grid_diags, feat_diags = (() if x is None else x.split(list(diags.count), dim=1)
                               for x in (grid, feats))
     states: list[State] = []  # diagonal t holds rows lo_t - 1 .. hi_t + 1 (zero halo rows)
-    for t in range(n + m - 1):
-        lo, hi = max(0, t - m + 1), min(t, n - 1)
-        count = hi - lo + 1
+    for t in range(diags.steps):
+        lo, count = diags.lo[t], diags.count[t]
         inp = None
         if rows is not None:
-            inp = rows[:, lo : hi + 1]
+            inp = rows[:, lo : lo + count]
         if cols_rev is not None:  # j = t - i runs downwards; in the reversed tensor upwards
-            piece = cols_rev[:, m - 1 - t + lo : m - 1 - t + hi + 1]
+            piece = cols_rev[:, m - 1 - t + lo : m - 1 - t + lo + count]
             inp = piece if inp is None else inp + piece
         if grid_diags:
             inp = grid_diags[t] if inp is None else inp + grid_diags[t]
@@ -281,8 +280,7 @@ def run_grid_directions(cell: GridCell | FusedGridCell, project: Projector, row_
     example = torch.arange(batch, device=device).view(1, batch, 1) * (n * m)
     fused = hasattr(cell, "sweep")
     diags = diagonals(n, m, device)
-    inverse = torch.empty_like(diags.order)
-    inverse[diags.order] = torch.arange(n * m, device=device)
+    inverse = diags.order.argsort()
     lanes = torch.arange(directions, device=device).view(-1, 1, 1)
     if fused:  # sweep row (q, d, b) of q·directions·B + d·B + b
         take = (source[:, :, diags.order] + example).permute(2, 0, 1).reshape(-1)

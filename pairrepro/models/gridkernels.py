@@ -163,9 +163,8 @@ def lstm_forward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
                  h2: torch.Tensor | None = None) -> None:
     """:func:`pairrepro.models.grid.lstm_forward` in one pass (``h2``: a second copy of h)."""
     length, batch, d = c.shape
-    nk = gates.size(-1) // d - 3
     _fn("lstm_fwd", gates.dtype)(
-        length, batch, d, nk, *_array(gates, d), *_neighbour(prev, 0, d),
+        length, batch, d, gates.size(-1) // d - 3, *_array(gates, d), *_neighbour(prev, 0, d),
         *_neighbour(prev, 1, d), *_array(c, d), *_array(tanh_c, d), *_array(h, d),
         *_array(h if h2 is None else h2, d), _zeros(d).data_ptr())
 
@@ -175,12 +174,11 @@ def lstm_backward(gates: torch.Tensor, prev: Sequence[tuple[int, torch.Tensor]],
                   d_gates: torch.Tensor, d_prev: Sequence[torch.Tensor]) -> None:
     """:func:`pairrepro.models.grid.lstm_backward` in one pass (``dh``: None, absent)."""
     length, batch, d = dc.shape
-    nk = gates.size(-1) // d - 3
     terms = [*dh, None, None, None][:3]
     d_rows = [_array(d_prev[k], d) if k < len(d_prev) else _array(None, d) for k in range(2)]
     scratch = torch.empty(2 * d)  # named: it must live through the call
     _fn("lstm_bwd", gates.dtype)(
-        length, batch, d, nk, *_array(gates, d), *_neighbour(prev, 0, d),
+        length, batch, d, gates.size(-1) // d - 3, *_array(gates, d), *_neighbour(prev, 0, d),
         *_neighbour(prev, 1, d), *_array(tanh_c, d), *(x for t in terms for x in _array(t, d)),
         *_array(dc, d), *_array(d_gates, d), *d_rows[0], *d_rows[1], _zeros(d).data_ptr(),
         scratch.data_ptr())
@@ -199,37 +197,33 @@ def _window(window: torch.Tensor) -> tuple[int, int, int]:
     return window.data_ptr(), window.stride(0), window.stride(1)
 
 
-def _attention_work(batch: int, d: int, memory: int) -> int:
-    """Floats of scratch (``work``) the attention kernels take: see the C file."""
-    padded = -(-d // VECTOR) * VECTOR
-    return (3 * batch + 1) * padded + memory * batch
+def _attention(name: str, keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
+               v: torch.Tensor, *args: int) -> None:
+    """Call ``name`` over ``[L, K, B, d]`` windows; ``args`` between ``v`` and the scratch
+    (``work``: floats as the C file says)."""
+    length, memory, batch, d = keys.shape
+    key_ptr, cell, slot = _window(keys)
+    work = torch.empty((3 * batch + 1) * -(-d // VECTOR) * VECTOR + memory * batch)
+    failed = _fn(name, q.dtype)(length, batch, d, memory, key_ptr, _window(values)[0], cell,
+                                slot, *_array(q, d), v.data_ptr(), *args, work.data_ptr())
+    assert not failed, f"attention over {memory} slots (at most {MAX_SLOTS})"
 
 
 def attention_forward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
                       v: torch.Tensor, mask: torch.Tensor, attn: torch.Tensor,
                       r: torch.Tensor) -> None:
     """:func:`pairrepro.models.dflstm._attend` in one pass (``attn_fwd`` in the C file)."""
-    length, memory, batch, d = keys.shape
-    key_ptr, cell, slot = _window(keys)
-    work = torch.empty(_attention_work(batch, d, memory))
-    failed = _fn("attn_fwd", q.dtype)(
-        length, batch, d, memory, key_ptr, _window(values)[0], cell, slot, *_array(q, d),
-        v.data_ptr(), mask.data_ptr(), attn.data_ptr(), *_array(r, d), work.data_ptr())
-    assert not failed, f"attention over {memory} slots (at most {MAX_SLOTS})"
+    _attention("attn_fwd", keys, values, q, v, mask.data_ptr(), attn.data_ptr(),
+               *_array(r, q.size(-1)))
 
 
 def attention_backward(keys: torch.Tensor, values: torch.Tensor, q: torch.Tensor,
                        v: torch.Tensor, attn: torch.Tensor, dr: Sequence[torch.Tensor | None],
                        dq: torch.Tensor, g_v: torch.Tensor, d_keys: torch.Tensor,
                        d_values: torch.Tensor) -> None:
-    """:func:`pairrepro.models.dflstm._attend_backward` in one pass (``attn_bwd``)."""
-    length, memory, batch, d = keys.shape
-    key_ptr, cell, slot = _window(keys)
-    assert _window(d_keys)[1:] == (cell, slot) == _window(d_values)[1:]
-    work = torch.empty(_attention_work(batch, d, memory))
-    failed = _fn("attn_bwd", q.dtype)(
-        length, batch, d, memory, key_ptr, _window(values)[0], cell, slot, *_array(q, d),
-        v.data_ptr(), attn.data_ptr(), *_array(dr[0], d), *_array(dr[1], d),
-        d_values.data_ptr(), d_keys.data_ptr(), *_array(dq, d),
-        g_v.data_ptr(), work.data_ptr())
-    assert not failed, f"attention over {memory} slots (at most {MAX_SLOTS})"
+    """:meth:`pairrepro.models.dflstm._SlotGradients.read` in one pass (``attn_bwd``)."""
+    d = q.size(-1)
+    assert _window(d_keys)[1:] == _window(keys)[1:] == _window(d_values)[1:]
+    _attention("attn_bwd", keys, values, q, v, attn.data_ptr(), *_array(dr[0], d),
+               *_array(dr[1], d), d_values.data_ptr(), d_keys.data_ptr(), *_array(dq, d),
+               g_v.data_ptr())

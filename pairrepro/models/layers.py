@@ -3,6 +3,7 @@ no padded position ever influences a result."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -86,8 +87,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int = 1) -> torch.Tens
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax over ``dim`` where ``mask`` (broadcastable to ``scores``) is True."""
-    scores = scores.masked_fill(~mask, NEG_INF)
-    probs = torch.softmax(scores, dim=dim)
+    probs = torch.softmax(scores.masked_fill(~mask, NEG_INF), dim=dim)
     return probs * mask.to(probs.dtype)
 
 
@@ -221,15 +221,13 @@ class MLP(nn.Module):
     def __init__(self, in_dim: int, hidden_dims: list[int] | tuple[int, ...], out_dim: int,
                  activation: type[nn.Module] = nn.Tanh, dropout: float = 0.0) -> None:
         super().__init__()
+        dims = [in_dim, *hidden_dims]
         layers: list[nn.Module] = []
-        prev = in_dim
-        for width in hidden_dims:
+        for prev, width in itertools.pairwise(dims):
             layers += [nn.Linear(prev, width), activation()]
             if dropout > 0:
                 layers.append(nn.Dropout(dropout))
-            prev = width
-        layers.append(nn.Linear(prev, out_dim))
-        self.net = nn.Sequential(*layers)
+        self.net = nn.Sequential(*layers, nn.Linear(dims[-1], out_dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

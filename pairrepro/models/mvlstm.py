@@ -16,6 +16,7 @@ for the missing values; with ``num_outputs > 1`` the MLP emits class logits (NLI
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pairrepro.models.base import (
@@ -35,14 +36,6 @@ from pairrepro.models.layers import (
 )
 
 INTERACTIONS = ("cosine", "bilinear", "tensor")
-
-
-def cosine_matrix(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Cosine of every position pair, ``[B, n, d]``, ``[B, m, d] -> [B, n, m]``, norms clamped
-    at ``eps`` as :func:`torch.nn.functional.cosine_similarity` does."""
-    a = a / a.norm(dim=-1, keepdim=True).clamp(min=eps)
-    b = b / b.norm(dim=-1, keepdim=True).clamp(min=eps)
-    return torch.bmm(a, b.transpose(1, 2))
 
 
 @register_model("mv_lstm")
@@ -88,8 +81,9 @@ class MVLSTM(PairModel):
 
     def interact(self, px: torch.Tensor, py: torch.Tensor) -> torch.Tensor:
         """Interaction of every position pair: ``[B, n, m, channels]`` (channels = c or 1)."""
-        if self.interaction == "cosine":
-            return cosine_matrix(px, py).unsqueeze(-1)
+        if self.interaction == "cosine":  # norms clamped as F.cosine_similarity does
+            px, py = F.normalize(px, dim=-1, eps=1e-8), F.normalize(py, dim=-1, eps=1e-8)
+            return torch.bmm(px, py.transpose(1, 2)).unsqueeze(-1)
         assert self.tensor is not None
         scores = self.tensor.pairwise(px, py)
         return torch.relu(scores) if self.interaction == "tensor" else scores

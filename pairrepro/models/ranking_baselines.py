@@ -59,8 +59,7 @@ class _RecurrentCosine(PairModel):
         self.head = CosineHead(ctx.num_outputs)
 
     def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        _, last = run_rnn(self.rnn, self.dropout(self.embed(ids)), mask)
-        return last
+        return run_rnn(self.rnn, self.dropout(self.embed(ids)), mask)[1]
 
     def forward(self, left: torch.Tensor, left_mask: torch.Tensor, right: torch.Tensor,
                 right_mask: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,7 @@ from pairrepro.device import (
     all_reduce_sum,
     autocast,
     barrier,
-    broadcast_flag,
+    broadcast_object,
     capture_rng_state,
     compiled,
     gather_rows,
@@ -119,25 +119,30 @@ def sigterm_as_interrupt() -> AbstractContextManager[None]:
     return _handling((signal.SIGTERM,), signal.default_int_handler)
 
 
+def eval_outputs(model: nn.Module, batch: PairBatch) -> torch.Tensor:
+    """``batch``'s outputs in eval mode (no dropout), without gradients, and in fp32 whatever
+    the training precision (bf16 ties scores); the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        out = model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
+    model.train(was_training)
+    return out
+
+
 def predict_outputs(model: PairModel, split: EncodedSplit, batch_size: int,
                     device: torch.device, dist_ctx: DistContext | None = None) -> np.ndarray:
     """Raw outputs ``[N, num_outputs]`` (float32, input order), on every rank under DDP."""
     dist_ctx = dist_ctx or DistContext()
     width = model.ctx.num_outputs
-    was_training = model.training
-    model.eval()
     mine = eval_batches(split, batch_size)[dist_ctx.rank::dist_ctx.world_size]
     rows_parts, out_parts = [np.zeros(0, dtype=np.int64)], [np.zeros((0, width), np.float32)]
-    with torch.no_grad():  # scores in fp32 whatever the training precision: bf16 ties them
-        for rows in mine:
-            batch = collate_pairs(split, rows).to(device)
-            out = model(batch.left, batch.left_mask, batch.right, batch.right_mask)
-            rows_parts.append(rows)
-            out_parts.append(out.float().cpu().numpy())
+    for rows in mine:
+        rows_parts.append(rows)
+        out_parts.append(eval_outputs(model, collate_pairs(split, rows).to(device)).cpu().numpy())
     rows, outs = gather_rows(np.concatenate(rows_parts), np.concatenate(out_parts), dist_ctx)
     result = np.zeros((len(split), width), dtype=np.float32)
     result[rows] = outs
-    model.train(was_training)
     return result
 
 
@@ -344,8 +349,8 @@ class Trainer:
             # rank 0's flag and clock decide, so every rank saves at the same step; one
             # broadcast per step, a second only when a checkpoint is due
             due = bool(every_s) and time.monotonic() - last_saved >= every_s
-            save = broadcast_flag(self.stop_flag["stop"] or due, self.dist)
-            stop = save and broadcast_flag(self.stop_flag["stop"], self.dist)
+            save = bool(broadcast_object(self.stop_flag["stop"] or due, self.dist))
+            stop = save and bool(broadcast_object(self.stop_flag["stop"], self.dist))
             if save or (every and st.global_step % every == 0):
                 # not flushed here: the checkpoint keeps the open sums as they are
                 st.pending_loss, st.pending_correct, st.pending_pairs = (

@@ -32,7 +32,7 @@ from pairrepro.models.base import PairModel, count_parameters
 from pairrepro.models.layers import WordEmbedding
 from pairrepro.planning.preflight_record import Check, PreflightRecord
 from pairrepro.runs import RunFolder
-from pairrepro.train.loop import Trainer
+from pairrepro.train.loop import Trainer, eval_outputs
 from pairrepro.train.setup import TaskData, build_recipe_model, load_task_data, recipe_task
 
 CHECKS = ("loss_falls", "finite", "gradients", "embedding_norms", "outputs_vary", "padding")
@@ -172,18 +172,8 @@ def _pick_batch(plan: EpochPlan) -> int:
     return int(order[len(order) // 2])
 
 
-def _outputs(model: PairModel, batch: PairBatch) -> torch.Tensor:
-    """The batch's outputs in eval mode (no dropout), in fp32 as every score is."""
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        out = model(batch.left, batch.left_mask, batch.right, batch.right_mask).float()
-    model.train(was_training)
-    return out
-
-
 def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[float, torch.Tensor]:
-    out = _outputs(model, batch)
+    out = eval_outputs(model, batch)
     return float(recipe_task(recipe).batch_loss(out, batch.labels, recipe.task.margin,
                                                 batch.num_triples)), out
 
@@ -191,7 +181,8 @@ def _eval_loss(model: PairModel, batch: PairBatch, recipe: Recipe) -> tuple[floa
 def check_padding(model: PairModel, batch: PairBatch) -> Check:
     """``padding``: more pad tokens leave the outputs of the batch's first pairs alone."""
     base = batch.map_tensors(lambda t: t[:PADDING_PAIRS])
-    a, b = _outputs(model, base), _outputs(model, base.widened((EXTRA_PADDING, EXTRA_PADDING + 2)))
+    a = eval_outputs(model, base)
+    b = eval_outputs(model, base.widened((EXTRA_PADDING, EXTRA_PADDING + 2)))
     diff = float((a - b).abs().max()) / (1.0 + float(a.abs().max()))
     ok = diff <= PADDING_TOLERANCE
     return Check("padding", "pass" if ok else "fail",
@@ -405,7 +396,7 @@ def _score_only(result: PreflightRecord, model: PairModel, data: TaskData, batch
     """A scorer without training: one scoring pass; only the output checks apply."""
     model.fit_statistics(data.train.left, data.train.right, data.train.labels)
     t0 = time.perf_counter()
-    outputs = _outputs(model, batch)
+    outputs = eval_outputs(model, batch)
     result.step_s = [time.perf_counter() - t0]
     result.pairs_per_s = batch.num_pairs / max(result.step_s[0], 1e-9)
     result.checks = [Check(name, "n/a", "n/a: the model is not trained") for name in CHECKS[:4]]

@@ -45,12 +45,12 @@ class TensorBoardLog:
         return TrainHooks(on_start=self.start, on_step=self.step, on_epoch=self.epoch,
                           on_end=self.end)
 
-    def _safely(self, write: Callable[[], None]) -> None:
+    def _safely(self, write: Callable[[], Any]) -> Any:
         """``write()``; a failure is reported once and ends the logging, never the run."""
         if self.failed:
-            return
+            return None
         try:
-            write()
+            return write()
         except Exception as exc:  # whatever the writer raises: the run must go on
             self.failed = True
             log.warning("TensorBoard logging stopped (%s: %s); the run goes on, and "
@@ -65,11 +65,8 @@ class TensorBoardLog:
             return
         self.failed = False
         self.last = (time.perf_counter(), trainer.state.pairs)
-
-        def open_writer() -> None:
-            self.writer = trainer.folder.open_tensorboard(trainer.state.global_step + 1)
-
-        self._safely(open_writer)
+        self.writer = self._safely(
+            lambda: trainer.folder.open_tensorboard(trainer.state.global_step + 1))
 
     def step(self, trainer: Trainer) -> None:
         st = trainer.state
