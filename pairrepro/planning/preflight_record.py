@@ -79,7 +79,6 @@ class PreflightRecord(BaseModel):
         return not self.failed
 
     def to_json(self) -> dict[str, Any]:
-        """``preflight.json``: the fields, ``passed`` and ``failed``."""
         return {**self.model_dump(), "passed": self.passed, "failed": self.failed}
 
     def raise_if_failed(self) -> None:
