@@ -31,7 +31,7 @@ from pairrepro.launch.spec import (
     failed_reason,
     silent,
 )
-from pairrepro.planning.plan import epoch_seconds
+from pairrepro.planning.plan import train_pairs
 from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run
 from pairrepro.schema import Schema, validate
@@ -83,8 +83,8 @@ def recipe_resources(recipe: Any, device: str | None = None,
     if record.get("peak_mb"):
         out["mem_gb"] = int(record["peak_mb"] / 1024 * 1.5 + 2.999)
     hardware = "cpu" if wanted == "cpu" else "gpu"
-    epoch_s = epoch_seconds(recipe, record) if record["hardware"] == hardware else None
-    if epoch_s is not None:
+    if record["hardware"] == hardware and (pairs := train_pairs(recipe)[0]):
+        epoch_s = pairs / float(record["pairs_per_s"])
         out["timeout_min"] = int(epoch_s * recipe.train.epochs * 1.5 / 60) + 30
     return out
 

@@ -116,8 +116,7 @@ def to_html(ev: EvalTable, key: bool = True) -> str:
     note = f'<sup><a href="#{anchor}-n{{0}}">[{{0}}]</a></sup>'
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
            f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
-    out += [f"<th>{esc(h)}</th>" for h in lay.headers]
-    out.append("</tr></thead><tbody>")
+    out += [*(f"<th>{esc(h)}</th>" for h in lay.headers), "</tr></thead><tbody>"]
     for i, line in enumerate(lay.rows):
         cls = ' class="block-start"' if i in lay.block_starts else ""
         cells = [(f' class="{t.status.replace(" ", "-")}"' if t.status else "",
