@@ -34,8 +34,7 @@ _handler: logging.Handler | None = None
 
 def is_terminal(console: Console) -> bool:
     """Whether ``console``'s file is a terminal (rich says so of any file under FORCE_COLOR)."""
-    isatty = getattr(console.file, "isatty", None)
-    return bool(isatty and isatty())
+    return bool(getattr(console.file, "isatty", lambda: False)())
 
 
 def _fit(console: Console) -> Console:
