@@ -296,7 +296,6 @@ def set_origins(overrides: list[str]) -> dict[tuple[str, ...], str]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Return a copy of ``raw`` with every ``section.key=value`` override applied."""
     out = copy.deepcopy(raw)
     for text in overrides:
         try:  # config.toml is UTF-8: bytes that are not (kept by Python as surrogates) cannot go in

@@ -3,6 +3,7 @@ by :func:`configure`, and the package's only rich consoles (stdout results, stde
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -33,8 +34,7 @@ _handler: logging.Handler | None = None
 
 def is_terminal(console: Console) -> bool:
     """Whether ``console``'s file is a terminal (rich says so of any file under FORCE_COLOR)."""
-    isatty = getattr(console.file, "isatty", None)
-    return bool(isatty and isatty())
+    return bool(getattr(console.file, "isatty", lambda: False)())
 
 
 def _fit(console: Console) -> Console:
@@ -87,7 +87,7 @@ def step_progress(*columns: str | ProgressColumn, enabled: bool,
     return live_progress(*columns, enabled=enabled)
 
 
-class PlainProgress:
+class PlainProgress(contextlib.AbstractContextManager["PlainProgress"]):
     """Progress off a terminal: a plain line per tenth of a task and at its end."""
 
     def __init__(self, console: Console, min_interval_s: float = 30.0,
@@ -96,9 +96,6 @@ class PlainProgress:
         self.min_interval_s = min_interval_s
         self.unit = unit
         self.tasks: dict[int, dict[str, Any]] = {}
-
-    def __enter__(self) -> PlainProgress:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         return None

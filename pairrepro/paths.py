@@ -116,5 +116,4 @@ def mirror_setting() -> tuple[Path, str] | None:
 
 
 def mirror_dir() -> Path | None:
-    """The local mirror folder of :func:`mirror_setting`, or ``None``."""
     return setting[0] if (setting := mirror_setting()) else None

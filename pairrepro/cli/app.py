@@ -87,8 +87,5 @@ def main_options(
     console.configure(quiet=quiet, json=json_output)
 
 
-data_cmds.register(app)
-train_cmds.register(app)
-report_cmds.register(app)
-pipeline_cmds.register(app)
-verify_cmds.register(app)
+for area in (data_cmds, train_cmds, report_cmds, pipeline_cmds, verify_cmds):
+    area.register(app)

@@ -142,16 +142,12 @@ def describe_source(source: str) -> str:
 
 def _print_report(report: FetchReport) -> None:
     for result in report.files:
-        unverified = (f"[yellow]unverified[/]: no pinned sha256; recorded "
-                      f"{result.sha256[:16]}…")
-        if result.status == "fetched":
-            check = "sha256 ok" if result.verified else unverified
-            info(f"  [green]✓[/] {result.path}  ({check}; {describe_source(result.source)})")
-        elif result.status == "present":
-            check = "" if result.verified else f"; {unverified}"
-            info(f"  [green]✓[/] {result.path}  (already here{check})")
-        elif result.status == "generated":
-            info(f"  [green]✓[/] {result.path}  (generated)")
+        check = ("sha256 ok" if result.verified else "[yellow]unverified[/]: no pinned sha256; "
+                 f"recorded {result.sha256[:16]}…")
+        said = {"fetched": f"{check}; {describe_source(result.source)}", "generated": "generated",
+                "present": "already here" + ("" if result.verified else f"; {check}")}
+        if result.status in said:
+            info(f"  [green]✓[/] {result.path}  ({said[result.status]})")
         elif result.status == "missing" and result.splits:
             info(f"  [yellow]✗[/] {result.path}  ({result.error or 'not available'})")
     for warning in report.warnings:

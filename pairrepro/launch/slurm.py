@@ -31,7 +31,7 @@ from pairrepro.launch.spec import (
     failed_reason,
     silent,
 )
-from pairrepro.planning.plan import epoch_seconds
+from pairrepro.planning.plan import train_pairs
 from pairrepro.planning.preflight_record import preflight_record
 from pairrepro.runs import RunFolder, read_run
 from pairrepro.schema import Schema, validate
@@ -83,8 +83,8 @@ def recipe_resources(recipe: Any, device: str | None = None,
     if record.get("peak_mb"):
         out["mem_gb"] = int(record["peak_mb"] / 1024 * 1.5 + 2.999)
     hardware = "cpu" if wanted == "cpu" else "gpu"
-    epoch_s = epoch_seconds(recipe, record) if record["hardware"] == hardware else None
-    if epoch_s is not None:
+    if record["hardware"] == hardware and (pairs := train_pairs(recipe)[0]):
+        epoch_s = pairs / float(record["pairs_per_s"])
         out["timeout_min"] = int(epoch_s * recipe.train.epochs * 1.5 / 60) + 30
     return out
 
@@ -98,7 +98,6 @@ def slurm_settings(recipe: Any, device: str | None, file_values: dict[str, Any],
 
 
 def executor_parameters(settings: SlurmSettings, name: str) -> dict[str, Any]:
-    """submitit ``update_parameters`` keywords for ``settings``."""
     params: dict[str, Any] = {
         "name": name, "timeout_min": settings.timeout_min, "mem_gb": settings.mem_gb,
         "gpus_per_node": settings.gpus_per_node, "cpus_per_task": settings.cpus_per_task,
@@ -115,20 +114,20 @@ def executor_parameters(settings: SlurmSettings, name: str) -> dict[str, Any]:
 @contextlib.contextmanager
 def _output_to(log: Path) -> Iterator[None]:
     """Send this process's stdout and stderr (file descriptors 1 and 2) to ``log``."""
+    def point(sources: tuple[int, int]) -> None:  # descriptors 1 and 2 at ``sources``
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for target, source in enumerate(sources, 1):
+            os.dup2(source, target)
+
     log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
     saved = (os.dup(1), os.dup(2))
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
+        point((fd, fd))
         yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
+        point(saved)
         for descriptor in (fd, *saved):
             os.close(descriptor)
 

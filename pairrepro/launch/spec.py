@@ -98,7 +98,6 @@ def summary_lines(outcomes: list[RunOutcome]) -> list[str]:
 
 
 def specs_of(recipe: Any, seeds: list[int]) -> list[RunSpec]:
-    """One :class:`RunSpec` per seed of a loaded recipe."""
     return [RunSpec(recipe.name, str(recipe.source), seed, recipe.train.epochs,
                     recipe.select_metric) for seed in seeds]
 

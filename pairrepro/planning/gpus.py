@@ -96,8 +96,7 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
 def gpu_peak(name: str) -> tuple[str, float, float]:
     """The full name, peak dense bf16 FLOP/s and memory (MB) of GPU ``name``."""
     peaks = load_gpu_peaks()
-    entry = peaks.get(name.lower())
-    if entry is None:
+    if (entry := peaks.get(name.lower())) is None:
         raise ConfigError(f"--gpu {name!r}: unknown GPU",
                           hint=f"known: {', '.join(sorted(peaks))} "
                                f"(pairrepro/planning/gpus.toml)")

@@ -206,9 +206,8 @@ class Paper(_PaperFields):
 
     def table(self, number: int) -> PaperTable:
         """Table ``number`` (a ConfigError naming the tables there are)."""
-        for table in self.tables:
-            if table.number == number:
-                return table
+        if found := next((table for table in self.tables if table.number == number), None):
+            return found
         raise ConfigError(f"{self.paper} has no table {number} with numbers",
                           hint=f"tables: {', '.join(str(t.number) for t in self.tables)}")
 

@@ -160,11 +160,8 @@ def train_pairs(recipe: Any) -> tuple[int | None, str]:
     count = split_pairs(dataset, variant, split)
     estimate = ""
     if count is None:
-        try:
-            spec = load_manifest(dataset).variant(variant).splits.get(split)
-        except PairreproError:
-            spec = None
-        if spec is not None:
+        with contextlib.suppress(PairreproError, KeyError):  # no such split: no count
+            spec = load_manifest(dataset).variant(variant).splits[split]
             count = spec.expected.get("pairs")
             if count is None and spec.planning is not None:
                 count, estimate = spec.planning.pairs, spec.planning.source
@@ -177,12 +174,6 @@ def train_pairs(recipe: Any) -> tuple[int | None, str]:
         if capped is not None:
             count = min(count, capped)
     return count, estimate
-
-
-def epoch_seconds(recipe: Any, record: dict[str, Any]) -> float | None:
-    """Seconds of one epoch at the preflight ``record``'s rate; None when pairs are unknown."""
-    pairs, _ = train_pairs(recipe)
-    return pairs / float(record["pairs_per_s"]) if pairs else None
 
 
 def split_variants(runs: list[RunInfo], config: dict[str, Any]

@@ -79,14 +79,12 @@ class PreflightRecord(BaseModel):
         return not self.failed
 
     def to_json(self) -> dict[str, Any]:
-        """``preflight.json``: the fields, ``passed`` and ``failed``."""
         return {**self.model_dump(), "passed": self.passed, "failed": self.failed}
 
     def raise_if_failed(self) -> None:
         """A :class:`PreflightError` naming every failed check and its detail."""
         if self.failed:
-            details = "; ".join(f"{c.name}: {c.detail}" for c in self.checks
-                                if c.status == "fail")
+            details = "; ".join(f"{c.name}: {c.detail}" for c in self.checks if c.status == "fail")
             raise PreflightError(
                 f"{self.recipe}: preflight check(s) failed: {details}",
                 hint="see the check's meaning in `pairrepro preflight --help`; fix the recipe "

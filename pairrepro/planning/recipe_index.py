@@ -46,9 +46,7 @@ def _check_datasets(recipe: Any, cache: dict[tuple[str, int], PaperTable | None]
                 except ConfigError:
                     cache[(ref.paper, ref.table)] = None
             table = cache[(ref.paper, ref.table)]
-            if table is None or not table.datasets:
-                continue
-            if recipe.data.dataset not in table.datasets:
+            if table is not None and table.datasets and recipe.data.dataset not in table.datasets:
                 raise ConfigError(
                     f"{recipe.source}: [recipe] {kind} {table.name} row {ref.row!r} "
                     f"(\"{table.caption}\"), but [data] dataset is "
@@ -62,26 +60,22 @@ def load_recipe_index(recipes_dir: Path | None = None) -> RecipeIndex:
     """Every ``*.toml`` recipe, invalid ones as errors; a row on another dataset: ConfigError."""
     from pairrepro.config import load_recipe
 
-    folder = recipes_dir or paths.recipes_dir()
-    recipes: dict[str, Any] = {}
-    rows: dict[tuple[str, int, str], list[str]] = {}
-    errors: dict[str, str] = {}
-    comparisons: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    index = RecipeIndex({}, {}, {})
     tables: dict[tuple[str, int], PaperTable | None] = {}
-    for _, path in sorted(paths.toml_files(folder).items()):
+    for _, path in sorted(paths.toml_files(recipes_dir or paths.recipes_dir()).items()):
         try:
             recipe = load_recipe(path)
         except PairreproError as exc:
-            errors[path.stem] = str(exc)
+            index.errors[path.stem] = str(exc)
             continue
         _check_datasets(recipe, tables)
-        recipes[recipe.name] = recipe
+        index.recipes[recipe.name] = recipe
         for ref in recipe.recipe.reproduces:
             key = (ref.paper, ref.table, normalise_label(ref.row))
-            rows.setdefault(key, []).append(recipe.name)
+            index.rows.setdefault(key, []).append(recipe.name)
         for ref in recipe.recipe.compares:
-            comparisons.setdefault((ref.paper, ref.table), []).append((ref.row, recipe.name))
-    return RecipeIndex(recipes, rows, errors, comparisons)
+            index.comparisons.setdefault((ref.paper, ref.table), []).append((ref.row, recipe.name))
+    return index
 
 
 def settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -149,8 +149,6 @@ def gpu_rates_markdown(gpu: str = "h100") -> str:
     return "\n".join(lines) + "\n"
 
 
-
-
 def _change(figures: list[dict[str, dict[str, Any]]], model: str, key: str) -> str:
     """``model``'s ``key`` in each run, as "A → B" (its error where it failed)."""
     got = [f.get(model, {}).get(key, f.get(model, {}).get("error", "-")) for f in figures]

@@ -108,11 +108,9 @@ def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
             kind, text = _check_metric(run, ref, f"{split}.{name}")
             found[kind].append(text)
     skipped = sorted(set(ref.metrics) - set(splits))
-    parts = []
-    if found["outside"]:
-        parts.append("outside the reference's 95% interval: " + "; ".join(found["outside"]))
-    if found["unchecked"]:
-        parts.append("cannot be checked: " + "; ".join(found["unchecked"]))
+    parts = [f"{what}: {'; '.join(found[kind])}" for kind, what in (
+        ("outside", "outside the reference's 95% interval"), ("unchecked", "cannot be checked"))
+        if found[kind]]
     if not found["inside"] and not parts:
         parts.append("no dev or test metric with saved predictions in the reference")
     ok = not parts

@@ -23,12 +23,9 @@ def parse_published(text: str) -> float | None:
     cleaned = text.strip().replace("−", "-").replace("E", "e")
     if cleaned in ("", "-"):
         return None
-    multiplier = 1.0
-    if cleaned[-1] in "KkM":
-        multiplier = 1e6 if cleaned[-1] == "M" else 1e3
-        cleaned = cleaned[:-1]
+    multiplier = {"K": 1e3, "k": 1e3, "M": 1e6}.get(cleaned[-1], 1.0)
     try:
-        return float(cleaned) * multiplier
+        return float(cleaned[:-1] if multiplier > 1 else cleaned) * multiplier
     except ValueError:
         return None
 

@@ -4,7 +4,6 @@ Markdown, LaTeX, HTML, and the ``--json`` view of every cell."""
 from __future__ import annotations
 
 import html
-import io
 import os
 import re
 from collections.abc import Callable
@@ -63,19 +62,16 @@ def to_markdown(ev: EvalTable, links_from: Path | None = None, key: bool = True)
     return "\n".join(out).rstrip() + "\n"
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
-_LATEX_TEXT = {"±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "↓": r"$\downarrow$",
-               "↑": r"$\uparrow$", "≤": r"$\le$", "−": "$-$", "θ": r"$\theta$",
-               "ä": r"\"a", "→": r"$\to$"}
+# one code point each: str.translate replaces every character once, never a replacement again
+_LATEX = str.maketrans({
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "±": r"$\pm$", "✓": r"\checkmark{}", "✗": r"$\times$", "↓": r"$\downarrow$",
+    "↑": r"$\uparrow$", "≤": r"$\le$", "−": "$-$", "θ": r"$\theta$", "ä": r"\"a", "→": r"$\to$"})
 
 
 def _tex(text: str) -> str:
-    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    for src, dst in _LATEX_TEXT.items():
-        out = out.replace(src, dst)
-    return out
+    return text.translate(_LATEX)
 
 
 def to_latex(ev: EvalTable) -> str:
@@ -120,8 +116,7 @@ def to_html(ev: EvalTable, key: bool = True) -> str:
     note = f'<sup><a href="#{anchor}-n{{0}}">[{{0}}]</a></sup>'
     out = [f'<section class="pairrepro-table" id="{ev.paper.paper}-table{ev.table.number}">',
            f"<h3>{esc(ev.paper.paper)}: {esc(lay.title)}</h3>", "<table>", "<thead><tr>"]
-    out += [f"<th>{esc(h)}</th>" for h in lay.headers]
-    out.append("</tr></thead><tbody>")
+    out += [*(f"<th>{esc(h)}</th>" for h in lay.headers), "</tr></thead><tbody>"]
     for i, line in enumerate(lay.rows):
         cls = ' class="block-start"' if i in lay.block_starts else ""
         cells = [(f' class="{t.status.replace(" ", "-")}"' if t.status else "",
@@ -177,11 +172,10 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
     """The terminal view as plain text (for files and tests; the CLI prints it in colour)."""
     from rich.console import Console
 
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, highlight=False, color_system=None)
-    for item in term_renderables(ev):
-        console.print(item)
-    return buffer.getvalue()
+    console = Console(width=width, highlight=False, color_system=None)
+    with console.capture() as captured:
+        console.print(*term_renderables(ev), sep="\n")
+    return captured.get()
 
 
 def render(ev: EvalTable, fmt: str, links_from: Path | None = None, key: bool = True) -> str:
