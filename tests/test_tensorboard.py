@@ -196,8 +196,8 @@ def test_the_command_that_continues_a_stopped_run_keeps_watching_it(
 
     step = Trainer.train_step
 
-    def stop_at_step_10(self: Trainer, plan: object, position: int) -> object:
-        out = step(self, plan, position)
+    def stop_at_step_10(self: Trainer, batch: object) -> object:
+        out = step(self, batch)
         if self.state.global_step == 9:  # counted after this step returns
             os.kill(os.getpid(), signal.SIGINT)
         return out
