@@ -145,10 +145,10 @@ def _crosschecks(result: LadderResult, column: Column) -> list[str]:
                          f"(`{check.folder}`).")
             continue
         own = next(v for v in values if v.metric == column.metric)
-        ours, theirs = units[0], result.units[number][0]
+        ours, theirs = units[0], result.units.get(number, ["no runs"])[0]
         if isinstance(ours, str) or isinstance(theirs, str):
             lines.append(f"- **Cross-check** ({check.name}, `{check.folder}`): {own.text}, "
-                         f"vs step {number}: {versus(own, column)}.")
+                         f"vs step {number}: {versus(own, column) or 'n/a (no runs)'}.")
             continue
         found = equivalence(ours, theirs, numbers.from_unit(check.margin, column),
                             numbers.printed_step(column))
