@@ -144,3 +144,29 @@ def test_printed_dose_slopes_are_the_converged_ones() -> None:
         printed = text.split(f"{column.header} per doubling ")[1]
         problems += _check(printed, slope, converged, column)
     assert not problems, "\n".join(problems)
+
+
+def test_verify_prints_its_intervals_converged_at_its_four_decimals(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 48, item 17: `verify` printed the reference's interval at 4 decimals from an
+    interval resampled with no printed step, so its last digit could move unmarked. It asks for
+    the interval at its own step, and an endpoint whose digit could still move is marked."""
+    from pairrepro.report.publishing import verify
+    from pairrepro.runs import read_run
+
+    ref = read_run(RESULTS / "bm25_trecqa" / "seed-1")
+    asked: list[float] = []
+    moving_low = Interval(value=0.70, low=0.65005, high=0.75122, confidence=0.95,
+                          resamples=1_024_000, seeds=1, units=68, low_se=0.0002,
+                          high_se=0.0, step=verify.VERIFY_STEP)
+    assert moving_low.moving() == (True, False)
+
+    def fake(runs: object, metric: str, targets: tuple[float, ...] = (),
+             step: float = 0.0) -> Interval:
+        asked.append(step)
+        return moving_low
+
+    monkeypatch.setattr(evidence, "metric_interval", fake)
+    kind, words = verify._check_metric(ref, ref, "test.map")
+    assert asked == [verify.VERIFY_STEP]
+    assert (kind, words.split(" in ")[1]) == ("inside", f"[{MOVING}0.6501, 0.7512]")

@@ -217,16 +217,17 @@ def _tie_counts(run: RunInfo, split: str) -> tuple[list[str], np.ndarray, np.nda
             per_query["one"].to_numpy())
 
 
-def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = ()
-                    ) -> stats.Interval:
-    """The 95% interval of any metric the predictions give per unit, else NoEvidenceError."""
+def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...] = (),
+                    step: float = 0.0) -> stats.Interval:
+    """The 95% interval of any metric the predictions give per unit (its digits in units of
+    ``step`` converged), else NoEvidenceError."""
     split, name = metric.split(".", 1)
     seed = stream("interval", runs[0].recipe if runs else "", metric,
                   tuple(r.seed for r in runs))
     if name == "macro_f1":
         units = run_units(runs, f"{split}.f1")
         return stats.macro_f1_interval(np.asarray(units.labels), units.values, seed=seed,
-                                       targets=targets)
+                                       targets=targets, step=step)
     if name == "tie_share":
         for run in runs:
             check_recorded(run)
@@ -235,8 +236,8 @@ def metric_interval(runs: list[RunInfo], metric: str, targets: tuple[float, ...]
             raise NoEvidenceError(f"the seeds were scored on other {split} queries")
         return stats.ratio_interval(np.vstack([t for _, t, _ in found]),
                                     np.vstack([c for _, _, c in found]), seed=seed,
-                                    targets=targets)
-    return interval(run_units(runs, metric), targets)
+                                    targets=targets, step=step)
+    return interval(run_units(runs, metric), targets, step)
 
 
 # how the paired tests treat seeds, in the words every report footer uses

@@ -12,6 +12,7 @@ from pairrepro import paths
 from pairrepro.errors import ConfigError, NoEvidenceError
 from pairrepro.report.analyses import evidence
 from pairrepro.report.publishing import release
+from pairrepro.report.tables.numbers import format_interval
 from pairrepro.runs import (
     DamagedRunError,
     RunFolder,
@@ -34,6 +35,7 @@ NO_REFERENCE = "no reference"
 REFERENCE_DAMAGED = "reference damaged"
 NOT_FINISHED = "not finished"
 PASSING = (SAME, CONSISTENT)
+VERIFY_STEP = 1e-4  # verify prints metrics and their intervals at 4 decimals
 
 
 @dataclass
@@ -88,15 +90,17 @@ def _check_metric(run: RunInfo, ref: RunInfo, metric: str) -> tuple[str, str]:
         return ("inside" if same else "outside",
                 f"{metric} {value} {'=' if same else '!='} {ref.value(metric)}")
     try:
-        ci = evidence.metric_interval([ref], metric, () if value is None else (value,))
+        ci = evidence.metric_interval([ref], metric, () if value is None else (value,),
+                                      step=VERIFY_STEP)
     except NoEvidenceError as exc:
         return "unchecked", f"{metric} ({exc})"
+    bounds = format_interval(ci, lambda end: f"{end:.4f}")
     if value is not None and ci.straddles(value):
-        return "unchecked", (f"{metric} {value:.4f} at the edge of [{ci.low:.4f}, "
-                             f"{ci.high:.4f}] within its Monte-Carlo error")
+        return "unchecked", (f"{metric} {value:.4f} at the edge of {bounds} within its "
+                             "Monte-Carlo error")
     if value is None or not ci.contains(value):
-        return "outside", f"{metric} {value} outside [{ci.low:.4f}, {ci.high:.4f}]"
-    return "inside", f"{metric} {value:.4f} in [{ci.low:.4f}, {ci.high:.4f}]"
+        return "outside", f"{metric} {value} outside {bounds}"
+    return "inside", f"{metric} {value:.4f} in {bounds}"
 
 
 def _interval_check(run: RunInfo, ref: RunInfo) -> tuple[bool, str]:
