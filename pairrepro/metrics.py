@@ -132,9 +132,7 @@ def rank_queries(group_ids: Sequence[str], labels: np.ndarray, scores: np.ndarra
     # Ties: a candidate tied with its neighbour in the sorted order of the same query.
     same_group = sorted_groups[1:] == sorted_groups[:-1]
     tie_pair = same_group & (scores[order][1:] == scores[order][:-1])
-    tied = np.zeros(n, dtype=bool)
-    tied[1:] |= tie_pair
-    tied[:-1] |= tie_pair
+    tied = np.r_[False, tie_pair] | np.r_[tie_pair, False]
 
     missing = int((~has_pos).sum())
     if missing and no_positive == "error":

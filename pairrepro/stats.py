@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -154,16 +155,25 @@ _MEMO: dict[tuple[object, ...], Interval] = {}
 _MEMO_SIZE = 4096
 
 
+class Draw(TypedDict, total=False):
+    """How every interval of this module is drawn (defaults: :func:`_two_level`)."""
+
+    confidence: float
+    resamples: int | None  # None: adaptive
+    seed: int
+    targets: Sequence[float]  # what a verdict compares the interval with
+    step: float  # the unit its endpoints print in (0: not printed)
+    test: float  # > 0: also drawn until whether p < test is settled (Interval.undecided)
+
+
 def _two_level(kind: str, features: np.ndarray, per_seed: Callable[[np.ndarray], np.ndarray],
-               point: float, seeds: int, confidence: float, resamples: int | None,
-               seed: int, targets: Sequence[float], step: float,
-               combine: Callable[[np.ndarray], np.ndarray] | None = None,
-               test: float = 0.0) -> Interval:
+               point: float, seeds: int, combine: Callable[[np.ndarray], np.ndarray] | None = None,
+               *, confidence: float = CONFIDENCE, resamples: int | None = None, seed: int = 0,
+               targets: Sequence[float] = (), step: float = 0.0, test: float = 0.0) -> Interval:
     """The percentile interval of the mean over resampled seeds of ``per_seed(sums)``
     (``[R, seeds]``), ``sums`` being ``features`` ``[units, K]`` summed over resampled units;
     with ``combine``, ``per_seed`` gives ``[R, seeds, M]`` and ``combine`` maps the M means
-    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo); ``test`` > 0: also
-    drawn until whether its p-value is below ``test`` is settled (:meth:`Interval.undecided`)."""
+    ``[R, M]`` to the statistic ``[R]`` (``kind`` names it in the memo)."""
     if len(features) == 0 or seeds == 0:
         raise DataError("bootstrap: nothing to resample (no units or no seeds)")
     key = (kind, features.shape, hashlib.blake2b(features.tobytes()).digest(), seeds,
@@ -206,17 +216,12 @@ def _as_matrix(values: np.ndarray) -> np.ndarray:
     return np.atleast_2d(np.asarray(values, dtype=np.float64))
 
 
-def mean_interval(values: np.ndarray, confidence: float = CONFIDENCE,
-                  resamples: int | None = None, seed: int = 0,
-                  targets: Sequence[float] = (), step: float = 0.0, test: float = 0.0
-                  ) -> Interval:
-    """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``; ``targets``:
-    what a verdict compares it with; ``step``: the unit its endpoints print in; ``test``: the
-    level its p-value is tested at (0: none)."""
+def mean_interval(values: np.ndarray, **draw: Unpack[Draw]) -> Interval:
+    """Interval of a mean from per-unit values ``[units]`` or ``[seeds, units]``."""
     matrix = _as_matrix(values)
     seeds, units = matrix.shape
     return _two_level("mean", matrix.T, lambda sums: sums / units, float(matrix.mean()), seeds,
-                      confidence, resamples, seed, targets, step, test=test)
+                      **draw)
 
 
 def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
@@ -225,37 +230,29 @@ def _f1_of_sums(sums: np.ndarray, seeds: int, offset: int = 0) -> np.ndarray:
     return f1_from_counts(tp, fp, fn)
 
 
-def f1_interval(labels: np.ndarray, predictions: np.ndarray, confidence: float = CONFIDENCE,
-                resamples: int | None = None, seed: int = 0,
-                targets: Sequence[float] = (), step: float = 0.0) -> Interval:
+def f1_interval(labels: np.ndarray, predictions: np.ndarray, **draw: Unpack[Draw]) -> Interval:
     """Interval of the F1 of class 1 from 0/1 ``predictions`` ``[pairs]`` or ``[seeds, pairs]``."""
     pred = _as_matrix(predictions)
     seeds = pred.shape[0]
     counts = np.vstack(class_one_indicators(labels, pred))  # [3 seeds, pairs]
     point = float(_f1_of_sums(counts.sum(axis=1)[None, :], seeds).mean())
-    return _two_level("f1", counts.T, lambda sums: _f1_of_sums(sums, seeds), point, seeds,
-                      confidence, resamples, seed, targets, step)
+    return _two_level("f1", counts.T, lambda sums: _f1_of_sums(sums, seeds), point, seeds, **draw)
 
 
-def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray,
-                      confidence: float = CONFIDENCE, resamples: int | None = None,
-                      seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
+def macro_f1_interval(labels: np.ndarray, predictions: np.ndarray, **draw: Unpack[Draw]
                       ) -> Interval:
     """Interval of the macro F1 of two classes; arguments as :func:`f1_interval`."""
     pred = _as_matrix(predictions)
     gold = np.broadcast_to(np.asarray(labels), pred.shape)
-    return f1_combination_interval((gold, pred), (1 - gold, 1 - pred), (0.5, 0.5), confidence,
-                                   resamples, seed, targets, step)
+    return f1_combination_interval((gold, pred), (1 - gold, 1 - pred), (0.5, 0.5), **draw)
 
 
 def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
                             second: tuple[np.ndarray, np.ndarray], weights: tuple[float, float],
-                            confidence: float = CONFIDENCE, resamples: int | None = None,
-                            seed: int = 0, targets: Sequence[float] = (), step: float = 0.0,
-                            test: float = 0.0) -> Interval:
+                            **draw: Unpack[Draw]) -> Interval:
     """Interval of the mean over seeds of ``weights[0]`` F1(first) + ``weights[1]`` F1(second),
     each (gold, 0/1 predictions ``[seeds, pairs]``) and seed k with seed k: a macro F1 with
-    (0.5, 0.5), a difference of two systems' F1 with (1, -1); the rest as :func:`mean_interval`."""
+    (0.5, 0.5), a difference of two systems' F1 with (1, -1)."""
     seeds = _as_matrix(first[1]).shape[0]
     counts = np.vstack(class_one_indicators(*first) + class_one_indicators(*second))
 
@@ -264,28 +261,23 @@ def f1_combination_interval(first: tuple[np.ndarray, np.ndarray],
                 + weights[1] * _f1_of_sums(sums, seeds, 3 * seeds))
 
     return _two_level(f"f1s:{weights}", counts.T, combined,
-                      float(combined(counts.sum(axis=1)[None, :]).mean()), seeds, confidence,
-                      resamples, seed, targets, step, test=test)
+                      float(combined(counts.sum(axis=1)[None, :]).mean()), seeds, **draw)
 
 
 def joint_interval(kind: str, features: np.ndarray,
                    per_seed: Callable[[np.ndarray], np.ndarray],
                    combine: Callable[[np.ndarray], np.ndarray], seeds: int,
-                   confidence: float = CONFIDENCE, resamples: int | None = None, seed: int = 0,
-                   targets: Sequence[float] = (), step: float = 0.0) -> Interval:
+                   **draw: Unpack[Draw]) -> Interval:
     """Interval of ``combine`` (``[R, M]`` -> ``[R]``) of M statistics, each the mean over
     resampled seeds of ``per_seed(sums)`` (``[R, seeds, M]``), all M from the same resamples
     of units and seeds: how two metrics of the same predictions are compared. ``kind`` must
     name ``per_seed`` and ``combine`` (the memo's key)."""
     whole = per_seed(np.asarray(features, dtype=np.float64).sum(axis=0)[None, :])
     point = float(combine(whole.mean(axis=1))[0])
-    return _two_level(f"joint:{kind}", features, per_seed, point, seeds, confidence, resamples,
-                      seed, targets, step, combine)
+    return _two_level(f"joint:{kind}", features, per_seed, point, seeds, combine, **draw)
 
 
-def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
-                   confidence: float = CONFIDENCE, resamples: int | None = None,
-                   seed: int = 0, targets: Sequence[float] = (), step: float = 0.0
+def ratio_interval(numerators: np.ndarray, denominators: np.ndarray, **draw: Unpack[Draw]
                    ) -> Interval:
     """Interval of ``sum(numerators) / sum(denominators)``, ``[units]`` or ``[seeds, units]``."""
     num, den = _as_matrix(numerators), _as_matrix(denominators)
@@ -297,7 +289,7 @@ def ratio_interval(numerators: np.ndarray, denominators: np.ndarray,
 
     both = np.vstack([num, den])
     return _two_level("ratio", both.T, ratio, float(ratio(both.sum(axis=1)[None, :]).mean()), seeds,
-                      confidence, resamples, seed, targets, step)
+                      **draw)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

@@ -7,7 +7,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import pandas as pd
@@ -263,37 +263,34 @@ def _aligned(a: Units, b: Units) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def combination_interval(terms: list[tuple[float, Units]], constant: float = 0.0,
-                         step: float = 0.0, targets: tuple[float, ...] = (),
-                         confidence: float = stats.CONFIDENCE, test: float = stats.ALPHA
-                         ) -> stats.Interval:
+                         **draw: Unpack[stats.Draw]) -> stats.Interval:
     """The two-level interval of ``constant`` + the sum of weight × units over ``terms`` (a
     mean metric on the same units; seeds as :data:`F1_PAIRING`), units and seeds resampled
-    jointly for every term; its ``p_value`` tests 0 at ``test``, seeds and units random."""
+    jointly for every term; its ``p_value`` tests 0 at ``test`` (default :data:`stats.ALPHA`),
+    seeds and units random."""
+    draw.setdefault("test", stats.ALPHA)
     first = terms[0][1]
     values = _paired_seeds(*(_aligned(first, units)[0] for _, units in terms))
     if first.kind != "mean":
         raise NoEvidenceError(f"{first.metric}: a combination of F1 values has no interval")
-    seed = stream("combination", constant, confidence,
+    seed = stream("combination", constant, draw.get("confidence", stats.CONFIDENCE),
                   *((w, u.recipe, u.metric, u.seeds) for w, u in terms))
-    return stats.mean_interval(constant + sum(w * v for (w, _), v in zip(terms, values,
-                                                                          strict=True)),
-                               confidence, seed=seed, targets=targets, step=step, test=test)
+    total = constant + sum(w * v for (w, _), v in zip(terms, values, strict=True))
+    return stats.mean_interval(total, seed=seed, **draw)
 
 
-def difference_interval(a: Units, b: Units, scale: float = 1.0, step: float = 0.0,
-                        targets: tuple[float, ...] = (), confidence: float = stats.CONFIDENCE,
-                        test: float = stats.ALPHA) -> stats.Interval:
+def difference_interval(a: Units, b: Units, scale: float = 1.0, **draw: Unpack[stats.Draw]
+                        ) -> stats.Interval:
     """The two-level interval of ``scale`` × (``a`` − ``b``) on the same units, the test of the
-    recipes (its ``p_value``, decided at ``test``); ``step`` and ``targets`` as :func:`interval`."""
+    recipes (its ``p_value``, decided at ``test``, default :data:`stats.ALPHA`)."""
+    draw.setdefault("test", stats.ALPHA)
     if a.kind == "mean":
-        return combination_interval([(scale, a), (-scale, b)], 0.0, step, targets, confidence,
-                                    test)
+        return combination_interval([(scale, a), (-scale, b)], **draw)
     b_values, b_labels = _aligned(a, b)
     if not np.array_equal(np.asarray(a.labels), np.asarray(b_labels)):
         raise NoEvidenceError("different gold labels on the same pairs")
     labels = np.asarray(a.labels)
     a_values, b_values = _paired_seeds(a.values, b_values)
     return stats.f1_combination_interval(
-        (labels, a_values), (labels, b_values), (scale, -scale), confidence,
-        seed=stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds), step=step,
-        targets=targets, test=test)
+        (labels, a_values), (labels, b_values), (scale, -scale),
+        seed=stream("difference", a.recipe, b.recipe, a.metric, a.seeds, b.seeds), **draw)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from pairrepro.planning.paper_tables import Column, load_paper
@@ -22,6 +23,7 @@ from pairrepro.report.analyses.ladders import (
 )
 from pairrepro.report.analyses.readings import (
     ReadingValue,
+    ends_json,
     farther_text,
     readings_block,
     tied_with_nearest,
@@ -30,9 +32,7 @@ from pairrepro.report.tables import numbers
 from pairrepro.report.tables.numbers import format_number, to_unit
 from pairrepro.stats import ALPHA, Interval
 
-
-def _signed(value: float, column: Column) -> str:
-    return format_number(value, column, signed=True)
+_signed = partial(format_number, signed=True)
 
 
 def _unsigned(value: float, column: Column) -> str:
@@ -181,7 +181,7 @@ def _unexplained(result: LadderResult, column: Column, published: float,
             spec.amounts[1] / spec.amounts[0])
         joint = evidence.combination_interval(
             [(-1.0, units), (-rate, high), (rate, low)], numbers.from_unit(published, column),
-            numbers.printed_step(column))
+            step=numbers.printed_step(column))
         return [f"- **Unexplained** (the paper's value less step {step}'s and less the carried "
                 "vector gain, all three scored under the table's protocol, one bootstrap of "
                 f"queries and seeds drawn jointly for the three recipes): "
@@ -228,13 +228,9 @@ def gap_json(result: LadderResult) -> dict[str, Any]:
                           **value.as_json()}
                          for number, column, published, values in ladder_readings(result)
                          for value in values],
-            "dose": [{"metric": column.metric, "per_doubling": _ends_json(slope),
-                      "carried": None if carried is None else _ends_json(carried)}
+            "dose": [{"metric": column.metric, "per_doubling": ends_json(slope),
+                      "carried": None if carried is None else ends_json(carried)}
                      for column, slope, carried in dose_response(result)]}
-
-
-def _ends_json(found: Interval) -> dict[str, float]:
-    return {"value": found.value, "low": found.low, "high": found.high}
 
 
 def _readings_markdown(result: LadderResult) -> list[str]:
@@ -264,9 +260,9 @@ def dose_response(result: LadderResult) -> list[tuple[Column, Interval, Interval
     for column, _ in result.columns:
         low, high = (evidence.run_units(result.runs[n], column.metric) for n in dose.steps)
         step = numbers.printed_step(column)
-        slope = evidence.difference_interval(high, low, 1 / doublings, step)
+        slope = evidence.difference_interval(high, low, 1 / doublings, step=step)
         carried = (None if slope.p_value >= ALPHA or slope.undecided() else
-                   evidence.difference_interval(high, low, ahead / doublings, step))
+                   evidence.difference_interval(high, low, ahead / doublings, step=step))
         found.append((column, slope, carried))
     return found
 

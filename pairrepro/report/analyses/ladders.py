@@ -323,9 +323,8 @@ def ladder_markdown(result: LadderResult, extra: list[str] | None = None) -> str
     tests = len(tested)
     lines += ["", f"{paper} Each step is the mean over its seeds with a 95% bootstrap interval "
               f"over {units} and seeds; *vs step before* is the difference of the two steps' "
-              f"values and {test_words(units)}; Holm p: adjusted "
-              f"by Holm's step-down method over the ladder's {tests} test"
-              f"{'' if tests == 1 else 's'}."
+              f"values and {test_words(units)}; Holm p: adjusted by Holm's step-down method "
+              f"over the ladder's {tests} test{'' if tests == 1 else 's'}."
               + (" †: one trained model (one seed); its interval covers the test units only, "
                  "not training randomness, so it and its tests speak of that model, not the "
                  "method." if any(s.one_model for s in result.steps) else "")

@@ -166,11 +166,10 @@ def orderings_markdown(ev: EvalTable, orderings: list[Ordering], alpha: float = 
     units = ", ".join(sorted({evidence.unit_name(o.metric) for o in orderings}))
     lines += ["", "Orderings: " + ", ".join(f"{n} {name}" for name, n in counts.items() if n)
               + f". Ours is the difference of the two rows' means over seeds on the same "
-              f"{units}, with {test_words(units, alpha)}; "
-              f"significant means p < {alpha:g}. Holm p: adjusted by Holm's step-down "
-              f"method over the {sum(o.comparison.holm is not None for o in orderings)} "
-              "tests of this table. A row needs a published value and a reference run to be "
-              "compared."]
+              f"{units}, with {test_words(units, alpha)}; significant means p < {alpha:g}. "
+              "Holm p: adjusted by Holm's step-down method over the "
+              f"{sum(o.comparison.holm is not None for o in orderings)} tests of this table. "
+              "A row needs a published value and a reference run to be compared."]
     if any(o.one_model for o in orderings):
         lines[-1] += (" †: a row is one trained model (one seed); the test says what that "
                       "model does, not the method.")

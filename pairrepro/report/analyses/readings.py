@@ -110,9 +110,12 @@ class ReadingValue:
         return {"reading": self.reading.name, "protocol": self.reading.protocol,
                 "value": self.value, "low": self.low, "high": self.high,
                 "distance": self.distance, "nearest": self.nearest,
-                "farther": None if farther is None else
-                {"value": farther.value, "low": farther.low, "high": farther.high},
+                "farther": None if farther is None else ends_json(farther),
                 "tied": bool(farther and farther.tied)}
+
+
+def ends_json(found: Interval | Farther) -> dict[str, float]:
+    return {"value": found.value, "low": found.low, "high": found.high}
 
 
 def tied_with_nearest(values: list[ReadingValue]) -> list[ReadingValue]:

@@ -223,10 +223,9 @@ def layout(ev: EvalTable) -> Layout:
                         for r in ev.rows for c in r.cells)
             facts.append(f"The 'vs {ev.compare_to}' columns: each row's value minus that "
                          f"row's, on the same {_splits(ev)} units, with "
-                         f"{test_words(_splits(ev) + ' units')} (n/a: no saved "
-                         "predictions or other units). "
-                         "Holm p: the same p-values adjusted by Holm's step-down method "
-                         f"over the {tests} tests of this table (family-wise error).")
+                         f"{test_words(_splits(ev) + ' units')} (n/a: no saved predictions or "
+                         "other units). Holm p: the same p-values adjusted by Holm's step-down "
+                         f"method over the {tests} tests of this table (family-wise error).")
     if table.joined_header:
         facts.append(f"The paper prints {table.joined_header} as one column.")
     if any(r.row.best for r in ev.rows):
@@ -248,10 +247,9 @@ def _verdict_rule(ev: EvalTable) -> list[str]:
     """The key of a results table's marks."""
     cells = [c for r in ev.rows for c in r.cells]
     key = [f"ours = mean over seeds [{stats.CONFIDENCE:.0%} bootstrap interval over {_splits(ev)} "
-            "queries "
-            "(ranking) or pairs (classification) and seeds] (delta); ✓ the published value "
-            "lies inside the interval or within half a unit of its last printed digit; ↓ / ↑ "
-            "the interval lies below / above it.", MC_TEXT]
+           "queries (ranking) or pairs (classification) and seeds] (delta); ✓ the published "
+           "value lies inside the interval or within half a unit of its last printed digit; "
+           "↓ / ↑ the interval lies below / above it.", MC_TEXT]
     if any(any(c.estimate.interval.moving()) for c in cells if c.estimate and c.estimate.interval):
         key.append(f"{numbers.MOVING_NOTE}.")
     if any(c.one_model for c in cells):
