@@ -33,7 +33,6 @@ def info(message: str) -> None:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as --json's output."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 

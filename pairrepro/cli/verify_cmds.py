@@ -159,8 +159,7 @@ def results_release(
     name: str = typer.Option("", "--name", help="Write results/release.json as this release: "
                              "a positive integer above the written one's (refused while a run "
                              "must be re-made or is damaged; the written one again: unchanged)."),
-    results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
-                                        "(default results/ of the project)."),
+    results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
 ) -> None:
     """List the reference runs the next release must re-make (a recipe's seeds from several
     commits; a run without a CPU fingerprint, or on another CPU or torch build than most),
