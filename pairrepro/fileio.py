@@ -85,7 +85,6 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex sha256 of a file."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 

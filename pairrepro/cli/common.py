@@ -33,7 +33,6 @@ def info(message: str) -> None:
 
 
 def emit_json(data: Any) -> None:
-    """Print ``data`` as --json's output."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
@@ -64,16 +63,14 @@ def add_command(app: typer.Typer, name: str, fn: Callable[..., Any], **options: 
     def command(*args: Any, **kwargs: Any) -> Any:
         command_started()
         try:
-            try:
-                return fn(*args, **kwargs)
-            except OSError as exc:
-                if exc.errno not in CANNOT_WRITE:
-                    raise
-                raise storage_error(exc) from None
-        except PairreproError as exc:
+            return fn(*args, **kwargs)
+        except (PairreproError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno not in CANNOT_WRITE:
+                raise
+            error = storage_error(exc) if isinstance(exc, OSError) else exc
             command_ended()  # the outcome is this error: a Ctrl-C does not cut its message
-            report_error(exc)
-            raise typer.Exit(exc.exit_code) from None
+            report_error(error)
+            raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt:
             command_ended()
             err_console.print("[yellow]interrupted[/]")

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from pairrepro import paths
 from pairrepro.cli.common import (
@@ -61,11 +61,9 @@ def _fmt(value: Any) -> str:
 def metrics_table(title: str, rows: list[tuple[str, str, dict[str, float]]]) -> Table:
     """A rich table: one row per (run, split), one column per metric."""
     names = list(dict.fromkeys(m for _, _, metrics in rows for m in metrics))
-    table = Table(title=title)
-    table.add_column("run", no_wrap=True)
-    table.add_column("split", no_wrap=True)
-    for name in names:
-        table.add_column(name, justify="right", overflow="fold")  # a number is never cut
+    table = Table(Column("run", no_wrap=True), Column("split", no_wrap=True),
+                  *(Column(n, justify="right", overflow="fold") for n in names),  # never cut
+                  title=title)
     for run, split, metrics in rows:
         table.add_row(run, split, *(_fmt(metrics.get(n, "")) for n in names))
     return table

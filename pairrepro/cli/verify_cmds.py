@@ -159,8 +159,7 @@ def results_release(
     name: str = typer.Option("", "--name", help="Write results/release.json as this release: "
                              "a positive integer above the written one's (refused while a run "
                              "must be re-made or is damaged; the written one again: unchanged)."),
-    results: Path | None = typer.Option(None, "--results", help="Reference runs folder "
-                                        "(default results/ of the project)."),
+    results: Path | None = typer.Option(None, "--results", help=RESULTS_HELP),
 ) -> None:
     """List the reference runs the next release must re-make (a recipe's seeds from several
     commits; a run without a CPU fingerprint, or on another CPU or torch build than most),
@@ -178,26 +177,20 @@ def results_release(
 
       pairrepro results release --name 1
     """
-    from pairrepro.report.publishing.release import (
-        check_name,
-        make_release,
-        pending,
-        read_release,
-        write_release,
-    )
+    from pairrepro.report.publishing import release as releases
 
     results = results or paths.results_dir()
     runs = all_runs(results)
-    todo = pending(runs=runs)
-    written = read_release(results)
+    todo = releases.pending(runs=runs)
+    written = releases.read_release(results)
     if name and not todo:
-        if check_name(name, written, runs) and written:
+        if releases.check_name(name, written, runs) and written:
             if STATE.json:
                 emit_json({"release": name, "date": written.date, "unchanged": True})
             info(f"release {name} ({written.date}) is unchanged: it describes every run")
             return
-        release = make_release(name, dt.date.today().isoformat(), results)
-        path = write_release(release, results)
+        release = releases.make_release(name, dt.date.today().isoformat(), results)
+        path = releases.write_release(release, results)
         if STATE.json:
             emit_json({"release": release.name, "commit": release.commit, "path": str(path),
                        "runs": len(release.runs), "not_bit_equal": release.not_bit_equal})

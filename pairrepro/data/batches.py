@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -120,9 +120,7 @@ def collate_pairs(split: EncodedSplit, rows: np.ndarray) -> PairBatch:
 def collate_triples(split: EncodedSplit, triples: np.ndarray) -> PairBatch:
     """Pad ``[B, 2]`` (positive row, negative row) triples as ``2B`` pairs sharing a width."""
     rows = np.concatenate([triples[:, 0], triples[:, 1]])
-    batch = collate_pairs(split, rows)
-    batch.num_triples = len(triples)
-    return batch
+    return replace(collate_pairs(split, rows), num_triples=len(triples))
 
 
 def group_rows(group_ids: Sequence[str]) -> dict[str, np.ndarray]:
@@ -202,14 +200,10 @@ def subsample(split: EncodedSplit, max_pairs: int, seed: int, by_group: bool) ->
     if not by_group:
         return split.subset(np.sort(rng.choice(len(split), size=max_pairs, replace=False)))
     groups = list(group_rows(split.group_ids).values())
-    chosen: list[np.ndarray] = []
-    total = 0
-    for g in rng.permutation(len(groups)):
-        if total + len(groups[g]) > max_pairs and chosen:
-            break
-        chosen.append(groups[g])
-        total += len(groups[g])
-    return split.subset(np.sort(np.concatenate(chosen)))
+    shuffled = [groups[g] for g in rng.permutation(len(groups))]
+    # the longest run of shuffled groups within max_pairs (the first group at least)
+    fits = np.searchsorted(np.cumsum([len(g) for g in shuffled]), max_pairs, side="right")
+    return split.subset(np.sort(np.concatenate(shuffled[:max(1, int(fits))])))
 
 
 class EpochTask(Protocol):

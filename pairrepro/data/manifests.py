@@ -342,8 +342,7 @@ def variant_gaps(manifest: Manifest, root: Path) -> tuple[dict[str, dict[str, li
             continue
         for split, spec in variant.splits.items():
             named += [split] if split not in named else []
-            absent = missing_files(root, spec.files)
-            if absent:
+            if absent := missing_files(root, spec.files):
                 missing.setdefault(variant.name, {})[split] = absent
             else:
                 readable.add(split)

@@ -90,8 +90,7 @@ def available_models() -> dict[str, type[PairModel]]:
 
 def model_hparams(name: str) -> dict[str, inspect.Parameter]:
     """The keyword hyper-parameters a model's constructor accepts (beyond ``ctx``)."""
-    cls = get_model_class(name)
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(get_model_class(name).__init__).parameters
     return {k: p for k, p in params.items() if k not in ("self", "ctx")}
 
 
@@ -99,9 +98,8 @@ def get_model_class(name: str) -> type[PairModel]:
     """Look a model class up by name, with a helpful error listing the known names."""
     models = available_models()
     if name not in models:
-        raise ConfigError(
-            f"unknown model {name!r}", hint=f"known models: {', '.join(models) or '(none)'}"
-        )
+        raise ConfigError(f"unknown model {name!r}",
+                          hint=f"known models: {', '.join(models) or '(none)'}")
     return models[name]
 
 
@@ -158,7 +156,6 @@ def check_hparams(model: str, **checks: tuple[Any, Allowed]) -> None:
 
 
 def embedding_parameter_ids(model: nn.Module) -> set[int]:
-    """Ids of the tables of every ``nn.Embedding`` of ``model``."""
     return {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
 
 

@@ -6,6 +6,7 @@ re-scoring (:func:`record_evaluation`)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import platform
 import subprocess
@@ -67,10 +68,8 @@ def evaluate_ensemble(run_dirs: Sequence[str | Path], split: str = "test",
                             "a different loss than the first run",
                             hint="ensemble only seeds of one recipe")
         total = total + scores
-    metrics: dict[str, Any] = recipe_task(recipe).metrics(target, total / len(run_dirs),
-                                                          num_classes, no_positive)
-    metrics["ensemble_size"] = float(len(run_dirs))
-    return metrics
+    metrics = recipe_task(recipe).metrics(target, total / len(run_dirs), num_classes, no_positive)
+    return {**metrics, "ensemble_size": float(len(run_dirs))}
 
 
 def record_evaluation(run_dir: Path, split: str, variant: str, checkpoint: str,
@@ -121,14 +120,10 @@ def command_line() -> str:
     return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
-def versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+def _version(package: str) -> str | None:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version(package)
+    return None
 
 
 def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device: torch.device,
@@ -137,7 +132,7 @@ def build_manifest(recipe: Recipe, seed: int, prepared: PreparedDataset, device:
     """Everything needed to trust and repeat the run (updated when it finishes)."""
     return {
         "recipe": recipe.name, "recipe_source": paths.project_relative(recipe.source),
-        "seed": seed, "git": git_info(), "packages": versions(),
+        "seed": seed, "git": git_info(), "packages": {name: _version(name) for name in PACKAGES},
         "python": platform.python_version(), "torch": torch.__version__,
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
         "device": str(device), "device_name": device_name(device),

@@ -68,11 +68,10 @@ def _plan(folder: RunFolder, recipe: Recipe, request: Request, device_t: torch.d
     has_checkpoint = folder.checkpoint("last").is_file()
     if not request.resume:
         what = "a finished run" if status == "finished" else f"a run with status {status!r}"
-        if status != "finished" and has_checkpoint:  # nothing to throw away: continue it
-            hint = "pass --resume to continue it from its last checkpoint"
-        else:
-            hint = ("pass --resume to continue it (or keep it), or --force to delete it and "
-                    "train again")
+        hint = ("pass --resume to continue it from its last checkpoint"
+                if status != "finished" and has_checkpoint  # nothing to throw away: continue it
+                else "pass --resume to continue it (or keep it), or --force to delete it and "
+                     "train again")
         raise ConfigError(f"{folder.path} already holds {what}", hint=hint)
     old = folder.read_config()
     # the seed list and the prose may change; what the run computes may not

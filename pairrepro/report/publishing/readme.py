@@ -27,12 +27,7 @@ from pairrepro.report.analyses.parity import evaluate_parity, parity_markdown
 from pairrepro.report.analyses.readings import table_readings_markdown
 from pairrepro.report.analyses.smoke import smoke_markdown
 from pairrepro.report.publishing import bench_records
-from pairrepro.report.publishing.release import (
-    cpu_line,
-    pending,
-    read_release,
-    reasons_in_short,
-)
+from pairrepro.report.publishing.release import cpu_line, pending, read_release, reasons_in_short
 from pairrepro.report.tables import runs_table
 from pairrepro.report.tables.cells import EvalTable, evaluate_table
 from pairrepro.report.tables.layout import layout, page_key

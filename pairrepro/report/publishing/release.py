@@ -192,10 +192,6 @@ def _name(run: RunInfo) -> str:
     return f"{Path(run.path).parent.name}/{Path(run.path).name}"
 
 
-def _digests(runs: list[RunInfo]) -> dict[str, str]:
-    return {_name(r): run_digest(r) for r in runs}
-
-
 @dataclass(frozen=True)
 class Release:
     """``results/release.json``."""
@@ -215,7 +211,7 @@ class Release:
     def drift(self, runs: list[RunInfo]) -> dict[str, list[str]]:
         """The runs added, removed or changed since this release was written, by how (empty
         while it still describes ``runs``)."""
-        now = _digests(runs)
+        now = {_name(r): run_digest(r) for r in runs}
         found = {"added": sorted(now.keys() - self.runs.keys()),
                  "removed": sorted(self.runs.keys() - now.keys()),
                  "changed": sorted(k for k in now.keys() & self.runs.keys()
@@ -247,7 +243,7 @@ def make_release(name: str, date: str, results_dir: Path | None = None) -> Relea
     # one CPU and torch build: pending() has every run on those most runs record
     return Release(name=name, commit=commit, date=date, cpu=cpu_line(runs[0].manifest),
                    torch=_torch(runs[0].manifest),
-                   runs=_digests(runs), remade=remade)
+                   runs={_name(r): run_digest(r) for r in runs}, remade=remade)
 
 
 def write_release(release: Release, results_dir: Path | None = None) -> Path:
