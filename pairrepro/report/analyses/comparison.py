@@ -29,10 +29,8 @@ class Comparison:
 Side = evidence.Units | str  # per-unit values, or why a side has none
 
 
-def compare(a: Side, b: Side, column: Column | None = None, alpha: float = ALPHA
-            ) -> Comparison:
-    """The paired test of ``a`` against ``b`` (a side that is a string: no test, why): the
-    two-level bootstrap p of the difference, as :func:`test_words` says."""
+def compare(a: Side, b: Side, column: Column | None = None, alpha: float = ALPHA) -> Comparison:
+    """The paired test of :func:`test_words` of ``a`` against ``b`` (a str side: why none)."""
     if isinstance(a, str) or isinstance(b, str):
         return Comparison(problem=a if isinstance(a, str) else str(b))
     try:
@@ -99,8 +97,7 @@ class Equivalence:
 
 def equivalence(a: evidence.Units, b: evidence.Units, margin: float, step: float = 0.0
                 ) -> Equivalence:
-    """Whether ``a`` and ``b`` are equivalent within ``margin``: two one-sided tests at
-    :data:`ALPHA` on the two-level bootstrap (its 90% interval inside ±``margin``)."""
+    """Two one-sided tests at :data:`ALPHA`: is the 90% interval of ``a - b`` in ±``margin``?"""
     found = evidence.difference_interval(a, b, step=step)
     tost = evidence.difference_interval(a, b, step=step, targets=(-margin, margin),
                                         confidence=1 - 2 * ALPHA, test=0.0)

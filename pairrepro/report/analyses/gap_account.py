@@ -106,8 +106,7 @@ def _slope_text(column: Column, slope: Interval, carried: Interval | None, ahead
             f"{_signed(to_unit(carried.value, column), column)} {_interval(carried, column)}")
 
 
-def _vectors(dose: LadderResult | None, column: Column
-             ) -> tuple[list[str], Interval | None]:
+def _vectors(dose: LadderResult | None, column: Column) -> tuple[list[str], Interval | None]:
     """The dose-response sentence and the carried gain (None: not identified, or no runs)."""
     if dose is None or dose.ladder.dose is None:
         return [], None
@@ -240,8 +239,7 @@ def _readings_markdown(result: LadderResult) -> list[str]:
         return []
     steps = sorted({number for number, _, _, _ in readings})
     dataset = load_paper(result.ladder.paper).table(result.ladder.table).dataset
-    cells = [(f"step {number}", column, published, values)
-             for number, column, published, values in readings]
+    cells = [(f"step {number}", *rest) for number, *rest in readings]
     return ["", f"Protocol readings of step{'s' if len(steps) > 1 else ''} "
             + ", ".join(map(str, steps)) + " (the same committed predictions re-scored):", "",
             *readings_block(cells, dataset)]
@@ -249,8 +247,7 @@ def _readings_markdown(result: LadderResult) -> list[str]:
 
 def dose_response(result: LadderResult) -> list[tuple[Column, Interval, Interval | None]]:
     """Per column: the change per doubling between the dose steps (a two-level interval), and
-    that change carried to the target (None where the slope's interval holds 0: the two
-    points do not identify it)."""
+    that change carried to the target (None: the slope's sign is not shown)."""
     dose = result.ladder.dose
     if dose is None or any(n not in result.runs for n in dose.steps):
         return []
@@ -314,12 +311,11 @@ def _dose_markdown(result: LadderResult) -> list[str]:
         parts.append(f"{column.header} per doubling "
                      f"{_slope_text(column, slope, carried, ahead, dose.target)}{left}")
     return [*_coverage(result), "", f"Dose-response ({dose.what}, step {first} at "
-            f"{dose.amounts[0]:g} against step "
-            f"{second} at {dose.amounts[1]:g}, seed k against seed k, 95% bootstrap interval "
-            f"over test queries and seeds): " + "; ".join(parts) + ". A carried value is "
-            f"the same rate per doubling to {dose.target_what}, a straight-line extrapolation "
-            "in log scale that the two measured points cannot test, its interval the "
-            "measured slope's alone." + "".join(verdicts)]
+            f"{dose.amounts[0]:g} against step {second} at {dose.amounts[1]:g}, seed k against "
+            "seed k, 95% bootstrap interval over test queries and seeds): " + "; ".join(parts)
+            + f". A carried value is the same rate per doubling to {dose.target_what}, a "
+            "straight-line extrapolation in log scale that the two measured points cannot test, "
+            "its interval the measured slope's alone." + "".join(verdicts)]
 
 
 def _supports(column: Column, carried: Interval | None, left: float) -> str:

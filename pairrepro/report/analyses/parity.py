@@ -22,6 +22,7 @@ from pairrepro.stats import ALPHA
 
 PARITY_FILE = paths.packaged("report/parity.toml")
 DECIMALS = 3  # the table prints metric values as fractions with this many decimals
+PRECISIONS = ("fp32", "bf16")  # a pair's two recipes, as ParityPair names them
 
 
 class ParityPair(Schema):
@@ -70,7 +71,7 @@ def load_parity() -> ParityTable:
 
 
 def _check_pair(pair: ParityPair, index: RecipeIndex, source: str) -> None:
-    for precision in ("fp32", "bf16"):
+    for precision in PRECISIONS:
         recipe = index.recipes.get(getattr(pair, precision))
         if recipe is None:
             raise ConfigError(f"{source}: [[pairs]] {precision} = {getattr(pair, precision)!r}:"
@@ -142,8 +143,7 @@ def evaluate_parity(results: Path, index: RecipeIndex | None = None,
     found: list[ParityResult] = []
     for pair in table.pairs:
         _check_pair(pair, index, str(PARITY_FILE))
-        fp32 = _precision_runs(index, results, pair.fp32, "fp32")
-        bf16 = _precision_runs(index, results, pair.bf16, "bf16")
+        fp32, bf16 = (_precision_runs(index, results, getattr(pair, p), p) for p in PRECISIONS)
         found.append(ParityResult(pair.model, pair.fp32, pair.bf16,
                                   [_compare(metric, fp32, bf16) for metric in table.metrics]))
     values = [v for result in found for v in result.values]
@@ -167,9 +167,8 @@ def parity_markdown(found: list[ParityResult]) -> str:
                           f"`pairrepro train recipes/{result.bf16}.toml`"] + [""] * 7
             else:
                 cells += [", ".join(map(str, value.seeds)), value.fp32_text, value.bf16_text,
-                          ", ".join(f"{b - a:+.3f}" for a, b in zip(value.fp32, value.bf16,
-                                                                   strict=True)
-                                    ).replace("-", "−"),
+                          ", ".join(f"{b - a:+.3f}" for a, b in zip(
+                              value.fp32, value.bf16, strict=True)).replace("-", "−"),
                           f"{value.comparison.difference or 0.0:+.3f}".replace("-", "−")
                           + f" ({numbers.p_text(value.comparison.p_value or 1.0)})",
                           holm_text(value.comparison),

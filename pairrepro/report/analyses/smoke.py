@@ -10,13 +10,7 @@ from pairrepro import paths
 from pairrepro.errors import NoEvidenceError
 from pairrepro.report.analyses.comparison import Comparison, adjust, compare, holm_text, test_words
 from pairrepro.report.analyses.evidence import difference_interval, interval, run_units
-from pairrepro.report.tables.numbers import (
-    MOVING,
-    MOVING_NOTE,
-    format_interval,
-    markdown_table,
-    p_text,
-)
+from pairrepro.report.tables import numbers
 from pairrepro.runs import RunInfo, find_runs
 from pairrepro.stats import ALPHA, Interval
 
@@ -77,18 +71,19 @@ def smoke_markdown(results: Path) -> str:
         return f"No smoke-test table: {exc.message}\n"
     if not rows:
         return "No smoke-test runs yet (recipes/*_snli_smoke.toml, *_quora_smoke.toml).\n"
-    lines = markdown_table(
+    lines = numbers.markdown_table(
         ["data (dev -> test)", "recipe", "seeds", "test accuracy [95%]", "majority class",
          "difference [95%]", "p", "Holm p", "beats majority"],
         ([row.dataset, row.recipe, str(row.seeds), f"{row.accuracy.value:.3f} "
-          + format_interval(row.accuracy, "{:.3f}".format), f"{row.majority:.3f}",
-          f"{row.difference.value:+.3f} " + format_interval(row.difference, "{:+.3f}".format),
-          p_text(row.versus.p_value or 1.0).removeprefix("p "), holm_text(row.versus),
+          + numbers.format_interval(row.accuracy, "{:.3f}".format), f"{row.majority:.3f}",
+          f"{row.difference.value:+.3f} "
+          + numbers.format_interval(row.difference, "{:+.3f}".format),
+          numbers.p_text(row.versus.p_value or 1.0).removeprefix("p "), holm_text(row.versus),
           "yes" if row.beats_majority else "no"] for row in rows))
     lines.append(f"\nSmoke tests of the real-text path, not paper numbers: each model trained on "
                  f"the dev file and tested on the test file. p: against the majority class, "
                  f"{test_words('test pairs')}; Holm over a dataset's models; 'beats' needs "
                  f"Holm p < {ALPHA}, not undecided at that level, and the difference's "
-                 f"interval above 0." + (f" {MOVING_NOTE}." if any(
-                     MOVING in line for line in lines[2:]) else ""))
+                 f"interval above 0." + (f" {numbers.MOVING_NOTE}." if any(
+                     numbers.MOVING in line for line in lines[2:]) else ""))
     return "\n".join(lines) + "\n"

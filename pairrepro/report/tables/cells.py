@@ -133,15 +133,13 @@ class EvalTable:
     compare_to: str = ""  # the row label of --compare-to
 
     def counts(self) -> dict[str, int]:
-        """How many cells have each status (info cells left out, one-model cells apart; a
-        hyper-parameter table's cells counted as settings)."""
+        """Cells per status (info left out, one-model apart, a hyper-parameter table's as set)."""
         names = SETTINGS if self.table.kind == "hparams" else {}
         return dict(Counter(ONE_MODEL if cell.one_model else names.get(cell.status, cell.status)
                             for row in self.rows for cell in row.cells if cell.status != INFO))
 
 
-def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float
-             ) -> Verdict:
+def _verdict(estimate: Estimate, table: PaperTable, column: Column, target: float) -> Verdict:
     delta = estimate.mean - target
     band = 0.5 * 10 ** -column.decimals + 1e-9  # the published value's own rounding
     if estimate.interval is None:
@@ -184,8 +182,7 @@ def _fill_number(cell: Cell, table: PaperTable, column: Column, runs: list[RunIn
 
 
 def _last_epoch(column: Column, runs: list[RunInfo]) -> float | None:
-    """On the epoch-selection split, the mean over seeds of the last epoch's value (the chosen
-    epoch's is the best of several looks at it)."""
+    """On the epoch-selection split only, the mean over seeds of the last epoch's value."""
     split, name = column.metric.split(".", 1)
     found = []
     for run in runs:

@@ -96,15 +96,14 @@ def table_plot(ev: EvalTable) -> Any:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     xs = [float(r.row.x or 0) for r in rows]
     for i, column in enumerate(c for c in ev.table.columns if c.kind == "metric"):
-        color = f"C{i}"
         cells = [next(c for c in r.cells if c.column == column.key) for r in rows]
         published = [float(c.published) for c in cells]
-        ax.plot(xs, published, "--", marker="s", color=color, label=f"{column.header} (paper)")
+        ax.plot(xs, published, "--", marker="s", color=f"C{i}", label=f"{column.header} (paper)")
         ours = [(x, c.estimate.mean, c.estimate.std or 0.0)
                 for x, c in zip(xs, cells, strict=True) if c.estimate is not None]
         if ours:
             ox, oy, oe = zip(*ours, strict=True)
-            ax.errorbar(ox, oy, yerr=oe, marker="o", color=color, capsize=3,
+            ax.errorbar(ox, oy, yerr=oe, marker="o", color=f"C{i}", capsize=3,
                         label=f"{column.header} (ours)")
     ax.set_xscale("log", base=2)
     ticks = sorted(set(xs))

@@ -76,8 +76,7 @@ def _commit(run: RunInfo) -> str:
 def _describe_runs(recipe: str, runs: list[RunInfo], reference: bool = False) -> str:
     finished = sorted((r for r in runs if r.status == "finished"), key=lambda r: r.seed)
     commits = [_commit(r) for r in finished] or ["unknown"]
-    if len(set(commits)) == 1:
-        commits = commits[:1]  # one commit for every seed
+    commits = commits[:1] if len(set(commits)) == 1 else commits  # one commit: every seed's
     seeds = ",".join(str(r.seed) for r in finished)
     epochs = ",".join("?" if r.chosen_epoch is None else str(r.chosen_epoch) for r in finished)
     folder = _shown(Path(finished[0].path).parent) if finished else recipe
@@ -122,10 +121,9 @@ def value_text(cell: Cell, column: Column) -> str:
             return f"variant (keys {', '.join(cell.variant_keys)})"
         if cell.status not in (REPRODUCED, OFF):
             return ""
-        if cell.setting is None:
-            return "not set"
-        setting = cell.setting
-        return f"({', '.join(map(str, setting))})" if isinstance(setting, tuple) else str(setting)
+        if isinstance(cell.setting, tuple):
+            return f"({', '.join(map(str, cell.setting))})"
+        return "not set" if cell.setting is None else str(cell.setting)
     if column.kind == "params":
         return numbers.format_count(found.mean)
     spread = (f" ± {numbers.format_number(found.std or 0.0, column)}"
@@ -171,8 +169,7 @@ def _ours(cell: Cell, column: Column, layout: Layout) -> Text:
             reference = cell.source == REFERENCE
             out.run_ref = cell.recipe + (" (reference)" if reference else "")
             out.link = cell.runs[0].path.rsplit("/seed-", 1)[0]
-            layout.runs.setdefault(out.run_ref, _describe_runs(cell.recipe, cell.runs,
-                                                               reference))
+            layout.runs.setdefault(out.run_ref, _describe_runs(cell.recipe, cell.runs, reference))
         if cell.reference_runs:
             layout.runs.setdefault(f"{cell.recipe} (reference)", _describe_runs(
                 cell.recipe, cell.reference_runs, reference=True))

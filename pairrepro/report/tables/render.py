@@ -44,8 +44,7 @@ def _marked(t: Text, escape: Callable[[str], str], bold: str, note: str,
 
 
 def to_markdown(ev: EvalTable, links_from: Path | None = None, key: bool = True) -> str:
-    """A GitHub-flavoured Markdown table with notes and run links (``key=False``: without the
-    key of its marks, which a page of tables states once)."""
+    """A GitHub-flavoured Markdown table with notes and run links (``key``: its marks' key)."""
     lay = layout(ev)
 
     def link(t: Text, text: str) -> str:
@@ -57,8 +56,7 @@ def to_markdown(ev: EvalTable, links_from: Path | None = None, key: bool = True)
            lay.full_legend if key else lay.legend, ""]
     out += [f"[{i}] {_md_escape(note)}" + "  " for i, note in enumerate(lay.notes, 1)]
     if lay.runs:
-        out += ["", "Runs:", ""]
-        out += [f"- `{recipe}`: {desc}" for recipe, desc in sorted(lay.runs.items())]
+        out += ["", "Runs:", "", *(f"- `{r}`: {desc}" for r, desc in sorted(lay.runs.items()))]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -100,8 +98,7 @@ def to_latex(ev: EvalTable) -> str:
 
 
 def to_html(ev: EvalTable, key: bool = True) -> str:
-    """An HTML fragment (``<table>`` plus notes) whose cells link to the runs listed below it:
-    in-page links, so the page works wherever it is written."""
+    """A ``<table>`` with notes, its cells linked in-page to its runs listed below it."""
     lay = layout(ev)
     esc = html.escape
     anchor = f"{ev.paper.paper}-{ev.table.number}"
@@ -158,14 +155,11 @@ def term_renderables(ev: EvalTable) -> list[object]:
     for i, line in enumerate(lay.rows):
         if i in lay.block_starts:
             table.add_section()
-        styles = [STYLE.get(t.status, "") for t in line]
         table.add_row(*(RichText(_marked(t, str, "{}", " [{}]"),
-                                 style=f"bold {style}".strip() if t.bold else style)
-                        for t, style in zip(line, styles, strict=True)))
-    out: list[object] = [table]
-    out += [RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)]
-    out += [RichText(f"run {recipe}: {desc}") for recipe, desc in sorted(lay.runs.items())]
-    return out
+                                 style=("bold " * t.bold + STYLE.get(t.status, "")).strip())
+                        for t in line))
+    return [table, *(RichText(f"[{i}] {note}") for i, note in enumerate(lay.notes, 1)),
+            *(RichText(f"run {recipe}: {desc}") for recipe, desc in sorted(lay.runs.items()))]
 
 
 def to_term(ev: EvalTable, width: int = 160) -> str:
@@ -187,8 +181,7 @@ def render(ev: EvalTable, fmt: str, links_from: Path | None = None, key: bool = 
 def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None,
                 figures: list[tuple[str, Any]] | None = None) -> str:
     """Several tables in one document, the key of their marks once (Markdown, HTML); HTML
-    gets a page of its own with ``figures`` ((title, figure or why none), as from
-    :func:`~.figures.page_figures`) drawn inline."""
+    gets a page of its own, ``figures`` (:func:`~.figures.page_figures`) drawn inline."""
     once = len(evs) > 1 and fmt in ("md", "html")
     body = "\n".join(render(ev, fmt, links_from, key=not once) for ev in evs)
     if once:
@@ -208,29 +201,25 @@ def render_many(evs: list[EvalTable], fmt: str, links_from: Path | None = None,
 
 def eval_to_json(ev: EvalTable) -> dict[str, Any]:
     columns = {c.key: c for c in ev.table.columns}
-    return {
-        "paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
-        "compare_to": ev.compare_to,
-        "counts": ev.counts(),
-        "rows": [{"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
-                  "cells": {c.column: _cell_json(c, columns[c.column]) for c in r.cells}}
-                 for r in ev.rows],
-    }
+    return {"paper": ev.paper.paper, "table": ev.table.number, "caption": ev.table.caption,
+            "compare_to": ev.compare_to, "counts": ev.counts(),
+            "rows": [{"label": r.row.label, "block": r.row.block, "recipes": r.recipes,
+                      "cells": {c.column: _cell_json(c, columns[c.column]) for c in r.cells}}
+                     for r in ev.rows]}
 
 
 def _cell_json(c: Cell, column: Column) -> dict[str, Any]:
     found, interval, versus = c.estimate, c.estimate and c.estimate.interval, c.comparison
-    return {
-        "published": c.published, "status": c.status,
-        "mean": found and found.mean, "std": found and found.std, "delta": c.verdict.delta,
-        "seeds": found.seeds if found else [], "recipe": c.recipe, "detail": c.detail,
-        "source": c.source, "rule": c.verdict.rule,
-        "interval": None if interval is None else [interval.low, interval.high],
-        "variant_keys": c.variant_keys, "comparison": comparison_text(c, column),
-        "comparison_p": versus and versus.p_value, "comparison_holm": versus and versus.holm,
-        "one_model": c.one_model, "last_epoch": found and found.last_epoch,
-        "mc_se": None if interval is None else interval.mc_se,
-        "resamples": None if interval is None else interval.resamples,
-        "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
-                  "commit": run.commit, "chosen_epoch": run.chosen_epoch,
-                  "problem": run.problem} for run in c.runs]}
+    return {"published": c.published, "status": c.status,
+            "mean": found and found.mean, "std": found and found.std, "delta": c.verdict.delta,
+            "seeds": found.seeds if found else [], "recipe": c.recipe, "detail": c.detail,
+            "source": c.source, "rule": c.verdict.rule,
+            "interval": None if interval is None else [interval.low, interval.high],
+            "variant_keys": c.variant_keys, "comparison": comparison_text(c, column),
+            "comparison_p": versus and versus.p_value, "comparison_holm": versus and versus.holm,
+            "one_model": c.one_model, "last_epoch": found and found.last_epoch,
+            "mc_se": None if interval is None else interval.mc_se,
+            "resamples": None if interval is None else interval.resamples,
+            "runs": [{"path": run.path, "seed": run.seed, "status": run.status,
+                      "commit": run.commit, "chosen_epoch": run.chosen_epoch,
+                      "problem": run.problem} for run in c.runs]}

@@ -47,8 +47,8 @@ def _wall_time_note(manifest: dict[str, Any]) -> str:
         return ""
     if "segments" not in manifest:
         return "last segment only"
-    note = f"{manifest['segments']} segments"
-    return note + (", one untimed" if manifest.get("wall_time_untimed") else "")
+    return f"{manifest['segments']} segments" + (
+        ", one untimed" if manifest.get("wall_time_untimed") else "")
 
 
 def _damaged_line(run: RunInfo, problem: str) -> RunLine:
@@ -74,10 +74,9 @@ def run_line(run: RunInfo) -> RunLine:
     last_pairs = log[-1].get("train_pairs") if log else None
     return RunLine(
         run=run.path, dataset=str(manifest.get("dataset", "")),
-        variant=str(manifest.get("variant", "")),
+        variant=str(manifest.get("variant", "")), wall_time_s=manifest.get("wall_time_s"),
         dev=run.metrics.get("dev", {}), test=run.metrics.get("test", {}),
         chosen_epoch=run.chosen_epoch, epochs_run=trained,
-        wall_time_s=manifest.get("wall_time_s"),
         pairs_per_s=manifest.get("pairs_per_s") if trained else None,
         pairs_per_epoch=(int(last_pairs) if isinstance(last_pairs, int | float) else None)
         if trained else manifest.get("train_pairs"),
@@ -86,8 +85,7 @@ def run_line(run: RunInfo) -> RunLine:
         sha256_train=str(sha.get(f"{train_split}.parquet", "")),
         sha256_test=str(sha.get(f"{test_split}.parquet", "")),
         evals={name: record.get("metrics", {}) for name, record in evals.items()},
-        wall_time_note=_wall_time_note(manifest),
-    )
+        wall_time_note=_wall_time_note(manifest))
 
 
 # a run that stopped with its last.pt on disk: ``train --resume`` continues it
@@ -122,8 +120,7 @@ def collect(runs_dir: Path, dataset: str = "") -> list[RunLine]:
     """Every finished, damaged or stopped run under ``runs_dir`` (of ``dataset``), by path."""
     runs = all_runs(runs_dir)
     lines = [run_line(r) for r in runs if r.status in ("finished", "damaged")]
-    lines += [_stopped_line(r, runs_dir) for r in runs
-              if r.status in (*RESUMABLE, "failed")]
+    lines += [_stopped_line(r, runs_dir) for r in runs if r.status in (*RESUMABLE, "failed")]
     return [x for x in sorted(lines, key=lambda x: x.run)
             if not dataset or x.dataset == dataset or (x.status == "damaged" and not x.dataset)]
 
@@ -149,19 +146,17 @@ def format_line(line: RunLine) -> list[str]:
         return [line.run, text, *[""] * (len(HEADERS) - 2)]
     tie = line.test.get("tie_share")
     commit = line.commit[:7] + ("+dirty" if line.dirty else "") if line.commit else "unknown"
-    return [
-        line.run, _scores(line.dev), _scores(line.test), "" if tie is None else f"{tie:.3f}",
-        f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
-        f"{line.epochs_run if line.epochs_run is not None else 0}",
-        "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s"
-        + (f" ({line.wall_time_note})" if line.wall_time_note else ""),
-        "" if not line.pairs_per_s else f"{line.pairs_per_s:.0f}",
-        "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
-        "" if line.cpu_threads is None or line.device.startswith("cuda")
-        else str(line.cpu_threads),
-        commit, f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
-        "; ".join(f"{name} {_scores(metrics)}" for name, metrics in line.evals.items()),
-    ]
+    return [line.run, _scores(line.dev), _scores(line.test), "" if tie is None else f"{tie:.3f}",
+            f"{line.chosen_epoch if line.chosen_epoch is not None else '?'} / "
+            f"{line.epochs_run if line.epochs_run is not None else 0}",
+            "" if line.wall_time_s is None else f"{line.wall_time_s:.0f} s"
+            + (f" ({line.wall_time_note})" if line.wall_time_note else ""),
+            "" if not line.pairs_per_s else f"{line.pairs_per_s:.0f}",
+            "" if line.pairs_per_epoch is None else f"{line.pairs_per_epoch:,}",
+            "" if line.cpu_threads is None or line.device.startswith("cuda")
+            else str(line.cpu_threads),
+            commit, f"{line.sha256_train[:10]} / {line.sha256_test[:10]}",
+            "; ".join(f"{name} {_scores(metrics)}" for name, metrics in line.evals.items())]
 
 
 def to_markdown(lines: list[RunLine]) -> str:
