@@ -204,12 +204,10 @@ def account_markdown(result: LadderResult) -> list[str]:
     column, published = result.columns[0]
     if published is None:
         return []
-    lines = ["", f"What the measurements say ({column.header}; each line names its evidence):",
-             ""]
+    lines = ["", f"What the measurements say ({column.header}; each line names its evidence):", ""]
     protocol, clean, nearest = _protocol(result, account.step, column, published)
     lines += protocol + _side_steps(result)
-    dose = (evaluate_ladder(account.dose_ladder, result.results_dir)
-            if account.dose_ladder else None)
+    dose = evaluate_ladder(account.dose_ladder, result.results_dir) if account.dose_ladder else None
     vectors, carried = _vectors(dose, column)
     return lines + vectors + _crosschecks(result, column) + _unexplained(
         result, column, published, dose, carried, (clean, nearest))
