@@ -4,6 +4,7 @@ Markdown, LaTeX, HTML, and the ``--json`` view of every cell."""
 from __future__ import annotations
 
 import html
+import io
 import os
 import re
 from collections.abc import Callable
@@ -166,10 +167,10 @@ def to_term(ev: EvalTable, width: int = 160) -> str:
     """The terminal view as plain text (for files and tests; the CLI prints it in colour)."""
     from rich.console import Console
 
-    console = Console(width=width, highlight=False, color_system=None)
-    with console.capture() as captured:
-        console.print(*term_renderables(ev), sep="\n")
-    return captured.get()
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, highlight=False, color_system=None).print(
+        *term_renderables(ev), sep="\n")
+    return buffer.getvalue()
 
 
 def render(ev: EvalTable, fmt: str, links_from: Path | None = None, key: bool = True) -> str:
