@@ -186,8 +186,6 @@ def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
     """``rank``'s strided part of a global batch; a rank left without rows gets the first (DDP
     needs every rank in every all-reduce)."""
-    if world_size <= 1:
-        return rows
     part = rows[rank::world_size]
     return part if len(part) else rows[:1]
 

@@ -98,17 +98,15 @@ def slurm_settings(recipe: Any, device: str | None, file_values: dict[str, Any],
 
 
 def executor_parameters(settings: SlurmSettings, name: str) -> dict[str, Any]:
-    params: dict[str, Any] = {
+    return {
         "name": name, "timeout_min": settings.timeout_min, "mem_gb": settings.mem_gb,
         "gpus_per_node": settings.gpus_per_node, "cpus_per_task": settings.cpus_per_task,
         "tasks_per_node": 1, "nodes": 1, "slurm_array_parallelism": settings.array_parallelism,
+        **{f"slurm_{key}": getattr(settings, key)
+           for key in ("partition", "account", "qos", "constraint") if getattr(settings, key)},
+        **({"slurm_additional_parameters": dict(settings.additional)}
+           if settings.additional else {}),
     }
-    for key in ("partition", "account", "qos", "constraint"):
-        if getattr(settings, key):
-            params[f"slurm_{key}"] = getattr(settings, key)
-    if settings.additional:
-        params["slurm_additional_parameters"] = dict(settings.additional)
-    return params
 
 
 @contextlib.contextmanager
