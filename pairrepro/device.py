@@ -263,8 +263,7 @@ ERROR_KEY = "pairrepro"
 
 def record_error(message: str, exit_code: int) -> None:
     """Leave this rank's error in ``TORCHELASTIC_ERROR_FILE`` for the launcher to report."""
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path:
+    if not (path := os.environ.get("TORCHELASTIC_ERROR_FILE")):
         return
     now = time.time()
     with open(path, "w", encoding="utf-8") as handle:

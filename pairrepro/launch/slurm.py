@@ -77,8 +77,7 @@ def recipe_resources(recipe: Any, device: str | None = None,
     2 GB; time 1.5x its epochs + 30 min, only from a record on the job's own hardware."""
     wanted = device or recipe.train.device
     out: dict[str, Any] = {"gpus_per_node": 0 if wanted == "cpu" else 1}
-    record = preflight_record(recipe.name, preflight_dir)
-    if record is None:
+    if (record := preflight_record(recipe.name, preflight_dir)) is None:
         return out
     if record.get("peak_mb"):
         out["mem_gb"] = int(record["peak_mb"] / 1024 * 1.5 + 2.999)
