@@ -91,15 +91,12 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 @functools.cache
 def _cpuinfo() -> dict[str, str]:
     """The first CPU's ``/proc/cpuinfo`` fields (empty where there is none), read once."""
-    fields: dict[str, str] = {}
     try:
         text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return fields
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    return fields
+        return {}
+    pairs = [line.partition(":")[::2] for line in text.splitlines()]
+    return {key.strip(): value.strip() for key, value in reversed(pairs)}  # the first wins
 
 
 def cpu_flags() -> frozenset[str]:
@@ -185,11 +182,8 @@ def cpu_fingerprint() -> dict[str, Any]:
 
 def _version_in(config: str, marker: str) -> str | None:
     """The version torch's build configuration prints after ``marker`` (its first word)."""
-    for line in config.splitlines():
-        if marker in line:
-            words = line.split(marker, 1)[1].split()
-            return words[0] if words else None
-    return None
+    line = next((line for line in config.splitlines() if marker in line), marker)
+    return next(iter(line.split(marker, 1)[1].split()), None)
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:
@@ -269,8 +263,7 @@ ERROR_KEY = "pairrepro"
 
 def record_error(message: str, exit_code: int) -> None:
     """Leave this rank's error in ``TORCHELASTIC_ERROR_FILE`` for the launcher to report."""
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path:
+    if not (path := os.environ.get("TORCHELASTIC_ERROR_FILE")):
         return
     now = time.time()
     with open(path, "w", encoding="utf-8") as handle:
@@ -352,10 +345,9 @@ def barrier(ctx: DistContext) -> None:
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:
     """Rank 0's picklable ``obj`` on every rank (identity when not distributed)."""
-    if not ctx.enabled:
-        return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    if ctx.enabled:
+        dist.broadcast_object_list(box, src=0)
     return box[0]
 
 

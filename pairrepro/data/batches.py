@@ -34,8 +34,7 @@ class EncodedSplit:
                    max_len_right: int = -1) -> EncodedSplit:
         """Encode a prepared pair table, ids cut to ``max_len`` when > 0 (the right text's to
         ``max_len_right`` where it is not -1)."""
-        missing = {"pair_id", "group_id", "label", "left_ids", "right_ids"} - set(frame.columns)
-        if missing:
+        if missing := {"pair_id", "group_id", "label", "left_ids", "right_ids"} - {*frame.columns}:
             raise DataError(f"{name}: prepared table lacks columns {sorted(missing)}",
                             hint="re-run pairrepro preprocess for this dataset")
 
@@ -186,8 +185,6 @@ def eval_batches(split: EncodedSplit, batch_size: int) -> list[np.ndarray]:
 def shard(rows: np.ndarray, rank: int, world_size: int) -> np.ndarray:
     """``rank``'s strided part of a global batch; a rank left without rows gets the first (DDP
     needs every rank in every all-reduce)."""
-    if world_size <= 1:
-        return rows
     part = rows[rank::world_size]
     return part if len(part) else rows[:1]
 
@@ -216,8 +213,7 @@ class EpochTask(Protocol):
 
 
 class EpochPlan:
-    """The seeded order of one training epoch: ``batches`` index ``items`` (pair rows or
-    triples)."""
+    """The seeded order of one training epoch: ``batches`` index ``items`` (pairs or triples)."""
 
     def __init__(self, split: EncodedSplit, batch_size: int, seed: int, epoch: int,
                  task: EpochTask, negatives: int = 1, chunk_batches: int = 50,

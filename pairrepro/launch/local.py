@@ -82,8 +82,7 @@ def run_local(specs: list[RunSpec], runs_dir: Path, jobs: int = 1, device: str |
         outcomes = []
         for spec in specs:
             notify("training", f"training {spec.label} ({threads} thread(s))")
-            outcome = run_inline(spec, runs_dir, device, quiet)
-            if outcome.status == "failed":
+            if (outcome := run_inline(spec, runs_dir, device, quiet)).status == "failed":
                 notify("failed", f"{spec.label} failed (exit {outcome.exit_code}): "
                                  f"{outcome.reason}")
             outcomes.append(outcome)
@@ -126,8 +125,7 @@ def _pool(specs: list[RunSpec], runs_dir: Path, jobs: int, threads: int,
                 time.sleep(LiveRow.POLL_S)
                 for i, (process, log, place) in list(running.items()):
                     rows[i].poll(runs_dir)
-                    code = process.poll()
-                    if code is None:
+                    if (code := process.poll()) is None:
                         continue
                     del running[i]
                     if shares and place:

@@ -77,8 +77,7 @@ def recipe_resources(recipe: Any, device: str | None = None,
     2 GB; time 1.5x its epochs + 30 min, only from a record on the job's own hardware."""
     wanted = device or recipe.train.device
     out: dict[str, Any] = {"gpus_per_node": 0 if wanted == "cpu" else 1}
-    record = preflight_record(recipe.name, preflight_dir)
-    if record is None:
+    if (record := preflight_record(recipe.name, preflight_dir)) is None:
         return out
     if record.get("peak_mb"):
         out["mem_gb"] = int(record["peak_mb"] / 1024 * 1.5 + 2.999)
@@ -98,17 +97,15 @@ def slurm_settings(recipe: Any, device: str | None, file_values: dict[str, Any],
 
 
 def executor_parameters(settings: SlurmSettings, name: str) -> dict[str, Any]:
-    params: dict[str, Any] = {
+    return {
         "name": name, "timeout_min": settings.timeout_min, "mem_gb": settings.mem_gb,
         "gpus_per_node": settings.gpus_per_node, "cpus_per_task": settings.cpus_per_task,
         "tasks_per_node": 1, "nodes": 1, "slurm_array_parallelism": settings.array_parallelism,
+        **{f"slurm_{key}": getattr(settings, key)
+           for key in ("partition", "account", "qos", "constraint") if getattr(settings, key)},
+        **({"slurm_additional_parameters": dict(settings.additional)}
+           if settings.additional else {}),
     }
-    for key in ("partition", "account", "qos", "constraint"):
-        if getattr(settings, key):
-            params[f"slurm_{key}"] = getattr(settings, key)
-    if settings.additional:
-        params["slurm_additional_parameters"] = dict(settings.additional)
-    return params
 
 
 @contextlib.contextmanager

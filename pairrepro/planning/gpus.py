@@ -85,8 +85,7 @@ def load_gpu_rates(gpu: str, path: Path | None = None) -> dict[tuple[str, str], 
                                when, int(shared["runs"]))
                 for key in (row["model"], row["recipe"]):
                     rates[(key, f"shared {shared['precision']}")] = rate
-        epoch = run.get("epoch", {})
-        if epoch.get("pairs_per_s"):
+        if (epoch := run.get("epoch", {})).get("pairs_per_s"):
             rates[(epoch["recipe"], epoch["precision"])] = GpuRate(
                 float(epoch["pairs_per_s"]), f"one epoch of {epoch['recipe']}",
                 epoch["precision"], when)

@@ -131,8 +131,7 @@ def _throughput(name: str, model: str, preflight: dict[str, dict[str, Any]],
         own = preflight[name] if name in preflight else preflight[others[0]]
         source = "preflight" if name in preflight else f"preflight of {others[0]}"
         return float(own["pairs_per_s"]), source, str(own.get("hardware", "cpu")), own
-    if model in figures:
-        figure = figures[model]
+    if figure := figures.get(model):
         return (float(figure["pairs_per_s"]), str(figure.get("source", "bench/figures.toml")),
                 str(figure.get("hardware", "gpu")), {})
     speeds: dict[str, list[float]] = {"gpu": [], "cpu": []}
@@ -168,11 +167,10 @@ def train_pairs(recipe: Any) -> tuple[int | None, str]:
     if count and recipe.data.max_train_pairs:
         count = min(count, recipe.data.max_train_pairs)
     cap = recipe.task.max_negatives_per_query
-    if count and cap and task_for(recipe.task.type, recipe.task.loss) is POINTWISE_RANKING:
-        # each epoch keeps a query's positives and at most `cap` of its negatives
-        capped = capped_pairs(dataset, variant, split, cap)
-        if capped is not None:
-            count = min(count, capped)
+    # each epoch keeps a query's positives and at most `cap` of its negatives
+    if (count and cap and task_for(recipe.task.type, recipe.task.loss) is POINTWISE_RANKING
+            and (capped := capped_pairs(dataset, variant, split, cap)) is not None):
+        count = min(count, capped)
     return count, estimate
 
 
@@ -265,8 +263,7 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
     gpu_totals: dict[str, float] = {MEASURED: 0.0, LOWER_BOUND: 0.0}
     unknown = sum(1 for it in items if it.hours is None and it.seeds_todo)
     for it in items:
-        hours = it.hours
-        if hours is not None:
+        if (hours := it.hours) is not None:
             totals[it.hardware] = totals.get(it.hardware, 0.0) + hours
         cells = [
             it.recipe, ", ".join(it.tables),
@@ -288,10 +285,9 @@ def render_plan(items: list[PlanItem], device: str | None = None) -> str:
                          f"{'≥' if source == LOWER_BOUND else ''}{figure:.3g} ({source})"
                          if figure is not None else f"? ({source})")
         lines.append(" | ".join(cells))
-    estimates = {f"{it.dataset}{'/' + it.variant if it.variant else ''}":
-                 f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
-                 for it in items if it.train_pairs_estimate}
-    if estimates:
+    if estimates := {f"{it.dataset}{'/' + it.variant if it.variant else ''}":
+                     f"{it.train_pairs} training pairs: {it.train_pairs_estimate}"
+                     for it in items if it.train_pairs_estimate}:
         lines += ["", "(est.) training pairs not prepared here: the manifest's planning "
                   "estimate from the paper's counts (a rebuilt set may differ):",
                   *(f"  {key}: {text}" for key, text in sorted(estimates.items()))]

@@ -28,8 +28,7 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 
 
 def load_checkpoint(path: Path, result: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read a checkpoint onto the CPU: the chosen one of the finished run whose ``result``
-    is given (``best.pt``)."""
+    """Read a checkpoint onto the CPU; with ``result``, the finished run's chosen one (best.pt)."""
     import torch
 
     if not path.is_file():

@@ -191,8 +191,7 @@ def prediction_keys(folder: RunFolder) -> list[str]:
 # (precision and compiling move only the last bits: `verify` compares such runs by interval)
 IGNORED_DIFFERENCES = frozenset({
     "train.device", "train.threads", "train.precision", "train.compile",
-    "train.checkpoint_minutes",
-    "optim.l2_scope_why",
+    "train.checkpoint_minutes", "optim.l2_scope_why",
     "recipe.description", "recipe.change", "recipe.paper", "recipe.reproduces",
     "recipe.compares", "recipe.seeds",
 })
@@ -201,13 +200,9 @@ IGNORED_DIFFERENCES = frozenset({
 def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested tables as flat ``section.key`` names (``{"train": {"epochs": 4}}`` ->
     ``{"train.epochs": 4}``); lists stay values."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(flatten_config(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
+    return {name: leaf for key, value in data.items()
+            for name, leaf in (flatten_config(value, f"{prefix}{key}.").items()
+                               if isinstance(value, dict) else [(f"{prefix}{key}", value)])}
 
 
 def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -295,17 +290,14 @@ def _write_compact(source: RunFolder, staging: Path) -> None:
     if source.evals_dir.is_dir():
         shutil.copytree(source.evals_dir, target.evals_dir)
     target.predictions_dir.mkdir()
-    for key in prediction_keys(source):
-        if key in COMPACT_SKIP:
-            continue
+    for key in sorted(set(prediction_keys(source)) - set(COMPACT_SKIP)):
         frame = read_predictions(source, key)
         keep = [c for c in COMPACT_COLUMNS if c in frame.columns]
         if ("group_id" in keep and _classification(keep)
                 and frame["group_id"].equals(frame["pair_id"])):
             keep.remove("group_id")  # read_predictions restores it
         # pair ids are unique strings that share prefixes: delta-coded, not a dictionary
-        frame[keep].to_parquet(target.predictions(key), index=False,
-                               compression="zstd",
+        frame[keep].to_parquet(target.predictions(key), index=False, compression="zstd",
                                use_dictionary=[c for c in keep if c != "pair_id"],
                                column_encoding={"pair_id": "DELTA_BYTE_ARRAY"})
 

@@ -91,8 +91,7 @@ def _agreement(rows: list[dict[str, Any]]) -> str:
 
 
 def bench_markdown(folder: Path | None = None) -> str:
-    runs = _runs(folder or RECORDS)
-    if not runs:
+    if not (runs := _runs(folder or RECORDS)):
         return ("No reference benchmark run is recorded yet (`bench/bench_grid.py --record`, "
                 "`bench/bench_csran_cin.py --record` on a quiet core).\n")
     machines = _machines([run for _, run in runs])
@@ -128,8 +127,7 @@ def bench_markdown(folder: Path | None = None) -> str:
 def gpu_rates_markdown(gpu: str = "h100") -> str:
     """The training rates ``bench/gpu_check.sh`` recorded on GPU ``gpu``, a row per model
     and the one-epoch figure, each with the run that measured it (the plan's figures)."""
-    rates = load_gpu_rates(gpu)
-    if not rates:
+    if not (rates := load_gpu_rates(gpu)):
         return f"No rate is recorded on `{gpu}` yet (`bench/gpu_check.sh` on that GPU).\n"
     subjects: dict[str, dict[str, GpuRate]] = {}  # a model's rates sit under two keys
     for rate in rates.values():

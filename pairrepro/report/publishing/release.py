@@ -120,8 +120,7 @@ def _prediction_change(a: pd.DataFrame | None, b: pd.DataFrame | None) -> str:
 
 
 def _metric_change(old: dict[str, float], new: dict[str, float]) -> str:
-    """Whether one split's recorded metrics differ, and the one that moved most ("" when
-    equal)."""
+    """Whether one split's recorded metrics differ, and the one that moved most ("" if equal)."""
     if old == new:
         return ""
     moved = {k: abs(float(new[k]) - float(old[k])) for k in old.keys() & new.keys()
@@ -132,8 +131,7 @@ def _metric_change(old: dict[str, float], new: dict[str, float]) -> str:
 
 
 def _differences(old: RunInfo, new: RunInfo) -> dict[str, str]:
-    """Each split whose recorded metrics or saved predictions differ between two runs, with
-    how much."""
+    """Each split whose metrics or saved predictions differ between two runs, with how much."""
     found = {}
     for split in sorted(old.metrics.keys() | new.metrics.keys()):
         moved = _prediction_change(read_predictions(old.folder, split),
