@@ -182,8 +182,10 @@ def cpu_fingerprint() -> dict[str, Any]:
 
 def _version_in(config: str, marker: str) -> str | None:
     """The version torch's build configuration prints after ``marker`` (its first word)."""
-    line = next((line for line in config.splitlines() if marker in line), marker)
-    return next(iter(line.split(marker, 1)[1].split()), None)
+    for line in config.splitlines():
+        if marker in line:
+            return next(iter(line.split(marker, 1)[1].split()), None)
+    return None
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> None:

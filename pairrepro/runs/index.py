@@ -200,9 +200,13 @@ IGNORED_DIFFERENCES = frozenset({
 def flatten_config(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested tables as flat ``section.key`` names (``{"train": {"epochs": 4}}`` ->
     ``{"train.epochs": 4}``); lists stay values."""
-    return {name: leaf for key, value in data.items()
-            for name, leaf in (flatten_config(value, f"{prefix}{key}.").items()
-                               if isinstance(value, dict) else [(f"{prefix}{key}", value)])}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flatten_config(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def resolved_config(config: dict[str, Any]) -> dict[str, Any]:
